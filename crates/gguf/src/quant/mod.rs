@@ -10,11 +10,13 @@ mod iq4;
 mod iqgrid;
 mod kquants;
 mod legacy;
+mod random;
 
 use crate::types::GgmlType;
 
 pub use float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use iq4::IQ4_NL_VALUES;
+pub use random::random_blocks;
 
 /// Dequantizes whole blocks of `ty` from `data` into `out` (one f32 per element).
 pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), String> {

@@ -1,1 +1,80 @@
-fn main() {}
+//! `strata`: the qwen4exp inference engine's command-line tool.
+
+mod bench;
+mod gguf;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "strata", version, about = "Inference engine for qwen4exp models (Qwen3.8-Flash-Next)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect GGUF files: metadata, tensors, dequantization.
+    #[command(subcommand)]
+    Gguf(gguf::GgufCommand),
+    /// Benchmarks (printed tables; record them under bench/results/).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Generate text with a model (not in this version yet).
+    Run(Pending),
+    /// Serve a model over HTTP (not in this version yet).
+    Serve(Pending),
+    /// Write a synthetic qwen4exp model (not in this version yet).
+    Synth(Pending),
+    /// Parity tools comparing kernels bit for bit (not in this version yet).
+    Parity(Pending),
+}
+
+/// The arguments of a subcommand this version does not have yet.
+#[derive(clap::Args)]
+struct Pending {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print(); // --help and --version
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line: clap's first line ("error: unexpected argument '--x' found").
+            let msg = e.render().to_string();
+            eprintln!("strata: {}", msg.lines().next().unwrap_or("bad arguments").trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Gguf(c) => gguf::run(c),
+        Command::Bench(c) => bench::run(c),
+        Command::Run(_) => pending("run"),
+        Command::Serve(_) => pending("serve"),
+        Command::Synth(_) => pending("synth"),
+        Command::Parity(_) => pending("parity"),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strata: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn pending(name: &str) -> anyhow::Result<()> {
+    anyhow::bail!("`strata {name}` is not available in this version yet")
+}
+
+/// The error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}

@@ -15,7 +15,7 @@ mod write;
 
 pub use error::{Error, ErrorKind, Result};
 pub use file::{shard_name, shard_paths, GgufFile, GgufSet, TensorView};
-pub use read::{align_up, parse, Header, TensorInfo, DEFAULT_ALIGNMENT, MAX_DIMS, MAX_NESTING};
+pub use read::{align_up, parse, parse_head, Header, TensorInfo, DEFAULT_ALIGNMENT, MAX_DIMS, MAX_NESTING};
 pub use rng::SplitMix64;
 pub use types::{GgmlType, QK_K};
 pub use value::{Array, Value, ValueType};

@@ -43,6 +43,12 @@ pub struct Header {
 
 /// Parses and checks the header of a GGUF file whose whole contents are `bytes`.
 pub fn parse(bytes: &[u8]) -> Result<Header, ErrorKind> {
+    parse_head(bytes, bytes.len() as u64)
+}
+
+/// Parses the header from the first bytes of a file of `file_len` bytes (`head` must hold at least the
+/// whole header); tensor data ranges are checked against `file_len`.
+pub fn parse_head(bytes: &[u8], file_len: u64) -> Result<Header, ErrorKind> {
     let mut c = Cursor { bytes, pos: 0 };
     let magic = c.take(4, "magic")?;
     if magic != MAGIC {
@@ -68,7 +74,7 @@ pub fn parse(bytes: &[u8]) -> Result<Header, ErrorKind> {
         key: "general.alignment".into(),
         what: "data section offset overflows".into(),
     })?;
-    check_tensor_data(&tensors, alignment, data_offset, bytes.len() as u64)?;
+    check_tensor_data(&tensors, alignment, data_offset, file_len)?;
     Ok(Header { version, metadata, tensors, alignment, data_offset })
 }
 
@@ -98,10 +104,7 @@ fn alignment_of(metadata: &[(String, Value)]) -> Result<u64, ErrorKind> {
     };
     match v {
         Value::U32(a) if a.is_power_of_two() => Ok(*a as u64),
-        _ => Err(ErrorKind::BadMetadata {
-            key: key.clone(),
-            what: format!("must be a u32 power of two, found {v}"),
-        }),
+        _ => Err(ErrorKind::BadMetadata { key: key.clone(), what: format!("must be a u32 power of two, found {v}") }),
     }
 }
 

@@ -239,13 +239,13 @@ impl fmt::Display for Value {
             Value::I16(v) => write!(f, "{v}"),
             Value::U32(v) => write!(f, "{v}"),
             Value::I32(v) => write!(f, "{v}"),
-            Value::F32(v) => write!(f, "{v}"),
+            Value::F32(v) => write!(f, "{v:?}"), // Debug keeps 1e-30 short
             Value::Bool(v) => write!(f, "{v}"),
             Value::String(s) => write!(f, "{s:?}"),
             Value::Array(a) => write!(f, "{a}"),
             Value::U64(v) => write!(f, "{v}"),
             Value::I64(v) => write!(f, "{v}"),
-            Value::F64(v) => write!(f, "{v}"),
+            Value::F64(v) => write!(f, "{v:?}"),
         }
     }
 }

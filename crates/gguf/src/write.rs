@@ -59,7 +59,14 @@ impl GgufBuilder {
             return Err(err(ErrorKind::TooManyDims { tensor: name.to_string(), n_dims: shape.len() as u32 }));
         }
         let (n_elements, n_bytes) = read::tensor_size(name, shape, ty).map_err(err)?;
-        self.tensors.push(TensorInfo { name: name.to_string(), shape: shape.to_vec(), ty, offset: 0, n_elements, n_bytes });
+        self.tensors.push(TensorInfo {
+            name: name.to_string(),
+            shape: shape.to_vec(),
+            ty,
+            offset: 0,
+            n_elements,
+            n_bytes,
+        });
         Ok(self)
     }
 
@@ -168,7 +175,8 @@ impl<W: Write> GgufWriter<W> {
     pub fn finish(mut self) -> Result<W> {
         self.close_full_tensors()?;
         if let Some(t) = self.tensors.get(self.current) {
-            let msg = format!("file closed with tensor {:?} at {} of {} bytes", t.name, self.done_in_current, t.n_bytes);
+            let msg =
+                format!("file closed with tensor {:?} at {} of {} bytes", t.name, self.done_in_current, t.n_bytes);
             return Err(self.error(msg));
         }
         self.out.flush().map_err(|e| Error::new(&self.path, e.into()))?;

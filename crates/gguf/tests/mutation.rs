@@ -12,7 +12,7 @@ const NASTY: [u64; 10] = [0, 1, 7, 0xff, 0xffff_ffff, 1 << 32, 1 << 62, i64::MAX
 fn mutate(seed_file: &[u8], header_len: usize, rng: &mut SplitMix64) -> Vec<u8> {
     let mut f = seed_file.to_vec();
     // Most mutations land in the header, where the structure is.
-    let mut pos = |rng: &mut SplitMix64, len: usize| {
+    let pos = |rng: &mut SplitMix64, len: usize| {
         let span = if rng.below(4) == 0 { len } else { header_len.min(len) };
         rng.below(span.max(1) as u64) as usize
     };
@@ -27,7 +27,7 @@ fn mutate(seed_file: &[u8], header_len: usize, rng: &mut SplitMix64) -> Vec<u8> 
             }
             1 => {
                 let p = pos(rng, f.len());
-                f[p] = rng.next() as u8;
+                f[p] = rng.next_u64() as u8;
             }
             2 => {
                 let p = pos(rng, f.len());
@@ -47,7 +47,7 @@ fn mutate(seed_file: &[u8], header_len: usize, rng: &mut SplitMix64) -> Vec<u8> 
             }
             5 => {
                 let p = pos(rng, f.len());
-                let junk: Vec<u8> = (0..rng.below(16) + 1).map(|_| rng.next() as u8).collect();
+                let junk: Vec<u8> = (0..rng.below(16) + 1).map(|_| rng.next_u64() as u8).collect();
                 f.splice(p..p, junk);
             }
             _ => {
@@ -107,7 +107,10 @@ fn mutated_files_never_panic() {
             Err(_) => panics += 1,
         }
     }
-    println!("mutation test: {count} mutated files, {accepted} accepted, {} refused with an error, {panics} panics", count - accepted - panics);
+    println!(
+        "mutation test: {count} mutated files, {accepted} accepted, {} refused with an error, {panics} panics",
+        count - accepted - panics
+    );
     assert_eq!(panics, 0, "{panics} of {count} mutated files panicked");
     assert!(accepted > 0 && accepted < count, "mutations should produce both valid and invalid files");
 }

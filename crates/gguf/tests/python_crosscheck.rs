@@ -21,7 +21,10 @@ fn script() -> PathBuf {
 fn python_ready() -> bool {
     let ok = Command::new("python3").args(["-c", "import gguf, numpy"]).status().map(|s| s.success()).unwrap_or(false);
     if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI must have python3 with the gguf and numpy packages (.ci/run installs them)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have python3 with the gguf and numpy packages (.ci/run installs them)"
+        );
         eprintln!("SKIPPED: python3 with the gguf and numpy packages is not installed (pip install gguf numpy)");
     }
     ok

@@ -157,11 +157,17 @@ fn tensor_errors() {
     assert!(matches!(t(&[("a", &[32], 3, 0)], 256), ErrorKind::UnknownTensorType { id: 3, .. }));
     assert!(matches!(t(&[("a", &[32], 9999, 0)], 256), ErrorKind::UnknownTensorType { .. }));
     assert!(matches!(t(&[("a", &[1 << 32, 1 << 32], 0, 0)], 256), ErrorKind::ShapeOverflow { .. }));
-    assert!(matches!(t(&[("a", &[u64::MAX], 8, 0)], 256), ErrorKind::ShapeOverflow { .. } | ErrorKind::NotWholeBlocks { .. }));
+    assert!(matches!(
+        t(&[("a", &[u64::MAX], 8, 0)], 256),
+        ErrorKind::ShapeOverflow { .. } | ErrorKind::NotWholeBlocks { .. }
+    ));
     assert!(matches!(t(&[("a", &[40], 8, 0)], 256), ErrorKind::NotWholeBlocks { ne0: 40, .. }));
     assert!(matches!(t(&[("a", &[1, 1, 1, 1, 1], 0, 0)], 256), ErrorKind::TooManyDims { n_dims: 5, .. }));
     assert!(matches!(t(&[("a", &[32], 0, 0), ("a", &[32], 0, 128)], 512), ErrorKind::DuplicateTensor(_)));
-    assert!(matches!(t(&[("a", &[32], 0, u64::MAX - 8)], 256), ErrorKind::Misaligned { .. } | ErrorKind::DataPastEnd { .. }));
+    assert!(matches!(
+        t(&[("a", &[32], 0, u64::MAX - 8)], 256),
+        ErrorKind::Misaligned { .. } | ErrorKind::DataPastEnd { .. }
+    ));
     assert!(matches!(t(&[("a", &[32], 0, 1 << 63)], 256), ErrorKind::DataPastEnd { .. }));
     // Error messages name the tensor.
     let e = parse(raw_file(3, 0, &[], &[("blk.0.attn_q.weight", &[40], 8, 0)], 256)).err().unwrap();
@@ -185,8 +191,51 @@ fn writer_refuses_wrong_data() {
 }
 
 fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("strata-gguf-test-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let d =
+        std::env::temp_dir().join(format!("strata-gguf-test-{}-{:?}", std::process::id(), std::thread::current().id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// A sink that keeps the first bytes it is given and counts the rest.
+struct CountingSink {
+    head: Vec<u8>,
+    total: u64,
+}
+
+impl std::io::Write for CountingSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let keep = (4096 - self.head.len().min(4096)).min(buf.len());
+        self.head.extend_from_slice(&buf[..keep]);
+        self.total += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn writer_streams_files_past_4_gib() {
+    // 5 GiB of tensors go through a 1 MiB buffer: nothing but the header is held, and offsets past
+    // 2³² are written as u64.
+    let mut b = GgufBuilder::new();
+    b.add_tensor("big.weight", &[1 << 20, 1 << 10], GgmlType::F32).unwrap(); // 4 GiB
+    b.add_tensor("after.weight", &[256, 4096], GgmlType::Q4_K).unwrap(); // 576 KiB, offset > 4 GiB
+    b.add_tensor("tail.weight", &[1 << 28], GgmlType::F32).unwrap(); // 1 GiB
+    let mut w = b.begin(CountingSink { head: Vec::new(), total: 0 }, "big.gguf").unwrap();
+    let chunk = vec![0u8; 1 << 20];
+    while let Some(t) = w.next_tensor() {
+        let n = t.n_bytes.min(chunk.len() as u64) as usize;
+        w.write(&chunk[..n]).unwrap();
+    }
+    let sink = w.finish().unwrap();
+    // The header read from the sink's first bytes, checked against the full length, places every tensor
+    // exactly, the second past 4 GiB.
+    let h = strata_gguf::parse_head(&sink.head, sink.total).unwrap();
+    assert_eq!(h.tensors[1].offset, 4 << 30);
+    let last = &h.tensors[2];
+    assert_eq!(h.data_offset + last.offset + last.n_bytes, sink.total);
+    assert!(strata_gguf::parse_head(&sink.head, sink.total - 1).is_err());
 }

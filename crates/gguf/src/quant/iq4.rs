@@ -56,5 +56,7 @@ fn nearest(v: f32, d: f32) -> usize {
         return 8; // the value nearest zero
     }
     let t = v / d;
-    (0..16).min_by(|&a, &c| (t - IQ4_NL_VALUES[a] as f32).abs().total_cmp(&(t - IQ4_NL_VALUES[c] as f32).abs())).unwrap_or(8)
+    (0..16)
+        .min_by(|&a, &c| (t - IQ4_NL_VALUES[a] as f32).abs().total_cmp(&(t - IQ4_NL_VALUES[c] as f32).abs()))
+        .unwrap_or(8)
 }

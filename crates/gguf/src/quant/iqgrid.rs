@@ -21,8 +21,11 @@ fn grid_u32(e: u32, j: usize) -> f32 {
     ((e >> (8 * j)) & 0xff) as f32
 }
 
+/// `v · (negative ? −1 : 1)`, the same bits for every non-NaN v, without a branch: signs are random,
+/// and a mispredicted branch per element costs more than the rest of the decoding.
+#[inline]
 fn signed(v: f32, negative: bool) -> f32 {
-    v * if negative { -1.0 } else { 1.0 }
+    f32::from_bits(v.to_bits() ^ ((negative as u32) << 31))
 }
 
 /// IQ2_XS: d, qs[32] u16 (9-bit grid index | 7-bit sign index << 9), scales[8] (a nibble per 16
@@ -114,7 +117,9 @@ fn group_scales<const G: usize>(want: &[f32; G], unit: fn(f32) -> f32, b: &mut [
         if d == 0.0 {
             return 0;
         }
-        (0..16u8).min_by(|&a, &c| (d * unit(a as f32) - want[g]).abs().total_cmp(&(d * unit(c as f32) - want[g]).abs())).unwrap_or(0)
+        (0..16u8)
+            .min_by(|&a, &c| (d * unit(a as f32) - want[g]).abs().total_cmp(&(d * unit(c as f32) - want[g]).abs()))
+            .unwrap_or(0)
     });
     (d, s)
 }
@@ -125,7 +130,8 @@ fn magnitudes(x: &[f32], step: f32) -> Vec<f32> {
 
 pub fn quant_iq2_xs(x: &[f32], b: &mut [u8]) {
     let unit = |s: f32| (0.5 + s) * 0.25;
-    let want: [f32; 16] = std::array::from_fn(|g| x[16 * g..16 * g + 16].iter().fold(0f32, |m, v| m.max(v.abs())) / 43.0);
+    let want: [f32; 16] =
+        std::array::from_fn(|g| x[16 * g..16 * g + 16].iter().fold(0f32, |m, v| m.max(v.abs())) / 43.0);
     let (d, s) = group_scales(&want, unit, b);
     for ib in 0..8 {
         b[66 + ib] = s[2 * ib] | (s[2 * ib + 1] << 4);
@@ -141,7 +147,8 @@ pub fn quant_iq2_xs(x: &[f32], b: &mut [u8]) {
 
 pub fn quant_iq3_xxs(x: &[f32], b: &mut [u8]) {
     let unit = |s: f32| (0.5 + s) * 0.5;
-    let want: [f32; 8] = std::array::from_fn(|g| x[32 * g..32 * g + 32].iter().fold(0f32, |m, v| m.max(v.abs())) / 62.0);
+    let want: [f32; 8] =
+        std::array::from_fn(|g| x[32 * g..32 * g + 32].iter().fold(0f32, |m, v| m.max(v.abs())) / 62.0);
     let (d, s) = group_scales(&want, unit, b);
     for ib in 0..8 {
         let step = d * unit(s[ib] as f32);
@@ -160,7 +167,8 @@ pub fn quant_iq3_xxs(x: &[f32], b: &mut [u8]) {
 
 pub fn quant_iq3_s(x: &[f32], b: &mut [u8]) {
     let unit = |s: f32| 1.0 + 2.0 * s;
-    let want: [f32; 8] = std::array::from_fn(|g| x[32 * g..32 * g + 32].iter().fold(0f32, |m, v| m.max(v.abs())) / 15.0);
+    let want: [f32; 8] =
+        std::array::from_fn(|g| x[32 * g..32 * g + 32].iter().fold(0f32, |m, v| m.max(v.abs())) / 15.0);
     let (d, s) = group_scales(&want, unit, b);
     b[66..110].fill(0);
     for ib in 0..8 {

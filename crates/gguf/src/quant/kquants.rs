@@ -18,7 +18,7 @@ pub fn dequant_q3_k(b: &[u8], y: &mut [f32]) {
                 let dl = d * ((lo | (hi << 4)) as i32 - 32) as f32;
                 for l in half * 16..half * 16 + 16 {
                     let q = ((qs[n * 32 + l] >> (2 * j)) & 3) as i32;
-                    let sub = if hmask[l] & (1 << bit) != 0 { 0 } else { 4 };
+                    let sub = 4 - 4 * ((hmask[l] >> bit) & 1) as i32; // a clear bit subtracts 4
                     y[n * 128 + j * 32 + l] = dl * (q - sub) as f32;
                 }
             }
@@ -125,15 +125,16 @@ pub fn quant_q4_k(x: &[f32], b: &mut [u8]) {
 /// Q6_K: per sub-block of 16 a signed scale amax/31 quantized to int8 against d = max|scale|/127;
 /// each element to the nearest of its 64 levels.
 pub fn quant_q6_k(x: &[f32], b: &mut [u8]) {
-    let scale: [f32; 16] = std::array::from_fn(|s| x[16 * s..16 * s + 16].iter().fold(0f32, |m, v| m.max(v.abs())) / 31.0);
+    let scale: [f32; 16] =
+        std::array::from_fn(|s| x[16 * s..16 * s + 16].iter().fold(0f32, |m, v| m.max(v.abs())) / 31.0);
     let d = put_f16(b, 208, scale.iter().fold(0f32, |m, &v| m.max(v)) / 127.0);
     b[0..192].fill(0);
     for s in 0..16 {
         let sc = if d > 0.0 { (scale[s] / d).round().clamp(-128.0, 127.0) as i8 } else { 0 };
         b[192 + s] = sc as u8;
         let dl = d * sc as f32;
-        for i in 16 * s..16 * s + 16 {
-            let q = if dl != 0.0 { (x[i] / dl).round().clamp(-32.0, 31.0) as i32 + 32 } else { 32 } as u8;
+        for (i, &v) in x.iter().enumerate().skip(16 * s).take(16) {
+            let q = if dl != 0.0 { (v / dl).round().clamp(-32.0, 31.0) as i32 + 32 } else { 32 } as u8;
             let (n, k, l) = (i / 128, (i % 128) / 32, i % 32);
             b[n * 64 + (k % 2) * 32 + l] |= (q & 0xf) << (4 * (k / 2));
             b[128 + n * 32 + l] |= (q >> 4) << (2 * k);

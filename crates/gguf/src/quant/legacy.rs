@@ -59,9 +59,10 @@ pub fn dequant_q5_0(b: &[u8], y: &mut [f32]) {
 /// value = (code − 1)·d, so a block holds {−d, 0, d, 2d}.
 pub fn dequant_q2_0(b: &[u8], y: &mut [f32]) {
     let d = f16_at(b, 0);
-    for (i, v) in y.iter_mut().enumerate() {
-        let code = (b[2 + i / 4] >> (2 * (i % 4))) & 3;
-        *v = (code as i32 - 1) as f32 * d;
+    for (y4, &byte) in y.chunks_exact_mut(4).zip(&b[2..18]) {
+        for (k, v) in y4.iter_mut().enumerate() {
+            *v = (((byte >> (2 * k)) & 3) as i32 - 1) as f32 * d;
+        }
     }
 }
 

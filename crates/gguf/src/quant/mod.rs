@@ -21,7 +21,7 @@ pub use random::random_blocks;
 /// Dequantizes whole blocks of `ty` from `data` into `out` (one f32 per element).
 pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), String> {
     let (bs, ts) = (ty.block_size(), ty.type_size());
-    if data.len() % ts != 0 || data.len() / ts * bs != out.len() {
+    if !data.len().is_multiple_of(ts) || data.len() / ts * bs != out.len() {
         return Err(format!(
             "{} bytes of {ty} do not make {} elements (blocks of {bs} elements in {ts} bytes)",
             data.len(),
@@ -61,7 +61,10 @@ pub fn can_quantize(ty: GgmlType) -> bool {
     quantizer(ty).is_some()
 }
 
-fn quantizer(ty: GgmlType) -> Option<fn(&[f32], &mut [u8])> {
+/// Quantizes one block (or, for the float types, a run of elements).
+type QuantFn = fn(&[f32], &mut [u8]);
+
+fn quantizer(ty: GgmlType) -> Option<QuantFn> {
     Some(match ty {
         GgmlType::F32 => float::quant_f32,
         GgmlType::F16 => float::quant_f16,
@@ -83,7 +86,7 @@ fn quantizer(ty: GgmlType) -> Option<fn(&[f32], &mut [u8])> {
 pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), String> {
     let q = quantizer(ty).ok_or_else(|| format!("quantizing to {ty} is not supported"))?;
     let (bs, ts) = (ty.block_size(), ty.type_size());
-    if x.len() % bs != 0 {
+    if !x.len().is_multiple_of(bs) {
         return Err(format!("{} values are not a whole number of {ty} blocks of {bs}", x.len()));
     }
     let start = out.len();

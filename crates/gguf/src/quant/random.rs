@@ -19,7 +19,7 @@ fn scale_fields(ty: GgmlType) -> &'static [usize] {
 /// A finite value of either sign whose magnitude spans 2⁻²⁰ .. 1 (so fp16 subnormals appear too).
 fn random_scale(rng: &mut SplitMix64) -> f32 {
     let mag = (-20.0 * rng.uniform()).exp2();
-    if rng.next() & 1 == 1 {
+    if rng.next_u64() & 1 == 1 {
         -mag
     } else {
         mag
@@ -36,7 +36,7 @@ pub fn random_blocks(ty: GgmlType, n_blocks: usize, rng: &mut SplitMix64) -> Vec
             GgmlType::F16 => b.copy_from_slice(&finite_bits(rng, 16, 5).to_le_bytes()[..2]),
             GgmlType::BF16 => b.copy_from_slice(&finite_bits(rng, 16, 8).to_le_bytes()[..2]),
             _ => {
-                b.iter_mut().for_each(|x| *x = rng.next() as u8);
+                b.iter_mut().for_each(|x| *x = rng.next_u64() as u8);
                 for &at in scale_fields(ty) {
                     b[at..at + 2].copy_from_slice(&f32_to_f16(random_scale(rng)).to_le_bytes());
                 }
@@ -51,7 +51,7 @@ fn finite_bits(rng: &mut SplitMix64, width: u32, exp_bits: u32) -> u64 {
     let mantissa = width - 1 - exp_bits;
     let exp_mask = ((1u64 << exp_bits) - 1) << mantissa;
     loop {
-        let v = rng.next() & ((1u64 << width) - 1);
+        let v = rng.next_u64() & ((1u64 << width) - 1);
         if v & exp_mask != exp_mask {
             return v;
         }

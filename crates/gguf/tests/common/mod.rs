@@ -87,7 +87,7 @@ pub fn raw_file(version: u32, n_kv: u64, kv: &[u8], tensors: &[(&str, &[u64], u3
         f.extend_from_slice(&ty.to_le_bytes());
         f.extend_from_slice(&offset.to_le_bytes());
     }
-    while f.len() % 32 != 0 {
+    while !f.len().is_multiple_of(32) {
         f.push(0);
     }
     f.resize(f.len() + data_len, 0);

@@ -1,0 +1,53 @@
+//! `strata bench dequant`: single-thread dequantization throughput per type on this CPU.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::Subcommand;
+use strata_gguf::{quant, GgmlType, SplitMix64};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Dequantize random blocks of every type; GB/s of quant data read and Gelem/s written, one thread.
+    Dequant {
+        /// Elements per type (the f32 output is 4 bytes each).
+        #[arg(long, default_value_t = 1 << 25)]
+        elements: usize,
+        /// Minimum measuring time per type, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        ms: u64,
+    },
+}
+
+pub fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Dequant { elements, ms } => dequant(elements, Duration::from_millis(ms)),
+    }
+}
+
+fn dequant(elements: usize, min_time: Duration) -> Result<()> {
+    println!("| type | bits/weight | quant MB | GB/s quant data | Gelem/s | reps |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut rng = SplitMix64::new(1);
+    for ty in GgmlType::ALL {
+        let n_blocks = elements.div_ceil(ty.block_size());
+        let data = quant::random_blocks(ty, n_blocks, &mut rng);
+        let mut out = vec![0f32; n_blocks * ty.block_size()];
+        quant::dequantize(ty, &data, &mut out).map_err(anyhow::Error::msg)?; // warm-up, page faults
+        let (mut reps, start) = (0u32, Instant::now());
+        while reps < 3 || start.elapsed() < min_time {
+            quant::dequantize(ty, &data, &mut out).map_err(anyhow::Error::msg)?;
+            std::hint::black_box(&out);
+            reps += 1;
+        }
+        let per = start.elapsed().as_secs_f64() / reps as f64;
+        let bits = ty.type_size() as f64 * 8.0 / ty.block_size() as f64;
+        println!(
+            "| {ty} | {bits:.4} | {:.1} | {:.2} | {:.3} | {reps} |",
+            data.len() as f64 / 1e6,
+            data.len() as f64 / per / 1e9,
+            out.len() as f64 / per / 1e9
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! `strata gguf info|dequant`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+use strata_gguf::{quant, GgufFile, GgufSet};
+
+#[derive(Subcommand)]
+pub enum GgufCommand {
+    /// Print metadata (long arrays summarised) and a table of tensors. A shard opens its whole set.
+    Info { file: PathBuf },
+    /// Write one tensor as little-endian f32, ne0 fastest.
+    Dequant {
+        file: PathBuf,
+        tensor: String,
+        #[arg(short, long)]
+        out: PathBuf,
+    },
+}
+
+pub fn run(cmd: GgufCommand) -> Result<()> {
+    match cmd {
+        GgufCommand::Info { file } => info(&GgufSet::open(&file)?),
+        GgufCommand::Dequant { file, tensor, out } => dequant(&GgufSet::open(&file)?, &tensor, &out),
+    }
+}
+
+fn info(set: &GgufSet) -> Result<()> {
+    let mut o = std::io::stdout().lock();
+    for f in set.files() {
+        print_file(&mut o, f)?;
+    }
+    Ok(())
+}
+
+fn print_file(o: &mut impl Write, f: &GgufFile) -> Result<()> {
+    let h = f.header();
+    writeln!(
+        o,
+        "{}: GGUF v{}, {} bytes, {} metadata keys, {} tensors, alignment {}, data at {}",
+        f.path().display(),
+        h.version,
+        f.file_len(),
+        h.metadata.len(),
+        h.tensors.len(),
+        h.alignment,
+        h.data_offset
+    )?;
+    for (k, v) in f.metadata() {
+        writeln!(o, "  {k} = {v}")?;
+    }
+    let width = h.tensors.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    writeln!(o, "  {:<width$}  {:<7}  {:<24}  {:>14}  {:>14}", "name", "type", "shape", "bytes", "offset")?;
+    for t in &h.tensors {
+        let shape = format!("{:?}", t.shape);
+        writeln!(
+            o,
+            "  {:<width$}  {:<7}  {:<24}  {:>14}  {:>14}",
+            t.name,
+            t.ty.name(),
+            shape,
+            t.n_bytes,
+            h.data_offset + t.offset
+        )?;
+    }
+    let total: u64 = h.tensors.iter().map(|t| t.n_bytes).sum();
+    writeln!(o, "  {} tensors, {} bytes of tensor data", h.tensors.len(), total)?;
+    Ok(())
+}
+
+/// Dequantizes in pieces so a tensor larger than memory streams to disk.
+fn dequant(set: &GgufSet, name: &str, out: &PathBuf) -> Result<()> {
+    let t = set.require(name)?;
+    let (bs, ts) = (t.info.ty.block_size(), t.info.ty.type_size());
+    let blocks_per_piece = (1 << 22) / bs; // 4M elements, 16 MB of f32
+    let mut w = BufWriter::new(File::create(out).with_context(|| format!("{}", out.display()))?);
+    let bar = ProgressBar::new(t.info.n_elements * 4);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .expect("valid template"),
+    );
+    let mut values = vec![0f32; blocks_per_piece * bs];
+    let mut bytes = Vec::with_capacity(values.len() * 4);
+    for piece in t.data.chunks(blocks_per_piece * ts) {
+        let y = &mut values[..piece.len() / ts * bs];
+        quant::dequantize(t.info.ty, piece, y).map_err(|e| anyhow::anyhow!("tensor {name:?}: {e}"))?;
+        bytes.clear();
+        bytes.extend(y.iter().flat_map(|v| v.to_le_bytes()));
+        w.write_all(&bytes).with_context(|| format!("{}", out.display()))?;
+        bar.inc(bytes.len() as u64);
+    }
+    w.flush().with_context(|| format!("{}", out.display()))?;
+    bar.finish_and_clear();
+    Ok(())
+}

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::quant;
@@ -25,7 +26,7 @@ impl Storage {
 /// One GGUF file: its checked header and zero-copy access to its tensors' bytes.
 pub struct GgufFile {
     path: PathBuf,
-    storage: Storage,
+    storage: Arc<Storage>,
     header: Header,
     keys: HashMap<String, usize>,
     by_name: HashMap<String, usize>,
@@ -37,6 +38,23 @@ pub struct TensorView<'a> {
     pub info: &'a TensorInfo,
     pub data: &'a [u8],
     pub file: &'a Path,
+    storage: &'a Arc<Storage>,
+    start: usize,
+}
+
+/// A tensor's bytes that keep the file's memory map alive: weights can outlive the `GgufFile`.
+#[derive(Clone)]
+pub struct TensorBytes {
+    storage: Arc<Storage>,
+    start: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for TensorBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.storage.bytes()[self.start..self.start + self.len]
+    }
 }
 
 impl GgufFile {
@@ -65,7 +83,7 @@ impl GgufFile {
         let header = read::parse(storage.bytes()).map_err(|k| Error::new(&path, k))?;
         let keys = header.metadata.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
         let by_name = header.tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
-        Ok(GgufFile { path, storage, header, keys, by_name })
+        Ok(GgufFile { path, storage: Arc::new(storage), header, keys, by_name })
     }
 
     pub fn path(&self) -> &Path {
@@ -99,7 +117,7 @@ impl GgufFile {
         // The parser checked the range against the file length.
         let start = (self.header.data_offset + info.offset) as usize;
         let data = &self.storage.bytes()[start..start + info.n_bytes as usize];
-        Some(TensorView { info, data, file: &self.path })
+        Some(TensorView { info, data, file: &self.path, storage: &self.storage, start })
     }
 
     /// The tensor, or an error naming the file and the tensor.
@@ -113,6 +131,11 @@ impl GgufFile {
 }
 
 impl TensorView<'_> {
+    /// The bytes, shared with the file's map (no copy).
+    pub fn bytes(&self) -> TensorBytes {
+        TensorBytes { storage: self.storage.clone(), start: self.start, len: self.data.len() }
+    }
+
     /// The tensor as f32, ne0 fastest.
     pub fn to_f32(&self) -> Result<Vec<f32>> {
         let mut out = vec![0f32; self.info.n_elements as usize];

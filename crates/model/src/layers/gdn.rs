@@ -1,0 +1,92 @@
+//! Gated DeltaNet (spec §4; docs/ARITHMETIC.md § gdn): a causal conv, then per value head the gated delta
+//! rule on an S×S state.
+
+use crate::config::Config;
+use crate::ops::act::{exp, rsqrt, sigmoid, silu, softplus};
+use crate::ops::norm::{l2_norm_inplace, rms_norm};
+use crate::state::GdnState;
+use crate::weights::GdnWeights;
+
+/// Causal depthwise conv of width 4: `c[ch] = Σ_{i=0..3} w[ch][i]·frame_i[ch]` by fma from the oldest
+/// frame, `frames` being the 3 stored frames then the current one; then the state keeps the last 3.
+pub fn causal_conv(tail: &mut [f32], cur: &[f32], w: &[f32]) -> Vec<f32> {
+    let ch = cur.len();
+    let out = (0..ch)
+        .map(|c| {
+            let mut s = 0f32;
+            for i in 0..3 {
+                s = w[4 * c + i].mul_add(tail[i * ch + c], s);
+            }
+            w[4 * c + 3].mul_add(cur[c], s)
+        })
+        .collect();
+    tail.copy_within(ch.., 0);
+    tail[2 * ch..].copy_from_slice(cur);
+    out
+}
+
+pub fn gdn(x: &[f32], w: &GdnWeights, c: &Config, st: &mut GdnState) -> Vec<f32> {
+    let (s, hk, hv) = (c.ssm_state, c.ssm_groups, c.ssm_heads);
+    let u = w.qkv.matvec(x);
+    let z = w.gate.matvec(x);
+    let mut conv: Vec<f32> = causal_conv(&mut st.conv, &u, &w.conv).into_iter().map(silu).collect();
+    let (qk, v) = conv.split_at_mut(2 * hk * s);
+    let qscale = rsqrt(s as f32);
+    for head in qk.chunks_mut(s) {
+        l2_norm_inplace(head);
+    }
+    for q in qk[..hk * s].iter_mut() {
+        *q *= qscale;
+    }
+    let (q, k) = qk.split_at(hk * s);
+    let beta: Vec<f32> = w.beta.matvec(x).into_iter().map(sigmoid).collect();
+    let alpha = w.alpha.matvec(x);
+    let mut y = vec![0f32; hv * s];
+    for j in 0..hv {
+        let i = j / (hv / hk);
+        let gate = softplus(alpha[j] + w.dt_bias[j]) * w.a[j];
+        let o = delta_rule(
+            &mut st.m[j * s * s..(j + 1) * s * s],
+            &q[i * s..(i + 1) * s],
+            &k[i * s..(i + 1) * s],
+            &v[j * s..(j + 1) * s],
+            beta[j],
+            exp(gate),
+        );
+        let yj = &mut y[j * s..(j + 1) * s];
+        rms_norm(&o, &w.norm, yj);
+        for (a, &zz) in yj.iter_mut().zip(&z[j * s..(j + 1) * s]) {
+            *a *= sigmoid(zz);
+        }
+    }
+    w.out.matvec(&y)
+}
+
+/// One step of the gated delta rule on `m` (`[key dim a][value dim b]`):
+/// `M ← decay·M`; `p[b] = Σ_a M[a][b]·k[a]`; `M[a][b] += k[a]·β(v[b] − p[b])`; `o[b] = Σ_a M[a][b]·q[a]`.
+/// Each sum is an fma chain over a ascending from +0; the update is `fma(k[a], δ[b], M[a][b])`.
+pub fn delta_rule(m: &mut [f32], q: &[f32], k: &[f32], v: &[f32], beta: f32, decay: f32) -> Vec<f32> {
+    let s = q.len();
+    for x in m.iter_mut() {
+        *x *= decay;
+    }
+    let mut p = vec![0f32; s];
+    for a in 0..s {
+        for b in 0..s {
+            p[b] = m[a * s + b].mul_add(k[a], p[b]);
+        }
+    }
+    let delta: Vec<f32> = (0..s).map(|b| beta * (v[b] - p[b])).collect();
+    for a in 0..s {
+        for b in 0..s {
+            m[a * s + b] = k[a].mul_add(delta[b], m[a * s + b]);
+        }
+    }
+    let mut o = vec![0f32; s];
+    for a in 0..s {
+        for b in 0..s {
+            o[b] = m[a * s + b].mul_add(q[a], o[b]);
+        }
+    }
+    o
+}

@@ -1,0 +1,68 @@
+//! Hyper-connections (spec §3; docs/ARITHMETIC.md § hc): the read that mixes the hc residual streams
+//! into one layer input, and the write that adds a layer's output back to every stream.
+
+use crate::ops::act::{sigmoid, silu};
+use crate::ops::dot::dot;
+use crate::ops::norm::rms_scale;
+use crate::weights::HcWeights;
+
+/// The read's outputs: the layer input (n values) and the inject scalars (hc; empty without inject rows).
+pub struct HcRead {
+    pub mixed: Vec<f32>,
+    pub inject: Vec<f32>,
+}
+
+/// `R` holds the hc streams of n values, stream 0 first.
+pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize) -> HcRead {
+    let n = r.len() / hc;
+    let hcf = hc as f32;
+    // 1. per-stream rms; xn = (R·w)·rs
+    let mut xn = vec![0f32; r.len()];
+    for c in 0..hc {
+        let s = c * n..(c + 1) * n;
+        let rs = rms_scale(&r[s.clone()]);
+        for ((o, &v), &g) in xn[s.clone()].iter_mut().zip(&r[s.clone()]).zip(&w.norm[s]) {
+            *o = (v * g) * rs;
+        }
+    }
+    // 2. lo = silu((W_down·xn)/hc)
+    let lo: Vec<f32> = w.down.matvec(&xn).into_iter().map(|v| silu(v / hcf)).collect();
+    // 3. g = W_up·lo
+    let g = w.up.matvec(&lo);
+    // 4. mixed[d] = (Σ_c xn[c][d]·σ(g[c][d])) / hc, c in order
+    let mixed = (0..n)
+        .map(|d| {
+            let mut s = xn[d] * sigmoid(g[d]);
+            for c in 1..hc {
+                s += xn[c * n + d] * sigmoid(g[c * n + d]);
+            }
+            s / hcf
+        })
+        .collect();
+    // 5. inj[c] = W_inject[c]·xn
+    let inject = match &w.inject {
+        Some(m) => {
+            let mut row = vec![0f32; m.cols];
+            (0..hc)
+                .map(|c| {
+                    m.row(c, &mut row);
+                    dot(&row, &xn)
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    HcRead { mixed, inject }
+}
+
+/// `R[c][d] += y[d]·(2·σ(inj[c]/hc))`: the product rounded, then the sum.
+pub fn hc_write(r: &mut [f32], y: &[f32], inject: &[f32]) {
+    let hc = inject.len();
+    let n = y.len();
+    for (c, &inj) in inject.iter().enumerate() {
+        let f = 2.0 * sigmoid(inj / hc as f32);
+        for (v, &yd) in r[c * n..(c + 1) * n].iter_mut().zip(y) {
+            *v += yd * f;
+        }
+    }
+}

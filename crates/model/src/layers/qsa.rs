@@ -1,0 +1,122 @@
+//! QSA attention (spec §5; docs/ARITHMETIC.md § qsa): gated GQA over the cells the block indexer selects.
+
+use crate::config::Config;
+use crate::ops::act::{exp, rsqrt, sigmoid};
+use crate::ops::dot::{dot, sum};
+use crate::ops::norm::rms_norm_inplace;
+use crate::ops::rope::Rope;
+use crate::ops::topk::select_cells;
+use crate::state::QsaState;
+use crate::weights::QsaWeights;
+
+/// One token at position `pos` (its cell is appended first, so n_cells = pos + 1). `row` is the rope
+/// table's row for `pos`.
+pub fn qsa(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, pos: usize, rope: &Rope) -> Vec<f32> {
+    let (dh, hq, hkv) = (c.head_dim, c.n_head, c.n_head_kv);
+    let row = rope.row(pos as u64);
+    let qg = w.q.matvec(x);
+    let mut k = w.k.matvec(x);
+    let v = w.v.matvec(x);
+    for head in k.chunks_mut(dh) {
+        rms_norm_inplace(head, &w.k_norm);
+        rope.apply(&row, head);
+    }
+    st.k.push(&k);
+    st.v.push(&v);
+    let n_cells = pos + 1;
+    let cells = select(x, w, c, st, pos, rope, &row);
+    debug_assert!(cells.iter().all(|&i| (i as usize) < n_cells));
+
+    // Gather the selected cells once (dequantized).
+    let dim = hkv * dh;
+    let (mut ks, mut vs) = (vec![0f32; cells.len() * dim], vec![0f32; cells.len() * dim]);
+    for (j, &cell) in cells.iter().enumerate() {
+        st.k.get(cell as usize, &mut ks[j * dim..(j + 1) * dim]);
+        st.v.get(cell as usize, &mut vs[j * dim..(j + 1) * dim]);
+    }
+    let scale = rsqrt(dh as f32);
+    let mut out = vec![0f32; hq * dh];
+    for h in 0..hq {
+        let g = h / (hq / hkv);
+        let mut q = qg[h * 2 * dh..h * 2 * dh + dh].to_vec();
+        let gate = &qg[h * 2 * dh + dh..(h + 1) * 2 * dh];
+        rms_norm_inplace(&mut q, &w.q_norm);
+        rope.apply(&row, &mut q);
+        let a = attend(&q, &ks, &vs, dim, g * dh, scale);
+        for (o, (&av, &gv)) in out[h * dh..(h + 1) * dh].iter_mut().zip(a.iter().zip(gate)) {
+            *o = av * sigmoid(gv);
+        }
+    }
+    w.o.matvec(&out)
+}
+
+/// Softmax attention of one query over gathered cells (`dim` values each, this head's kv at `off`):
+/// scores `(q·k)·scale`, weights `e_j = exp(s_j − max)`, output `o[d] = (Σ_j fma e_j·v_j[d]) / Σ_j e_j`
+/// with cells in ascending order and the denominator by the reduction contract.
+pub fn attend(q: &[f32], ks: &[f32], vs: &[f32], dim: usize, off: usize, scale: f32) -> Vec<f32> {
+    let dh = q.len();
+    let n = ks.len() / dim;
+    let s: Vec<f32> = (0..n).map(|j| dot(q, &ks[j * dim + off..j * dim + off + dh]) * scale).collect();
+    let m = s.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let e: Vec<f32> = s.iter().map(|&v| exp(v - m)).collect();
+    let total = sum(&e);
+    let mut o = vec![0f32; dh];
+    for (j, &ej) in e.iter().enumerate() {
+        for (od, &vd) in o.iter_mut().zip(&vs[j * dim + off..j * dim + off + dh]) {
+            *od = ej.mul_add(vd, *od);
+        }
+    }
+    o.iter().map(|&v| v / total).collect()
+}
+
+/// The indexer (spec §5.2–5.5): store this cell's raw key, close its block if complete, score the complete
+/// blocks before the tail with this token's queries, and select.
+fn select(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, pos: usize, rope: &Rope, row: &[(f32, f32)]) -> Vec<u32> {
+    let (di, kp) = (c.idx_dim, c.kpool);
+    st.raw.extend(w.idx_k.matvec(x));
+    if (pos + 1) % kp == 0 {
+        let mut key = block_mean(&st.raw, di);
+        st.raw.clear();
+        rms_norm_inplace(&mut key, &w.idx_k_norm);
+        rope.apply(&rope.row((pos + 1 - kp) as u64), &mut key);
+        st.blocks.extend(key);
+    }
+    let n_cells = pos + 1;
+    let scored = pos / kp; // blocks before the tail block
+    if n_cells <= c.idx_top_k + kp - 1 {
+        return (0..n_cells as u32).collect();
+    }
+    let mut qi = w.idx_q.matvec(x);
+    for head in qi.chunks_mut(di) {
+        rms_norm_inplace(head, &w.idx_q_norm);
+        rope.apply(row, head);
+    }
+    let scores: Vec<f32> = (0..scored).map(|b| block_score(&qi, &st.blocks[b * di..(b + 1) * di])).collect();
+    select_cells(&scores, n_cells, c.idx_top_k, kp)
+}
+
+/// The mean of a block's raw keys: summed in cell order, then divided by the count.
+pub fn block_mean(raw: &[f32], di: usize) -> Vec<f32> {
+    let n = raw.len() / di;
+    (0..di)
+        .map(|d| {
+            let mut s = raw[d];
+            for cell in 1..n {
+                s += raw[cell * di + d];
+            }
+            s / n as f32
+        })
+        .collect()
+}
+
+/// `Σ_h relu(Q_h·K_b)`, heads in order from +0; relu keeps only dots > 0 (a NaN or a zero adds nothing).
+pub fn block_score(q: &[f32], key: &[f32]) -> f32 {
+    let mut s = 0f32;
+    for qh in q.chunks(key.len()) {
+        let d = dot(qh, key);
+        if d > 0.0 {
+            s += d;
+        }
+    }
+    s
+}

@@ -1,0 +1,18 @@
+//! The qwen4exp model (docs: ../../shared/spec/qwen4exp.md): its config and weights, the arithmetic
+//! contract every back-end follows (`ops`), and the CPU reference forward pass (`layers`, `model`).
+
+pub mod config;
+pub mod error;
+pub mod kv;
+pub mod layers;
+pub mod model;
+pub mod ops;
+pub mod state;
+pub mod weights;
+
+pub use config::Config;
+pub use error::ModelError;
+pub use kv::KvMode;
+pub use model::Model;
+pub use ops::rope::RopeScaling;
+pub use state::State;

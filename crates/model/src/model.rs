@@ -1,0 +1,63 @@
+//! The model and its forward pass (spec §2), one token at a time.
+
+use std::path::Path;
+
+use strata_gguf::GgufSet;
+
+use crate::config::Config;
+use crate::error::ModelError;
+use crate::kv::KvMode;
+use crate::layers::{gdn::gdn, hc::hc_read, hc::hc_write, moe::moe, ple::ple, qsa::qsa};
+use crate::ops::rope::{Rope, RopeScaling};
+use crate::state::{LayerState, State};
+use crate::weights::{Mixer, Weights};
+
+pub struct Model {
+    pub config: Config,
+    pub weights: Weights,
+    pub rope: Rope,
+    /// The file set, kept for its metadata (tokenizer, chat template).
+    pub gguf: GgufSet,
+}
+
+impl Model {
+    /// Opens a model file (or shard set) and binds its tensors.
+    pub fn open(path: impl AsRef<Path>, scaling: RopeScaling) -> Result<Model, ModelError> {
+        let gguf = GgufSet::open(path)?;
+        let config = Config::from_gguf(&gguf)?;
+        let weights = Weights::load(&gguf, &config)?;
+        let rope = Rope::new(config.rope_dim, config.rope_base, scaling);
+        Ok(Model { config, weights, rope, gguf })
+    }
+
+    pub fn new_state(&self, kv: KvMode) -> State {
+        State::new(&self.config, kv)
+    }
+
+    /// Runs one token through the model at position `state.pos`; returns the vocabulary logits.
+    pub fn forward(&self, state: &mut State, token: u32) -> Vec<f32> {
+        let c = &self.config;
+        let w = &self.weights;
+        let pos = state.pos;
+        let mut e = vec![0f32; c.n_embd];
+        w.token_embd.row(token as usize, &mut e);
+        let mut r: Vec<f32> = e.repeat(c.hc);
+        for (l, (layer, ls)) in w.layers.iter().zip(state.layers.iter_mut()).enumerate() {
+            if l == 1 {
+                ple(&mut r, &w.ple, c, token, &mut state.ple);
+            }
+            let read = hc_read(&r, &layer.hc_attn, c.hc);
+            let y = match (&layer.mixer, ls) {
+                (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn(&read.mixed, g, c, s),
+                (Mixer::Qsa(q), LayerState::Qsa(s)) => qsa(&read.mixed, q, c, s, pos, &self.rope),
+                _ => unreachable!("state built from the same config"),
+            };
+            hc_write(&mut r, &y, &read.inject);
+            let read = hc_read(&r, &layer.hc_ffn, c.hc);
+            hc_write(&mut r, &moe(&layer.moe, &read.mixed, c.n_expert_used, c.expert_ff), &read.inject);
+        }
+        let fin = hc_read(&r, &w.output_hc, c.hc);
+        state.pos += 1;
+        w.output.matvec(&fin.mixed)
+    }
+}

@@ -1,0 +1,117 @@
+//! The reduction contract (docs/ARITHMETIC.md § dot): how every dot product and every sum of a vector
+//! is cut up and in what order it is added, so a GPU warp reproduces the CPU's bits.
+//!
+//! A vector of length K is cut into chunks of 8 consecutive elements (the last may be shorter). Chunk c
+//! belongs to lane c mod 32 of 32 lanes. Each lane, for its chunks in ascending order, sums the chunk
+//! into a fresh +0.0 in element order (`fma(w, x, s)` for a dot, `s + x` for a sum) and adds that chunk
+//! sum to its running lane total (from +0.0). The 32 lane totals are then added by the butterfly: for
+//! offsets 16, 8, 4, 2, 1, lane l takes `v[l] + v[l ^ offset]`; every lane ends with the same bits.
+
+pub const LANES: usize = 32;
+pub const CHUNK: usize = 8;
+
+/// The butterfly over 32 lane totals.
+#[inline]
+pub fn butterfly(mut v: [f32; LANES]) -> f32 {
+    for off in [16, 8, 4, 2, 1] {
+        let prev = v;
+        for l in 0..LANES {
+            v[l] = prev[l] + prev[l ^ off];
+        }
+    }
+    v[0]
+}
+
+/// `w · x` by the contract.
+pub fn dot(w: &[f32], x: &[f32]) -> f32 {
+    debug_assert_eq!(w.len(), x.len());
+    let mut lane = [0f32; LANES];
+    for (c, (wc, xc)) in w.chunks(CHUNK).zip(x.chunks(CHUNK)).enumerate() {
+        let mut s = 0f32;
+        for (a, b) in wc.iter().zip(xc) {
+            s = a.mul_add(*b, s);
+        }
+        lane[c % LANES] += s;
+    }
+    butterfly(lane)
+}
+
+/// `Σ x` by the contract.
+pub fn sum(x: &[f32]) -> f32 {
+    let mut lane = [0f32; LANES];
+    for (c, xc) in x.chunks(CHUNK).enumerate() {
+        let mut s = 0f32;
+        for v in xc {
+            s += v;
+        }
+        lane[c % LANES] += s;
+    }
+    butterfly(lane)
+}
+
+/// `Σ x²` by the contract (a dot of x with itself).
+pub fn sum_squares(x: &[f32]) -> f32 {
+    dot(x, x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        (0..n).map(|i| (((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) as f32 / 16_777_216.0) - 0.5).collect()
+    }
+
+    /// The contract written the slow, literal way: per lane a list of chunk sums.
+    fn dot_literal(w: &[f32], x: &[f32]) -> f32 {
+        let n_chunks = w.len().div_ceil(CHUNK);
+        let mut lane = [0f32; LANES];
+        for l in 0..LANES {
+            let mut c = l;
+            while c < n_chunks {
+                let mut s = 0f32;
+                for e in c * CHUNK..((c + 1) * CHUNK).min(w.len()) {
+                    s = w[e].mul_add(x[e], s);
+                }
+                lane[l] += s;
+                c += LANES;
+            }
+        }
+        // The butterfly as a warp does it: each lane adds its partner's value, every lane at once.
+        for off in [16, 8, 4, 2, 1] {
+            let prev = lane;
+            for l in 0..LANES {
+                lane[l] = prev[l ^ off] + prev[l]; // the partner first: the same bits
+            }
+        }
+        assert!(lane.iter().all(|v| v.to_bits() == lane[0].to_bits()), "every lane holds the sum");
+        lane[0]
+    }
+
+    #[test]
+    fn dot_follows_the_literal_contract() {
+        for n in [1, 7, 8, 9, 255, 256, 257, 1000, 10240] {
+            let (w, x) = (data(n, 1), data(n, 2));
+            assert_eq!(dot(&w, &x).to_bits(), dot_literal(&w, &x).to_bits(), "n = {n}");
+            let ones = vec![1f32; n];
+            assert_eq!(sum(&x).to_bits(), dot_literal(&ones, &x).to_bits(), "sum, n = {n}");
+        }
+    }
+
+    #[test]
+    fn dot_is_accurate() {
+        let (w, x) = (data(10240, 3), data(10240, 4));
+        let exact: f64 = w.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+        let got = dot(&w, &x) as f64;
+        assert!((got - exact).abs() < 1e-4 * exact.abs().max(1.0), "{got} vs {exact}");
+    }
+
+    #[test]
+    fn order_matters_and_is_the_contract_s() {
+        // A sequential sum of these values gives other bits than the contract: the test would see a
+        // reduction written in another order.
+        let x: Vec<f32> = (0..512).map(|i| if i % 3 == 0 { 1e8 } else { 1.0 + i as f32 * 1e-3 }).collect();
+        let seq: f32 = x.iter().sum();
+        assert_ne!(seq.to_bits(), sum(&x).to_bits());
+    }
+}

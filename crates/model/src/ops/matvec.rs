@@ -1,0 +1,51 @@
+//! Matrix-vector products over quantized weights (docs/ARITHMETIC.md § matvec): each weight row is
+//! dequantized exactly (the codec's bits) and dotted with the f32 input by the reduction contract. Rows
+//! are independent, so splitting them over threads changes nothing in the result.
+
+use rayon::prelude::*;
+use strata_gguf::{quant, GgmlType, TensorBytes};
+
+use super::dot::dot;
+
+/// A weight matrix `[cols, rows]` in GGUF terms: `rows` rows of `cols` inputs, any ggml type.
+#[derive(Clone)]
+pub struct Matrix {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub bytes: TensorBytes,
+}
+
+/// Rows per parallel task: enough work to outweigh the hand-off.
+const ROWS_PER_TASK: usize = 16;
+
+impl Matrix {
+    fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_size() * self.ty.type_size()
+    }
+
+    /// Row r dequantized into `out` (cols values).
+    pub fn row(&self, r: usize, out: &mut [f32]) {
+        let rb = self.row_bytes();
+        quant::dequantize(self.ty, &self.bytes[r * rb..(r + 1) * rb], out).expect("shape checked at load");
+    }
+
+    /// `out = W·x` for rows `first..first + out.len()`.
+    pub fn matvec_rows(&self, x: &[f32], first: usize, out: &mut [f32]) {
+        debug_assert_eq!(x.len(), self.cols);
+        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(t, o)| {
+            let mut w = vec![0f32; self.cols];
+            for (i, v) in o.iter_mut().enumerate() {
+                self.row(first + t * ROWS_PER_TASK + i, &mut w);
+                *v = dot(&w, x);
+            }
+        });
+    }
+
+    /// `W·x`.
+    pub fn matvec(&self, x: &[f32]) -> Vec<f32> {
+        let mut out = vec![0f32; self.rows];
+        self.matvec_rows(x, 0, &mut out);
+        out
+    }
+}

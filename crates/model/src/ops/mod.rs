@@ -1,0 +1,10 @@
+//! The arithmetic contract: every op family the forward pass uses, each defined once here and followed
+//! bit for bit by every other back-end (docs/ARITHMETIC.md has a section per file).
+
+pub mod act;
+pub mod dot;
+pub mod matvec;
+pub mod norm;
+pub mod rope;
+pub mod softmax;
+pub mod topk;

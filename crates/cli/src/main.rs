@@ -2,6 +2,8 @@
 
 mod bench;
 mod gguf;
+mod run;
+mod synth;
 
 use std::process::ExitCode;
 
@@ -22,12 +24,12 @@ enum Command {
     /// Benchmarks (printed tables; record them under bench/results/).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-    /// Generate text with a model (not in this version yet).
-    Run(Pending),
+    /// Generate text with a model on the CPU (no -m: the built-in tiny model).
+    Run(run::RunArgs),
     /// Serve a model over HTTP (not in this version yet).
     Serve(Pending),
-    /// Write a synthetic qwen4exp model (not in this version yet).
-    Synth(Pending),
+    /// Write a synthetic qwen4exp model.
+    Synth(synth::SynthArgs),
     /// Parity tools comparing kernels bit for bit (not in this version yet).
     Parity(Pending),
 }
@@ -56,18 +58,23 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gguf(c) => gguf::run(c),
         Command::Bench(c) => bench::run(c),
-        Command::Run(_) => pending("run"),
+        Command::Run(a) => run::run(a),
         Command::Serve(_) => pending("serve"),
-        Command::Synth(_) => pending("synth"),
+        Command::Synth(a) => synth::run(a),
         Command::Parity(_) => pending("parity"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS, // `strata ... | head`: the reader left
         Err(e) => {
             eprintln!("strata: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn pending(name: &str) -> anyhow::Result<()> {

@@ -224,6 +224,9 @@ impl Reader<'_> {
     }
 
     fn u64s(&self, key: &str) -> Result<Vec<u64>, ModelError> {
-        self.get(key)?.as_array().and_then(|a| a.to_u64s()).ok_or_else(|| self.bad(key, "not an array of unsigned integers"))
+        self.get(key)?
+            .as_array()
+            .and_then(|a| a.to_u64s())
+            .ok_or_else(|| self.bad(key, "not an array of unsigned integers"))
     }
 }

@@ -71,7 +71,15 @@ pub fn attend(q: &[f32], ks: &[f32], vs: &[f32], dim: usize, off: usize, scale: 
 
 /// The indexer (spec §5.2–5.5): store this cell's raw key, close its block if complete, score the complete
 /// blocks before the tail with this token's queries, and select.
-fn select(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, pos: usize, rope: &Rope, row: &[(f32, f32)]) -> Vec<u32> {
+fn select(
+    x: &[f32],
+    w: &QsaWeights,
+    c: &Config,
+    st: &mut QsaState,
+    pos: usize,
+    rope: &Rope,
+    row: &[(f32, f32)],
+) -> Vec<u32> {
     let (di, kp) = (c.idx_dim, c.kpool);
     st.raw.extend(w.idx_k.matvec(x));
     if (pos + 1) % kp == 0 {

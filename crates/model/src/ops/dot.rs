@@ -59,7 +59,9 @@ mod tests {
     use super::*;
 
     fn data(n: usize, seed: u32) -> Vec<f32> {
-        (0..n).map(|i| (((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) as f32 / 16_777_216.0) - 0.5).collect()
+        (0..n)
+            .map(|i| (((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) as f32 / 16_777_216.0) - 0.5)
+            .collect()
     }
 
     /// The contract written the slow, literal way: per lane a list of chunk sums.

@@ -8,7 +8,10 @@ pub enum RopeScaling {
     /// Positions divided by the factor.
     Linear(f64),
     /// YaRN (spec §8) with the trained context `orig_ctx`.
-    Yarn { factor: f64, orig_ctx: u64 },
+    Yarn {
+        factor: f64,
+        orig_ctx: u64,
+    },
 }
 
 /// The rope of one geometry: `rot` rotated dims, `base`, and a scaling rule.

@@ -1,0 +1,163 @@
+//! `strata run`: generate text (or ids) with a model on the CPU.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use strata_engine::chat::{ChatTemplate, Message};
+use strata_engine::sampler::{Sampler, SamplerConfig};
+use strata_engine::tokenizer::Tokenizer;
+use strata_model::{KvMode, Model, RopeScaling};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Model file (or any shard of a set). Without it, the built-in tiny model.
+    #[arg(short, long)]
+    model: Option<PathBuf>,
+    /// Prompt text.
+    #[arg(short, long, conflicts_with = "prompt_tokens", required_unless_present = "prompt_tokens")]
+    prompt: Option<String>,
+    /// Prompt as token ids (comma separated); bypasses the tokenizer and prints the generated ids.
+    #[arg(long, value_delimiter = ',')]
+    prompt_tokens: Option<Vec<u32>>,
+    /// Tokens to generate.
+    #[arg(short = 'n', long, default_value_t = 64)]
+    n_predict: usize,
+    /// Wrap the prompt in the model's chat template as a user turn.
+    #[arg(long)]
+    chat: bool,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temp: f32,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// 0 keeps every token.
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Context cells (default: the model's trained context).
+    #[arg(long)]
+    max_context: Option<usize>,
+    /// KV cache storage: fp16 or int8.
+    #[arg(long, default_value = "fp16")]
+    kv: KvMode,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Write the logits rows (little-endian f32, vocab each): the last prompt position's, then one per
+    /// generated token but the last.
+    #[arg(long)]
+    dump_logits: Option<PathBuf>,
+    /// Keep generating past an end-of-text token.
+    #[arg(long)]
+    ignore_eos: bool,
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    if let Some(t) = a.threads {
+        if t == 0 {
+            bail!("--threads must be at least 1");
+        }
+        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().context("setting up threads")?;
+    }
+    let path = match &a.model {
+        Some(p) => p.clone(),
+        None => crate::synth::default_model()?,
+    };
+    let model = Model::open(&path, RopeScaling::None).with_context(|| format!("loading {}", path.display()))?;
+    let max_context = a.max_context.unwrap_or(model.config.context_length);
+    let tok = match a.prompt_tokens {
+        Some(_) => None,
+        None => Some(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?),
+    };
+    let prompt: Vec<u32> = match (&a.prompt_tokens, &tok) {
+        (Some(ids), _) => ids.clone(),
+        (None, Some(tok)) => {
+            let text = a.prompt.as_deref().unwrap_or_default();
+            let text = if a.chat {
+                ChatTemplate::from_gguf(&model.gguf)?.render(&[Message { role: "user", content: text }], true)?
+            } else {
+                text.to_string()
+            };
+            tok.encode(&text)?
+        }
+        (None, None) => unreachable!("a tokenizer is loaded without --prompt-tokens"),
+    };
+    if prompt.is_empty() {
+        bail!("the prompt is empty");
+    }
+    if prompt.len() > max_context {
+        bail!("the prompt has {} tokens, more than --max-context {max_context}", prompt.len());
+    }
+    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= model.config.vocab) {
+        bail!("token id {bad} is outside the vocabulary ({} tokens)", model.config.vocab);
+    }
+    let stops: Vec<u32> = tok.as_ref().map(|t| [t.eos, t.im_end].into_iter().flatten().collect()).unwrap_or_default();
+    let mut dump = match &a.dump_logits {
+        Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("{}", p.display()))?)),
+        None => None,
+    };
+    let mut state = model.new_state(a.kv);
+    let mut sampler = Sampler::new(SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed });
+
+    let t0 = Instant::now();
+    let mut logits = Vec::new();
+    for &t in &prompt {
+        logits = model.forward(&mut state, t);
+    }
+    let prompt_time = t0.elapsed();
+
+    let t1 = Instant::now();
+    let mut out = std::io::stdout().lock();
+    let mut generated: Vec<u32> = Vec::new();
+    let mut printed = String::new();
+    while generated.len() < a.n_predict {
+        if let Some(d) = dump.as_mut() {
+            d.write_all(&logits.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
+        }
+        let next = sampler.sample(&logits);
+        generated.push(next);
+        match &tok {
+            Some(tok) => {
+                // Decode everything so far and print what is new: multi-byte characters span tokens.
+                let text = tok.decode(&generated)?;
+                if text.len() > printed.len() && text.is_char_boundary(printed.len()) {
+                    write!(out, "{}", &text[printed.len()..])?;
+                    out.flush()?;
+                    printed = text;
+                }
+            }
+            None => {
+                write!(out, "{}{next}", if generated.len() > 1 { "," } else { "" })?;
+                out.flush()?;
+            }
+        }
+        if (!a.ignore_eos && stops.contains(&next)) || generated.len() == a.n_predict {
+            break;
+        }
+        if state.pos >= max_context {
+            eprintln!("\nstopped: the context is full (--max-context {max_context})");
+            break;
+        }
+        logits = model.forward(&mut state, next);
+    }
+    writeln!(out)?;
+    if let Some(mut d) = dump {
+        d.flush()?;
+    }
+    let decode_time = t1.elapsed();
+    let rate = |n: usize, t: std::time::Duration| n as f64 / t.as_secs_f64().max(1e-9);
+    eprintln!(
+        "prompt: {} tokens in {:.2} s ({:.1} tok/s); decode: {} tokens in {:.2} s ({:.1} tok/s)",
+        prompt.len(),
+        prompt_time.as_secs_f64(),
+        rate(prompt.len(), prompt_time),
+        generated.len(),
+        decode_time.as_secs_f64(),
+        rate(generated.len().saturating_sub(1), decode_time)
+    );
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! `strata synth`: write a synthetic qwen4exp model; and the built-in default model `strata run` uses.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use strata_gguf::GgmlType;
+use strata_synth::{Options, Preset};
+
+#[derive(clap::Args)]
+pub struct SynthArgs {
+    /// tiny (tests, ~20 MB), small (a few hundred MB, the full model's ratios) or full (the real geometry).
+    #[arg(long, default_value = "tiny")]
+    preset: String,
+    /// Type of the routed experts: Q2_0, IQ2_XS, IQ3_XXS or IQ3_S.
+    #[arg(long, default_value = "Q2_0")]
+    experts_type: String,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output file (the full preset writes PREFIX-00001-of-00002.gguf and its PLE shard beside it).
+    #[arg(short, long)]
+    out: PathBuf,
+}
+
+pub fn run(a: SynthArgs) -> Result<()> {
+    let preset =
+        Preset::by_name(&a.preset).with_context(|| format!("unknown preset {:?} (tiny, small or full)", a.preset))?;
+    let experts = match GgmlType::from_name(&a.experts_type) {
+        Some(t @ (GgmlType::Q2_0 | GgmlType::IQ2_XS | GgmlType::IQ3_XXS | GgmlType::IQ3_S)) => t,
+        _ => bail!("--experts-type {:?}: use Q2_0, IQ2_XS, IQ3_XXS or IQ3_S", a.experts_type),
+    };
+    let files = write(&a.out, Options { preset, experts, seed: a.seed })?;
+    for f in files {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+fn write(out: &Path, o: Options) -> Result<Vec<PathBuf>> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} {bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .expect("valid template"),
+    );
+    bar.set_message(format!("synth {}", o.preset.name));
+    let files = strata_synth::write(out, &o, &|done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .with_context(|| format!("writing {}", out.display()))?;
+    bar.finish_and_clear();
+    Ok(files)
+}
+
+/// Bumped whenever the synthetic model's contents change, so a stale cached default is never used.
+const DEFAULT_MODEL_VERSION: u32 = 1;
+
+/// The built-in default model: the tiny preset with seed 0, made on first use into the cache directory
+/// (`$STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`).
+pub fn default_model() -> Result<PathBuf> {
+    let dir = match std::env::var_os("STRATA_CACHE") {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(d) => PathBuf::from(d).join("strata"),
+            None => PathBuf::from(std::env::var_os("HOME").context("no HOME for the model cache: set STRATA_CACHE")?)
+                .join(".cache/strata"),
+        },
+    };
+    let path = dir.join(format!("qwen4exp-tiny-v{DEFAULT_MODEL_VERSION}.gguf"));
+    if path.exists() {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    eprintln!("making the built-in tiny model (first use only): {}", path.display());
+    // Written under a temporary name and renamed, so an interrupted run leaves no half file behind.
+    let tmp = dir.join(format!(".tiny-{}.gguf.tmp", std::process::id()));
+    write(&tmp, Options { preset: Preset::tiny(), experts: GgmlType::Q2_0, seed: 0 })?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("moving the model into {}", path.display()))?;
+    Ok(path)
+}

@@ -1,0 +1,6 @@
+//! Generation on top of the model: the tokenizer and chat template from GGUF metadata, sampling, and the
+//! decode loop.
+
+pub mod chat;
+pub mod sampler;
+pub mod tokenizer;

@@ -1,0 +1,184 @@
+//! The byte-level BPE tokenizer (Qwen's pre-tokenizer) as stored in GGUF `tokenizer.ggml.*` metadata:
+//! built from the file's tokens and merges, and trained from text for synthetic models.
+
+use strata_gguf::{Array, GgufSet, Value};
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer as HfTokenizer};
+
+/// Qwen's pre-tokenizer split (the same as its tokenizer.json).
+pub const QWEN_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+pub const ENDOFTEXT: &str = "<|endoftext|>";
+pub const IM_START: &str = "<|im_start|>";
+pub const IM_END: &str = "<|im_end|>";
+
+/// GGUF token types.
+pub const TOKEN_NORMAL: i32 = 1;
+pub const TOKEN_CONTROL: i32 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("tokenizer metadata: {0}")]
+    Metadata(String),
+    #[error("tokenizer: {0}")]
+    Build(String),
+}
+
+fn build_err(e: impl std::fmt::Display) -> TokenizerError {
+    TokenizerError::Build(e.to_string())
+}
+
+pub struct Tokenizer {
+    inner: HfTokenizer,
+    tokens: Vec<String>,
+    pub eos: Option<u32>,
+    pub im_end: Option<u32>,
+}
+
+/// The vocabulary of a trained or loaded tokenizer in GGUF's form.
+pub struct Vocab {
+    pub tokens: Vec<String>,
+    pub types: Vec<i32>,
+    pub merges: Vec<String>,
+}
+
+fn pre_tokenizer() -> Result<PreTokenizerWrapper, TokenizerError> {
+    let split = Split::new(SplitPattern::Regex(QWEN_SPLIT.into()), SplitDelimiterBehavior::Isolated, false)
+        .map_err(build_err)?;
+    Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+        PreTokenizerWrapper::Split(split),
+        PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, false, false)),
+    ])))
+}
+
+fn assemble(bpe: BPE) -> Result<HfTokenizer, TokenizerError> {
+    let mut t = HfTokenizer::new(bpe);
+    t.with_pre_tokenizer(Some(pre_tokenizer()?));
+    t.with_decoder(Some(ByteLevelDecoder::default()));
+    Ok(t)
+}
+
+impl Tokenizer {
+    /// Builds the tokenizer from `tokenizer.ggml.*` (model "gpt2": byte-level BPE).
+    pub fn from_gguf(set: &GgufSet) -> Result<Tokenizer, TokenizerError> {
+        let meta = |k: &str| TokenizerError::Metadata(format!("{k}: missing or of the wrong type"));
+        let model =
+            set.get("tokenizer.ggml.model").and_then(Value::as_str).ok_or_else(|| meta("tokenizer.ggml.model"))?;
+        if model != "gpt2" {
+            return Err(TokenizerError::Metadata(format!(
+                "tokenizer.ggml.model is {model:?}; only \"gpt2\" (byte-level BPE) is supported"
+            )));
+        }
+        let strings = |k: &str| {
+            set.get(k)
+                .and_then(Value::as_array)
+                .and_then(Array::as_strings)
+                .map(<[String]>::to_vec)
+                .ok_or_else(|| meta(k))
+        };
+        let tokens = strings("tokenizer.ggml.tokens")?;
+        let merges = strings("tokenizer.ggml.merges")?;
+        let types: Vec<i32> = match set.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
+            Some(Array::I32(v)) if v.len() == tokens.len() => v.clone(),
+            Some(_) => return Err(meta("tokenizer.ggml.token_type")),
+            None => vec![TOKEN_NORMAL; tokens.len()],
+        };
+        let vocab = Vocab { tokens, types, merges };
+        let mut t = Self::from_vocab(&vocab)?;
+        t.eos = set.get("tokenizer.ggml.eos_token_id").and_then(Value::as_u64).map(|v| v as u32).or(t.eos);
+        Ok(t)
+    }
+
+    pub fn from_vocab(v: &Vocab) -> Result<Tokenizer, TokenizerError> {
+        // Every token is in the model's vocabulary, so the control tokens added below keep their ids.
+        let all: tokenizers::models::bpe::Vocab =
+            v.tokens.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect();
+        let merges = v
+            .merges
+            .iter()
+            .map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| TokenizerError::Metadata("tokenizer.ggml.merges: an entry is not \"a b\"".into()))?;
+        let bpe = BPE::builder().vocab_and_merges(all, merges).build().map_err(build_err)?;
+        let mut inner = assemble(bpe)?;
+        // Control tokens keep their ids: add them in id order, after checking each lands where it should.
+        let specials: Vec<(u32, &String)> = v
+            .tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| v.types[*i] == TOKEN_CONTROL)
+            .map(|(i, s)| (i as u32, s))
+            .collect();
+        inner.add_special_tokens(&specials.iter().map(|(_, s)| AddedToken::from(s.as_str(), true)).collect::<Vec<_>>());
+        for (id, s) in &specials {
+            if inner.token_to_id(s) != Some(*id) {
+                return Err(TokenizerError::Metadata(format!("control token {s:?} does not map back to id {id}")));
+            }
+        }
+        let find = |s: &str| v.tokens.iter().position(|t| t == s).map(|i| i as u32);
+        Ok(Tokenizer { eos: find(ENDOFTEXT), im_end: find(IM_END), inner, tokens: v.tokens.clone() })
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Text to ids; special tokens written in the text (`<|im_start|>`) become their ids.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        Ok(self.inner.encode(text, false).map_err(build_err)?.get_ids().to_vec())
+    }
+
+    /// Ids to text, special tokens included.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.inner.decode(ids, false).map_err(build_err)
+    }
+
+    /// The token's string as stored (byte-level form).
+    pub fn token(&self, id: u32) -> Option<&str> {
+        self.tokens.get(id as usize).map(String::as_str)
+    }
+}
+
+/// Trains a byte-level BPE on `texts` to at most `vocab_size` entries (specials included), then pads
+/// with control tokens `<|pad_N|>` to exactly `vocab_size`.
+pub fn train(texts: &[&str], vocab_size: usize) -> Result<Vocab, TokenizerError> {
+    let specials = [ENDOFTEXT, IM_START, IM_END];
+    let trainer = BpeTrainerBuilder::new()
+        .vocab_size(vocab_size)
+        .min_frequency(0)
+        .show_progress(false)
+        .special_tokens(specials.iter().map(|s| AddedToken::from(*s, true)).collect())
+        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+        .build();
+    let mut trainer = tokenizers::models::TrainerWrapper::BpeTrainer(trainer);
+    let mut t = assemble(BPE::default())?;
+    t.train(&mut trainer, texts.iter()).map_err(build_err)?;
+    let vocab = t.get_vocab(true);
+    let mut tokens = vec![String::new(); vocab.len()];
+    for (s, id) in vocab {
+        *tokens.get_mut(id as usize).ok_or_else(|| build_err("trained ids are not dense"))? = s;
+    }
+    let json = serde_json::to_value(&t).map_err(build_err)?;
+    let merges = json["model"]["merges"]
+        .as_array()
+        .ok_or_else(|| build_err("trained model has no merges"))?
+        .iter()
+        .map(|m| match m {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Array(p) => Some(format!("{} {}", p.first()?.as_str()?, p.get(1)?.as_str()?)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| build_err("unexpected merge format"))?;
+    let mut types: Vec<i32> =
+        tokens.iter().map(|s| if specials.contains(&s.as_str()) { TOKEN_CONTROL } else { TOKEN_NORMAL }).collect();
+    for i in tokens.len()..vocab_size {
+        tokens.push(format!("<|pad_{i}|>"));
+        types.push(TOKEN_CONTROL);
+    }
+    Ok(Vocab { tokens, types, merges })
+}

@@ -1,0 +1,213 @@
+//! `strata synth`: writes a complete synthetic qwen4exp GGUF (spec §1–§10) of a preset: every trunk
+//! tensor, the PLE table (its own shard for `full`), the MTP layer, deterministic random weights (see
+//! `tensors` for the scaling), a byte-level BPE tokenizer trained on the text this crate ships, and a
+//! ChatML chat template. Tensors stream to disk piece by piece: nothing is held whole.
+
+pub mod preset;
+pub mod tensors;
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use strata_engine::tokenizer::{self, Vocab};
+use strata_gguf::{quant, Array, GgmlType, GgufBuilder, SplitMix64, Value};
+
+pub use preset::Preset;
+use tensors::{Init, TensorSpec};
+
+/// The text the tokenizer is trained on: the model's spec and the project's own code, frozen here so the
+/// default model never changes when the docs do.
+const CORPUS: [&str; 3] = [
+    include_str!("../corpus/qwen4exp.md"),
+    include_str!("../corpus/kernels.md"),
+    include_str!("../corpus/code.rs.txt"),
+];
+
+/// ChatML, as Qwen models use it.
+pub const CHAT_TEMPLATE: &str = "{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    #[error(transparent)]
+    Gguf(#[from] strata_gguf::Error),
+    #[error(transparent)]
+    Tokenizer(#[from] tokenizer::TokenizerError),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub struct Options {
+    pub preset: Preset,
+    pub experts: GgmlType,
+    pub seed: u64,
+}
+
+/// Where each part of the model goes.
+pub fn output_paths(out: &Path, p: &Preset) -> Vec<PathBuf> {
+    if !p.ple_shard {
+        return vec![out.to_path_buf()];
+    }
+    let stem = out.file_name().and_then(|n| n.to_str()).unwrap_or("model.gguf");
+    let prefix = stem.strip_suffix(".gguf").unwrap_or(stem);
+    (1..=2).map(|i| out.with_file_name(strata_gguf::shard_name(prefix, i, 2))).collect()
+}
+
+/// Writes the model; `progress(done, total)` is called with bytes of tensor data as they are written.
+/// Returns the files written.
+pub fn write(out: &Path, o: &Options, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<Vec<PathBuf>, SynthError> {
+    let p = &o.preset;
+    if !quant::can_quantize(o.experts) {
+        return Err(SynthError::Other(format!("cannot write experts as {}", o.experts)));
+    }
+    let vocab = tokenizer::train(&CORPUS, p.vocab)?;
+    let trunk = tensors::trunk(p, vocab.tokens.len(), o.experts);
+    let table = tensors::ple_table(p);
+    let paths = output_paths(out, p);
+    let mut files: Vec<Vec<TensorSpec>> =
+        if p.ple_shard { vec![trunk, vec![table]] } else { vec![[trunk, vec![table]].concat()] };
+    let total: u64 = files.iter().flatten().map(|t| bytes_of(t)).sum();
+    let mut done = 0u64;
+    let count = files.len();
+    for (i, (specs, path)) in files.iter_mut().zip(&paths).enumerate() {
+        let mut b = GgufBuilder::new();
+        if i == 0 {
+            metadata(&mut b, p, &vocab, o.seed);
+        } else {
+            b.add("general.architecture", Value::String(strata_model::config::ARCH.into()));
+        }
+        if count > 1 {
+            b.add("split.no", Value::U16(i as u16)).add("split.count", Value::U16(count as u16));
+        }
+        for t in specs.iter() {
+            b.add_tensor(&t.name, &t.shape, t.ty)?;
+        }
+        let mut w = b.create(path)?;
+        for t in specs.iter() {
+            write_tensor(&mut w, t, o.seed, &mut |n| {
+                done += n;
+                progress(done, total);
+            })?;
+        }
+        w.finish()?;
+    }
+    Ok(paths)
+}
+
+fn bytes_of(t: &TensorSpec) -> u64 {
+    t.ty.bytes_for(t.shape.iter().product()).unwrap_or(0)
+}
+
+fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
+    let a = strata_model::config::ARCH;
+    let u = |v: usize| Value::U32(v as u32);
+    b.add("general.architecture", Value::String(a.into()));
+    b.add("general.name", Value::String(format!("qwen4exp-synthetic-{}", p.name)));
+    b.add("general.alignment", Value::U32(32));
+    let keys: Vec<(&str, Value)> = vec![
+        ("block_count", u(p.n_layer)),
+        ("embedding_length", u(p.n_embd)),
+        ("vocab_size", u(vocab.tokens.len())),
+        ("full_attention_interval", u(4)),
+        ("hyper_connection.count", u(p.hc)),
+        ("hyper_connection.low_rank", u(p.hc_rank)),
+        ("attention.head_count", u(p.n_head)),
+        ("attention.head_count_kv", u(p.n_head_kv)),
+        ("attention.key_length", u(p.head_dim)),
+        ("attention.value_length", u(p.head_dim)),
+        ("attention.layer_norm_rms_epsilon", Value::F32(1e-6)),
+        ("rope.dimension_count", u(p.rope_dim)),
+        ("rope.freq_base", Value::F32(1e7)),
+        ("context_length", u(p.context_length)),
+        ("attention.indexer.head_count", u(p.idx_heads)),
+        ("attention.indexer.key_length", u(p.idx_dim)),
+        ("attention.indexer.top_k", u(p.idx_top_k)),
+        ("attention.indexer.kpool", u(4)),
+        ("ssm.state_size", u(p.ssm_state)),
+        ("ssm.group_count", u(p.ssm_groups)),
+        ("ssm.time_step_rank", u(p.ssm_heads)),
+        ("ssm.conv_kernel", u(4)),
+        ("expert_count", u(p.n_expert)),
+        ("expert_used_count", u(p.n_expert_used)),
+        ("expert_feed_forward_length", u(p.expert_ff)),
+        ("expert_shared_count", u(1)),
+        ("embedding_length_per_layer_input", u(p.ple_dim)),
+        ("nextn_predict_layers", u(1)),
+        ("ple.ngram_size", u(3)),
+        ("ple.heads_per_ngram", u(8)),
+    ];
+    for (k, v) in keys {
+        b.add(&format!("{a}.{k}"), v);
+    }
+    // Odd multipliers drawn from the seed; heads laid out one after another in the table.
+    let mut rng = SplitMix64::new(seed ^ 0x504c_45);
+    let mult: Vec<u64> = (0..3).map(|_| rng.next_u64() | 1).collect();
+    b.add(&format!("{a}.ple.layer_multipliers"), Value::Array(Array::U64(mult)));
+    b.add(&format!("{a}.ple.head_vocab_sizes"), Value::Array(Array::U64(vec![p.ple_rows_per_head; 16])));
+    b.add(
+        &format!("{a}.ple.head_offsets"),
+        Value::Array(Array::U64((0..16).map(|h| h * p.ple_rows_per_head).collect())),
+    );
+    let id = |s: &str| vocab.tokens.iter().position(|t| t == s).unwrap_or(0) as u64;
+    b.add(&format!("{a}.ple.eos_token_id"), Value::U64(id(tokenizer::ENDOFTEXT)));
+    b.add("tokenizer.ggml.model", Value::String("gpt2".into()));
+    b.add("tokenizer.ggml.pre", Value::String("qwen2".into()));
+    b.add("tokenizer.ggml.tokens", Value::Array(Array::String(vocab.tokens.clone())));
+    b.add("tokenizer.ggml.token_type", Value::Array(Array::I32(vocab.types.clone())));
+    b.add("tokenizer.ggml.merges", Value::Array(Array::String(vocab.merges.clone())));
+    b.add("tokenizer.ggml.eos_token_id", Value::U32(id(tokenizer::ENDOFTEXT) as u32));
+    b.add("tokenizer.ggml.padding_token_id", Value::U32(id(tokenizer::ENDOFTEXT) as u32));
+    b.add("tokenizer.chat_template", Value::String(CHAT_TEMPLATE.into()));
+}
+
+/// Elements per piece: a piece is generated from its own seed, so pieces can be made on any number of
+/// threads and the file is the same.
+const PIECE: u64 = 1 << 16;
+
+/// A 64-bit FNV-1a hash (names to seeds).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+fn write_tensor<W: std::io::Write>(
+    w: &mut strata_gguf::GgufWriter<W>,
+    t: &TensorSpec,
+    seed: u64,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), SynthError> {
+    let n: u64 = t.shape.iter().product();
+    let row = t.shape[0];
+    // Whole rows per piece, and whole blocks.
+    let per_piece = (PIECE / row).max(1) * row;
+    let pieces = n.div_ceil(per_piece);
+    let base = seed ^ fnv(&t.name);
+    // A batch of pieces is made in parallel, then written in order.
+    let batch = rayon::current_num_threads() as u64 * 4;
+    for first in (0..pieces).step_by(batch as usize) {
+        let made: Vec<Vec<u8>> = (first..(first + batch).min(pieces))
+            .into_par_iter()
+            .map(|i| {
+                let len = per_piece.min(n - i * per_piece) as usize;
+                let mut rng = SplitMix64::new(base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+                let x: Vec<f32> = (0..len).map(|_| draw(t.init, &mut rng)).collect();
+                let mut q = Vec::new();
+                quant::quantize(t.ty, &x, &mut q).expect("types and shapes were fitted");
+                q
+            })
+            .collect();
+        for q in made {
+            w.write(&q)?;
+            progress(q.len() as u64);
+        }
+    }
+    Ok(())
+}
+
+/// One value: a normal by the sum of four uniforms (exact arithmetic, the same on every machine).
+fn draw(init: Init, rng: &mut SplitMix64) -> f32 {
+    let normal = |rng: &mut SplitMix64| ((0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0) * 3f32.sqrt();
+    match init {
+        Init::Normal(std) => normal(rng) * std,
+        Init::AroundOne(std) => 1.0 + normal(rng) * std,
+        Init::Uniform(lo, hi) => lo + (hi - lo) * rng.uniform(),
+    }
+}

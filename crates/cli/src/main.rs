@@ -49,9 +49,15 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // One line: clap's first line ("error: unexpected argument '--x' found").
+            // One line: clap's message without its usage and help hints.
             let msg = e.render().to_string();
-            eprintln!("strata: {}", msg.lines().next().unwrap_or("bad arguments").trim_start_matches("error: "));
+            let text: Vec<&str> = msg
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            eprintln!("strata: {}", text.join(" ").trim_start_matches("error: "));
             return ExitCode::from(2);
         }
     };

@@ -1,0 +1,152 @@
+//! `strata run` and `strata synth` as a user runs them: the built-in default model, byte-identical
+//! `--dump-logits` across runs and thread counts, clear one-line errors, and the numpy oracle.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn strata(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).env("STRATA_CACHE", cache).output().expect("strata runs")
+}
+
+fn dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("strata-run-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+}
+
+/// The tiny model written by `strata synth`.
+fn tiny() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let p = dir().join("tiny.gguf");
+        let out = strata(&["synth", "--preset", "tiny", "-o", p.to_str().unwrap()], dir());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        p
+    })
+}
+
+/// A prompt longer than the tiny model's indexer top_k (64 + 3), so sparse selection happens.
+fn prompt() -> String {
+    (0..100).map(|i| ((i * 7919 + 13) % 4000 + 3).to_string()).collect::<Vec<_>>().join(",")
+}
+
+fn dump(extra: &[&str], name: &str) -> Vec<u8> {
+    let out_path = dir().join(name);
+    let p = prompt();
+    let mut args = vec!["run", "-m", tiny().to_str().unwrap(), "--prompt-tokens", &p, "-n", "32", "--ignore-eos"];
+    args.extend_from_slice(&["--dump-logits", out_path.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    let out = strata(&args, dir());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ids = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(ids.trim().split(',').count(), 32, "32 ids printed: {ids}");
+    std::fs::read(out_path).unwrap()
+}
+
+#[test]
+fn default_model_runs_a_prompt() {
+    let cache = dir().join("cache");
+    let out = strata(&["run", "-p", "Hello", "-n", "8"], &cache);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("decode: 8 tokens"), "{err}");
+    assert!(!out.stdout.is_empty());
+    // Made once, then reused.
+    let again = strata(&["run", "-p", "Hello", "-n", "8", "--chat"], &cache);
+    assert!(again.status.success());
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("making the built-in"), "the cached model is reused");
+}
+
+#[test]
+fn dump_logits_is_the_same_bytes_across_runs_and_threads() {
+    let a = dump(&[], "a.f32");
+    let b = dump(&[], "b.f32");
+    let one = dump(&["--threads", "1"], "t1.f32");
+    let two = dump(&["--threads", "2"], "t2.f32");
+    assert_eq!(a.len(), 32 * 4096 * 4);
+    assert!(a == b, "two identical runs differ");
+    assert!(one == two, "--threads 1 and 2 differ");
+    assert!(a == one);
+}
+
+fn one_line_error(out: &Output) -> String {
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    err
+}
+
+#[test]
+fn bad_input_is_one_line_and_nonzero() {
+    let m = tiny().to_str().unwrap();
+    let err = one_line_error(&strata(&["run", "-m", "/no/such.gguf", "-p", "x"], dir()));
+    assert!(err.contains("/no/such.gguf"), "{err}");
+
+    let cut = dir().join("cut.gguf");
+    let bytes = std::fs::read(tiny()).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let err = one_line_error(&strata(&["run", "-m", cut.to_str().unwrap(), "-p", "x"], dir()));
+    assert!(err.contains("cut.gguf"), "{err}");
+
+    let err = one_line_error(&strata(&["run", "-m", m, "-p", "a b c d e f g h", "--max-context", "3"], dir()));
+    assert!(err.contains("--max-context 3"), "{err}");
+    let err = one_line_error(&strata(&["run", "-m", m, "--prompt-tokens", "1,99999"], dir()));
+    assert!(err.contains("99999"), "{err}");
+    let err = one_line_error(&strata(&["run", "-m", m, "-p", "x", "--kv", "int3"], dir()));
+    assert!(err.contains("int3"), "{err}");
+    let err = one_line_error(&strata(&["run", "-m", m, "-p", "x", "--frobnicate"], dir()));
+    assert!(err.contains("--frobnicate"), "{err}");
+    let err = one_line_error(&strata(&["run", "-m", m], dir()));
+    assert!(err.contains("prompt"), "{err}");
+    let err = one_line_error(&strata(&["synth", "--preset", "huge", "-o", "/tmp/x.gguf"], dir()));
+    assert!(err.contains("huge"), "{err}");
+}
+
+fn python_ready() -> bool {
+    let ok = Command::new("python3").args(["-c", "import gguf, numpy"]).status().map(|s| s.success()).unwrap_or(false);
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "CI must have python3 with gguf and numpy (.ci/run installs them)");
+        eprintln!("SKIPPED: python3 with the gguf and numpy packages is not installed (pip install gguf numpy)");
+    }
+    ok
+}
+
+/// The numpy oracle (python/oracle.py, float64, written from the spec) against the engine: the same 32
+/// greedy tokens and max |Δlogit| / max |logit| ≤ 2e-3 in every row, for both KV modes.
+#[test]
+fn engine_agrees_with_the_numpy_oracle() {
+    if !python_ready() {
+        return;
+    }
+    let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/oracle.py");
+    for kv in ["fp16", "int8"] {
+        let ours = dump(&["--kv", kv], &format!("engine-{kv}.f32"));
+        let theirs_path = dir().join(format!("oracle-{kv}.f32"));
+        let out = Command::new("python3")
+            .arg(&oracle)
+            .args([tiny().to_str().unwrap(), "--prompt-tokens", &prompt(), "-n", "32", "--kv", kv])
+            .args(["--out", theirs_path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let theirs = std::fs::read(&theirs_path).unwrap();
+        assert_eq!(ours.len(), theirs.len());
+        let f = |b: &[u8]| b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
+        let (a, b) = (f(&ours), f(&theirs));
+        let mut worst = 0f32;
+        for (row, (ra, rb)) in a.chunks(4096).zip(b.chunks(4096)).enumerate() {
+            let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |m, (i, v)| if *v > r[m] { i } else { m });
+            assert_eq!(argmax(ra), argmax(rb), "{kv}: greedy token {row} differs");
+            let scale = rb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let diff = ra.iter().zip(rb).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            worst = worst.max(diff / scale);
+        }
+        println!("{kv}: worst max|Δlogit|/max|logit| = {worst:.3e}");
+        assert!(worst <= 2e-3, "{kv}: {worst}");
+    }
+}

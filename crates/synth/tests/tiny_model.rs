@@ -1,0 +1,148 @@
+//! The CPU engine on the synthetic tiny model: determinism (runs, threads, checkpoints), the tokenizer
+//! and chat template from metadata, and clear errors for broken models.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use strata_engine::chat::{ChatTemplate, Message};
+use strata_engine::tokenizer::Tokenizer;
+use strata_gguf::{GgufBuilder, GgufFile, GgufSet};
+use strata_model::{Config, KvMode, Model, ModelError, RopeScaling};
+use strata_synth::{Options, Preset};
+
+fn tiny() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("strata-synth-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tiny.gguf");
+        let o = Options { preset: Preset::tiny(), experts: strata_gguf::GgmlType::Q2_0, seed: 0 };
+        strata_synth::write(&path, &o, &|_, _| {}).unwrap();
+        path
+    })
+}
+
+fn prompt() -> Vec<u32> {
+    (0..80).map(|i| (i * 7919 + 13) % 4000 + 3).collect()
+}
+
+/// Logits of every position of `tokens`, as bytes.
+fn run(model: &Model, tokens: &[u32], kv: KvMode) -> Vec<u8> {
+    let mut st = model.new_state(kv);
+    tokens.iter().flat_map(|&t| model.forward(&mut st, t)).flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn same_bits_on_1_and_2_threads_and_on_reruns() {
+    let model = Model::open(tiny(), RopeScaling::None).unwrap();
+    let p = prompt();
+    let pool = |n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap();
+    let one = pool(1).install(|| run(&model, &p, KvMode::F16));
+    let two = pool(2).install(|| run(&model, &p, KvMode::F16));
+    assert!(one == two, "1 and 2 threads differ");
+    assert!(one == run(&model, &p, KvMode::F16), "a rerun differs");
+    let int8 = run(&model, &p, KvMode::Int8);
+    assert!(one != int8, "the KV mode should change the bits");
+    let logits: Vec<f32> = one.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert!(logits.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn checkpoint_restores_exactly() {
+    let model = Model::open(tiny(), RopeScaling::None).unwrap();
+    let p = prompt();
+    let mut st = model.new_state(KvMode::F16);
+    for &t in &p[..70] {
+        model.forward(&mut st, t);
+    }
+    let saved = st.clone();
+    let a: Vec<Vec<f32>> = p[70..].iter().map(|&t| model.forward(&mut st, t)).collect();
+    let mut st = saved;
+    let b: Vec<Vec<f32>> = p[70..].iter().map(|&t| model.forward(&mut st, t)).collect();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn tokenizer_round_trips_unicode_and_specials() {
+    let set = GgufSet::open(tiny()).unwrap();
+    let tok = Tokenizer::from_gguf(&set).unwrap();
+    assert_eq!(tok.vocab_size(), 4096);
+    for text in ["Hello, world!", "naïve café — 日本語 🙂 \t\n  spaces", "fn main() { let x = 1; }", ""] {
+        let ids = tok.encode(text).unwrap();
+        assert_eq!(tok.decode(&ids).unwrap(), text);
+    }
+    let ids = tok.encode("<|im_start|>user\nhi<|im_end|>").unwrap();
+    let start = tok.encode("<|im_start|>").unwrap();
+    assert_eq!(start.len(), 1, "a special token is one id");
+    assert_eq!(ids[0], start[0]);
+    assert_eq!(Some(*ids.last().unwrap()), tok.im_end);
+    assert_eq!(tok.decode(&ids).unwrap(), "<|im_start|>user\nhi<|im_end|>");
+    let chat = ChatTemplate::from_gguf(&set).unwrap();
+    let text = chat.render(&[Message { role: "user", content: "Hello" }], true).unwrap();
+    assert_eq!(text, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+}
+
+#[test]
+fn synth_is_deterministic() {
+    let dir = tiny().parent().unwrap();
+    let other = dir.join("tiny-again.gguf");
+    let o = Options { preset: Preset::tiny(), experts: strata_gguf::GgmlType::Q2_0, seed: 0 };
+    strata_synth::write(&other, &o, &|_, _| {}).unwrap();
+    assert!(std::fs::read(&other).unwrap() == std::fs::read(tiny()).unwrap(), "same seed, other bytes");
+    let o = Options { seed: 1, ..o };
+    strata_synth::write(&other, &o, &|_, _| {}).unwrap();
+    assert!(std::fs::read(&other).unwrap() != std::fs::read(tiny()).unwrap(), "another seed, same bytes");
+}
+
+/// A copy of the tiny model with its metadata and tensors passed through `edit`.
+fn edited(name: &str, edit: impl Fn(&str, &[u64]) -> Option<Vec<u64>>, drop_key: Option<&str>) -> PathBuf {
+    let src = GgufFile::open(tiny()).unwrap();
+    let mut b = GgufBuilder::new();
+    for (k, v) in src.metadata() {
+        if Some(k.as_str()) != drop_key {
+            b.add(k, v.clone());
+        }
+    }
+    let mut kept = Vec::new();
+    for t in src.tensors() {
+        if let Some(shape) = edit(&t.name, &t.shape) {
+            b.add_tensor(&t.name, &shape, t.ty).unwrap();
+            kept.push((t.name.clone(), shape));
+        }
+    }
+    let path = tiny().parent().unwrap().join(name);
+    let mut w = b.create(&path).unwrap();
+    for (n, shape) in kept {
+        let t = src.require(&n).unwrap();
+        let want = t.info.ty.bytes_for(shape.iter().product()).unwrap() as usize;
+        let mut data = t.data.to_vec();
+        data.resize(want, 0);
+        w.write_tensor(&n, &data).unwrap();
+    }
+    w.finish().unwrap();
+    path
+}
+
+#[test]
+fn broken_models_are_clear_errors() {
+    let missing_key = edited("no-key.gguf", |_, s| Some(s.to_vec()), Some("qwen4exp.ssm.state_size"));
+    let e = Model::open(&missing_key, RopeScaling::None).err().unwrap();
+    assert!(matches!(&e, ModelError::Metadata { key, .. } if key == "qwen4exp.ssm.state_size"), "{e}");
+    assert!(e.to_string().contains("missing"), "{e}");
+
+    let no_tensor = edited("no-tensor.gguf", |n, s| (n != "blk.2.ssm_out.weight").then(|| s.to_vec()), None);
+    let e = Model::open(&no_tensor, RopeScaling::None).err().unwrap();
+    assert!(e.to_string().contains("blk.2.ssm_out.weight"), "{e}");
+
+    let wrong = edited(
+        "wrong-shape.gguf",
+        |n, s| Some(if n == "blk.3.attn_k.weight" { vec![256, 64] } else { s.to_vec() }),
+        None,
+    );
+    let e = Model::open(&wrong, RopeScaling::None).err().unwrap();
+    let msg = e.to_string();
+    assert!(msg.contains("blk.3.attn_k.weight") && msg.contains("[256, 128]") && msg.contains("[256, 64]"), "{msg}");
+
+    let set = GgufSet::open(tiny()).unwrap();
+    assert_eq!(Config::from_gguf(&set).unwrap().vocab, 4096);
+}

@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""An independent float64 oracle of the qwen4exp model, written from the spec (shared/spec/qwen4exp.md).
+
+It reads the GGUF with its own small header parser, dequantizes with the `gguf` package (and the spec's
+Q2_0 layout, which the package does not know), and runs the forward pass of spec §2-§7 in numpy float64.
+
+    oracle.py MODEL --prompt-tokens 1,2,3 -n 32 [--kv fp16|int8] --out LOGITS.f32 [--tokens-out IDS]
+
+writes the same rows `strata run --dump-logits` writes: the last prompt position's logits, then one row per
+greedy token but the last (little-endian f32), and prints the greedy ids.
+"""
+
+import argparse
+import struct
+import sys
+
+import numpy as np
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+from gguf.quants import dequantize
+
+EPS = 1e-6
+Q2_0 = 42
+
+
+# ---------------------------------------------------------------- GGUF
+
+def read_gguf(path):
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    buf = memoryview(data)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, buf, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        s = bytes(buf[pos:pos + n]).decode("utf-8")
+        pos += n
+        return s
+
+    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = take("I"), take("Q")
+            return [value(et) for _ in range(n)]
+        return take(scalar[t])
+
+    assert bytes(buf[0:4]) == b"GGUF", "not a GGUF file"
+    pos = 4
+    version, n_tensors, n_kv = take("I"), take("Q"), take("Q")
+    assert version in (2, 3)
+    meta = {}
+    for _ in range(n_kv):
+        k = string()
+        meta[k] = value(take("I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = string()
+        dims = [take("Q") for _ in range(take("I"))]
+        infos.append((name, dims, take("I"), take("Q")))
+    align = meta.get("general.alignment", 32)
+    data_start = (pos + align - 1) // align * align
+    tensors = {}
+    for name, dims, ty, off in infos:
+        n = int(np.prod(dims))
+        if ty == Q2_0:
+            nbytes = n // 64 * 18
+        else:
+            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ty)]
+            nbytes = n // block * size
+        raw = np.asarray(data[data_start + off:data_start + off + nbytes])
+        tensors[name] = (dims, ty, raw)
+    return meta, tensors
+
+
+def dequant_q2_0(raw):
+    """Spec §10: 64 weights in 18 bytes, fp16 d then 2-bit codes; weight i is bits 2(i%4).. of byte i/4."""
+    b = raw.reshape(-1, 18)
+    d = b[:, :2].copy().view(np.float16).astype(np.float64)
+    codes = (b[:, 2:, None] >> np.array([0, 2, 4, 6], dtype=np.uint8)) & 3
+    return ((codes.reshape(-1, 64).astype(np.float64) - 1.0) * d).ravel()
+
+
+def tensor(tensors, name):
+    dims, ty, raw = tensors[name]
+    if ty == Q2_0:
+        flat = dequant_q2_0(raw)
+    else:
+        flat = dequantize(raw, GGMLQuantizationType(ty)).astype(np.float64).ravel()
+    return flat.reshape(list(reversed(dims)))  # [.., ne1, ne0]: rows of ne0
+
+
+# ---------------------------------------------------------------- math
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def rms(x):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + EPS)
+
+
+def rope(x, pos, rot, base):
+    """NEOX pairs (i, i + rot/2) over the first rot dims; angles in float64, rounded to f32 once."""
+    half = rot // 2
+    i = np.arange(half, dtype=np.float64)
+    ang = pos * base ** (-2.0 * i / rot)
+    c = np.cos(ang).astype(np.float32).astype(np.float64)
+    s = np.sin(ang).astype(np.float32).astype(np.float64)
+    y = x.copy()
+    x0, x1 = x[..., :half], x[..., half:rot]
+    y[..., :half] = x0 * c - x1 * s
+    y[..., half:rot] = x0 * s + x1 * c
+    return y
+
+
+def kv_round(x, mode):
+    if mode == "fp16":
+        return x.astype(np.float16).astype(np.float64)
+    g = x.reshape(-1, 64)
+    scale = (np.abs(g).max(axis=1, keepdims=True) / 127.0).astype(np.float16).astype(np.float64)
+    q = np.where(scale > 0, np.clip(np.round(g / np.where(scale > 0, scale, 1.0)), -127, 127), 0.0)
+    return (q * scale).reshape(x.shape)
+
+
+def key_order(s):
+    """Selection keys of spec §5.5: s + 0, NaN ranks as 0."""
+    s = np.where(np.isnan(s), 0.0, s)
+    return s + 0.0
+
+
+# ---------------------------------------------------------------- model
+
+class Oracle:
+    def __init__(self, path, kv_mode):
+        self.meta, self.t = read_gguf(path)
+        m = lambda k: self.meta["qwen4exp." + k]
+        self.L, self.n, self.hc, self.r = m("block_count"), m("embedding_length"), m("hyper_connection.count"), m("hyper_connection.low_rank")
+        self.fai = m("full_attention_interval")
+        self.hq, self.hkv, self.dh = m("attention.head_count"), m("attention.head_count_kv"), m("attention.key_length")
+        self.rot, self.base = m("rope.dimension_count"), float(m("rope.freq_base"))
+        self.hi, self.di, self.topk, self.kpool = (m("attention.indexer.head_count"), m("attention.indexer.key_length"),
+                                                   m("attention.indexer.top_k"), m("attention.indexer.kpool"))
+        self.S, self.hk, self.hv = m("ssm.state_size"), m("ssm.group_count"), m("ssm.time_step_rank")
+        self.E, self.k_used, self.f = m("expert_count"), m("expert_used_count"), m("expert_feed_forward_length")
+        self.ple_m = m("embedding_length_per_layer_input")
+        self.ngram, self.hpn = m("ple.ngram_size"), m("ple.heads_per_ngram")
+        self.mult, self.hvocab, self.hoff = m("ple.layer_multipliers"), m("ple.head_vocab_sizes"), m("ple.head_offsets")
+        self.ple_eos = m("ple.eos_token_id")
+        self.kv_mode = kv_mode
+        self.W = {name: tensor(self.t, name) for name in self.t if not name.startswith("mtp.")}
+        self.reset()
+
+    def reset(self):
+        n, hc = self.n, self.hc
+        C = 2 * self.hk * self.S + self.hv * self.S
+        self.pos = 0
+        self.gdn = {l: (np.zeros((3, C)), np.zeros((self.hv, self.S, self.S))) for l in range(self.L) if not self.is_qsa(l)}
+        self.qsa = {l: {"k": [], "v": [], "raw": [], "blocks": []} for l in range(self.L) if self.is_qsa(l)}
+        self.prev = []  # all previous tokens
+        self.z_hist = [np.zeros(hc * n) for _ in range(9)]
+
+    def is_qsa(self, l):
+        return l % self.fai == self.fai - 1
+
+    def w(self, name):
+        return self.W[name]
+
+    # -- §3
+    def hc_read(self, R, p, inject=True):
+        hc, n = self.hc, self.n
+        xn = rms(R) * self.w(p + "_norm.weight").reshape(hc, n)
+        v = xn.ravel()
+        lo = silu((self.w(p + "_down.weight") @ v) / hc)
+        g = (self.w(p + "_up.weight") @ lo).reshape(hc, n)
+        mixed = (xn * sigmoid(g)).sum(axis=0) / hc
+        inj = self.w(p + "_inject.weight") @ v if inject else None
+        return mixed, inj
+
+    def hc_write(self, R, y, inj):
+        return R + y[None, :] * (2.0 * sigmoid(inj / self.hc))[:, None]
+
+    # -- §4
+    def gdn_layer(self, x, l):
+        b = f"blk.{l}"
+        S, hk, hv = self.S, self.hk, self.hv
+        conv_state, M = self.gdn[l]
+        u = self.w(b + ".attn_qkv.weight") @ x
+        z = self.w(b + ".attn_gate.weight") @ x
+        cw = self.w(b + ".ssm_conv1d.weight")  # [C, 4]
+        frames = np.vstack([conv_state, u[None, :]])  # t-3 .. t
+        c = silu((cw * frames.T).sum(axis=1))
+        conv_state[:] = frames[1:]
+        q = c[:hk * S].reshape(hk, S)
+        k = c[hk * S:2 * hk * S].reshape(hk, S)
+        v = c[2 * hk * S:].reshape(hv, S)
+        q = q / np.sqrt((q * q).sum(axis=1, keepdims=True) + EPS) / np.sqrt(S)
+        k = k / np.sqrt((k * k).sum(axis=1, keepdims=True) + EPS)
+        beta = sigmoid(self.w(b + ".ssm_beta.weight") @ x)
+        gate = softplus(self.w(b + ".ssm_alpha.weight") @ x + self.w(b + ".ssm_dt.bias")) * self.w(b + ".ssm_a")
+        ys = []
+        for j in range(hv):
+            i = j // (hv // hk)
+            M[j] *= np.exp(gate[j])
+            p = M[j].T @ k[i]
+            M[j] += np.outer(k[i], beta[j] * (v[j] - p))
+            o = M[j].T @ q[i]
+            ys.append(rms(o) * self.w(b + ".ssm_norm.weight") * sigmoid(z[j * S:(j + 1) * S]))
+        return self.w(b + ".ssm_out.weight") @ np.concatenate(ys)
+
+    # -- §5
+    def qsa_layer(self, x, l):
+        b = f"blk.{l}"
+        st = self.qsa[l]
+        dh, hq, hkv, pos = self.dh, self.hq, self.hkv, self.pos
+        qg = (self.w(b + ".attn_q.weight") @ x).reshape(hq, 2 * dh)
+        q, gate = qg[:, :dh], qg[:, dh:]
+        q = rope(rms(q) * self.w(b + ".attn_q_norm.weight"), pos, self.rot, self.base)
+        k = (self.w(b + ".attn_k.weight") @ x).reshape(hkv, dh)
+        k = rope(rms(k) * self.w(b + ".attn_k_norm.weight"), pos, self.rot, self.base)
+        v = (self.w(b + ".attn_v.weight") @ x).reshape(hkv, dh)
+        st["k"].append(kv_round(k, self.kv_mode))
+        st["v"].append(kv_round(v, self.kv_mode))
+        # indexer
+        st["raw"].append(self.w(b + ".indexer.k_proj.weight") @ x)
+        if (pos + 1) % self.kpool == 0:
+            mean = np.sum(st["raw"], axis=0) / self.kpool
+            st["raw"] = []
+            kb = rope(rms(mean) * self.w(b + ".indexer.k_norm.weight"), pos + 1 - self.kpool, self.rot, self.base)
+            st["blocks"].append(kb)
+        n_cells = pos + 1
+        width = min(n_cells, self.topk + self.kpool - 1)
+        if n_cells <= width:
+            cells = list(range(n_cells))
+        else:
+            Q = (self.w(b + ".indexer.q_proj.weight") @ x).reshape(self.hi, self.di)
+            Q = rope(rms(Q) * self.w(b + ".indexer.q_norm.weight"), pos, self.rot, self.base)
+            tail = (n_cells - 1) // self.kpool
+            K = np.array(st["blocks"][:tail])
+            scores = np.maximum(Q @ K.T, 0.0).sum(axis=0)
+            order = sorted(range(tail), key=lambda bb: (-key_order(scores[bb]), bb))
+            budget = width - (n_cells - tail * self.kpool)
+            cells = []
+            for bb in order:
+                if budget == 0:
+                    break
+                take = min(self.kpool, budget)
+                cells += range(bb * self.kpool, bb * self.kpool + take)
+                budget -= take
+            cells = sorted(cells) + list(range(tail * self.kpool, n_cells))
+        Ks = np.array([st["k"][c] for c in cells])  # [cells, hkv, dh]
+        Vs = np.array([st["v"][c] for c in cells])
+        out = []
+        for h in range(hq):
+            g = h // (hq // hkv)
+            s = Ks[:, g, :] @ q[h] / np.sqrt(dh)
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            out.append((p @ Vs[:, g, :]) * sigmoid(gate[h]))
+        return self.w(b + ".attn_output.weight") @ np.concatenate(out)
+
+    # -- §7
+    def moe(self, x, l):
+        b = f"blk.{l}"
+        logits = self.w(b + ".ffn_gate_inp.weight") @ x
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        top = sorted(range(self.E), key=lambda e: (-p[e], e))[:self.k_used]
+        total = max(sum(p[e] for e in top), 2.0 ** -14)
+        gate_e, up_e, down_e = (self.w(b + s) for s in (".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight"))
+        y = np.zeros(self.n)
+        for e in top:
+            y += (p[e] / total) * (down_e[e] @ (silu(gate_e[e] @ x) * (up_e[e] @ x)))
+        sh = self.w(b + ".ffn_down_shexp.weight") @ (silu(self.w(b + ".ffn_gate_shexp.weight") @ x) * (self.w(b + ".ffn_up_shexp.weight") @ x))
+        return y + sigmoid(self.w(b + ".ffn_gate_inp_shexp.weight") @ x) * sh
+
+    # -- §6
+    def ple_rows(self, t):
+        MAX = 2 ** 64 - 1
+        ctx = [t]
+        older = list(reversed(self.prev))[:self.ngram - 1]
+        older += [None] * (self.ngram - 1 - len(older))
+        eos_seen = False
+        for p in older:
+            if p is None or eos_seen or p == self.ple_eos:
+                eos_seen = eos_seen or p == self.ple_eos
+                ctx.append(MAX)
+            else:
+                ctx.append(p)
+        rows = []
+        for h in range((self.ngram - 1) * self.hpn):
+            length = 2 + h // self.hpn
+            mixed = 0
+            for i in range(length):
+                mixed ^= (ctx[i] * self.mult[i]) % 2 ** 64
+            hashed = mixed ^ ((h * 0x9E3779B97F4A7C15) % 2 ** 64)
+            rows.append(self.hoff[h] + hashed % self.hvocab[h])
+        return rows
+
+    def ple(self, R, t):
+        hc, n = self.hc, self.n
+        table = self.w("per_layer_token_embd.weight")
+        emb = np.concatenate([table[r] for r in self.ple_rows(t)])
+        key = rms((self.w("blk.1.ple_key.weight") @ emb).reshape(hc, n)) * self.w("blk.1.ple_norm_key.weight").reshape(hc, n)
+        query = rms(R) * self.w("blk.1.ple_norm_query.weight").reshape(hc, n)
+        value = self.w("blk.1.ple_value.weight") @ emb
+        s = (key * query).sum(axis=1) / np.sqrt(n)
+        gate = sigmoid(np.sign(s) * np.sqrt(np.maximum(np.abs(s), 1e-6)))
+        gated = value[None, :] * gate[:, None]
+        z = (rms(gated) * self.w("blk.1.ple_norm_conv.weight").reshape(hc, n)).ravel()
+        w = self.w("blk.1.ple_conv1d.weight")  # [hc*n, 4]
+        conv = w[:, 0] * self.z_hist[0] + w[:, 1] * self.z_hist[3] + w[:, 2] * self.z_hist[6] + w[:, 3] * z
+        self.z_hist = self.z_hist[1:] + [z]
+        return R + gated + silu(conv).reshape(hc, n)
+
+    # -- §2
+    def forward(self, t):
+        e = self.w("token_embd.weight")[t]
+        R = np.tile(e, (self.hc, 1))
+        for l in range(self.L):
+            if l == 1:
+                R = self.ple(R, t)
+            mixed, inj = self.hc_read(R, f"blk.{l}.hc_attn")
+            y = self.qsa_layer(mixed, l) if self.is_qsa(l) else self.gdn_layer(mixed, l)
+            R = self.hc_write(R, y, inj)
+            mixed, inj = self.hc_read(R, f"blk.{l}.hc_ffn")
+            R = self.hc_write(R, self.moe(mixed, l), inj)
+        final, _ = self.hc_read(R, "output_hc", inject=False)
+        self.prev.append(t)
+        self.pos += 1
+        return self.w("output.weight") @ final
+
+
+def greedy(logits):
+    best = np.max(logits)
+    return int(np.flatnonzero(logits == best)[0])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("--prompt-tokens", required=True)
+    ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("--kv", default="fp16", choices=["fp16", "int8"])
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    o = Oracle(a.model, a.kv)
+    prompt = [int(x) for x in a.prompt_tokens.split(",")]
+    for t in prompt:
+        logits = o.forward(t)
+    rows, ids = [], []
+    for i in range(a.n):
+        rows.append(logits.astype("<f4"))
+        ids.append(greedy(logits))
+        if i + 1 < a.n:
+            logits = o.forward(ids[-1])
+    np.concatenate(rows).tofile(a.out)
+    print(",".join(map(str, ids)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -100,7 +100,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("{}", p.display()))?)),
         None => None,
     };
-    let mut state = model.new_state(a.kv);
+    let mut state = model.new_state(a.kv)?;
     let mut sampler = Sampler::new(SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed });
 
     let t0 = Instant::now();

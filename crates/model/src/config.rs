@@ -157,13 +157,13 @@ impl Config {
                 return bad(k, "must be positive");
             }
         }
-        if self.n_head % self.n_head_kv != 0 {
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad("attention.head_count", "must be a multiple of head_count_kv");
         }
-        if self.ssm_heads % self.ssm_groups != 0 {
+        if !self.ssm_heads.is_multiple_of(self.ssm_groups) {
             return bad("ssm.time_step_rank", "must be a multiple of ssm.group_count");
         }
-        if self.rope_dim % 2 != 0 || self.rope_dim > self.head_dim || self.rope_dim > self.idx_dim {
+        if !self.rope_dim.is_multiple_of(2) || self.rope_dim > self.head_dim || self.rope_dim > self.idx_dim {
             return bad("rope.dimension_count", "must be even and at most the head and indexer dims");
         }
         if self.conv_kernel != 4 {
@@ -172,7 +172,7 @@ impl Config {
         if self.n_expert_used > self.n_expert {
             return bad("expert_used_count", "exceeds expert_count");
         }
-        if !(self.eps > 0.0) {
+        if self.eps.is_nan() || self.eps <= 0.0 {
             return bad("attention.layer_norm_rms_epsilon", "must be positive");
         }
         let heads = self.ple_heads();

@@ -30,8 +30,16 @@ impl Model {
         Ok(Model { config, weights, rope, gguf })
     }
 
-    pub fn new_state(&self, kv: KvMode) -> State {
-        State::new(&self.config, kv)
+    /// A fresh context. int8 KV needs each cell's k and v to be whole groups of 64 values.
+    pub fn new_state(&self, kv: KvMode) -> Result<State, ModelError> {
+        let dim = self.config.n_head_kv * self.config.head_dim;
+        if kv == KvMode::Int8 && !dim.is_multiple_of(crate::kv::INT8_GROUP) {
+            return Err(ModelError::Metadata {
+                key: "qwen4exp.attention.head_count_kv".into(),
+                what: format!("int8 KV needs k/v widths in groups of 64; this model's is {dim} (use fp16)"),
+            });
+        }
+        Ok(State::new(&self.config, kv))
     }
 
     /// Runs one token through the model at position `state.pos`; returns the vocabulary logits.

@@ -65,7 +65,7 @@ pub fn write(out: &Path, o: &Options, progress: &(dyn Fn(u64, u64) + Sync)) -> R
     let paths = output_paths(out, p);
     let mut files: Vec<Vec<TensorSpec>> =
         if p.ple_shard { vec![trunk, vec![table]] } else { vec![[trunk, vec![table]].concat()] };
-    let total: u64 = files.iter().flatten().map(|t| bytes_of(t)).sum();
+    let total: u64 = files.iter().flatten().map(bytes_of).sum();
     let mut done = 0u64;
     let count = files.len();
     for (i, (specs, path)) in files.iter_mut().zip(&paths).enumerate() {
@@ -139,7 +139,7 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
         b.add(&format!("{a}.{k}"), v);
     }
     // Odd multipliers drawn from the seed; heads laid out one after another in the table.
-    let mut rng = SplitMix64::new(seed ^ 0x504c_45);
+    let mut rng = SplitMix64::new(seed ^ 0x0050_4c45);
     let mult: Vec<u64> = (0..3).map(|_| rng.next_u64() | 1).collect();
     b.add(&format!("{a}.ple.layer_multipliers"), Value::Array(Array::U64(mult)));
     b.add(&format!("{a}.ple.head_vocab_sizes"), Value::Array(Array::U64(vec![p.ple_rows_per_head; 16])));

@@ -31,7 +31,7 @@ pub struct TensorSpec {
 
 /// `preferred` if ne0 is a whole number of its blocks, else the first fallback that fits.
 fn fit(preferred: GgmlType, ne0: usize) -> GgmlType {
-    [preferred, Q2_0, Q8_0, F16].into_iter().find(|t| ne0 % t.block_size() == 0).unwrap_or(F32)
+    [preferred, Q2_0, Q8_0, F16].into_iter().find(|t| ne0.is_multiple_of(t.block_size())).unwrap_or(F32)
 }
 
 struct List<'a> {

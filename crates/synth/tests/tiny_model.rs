@@ -28,7 +28,7 @@ fn prompt() -> Vec<u32> {
 
 /// Logits of every position of `tokens`, as bytes.
 fn run(model: &Model, tokens: &[u32], kv: KvMode) -> Vec<u8> {
-    let mut st = model.new_state(kv);
+    let mut st = model.new_state(kv).unwrap();
     tokens.iter().flat_map(|&t| model.forward(&mut st, t)).flat_map(|v| v.to_le_bytes()).collect()
 }
 
@@ -51,7 +51,7 @@ fn same_bits_on_1_and_2_threads_and_on_reruns() {
 fn checkpoint_restores_exactly() {
     let model = Model::open(tiny(), RopeScaling::None).unwrap();
     let p = prompt();
-    let mut st = model.new_state(KvMode::F16);
+    let mut st = model.new_state(KvMode::F16).unwrap();
     for &t in &p[..70] {
         model.forward(&mut st, t);
     }

@@ -82,7 +82,7 @@ fn select(
 ) -> Vec<u32> {
     let (di, kp) = (c.idx_dim, c.kpool);
     st.raw.extend(w.idx_k.matvec(x));
-    if (pos + 1) % kp == 0 {
+    if (pos + 1).is_multiple_of(kp) {
         let mut key = block_mean(&st.raw, di);
         st.raw.clear();
         rms_norm_inplace(&mut key, &w.idx_k_norm);
@@ -91,7 +91,7 @@ fn select(
     }
     let n_cells = pos + 1;
     let scored = pos / kp; // blocks before the tail block
-    if n_cells <= c.idx_top_k + kp - 1 {
+    if n_cells < c.idx_top_k + kp {
         return (0..n_cells as u32).collect();
     }
     let mut qi = w.idx_q.matvec(x);

@@ -65,6 +65,7 @@ mod tests {
     }
 
     /// The contract written the slow, literal way: per lane a list of chunk sums.
+    #[allow(clippy::needless_range_loop)] // written as the contract reads: lane by lane
     fn dot_literal(w: &[f32], x: &[f32]) -> f32 {
         let n_chunks = w.len().div_ceil(CHUNK);
         let mut lane = [0f32; LANES];

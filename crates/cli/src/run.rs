@@ -41,6 +41,13 @@ pub struct RunArgs {
     /// Context cells (default: the model's trained context).
     #[arg(long)]
     max_context: Option<usize>,
+    /// Position scaling: none, linear or yarn. Default: yarn when --max-context exceeds the trained
+    /// context, else none.
+    #[arg(long)]
+    rope_scaling: Option<String>,
+    /// Scaling factor for linear or yarn (default: max-context / trained context).
+    #[arg(long)]
+    rope_scale: Option<f64>,
     /// KV cache storage: fp16 or int8.
     #[arg(long, default_value = "fp16")]
     kv: KvMode,
@@ -67,8 +74,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => crate::synth::default_model()?,
     };
-    let model = Model::open(&path, RopeScaling::None).with_context(|| format!("loading {}", path.display()))?;
-    let max_context = a.max_context.unwrap_or(model.config.context_length);
+    let mut model = Model::open(&path, RopeScaling::None).with_context(|| format!("loading {}", path.display()))?;
+    let trained = model.config.context_length;
+    let max_context = a.max_context.unwrap_or(trained);
+    model.rope.scaling = rope_scaling(a.rope_scaling.as_deref(), a.rope_scale, max_context, trained)?;
     let tok = match a.prompt_tokens {
         Some(_) => None,
         None => Some(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?),
@@ -160,4 +169,19 @@ pub fn run(a: RunArgs) -> Result<()> {
         rate(generated.len().saturating_sub(1), decode_time)
     );
     Ok(())
+}
+
+/// Spec §8: YaRN by default past the trained context, with F = max_context / trained.
+fn rope_scaling(kind: Option<&str>, scale: Option<f64>, max_context: usize, trained: usize) -> Result<RopeScaling> {
+    let factor = scale.unwrap_or(max_context as f64 / trained as f64).max(1.0);
+    if !(factor.is_finite() && factor > 0.0) {
+        bail!("--rope-scale must be a positive number");
+    }
+    Ok(match kind {
+        None if max_context > trained => RopeScaling::Yarn { factor, orig_ctx: trained as u64 },
+        None | Some("none") => RopeScaling::None,
+        Some("linear") => RopeScaling::Linear(factor),
+        Some("yarn") => RopeScaling::Yarn { factor, orig_ctx: trained as u64 },
+        Some(other) => bail!("--rope-scaling {other:?}: use none, linear or yarn"),
+    })
 }

@@ -50,6 +50,7 @@ fn logits_spread_stays_in_band_small() {
 #[test]
 #[ignore = "writes a ~600 MB model of the full widths; run with --ignored"]
 fn logits_spread_stays_in_band_full_shaped() {
-    let p = Preset { n_layer: 4, n_expert: 16, vocab: 8192, ple_rows_per_head: 4096, ple_shard: false, ..Preset::full() };
+    let p =
+        Preset { n_layer: 4, n_expert: 16, vocab: 8192, ple_rows_per_head: 4096, ple_shard: false, ..Preset::full() };
     check("full-shaped (4 layers, 16 experts)", &spreads(p, 6));
 }

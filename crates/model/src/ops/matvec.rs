@@ -18,6 +18,8 @@ pub struct Matrix {
 
 /// Rows per parallel task: enough work to outweigh the hand-off.
 const ROWS_PER_TASK: usize = 16;
+/// Products of fewer weights than this run on the calling thread.
+const PARALLEL_MIN: usize = 1 << 16;
 
 impl Matrix {
     fn row_bytes(&self) -> usize {
@@ -33,13 +35,19 @@ impl Matrix {
     /// `out = W·x` for rows `first..first + out.len()`.
     pub fn matvec_rows(&self, x: &[f32], first: usize, out: &mut [f32]) {
         debug_assert_eq!(x.len(), self.cols);
-        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(t, o)| {
+        let rows = |t: usize, o: &mut [f32]| {
             let mut w = vec![0f32; self.cols];
             for (i, v) in o.iter_mut().enumerate() {
                 self.row(first + t * ROWS_PER_TASK + i, &mut w);
                 *v = dot(&w, x);
             }
-        });
+        };
+        // Handing a small product to the pool costs more than computing it here.
+        if rayon::current_num_threads() == 1 || out.len() * self.cols < PARALLEL_MIN {
+            out.chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(t, o)| rows(t, o));
+        } else {
+            out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(t, o)| rows(t, o));
+        }
     }
 
     /// `W·x`.

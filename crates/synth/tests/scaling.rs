@@ -20,7 +20,7 @@ fn spreads(p: Preset, tokens: usize) -> Vec<f32> {
     let mut st = model.new_state(KvMode::F16).unwrap();
     let out = (0..tokens as u32)
         .map(|i| {
-            let logits = model.forward(&mut st, (i * 2_654_435_761u32) % (vocab - 3) + 3);
+            let logits = model.forward(&mut st, i.wrapping_mul(2_654_435_761) % (vocab - 3) + 3);
             assert!(logits.iter().all(|v| v.is_finite()), "position {i}: non-finite logits");
             let mean = logits.iter().sum::<f32>() / logits.len() as f32;
             (logits.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / logits.len() as f32).sqrt()

@@ -72,8 +72,8 @@ pub fn default_model() -> Result<PathBuf> {
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     eprintln!("making the built-in tiny model (first use only): {}", path.display());
-    // Written under a temporary name and renamed, so an interrupted run leaves no half file behind.
-    let tmp = dir.join(format!(".tiny-{}.gguf.tmp", std::process::id()));
+    // Made under a name of its own and renamed, so concurrent first runs never see each other's half file.
+    let tmp = dir.join(format!(".tiny-{}.gguf", std::process::id()));
     write(&tmp, Options { preset: Preset::tiny(), experts: GgmlType::Q2_0, seed: 0 })?;
     std::fs::rename(&tmp, &path).with_context(|| format!("moving the model into {}", path.display()))?;
     Ok(path)

@@ -81,7 +81,10 @@ pub fn write(out: &Path, o: &Options, progress: &(dyn Fn(u64, u64) + Sync)) -> R
         for t in specs.iter() {
             b.add_tensor(&t.name, &t.shape, t.ty)?;
         }
-        let mut w = b.create(path)?;
+        // Written under a temporary name and renamed when complete: an interrupted run leaves no file
+        // that looks finished.
+        let tmp = path.with_extension("gguf.partial");
+        let mut w = b.create(&tmp)?;
         for t in specs.iter() {
             write_tensor(&mut w, t, o.seed, &mut |n| {
                 done += n;
@@ -89,6 +92,7 @@ pub fn write(out: &Path, o: &Options, progress: &(dyn Fn(u64, u64) + Sync)) -> R
             })?;
         }
         w.finish()?;
+        std::fs::rename(&tmp, path).map_err(|e| SynthError::Other(format!("{}: {e}", path.display())))?;
     }
     Ok(paths)
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod gguf;
+mod parity;
 mod run;
 mod synth;
 
@@ -30,8 +31,9 @@ enum Command {
     Serve(Pending),
     /// Write a synthetic qwen4exp model.
     Synth(synth::SynthArgs),
-    /// Parity tools comparing kernels bit for bit (not in this version yet).
-    Parity(Pending),
+    /// Parity tools: GPU kernels against the CPU contract, byte for byte (prints OK and the case count).
+    #[command(subcommand)]
+    Parity(parity::ParityCommand),
 }
 
 /// The arguments of a subcommand this version does not have yet.
@@ -67,7 +69,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Serve(_) => pending("serve"),
         Command::Synth(a) => synth::run(a),
-        Command::Parity(_) => pending("parity"),
+        Command::Parity(c) => parity::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

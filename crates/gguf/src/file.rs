@@ -50,6 +50,14 @@ pub struct TensorBytes {
     len: usize,
 }
 
+impl TensorBytes {
+    /// Bytes held in memory (weights made by a program rather than read from a file).
+    pub fn from_vec(bytes: Vec<u8>) -> TensorBytes {
+        let len = bytes.len();
+        TensorBytes { storage: Arc::new(Storage::Owned(bytes)), start: 0, len }
+    }
+}
+
 impl std::ops::Deref for TensorBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

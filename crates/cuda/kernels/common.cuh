@@ -1,0 +1,64 @@
+// The arithmetic contract on the GPU (docs/ARITHMETIC.md): the same operations in the same order as
+// crates/model/src/ops. Compiled with --fmad=false, no fast math, IEEE division and square root; every
+// fused multiply-add is written as __fmaf_rn.
+
+typedef unsigned short bf16_t;
+typedef unsigned int u32;
+
+#define WARP 32
+#define CHUNK 8
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(((u32)h) << 16); }
+
+// The butterfly over the warp's lane totals: offsets 16, 8, 4, 2, 1; every lane ends with the same bits.
+__device__ __forceinline__ float warp_butterfly(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// e^x (ops/act.rs exp): reduction by ln 2 in two parts, degree-7 Taylor by fma, exact powers of two.
+__device__ __forceinline__ float s_pow2(int e) { return __uint_as_float((u32)(e + 127) << 23); }
+
+__device__ float s_exp(float x) {
+    if (isnan(x)) return x;
+    if (x > 88.8f) return __int_as_float(0x7f800000);
+    if (x < -104.0f) return 0.0f;
+    const float LOG2E = __uint_as_float(0x3fb8aa3bu);
+    const float LN2_HI = __uint_as_float(0x3f317200u);
+    const float LN2_LO = __uint_as_float(0x35bfbe8eu);
+    float k = rintf(__fmul_rn(x, LOG2E));
+    float r = __fmaf_rn(-k, LN2_LO, __fmaf_rn(-k, LN2_HI, x));
+    const u32 C[8] = {0x3f800000u, 0x3f800000u, 0x3f000000u, 0x3e2aaaabu,
+                      0x3d2aaaabu, 0x3c088889u, 0x3ab60b61u, 0x39500d01u};
+    float p = __uint_as_float(C[7]);
+#pragma unroll
+    for (int i = 6; i >= 0; --i) p = __fmaf_rn(p, r, __uint_as_float(C[i]));
+    int ki = (int)k;
+    if (ki > 127) return __fmul_rn(__fmul_rn(p, s_pow2(127)), s_pow2(ki - 127));
+    if (ki < -126) return __fmul_rn(__fmul_rn(p, s_pow2(-126)), s_pow2(ki + 126));
+    return __fmul_rn(p, s_pow2(ki));
+}
+
+__device__ __forceinline__ float s_sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, s_exp(-x))); }
+__device__ __forceinline__ float s_silu(float x) { return __fmul_rn(x, s_sigmoid(x)); }
+__device__ __forceinline__ float s_rsqrt(float x) { return __fdiv_rn(1.0f, __fsqrt_rn(x)); }
+
+// Eight BF16 of a 16-byte aligned chunk, as f32.
+__device__ __forceinline__ void load8_bf16(const bf16_t* p, float* w) {
+    uint4 q = *reinterpret_cast<const uint4*>(p);
+    u32 v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        w[2 * i] = __uint_as_float(v[i] << 16);
+        w[2 * i + 1] = __uint_as_float(v[i] & 0xffff0000u);
+    }
+}
+
+// One chunk's sum: s = fma(w[e], x[e], s) from +0 in element order.
+__device__ __forceinline__ float chunk_dot(const float* w, const float* x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int e = 0; e < CHUNK; ++e) s = __fmaf_rn(w[e], x[e], s);
+    return s;
+}

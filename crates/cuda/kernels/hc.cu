@@ -1,0 +1,129 @@
+// Hyper-connection read and write (spec §3; docs/ARITHMETIC.md § hc), for a window of T = 1..8 tokens.
+// Twin of crates/model/src/layers/hc.rs: every output has the CPU's bits.
+//
+// The plain read is three launches:
+//   gr_norm  one block per token, one warp per stream: the pending write of the previous half (if any),
+//            the stream's sum of squares by the contract, xn = (R·w)·rs
+//   gr_down  one warp per row of W_down (r rows) and of W_inject (hc rows): T dots per weight load;
+//            lo = silu(dot/hc), inj = dot
+//   gr_up    one warp per output d: the hc rows c·n + d of W_up, T dots each, the epilogue xn·σ(g), the
+//            streams summed in order and divided by hc
+
+#define MAXT 8
+
+extern "C" __global__ void gr_norm(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
+                                   const float* __restrict__ inj_prev, int pending, const float* __restrict__ w_norm,
+                                   float* __restrict__ xn, int n, int hc) {
+    const int t = blockIdx.x, c = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (c >= hc) return;
+    const size_t base = (size_t)t * hc * n + (size_t)c * n;
+    const float* r = r_in + base;
+    float* ro = r_out + base;
+    const float* y = y_prev + (size_t)t * n;
+    const float f = pending ? __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc))) : 0.0f;
+    float acc = 0.0f;
+    for (int ch = lane; ch < n / CHUNK; ch += WARP) {
+        float v[CHUNK];
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) {
+            v[e] = r[ch * CHUNK + e];
+            if (pending) v[e] = __fadd_rn(v[e], __fmul_rn(y[ch * CHUNK + e], f));
+            ro[ch * CHUNK + e] = v[e];
+        }
+        acc = __fadd_rn(acc, chunk_dot(v, v));
+    }
+    acc = warp_butterfly(acc);
+    const float rs = s_rsqrt(__fadd_rn(__fdiv_rn(acc, (float)n), 1e-6f));
+    const float* w = w_norm + (size_t)c * n;
+    float* x = xn + base;
+    for (int ch = lane; ch < n / CHUNK; ch += WARP) {
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) {
+            const int d = ch * CHUNK + e;
+            x[d] = __fmul_rn(__fmul_rn(ro[d], w[d]), rs);
+        }
+    }
+}
+
+extern "C" __global__ void gr_down(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
+                                   const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
+                                   int K, int r, int n_inj, int hc, int T) {
+    const int row = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    if (row >= r + n_inj) return;
+    const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
+    float acc[MAXT];
+#pragma unroll
+    for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
+    for (int ch = lane; ch < K / CHUNK; ch += WARP) {
+        float wv[CHUNK];
+        load8_bf16(w + ch * CHUNK, wv);
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                const float4* xp = reinterpret_cast<const float4*>(xn + (size_t)t * K + ch * CHUNK);
+                const float4 a = xp[0], b = xp[1];
+                const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                acc[t] = __fadd_rn(acc[t], chunk_dot(wv, xv));
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < MAXT; ++t) {
+        if (t < T) {
+            const float s = warp_butterfly(acc[t]);
+            if (lane == 0) {
+                if (row < r) lo[t * r + row] = s_silu(__fdiv_rn(s, (float)hc));
+                else inj[t * hc + (row - r)] = s;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void gr_up(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+                                 const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc, int T) {
+    const int d = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    if (d >= n) return;
+    float sum[MAXT];
+    for (int c = 0; c < hc; ++c) {
+        const bf16_t* w = w_up + ((size_t)c * n + d) * r;
+        float acc[MAXT];
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
+        for (int ch = lane; ch < r / CHUNK; ch += WARP) {
+            float wv[CHUNK];
+            load8_bf16(w + ch * CHUNK, wv);
+#pragma unroll
+            for (int t = 0; t < MAXT; ++t) {
+                if (t < T) {
+                    const float4* xp = reinterpret_cast<const float4*>(lo + (size_t)t * r + ch * CHUNK);
+                    const float4 a = xp[0], b = xp[1];
+                    const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                    acc[t] = __fadd_rn(acc[t], chunk_dot(wv, xv));
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                const float g = warp_butterfly(acc[t]);
+                const float term = __fmul_rn(xn[(size_t)t * hc * n + (size_t)c * n + d], s_sigmoid(g));
+                sum[t] = c == 0 ? term : __fadd_rn(sum[t], term);
+            }
+        }
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t)
+            if (t < T) mixed[(size_t)t * n + d] = __fdiv_rn(sum[t], (float)hc);
+    }
+}
+
+// R[t][c][d] += y[t][d]·(2·σ(inj[t][c]/hc)): the write on its own (the last half of a window).
+extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const float* __restrict__ inj, int n, int hc,
+                                    int T) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * hc * n) return;
+    const int t = (int)(i / ((size_t)hc * n)), c = (int)(i / n % hc), d = (int)(i % n);
+    const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj[t * hc + c], (float)hc)));
+    r[i] = __fadd_rn(r[i], __fmul_rn(y[(size_t)t * n + d], f));
+}

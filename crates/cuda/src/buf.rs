@@ -1,0 +1,57 @@
+//! Device buffers and kernel launches. Everything runs on the device's one stream, so kernels take raw
+//! device pointers (which lets a launch read and write the same buffer, as an in-place read does).
+
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+
+use crate::device::Gpu;
+use crate::error::{Check, CudaError};
+
+pub struct Buf<T> {
+    pub slice: CudaSlice<T>,
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
+    pub fn zeros(gpu: &Gpu, len: usize) -> Result<Buf<T>, CudaError> {
+        Ok(Buf { slice: gpu.stream.alloc_zeros::<T>(len.max(1)).check("allocating device memory")? })
+    }
+
+    pub fn from_host(gpu: &Gpu, data: &[T]) -> Result<Buf<T>, CudaError> {
+        Ok(Buf { slice: gpu.stream.memcpy_stod(data).check("copying to the device")? })
+    }
+
+    pub fn write(&mut self, gpu: &Gpu, data: &[T]) -> Result<(), CudaError> {
+        let mut view = self.slice.slice_mut(0..data.len());
+        gpu.stream.memcpy_htod(data, &mut view).check("copying to the device")
+    }
+
+    pub fn read(&self, gpu: &Gpu, len: usize) -> Result<Vec<T>, CudaError> {
+        gpu.stream.memcpy_dtov(&self.slice.slice(0..len)).check("copying from the device")
+    }
+
+    pub fn ptr(&self, gpu: &Gpu) -> u64 {
+        let (p, _sync) = self.slice.device_ptr(&gpu.stream);
+        p
+    }
+}
+
+/// A kernel argument: a device pointer or a 32-bit integer.
+#[derive(Clone, Copy)]
+pub enum Arg {
+    Ptr(u64),
+    I32(i32),
+}
+
+/// Launches `f` with `args`; the launch is checked.
+pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), CudaError> {
+    let mut b = gpu.stream.launch_builder(f);
+    for a in args {
+        match a {
+            Arg::Ptr(p) => b.arg(p),
+            Arg::I32(v) => b.arg(v),
+        };
+    }
+    // SAFETY: every kernel's arguments are listed by its host wrapper in the kernel's order and types,
+    // and the buffers are sized by the same wrapper.
+    unsafe { b.launch(cfg) }.check(&format!("launching {name}"))?;
+    Ok(())
+}

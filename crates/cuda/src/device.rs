@@ -1,0 +1,138 @@
+//! The device: a CUDA context and stream, and kernels compiled by NVRTC at first use for the card's
+//! architecture (contraction off, IEEE division and square root, no flush to zero), cached on disk by
+//! source hash, architecture and driver version.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use crate::error::{Check, CudaError};
+
+/// The contract's device functions, prepended to every kernel file.
+const COMMON: &str = include_str!("../kernels/common.cuh");
+
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub arch: (i32, i32),
+    pub driver_version: i32,
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+}
+
+/// Runs `f`, turning a panic (cudarc panics when it cannot load the CUDA libraries) into an error.
+fn no_panic<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(f);
+    std::panic::set_hook(hook);
+    r.map_err(|p| {
+        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+    })
+}
+
+impl Gpu {
+    /// Device `ordinal`; a clear error when there is no driver or no device.
+    pub fn new(ordinal: usize) -> Result<Arc<Gpu>, CudaError> {
+        let ctx = no_panic(|| CudaContext::new(ordinal))
+            .map_err(|m| CudaError::NoDevice(format!("the CUDA driver library could not be loaded: {}", first_sentence(&m))))?
+            .map_err(|e| CudaError::NoDevice(e.to_string()))?;
+        let name = ctx.name().check("reading the device name")?;
+        let arch = ctx.compute_capability().check("reading the compute capability")?;
+        let mut v = 0i32;
+        // SAFETY: a plain query writing one int; the library is loaded (the context exists).
+        let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+        if rc != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            return Err(CudaError::NoDevice(format!("cuDriverGetVersion: {rc:?}")));
+        }
+        let stream = ctx.default_stream();
+        Ok(Arc::new(Gpu { ctx, stream, name, arch, driver_version: v, modules: Mutex::new(HashMap::new()) }))
+    }
+
+    /// `sm_90` and the like.
+    pub fn arch_name(&self) -> String {
+        format!("sm_{}{}", self.arch.0, self.arch.1)
+    }
+
+    /// A kernel of a `.cu` file (compiled once per process, and once per machine thanks to the cache).
+    pub fn function(&self, file: &'static str, source: &'static str, name: &str) -> Result<CudaFunction, CudaError> {
+        let module = {
+            let mut m = self.modules.lock().expect("module cache lock");
+            match m.get(file) {
+                Some(module) => module.clone(),
+                None => {
+                    let ptx = self.ptx(file, source)?;
+                    let module = self.ctx.load_module(Ptx::from_src(ptx)).check(&format!("loading kernels/{file}"))?;
+                    m.insert(file, module.clone());
+                    module
+                }
+            }
+        };
+        module.load_function(name).check(&format!("kernel {name} of kernels/{file}"))
+    }
+
+    /// PTX for `source`, from the disk cache or NVRTC.
+    fn ptx(&self, file: &str, source: &str) -> Result<String, CudaError> {
+        let full = format!("{COMMON}\n{source}");
+        let key = format!("{}-{:016x}-{}-drv{}.ptx", file.trim_end_matches(".cu"), fnv(&full), self.arch_name(), self.driver_version);
+        let path = cache_dir().map(|d| d.join(&key));
+        if let Some(p) = &path {
+            if let Ok(text) = std::fs::read_to_string(p) {
+                return Ok(text);
+            }
+        }
+        let arch: &'static str = Box::leak(format!("compute_{}{}", self.arch.0, self.arch.1).into_boxed_str());
+        let opts = CompileOptions {
+            ftz: Some(false),
+            prec_sqrt: Some(true),
+            prec_div: Some(true),
+            fmad: Some(false),
+            use_fast_math: Some(false),
+            arch: Some(arch),
+            name: Some(file.to_string()),
+            ..Default::default()
+        };
+        let ptx = no_panic(|| cudarc::nvrtc::compile_ptx_with_opts(&full, opts))
+            .map_err(|m| CudaError::NoDevice(format!("NVRTC could not be loaded: {}", first_sentence(&m))))?
+            .map_err(|e| CudaError::Compile { file: file.to_string(), log: format!("{e:?}") })?
+            .to_src();
+        if let Some(p) = path {
+            // The cache is an optimisation: a failure to write it is not an error of the run.
+            if let Some(dir) = p.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, &ptx).is_ok() {
+                let _ = std::fs::rename(&tmp, &p);
+            }
+        }
+        Ok(ptx)
+    }
+
+    pub fn sync(&self) -> Result<(), CudaError> {
+        self.stream.synchronize().check("synchronizing")
+    }
+}
+
+/// `$STRATA_CACHE/kernels`, else `$XDG_CACHE_HOME/strata/kernels`, else `~/.cache/strata/kernels`.
+fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("STRATA_CACHE").map(PathBuf::from).or_else(|| {
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(|d| PathBuf::from(d).join("strata"))
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/strata")))
+    })?;
+    Some(base.join("kernels"))
+}
+
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// cudarc's load failures list every library name tried; the first part says what matters.
+fn first_sentence(m: &str) -> &str {
+    m.split(" - searched").next().unwrap_or(m)
+}

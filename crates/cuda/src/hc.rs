@@ -1,0 +1,143 @@
+//! Host side of kernels/hc.cu: the hyper-connection read and write for a window of T = 1..8 tokens.
+
+use cudarc::driver::LaunchConfig;
+use strata_model::weights::HcWeights;
+
+use crate::buf::{launch, Arg, Buf};
+use crate::device::Gpu;
+use crate::error::CudaError;
+
+const SRC: &str = include_str!("../kernels/hc.cu");
+pub const MAX_T: usize = 8;
+
+/// One read's weights on the device.
+pub struct HcGpu {
+    pub n: usize,
+    pub hc: usize,
+    pub r: usize,
+    norm: Buf<f32>,
+    down: Buf<u16>,
+    up: Buf<u16>,
+    inject: Option<Buf<u16>>,
+}
+
+fn bf16_words(m: &strata_model::ops::matvec::Matrix) -> Result<Vec<u16>, CudaError> {
+    if m.ty != strata_gguf::GgmlType::BF16 {
+        return Err(CudaError::Shape(format!("HC weights must be BF16, found {}", m.ty)));
+    }
+    Ok(m.bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect())
+}
+
+impl HcGpu {
+    pub fn upload(gpu: &Gpu, w: &HcWeights, hc: usize) -> Result<HcGpu, CudaError> {
+        let wide = w.norm.len();
+        let (n, r) = (wide / hc, w.down.rows);
+        if wide % 8 != 0 || r % 8 != 0 || n % 8 != 0 {
+            return Err(CudaError::Shape(format!("HC dims must be multiples of 8 (n {n}, r {r})")));
+        }
+        Ok(HcGpu {
+            n,
+            hc,
+            r,
+            norm: Buf::from_host(gpu, &w.norm)?,
+            down: Buf::from_host(gpu, &bf16_words(&w.down)?)?,
+            up: Buf::from_host(gpu, &bf16_words(&w.up)?)?,
+            inject: match &w.inject {
+                Some(m) => Some(Buf::from_host(gpu, &bf16_words(m)?)?),
+                None => None,
+            },
+        })
+    }
+}
+
+impl HcGpu {
+    pub fn has_inject(&self) -> bool {
+        self.inject.is_some()
+    }
+}
+
+/// Work buffers of one read for up to MAX_T tokens.
+pub struct HcScratch {
+    pub xn: Buf<f32>,
+    pub lo: Buf<f32>,
+    pub inj: Buf<f32>,
+    pub mixed: Buf<f32>,
+}
+
+impl HcScratch {
+    pub fn new(gpu: &Gpu, n: usize, hc: usize, r: usize) -> Result<HcScratch, CudaError> {
+        Ok(HcScratch {
+            xn: Buf::zeros(gpu, MAX_T * hc * n)?,
+            lo: Buf::zeros(gpu, MAX_T * r)?,
+            inj: Buf::zeros(gpu, MAX_T * hc)?,
+            mixed: Buf::zeros(gpu, MAX_T * n)?,
+        })
+    }
+}
+
+/// The previous half's output and inject scalars, written into R before this read.
+pub struct Pending<'a> {
+    pub y: &'a Buf<f32>,
+    pub inj: &'a Buf<f32>,
+}
+
+/// The read of `t` tokens: `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
+/// `s.mixed` (t·n) and `s.inj` (t·hc, with inject rows).
+pub fn hc_read(gpu: &Gpu, w: &HcGpu, r_in: u64, r_out: u64, pending: Option<Pending>, t: usize, s: &HcScratch) -> Result<(), CudaError> {
+    if t == 0 || t > MAX_T {
+        return Err(CudaError::Shape(format!("an HC read takes 1..={MAX_T} tokens, not {t}")));
+    }
+    let (n, hc, r) = (w.n, w.hc, w.r);
+    let wide = hc * n;
+    let (py, pinj, has) = match &pending {
+        Some(p) => (p.y.ptr(gpu), p.inj.ptr(gpu), 1),
+        None => (0, 0, 0),
+    };
+    let f = gpu.function("hc.cu", SRC, "gr_norm")?;
+    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * hc as u32, 1, 1), shared_mem_bytes: 0 };
+    let args = [Arg::Ptr(r_in), Arg::Ptr(r_out), Arg::Ptr(py), Arg::Ptr(pinj), Arg::I32(has), Arg::Ptr(w.norm.ptr(gpu))];
+    launch(gpu, &f, "gr_norm", cfg, &[&args[..], &[Arg::Ptr(s.xn.ptr(gpu)), Arg::I32(n as i32), Arg::I32(hc as i32)]].concat())?;
+
+    let n_inj = if w.inject.is_some() { hc } else { 0 };
+    let rows = r + n_inj;
+    let f = gpu.function("hc.cu", SRC, "gr_down")?;
+    let warps = 4u32;
+    let cfg = LaunchConfig { grid_dim: ((rows as u32).div_ceil(warps), 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
+    let wi = w.inject.as_ref().map(|b| b.ptr(gpu)).unwrap_or(0);
+    let args = [
+        Arg::Ptr(w.down.ptr(gpu)),
+        Arg::Ptr(wi),
+        Arg::Ptr(s.xn.ptr(gpu)),
+        Arg::Ptr(s.lo.ptr(gpu)),
+        Arg::Ptr(s.inj.ptr(gpu)),
+        Arg::I32(wide as i32),
+        Arg::I32(r as i32),
+        Arg::I32(n_inj as i32),
+        Arg::I32(hc as i32),
+        Arg::I32(t as i32),
+    ];
+    launch(gpu, &f, "gr_down", cfg, &args)?;
+
+    let f = gpu.function("hc.cu", SRC, "gr_up")?;
+    let cfg = LaunchConfig { grid_dim: ((n as u32).div_ceil(warps), 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
+    let args = [
+        Arg::Ptr(w.up.ptr(gpu)),
+        Arg::Ptr(s.lo.ptr(gpu)),
+        Arg::Ptr(s.xn.ptr(gpu)),
+        Arg::Ptr(s.mixed.ptr(gpu)),
+        Arg::I32(r as i32),
+        Arg::I32(n as i32),
+        Arg::I32(hc as i32),
+        Arg::I32(t as i32),
+    ];
+    launch(gpu, &f, "gr_up", cfg, &args)
+}
+
+/// `R += y·2σ(inj/hc)` for `t` tokens.
+pub fn hc_write(gpu: &Gpu, r: u64, y: &Buf<f32>, inj: &Buf<f32>, n: usize, hc: usize, t: usize) -> Result<(), CudaError> {
+    let f = gpu.function("hc.cu", SRC, "gr_write")?;
+    let total = (t * hc * n) as u32;
+    let cfg = LaunchConfig { grid_dim: (total.div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let args = [Arg::Ptr(r), Arg::Ptr(y.ptr(gpu)), Arg::Ptr(inj.ptr(gpu)), Arg::I32(n as i32), Arg::I32(hc as i32), Arg::I32(t as i32)];
+    launch(gpu, &f, "gr_write", cfg, &args)
+}

@@ -1,0 +1,12 @@
+//! The CUDA back-end. Kernels live in `kernels/*.cu` (one op family per file, named as the CPU twin in
+//! crates/model), embedded in the binary and compiled by NVRTC at first use; each is a twin of a CPU op
+//! and equals it bit for bit (docs/ARITHMETIC.md). With no driver or device, [`Gpu::new`] says so.
+
+pub mod buf;
+pub mod device;
+pub mod error;
+pub mod hc;
+pub mod parity;
+
+pub use device::Gpu;
+pub use error::CudaError;

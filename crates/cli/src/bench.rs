@@ -17,12 +17,31 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         ms: u64,
     },
+    /// The hyper-connection read on the GPU at the full model's geometry: µs per read for T = TMIN..TMAX,
+    /// cold (SETS weight sets rotated), with the floor (bytes / 4.49 TB/s) and a hash of the outputs.
+    #[command(name = "fused_gr_bench")]
+    FusedGr { iters: usize, tmin: usize, tmax: usize, sets: usize },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Dequant { elements, ms } => dequant(elements, Duration::from_millis(ms)),
+        BenchCommand::FusedGr { iters, tmin, tmax, sets } => fused_gr(iters, tmin, tmax, sets),
     }
+}
+
+fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {
+    if iters == 0 || sets == 0 || tmin == 0 || tmin > tmax || tmax > strata_cuda::hc::MAX_T {
+        anyhow::bail!("fused_gr_bench ITERS TMIN TMAX SETS: ITERS, SETS ≥ 1 and 1 ≤ TMIN ≤ TMAX ≤ 8");
+    }
+    let gpu = strata_cuda::Gpu::new(0)?;
+    println!("device: {} ({}), driver {}; {iters} iterations, {sets} weight sets", gpu.name, gpu.arch_name(), gpu.driver_version);
+    println!("| T | plain µs | floor µs | × floor | hash |");
+    println!("|---:|---:|---:|---:|---|");
+    for r in strata_cuda::bench::fused_gr_bench(&gpu, iters, tmin, tmax, sets)? {
+        println!("| {} | {:.2} | {:.2} | {:.1} | {:016x} |", r.t, r.us, r.floor_us, r.us / r.floor_us, r.hash);
+    }
+    Ok(())
 }
 
 fn dequant(elements: usize, min_time: Duration) -> Result<()> {

@@ -1,0 +1,65 @@
+//! Kernel benches (device only): time with CUDA events over many iterations, rotate weight sets so the
+//! L2 cannot hold them (cold), and hash every output so variants can be compared bit for bit.
+
+use cudarc::driver::sys::CUevent_flags;
+
+use crate::buf::Buf;
+use crate::device::Gpu;
+use crate::error::{Check, CudaError};
+use crate::hc::{hc_read, HcGpu, HcScratch, Pending};
+use crate::parity::random_hc;
+
+/// The H200 plain-read bandwidth ceiling used for floors (bytes / this).
+pub const HBM_BYTES_PER_S: f64 = 4.49e12;
+
+pub struct GrRow {
+    pub t: usize,
+    pub us: f64,
+    pub floor_us: f64,
+    pub hash: u64,
+}
+
+fn fnv(bytes: impl Iterator<Item = u8>) -> u64 {
+    bytes.fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// `fused_gr_bench ITERS TMIN TMAX SETS` at the full model's HC geometry (n 2560, hc 4, r 320, inject
+/// rows), with the previous half's pending write folded in. Microseconds per read (norm + down + up).
+pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<Vec<GrRow>, CudaError> {
+    let (n, hc, r) = (2560, 4, 320);
+    let weights: Vec<HcGpu> = (0..sets).map(|i| HcGpu::upload(gpu, &random_hc(n, hc, r, true, 100 + i as u64), hc)).collect::<Result<_, _>>()?;
+    let s = HcScratch::new(gpu, n, hc, r)?;
+    let mut rows = Vec::new();
+    for t in tmin..=tmax {
+        let mut rng = strata_gguf::SplitMix64::new(t as u64);
+        let x: Vec<f32> = (0..t * hc * n).map(|_| rng.uniform() - 0.5).collect();
+        let r_buf = Buf::from_host(gpu, &x)?;
+        let y = Buf::from_host(gpu, &(0..t * n).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
+        let inj = Buf::from_host(gpu, &(0..t * hc).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
+        let out: Buf<f32> = Buf::zeros(gpu, t * hc * n)?;
+        let run = |i: usize| hc_read(gpu, &weights[i % sets], r_buf.ptr(gpu), out.ptr(gpu), Some(Pending { y: &y, inj: &inj }), t, &s);
+        for i in 0..sets.max(10) {
+            run(i)?;
+        }
+        let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+        let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+        start.record(&gpu.stream).check("recording an event")?;
+        for i in 0..iters {
+            run(i)?;
+        }
+        end.record(&gpu.stream).check("recording an event")?;
+        gpu.sync()?;
+        let ms = start.elapsed_ms(&end).check("reading an event")?;
+        // The hash of the last set's outputs, the same for every variant.
+        run(sets - 1)?;
+        let mixed = s.mixed.read(gpu, t * n)?;
+        let bytes = (2 * hc * n * r + hc * hc * n) as f64 * 2.0;
+        rows.push(GrRow {
+            t,
+            us: ms as f64 * 1e3 / iters as f64,
+            floor_us: bytes / HBM_BYTES_PER_S * 1e6,
+            hash: fnv(mixed.iter().flat_map(|v| v.to_le_bytes())),
+        });
+    }
+    Ok(rows)
+}

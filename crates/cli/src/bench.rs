@@ -36,10 +36,18 @@ fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {
     }
     let gpu = strata_cuda::Gpu::new(0)?;
     println!("device: {} ({}), driver {}; {iters} iterations, {sets} weight sets", gpu.name, gpu.arch_name(), gpu.driver_version);
-    println!("| T | plain µs | floor µs | × floor | hash |");
-    println!("|---:|---:|---:|---:|---|");
+    println!("| T | variant | read µs | norm | down | up | floor µs | × floor | hash |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---|");
     for r in strata_cuda::bench::fused_gr_bench(&gpu, iters, tmin, tmax, sets)? {
-        println!("| {} | {:.2} | {:.2} | {:.1} | {:016x} |", r.t, r.us, r.floor_us, r.us / r.floor_us, r.hash);
+        let [all, norm, down, up] = r.us;
+        println!(
+            "| {} | {} | {all:.2} | {norm:.2} | {down:.2} | {up:.2} | {:.2} | {:.1} | {:016x} |",
+            r.t,
+            r.variant.name(),
+            r.floor_us,
+            all / r.floor_us,
+            r.hash
+        );
     }
     Ok(())
 }

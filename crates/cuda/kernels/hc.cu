@@ -127,3 +127,91 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
     const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj[t * hc + c], (float)hc)));
     r[i] = __fadd_rn(r[i], __fmul_rn(y[(size_t)t * n + d], f));
 }
+
+// ---- The split variant (STRATA_HC_SPLIT=1): the same sums, spread over many more threads.
+// A chunk's sum depends only on its own 8 products, so chunk sums are computed by any thread, in
+// parallel, into shared memory; then each lane adds its chunks' sums in ascending order exactly as the
+// plain kernel does, and the butterfly finishes. Same operations, same order, same bits.
+
+// One block per (stream, token); blockDim threads.
+extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
+                                         const float* __restrict__ inj_prev, int pending,
+                                         const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
+    extern __shared__ float part[];  // n/8 chunk sums, then rs
+    const int c = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+    const size_t base = (size_t)t * hc * n + (size_t)c * n;
+    const float* r = r_in + base;
+    float* ro = r_out + base;
+    const float* y = y_prev + (size_t)t * n;
+    const float f = pending ? __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc))) : 0.0f;
+    const int nch = n / CHUNK;
+    for (int ch = tid; ch < nch; ch += blockDim.x) {
+        const float4* rp = reinterpret_cast<const float4*>(r + ch * CHUNK);
+        const float4 a = rp[0], b = rp[1];
+        float v[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        if (pending) {
+            const float4* yp = reinterpret_cast<const float4*>(y + ch * CHUNK);
+            const float4 ya = yp[0], yb = yp[1];
+            const float yv[CHUNK] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
+#pragma unroll
+            for (int e = 0; e < CHUNK; ++e) v[e] = __fadd_rn(v[e], __fmul_rn(yv[e], f));
+        }
+        float4* op = reinterpret_cast<float4*>(ro + ch * CHUNK);
+        op[0] = make_float4(v[0], v[1], v[2], v[3]);
+        op[1] = make_float4(v[4], v[5], v[6], v[7]);
+        part[ch] = chunk_dot(v, v);
+    }
+    __syncthreads();
+    if (tid < WARP) {
+        float acc = 0.0f;
+        for (int ch = tid; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[ch]);
+        acc = warp_butterfly(acc);
+        if (tid == 0) part[nch] = s_rsqrt(__fadd_rn(__fdiv_rn(acc, (float)n), 1e-6f));
+    }
+    __syncthreads();
+    const float rs = part[nch];
+    const float* w = w_norm + (size_t)c * n;
+    float* x = xn + base;
+    for (int ch = tid; ch < nch; ch += blockDim.x) {
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) {
+            const int d = ch * CHUNK + e;
+            x[d] = __fmul_rn(__fmul_rn(ro[d], w[d]), rs);
+        }
+    }
+}
+
+// One block per row of W_down / W_inject; warp t adds token t's chunk sums (T ≤ warps per block).
+extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
+                                         const float* __restrict__ xn, float* __restrict__ lo,
+                                         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {
+    extern __shared__ float part[];  // [T][K/8]
+    const int row = blockIdx.x, tid = threadIdx.x;
+    if (row >= r + n_inj) return;
+    const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
+    const int nch = K / CHUNK;
+    for (int ch = tid; ch < nch; ch += blockDim.x) {
+        float wv[CHUNK];
+        load8_bf16(w + ch * CHUNK, wv);
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                const float4* xp = reinterpret_cast<const float4*>(xn + (size_t)t * K + ch * CHUNK);
+                const float4 a = xp[0], b = xp[1];
+                const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                part[t * nch + ch] = chunk_dot(wv, xv);
+            }
+        }
+    }
+    __syncthreads();
+    const int t = tid / WARP, lane = tid % WARP;
+    if (t < T) {
+        float acc = 0.0f;
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[t * nch + ch]);
+        acc = warp_butterfly(acc);
+        if (lane == 0) {
+            if (row < r) lo[t * r + row] = s_silu(__fdiv_rn(acc, (float)hc));
+            else inj[t * hc + (row - r)] = acc;
+        }
+    }
+}

@@ -6,7 +6,7 @@ use cudarc::driver::sys::CUevent_flags;
 use crate::buf::Buf;
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
-use crate::hc::{hc_read, HcGpu, HcScratch, Pending};
+use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, Stage};
 use crate::parity::random_hc;
 
 /// The H200 plain-read bandwidth ceiling used for floors (bytes / this).
@@ -14,7 +14,9 @@ pub const HBM_BYTES_PER_S: f64 = 4.49e12;
 
 pub struct GrRow {
     pub t: usize,
-    pub us: f64,
+    pub variant: HcVariant,
+    /// Whole read, then norm, down and up alone.
+    pub us: [f64; 4],
     pub floor_us: f64,
     pub hash: u64,
 }
@@ -37,29 +39,35 @@ pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: u
         let y = Buf::from_host(gpu, &(0..t * n).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
         let inj = Buf::from_host(gpu, &(0..t * hc).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
         let out: Buf<f32> = Buf::zeros(gpu, t * hc * n)?;
-        let run = |i: usize| hc_read(gpu, &weights[i % sets], r_buf.ptr(gpu), out.ptr(gpu), Some(Pending { y: &y, inj: &inj }), t, &s);
-        for i in 0..sets.max(10) {
-            run(i)?;
+        for v in HcVariant::ALL {
+            let run = |i: usize, only| hc_read_with(gpu, v, &weights[i % sets], r_buf.ptr(gpu), out.ptr(gpu), Some(Pending { y: &y, inj: &inj }), t, &s, only);
+            let mut us = [0f64; 4];
+            for (k, only) in [None, Some(Stage::Norm), Some(Stage::Down), Some(Stage::Up)].into_iter().enumerate() {
+                for i in 0..sets.max(10) {
+                    run(i, only)?;
+                }
+                let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+                let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+                start.record(&gpu.stream).check("recording an event")?;
+                for i in 0..iters {
+                    run(i, only)?;
+                }
+                end.record(&gpu.stream).check("recording an event")?;
+                gpu.sync()?;
+                us[k] = start.elapsed_ms(&end).check("reading an event")? as f64 * 1e3 / iters as f64;
+            }
+            // The hash of the last set's outputs: the same for every variant.
+            run(sets - 1, None)?;
+            let mixed = s.mixed.read(gpu, t * n)?;
+            let bytes = (2 * hc * n * r + hc * hc * n) as f64 * 2.0;
+            rows.push(GrRow {
+                t,
+                variant: v,
+                us,
+                floor_us: bytes / HBM_BYTES_PER_S * 1e6,
+                hash: fnv(mixed.iter().flat_map(|v| v.to_le_bytes())),
+            });
         }
-        let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
-        let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
-        start.record(&gpu.stream).check("recording an event")?;
-        for i in 0..iters {
-            run(i)?;
-        }
-        end.record(&gpu.stream).check("recording an event")?;
-        gpu.sync()?;
-        let ms = start.elapsed_ms(&end).check("reading an event")?;
-        // The hash of the last set's outputs, the same for every variant.
-        run(sets - 1)?;
-        let mixed = s.mixed.read(gpu, t * n)?;
-        let bytes = (2 * hc * n * r + hc * hc * n) as f64 * 2.0;
-        rows.push(GrRow {
-            t,
-            us: ms as f64 * 1e3 / iters as f64,
-            floor_us: bytes / HBM_BYTES_PER_S * 1e6,
-            hash: fnv(mixed.iter().flat_map(|v| v.to_le_bytes())),
-        });
     }
     Ok(rows)
 }

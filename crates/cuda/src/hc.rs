@@ -81,56 +81,136 @@ pub struct Pending<'a> {
     pub inj: &'a Buf<f32>,
 }
 
+/// How a read is cut into kernels (`STRATA_HC_SPLIT`); every variant gives the plain one's bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HcVariant {
+    /// 0: one block per token for the norm, one warp per row for down.
+    Plain,
+    /// 1: one block per (stream, token) for the norm, one block per row for down; chunk sums in parallel.
+    Split,
+}
+
+impl HcVariant {
+    pub const ALL: [HcVariant; 2] = [HcVariant::Plain, HcVariant::Split];
+
+    pub fn from_env() -> Option<HcVariant> {
+        match std::env::var("STRATA_HC_SPLIT").ok()?.as_str() {
+            "0" => Some(HcVariant::Plain),
+            "1" => Some(HcVariant::Split),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HcVariant::Plain => "plain",
+            HcVariant::Split => "split",
+        }
+    }
+}
+
+/// The stages of a read, for timing them one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Norm,
+    Down,
+    Up,
+}
+
+const WARPS: u32 = 4;
+const SPLIT_THREADS: u32 = 256;
+
 /// The read of `t` tokens: `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
 /// `s.mixed` (t·n) and `s.inj` (t·hc, with inject rows).
+#[allow(clippy::too_many_arguments)]
 pub fn hc_read(gpu: &Gpu, w: &HcGpu, r_in: u64, r_out: u64, pending: Option<Pending>, t: usize, s: &HcScratch) -> Result<(), CudaError> {
+    hc_read_with(gpu, HcVariant::Plain, w, r_in, r_out, pending, t, s, None)
+}
+
+/// [`hc_read`] with a chosen variant; `only` runs a single stage (benches).
+#[allow(clippy::too_many_arguments)]
+pub fn hc_read_with(
+    gpu: &Gpu,
+    v: HcVariant,
+    w: &HcGpu,
+    r_in: u64,
+    r_out: u64,
+    pending: Option<Pending>,
+    t: usize,
+    s: &HcScratch,
+    only: Option<Stage>,
+) -> Result<(), CudaError> {
     if t == 0 || t > MAX_T {
         return Err(CudaError::Shape(format!("an HC read takes 1..={MAX_T} tokens, not {t}")));
     }
     let (n, hc, r) = (w.n, w.hc, w.r);
     let wide = hc * n;
-    let (py, pinj, has) = match &pending {
-        Some(p) => (p.y.ptr(gpu), p.inj.ptr(gpu), 1),
-        None => (0, 0, 0),
-    };
-    let f = gpu.function("hc.cu", SRC, "gr_norm")?;
-    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * hc as u32, 1, 1), shared_mem_bytes: 0 };
-    let args = [Arg::Ptr(r_in), Arg::Ptr(r_out), Arg::Ptr(py), Arg::Ptr(pinj), Arg::I32(has), Arg::Ptr(w.norm.ptr(gpu))];
-    launch(gpu, &f, "gr_norm", cfg, &[&args[..], &[Arg::Ptr(s.xn.ptr(gpu)), Arg::I32(n as i32), Arg::I32(hc as i32)]].concat())?;
-
+    let run = |stage| only.is_none() || only == Some(stage);
+    if run(Stage::Norm) {
+        let (py, pinj, has) = match &pending {
+            Some(p) => (p.y.ptr(gpu), p.inj.ptr(gpu), 1),
+            None => (0, 0, 0),
+        };
+        let args = [
+            Arg::Ptr(r_in),
+            Arg::Ptr(r_out),
+            Arg::Ptr(py),
+            Arg::Ptr(pinj),
+            Arg::I32(has),
+            Arg::Ptr(w.norm.ptr(gpu)),
+            Arg::Ptr(s.xn.ptr(gpu)),
+            Arg::I32(n as i32),
+            Arg::I32(hc as i32),
+        ];
+        let (name, cfg) = match v {
+            HcVariant::Plain => ("gr_norm", LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * hc as u32, 1, 1), shared_mem_bytes: 0 }),
+            HcVariant::Split => (
+                "gr_norm_split",
+                LaunchConfig { grid_dim: (hc as u32, t as u32, 1), block_dim: (SPLIT_THREADS, 1, 1), shared_mem_bytes: (n / 8 + 1) as u32 * 4 },
+            ),
+        };
+        launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
+    }
     let n_inj = if w.inject.is_some() { hc } else { 0 };
-    let rows = r + n_inj;
-    let f = gpu.function("hc.cu", SRC, "gr_down")?;
-    let warps = 4u32;
-    let cfg = LaunchConfig { grid_dim: ((rows as u32).div_ceil(warps), 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
-    let wi = w.inject.as_ref().map(|b| b.ptr(gpu)).unwrap_or(0);
-    let args = [
-        Arg::Ptr(w.down.ptr(gpu)),
-        Arg::Ptr(wi),
-        Arg::Ptr(s.xn.ptr(gpu)),
-        Arg::Ptr(s.lo.ptr(gpu)),
-        Arg::Ptr(s.inj.ptr(gpu)),
-        Arg::I32(wide as i32),
-        Arg::I32(r as i32),
-        Arg::I32(n_inj as i32),
-        Arg::I32(hc as i32),
-        Arg::I32(t as i32),
-    ];
-    launch(gpu, &f, "gr_down", cfg, &args)?;
-
-    let f = gpu.function("hc.cu", SRC, "gr_up")?;
-    let cfg = LaunchConfig { grid_dim: ((n as u32).div_ceil(warps), 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
-    let args = [
-        Arg::Ptr(w.up.ptr(gpu)),
-        Arg::Ptr(s.lo.ptr(gpu)),
-        Arg::Ptr(s.xn.ptr(gpu)),
-        Arg::Ptr(s.mixed.ptr(gpu)),
-        Arg::I32(r as i32),
-        Arg::I32(n as i32),
-        Arg::I32(hc as i32),
-        Arg::I32(t as i32),
-    ];
-    launch(gpu, &f, "gr_up", cfg, &args)
+    let rows = (r + n_inj) as u32;
+    if run(Stage::Down) {
+        let wi = w.inject.as_ref().map(|b| b.ptr(gpu)).unwrap_or(0);
+        let args = [
+            Arg::Ptr(w.down.ptr(gpu)),
+            Arg::Ptr(wi),
+            Arg::Ptr(s.xn.ptr(gpu)),
+            Arg::Ptr(s.lo.ptr(gpu)),
+            Arg::Ptr(s.inj.ptr(gpu)),
+            Arg::I32(wide as i32),
+            Arg::I32(r as i32),
+            Arg::I32(n_inj as i32),
+            Arg::I32(hc as i32),
+            Arg::I32(t as i32),
+        ];
+        let (name, cfg) = match v {
+            HcVariant::Plain => ("gr_down", LaunchConfig { grid_dim: (rows.div_ceil(WARPS), 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 }),
+            HcVariant::Split => (
+                "gr_down_split",
+                LaunchConfig { grid_dim: (rows, 1, 1), block_dim: (SPLIT_THREADS, 1, 1), shared_mem_bytes: (t * wide / 8) as u32 * 4 },
+            ),
+        };
+        launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
+    }
+    if run(Stage::Up) {
+        let cfg = LaunchConfig { grid_dim: ((n as u32).div_ceil(WARPS), 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 };
+        let args = [
+            Arg::Ptr(w.up.ptr(gpu)),
+            Arg::Ptr(s.lo.ptr(gpu)),
+            Arg::Ptr(s.xn.ptr(gpu)),
+            Arg::Ptr(s.mixed.ptr(gpu)),
+            Arg::I32(r as i32),
+            Arg::I32(n as i32),
+            Arg::I32(hc as i32),
+            Arg::I32(t as i32),
+        ];
+        launch(gpu, &gpu.function("hc.cu", SRC, "gr_up")?, "gr_up", cfg, &args)?;
+    }
+    Ok(())
 }
 
 /// `R += y·2σ(inj/hc)` for `t` tokens.

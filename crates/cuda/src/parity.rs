@@ -8,7 +8,7 @@ use strata_model::weights::HcWeights;
 
 use crate::buf::Buf;
 use crate::device::Gpu;
-use crate::hc::{hc_read, HcGpu, HcScratch, Pending, MAX_T};
+use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
 
 pub type Outcome = Result<usize, String>;
 
@@ -60,7 +60,8 @@ fn inputs(n: usize, hc: usize, t: usize, seed: u64) -> Inputs {
 }
 
 /// The GPU read of `t` tokens: (R after the pending write, mixed, inj).
-fn gpu_read(gpu: &Gpu, w: &HcGpu, s: &HcScratch, x: &Inputs, t: usize, pending: bool, in_place: bool) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), String> {
+#[allow(clippy::too_many_arguments)]
+fn gpu_read(gpu: &Gpu, v: HcVariant, w: &HcGpu, s: &HcScratch, x: &Inputs, t: usize, pending: bool, in_place: bool) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), String> {
     let e = |e: crate::CudaError| e.to_string();
     let (n, hc) = (w.n, w.hc);
     let r_in = Buf::from_host(gpu, &x.r).map_err(e)?;
@@ -69,7 +70,7 @@ fn gpu_read(gpu: &Gpu, w: &HcGpu, s: &HcScratch, x: &Inputs, t: usize, pending: 
     let inj = Buf::from_host(gpu, &x.inj).map_err(e)?;
     let out = if in_place { r_in.ptr(gpu) } else { r_out.ptr(gpu) };
     let p = pending.then_some(Pending { y: &y, inj: &inj });
-    hc_read(gpu, w, r_in.ptr(gpu), out, p, t, s).map_err(e)?;
+    hc_read_with(gpu, v, w, r_in.ptr(gpu), out, p, t, s, None).map_err(e)?;
     let r_after = if in_place { r_in.read(gpu, t * hc * n) } else { r_out.read(gpu, t * hc * n) }.map_err(e)?;
     let inj_len = if w_has_inject(w) { t * hc } else { 0 };
     Ok((r_after, s.mixed.read(gpu, t * n).map_err(e)?, s.inj.read(gpu, inj_len.max(1)).map_err(e)?[..inj_len].to_vec()))
@@ -88,10 +89,10 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
             let w = random_hc(n, hc, r, inject, seed ^ (n as u64) ^ (inject as u64));
             let wg = HcGpu::upload(gpu, &w, hc).map_err(|e| e.to_string())?;
             let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
-            for t in 1..=MAX_T {
+            for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
                 for pending in [false, true] {
                     let x = inputs(n, hc, t, seed.wrapping_add((t * 31 + pending as usize) as u64));
-                    let (r_gpu, mixed_gpu, inj_gpu) = gpu_read(gpu, &wg, &s, &x, t, pending, false)?;
+                    let (r_gpu, mixed_gpu, inj_gpu) = gpu_read(gpu, v, &wg, &s, &x, t, pending, false)?;
                     let (mut r_cpu, mut mixed_cpu, mut inj_cpu) = (x.r.clone(), Vec::new(), Vec::new());
                     for k in 0..t {
                         let rk = &mut r_cpu[k * hc * n..(k + 1) * hc * n];
@@ -102,7 +103,7 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
                         mixed_cpu.extend(read.mixed);
                         inj_cpu.extend(read.inject);
                     }
-                    let case = format!("n {n} r {r} T {t} pending {pending} inject {inject}");
+                    let case = format!("{} n {n} r {r} T {t} pending {pending} inject {inject}", v.name());
                     same(&format!("{case}: R"), &r_gpu, &r_cpu)?;
                     same(&format!("{case}: mixed"), &mixed_gpu, &mixed_cpu)?;
                     same(&format!("{case}: inj"), &inj_gpu, &inj_cpu)?;
@@ -120,18 +121,19 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
     let wg = HcGpu::upload(gpu, &w, hc).map_err(|e| e.to_string())?;
     let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
     let mut cases = 0;
-    for t in 1..=MAX_T {
+    for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
         for in_place in [false, true] {
             let x = inputs(n, hc, t, seed.wrapping_add(t as u64));
-            let (r_all, m_all, i_all) = gpu_read(gpu, &wg, &s, &x, t, true, in_place)?;
+            let (r_all, m_all, i_all) = gpu_read(gpu, v, &wg, &s, &x, t, true, in_place)?;
             for k in 0..t {
                 let one = Inputs {
                     r: x.r[k * hc * n..(k + 1) * hc * n].to_vec(),
                     y: x.y[k * n..(k + 1) * n].to_vec(),
                     inj: x.inj[k * hc..(k + 1) * hc].to_vec(),
                 };
-                let (r1, m1, i1) = gpu_read(gpu, &wg, &s, &one, 1, true, in_place)?;
-                let case = format!("T {t} token {k} in_place {in_place}");
+                // Single-token calls of the plain variant: a window of any variant must equal them.
+                let (r1, m1, i1) = gpu_read(gpu, HcVariant::Plain, &wg, &s, &one, 1, true, in_place)?;
+                let case = format!("{} T {t} token {k} in_place {in_place}", v.name());
                 same(&format!("{case}: R"), &r_all[k * hc * n..(k + 1) * hc * n], &r1)?;
                 same(&format!("{case}: mixed"), &m_all[k * n..(k + 1) * n], &m1)?;
                 same(&format!("{case}: inj"), &i_all[k * hc..(k + 1) * hc], &i1)?;

@@ -215,3 +215,49 @@ extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, cons
         }
     }
 }
+
+// One block per UP_D outputs d (their hc rows c·n + d each): lo staged in shared memory, every chunk sum of
+// the block's rows in parallel, then per (row, token) the lanes add their chunks in order, the butterfly,
+// and the epilogue summing the streams in order.
+#define UP_D 4
+extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+                                       const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
+                                       int T) {
+    extern __shared__ float sm[];
+    const int tid = threadIdx.x, d0 = blockIdx.x * UP_D, nch = r / CHUNK, rows = UP_D * hc;
+    float* slo = sm;                      // [T][r]
+    float* part = sm + T * r;             // [rows][T][nch]
+    float* g = part + rows * T * nch;     // [rows][T]
+    for (int i = tid; i < T * r; i += blockDim.x) slo[i] = lo[i];
+    __syncthreads();
+    for (int k = tid; k < rows * nch; k += blockDim.x) {
+        const int row = k / nch, ch = k % nch;  // row = c·UP_D + dd
+        const int c = row / UP_D, d = d0 + row % UP_D;
+        if (d >= n) continue;
+        float wv[CHUNK];
+        load8_bf16(w_up + ((size_t)c * n + d) * r + ch * CHUNK, wv);
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t)
+            if (t < T) part[(row * T + t) * nch + ch] = chunk_dot(wv, slo + t * r + ch * CHUNK);
+    }
+    __syncthreads();
+    const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
+    for (int p = warp; p < rows * T; p += warps) {
+        const float* q = part + p * nch;
+        float acc = 0.0f;
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, q[ch]);
+        acc = warp_butterfly(acc);
+        if (lane == 0) g[p] = acc;
+    }
+    __syncthreads();
+    for (int p = tid; p < UP_D * T; p += blockDim.x) {
+        const int dd = p % UP_D, t = p / UP_D, d = d0 + dd;
+        if (d >= n) continue;
+        float s = 0.0f;
+        for (int c = 0; c < hc; ++c) {
+            const float term = __fmul_rn(xn[(size_t)t * hc * n + (size_t)c * n + d], s_sigmoid(g[(c * UP_D + dd) * T + t]));
+            s = c == 0 ? term : __fadd_rn(s, term);
+        }
+        mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
+    }
+}

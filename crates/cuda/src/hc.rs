@@ -119,6 +119,8 @@ pub enum Stage {
 
 const WARPS: u32 = 4;
 const SPLIT_THREADS: u32 = 256;
+/// Outputs per block of gr_up_split (UP_D in hc.cu).
+const UP_D: usize = 4;
 
 /// The read of `t` tokens: `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
 /// `s.mixed` (t·n) and `s.inj` (t·hc, with inject rows).
@@ -197,7 +199,14 @@ pub fn hc_read_with(
         launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
     }
     if run(Stage::Up) {
-        let cfg = LaunchConfig { grid_dim: ((n as u32).div_ceil(WARPS), 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 };
+        let (name, cfg) = match v {
+            HcVariant::Plain => ("gr_up", LaunchConfig { grid_dim: ((n as u32).div_ceil(WARPS), 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 }),
+            HcVariant::Split => {
+                let rows = UP_D * hc;
+                let floats = t * r + rows * t * (r / 8) + rows * t;
+                ("gr_up_split", LaunchConfig { grid_dim: ((n as u32).div_ceil(UP_D as u32), 1, 1), block_dim: (SPLIT_THREADS, 1, 1), shared_mem_bytes: floats as u32 * 4 })
+            }
+        };
         let args = [
             Arg::Ptr(w.up.ptr(gpu)),
             Arg::Ptr(s.lo.ptr(gpu)),
@@ -208,7 +217,7 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
             Arg::I32(t as i32),
         ];
-        launch(gpu, &gpu.function("hc.cu", SRC, "gr_up")?, "gr_up", cfg, &args)?;
+        launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
     }
     Ok(())
 }

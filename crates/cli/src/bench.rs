@@ -36,16 +36,17 @@ fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {
     }
     let gpu = strata_cuda::Gpu::new(0)?;
     println!("device: {} ({}), driver {}; {iters} iterations, {sets} weight sets", gpu.name, gpu.arch_name(), gpu.driver_version);
-    println!("| T | variant | read µs | norm | down | up | floor µs | × floor | hash |");
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---|");
+    println!("| T | variant | read µs (graph) | × floor | read µs (launches) | norm | down | up | floor µs | hash |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in strata_cuda::bench::fused_gr_bench(&gpu, iters, tmin, tmax, sets)? {
         let [all, norm, down, up] = r.us;
         println!(
-            "| {} | {} | {all:.2} | {norm:.2} | {down:.2} | {up:.2} | {:.2} | {:.1} | {:016x} |",
+            "| {} | {} | {:.2} | {:.1} | {all:.2} | {norm:.2} | {down:.2} | {up:.2} | {:.2} | {:016x} |",
             r.t,
             r.variant.name(),
+            r.graph_us,
+            r.graph_us / r.floor_us,
             r.floor_us,
-            all / r.floor_us,
             r.hash
         );
     }

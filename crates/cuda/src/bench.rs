@@ -15,8 +15,10 @@ pub const HBM_BYTES_PER_S: f64 = 4.49e12;
 pub struct GrRow {
     pub t: usize,
     pub variant: HcVariant,
-    /// Whole read, then norm, down and up alone.
+    /// Whole read, then norm, down and up alone (back-to-back launches).
     pub us: [f64; 4],
+    /// Whole read, replayed from a CUDA graph of 16 reads.
+    pub graph_us: f64,
     pub floor_us: f64,
     pub hash: u64,
 }
@@ -56,6 +58,7 @@ pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: u
                 gpu.sync()?;
                 us[k] = start.elapsed_ms(&end).check("reading an event")? as f64 * 1e3 / iters as f64;
             }
+            let graph_us = time_graph(gpu, iters, &|i| run(i, None))?;
             // The hash of the last set's outputs: the same for every variant.
             run(sets - 1, None)?;
             let mixed = s.mixed.read(gpu, t * n)?;
@@ -64,10 +67,40 @@ pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: u
                 t,
                 variant: v,
                 us,
+                graph_us,
                 floor_us: bytes / HBM_BYTES_PER_S * 1e6,
                 hash: fnv(mixed.iter().flat_map(|v| v.to_le_bytes())),
             });
         }
     }
     Ok(rows)
+}
+
+/// Reads per captured graph (rotating the weight sets).
+const GRAPH_READS: usize = 16;
+
+/// µs per call of `f`, from a graph of GRAPH_READS calls replayed ⌈iters/GRAPH_READS⌉ times.
+fn time_graph(gpu: &Gpu, iters: usize, f: &dyn Fn(usize) -> Result<(), CudaError>) -> Result<f64, CudaError> {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    gpu.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).check("beginning a capture")?;
+    for i in 0..GRAPH_READS {
+        f(i)?;
+    }
+    let graph = gpu
+        .stream
+        .end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+        .check("ending a capture")?
+        .ok_or_else(|| CudaError::Shape("empty graph".into()))?;
+    let replays = iters.div_ceil(GRAPH_READS).max(2);
+    graph.launch().check("launching a graph")?;
+    gpu.sync()?;
+    let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    start.record(&gpu.stream).check("recording an event")?;
+    for _ in 0..replays {
+        graph.launch().check("launching a graph")?;
+    }
+    end.record(&gpu.stream).check("recording an event")?;
+    gpu.sync()?;
+    Ok(start.elapsed_ms(&end).check("reading an event")? as f64 * 1e3 / (replays * GRAPH_READS) as f64)
 }

@@ -49,7 +49,11 @@ impl Gpu {
         if rc != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
             return Err(CudaError::NoDevice(format!("cuDriverGetVersion: {rc:?}")));
         }
-        let stream = ctx.default_stream();
+        // One stream of our own (graphs cannot capture the legacy default stream). Everything runs on it,
+        // in order, so cudarc's cross-stream event tracking is not needed.
+        // SAFETY: no other stream ever touches this context's buffers.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().check("creating a stream")?;
         Ok(Arc::new(Gpu { ctx, stream, name, arch, driver_version: v, modules: Mutex::new(HashMap::new()) }))
     }
 

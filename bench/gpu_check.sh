@@ -11,3 +11,4 @@ t1=$(date +%s.%N)
 $bin parity gr_multi_parity; echo "gr_multi_parity rc=$?"
 $bin bench fused_gr_bench 300 1 8 8; echo "fused_gr_bench rc=$?"
 echo "first gr_parity took $(python3 -c "print(round($t1-$t0,2))") s (NVRTC compile included)"
+python3 bench/torch_hc_peer.py 300; echo "torch peer rc=$?"

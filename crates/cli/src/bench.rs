@@ -35,7 +35,12 @@ fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {
         anyhow::bail!("fused_gr_bench ITERS TMIN TMAX SETS: ITERS, SETS ≥ 1 and 1 ≤ TMIN ≤ TMAX ≤ 8");
     }
     let gpu = strata_cuda::Gpu::new(0)?;
-    println!("device: {} ({}), driver {}; {iters} iterations, {sets} weight sets", gpu.name, gpu.arch_name(), gpu.driver_version);
+    println!(
+        "device: {} ({}), driver {}; {iters} iterations, {sets} weight sets",
+        gpu.name,
+        gpu.arch_name(),
+        gpu.driver_version
+    );
     println!("| T | variant | read µs (graph) | × floor | read µs (launches) | norm | down | up | floor µs | hash |");
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in strata_cuda::bench::fused_gr_bench(&gpu, iters, tmin, tmax, sets)? {

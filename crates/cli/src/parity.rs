@@ -28,6 +28,8 @@ pub enum ParityCommand {
 pub fn run(c: ParityCommand) -> Result<()> {
     let gpu = Gpu::new(0)?;
     eprintln!("device: {} ({}), driver {}", gpu.name, gpu.arch_name(), gpu.driver_version);
+    let choice = strata_cuda::select::hc_variant(&gpu);
+    eprintln!("HC read variant: {} ({})", choice.variant.name(), choice.reason);
     let outcome = match c {
         ParityCommand::gr_parity { selftest, seed } => {
             let mut dims = vec![(256, 4, 32)];

@@ -31,7 +31,9 @@ fn fnv(bytes: impl Iterator<Item = u8>) -> u64 {
 /// rows), with the previous half's pending write folded in. Microseconds per read (norm + down + up).
 pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<Vec<GrRow>, CudaError> {
     let (n, hc, r) = (2560, 4, 320);
-    let weights: Vec<HcGpu> = (0..sets).map(|i| HcGpu::upload(gpu, &random_hc(n, hc, r, true, 100 + i as u64), hc)).collect::<Result<_, _>>()?;
+    let weights: Vec<HcGpu> = (0..sets)
+        .map(|i| HcGpu::upload(gpu, &random_hc(n, hc, r, true, 100 + i as u64), hc))
+        .collect::<Result<_, _>>()?;
     let s = HcScratch::new(gpu, n, hc, r)?;
     let mut rows = Vec::new();
     for t in tmin..=tmax {
@@ -42,7 +44,19 @@ pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: u
         let inj = Buf::from_host(gpu, &(0..t * hc).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
         let out: Buf<f32> = Buf::zeros(gpu, t * hc * n)?;
         for v in HcVariant::ALL {
-            let run = |i: usize, only| hc_read_with(gpu, v, &weights[i % sets], r_buf.ptr(gpu), out.ptr(gpu), Some(Pending { y: &y, inj: &inj }), t, &s, only);
+            let run = |i: usize, only| {
+                hc_read_with(
+                    gpu,
+                    v,
+                    &weights[i % sets],
+                    r_buf.ptr(gpu),
+                    out.ptr(gpu),
+                    Some(Pending { y: &y, inj: &inj }),
+                    t,
+                    &s,
+                    only,
+                )
+            };
             let mut us = [0f64; 4];
             for (k, only) in [None, Some(Stage::Norm), Some(Stage::Down), Some(Stage::Up)].into_iter().enumerate() {
                 for i in 0..sets.max(10) {

@@ -31,7 +31,10 @@ fn no_panic<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, Stri
     let r = std::panic::catch_unwind(f);
     std::panic::set_hook(hook);
     r.map_err(|p| {
-        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
     })
 }
 
@@ -39,7 +42,9 @@ impl Gpu {
     /// Device `ordinal`; a clear error when there is no driver or no device.
     pub fn new(ordinal: usize) -> Result<Arc<Gpu>, CudaError> {
         let ctx = no_panic(|| CudaContext::new(ordinal))
-            .map_err(|m| CudaError::NoDevice(format!("the CUDA driver library could not be loaded: {}", first_sentence(&m))))?
+            .map_err(|m| {
+                CudaError::NoDevice(format!("the CUDA driver library could not be loaded: {}", first_sentence(&m)))
+            })?
             .map_err(|e| CudaError::NoDevice(e.to_string()))?;
         let name = ctx.name().check("reading the device name")?;
         let arch = ctx.compute_capability().check("reading the compute capability")?;
@@ -82,7 +87,13 @@ impl Gpu {
     /// PTX for `source`, from the disk cache or NVRTC.
     fn ptx(&self, file: &str, source: &str) -> Result<String, CudaError> {
         let full = format!("{COMMON}\n{source}");
-        let key = format!("{}-{:016x}-{}-drv{}.ptx", file.trim_end_matches(".cu"), fnv(&full), self.arch_name(), self.driver_version);
+        let key = format!(
+            "{}-{:016x}-{}-drv{}.ptx",
+            file.trim_end_matches(".cu"),
+            fnv(&full),
+            self.arch_name(),
+            self.driver_version
+        );
         let path = cache_dir().map(|d| d.join(&key));
         if let Some(p) = &path {
             if let Ok(text) = std::fs::read_to_string(p) {

@@ -122,11 +122,19 @@ const SPLIT_THREADS: u32 = 256;
 /// Outputs per block of gr_up_split (UP_D in hc.cu).
 const UP_D: usize = 4;
 
-/// The read of `t` tokens: `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
+/// The read of `t` tokens with this card's chosen variant (see `select`): `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
 /// `s.mixed` (t·n) and `s.inj` (t·hc, with inject rows).
 #[allow(clippy::too_many_arguments)]
-pub fn hc_read(gpu: &Gpu, w: &HcGpu, r_in: u64, r_out: u64, pending: Option<Pending>, t: usize, s: &HcScratch) -> Result<(), CudaError> {
-    hc_read_with(gpu, HcVariant::Plain, w, r_in, r_out, pending, t, s, None)
+pub fn hc_read(
+    gpu: &Gpu,
+    w: &HcGpu,
+    r_in: u64,
+    r_out: u64,
+    pending: Option<Pending>,
+    t: usize,
+    s: &HcScratch,
+) -> Result<(), CudaError> {
+    hc_read_with(gpu, crate::select::hc_variant(gpu).variant, w, r_in, r_out, pending, t, s, None)
 }
 
 /// [`hc_read`] with a chosen variant; `only` runs a single stage (benches).
@@ -165,10 +173,17 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
         ];
         let (name, cfg) = match v {
-            HcVariant::Plain => ("gr_norm", LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * hc as u32, 1, 1), shared_mem_bytes: 0 }),
+            HcVariant::Plain => (
+                "gr_norm",
+                LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * hc as u32, 1, 1), shared_mem_bytes: 0 },
+            ),
             HcVariant::Split => (
                 "gr_norm_split",
-                LaunchConfig { grid_dim: (hc as u32, t as u32, 1), block_dim: (SPLIT_THREADS, 1, 1), shared_mem_bytes: (n / 8 + 1) as u32 * 4 },
+                LaunchConfig {
+                    grid_dim: (hc as u32, t as u32, 1),
+                    block_dim: (SPLIT_THREADS, 1, 1),
+                    shared_mem_bytes: (n / 8 + 1) as u32 * 4,
+                },
             ),
         };
         launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
@@ -190,21 +205,46 @@ pub fn hc_read_with(
             Arg::I32(t as i32),
         ];
         let (name, cfg) = match v {
-            HcVariant::Plain => ("gr_down", LaunchConfig { grid_dim: (rows.div_ceil(WARPS), 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 }),
+            HcVariant::Plain => (
+                "gr_down",
+                LaunchConfig {
+                    grid_dim: (rows.div_ceil(WARPS), 1, 1),
+                    block_dim: (32 * WARPS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+            ),
             HcVariant::Split => (
                 "gr_down_split",
-                LaunchConfig { grid_dim: (rows, 1, 1), block_dim: (SPLIT_THREADS, 1, 1), shared_mem_bytes: (t * wide / 8) as u32 * 4 },
+                LaunchConfig {
+                    grid_dim: (rows, 1, 1),
+                    block_dim: (SPLIT_THREADS, 1, 1),
+                    shared_mem_bytes: (t * wide / 8) as u32 * 4,
+                },
             ),
         };
         launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
     }
     if run(Stage::Up) {
         let (name, cfg) = match v {
-            HcVariant::Plain => ("gr_up", LaunchConfig { grid_dim: ((n as u32).div_ceil(WARPS), 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 }),
+            HcVariant::Plain => (
+                "gr_up",
+                LaunchConfig {
+                    grid_dim: ((n as u32).div_ceil(WARPS), 1, 1),
+                    block_dim: (32 * WARPS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+            ),
             HcVariant::Split => {
                 let rows = UP_D * hc;
                 let floats = t * r + rows * t * (r / 8) + rows * t;
-                ("gr_up_split", LaunchConfig { grid_dim: ((n as u32).div_ceil(UP_D as u32), 1, 1), block_dim: (SPLIT_THREADS, 1, 1), shared_mem_bytes: floats as u32 * 4 })
+                (
+                    "gr_up_split",
+                    LaunchConfig {
+                        grid_dim: ((n as u32).div_ceil(UP_D as u32), 1, 1),
+                        block_dim: (SPLIT_THREADS, 1, 1),
+                        shared_mem_bytes: floats as u32 * 4,
+                    },
+                )
             }
         };
         let args = [
@@ -223,10 +263,25 @@ pub fn hc_read_with(
 }
 
 /// `R += y·2σ(inj/hc)` for `t` tokens.
-pub fn hc_write(gpu: &Gpu, r: u64, y: &Buf<f32>, inj: &Buf<f32>, n: usize, hc: usize, t: usize) -> Result<(), CudaError> {
+pub fn hc_write(
+    gpu: &Gpu,
+    r: u64,
+    y: &Buf<f32>,
+    inj: &Buf<f32>,
+    n: usize,
+    hc: usize,
+    t: usize,
+) -> Result<(), CudaError> {
     let f = gpu.function("hc.cu", SRC, "gr_write")?;
     let total = (t * hc * n) as u32;
     let cfg = LaunchConfig { grid_dim: (total.div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-    let args = [Arg::Ptr(r), Arg::Ptr(y.ptr(gpu)), Arg::Ptr(inj.ptr(gpu)), Arg::I32(n as i32), Arg::I32(hc as i32), Arg::I32(t as i32)];
+    let args = [
+        Arg::Ptr(r),
+        Arg::Ptr(y.ptr(gpu)),
+        Arg::Ptr(inj.ptr(gpu)),
+        Arg::I32(n as i32),
+        Arg::I32(hc as i32),
+        Arg::I32(t as i32),
+    ];
     launch(gpu, &f, "gr_write", cfg, &args)
 }

@@ -37,17 +37,24 @@ fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
     match a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits()) {
         None if a.len() == b.len() => Ok(()),
         None => Err(format!("{what}: lengths {} and {}", a.len(), b.len())),
-        Some(i) => Err(format!("{what}: element {i} differs: {:e} ({:#010x}) vs {:e} ({:#010x})", a[i], a[i].to_bits(), b[i], b[i].to_bits())),
+        Some(i) => Err(format!(
+            "{what}: element {i} differs: {:e} ({:#010x}) vs {:e} ({:#010x})",
+            a[i],
+            a[i].to_bits(),
+            b[i],
+            b[i].to_bits()
+        )),
     }
 }
 
-struct Inputs {
+pub struct Inputs {
     r: Vec<f32>,
     y: Vec<f32>,
     inj: Vec<f32>,
 }
 
-fn inputs(n: usize, hc: usize, t: usize, seed: u64) -> Inputs {
+/// Random R, y and inj for `t` tokens, with a zero, a tiny and a huge stream among them.
+pub fn inputs(n: usize, hc: usize, t: usize, seed: u64) -> Inputs {
     let mut rng = SplitMix64::new(seed);
     let mut r: Vec<f32> = (0..t * hc * n).map(|_| normal(&mut rng) * 2.0).collect();
     // Edge cases: a stream of zeros (rms of 0 + eps), a tiny one, a huge one.
@@ -56,12 +63,25 @@ fn inputs(n: usize, hc: usize, t: usize, seed: u64) -> Inputs {
         r[n..2 * n].iter_mut().for_each(|v| *v *= 1e-20);
         r[2 * n..3 * n].iter_mut().for_each(|v| *v *= 1e15);
     }
-    Inputs { r, y: (0..t * n).map(|_| normal(&mut rng)).collect(), inj: (0..t * hc).map(|_| normal(&mut rng) * 3.0).collect() }
+    Inputs {
+        r,
+        y: (0..t * n).map(|_| normal(&mut rng)).collect(),
+        inj: (0..t * hc).map(|_| normal(&mut rng) * 3.0).collect(),
+    }
 }
 
 /// The GPU read of `t` tokens: (R after the pending write, mixed, inj).
 #[allow(clippy::too_many_arguments)]
-fn gpu_read(gpu: &Gpu, v: HcVariant, w: &HcGpu, s: &HcScratch, x: &Inputs, t: usize, pending: bool, in_place: bool) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), String> {
+pub fn gpu_read(
+    gpu: &Gpu,
+    v: HcVariant,
+    w: &HcGpu,
+    s: &HcScratch,
+    x: &Inputs,
+    t: usize,
+    pending: bool,
+    in_place: bool,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), String> {
     let e = |e: crate::CudaError| e.to_string();
     let (n, hc) = (w.n, w.hc);
     let r_in = Buf::from_host(gpu, &x.r).map_err(e)?;

@@ -25,6 +25,24 @@ pub enum ParityCommand {
     },
 }
 
+    /// QSA block scores against the CPU (Q = 1..8, full indexer geometry).
+    #[command(name = "qsa_parity")]
+    qsa_parity {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Exact QSA top-k against the CPU: `--selftest`, or CTX Q REPS CAPACITY MODE (MODE 0 decode calls,
+    /// 1 prompt calls; REPS calls with fresh scores).
+    #[command(name = "qsa_topk_parity")]
+    qsa_topk_parity {
+        #[arg(long)]
+        selftest: bool,
+        args: Vec<usize>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
 pub fn run(c: ParityCommand) -> Result<()> {
     let gpu = Gpu::new(0)?;
     eprintln!("device: {} ({}), driver {}", gpu.name, gpu.arch_name(), gpu.driver_version);
@@ -39,6 +57,26 @@ pub fn run(c: ParityCommand) -> Result<()> {
             parity::gr_parity(&gpu, &dims, seed)
         }
         ParityCommand::gr_multi_parity { seed } => parity::gr_multi_parity(&gpu, 2560, 4, 320, seed),
+        ParityCommand::qsa_parity { seed } => parity::qsa_parity(&gpu, seed),
+        ParityCommand::qsa_topk_parity { selftest: true, seed, .. } => parity::qsa_topk_selftest(&gpu, seed),
+        ParityCommand::qsa_topk_parity { selftest: false, args, seed } => {
+            let [ctx, q, reps, cap, mode] = args[..] else {
+                bail!("qsa_topk_parity: give --selftest or CTX Q REPS CAPACITY MODE");
+            };
+            if q == 0 || q > 8 || ctx == 0 || ctx + q > cap + 1 || cap % 4 != 0 {
+                bail!("qsa_topk_parity: need 1 ≤ Q ≤ 8, 1 ≤ CTX and CTX + Q − 1 ≤ CAPACITY (a multiple of 4)");
+            }
+            (0..reps.max(1))
+                .try_fold(0, |n, i| {
+                    let cells: Vec<usize> = if mode == 0 {
+                        (0..q).map(|k| ctx + k).collect()
+                    } else {
+                        (0..q).map(|k| 1 + (ctx * (k + 1) * 7919 + i) % ctx).collect()
+                    };
+                    let pattern = [parity::Pattern::Continuous, parity::Pattern::Levels64, parity::Pattern::AllEqual, parity::Pattern::Special][i % 4];
+                    parity::topk_case(&gpu, &cells, cap, 2048, 4, pattern, seed + i as u64).map(|_| n + 1)
+                })
+        }
     };
     match outcome {
         Ok(cases) => {

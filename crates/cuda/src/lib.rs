@@ -8,6 +8,7 @@ pub mod device;
 pub mod error;
 pub mod hc;
 pub mod parity;
+pub mod qsa;
 pub mod select;
 
 pub use device::Gpu;

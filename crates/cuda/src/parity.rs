@@ -163,3 +163,117 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
     }
     Ok(cases)
 }
+
+// ---------------------------------------------------------------- QSA
+
+/// Score patterns for the top-k parity.
+#[derive(Clone, Copy, Debug)]
+pub enum Pattern {
+    Continuous,
+    Levels64,
+    AllEqual,
+    Special,
+}
+
+fn pattern_scores(p: Pattern, n: usize, rng: &mut SplitMix64) -> Vec<f32> {
+    (0..n)
+        .map(|_| match p {
+            Pattern::Continuous => normal(rng) * 10.0,
+            Pattern::Levels64 => (rng.below(64) as f32) * 0.25,
+            Pattern::AllEqual => 1.5,
+            Pattern::Special => {
+                const S: [f32; 7] = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 1.0, -1.0];
+                if rng.below(4) == 0 { S[rng.below(7) as usize] } else { normal(rng) }
+            }
+        })
+        .collect()
+}
+
+const CANARY: u32 = 0xDEAD_BEEF;
+
+/// One top-k call: Q queries with `n_cells[q]` cells each, scores of `capacity / kpool` blocks per query;
+/// GPU ids against the CPU's, and the canaries past every query's output untouched.
+pub fn topk_case(gpu: &Gpu, n_cells: &[usize], capacity: usize, top_k: usize, kpool: usize, pattern: Pattern, seed: u64) -> Result<(), String> {
+    use strata_model::ops::topk::select_cells;
+    let e = |e: crate::CudaError| e.to_string();
+    let q = n_cells.len();
+    let stride = capacity / kpool;
+    let mut rng = SplitMix64::new(seed);
+    let scores = pattern_scores(pattern, q * stride, &mut rng);
+    let width_max = top_k + kpool - 1;
+    let out_stride = width_max + 16;
+    let s = Buf::from_host(gpu, &scores).map_err(e)?;
+    let nc = Buf::from_host(gpu, &n_cells.iter().map(|&v| v as i32).collect::<Vec<_>>()).map_err(e)?;
+    let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
+    let count: Buf<i32> = Buf::zeros(gpu, q).map_err(e)?;
+    crate::qsa::topk(gpu, &s, stride, &nc, top_k, kpool, &out, out_stride, &count, q).map_err(e)?;
+    let ids = out.read(gpu, q * out_stride).map_err(e)?;
+    let counts = count.read(gpu, q).map_err(e)?;
+    for (k, &cells) in n_cells.iter().enumerate() {
+        let tail = (cells - 1) / kpool;
+        let want = select_cells(&scores[k * stride..k * stride + tail.min(stride)], cells, top_k, kpool);
+        let got = &ids[k * out_stride..k * out_stride + counts[k] as usize];
+        let case = format!("{pattern:?} query {k} of {q}, {cells} cells, capacity {capacity}");
+        if got != want.as_slice() {
+            let first = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+            return Err(format!("{case}: ids differ at {first} (got {} ids, want {})", got.len(), want.len()));
+        }
+        if ids[k * out_stride + want.len()..(k + 1) * out_stride].iter().any(|&v| v != CANARY) {
+            return Err(format!("{case}: wrote past its selection"));
+        }
+    }
+    Ok(())
+}
+
+/// `qsa_topk_parity --selftest`: every pattern; 2K–524K cells under 9K–524K capacities; decode calls
+/// (consecutive cells) and prompt calls (scattered), Q = 1..8.
+pub fn qsa_topk_selftest(gpu: &Gpu, seed: u64) -> Outcome {
+    let (top_k, kpool) = (2048, 4);
+    let mut cases = 0;
+    let sizes = [(2_000, 9_216), (2_100, 9_216), (9_000, 9_216), (33_000, 131_072), (131_072, 131_072), (420_000, 524_288), (524_288, 524_288)];
+    for pattern in [Pattern::Continuous, Pattern::Levels64, Pattern::AllEqual, Pattern::Special] {
+        for &(ctx, cap) in &sizes {
+            for q in [1, 3, 8] {
+                let decode: Vec<usize> = (0..q).map(|i| (ctx + i).min(cap)).collect();
+                topk_case(gpu, &decode, cap, top_k, kpool, pattern, seed ^ cases as u64)?;
+                let mut rng = SplitMix64::new(seed + cases as u64);
+                let prompt: Vec<usize> = (0..q).map(|_| 1 + rng.below(ctx as u64) as usize).collect();
+                topk_case(gpu, &prompt, cap, top_k, kpool, pattern, seed ^ (cases as u64 + 1))?;
+                cases += 2;
+            }
+        }
+    }
+    Ok(cases)
+}
+
+/// `qsa_parity`: GPU block scores against the CPU's (`block_score`), then the GPU selection of those
+/// scores against the CPU's, for Q = 1..8 at the full indexer geometry (4 heads of 128).
+pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
+    use strata_model::layers::qsa::block_score;
+    let e = |e: crate::CudaError| e.to_string();
+    let (di, hi, kpool, top_k) = (128, 4, 4, 2048);
+    let mut cases = 0;
+    for &ctx in &[3_000usize, 40_000, 131_072] {
+        let n_blocks = ctx / kpool;
+        let mut rng = SplitMix64::new(seed ^ ctx as u64);
+        let keys: Vec<f32> = (0..n_blocks * di).map(|_| normal(&mut rng)).collect();
+        let kb = Buf::from_host(gpu, &keys).map_err(e)?;
+        for q in 1..=8 {
+            let queries: Vec<f32> = (0..q * hi * di).map(|_| normal(&mut rng)).collect();
+            let cells: Vec<usize> = (0..q).map(|i| ctx - q + 1 + i).collect();
+            let scored: Vec<i32> = cells.iter().map(|&c| ((c - 1) / kpool) as i32).collect();
+            let qb = Buf::from_host(gpu, &queries).map_err(e)?;
+            let sb: Buf<f32> = Buf::zeros(gpu, q * n_blocks).map_err(e)?;
+            let nb = Buf::from_host(gpu, &scored).map_err(e)?;
+            crate::qsa::scores(gpu, &kb, &qb, &sb, &nb, n_blocks, di, hi, q, n_blocks).map_err(e)?;
+            let got = sb.read(gpu, q * n_blocks).map_err(e)?;
+            for k in 0..q {
+                let want: Vec<f32> = (0..scored[k] as usize).map(|b| block_score(&queries[k * hi * di..(k + 1) * hi * di], &keys[b * di..(b + 1) * di])).collect();
+                same(&format!("scores, {ctx} cells, query {k} of {q}"), &got[k * n_blocks..k * n_blocks + want.len()], &want)?;
+            }
+            cases += 1;
+        }
+    }
+    let _ = top_k;
+    Ok(cases)
+}

@@ -23,8 +23,6 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-}
-
     /// QSA block scores against the CPU (Q = 1..8, full indexer geometry).
     #[command(name = "qsa_parity")]
     qsa_parity {

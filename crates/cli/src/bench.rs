@@ -21,13 +21,31 @@ pub enum BenchCommand {
     /// cold (SETS weight sets rotated), with the floor (bytes / 4.49 TB/s) and a hash of the outputs.
     #[command(name = "fused_gr_bench")]
     FusedGr { iters: usize, tmin: usize, tmax: usize, sets: usize },
+    /// QSA selection on the GPU as a decode call: scores and top-k µs for Q = 1..QMAX at CTX cells.
+    #[command(name = "qsa_select_bench")]
+    QsaSelect { ctx: usize, qmax: usize, reps: usize, capacity: usize },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Dequant { elements, ms } => dequant(elements, Duration::from_millis(ms)),
         BenchCommand::FusedGr { iters, tmin, tmax, sets } => fused_gr(iters, tmin, tmax, sets),
+        BenchCommand::QsaSelect { ctx, qmax, reps, capacity } => qsa_select(ctx, qmax, reps, capacity),
     }
+}
+
+fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<()> {
+    if qmax == 0 || qmax > 8 || reps == 0 || ctx + qmax > capacity + 1 || capacity % 4 != 0 || ctx < 2 {
+        anyhow::bail!("qsa_select_bench CTX QMAX REPS CAPACITY: 1 ≤ QMAX ≤ 8, CTX + QMAX − 1 ≤ CAPACITY (a multiple of 4)");
+    }
+    let gpu = strata_cuda::Gpu::new(0)?;
+    println!("device: {} ({}); {ctx} cells, capacity {capacity}, {reps} calls", gpu.name, gpu.arch_name());
+    println!("| cells | Q | scores µs | floor µs | × floor | top-k µs | hash |");
+    println!("|---:|---:|---:|---:|---:|---:|---|");
+    for r in strata_cuda::bench::qsa_select_bench(&gpu, ctx, qmax, reps, capacity)? {
+        println!("| {ctx} | {} | {:.2} | {:.2} | {:.1} | {:.2} | {:016x} |", r.q, r.scores_us, r.floor_us, r.scores_us / r.floor_us, r.topk_us, r.hash);
+    }
+    Ok(())
 }
 
 fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {

@@ -118,3 +118,58 @@ fn time_graph(gpu: &Gpu, iters: usize, f: &dyn Fn(usize) -> Result<(), CudaError
     gpu.sync()?;
     Ok(start.elapsed_ms(&end).check("reading an event")? as f64 * 1e3 / (replays * GRAPH_READS) as f64)
 }
+
+pub struct QsaRow {
+    pub q: usize,
+    pub scores_us: f64,
+    pub topk_us: f64,
+    pub floor_us: f64,
+    pub hash: u64,
+}
+
+/// µs per call of `f` over `reps` back-to-back calls (after two warm-ups), by events.
+fn time_calls(gpu: &Gpu, reps: usize, f: &dyn Fn() -> Result<(), CudaError>) -> Result<f64, CudaError> {
+    f()?;
+    f()?;
+    let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    start.record(&gpu.stream).check("recording an event")?;
+    for _ in 0..reps {
+        f()?;
+    }
+    end.record(&gpu.stream).check("recording an event")?;
+    gpu.sync()?;
+    Ok(start.elapsed_ms(&end).check("reading an event")? as f64 * 1e3 / reps as f64)
+}
+
+/// `qsa_select_bench CTX Q REPS CAPACITY` as a decode call: Q = 1..q_max queries at CTX cells, the full
+/// indexer geometry (4 heads of 128, kpool 4, top_k 2048). Scores and top-k timed apart; the floor of the
+/// scores is reading the block keys once (CTX/4 · 128 f32).
+pub fn qsa_select_bench(gpu: &Gpu, ctx: usize, q_max: usize, reps: usize, capacity: usize) -> Result<Vec<QsaRow>, CudaError> {
+    let (di, hi, kpool, top_k) = (128, 4, 4, 2048);
+    let n_blocks = capacity / kpool;
+    let mut rng = strata_gguf::SplitMix64::new(ctx as u64);
+    let keys: Vec<f32> = (0..n_blocks * di).map(|_| rng.uniform() - 0.5).collect();
+    let kb = Buf::from_host(gpu, &keys)?;
+    let mut rows = Vec::new();
+    for q in 1..=q_max {
+        let queries: Vec<f32> = (0..q * hi * di).map(|_| rng.uniform() - 0.5).collect();
+        let cells: Vec<i32> = (0..q).map(|k| (ctx + k) as i32).collect();
+        let scored: Vec<i32> = cells.iter().map(|&c| (c as usize - 1) as i32 / kpool as i32).collect();
+        let qb = Buf::from_host(gpu, &queries)?;
+        let sb: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
+        let nb = Buf::from_host(gpu, &scored)?;
+        let cb = Buf::from_host(gpu, &cells)?;
+        let out_stride = top_k + kpool - 1;
+        let ob: Buf<u32> = Buf::zeros(gpu, q * out_stride)?;
+        let count: Buf<i32> = Buf::zeros(gpu, q)?;
+        let n_scored_max = scored.iter().copied().max().unwrap_or(0) as usize;
+        let scores_us = time_calls(gpu, reps, &|| crate::qsa::scores(gpu, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks))?;
+        let topk_us = time_calls(gpu, reps, &|| crate::qsa::topk(gpu, &sb, n_blocks, &cb, top_k, kpool, &ob, out_stride, &count, q))?;
+        let s = sb.read(gpu, q * n_blocks)?;
+        let ids = ob.read(gpu, q * out_stride)?;
+        let hash = fnv(s.iter().flat_map(|v| v.to_le_bytes()).chain(ids.iter().flat_map(|v| v.to_le_bytes())));
+        rows.push(QsaRow { q, scores_us, topk_us, floor_us: (ctx / kpool * di * 4) as f64 / HBM_BYTES_PER_S * 1e6, hash });
+    }
+    Ok(rows)
+}

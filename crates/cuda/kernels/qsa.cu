@@ -27,6 +27,59 @@ extern "C" __global__ void qsa_scores(const float* __restrict__ keys, const floa
     }
 }
 
+// The recursive-halving scorer (STRATA_SCORES_HALVE=1): a warp per key block (grid-stride), the queries
+// staged in shared memory. Each lane forms its lane total for all 32 (query, head) dots at once (lane L owns
+// chunk L of the key; lanes past the last chunk hold +0), then the 32 values are reduced together: at
+// offsets 16, 8, 4, 2, 1 each lane keeps half its values and adds its partner's copy of them. Every value's
+// additions are the butterfly's pairs (lane l, lane l^o) at the same offsets in the same order, so each
+// dot has the butterfly's bits; lane 4q + h ends with (query q, head h).
+extern "C" __global__ void qsa_scores_halve(const float* __restrict__ keys, const float* __restrict__ queries,
+                                            float* __restrict__ scores, const int* __restrict__ n_scored,
+                                            int n_blocks, int di, int hi, int Q, int stride) {
+    extern __shared__ float sq[];  // [Q][hi][di]
+    __shared__ int ns[MAXQ];
+    const int lane = threadIdx.x % WARP;
+    for (int i = threadIdx.x; i < Q * hi * di; i += blockDim.x) sq[i] = queries[i];
+    if (threadIdx.x < MAXQ) ns[threadIdx.x] = threadIdx.x < Q ? n_scored[threadIdx.x] : 0;
+    __syncthreads();
+    const int warps = gridDim.x * blockDim.x / WARP;
+    const int nch = di / CHUNK;
+    for (int b = (blockIdx.x * blockDim.x + threadIdx.x) / WARP; b < n_blocks; b += warps) {
+        float v[32];
+        float kv[CHUNK];
+        const bool has = lane < nch;
+        if (has) {
+            const float4* kp = reinterpret_cast<const float4*>(keys + (size_t)b * di + lane * CHUNK);
+            const float4 a = kp[0], c = kp[1];
+            kv[0] = a.x; kv[1] = a.y; kv[2] = a.z; kv[3] = a.w; kv[4] = c.x; kv[5] = c.y; kv[6] = c.z; kv[7] = c.w;
+        }
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            const int q = i / 4, h = i % 4;
+            v[i] = (has && q < Q && h < hi) ? __fadd_rn(0.0f, chunk_dot(kv, sq + (q * hi + h) * di + lane * CHUNK)) : 0.0f;
+        }
+        // Halving: after offset o, the lane's first o/… values are its share.
+#pragma unroll
+        for (int o = 16, m = 16; o > 0; o >>= 1, m >>= 1) {
+            const bool upper = (lane & o) != 0;
+#pragma unroll
+            for (int i = 0; i < m; ++i) {
+                const float send = upper ? v[i] : v[i + m];
+                const float keep = upper ? v[i + m] : v[i];
+                v[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, o));
+            }
+        }
+        // Lane 4q + h holds (q, h); lane 4q adds its query's heads in order.
+        float s = 0.0f;
+        for (int h = 0; h < 4; ++h) {
+            const float d = __shfl_sync(0xffffffffu, v[0], (lane & ~3) + h);
+            if (h < hi && d > 0.0f) s = __fadd_rn(s, d);
+        }
+        const int q = lane / 4;
+        if ((lane & 3) == 0 && q < Q && b < ns[q]) scores[(size_t)q * stride + b] = s;
+    }
+}
+
 // The order key of a score: s + 0 (−0 → +0), NaN ranks as 0; unsigned order is numeric order.
 __device__ __forceinline__ u32 score_key(float s) {
     if (isnan(s)) s = 0.0f;
@@ -68,10 +121,10 @@ __device__ int block_exclusive_scan(int v, int* total) {
 extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int stride, const int* __restrict__ n_cells_q,
                                          int top_k, int kpool, u32* __restrict__ out, int out_stride,
                                          int* __restrict__ count) {
-    __shared__ u32 hist[256];
+    __shared__ u32 hist[32][256];  // one histogram per warp: no contention between warps
     __shared__ u32 prefix, mask;
     __shared__ int need;
-    const int q = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
+    const int q = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, warp = tid / WARP;
     const int n_cells = n_cells_q[q];
     const int width = min(n_cells, top_k + kpool - 1);
     u32* o = out + (size_t)q * out_stride;
@@ -87,23 +140,26 @@ extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int s
     __syncthreads();
     for (int pass = 0; pass < 4; ++pass) {
         const int shift = 24 - 8 * pass;
-        for (int i = tid; i < 256; i += nt) hist[i] = 0;
+        for (int i = tid; i < 32 * 256; i += nt) (&hist[0][0])[i] = 0;
         __syncthreads();
         const u32 p = prefix, m = mask;
         for (int b = tid; b < tail; b += nt) {
             const u32 k = score_key(s[b]);
-            if ((k & m) == p) atomicAdd(&hist[(k >> shift) & 255u], (u32)kpool);
+            if ((k & m) == p) atomicAdd(&hist[warp][(k >> shift) & 255u], (u32)kpool);
         }
         __syncthreads();
-        if (tid == 0) {
-            u32 cum = 0;
-            int d = 255;
-            for (; d > 0; --d) {
-                if (cum + hist[d] >= (u32)need) break;
-                cum += hist[d];
-            }
-            need -= (int)cum;
-            prefix = p | ((u32)d << shift);
+        // Thread i (< 256) holds digit 255 − i: an exclusive scan in that order gives, per digit, the cells
+        // in higher digits; the digit is the one where the running count first reaches `need`.
+        int c = 0;
+        if (tid < 256) {
+            for (int w = 0; w < 32; ++w) c += (int)hist[w][255 - tid];
+        }
+        const int nd = need;  // read before the scan's barriers; one thread rewrites it below
+        int total;
+        const int above = block_exclusive_scan(c, &total);
+        if (tid < 256 && above < nd && above + c >= nd) {
+            need = nd - above;
+            prefix = p | ((u32)(255 - tid) << shift);
             mask = m | (255u << shift);
         }
         __syncthreads();

@@ -121,7 +121,8 @@ fn time_graph(gpu: &Gpu, iters: usize, f: &dyn Fn(usize) -> Result<(), CudaError
 
 pub struct QsaRow {
     pub q: usize,
-    pub scores_us: f64,
+    /// Butterfly, then halving.
+    pub scores_us: [f64; 2],
     pub topk_us: f64,
     pub floor_us: f64,
     pub hash: u64,
@@ -164,7 +165,15 @@ pub fn qsa_select_bench(gpu: &Gpu, ctx: usize, q_max: usize, reps: usize, capaci
         let ob: Buf<u32> = Buf::zeros(gpu, q * out_stride)?;
         let count: Buf<i32> = Buf::zeros(gpu, q)?;
         let n_scored_max = scored.iter().copied().max().unwrap_or(0) as usize;
-        let scores_us = time_calls(gpu, reps, &|| crate::qsa::scores(gpu, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks))?;
+        let mut scores_us = [0f64; 2];
+        let mut hashes = Vec::new();
+        for (i, v) in crate::qsa::ScoresVariant::ALL.into_iter().enumerate() {
+            scores_us[i] = time_calls(gpu, reps, &|| crate::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks))?;
+            hashes.push(fnv(sb.read(gpu, q * n_blocks)?.iter().flat_map(|v| v.to_le_bytes())));
+        }
+        if hashes[0] != hashes[1] {
+            return Err(CudaError::Shape(format!("scores variants differ at Q = {q}: {:016x} vs {:016x}", hashes[0], hashes[1])));
+        }
         let topk_us = time_calls(gpu, reps, &|| crate::qsa::topk(gpu, &sb, n_blocks, &cb, top_k, kpool, &ob, out_stride, &count, q))?;
         let s = sb.read(gpu, q * n_blocks)?;
         let ids = ob.read(gpu, q * out_stride)?;

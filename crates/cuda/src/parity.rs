@@ -265,13 +265,17 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
             let qb = Buf::from_host(gpu, &queries).map_err(e)?;
             let sb: Buf<f32> = Buf::zeros(gpu, q * n_blocks).map_err(e)?;
             let nb = Buf::from_host(gpu, &scored).map_err(e)?;
-            crate::qsa::scores(gpu, &kb, &qb, &sb, &nb, n_blocks, di, hi, q, n_blocks).map_err(e)?;
-            let got = sb.read(gpu, q * n_blocks).map_err(e)?;
-            for k in 0..q {
-                let want: Vec<f32> = (0..scored[k] as usize).map(|b| block_score(&queries[k * hi * di..(k + 1) * hi * di], &keys[b * di..(b + 1) * di])).collect();
-                same(&format!("scores, {ctx} cells, query {k} of {q}"), &got[k * n_blocks..k * n_blocks + want.len()], &want)?;
+            let want: Vec<Vec<f32>> = (0..q)
+                .map(|k| (0..scored[k] as usize).map(|b| block_score(&queries[k * hi * di..(k + 1) * hi * di], &keys[b * di..(b + 1) * di])).collect())
+                .collect();
+            for v in crate::qsa::ScoresVariant::ALL {
+                crate::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_blocks, di, hi, q, n_blocks).map_err(e)?;
+                let got = sb.read(gpu, q * n_blocks).map_err(e)?;
+                for (k, w) in want.iter().enumerate() {
+                    same(&format!("{} scores, {ctx} cells, query {k} of {q}", v.name()), &got[k * n_blocks..k * n_blocks + w.len()], w)?;
+                }
+                cases += 1;
             }
-            cases += 1;
         }
     }
     let _ = top_k;

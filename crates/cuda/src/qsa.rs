@@ -9,16 +9,53 @@ use crate::error::CudaError;
 const SRC: &str = include_str!("../kernels/qsa.cu");
 pub const MAX_Q: usize = 8;
 
+/// Which scores kernel (`STRATA_SCORES_HALVE`): the butterfly per dot, or all dots reduced together by
+/// recursive halving. The same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScoresVariant {
+    Butterfly,
+    Halve,
+}
+
+impl ScoresVariant {
+    pub const ALL: [ScoresVariant; 2] = [ScoresVariant::Butterfly, ScoresVariant::Halve];
+
+    pub fn from_env() -> Option<ScoresVariant> {
+        match std::env::var("STRATA_SCORES_HALVE").ok()?.as_str() {
+            "0" => Some(ScoresVariant::Butterfly),
+            "1" => Some(ScoresVariant::Halve),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ScoresVariant::Butterfly => "butterfly",
+            ScoresVariant::Halve => "halve",
+        }
+    }
+}
+
 /// Scores of the window's queries against the block keys: `scores[q·stride + b]` for b < n_scored[q].
 /// `keys` is `[n_blocks][di]`, `queries` `[Q][hi][di]`.
 #[allow(clippy::too_many_arguments)]
-pub fn scores(gpu: &Gpu, keys: &Buf<f32>, queries: &Buf<f32>, out: &Buf<f32>, n_scored: &Buf<i32>, n_blocks: usize, di: usize, hi: usize, q: usize, stride: usize) -> Result<(), CudaError> {
+pub fn scores(gpu: &Gpu, v: ScoresVariant, keys: &Buf<f32>, queries: &Buf<f32>, out: &Buf<f32>, n_scored: &Buf<i32>, n_blocks: usize, di: usize, hi: usize, q: usize, stride: usize) -> Result<(), CudaError> {
     check_q(q)?;
     if n_blocks == 0 {
         return Ok(());
     }
+    if v == ScoresVariant::Halve && (hi > 4 || di > 32 * 8) {
+        return Err(CudaError::Shape(format!("the halving scorer takes up to 4 heads of up to 256 ({hi} of {di})")));
+    }
     let warps = 8u32;
-    let cfg = LaunchConfig { grid_dim: ((n_blocks as u32).div_ceil(warps), 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
+    let (name, cfg) = match v {
+        ScoresVariant::Butterfly => ("qsa_scores", LaunchConfig { grid_dim: ((n_blocks as u32).div_ceil(warps), 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 }),
+        ScoresVariant::Halve => {
+            // Enough warps to fill the card; each loops over key blocks.
+            let blocks = (n_blocks as u32).div_ceil(warps).min(132 * 8);
+            ("qsa_scores_halve", LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: (q * hi * di * 4) as u32 })
+        }
+    };
     let args = [
         Arg::Ptr(keys.ptr(gpu)),
         Arg::Ptr(queries.ptr(gpu)),
@@ -30,7 +67,7 @@ pub fn scores(gpu: &Gpu, keys: &Buf<f32>, queries: &Buf<f32>, out: &Buf<f32>, n_
         Arg::I32(q as i32),
         Arg::I32(stride as i32),
     ];
-    launch(gpu, &gpu.function("qsa.cu", SRC, "qsa_scores")?, "qsa_scores", cfg, &args)
+    launch(gpu, &gpu.function("qsa.cu", SRC, name)?, name, cfg, &args)
 }
 
 /// The selected cells of each query: ascending ids at `out[q·out_stride ..]`, their number in `count[q]`.

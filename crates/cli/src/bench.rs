@@ -36,17 +36,29 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 
 fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<()> {
     if qmax == 0 || qmax > 8 || reps == 0 || ctx + qmax > capacity + 1 || capacity % 4 != 0 || ctx < 2 {
-        anyhow::bail!("qsa_select_bench CTX QMAX REPS CAPACITY: 1 ≤ QMAX ≤ 8, CTX + QMAX − 1 ≤ CAPACITY (a multiple of 4)");
+        anyhow::bail!(
+            "qsa_select_bench CTX QMAX REPS CAPACITY: 1 ≤ QMAX ≤ 8, CTX + QMAX − 1 ≤ CAPACITY (a multiple of 4)"
+        );
     }
     let gpu = strata_cuda::Gpu::new(0)?;
     println!("device: {} ({}); {ctx} cells, capacity {capacity}, {reps} calls", gpu.name, gpu.arch_name());
-    println!("| cells | Q | scores butterfly µs | scores halve µs | floor µs | × floor (best) | top-k µs | hash |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!(
+        "| cells | Q | scores butterfly µs | halve | tile | floor µs | × floor (best) | top-k wide µs | split | hash |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in strata_cuda::bench::qsa_select_bench(&gpu, ctx, qmax, reps, capacity)? {
-        let best = r.scores_us[0].min(r.scores_us[1]);
+        let best = r.scores_us.iter().copied().fold(f64::INFINITY, f64::min);
         println!(
-            "| {ctx} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} | {:016x} |",
-            r.q, r.scores_us[0], r.scores_us[1], r.floor_us, best / r.floor_us, r.topk_us, r.hash
+            "| {ctx} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:016x} |",
+            r.q,
+            r.scores_us[0],
+            r.scores_us[1],
+            r.scores_us[2],
+            r.floor_us,
+            best / r.floor_us,
+            r.topk_us[0],
+            r.topk_us[1],
+            r.hash
         );
     }
     Ok(())

@@ -64,16 +64,20 @@ pub fn run(c: ParityCommand) -> Result<()> {
             if q == 0 || q > 8 || ctx == 0 || ctx + q > cap + 1 || cap % 4 != 0 {
                 bail!("qsa_topk_parity: need 1 ≤ Q ≤ 8, 1 ≤ CTX and CTX + Q − 1 ≤ CAPACITY (a multiple of 4)");
             }
-            (0..reps.max(1))
-                .try_fold(0, |n, i| {
-                    let cells: Vec<usize> = if mode == 0 {
-                        (0..q).map(|k| ctx + k).collect()
-                    } else {
-                        (0..q).map(|k| 1 + (ctx * (k + 1) * 7919 + i) % ctx).collect()
-                    };
-                    let pattern = [parity::Pattern::Continuous, parity::Pattern::Levels64, parity::Pattern::AllEqual, parity::Pattern::Special][i % 4];
-                    parity::topk_case(&gpu, &cells, cap, 2048, 4, pattern, seed + i as u64).map(|_| n + 1)
-                })
+            (0..reps.max(1)).try_fold(0, |n, i| {
+                let cells: Vec<usize> = if mode == 0 {
+                    (0..q).map(|k| ctx + k).collect()
+                } else {
+                    (0..q).map(|k| 1 + (ctx * (k + 1) * 7919 + i) % ctx).collect()
+                };
+                let pattern = [
+                    parity::Pattern::Continuous,
+                    parity::Pattern::Levels64,
+                    parity::Pattern::AllEqual,
+                    parity::Pattern::Special,
+                ][i % 4];
+                parity::topk_case(&gpu, &cells, cap, 2048, 4, pattern, seed + i as u64).map(|_| n + 1)
+            })
         }
     };
     match outcome {

@@ -80,6 +80,57 @@ extern "C" __global__ void qsa_scores_halve(const float* __restrict__ keys, cons
     }
 }
 
+// The tiled scorer (STRATA_SCORES_TILE=1): one thread computes one (key block, query) score. A dot of the
+// contract needs no warp: the thread forms the 32 lane totals itself (lane l: the chunks l, l + 32, ... in
+// order, from +0) and adds them by the butterfly's tree (offsets 16, 8, 4, 2, 1: v[l] + v[l + o]), which is
+// the value every lane of the warp would hold. A block loads 32 key blocks into shared memory (rows padded
+// against bank conflicts); thread (x, y) scores key x of the tile for query y.
+#define TILE_KEYS 32
+__device__ float tree_dot(const float* k, const float* x, int nch) {
+    float v[WARP];
+#pragma unroll
+    for (int l = 0; l < WARP; ++l) {
+        float acc = 0.0f;
+        for (int c = l; c < nch; c += WARP) acc = __fadd_rn(acc, chunk_dot(k + c * CHUNK, x + c * CHUNK));
+        v[l] = acc;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+        for (int l = 0; l < o; ++l) v[l] = __fadd_rn(v[l], v[l + o]);
+    }
+    return v[0];
+}
+
+extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const float* __restrict__ queries,
+                                           float* __restrict__ scores, const int* __restrict__ n_scored,
+                                           int n_blocks, int di, int hi, int Q, int stride) {
+    extern __shared__ float sm[];
+    const int pitch = di + 1;
+    float* sk = sm;                         // [TILE_KEYS][pitch]
+    float* sq = sm + TILE_KEYS * pitch;     // [Q][hi][di]
+    const int tx = threadIdx.x, q = threadIdx.y, nt = blockDim.x * blockDim.y, tid = q * blockDim.x + tx;
+    for (int i = tid; i < Q * hi * di; i += nt) sq[i] = queries[i];
+    const int ns = q < Q ? n_scored[q] : 0;
+    for (int tile = blockIdx.x; tile * TILE_KEYS < n_blocks; tile += gridDim.x) {
+        __syncthreads();
+        for (int i = tid; i < TILE_KEYS * di; i += nt) {
+            const int kk = i / di, c = i % di, b = tile * TILE_KEYS + kk;
+            sk[kk * pitch + c] = b < n_blocks ? keys[(size_t)b * di + c] : 0.0f;
+        }
+        __syncthreads();
+        const int b = tile * TILE_KEYS + tx;
+        if (b < n_blocks && b < ns) {
+            float s = 0.0f;
+            for (int h = 0; h < hi; ++h) {
+                const float d = tree_dot(sk + tx * pitch, sq + (q * hi + h) * di, di / CHUNK);
+                if (d > 0.0f) s = __fadd_rn(s, d);
+            }
+            scores[(size_t)q * stride + b] = s;
+        }
+    }
+}
+
 // The order key of a score: s + 0 (−0 → +0), NaN ranks as 0; unsigned order is numeric order.
 __device__ __forceinline__ u32 score_key(float s) {
     if (isnan(s)) s = 0.0f;
@@ -190,4 +241,159 @@ extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int s
     // The tail block's cells close the list.
     for (int i = tid; i < n_cells - tail * kpool; i += nt) o[budget + i] = (u32)(tail * kpool + i);
     if (tid == 0) count[q] = width;
+}
+
+// ---- The split top-k (STRATA_TOPK_SPLIT=1): a query's scored blocks are cut into chunks of TOPK_CHUNK,
+// one CTA each, in six short launches: four radix passes (each chunk adds its histogram to the query's
+// global one with integer atomics), a count of each chunk's blocks above and at the threshold, and the
+// emit. Each CTA derives the digits from the complete histograms by the wide kernel's rule, so τ, the tie
+// budget and every emitted id are the wide kernel's.
+#define TOPK_CHUNK 2048
+
+struct Sel {
+    int n_cells, width, tail, budget;
+};
+
+__device__ __forceinline__ Sel sel_of(int n_cells, int top_k, int kpool) {
+    Sel s;
+    s.n_cells = n_cells;
+    s.width = min(n_cells, top_k + kpool - 1);
+    s.tail = (n_cells - 1) / kpool;
+    s.budget = s.width - (n_cells - s.tail * kpool);
+    return s;
+}
+
+// The prefix, mask and remaining need after `passes` passes whose histograms are `gh` ([4][256]).
+__device__ void derive(const u32* gh, int passes, int budget, u32* prefix, u32* mask, int* need) {
+    __shared__ u32 sp, sm_;
+    __shared__ int sn;
+    const int tid = threadIdx.x;
+    if (tid == 0) { sp = 0; sm_ = 0; sn = budget; }
+    __syncthreads();
+    for (int pass = 0; pass < passes; ++pass) {
+        const int shift = 24 - 8 * pass;
+        const int c = tid < 256 ? (int)gh[pass * 256 + 255 - tid] : 0;
+        const int nd = sn;
+        const u32 p = sp, m = sm_;
+        int total;
+        const int above = block_exclusive_scan(c, &total);
+        if (tid < 256 && above < nd && above + c >= nd) {
+            sn = nd - above;
+            sp = p | ((u32)(255 - tid) << shift);
+            sm_ = m | (255u << shift);
+        }
+        __syncthreads();
+    }
+    *prefix = sp;
+    *mask = sm_;
+    *need = sn;
+    __syncthreads();
+}
+
+extern "C" __global__ void qsa_topk_split_hist(const float* __restrict__ scores, int stride,
+                                               const int* __restrict__ n_cells_q, int top_k, int kpool,
+                                               u32* __restrict__ ghist, int pass) {
+    __shared__ u32 hist[256];
+    const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x;
+    const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
+    if (sel.n_cells <= sel.width || chunk * TOPK_CHUNK >= sel.tail) return;
+    u32* gh = ghist + (size_t)q * 4 * 256;
+    u32 p, m;
+    int need;
+    derive(gh, pass, sel.budget, &p, &m, &need);
+    for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    const int shift = 24 - 8 * pass;
+    const float* s = scores + (size_t)q * stride;
+    const int hi = min(sel.tail, (chunk + 1) * TOPK_CHUNK);
+    for (int b = chunk * TOPK_CHUNK + tid; b < hi; b += blockDim.x) {
+        const u32 k = score_key(s[b]);
+        if ((k & m) == p) atomicAdd(&hist[(k >> shift) & 255u], (u32)kpool);
+    }
+    __syncthreads();
+    for (int i = tid; i < 256; i += blockDim.x)
+        if (hist[i]) atomicAdd(&gh[pass * 256 + i], hist[i]);
+}
+
+// Per chunk: blocks above τ and blocks at τ.
+extern "C" __global__ void qsa_topk_split_count(const float* __restrict__ scores, int stride,
+                                                const int* __restrict__ n_cells_q, int top_k, int kpool,
+                                                const u32* __restrict__ ghist, int* __restrict__ gcount, int chunks) {
+    const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x;
+    const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
+    if (sel.n_cells <= sel.width || chunk * TOPK_CHUNK >= sel.tail) return;
+    u32 tau, m;
+    int need;
+    derive(ghist + (size_t)q * 4 * 256, 4, sel.budget, &tau, &m, &need);
+    const float* s = scores + (size_t)q * stride;
+    const int hi = min(sel.tail, (chunk + 1) * TOPK_CHUNK);
+    int above = 0, tie = 0;
+    for (int b = chunk * TOPK_CHUNK + tid; b < hi; b += blockDim.x) {
+        const u32 k = score_key(s[b]);
+        above += k > tau;
+        tie += k == tau;
+    }
+    int ta, tt;
+    block_exclusive_scan(above, &ta);
+    block_exclusive_scan(tie, &tt);
+    if (tid == 0) {
+        gcount[((size_t)q * chunks + chunk) * 2] = ta;
+        gcount[((size_t)q * chunks + chunk) * 2 + 1] = tt;
+    }
+}
+
+extern "C" __global__ void qsa_topk_split_emit(const float* __restrict__ scores, int stride,
+                                               const int* __restrict__ n_cells_q, int top_k, int kpool,
+                                               const u32* __restrict__ ghist, const int* __restrict__ gcount,
+                                               int chunks, u32* __restrict__ out, int out_stride,
+                                               int* __restrict__ count) {
+    const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
+    const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
+    u32* o = out + (size_t)q * out_stride;
+    if (sel.n_cells <= sel.width) {
+        if (chunk == 0) {
+            for (int i = tid; i < sel.n_cells; i += nt) o[i] = (u32)i;
+            if (tid == 0) count[q] = sel.n_cells;
+        }
+        return;
+    }
+    if (chunk * TOPK_CHUNK >= sel.tail) return;
+    u32 tau, m;
+    int tie_cells;
+    derive(ghist + (size_t)q * 4 * 256, 4, sel.budget, &tau, &m, &tie_cells);
+    // Ties and kept cells of the chunks before this one (each chunk's kept cells follow from its ties).
+    int tie_before = 0, pos0 = 0;
+    for (int c = 0; c < chunk; ++c) {
+        const int a = gcount[((size_t)q * chunks + c) * 2], t = gcount[((size_t)q * chunks + c) * 2 + 1];
+        // t tie blocks from tie rank tie_before take kpool cells each while the tie budget lasts.
+        pos0 += a * kpool + min(t * kpool, max(0, tie_cells - tie_before * kpool));
+        tie_before += t;
+    }
+    const float* s = scores + (size_t)q * stride;
+    const int base = chunk * TOPK_CHUNK, end = min(sel.tail, base + TOPK_CHUNK);
+    const int per = (end - base + nt - 1) / nt, lo = min(base + tid * per, end), hi = min(lo + per, end);
+    int n_tie = 0;
+    for (int b = lo; b < hi; ++b) n_tie += score_key(s[b]) == tau;
+    int total;
+    int j = tie_before + block_exclusive_scan(n_tie, &total);
+    const int j0 = j;
+    int kept = 0;
+    for (int b = lo; b < hi; ++b) {
+        const u32 k = score_key(s[b]);
+        if (k > tau) kept += kpool;
+        else if (k == tau) kept += max(0, min(kpool, tie_cells - (j++) * kpool));
+    }
+    int pos = pos0 + block_exclusive_scan(kept, &total);
+    j = j0;
+    for (int b = lo; b < hi; ++b) {
+        const u32 k = score_key(s[b]);
+        int take = 0;
+        if (k > tau) take = kpool;
+        else if (k == tau) take = max(0, min(kpool, tie_cells - (j++) * kpool));
+        for (int c = 0; c < take; ++c) o[pos++] = (u32)(b * kpool + c);
+    }
+    if (chunk == 0) {
+        for (int i = tid; i < sel.n_cells - sel.tail * kpool; i += nt) o[sel.budget + i] = (u32)(sel.tail * kpool + i);
+        if (tid == 0) count[q] = sel.width;
+    }
 }

@@ -121,9 +121,10 @@ fn time_graph(gpu: &Gpu, iters: usize, f: &dyn Fn(usize) -> Result<(), CudaError
 
 pub struct QsaRow {
     pub q: usize,
-    /// Butterfly, then halving.
-    pub scores_us: [f64; 2],
-    pub topk_us: f64,
+    /// Butterfly, halving, tile.
+    pub scores_us: [f64; 3],
+    /// Wide, split.
+    pub topk_us: [f64; 2],
     pub floor_us: f64,
     pub hash: u64,
 }
@@ -146,7 +147,13 @@ fn time_calls(gpu: &Gpu, reps: usize, f: &dyn Fn() -> Result<(), CudaError>) -> 
 /// `qsa_select_bench CTX Q REPS CAPACITY` as a decode call: Q = 1..q_max queries at CTX cells, the full
 /// indexer geometry (4 heads of 128, kpool 4, top_k 2048). Scores and top-k timed apart; the floor of the
 /// scores is reading the block keys once (CTX/4 · 128 f32).
-pub fn qsa_select_bench(gpu: &Gpu, ctx: usize, q_max: usize, reps: usize, capacity: usize) -> Result<Vec<QsaRow>, CudaError> {
+pub fn qsa_select_bench(
+    gpu: &Gpu,
+    ctx: usize,
+    q_max: usize,
+    reps: usize,
+    capacity: usize,
+) -> Result<Vec<QsaRow>, CudaError> {
     let (di, hi, kpool, top_k) = (128, 4, 4, 2048);
     let n_blocks = capacity / kpool;
     let mut rng = strata_gguf::SplitMix64::new(ctx as u64);
@@ -165,20 +172,51 @@ pub fn qsa_select_bench(gpu: &Gpu, ctx: usize, q_max: usize, reps: usize, capaci
         let ob: Buf<u32> = Buf::zeros(gpu, q * out_stride)?;
         let count: Buf<i32> = Buf::zeros(gpu, q)?;
         let n_scored_max = scored.iter().copied().max().unwrap_or(0) as usize;
-        let mut scores_us = [0f64; 2];
+        let mut scores_us = [0f64; 3];
         let mut hashes = Vec::new();
         for (i, v) in crate::qsa::ScoresVariant::ALL.into_iter().enumerate() {
-            scores_us[i] = time_calls(gpu, reps, &|| crate::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks))?;
+            scores_us[i] = time_calls(gpu, reps, &|| {
+                crate::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks)
+            })?;
             hashes.push(fnv(sb.read(gpu, q * n_blocks)?.iter().flat_map(|v| v.to_le_bytes())));
         }
-        if hashes[0] != hashes[1] {
-            return Err(CudaError::Shape(format!("scores variants differ at Q = {q}: {:016x} vs {:016x}", hashes[0], hashes[1])));
+        if hashes.iter().any(|&h| h != hashes[0]) {
+            return Err(CudaError::Shape(format!("scores variants differ at Q = {q}: {hashes:016x?}")));
         }
-        let topk_us = time_calls(gpu, reps, &|| crate::qsa::topk(gpu, &sb, n_blocks, &cb, top_k, kpool, &ob, out_stride, &count, q))?;
+        let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, n_blocks)?);
+        let mut topk_us = [0f64; 2];
+        let mut id_hashes = Vec::new();
+        for (i, v) in crate::qsa::TopkVariant::ALL.into_iter().enumerate() {
+            topk_us[i] = time_calls(gpu, reps, &|| {
+                crate::qsa::topk(
+                    gpu,
+                    v,
+                    &sb,
+                    n_blocks,
+                    &cb,
+                    top_k,
+                    kpool,
+                    &ob,
+                    out_stride,
+                    &count,
+                    q,
+                    &mut scratch.borrow_mut(),
+                )
+            })?;
+            id_hashes.push(fnv(ob.read(gpu, q * out_stride)?.iter().flat_map(|v| v.to_le_bytes())));
+        }
+        if id_hashes[0] != id_hashes[1] {
+            return Err(CudaError::Shape(format!("top-k variants differ at Q = {q}")));
+        }
         let s = sb.read(gpu, q * n_blocks)?;
-        let ids = ob.read(gpu, q * out_stride)?;
-        let hash = fnv(s.iter().flat_map(|v| v.to_le_bytes()).chain(ids.iter().flat_map(|v| v.to_le_bytes())));
-        rows.push(QsaRow { q, scores_us, topk_us, floor_us: (ctx / kpool * di * 4) as f64 / HBM_BYTES_PER_S * 1e6, hash });
+        let hash = fnv(s.iter().flat_map(|v| v.to_le_bytes())) ^ id_hashes[0];
+        rows.push(QsaRow {
+            q,
+            scores_us,
+            topk_us,
+            floor_us: (ctx / kpool * di * 4) as f64 / HBM_BYTES_PER_S * 1e6,
+            hash,
+        });
     }
     Ok(rows)
 }

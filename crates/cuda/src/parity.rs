@@ -183,7 +183,11 @@ fn pattern_scores(p: Pattern, n: usize, rng: &mut SplitMix64) -> Vec<f32> {
             Pattern::AllEqual => 1.5,
             Pattern::Special => {
                 const S: [f32; 7] = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 1.0, -1.0];
-                if rng.below(4) == 0 { S[rng.below(7) as usize] } else { normal(rng) }
+                if rng.below(4) == 0 {
+                    S[rng.below(7) as usize]
+                } else {
+                    normal(rng)
+                }
             }
         })
         .collect()
@@ -193,7 +197,15 @@ const CANARY: u32 = 0xDEAD_BEEF;
 
 /// One top-k call: Q queries with `n_cells[q]` cells each, scores of `capacity / kpool` blocks per query;
 /// GPU ids against the CPU's, and the canaries past every query's output untouched.
-pub fn topk_case(gpu: &Gpu, n_cells: &[usize], capacity: usize, top_k: usize, kpool: usize, pattern: Pattern, seed: u64) -> Result<(), String> {
+pub fn topk_case(
+    gpu: &Gpu,
+    n_cells: &[usize],
+    capacity: usize,
+    top_k: usize,
+    kpool: usize,
+    pattern: Pattern,
+    seed: u64,
+) -> Result<(), String> {
     use strata_model::ops::topk::select_cells;
     let e = |e: crate::CudaError| e.to_string();
     let q = n_cells.len();
@@ -204,22 +216,30 @@ pub fn topk_case(gpu: &Gpu, n_cells: &[usize], capacity: usize, top_k: usize, kp
     let out_stride = width_max + 16;
     let s = Buf::from_host(gpu, &scores).map_err(e)?;
     let nc = Buf::from_host(gpu, &n_cells.iter().map(|&v| v as i32).collect::<Vec<_>>()).map_err(e)?;
-    let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
-    let count: Buf<i32> = Buf::zeros(gpu, q).map_err(e)?;
-    crate::qsa::topk(gpu, &s, stride, &nc, top_k, kpool, &out, out_stride, &count, q).map_err(e)?;
-    let ids = out.read(gpu, q * out_stride).map_err(e)?;
-    let counts = count.read(gpu, q).map_err(e)?;
-    for (k, &cells) in n_cells.iter().enumerate() {
-        let tail = (cells - 1) / kpool;
-        let want = select_cells(&scores[k * stride..k * stride + tail.min(stride)], cells, top_k, kpool);
-        let got = &ids[k * out_stride..k * out_stride + counts[k] as usize];
-        let case = format!("{pattern:?} query {k} of {q}, {cells} cells, capacity {capacity}");
-        if got != want.as_slice() {
-            let first = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-            return Err(format!("{case}: ids differ at {first} (got {} ids, want {})", got.len(), want.len()));
-        }
-        if ids[k * out_stride + want.len()..(k + 1) * out_stride].iter().any(|&v| v != CANARY) {
-            return Err(format!("{case}: wrote past its selection"));
+    let mut scratch = crate::qsa::TopkScratch::new(gpu, q, stride).map_err(e)?;
+    for v in crate::qsa::TopkVariant::ALL {
+        // Fresh canaries and an impossible count for every variant: nothing is inherited from the last.
+        let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
+        let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;
+        crate::qsa::topk(gpu, v, &s, stride, &nc, top_k, kpool, &out, out_stride, &count, q, &mut scratch)
+            .map_err(e)?;
+        let ids = out.read(gpu, q * out_stride).map_err(e)?;
+        let counts = count.read(gpu, q).map_err(e)?;
+        for (k, &cells) in n_cells.iter().enumerate() {
+            let tail = (cells - 1) / kpool;
+            let want = select_cells(&scores[k * stride..k * stride + tail.min(stride)], cells, top_k, kpool);
+            if counts[k] < 0 || counts[k] as usize > out_stride {
+                return Err(format!("{} query {k}: count {} not written or out of range", v.name(), counts[k]));
+            }
+            let got = &ids[k * out_stride..k * out_stride + counts[k] as usize];
+            let case = format!("{} {pattern:?} query {k} of {q}, {cells} cells, capacity {capacity}", v.name());
+            if got != want.as_slice() {
+                let first = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+                return Err(format!("{case}: ids differ at {first} (got {} ids, want {})", got.len(), want.len()));
+            }
+            if ids[k * out_stride + want.len()..(k + 1) * out_stride].iter().any(|&v| v != CANARY) {
+                return Err(format!("{case}: wrote past its selection"));
+            }
         }
     }
     Ok(())
@@ -230,7 +250,15 @@ pub fn topk_case(gpu: &Gpu, n_cells: &[usize], capacity: usize, top_k: usize, kp
 pub fn qsa_topk_selftest(gpu: &Gpu, seed: u64) -> Outcome {
     let (top_k, kpool) = (2048, 4);
     let mut cases = 0;
-    let sizes = [(2_000, 9_216), (2_100, 9_216), (9_000, 9_216), (33_000, 131_072), (131_072, 131_072), (420_000, 524_288), (524_288, 524_288)];
+    let sizes = [
+        (2_000, 9_216),
+        (2_100, 9_216),
+        (9_000, 9_216),
+        (33_000, 131_072),
+        (131_072, 131_072),
+        (420_000, 524_288),
+        (524_288, 524_288),
+    ];
     for pattern in [Pattern::Continuous, Pattern::Levels64, Pattern::AllEqual, Pattern::Special] {
         for &(ctx, cap) in &sizes {
             for q in [1, 3, 8] {
@@ -266,13 +294,21 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
             let sb: Buf<f32> = Buf::zeros(gpu, q * n_blocks).map_err(e)?;
             let nb = Buf::from_host(gpu, &scored).map_err(e)?;
             let want: Vec<Vec<f32>> = (0..q)
-                .map(|k| (0..scored[k] as usize).map(|b| block_score(&queries[k * hi * di..(k + 1) * hi * di], &keys[b * di..(b + 1) * di])).collect())
+                .map(|k| {
+                    (0..scored[k] as usize)
+                        .map(|b| block_score(&queries[k * hi * di..(k + 1) * hi * di], &keys[b * di..(b + 1) * di]))
+                        .collect()
+                })
                 .collect();
             for v in crate::qsa::ScoresVariant::ALL {
                 crate::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_blocks, di, hi, q, n_blocks).map_err(e)?;
                 let got = sb.read(gpu, q * n_blocks).map_err(e)?;
                 for (k, w) in want.iter().enumerate() {
-                    same(&format!("{} scores, {ctx} cells, query {k} of {q}", v.name()), &got[k * n_blocks..k * n_blocks + w.len()], w)?;
+                    same(
+                        &format!("{} scores, {ctx} cells, query {k} of {q}", v.name()),
+                        &got[k * n_blocks..k * n_blocks + w.len()],
+                        w,
+                    )?;
                 }
                 cases += 1;
             }

@@ -15,12 +15,17 @@ pub const MAX_Q: usize = 8;
 pub enum ScoresVariant {
     Butterfly,
     Halve,
+    /// One thread per (key block, query), the contract's tree in registers (`STRATA_SCORES_TILE=1`).
+    Tile,
 }
 
 impl ScoresVariant {
-    pub const ALL: [ScoresVariant; 2] = [ScoresVariant::Butterfly, ScoresVariant::Halve];
+    pub const ALL: [ScoresVariant; 3] = [ScoresVariant::Butterfly, ScoresVariant::Halve, ScoresVariant::Tile];
 
     pub fn from_env() -> Option<ScoresVariant> {
+        if std::env::var("STRATA_SCORES_TILE").as_deref() == Ok("1") {
+            return Some(ScoresVariant::Tile);
+        }
         match std::env::var("STRATA_SCORES_HALVE").ok()?.as_str() {
             "0" => Some(ScoresVariant::Butterfly),
             "1" => Some(ScoresVariant::Halve),
@@ -32,14 +37,57 @@ impl ScoresVariant {
         match self {
             ScoresVariant::Butterfly => "butterfly",
             ScoresVariant::Halve => "halve",
+            ScoresVariant::Tile => "tile",
         }
     }
 }
 
+/// Which top-k (`STRATA_TOPK_SPLIT`): one 1024-thread block per query, or chunks of 2048 blocks over many
+/// CTAs in six launches. The same ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopkVariant {
+    Wide,
+    Split,
+}
+
+impl TopkVariant {
+    pub const ALL: [TopkVariant; 2] = [TopkVariant::Wide, TopkVariant::Split];
+
+    pub fn from_env() -> Option<TopkVariant> {
+        match std::env::var("STRATA_TOPK_SPLIT").ok()?.as_str() {
+            "0" => Some(TopkVariant::Wide),
+            "1" => Some(TopkVariant::Split),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TopkVariant::Wide => "wide",
+            TopkVariant::Split => "split",
+        }
+    }
+}
+
+/// Blocks per chunk of the split top-k (TOPK_CHUNK in qsa.cu).
+const TOPK_CHUNK: usize = 2048;
+
 /// Scores of the window's queries against the block keys: `scores[q·stride + b]` for b < n_scored[q].
 /// `keys` is `[n_blocks][di]`, `queries` `[Q][hi][di]`.
 #[allow(clippy::too_many_arguments)]
-pub fn scores(gpu: &Gpu, v: ScoresVariant, keys: &Buf<f32>, queries: &Buf<f32>, out: &Buf<f32>, n_scored: &Buf<i32>, n_blocks: usize, di: usize, hi: usize, q: usize, stride: usize) -> Result<(), CudaError> {
+pub fn scores(
+    gpu: &Gpu,
+    v: ScoresVariant,
+    keys: &Buf<f32>,
+    queries: &Buf<f32>,
+    out: &Buf<f32>,
+    n_scored: &Buf<i32>,
+    n_blocks: usize,
+    di: usize,
+    hi: usize,
+    q: usize,
+    stride: usize,
+) -> Result<(), CudaError> {
     check_q(q)?;
     if n_blocks == 0 {
         return Ok(());
@@ -49,11 +97,37 @@ pub fn scores(gpu: &Gpu, v: ScoresVariant, keys: &Buf<f32>, queries: &Buf<f32>, 
     }
     let warps = 8u32;
     let (name, cfg) = match v {
-        ScoresVariant::Butterfly => ("qsa_scores", LaunchConfig { grid_dim: ((n_blocks as u32).div_ceil(warps), 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 }),
+        ScoresVariant::Butterfly => (
+            "qsa_scores",
+            LaunchConfig {
+                grid_dim: ((n_blocks as u32).div_ceil(warps), 1, 1),
+                block_dim: (32 * warps, 1, 1),
+                shared_mem_bytes: 0,
+            },
+        ),
+        ScoresVariant::Tile => {
+            let blocks = (n_blocks as u32).div_ceil(32).min(132 * 16);
+            let floats = 32 * (di + 1) + q * hi * di;
+            (
+                "qsa_scores_tile",
+                LaunchConfig {
+                    grid_dim: (blocks, 1, 1),
+                    block_dim: (32, q as u32, 1),
+                    shared_mem_bytes: (floats * 4) as u32,
+                },
+            )
+        }
         ScoresVariant::Halve => {
             // Enough warps to fill the card; each loops over key blocks.
             let blocks = (n_blocks as u32).div_ceil(warps).min(132 * 8);
-            ("qsa_scores_halve", LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: (q * hi * di * 4) as u32 })
+            (
+                "qsa_scores_halve",
+                LaunchConfig {
+                    grid_dim: (blocks, 1, 1),
+                    block_dim: (32 * warps, 1, 1),
+                    shared_mem_bytes: (q * hi * di * 4) as u32,
+                },
+            )
         }
     };
     let args = [
@@ -70,10 +144,40 @@ pub fn scores(gpu: &Gpu, v: ScoresVariant, keys: &Buf<f32>, queries: &Buf<f32>, 
     launch(gpu, &gpu.function("qsa.cu", SRC, name)?, name, cfg, &args)
 }
 
+/// Work buffers of the split top-k for `q` queries of up to `stride` scored blocks.
+pub struct TopkScratch {
+    hist: Buf<u32>,
+    count: Buf<i32>,
+    chunks: usize,
+}
+
+impl TopkScratch {
+    pub fn new(gpu: &Gpu, q: usize, stride: usize) -> Result<TopkScratch, CudaError> {
+        let chunks = stride.div_ceil(TOPK_CHUNK).max(1);
+        Ok(TopkScratch { hist: Buf::zeros(gpu, q * 4 * 256)?, count: Buf::zeros(gpu, q * chunks * 2)?, chunks })
+    }
+}
+
 /// The selected cells of each query: ascending ids at `out[q·out_stride ..]`, their number in `count[q]`.
 #[allow(clippy::too_many_arguments)]
-pub fn topk(gpu: &Gpu, scores: &Buf<f32>, stride: usize, n_cells: &Buf<i32>, top_k: usize, kpool: usize, out: &Buf<u32>, out_stride: usize, count: &Buf<i32>, q: usize) -> Result<(), CudaError> {
+pub fn topk(
+    gpu: &Gpu,
+    v: TopkVariant,
+    scores: &Buf<f32>,
+    stride: usize,
+    n_cells: &Buf<i32>,
+    top_k: usize,
+    kpool: usize,
+    out: &Buf<u32>,
+    out_stride: usize,
+    count: &Buf<i32>,
+    q: usize,
+    scratch: &mut TopkScratch,
+) -> Result<(), CudaError> {
     check_q(q)?;
+    if v == TopkVariant::Split {
+        return topk_split(gpu, scores, stride, n_cells, top_k, kpool, out, out_stride, count, q, scratch);
+    }
     let cfg = LaunchConfig { grid_dim: (q as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
     let args = [
         Arg::Ptr(scores.ptr(gpu)),
@@ -93,4 +197,57 @@ fn check_q(q: usize) -> Result<(), CudaError> {
         return Err(CudaError::Shape(format!("a QSA selection takes 1..={MAX_Q} queries, not {q}")));
     }
     Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn topk_split(
+    gpu: &Gpu,
+    scores: &Buf<f32>,
+    stride: usize,
+    n_cells: &Buf<i32>,
+    top_k: usize,
+    kpool: usize,
+    out: &Buf<u32>,
+    out_stride: usize,
+    count: &Buf<i32>,
+    q: usize,
+    s: &mut TopkScratch,
+) -> Result<(), CudaError> {
+    use crate::error::Check;
+    if s.chunks < stride.div_ceil(TOPK_CHUNK) || s.hist.slice.len() < q * 1024 {
+        return Err(CudaError::Shape("top-k scratch too small for this call".into()));
+    }
+    gpu.stream.memset_zeros(&mut s.hist.slice).check("clearing the top-k histograms")?;
+    let grid = (s.chunks as u32, q as u32, 1);
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: (512, 1, 1), shared_mem_bytes: 0 };
+    let common = [
+        Arg::Ptr(scores.ptr(gpu)),
+        Arg::I32(stride as i32),
+        Arg::Ptr(n_cells.ptr(gpu)),
+        Arg::I32(top_k as i32),
+        Arg::I32(kpool as i32),
+    ];
+    let f = gpu.function("qsa.cu", SRC, "qsa_topk_split_hist")?;
+    for pass in 0..4 {
+        launch(
+            gpu,
+            &f,
+            "qsa_topk_split_hist",
+            cfg,
+            &[&common[..], &[Arg::Ptr(s.hist.ptr(gpu)), Arg::I32(pass)]].concat(),
+        )?;
+    }
+    let f = gpu.function("qsa.cu", SRC, "qsa_topk_split_count")?;
+    let extra = [Arg::Ptr(s.hist.ptr(gpu)), Arg::Ptr(s.count.ptr(gpu)), Arg::I32(s.chunks as i32)];
+    launch(gpu, &f, "qsa_topk_split_count", cfg, &[&common[..], &extra[..]].concat())?;
+    let f = gpu.function("qsa.cu", SRC, "qsa_topk_split_emit")?;
+    let extra = [
+        Arg::Ptr(s.hist.ptr(gpu)),
+        Arg::Ptr(s.count.ptr(gpu)),
+        Arg::I32(s.chunks as i32),
+        Arg::Ptr(out.ptr(gpu)),
+        Arg::I32(out_stride as i32),
+        Arg::Ptr(count.ptr(gpu)),
+    ];
+    launch(gpu, &f, "qsa_topk_split_emit", cfg, &[&common[..], &extra[..]].concat())
 }

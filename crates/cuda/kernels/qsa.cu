@@ -131,6 +131,47 @@ extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const
     }
 }
 
+// The streaming scorer (STRATA_SCORES_STREAM=1): one thread per (key block, query), keys read straight from
+// global memory (each thread whole 32-byte sectors), queries in shared memory (a warp shares its query, so
+// reads broadcast). The 32 lane totals are added by the butterfly's tree in post-order — leaves in
+// bit-reversed lane order, pairs merged as a binary counter carries — so a thread holds a 5-deep stack per
+// dot instead of 32 values: same additions, same operands, same bits.
+extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, const float* __restrict__ queries,
+                                             float* __restrict__ scores, const int* __restrict__ n_scored,
+                                             int n_blocks, int di, int hi, int Q, int stride) {
+    extern __shared__ float sq[];  // [Q][hi][di]
+    const int nt = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    for (int i = tid; i < Q * hi * di; i += nt) sq[i] = queries[i];
+    __syncthreads();
+    const int q = threadIdx.y;
+    if (q >= Q) return;
+    const int ns = n_scored[q], nch = di / CHUNK;
+    for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < min(n_blocks, ns); b += gridDim.x * blockDim.x) {
+        const float* k = keys + (size_t)b * di;
+        float s = 0.0f;
+        for (int h = 0; h < hi; ++h) {
+            const float* x = sq + (q * hi + h) * di;
+            float st[6];
+#pragma unroll
+            for (int i = 0; i < WARP; ++i) {
+                const int l = __brev(i) >> 27;  // the i-th leaf in post-order is lane bitrev5(i)
+                float v = 0.0f;
+                for (int c = l; c < nch; c += WARP) v = __fadd_rn(v, chunk_dot(k + c * CHUNK, x + c * CHUNK));
+                // Push, then merge as the count i + 1 carries.
+                int depth = __popc(i);  // stack depth before the push (a binary counter's set bits)
+                st[depth] = v;
+#pragma unroll
+                for (int t = i + 1; (t & 1) == 0; t >>= 1) {
+                    st[depth - 1] = __fadd_rn(st[depth - 1], st[depth]);
+                    --depth;
+                }
+            }
+            if (st[0] > 0.0f) s = __fadd_rn(s, st[0]);
+        }
+        scores[(size_t)q * stride + b] = s;
+    }
+}
+
 // The order key of a score: s + 0 (−0 → +0), NaN ranks as 0; unsigned order is numeric order.
 __device__ __forceinline__ u32 score_key(float s) {
     if (isnan(s)) s = 0.0f;

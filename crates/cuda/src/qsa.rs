@@ -17,12 +17,19 @@ pub enum ScoresVariant {
     Halve,
     /// One thread per (key block, query), the contract's tree in registers (`STRATA_SCORES_TILE=1`).
     Tile,
+    /// One thread per (key block, query), keys from global memory, the tree in post-order
+    /// (`STRATA_SCORES_STREAM=1`).
+    Stream,
 }
 
 impl ScoresVariant {
-    pub const ALL: [ScoresVariant; 3] = [ScoresVariant::Butterfly, ScoresVariant::Halve, ScoresVariant::Tile];
+    pub const ALL: [ScoresVariant; 4] =
+        [ScoresVariant::Butterfly, ScoresVariant::Halve, ScoresVariant::Tile, ScoresVariant::Stream];
 
     pub fn from_env() -> Option<ScoresVariant> {
+        if std::env::var("STRATA_SCORES_STREAM").as_deref() == Ok("1") {
+            return Some(ScoresVariant::Stream);
+        }
         if std::env::var("STRATA_SCORES_TILE").as_deref() == Ok("1") {
             return Some(ScoresVariant::Tile);
         }
@@ -38,6 +45,7 @@ impl ScoresVariant {
             ScoresVariant::Butterfly => "butterfly",
             ScoresVariant::Halve => "halve",
             ScoresVariant::Tile => "tile",
+            ScoresVariant::Stream => "stream",
         }
     }
 }
@@ -114,6 +122,18 @@ pub fn scores(
                     grid_dim: (blocks, 1, 1),
                     block_dim: (32, q as u32, 1),
                     shared_mem_bytes: (floats * 4) as u32,
+                },
+            )
+        }
+        ScoresVariant::Stream => {
+            let keys_per_block = 64u32;
+            let blocks = (n_blocks as u32).div_ceil(keys_per_block).min(132 * 8);
+            (
+                "qsa_scores_stream",
+                LaunchConfig {
+                    grid_dim: (blocks, 1, 1),
+                    block_dim: (keys_per_block, q as u32, 1),
+                    shared_mem_bytes: (q * hi * di * 4) as u32,
                 },
             )
         }

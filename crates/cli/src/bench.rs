@@ -42,18 +42,19 @@ fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<(
     }
     let gpu = strata_cuda::Gpu::new(0)?;
     println!("device: {} ({}); {ctx} cells, capacity {capacity}, {reps} calls", gpu.name, gpu.arch_name());
+    let names: Vec<&str> = strata_cuda::qsa::ScoresVariant::ALL.iter().map(|v| v.name()).collect();
     println!(
-        "| cells | Q | scores butterfly µs | halve | tile | floor µs | × floor (best) | top-k wide µs | split | hash |"
+        "| cells | Q | scores µs: {} | floor µs | × floor (best) | top-k µs: wide / split | hash |",
+        names.join(" / ")
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---:|---:|---|---:|---:|---|---|");
     for r in strata_cuda::bench::qsa_select_bench(&gpu, ctx, qmax, reps, capacity)? {
         let best = r.scores_us.iter().copied().fold(f64::INFINITY, f64::min);
+        let scores: Vec<String> = r.scores_us.iter().map(|v| format!("{v:.2}")).collect();
         println!(
-            "| {ctx} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:016x} |",
+            "| {ctx} | {} | {} | {:.2} | {:.1} | {:.2} / {:.2} | {:016x} |",
             r.q,
-            r.scores_us[0],
-            r.scores_us[1],
-            r.scores_us[2],
+            scores.join(" / "),
             r.floor_us,
             best / r.floor_us,
             r.topk_us[0],

@@ -148,26 +148,37 @@ extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, con
     const int ns = n_scored[q], nch = di / CHUNK;
     for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < min(n_blocks, ns); b += gridDim.x * blockDim.x) {
         const float* k = keys + (size_t)b * di;
-        float s = 0.0f;
-        for (int h = 0; h < hi; ++h) {
-            const float* x = sq + (q * hi + h) * di;
-            float st[6];
+        const float* x = sq + q * hi * di;
+        float st[4][6];  // a post-order stack per head (up to 4 heads)
 #pragma unroll
-            for (int i = 0; i < WARP; ++i) {
-                const int l = __brev(i) >> 27;  // the i-th leaf in post-order is lane bitrev5(i)
-                float v = 0.0f;
-                for (int c = l; c < nch; c += WARP) v = __fadd_rn(v, chunk_dot(k + c * CHUNK, x + c * CHUNK));
-                // Push, then merge as the count i + 1 carries.
-                int depth = __popc(i);  // stack depth before the push (a binary counter's set bits)
-                st[depth] = v;
+        for (int i = 0; i < WARP; ++i) {
+            const int l = __brev(i) >> 27;  // the i-th leaf in post-order is lane bitrev5(i)
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int c = l; c < nch; c += WARP) {
+                // The key chunk once (two 16-byte loads) for every head.
+                const float4* kp = reinterpret_cast<const float4*>(k + c * CHUNK);
+                const float4 a = kp[0], bq = kp[1];
+                const float kv[CHUNK] = {a.x, a.y, a.z, a.w, bq.x, bq.y, bq.z, bq.w};
+#pragma unroll
+                for (int h = 0; h < 4; ++h)
+                    if (h < hi) v[h] = __fadd_rn(v[h], chunk_dot(kv, x + h * di + c * CHUNK));
+            }
+            const int depth = __popc(i);  // stack depth before the push (a binary counter's set bits)
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                int d = depth;
+                st[h][d] = v[h];
 #pragma unroll
                 for (int t = i + 1; (t & 1) == 0; t >>= 1) {
-                    st[depth - 1] = __fadd_rn(st[depth - 1], st[depth]);
-                    --depth;
+                    st[h][d - 1] = __fadd_rn(st[h][d - 1], st[h][d]);
+                    --d;
                 }
             }
-            if (st[0] > 0.0f) s = __fadd_rn(s, st[0]);
         }
+        float s = 0.0f;
+#pragma unroll
+        for (int h = 0; h < 4; ++h)
+            if (h < hi && st[h][0] > 0.0f) s = __fadd_rn(s, st[h][0]);
         scores[(size_t)q * stride + b] = s;
     }
 }

@@ -100,8 +100,11 @@ pub fn scores(
     if n_blocks == 0 {
         return Ok(());
     }
-    if v == ScoresVariant::Halve && (hi > 4 || di > 32 * 8) {
-        return Err(CudaError::Shape(format!("the halving scorer takes up to 4 heads of up to 256 ({hi} of {di})")));
+    if matches!(v, ScoresVariant::Halve | ScoresVariant::Stream) && (hi > 4 || di > 32 * 8) {
+        return Err(CudaError::Shape(format!(
+            "the {} scorer takes up to 4 heads of up to 256 ({hi} of {di})",
+            v.name()
+        )));
     }
     let warps = 8u32;
     let (name, cfg) = match v {

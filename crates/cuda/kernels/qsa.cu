@@ -160,8 +160,14 @@ extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, con
                 const float4 a = kp[0], bq = kp[1];
                 const float kv[CHUNK] = {a.x, a.y, a.z, a.w, bq.x, bq.y, bq.z, bq.w};
 #pragma unroll
-                for (int h = 0; h < 4; ++h)
-                    if (h < hi) v[h] = __fadd_rn(v[h], chunk_dot(kv, x + h * di + c * CHUNK));
+                for (int h = 0; h < 4; ++h) {
+                    if (h < hi) {
+                        const float4* xp = reinterpret_cast<const float4*>(x + h * di + c * CHUNK);
+                        const float4 xa = xp[0], xb = xp[1];
+                        const float xv[CHUNK] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+                        v[h] = __fadd_rn(v[h], chunk_dot(kv, xv));
+                    }
+                }
             }
             const int depth = __popc(i);  // stack depth before the push (a binary counter's set bits)
 #pragma unroll

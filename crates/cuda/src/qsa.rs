@@ -129,8 +129,9 @@ pub fn scores(
             )
         }
         ScoresVariant::Stream => {
+            // A thread per (key, query): more threads in flight hide the key loads' latency.
             let keys_per_block = 64u32;
-            let blocks = (n_blocks as u32).div_ceil(keys_per_block).min(132 * 8);
+            let blocks = (n_blocks as u32).div_ceil(keys_per_block);
             (
                 "qsa_scores_stream",
                 LaunchConfig {

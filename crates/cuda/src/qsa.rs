@@ -129,9 +129,10 @@ pub fn scores(
             )
         }
         ScoresVariant::Stream => {
-            // A thread per (key, query): more threads in flight hide the key loads' latency.
+            // At most 8 blocks per SM, each thread looping over keys: measured faster than a thread per
+            // key and query (bench/results/2026-11-30-h200-qsa/stream_nocap_run.log).
             let keys_per_block = 64u32;
-            let blocks = (n_blocks as u32).div_ceil(keys_per_block);
+            let blocks = (n_blocks as u32).div_ceil(keys_per_block).min(132 * 8);
             (
                 "qsa_scores_stream",
                 LaunchConfig {

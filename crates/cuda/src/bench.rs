@@ -220,3 +220,49 @@ pub fn qsa_select_bench(
     }
     Ok(rows)
 }
+
+/// For the start-up choice: `Some(µs)` of scorer `v` at Q = 4 over 131K cells if its scores equal the
+/// butterfly kernel's on the same inputs, `None` if they differ.
+pub fn scores_check(gpu: &Gpu, v: crate::qsa::ScoresVariant) -> Result<Option<f64>, CudaError> {
+    use crate::qsa::{scores, ScoresVariant};
+    let (di, hi, q, n_blocks) = (128, 4, 4, 131_072 / 4);
+    let mut rng = strata_gguf::SplitMix64::new(77);
+    let mut vals = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.uniform() - 0.5).collect() };
+    let kb = Buf::from_host(gpu, &vals(n_blocks * di))?;
+    let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
+    let nb = Buf::from_host(gpu, &vec![n_blocks as i32; q])?;
+    let reference: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
+    let out: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
+    scores(gpu, ScoresVariant::Butterfly, &kb, &qb, &reference, &nb, n_blocks, di, hi, q, n_blocks)?;
+    let us = time_calls(gpu, 20, &|| scores(gpu, v, &kb, &qb, &out, &nb, n_blocks, di, hi, q, n_blocks))?;
+    let same = reference
+        .read(gpu, q * n_blocks)?
+        .iter()
+        .zip(out.read(gpu, q * n_blocks)?)
+        .all(|(a, b)| a.to_bits() == b.to_bits());
+    Ok(same.then_some(us))
+}
+
+/// For the start-up choice: `Some(µs)` of top-k `v` at Q = 4 over 131K cells if its ids equal the CPU's
+/// (continuous and tied scores), `None` otherwise.
+pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
+    use crate::parity::{topk_case, Pattern};
+    let cells = [131_072 - 3, 131_072 - 2, 131_072 - 1, 131_072];
+    for p in [Pattern::Continuous, Pattern::Levels64, Pattern::Special] {
+        if topk_case(gpu, &cells, 131_072, 2048, 4, p, 5).is_err() {
+            return Ok(None);
+        }
+    }
+    let q = 4;
+    let stride = 131_072 / 4;
+    let mut rng = strata_gguf::SplitMix64::new(5);
+    let sb = Buf::from_host(gpu, &(0..q * stride).map(|_| rng.uniform()).collect::<Vec<f32>>())?;
+    let cb = Buf::from_host(gpu, &cells.iter().map(|&c| c as i32).collect::<Vec<_>>())?;
+    let ob: Buf<u32> = Buf::zeros(gpu, q * 2051)?;
+    let count: Buf<i32> = Buf::zeros(gpu, q)?;
+    let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, stride)?);
+    let us = time_calls(gpu, 20, &|| {
+        crate::qsa::topk(gpu, v, &sb, stride, &cb, 2048, 4, &ob, 2051, &count, q, &mut scratch.borrow_mut())
+    })?;
+    Ok(Some(us))
+}

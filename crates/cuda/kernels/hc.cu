@@ -133,51 +133,51 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 // parallel, into shared memory; then each lane adds its chunks' sums in ascending order exactly as the
 // plain kernel does, and the butterfly finishes. Same operations, same order, same bits.
 
-// One block per (stream, token); blockDim threads.
+// One block per (stream, token) with a thread per chunk (n/8 ≤ 1024 threads): the chunk's values and gammas
+// stay in registers from the load to the xn store.
 extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                          const float* __restrict__ inj_prev, int pending,
                                          const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
     extern __shared__ float part[];  // n/8 chunk sums, then rs
-    const int c = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+    const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
     const size_t base = (size_t)t * hc * n + (size_t)c * n;
-    const float* r = r_in + base;
-    float* ro = r_out + base;
-    const float* y = y_prev + (size_t)t * n;
-    const float f = pending ? __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc))) : 0.0f;
     const int nch = n / CHUNK;
-    for (int ch = tid; ch < nch; ch += blockDim.x) {
-        const float4* rp = reinterpret_cast<const float4*>(r + ch * CHUNK);
-        const float4 a = rp[0], b = rp[1];
-        float v[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    float v[CHUNK], w[CHUNK];
+    if (ch < nch) {
+        const float4* rp = reinterpret_cast<const float4*>(r_in + base + ch * CHUNK);
+        const float4* wp = reinterpret_cast<const float4*>(w_norm + (size_t)c * n + ch * CHUNK);
+        const float4 a = rp[0], b = rp[1], wa = wp[0], wb = wp[1];
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+        w[0] = wa.x; w[1] = wa.y; w[2] = wa.z; w[3] = wa.w; w[4] = wb.x; w[5] = wb.y; w[6] = wb.z; w[7] = wb.w;
         if (pending) {
-            const float4* yp = reinterpret_cast<const float4*>(y + ch * CHUNK);
+            const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc)));
+            const float4* yp = reinterpret_cast<const float4*>(y_prev + (size_t)t * n + ch * CHUNK);
             const float4 ya = yp[0], yb = yp[1];
             const float yv[CHUNK] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
 #pragma unroll
             for (int e = 0; e < CHUNK; ++e) v[e] = __fadd_rn(v[e], __fmul_rn(yv[e], f));
         }
-        float4* op = reinterpret_cast<float4*>(ro + ch * CHUNK);
+        float4* op = reinterpret_cast<float4*>(r_out + base + ch * CHUNK);
         op[0] = make_float4(v[0], v[1], v[2], v[3]);
         op[1] = make_float4(v[4], v[5], v[6], v[7]);
         part[ch] = chunk_dot(v, v);
     }
     __syncthreads();
-    if (tid < WARP) {
+    if (ch < WARP) {
         float acc = 0.0f;
-        for (int ch = tid; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[ch]);
+        for (int k = ch; k < nch; k += WARP) acc = __fadd_rn(acc, part[k]);
         acc = warp_butterfly(acc);
-        if (tid == 0) part[nch] = s_rsqrt(__fadd_rn(__fdiv_rn(acc, (float)n), 1e-6f));
+        if (ch == 0) part[nch] = s_rsqrt(__fadd_rn(__fdiv_rn(acc, (float)n), 1e-6f));
     }
     __syncthreads();
-    const float rs = part[nch];
-    const float* w = w_norm + (size_t)c * n;
-    float* x = xn + base;
-    for (int ch = tid; ch < nch; ch += blockDim.x) {
+    if (ch < nch) {
+        const float rs = part[nch];
+        float x[CHUNK];
 #pragma unroll
-        for (int e = 0; e < CHUNK; ++e) {
-            const int d = ch * CHUNK + e;
-            x[d] = __fmul_rn(__fmul_rn(ro[d], w[d]), rs);
-        }
+        for (int e = 0; e < CHUNK; ++e) x[e] = __fmul_rn(__fmul_rn(v[e], w[e]), rs);
+        float4* xp = reinterpret_cast<float4*>(xn + base + ch * CHUNK);
+        xp[0] = make_float4(x[0], x[1], x[2], x[3]);
+        xp[1] = make_float4(x[4], x[5], x[6], x[7]);
     }
 }
 
@@ -237,8 +237,14 @@ extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const fl
         float wv[CHUNK];
         load8_bf16(w_up + ((size_t)c * n + d) * r + ch * CHUNK, wv);
 #pragma unroll
-        for (int t = 0; t < MAXT; ++t)
-            if (t < T) part[(row * T + t) * nch + ch] = chunk_dot(wv, slo + t * r + ch * CHUNK);
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                const float4* lp = reinterpret_cast<const float4*>(slo + t * r + ch * CHUNK);
+                const float4 a = lp[0], b = lp[1];
+                const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
+            }
+        }
     }
     __syncthreads();
     const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;

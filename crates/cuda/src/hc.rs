@@ -179,9 +179,10 @@ pub fn hc_read_with(
             ),
             HcVariant::Split => (
                 "gr_norm_split",
+                // A thread per chunk of the stream.
                 LaunchConfig {
                     grid_dim: (hc as u32, t as u32, 1),
-                    block_dim: (SPLIT_THREADS, 1, 1),
+                    block_dim: ((n / 8).next_multiple_of(32) as u32, 1, 1),
                     shared_mem_bytes: (n / 8 + 1) as u32 * 4,
                 },
             ),

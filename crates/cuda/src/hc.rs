@@ -225,7 +225,7 @@ pub fn hc_read_with(
                     f.set_attribute(MAX_SMEM, smem as i32).check("allowing gr_down_split more shared memory")?;
                 }
                 let cfg = LaunchConfig {
-                    grid_dim: (rows.div_ceil(rb), 1, 1),
+                    grid_dim: (rows.div_ceil(rb as u32), 1, 1),
                     block_dim: (SPLIT_THREADS, 1, 1),
                     shared_mem_bytes: smem,
                 };

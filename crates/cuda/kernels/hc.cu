@@ -181,44 +181,33 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
     }
 }
 
-// One block per RB rows of W_down / W_inject (RB = rows_per_block, 1 or 2): each thread loads a chunk of
-// xn once for every token and uses it for the block's rows (halving the L2 reads of xn at RB = 2); then per
-// (row, token) a warp adds the chunk sums in the contract's order.
+// One block per row of W_down / W_inject; warp t adds token t's chunk sums (T ≤ warps per block).
 extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
                                          const float* __restrict__ xn, float* __restrict__ lo,
-                                         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T,
-                                         int rows_per_block) {
-    extern __shared__ float part[];  // [RB][T][K/8]
-    const int tid = threadIdx.x, rows = r + n_inj, nch = K / CHUNK;
-    const int row0 = blockIdx.x * rows_per_block;
-    const int rb = min(rows_per_block, rows - row0);
+                                         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {
+    extern __shared__ float part[];  // [T][K/8]
+    const int row = blockIdx.x, tid = threadIdx.x;
+    if (row >= r + n_inj) return;
+    const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
+    const int nch = K / CHUNK;
     for (int ch = tid; ch < nch; ch += blockDim.x) {
-        float xv[MAXT][CHUNK];
+        float wv[CHUNK];
+        load8_bf16(w + ch * CHUNK, wv);
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {
                 const float4* xp = reinterpret_cast<const float4*>(xn + (size_t)t * K + ch * CHUNK);
                 const float4 a = xp[0], b = xp[1];
-                xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
-                xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
+                const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                part[t * nch + ch] = chunk_dot(wv, xv);
             }
-        }
-        for (int k = 0; k < rb; ++k) {
-            const int row = row0 + k;
-            const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
-            float wv[CHUNK];
-            load8_bf16(w + ch * CHUNK, wv);
-#pragma unroll
-            for (int t = 0; t < MAXT; ++t)
-                if (t < T) part[(k * T + t) * nch + ch] = chunk_dot(wv, xv[t]);
         }
     }
     __syncthreads();
-    const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
-    for (int p = warp; p < rb * T; p += warps) {
-        const int k = p / T, t = p % T, row = row0 + k;
+    const int t = tid / WARP, lane = tid % WARP;
+    if (t < T) {
         float acc = 0.0f;
-        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[p * nch + ch]);
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[t * nch + ch]);
         acc = warp_butterfly(acc);
         if (lane == 0) {
             if (row < r) lo[t * r + row] = s_silu(__fdiv_rn(acc, (float)hc));

@@ -5,7 +5,7 @@ use strata_model::weights::HcWeights;
 
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
-use crate::error::{Check, CudaError};
+use crate::error::CudaError;
 
 const SRC: &str = include_str!("../kernels/hc.cu");
 pub const MAX_T: usize = 8;
@@ -193,7 +193,7 @@ pub fn hc_read_with(
     let rows = (r + n_inj) as u32;
     if run(Stage::Down) {
         let wi = w.inject.as_ref().map(|b| b.ptr(gpu)).unwrap_or(0);
-        let mut args = vec![
+        let args = [
             Arg::Ptr(w.down.ptr(gpu)),
             Arg::Ptr(wi),
             Arg::Ptr(s.xn.ptr(gpu)),
@@ -205,33 +205,25 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
             Arg::I32(t as i32),
         ];
-        match v {
-            HcVariant::Plain => {
-                let cfg = LaunchConfig {
+        let (name, cfg) = match v {
+            HcVariant::Plain => (
+                "gr_down",
+                LaunchConfig {
                     grid_dim: (rows.div_ceil(WARPS), 1, 1),
                     block_dim: (32 * WARPS, 1, 1),
                     shared_mem_bytes: 0,
-                };
-                launch(gpu, &gpu.function("hc.cu", SRC, "gr_down")?, "gr_down", cfg, &args)?;
-            }
-            HcVariant::Split => {
-                // Two rows per block from 3 tokens on (xn read once for both); one below, for more blocks.
-                let rb = if t >= 3 { 2 } else { 1 };
-                args.push(Arg::I32(rb as i32));
-                let smem = (rb * t * wide / 8 * 4) as u32;
-                let f = gpu.function("hc.cu", SRC, "gr_down_split")?;
-                if smem > 48 * 1024 {
-                    use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
-                    f.set_attribute(MAX_SMEM, smem as i32).check("allowing gr_down_split more shared memory")?;
-                }
-                let cfg = LaunchConfig {
-                    grid_dim: (rows.div_ceil(rb as u32), 1, 1),
+                },
+            ),
+            HcVariant::Split => (
+                "gr_down_split",
+                LaunchConfig {
+                    grid_dim: (rows, 1, 1),
                     block_dim: (SPLIT_THREADS, 1, 1),
-                    shared_mem_bytes: smem,
-                };
-                launch(gpu, &f, "gr_down_split", cfg, &args)?;
-            }
-        }
+                    shared_mem_bytes: (t * wide / 8) as u32 * 4,
+                },
+            ),
+        };
+        launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
     }
     if run(Stage::Up) {
         let (name, cfg) = match v {

@@ -35,7 +35,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 }
 
 fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<()> {
-    if qmax == 0 || qmax > 8 || reps == 0 || ctx + qmax > capacity + 1 || capacity % 4 != 0 || ctx < 2 {
+    if qmax == 0 || qmax > 8 || reps == 0 || ctx + qmax > capacity + 1 || !capacity.is_multiple_of(4) || ctx < 2 {
         anyhow::bail!(
             "qsa_select_bench CTX QMAX REPS CAPACITY: 1 ≤ QMAX ≤ 8, CTX + QMAX − 1 ≤ CAPACITY (a multiple of 4)"
         );

@@ -55,6 +55,19 @@ __device__ __forceinline__ void load8_bf16(const bf16_t* p, float* w) {
     }
 }
 
+// Eight f32 of a 32-byte aligned chunk (two 16-byte loads; global or shared memory).
+__device__ __forceinline__ void load8_f32(const float* p, float* x) {
+    const float4* q = reinterpret_cast<const float4*>(p);
+    const float4 a = q[0], b = q[1];
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+__device__ __forceinline__ void store8_f32(float* p, const float* x) {
+    float4* q = reinterpret_cast<float4*>(p);
+    q[0] = make_float4(x[0], x[1], x[2], x[3]);
+    q[1] = make_float4(x[4], x[5], x[6], x[7]);
+}
+
 // One chunk's sum: s = fma(w[e], x[e], s) from +0 in element order.
 __device__ __forceinline__ float chunk_dot(const float* w, const float* x) {
     float s = 0.0f;

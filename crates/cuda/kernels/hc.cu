@@ -60,9 +60,8 @@ extern "C" __global__ void gr_down(const bf16_t* __restrict__ w_down, const bf16
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {
-                const float4* xp = reinterpret_cast<const float4*>(xn + (size_t)t * K + ch * CHUNK);
-                const float4 a = xp[0], b = xp[1];
-                const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                float xv[CHUNK];
+                load8_f32(xn + (size_t)t * K + ch * CHUNK, xv);
                 acc[t] = __fadd_rn(acc[t], chunk_dot(wv, xv));
             }
         }
@@ -95,9 +94,8 @@ extern "C" __global__ void gr_up(const bf16_t* __restrict__ w_up, const float* _
 #pragma unroll
             for (int t = 0; t < MAXT; ++t) {
                 if (t < T) {
-                    const float4* xp = reinterpret_cast<const float4*>(lo + (size_t)t * r + ch * CHUNK);
-                    const float4 a = xp[0], b = xp[1];
-                    const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                    float xv[CHUNK];
+                    load8_f32(lo + (size_t)t * r + ch * CHUNK, xv);
                     acc[t] = __fadd_rn(acc[t], chunk_dot(wv, xv));
                 }
             }
@@ -144,22 +142,16 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
     const int nch = n / CHUNK;
     float v[CHUNK], w[CHUNK];
     if (ch < nch) {
-        const float4* rp = reinterpret_cast<const float4*>(r_in + base + ch * CHUNK);
-        const float4* wp = reinterpret_cast<const float4*>(w_norm + (size_t)c * n + ch * CHUNK);
-        const float4 a = rp[0], b = rp[1], wa = wp[0], wb = wp[1];
-        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-        w[0] = wa.x; w[1] = wa.y; w[2] = wa.z; w[3] = wa.w; w[4] = wb.x; w[5] = wb.y; w[6] = wb.z; w[7] = wb.w;
+        load8_f32(r_in + base + ch * CHUNK, v);
+        load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
         if (pending) {
             const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc)));
-            const float4* yp = reinterpret_cast<const float4*>(y_prev + (size_t)t * n + ch * CHUNK);
-            const float4 ya = yp[0], yb = yp[1];
-            const float yv[CHUNK] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
+            float yv[CHUNK];
+            load8_f32(y_prev + (size_t)t * n + ch * CHUNK, yv);
 #pragma unroll
             for (int e = 0; e < CHUNK; ++e) v[e] = __fadd_rn(v[e], __fmul_rn(yv[e], f));
         }
-        float4* op = reinterpret_cast<float4*>(r_out + base + ch * CHUNK);
-        op[0] = make_float4(v[0], v[1], v[2], v[3]);
-        op[1] = make_float4(v[4], v[5], v[6], v[7]);
+        store8_f32(r_out + base + ch * CHUNK, v);
         part[ch] = chunk_dot(v, v);
     }
     __syncthreads();
@@ -175,9 +167,7 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
         float x[CHUNK];
 #pragma unroll
         for (int e = 0; e < CHUNK; ++e) x[e] = __fmul_rn(__fmul_rn(v[e], w[e]), rs);
-        float4* xp = reinterpret_cast<float4*>(xn + base + ch * CHUNK);
-        xp[0] = make_float4(x[0], x[1], x[2], x[3]);
-        xp[1] = make_float4(x[4], x[5], x[6], x[7]);
+        store8_f32(xn + base + ch * CHUNK, x);
     }
 }
 
@@ -196,9 +186,8 @@ extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, cons
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {
-                const float4* xp = reinterpret_cast<const float4*>(xn + (size_t)t * K + ch * CHUNK);
-                const float4 a = xp[0], b = xp[1];
-                const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                float xv[CHUNK];
+                load8_f32(xn + (size_t)t * K + ch * CHUNK, xv);
                 part[t * nch + ch] = chunk_dot(wv, xv);
             }
         }
@@ -239,9 +228,8 @@ extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const fl
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {
-                const float4* lp = reinterpret_cast<const float4*>(slo + t * r + ch * CHUNK);
-                const float4 a = lp[0], b = lp[1];
-                const float xv[CHUNK] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                float xv[CHUNK];
+                load8_f32(slo + t * r + ch * CHUNK, xv);
                 part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
             }
         }

@@ -49,9 +49,7 @@ extern "C" __global__ void qsa_scores_halve(const float* __restrict__ keys, cons
         float kv[CHUNK];
         const bool has = lane < nch;
         if (has) {
-            const float4* kp = reinterpret_cast<const float4*>(keys + (size_t)b * di + lane * CHUNK);
-            const float4 a = kp[0], c = kp[1];
-            kv[0] = a.x; kv[1] = a.y; kv[2] = a.z; kv[3] = a.w; kv[4] = c.x; kv[5] = c.y; kv[6] = c.z; kv[7] = c.w;
+            load8_f32(keys + (size_t)b * di + lane * CHUNK, kv);
         }
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
@@ -156,15 +154,13 @@ extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, con
             float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int c = l; c < nch; c += WARP) {
                 // The key chunk once (two 16-byte loads) for every head.
-                const float4* kp = reinterpret_cast<const float4*>(k + c * CHUNK);
-                const float4 a = kp[0], bq = kp[1];
-                const float kv[CHUNK] = {a.x, a.y, a.z, a.w, bq.x, bq.y, bq.z, bq.w};
+                float kv[CHUNK];
+                load8_f32(k + c * CHUNK, kv);
 #pragma unroll
                 for (int h = 0; h < 4; ++h) {
                     if (h < hi) {
-                        const float4* xp = reinterpret_cast<const float4*>(x + h * di + c * CHUNK);
-                        const float4 xa = xp[0], xb = xp[1];
-                        const float xv[CHUNK] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+                        float xv[CHUNK];
+                        load8_f32(x + h * di + c * CHUNK, xv);
                         v[h] = __fadd_rn(v[h], chunk_dot(kv, xv));
                     }
                 }

@@ -32,7 +32,7 @@ impl HcGpu {
     pub fn upload(gpu: &Gpu, w: &HcWeights, hc: usize) -> Result<HcGpu, CudaError> {
         let wide = w.norm.len();
         let (n, r) = (wide / hc, w.down.rows);
-        if wide % 8 != 0 || r % 8 != 0 || n % 8 != 0 || n / 8 > 1024 {
+        if !wide.is_multiple_of(8) || r % 8 != 0 || n % 8 != 0 || n / 8 > 1024 {
             return Err(CudaError::Shape(format!("HC dims must be multiples of 8, n at most 8192 (n {n}, r {r})")));
         }
         Ok(HcGpu {

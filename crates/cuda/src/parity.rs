@@ -47,6 +47,9 @@ fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
     }
 }
 
+/// A GPU read's outputs: R after the pending write, mixed, inj.
+pub type ReadOut = (Vec<f32>, Vec<f32>, Vec<f32>);
+
 pub struct Inputs {
     r: Vec<f32>,
     y: Vec<f32>,
@@ -81,7 +84,7 @@ pub fn gpu_read(
     t: usize,
     pending: bool,
     in_place: bool,
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), String> {
+) -> Result<ReadOut, String> {
     let e = |e: crate::CudaError| e.to_string();
     let (n, hc) = (w.n, w.hc);
     let r_in = Buf::from_host(gpu, &x.r).map_err(e)?;

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use crate::device::Gpu;
+use crate::error::CudaError;
 use crate::hc::{HcGpu, HcScratch, HcVariant, MAX_T};
 use crate::parity::{gpu_read as read, inputs, random_hc};
 
@@ -68,61 +69,54 @@ fn agrees(gpu: &Gpu, v: HcVariant, w: &HcGpu, s: &HcScratch, n: usize, hc: usize
     })
 }
 
-fn bits(o: &(Vec<f32>, Vec<f32>, Vec<f32>)) -> Vec<u32> {
+fn bits(o: &crate::parity::ReadOut) -> Vec<u32> {
     o.0.iter().chain(&o.1).chain(&o.2).map(|v| v.to_bits()).collect()
 }
 
 static SCORES: OnceLock<(crate::qsa::ScoresVariant, String)> = OnceLock::new();
 static TOPK: OnceLock<(crate::qsa::TopkVariant, String)> = OnceLock::new();
 
-/// The QSA scorer this process uses: `STRATA_SCORES_HALVE` / `_TILE` / `_STREAM` force one; otherwise
-/// each is checked against the butterfly kernel (Q = 1..8, 40K cells) and the fastest that agrees wins.
-pub fn scores_variant(gpu: &Gpu) -> &'static (crate::qsa::ScoresVariant, String) {
-    SCORES.get_or_init(|| {
-        use crate::qsa::ScoresVariant;
-        if let Some(v) = ScoresVariant::from_env() {
-            return (v, "forced by a switch".into());
-        }
-        let mut best = (ScoresVariant::Butterfly, f64::INFINITY);
-        let mut notes = Vec::new();
-        for v in ScoresVariant::ALL {
-            match crate::bench::scores_check(gpu, v) {
-                Ok(Some(us)) => {
-                    notes.push(format!("{} {us:.1} µs", v.name()));
-                    if us < best.1 {
-                        best = (v, us);
-                    }
+/// The fastest of `variants` whose check passes: `check` gives `Some(µs)` for a variant that agrees with the
+/// reference, `None` for one that differs (never used). Returns the choice and a line saying why.
+fn fastest<V: Copy>(
+    variants: &[V],
+    name: fn(V) -> &'static str,
+    check: impl Fn(V) -> Result<Option<f64>, CudaError>,
+) -> (V, String) {
+    let mut best: Option<(V, f64)> = None;
+    let mut notes = Vec::new();
+    for &v in variants {
+        match check(v) {
+            Ok(Some(us)) => {
+                notes.push(format!("{} {us:.1} µs", name(v)));
+                if best.is_none_or(|(_, b)| us < b) {
+                    best = Some((v, us));
                 }
-                Ok(None) => notes.push(format!("{} differs: never used", v.name())),
-                Err(e) => notes.push(format!("{} failed: {e}", v.name())),
             }
+            Ok(None) => notes.push(format!("{} differs: never used", name(v))),
+            Err(e) => notes.push(format!("{} failed: {e}", name(v))),
         }
-        (best.0, format!("self-checked and timed at start-up (Q = 4, 131K cells): {}", notes.join(", ")))
+    }
+    let choice = best.map(|(v, _)| v).unwrap_or(variants[0]);
+    (choice, format!("self-checked and timed at start-up (Q = 4, 131K cells): {}", notes.join(", ")))
+}
+
+/// The QSA scorer this process uses: `STRATA_SCORES_HALVE` / `_TILE` / `_STREAM` force one; otherwise
+/// each is checked against the butterfly kernel (Q = 4, 131K cells) and the fastest that agrees wins.
+pub fn scores_variant(gpu: &Gpu) -> &'static (crate::qsa::ScoresVariant, String) {
+    use crate::qsa::ScoresVariant;
+    SCORES.get_or_init(|| match ScoresVariant::from_env() {
+        Some(v) => (v, "forced by a switch".into()),
+        None => fastest(&ScoresVariant::ALL, ScoresVariant::name, |v| crate::bench::scores_check(gpu, v)),
     })
 }
 
-/// The QSA top-k this process uses: `STRATA_TOPK_SPLIT` forces one; otherwise both are checked against
-/// each other (and the CPU) and the faster wins.
+/// The QSA top-k this process uses: `STRATA_TOPK_SPLIT` forces one; otherwise each is checked against the
+/// CPU and the faster wins.
 pub fn topk_variant(gpu: &Gpu) -> &'static (crate::qsa::TopkVariant, String) {
-    TOPK.get_or_init(|| {
-        use crate::qsa::TopkVariant;
-        if let Some(v) = TopkVariant::from_env() {
-            return (v, "forced by STRATA_TOPK_SPLIT".into());
-        }
-        let mut best = (TopkVariant::Wide, f64::INFINITY);
-        let mut notes = Vec::new();
-        for v in TopkVariant::ALL {
-            match crate::bench::topk_check(gpu, v) {
-                Ok(Some(us)) => {
-                    notes.push(format!("{} {us:.1} µs", v.name()));
-                    if us < best.1 {
-                        best = (v, us);
-                    }
-                }
-                Ok(None) => notes.push(format!("{} differs from the CPU: never used", v.name())),
-                Err(e) => notes.push(format!("{} failed: {e}", v.name())),
-            }
-        }
-        (best.0, format!("self-checked and timed at start-up (Q = 4, 131K cells): {}", notes.join(", ")))
+    use crate::qsa::TopkVariant;
+    TOPK.get_or_init(|| match TopkVariant::from_env() {
+        Some(v) => (v, "forced by STRATA_TOPK_SPLIT".into()),
+        None => fastest(&TopkVariant::ALL, TopkVariant::name, |v| crate::bench::topk_check(gpu, v)),
     })
 }

@@ -172,36 +172,95 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
 }
 
 // One block per row of W_down / W_inject; warp t adds token t's chunk sums (T ≤ warps per block).
+// Token groups (STRATA_GR_DOWN_TG=g): blockIdx.y takes tokens [y·g, y·g + g), so a window runs on more
+// blocks; every (row, token) is still one warp's ordered sum, as before. tg = 0: one group of all T.
 extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
                                          const float* __restrict__ xn, float* __restrict__ lo,
-                                         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {
-    extern __shared__ float part[];  // [T][K/8]
+                                         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {
+    extern __shared__ float part[];  // [tokens of the group][K/8]
     const int row = blockIdx.x, tid = threadIdx.x;
     if (row >= r + n_inj) return;
+    const int t0 = tg > 0 ? blockIdx.y * tg : 0;
+    const int nt = tg > 0 ? min(tg, T - t0) : T;
     const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
     const int nch = K / CHUNK;
     for (int ch = tid; ch < nch; ch += blockDim.x) {
         float wv[CHUNK];
         load8_bf16(w + ch * CHUNK, wv);
 #pragma unroll
-        for (int t = 0; t < MAXT; ++t) {
-            if (t < T) {
+        for (int k = 0; k < MAXT; ++k) {
+            if (k < nt) {
                 float xv[CHUNK];
-                load8_f32(xn + (size_t)t * K + ch * CHUNK, xv);
-                part[t * nch + ch] = chunk_dot(wv, xv);
+                load8_f32(xn + (size_t)(t0 + k) * K + ch * CHUNK, xv);
+                part[k * nch + ch] = chunk_dot(wv, xv);
             }
         }
     }
     __syncthreads();
-    const int t = tid / WARP, lane = tid % WARP;
-    if (t < T) {
+    const int k = tid / WARP, lane = tid % WARP, t = t0 + k;
+    if (k < nt) {
         float acc = 0.0f;
-        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[t * nch + ch]);
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[k * nch + ch]);
         acc = warp_butterfly(acc);
         if (lane == 0) {
             if (row < r) lo[t * r + row] = s_silu(__fdiv_rn(acc, (float)hc));
             else inj[t * hc + (row - r)] = acc;
         }
+    }
+}
+
+// The row-batched up kernel (STRATA_GR_UP75): a warp per output d as gr_up, but lo is staged in shared
+// memory once per block and every weight chunk of the hc rows is loaded before the dots (more loads in
+// flight). Lane L owns chunks L, L + 32, ... of each row, summed in order; the same butterflies and epilogue.
+#define UP75_MAXC 2  // chunks per lane per row: r ≤ 512
+extern "C" __global__ void gr_up75(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+                                   const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
+                                   int T) {
+    extern __shared__ float slo[];  // [T][r]
+    for (int i = threadIdx.x; i < T * r; i += blockDim.x) slo[i] = lo[i];
+    __syncthreads();
+    const int d = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    if (d >= n) return;
+    const int nch = r / CHUNK;
+    float wv[4][UP75_MAXC][CHUNK];
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int j = 0; j < UP75_MAXC; ++j)
+            if (c < hc && lane + j * WARP < nch) load8_bf16(w_up + ((size_t)c * n + d) * r + (lane + j * WARP) * CHUNK, wv[c][j]);
+    float sum[MAXT];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        if (c >= hc) break;
+        float acc[MAXT];
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            acc[t] = 0.0f;
+            if (t < T) {
+#pragma unroll
+                for (int j = 0; j < UP75_MAXC; ++j) {
+                    const int ch = lane + j * WARP;
+                    if (ch < nch) {
+                        float xv[CHUNK];
+                        load8_f32(slo + t * r + ch * CHUNK, xv);
+                        acc[t] = __fadd_rn(acc[t], chunk_dot(wv[c][j], xv));
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                const float g = warp_butterfly(acc[t]);
+                const float term = __fmul_rn(xn[(size_t)t * hc * n + (size_t)c * n + d], s_sigmoid(g));
+                sum[t] = c == 0 ? term : __fadd_rn(sum[t], term);
+            }
+        }
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t)
+            if (t < T) mixed[(size_t)t * n + d] = __fdiv_rn(sum[t], (float)hc);
     }
 }
 

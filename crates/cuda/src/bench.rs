@@ -130,7 +130,7 @@ pub struct QsaRow {
 }
 
 /// µs per call of `f` over `reps` back-to-back calls (after two warm-ups), by events.
-fn time_calls(gpu: &Gpu, reps: usize, f: &dyn Fn() -> Result<(), CudaError>) -> Result<f64, CudaError> {
+pub(crate) fn time_calls(gpu: &Gpu, reps: usize, f: &dyn Fn() -> Result<(), CudaError>) -> Result<f64, CudaError> {
     f()?;
     f()?;
     let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;

@@ -32,8 +32,11 @@ impl HcGpu {
     pub fn upload(gpu: &Gpu, w: &HcWeights, hc: usize) -> Result<HcGpu, CudaError> {
         let wide = w.norm.len();
         let (n, r) = (wide / hc, w.down.rows);
-        if !wide.is_multiple_of(8) || r % 8 != 0 || n % 8 != 0 || n / 8 > 1024 {
-            return Err(CudaError::Shape(format!("HC dims must be multiples of 8, n at most 8192 (n {n}, r {r})")));
+        if !wide.is_multiple_of(8) || !r.is_multiple_of(8) || !n.is_multiple_of(8) || n / 8 > 1024 || r > 512 || hc > 4
+        {
+            return Err(CudaError::Shape(format!(
+                "HC dims: multiples of 8, n ≤ 8192, r ≤ 512, hc ≤ 4 (n {n}, r {r}, hc {hc})"
+            )));
         }
         Ok(HcGpu {
             n,
@@ -81,31 +84,57 @@ pub struct Pending<'a> {
     pub inj: &'a Buf<f32>,
 }
 
-/// How a read is cut into kernels (`STRATA_HC_SPLIT`); every variant gives the plain one's bits.
+/// How a read is cut into kernels; every variant gives the plain one's bits.
+/// - `split` (`STRATA_HC_SPLIT` 0/1): one block per (stream, token) for the norm, one block per row for down
+///   and a block per 4 outputs for up, chunk sums in parallel; else a block per token and a warp per row.
+/// - `up75` (`STRATA_GR_UP75`): the row-batched up kernel (all weight loads first, lo in shared memory).
+/// - `down_tg` (`STRATA_GR_DOWN_TG=n`, 0 off): token groups of n for the split down kernel.
+///
+/// `STRATA_SM75_PERF=1` turns on the variants measured on sm_75 (up75, token groups of 2); each switch
+/// overrides it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HcVariant {
-    /// 0: one block per token for the norm, one warp per row for down.
-    Plain,
-    /// 1: one block per (stream, token) for the norm, one block per row for down; chunk sums in parallel.
-    Split,
+pub struct HcVariant {
+    pub split: bool,
+    pub up75: bool,
+    pub down_tg: u8,
 }
 
 impl HcVariant {
-    pub const ALL: [HcVariant; 2] = [HcVariant::Plain, HcVariant::Split];
+    pub const PLAIN: HcVariant = HcVariant { split: false, up75: false, down_tg: 0 };
+    pub const SPLIT: HcVariant = HcVariant { split: true, up75: false, down_tg: 0 };
+    /// The candidates of the start-up choice (and of the parity tools).
+    pub const ALL: [HcVariant; 5] = [
+        HcVariant::PLAIN,
+        HcVariant::SPLIT,
+        HcVariant { split: true, up75: true, down_tg: 0 },
+        HcVariant { split: true, up75: false, down_tg: 2 },
+        HcVariant { split: false, up75: true, down_tg: 0 },
+    ];
 
+    /// The variant the switches force, if any is set.
     pub fn from_env() -> Option<HcVariant> {
-        match std::env::var("STRATA_HC_SPLIT").ok()?.as_str() {
-            "0" => Some(HcVariant::Plain),
-            "1" => Some(HcVariant::Split),
-            _ => None,
+        let var = |k: &str| std::env::var(k).ok();
+        let sm75 = var("STRATA_SM75_PERF").as_deref() == Some("1");
+        let (split, up75, tg) = (var("STRATA_HC_SPLIT"), var("STRATA_GR_UP75"), var("STRATA_GR_DOWN_TG"));
+        if !sm75 && split.is_none() && up75.is_none() && tg.is_none() {
+            return None;
         }
+        Some(HcVariant {
+            split: split.map(|v| v != "0").unwrap_or(true),
+            up75: up75.map(|v| v != "0").unwrap_or(sm75),
+            down_tg: tg.and_then(|v| v.parse().ok()).unwrap_or(if sm75 { 2 } else { 0 }).min(8),
+        })
     }
 
-    pub fn name(self) -> &'static str {
-        match self {
-            HcVariant::Plain => "plain",
-            HcVariant::Split => "split",
+    pub fn name(self) -> String {
+        let mut n = if self.split { "split" } else { "plain" }.to_string();
+        if self.up75 {
+            n.push_str("+up75");
         }
+        if self.down_tg > 0 {
+            n.push_str(&format!("+tg{}", self.down_tg));
+        }
+        n
     }
 }
 
@@ -172,12 +201,12 @@ pub fn hc_read_with(
             Arg::I32(n as i32),
             Arg::I32(hc as i32),
         ];
-        let (name, cfg) = match v {
-            HcVariant::Plain => (
+        let (name, cfg) = match v.split {
+            false => (
                 "gr_norm",
                 LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * hc as u32, 1, 1), shared_mem_bytes: 0 },
             ),
-            HcVariant::Split => (
+            true => (
                 "gr_norm_split",
                 // A thread per chunk of the stream.
                 LaunchConfig {
@@ -193,7 +222,7 @@ pub fn hc_read_with(
     let rows = (r + n_inj) as u32;
     if run(Stage::Down) {
         let wi = w.inject.as_ref().map(|b| b.ptr(gpu)).unwrap_or(0);
-        let args = [
+        let mut args = vec![
             Arg::Ptr(w.down.ptr(gpu)),
             Arg::Ptr(wi),
             Arg::Ptr(s.xn.ptr(gpu)),
@@ -205,8 +234,8 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
             Arg::I32(t as i32),
         ];
-        let (name, cfg) = match v {
-            HcVariant::Plain => (
+        let (name, cfg) = match v.split {
+            false => (
                 "gr_down",
                 LaunchConfig {
                     grid_dim: (rows.div_ceil(WARPS), 1, 1),
@@ -214,20 +243,33 @@ pub fn hc_read_with(
                     shared_mem_bytes: 0,
                 },
             ),
-            HcVariant::Split => (
-                "gr_down_split",
-                LaunchConfig {
-                    grid_dim: (rows, 1, 1),
-                    block_dim: (SPLIT_THREADS, 1, 1),
-                    shared_mem_bytes: (t * wide / 8) as u32 * 4,
-                },
-            ),
+            true => {
+                let tg = v.down_tg as usize;
+                args.push(Arg::I32(tg as i32));
+                let (groups, per) = if tg > 0 { (t.div_ceil(tg), tg.min(t)) } else { (1, t) };
+                (
+                    "gr_down_split",
+                    LaunchConfig {
+                        grid_dim: (rows, groups as u32, 1),
+                        block_dim: (SPLIT_THREADS, 1, 1),
+                        shared_mem_bytes: (per * wide / 8) as u32 * 4,
+                    },
+                )
+            }
         };
         launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
     }
     if run(Stage::Up) {
-        let (name, cfg) = match v {
-            HcVariant::Plain => (
+        let (name, cfg) = match (v.up75, v.split) {
+            (true, _) => (
+                "gr_up75",
+                LaunchConfig {
+                    grid_dim: ((n as u32).div_ceil(WARPS), 1, 1),
+                    block_dim: (32 * WARPS, 1, 1),
+                    shared_mem_bytes: (t * r * 4) as u32,
+                },
+            ),
+            (false, false) => (
                 "gr_up",
                 LaunchConfig {
                     grid_dim: ((n as u32).div_ceil(WARPS), 1, 1),
@@ -235,7 +277,7 @@ pub fn hc_read_with(
                     shared_mem_bytes: 0,
                 },
             ),
-            HcVariant::Split => {
+            (false, true) => {
                 let rows = UP_D * hc;
                 let floats = t * r + rows * t * (r / 8) + rows * t;
                 (

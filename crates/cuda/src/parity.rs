@@ -50,10 +50,11 @@ fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
 /// A GPU read's outputs: R after the pending write, mixed, inj.
 pub type ReadOut = (Vec<f32>, Vec<f32>, Vec<f32>);
 
+/// R, y and inj of `t` tokens.
 pub struct Inputs {
-    r: Vec<f32>,
-    y: Vec<f32>,
-    inj: Vec<f32>,
+    pub r: Vec<f32>,
+    pub y: Vec<f32>,
+    pub inj: Vec<f32>,
 }
 
 /// Random R, y and inj for `t` tokens, with a zero, a tiny and a huge stream among them.
@@ -155,7 +156,7 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
                     inj: x.inj[k * hc..(k + 1) * hc].to_vec(),
                 };
                 // Single-token calls of the plain variant: a window of any variant must equal them.
-                let (r1, m1, i1) = gpu_read(gpu, HcVariant::Plain, &wg, &s, &one, 1, true, in_place)?;
+                let (r1, m1, i1) = gpu_read(gpu, HcVariant::PLAIN, &wg, &s, &one, 1, true, in_place)?;
                 let case = format!("{} T {t} token {k} in_place {in_place}", v.name());
                 same(&format!("{case}: R"), &r_all[k * hc * n..(k + 1) * hc * n], &r1)?;
                 same(&format!("{case}: mixed"), &m_all[k * n..(k + 1) * n], &m1)?;

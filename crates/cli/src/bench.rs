@@ -44,7 +44,7 @@ fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<(
     println!("device: {} ({}); {ctx} cells, capacity {capacity}, {reps} calls", gpu.name, gpu.arch_name());
     let names: Vec<&str> = strata_cuda::qsa::ScoresVariant::ALL.iter().map(|v| v.name()).collect();
     println!(
-        "| cells | Q | scores µs: {} | floor µs | × floor (best) | top-k µs: wide / split | hash |",
+        "| cells | Q | scores µs: {} | floor µs | × floor (best) | top-k µs: wide / split / cluster | hash |",
         names.join(" / ")
     );
     println!("|---:|---:|---|---:|---:|---|---|");
@@ -52,13 +52,14 @@ fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<(
         let best = r.scores_us.iter().copied().fold(f64::INFINITY, f64::min);
         let scores: Vec<String> = r.scores_us.iter().map(|v| format!("{v:.2}")).collect();
         println!(
-            "| {ctx} | {} | {} | {:.2} | {:.1} | {:.2} / {:.2} | {:016x} |",
+            "| {ctx} | {} | {} | {:.2} | {:.1} | {:.2} / {:.2} / {:.2} | {:016x} |",
             r.q,
             scores.join(" / "),
             r.floor_us,
             best / r.floor_us,
             r.topk_us[0],
             r.topk_us[1],
+            r.topk_us[2],
             r.hash
         );
     }

@@ -451,3 +451,123 @@ extern "C" __global__ void qsa_topk_split_emit(const float* __restrict__ scores,
         if (tid == 0) count[q] = sel.width;
     }
 }
+
+// ---- The cluster top-k (STRATA_QSA_CLUSTER=1, sm_90 and later): one launch, a cluster of 8 CTAs per
+// query, each CTA a contiguous eighth of the scored blocks. The radix passes add the 8 CTAs' histograms
+// through distributed shared memory (integers, in rank order); every CTA derives the same digit by the wide
+// kernel's rule; the counts of the lower ranks give each CTA its tie rank and output position. The ids are
+// the wide kernel's.
+#if __CUDA_ARCH__ >= 900
+#define CLUSTER 8
+
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// A u32 of CTA `rank`'s shared memory at the address of `p` in ours.
+__device__ __forceinline__ u32 dsmem_load(const void* p, u32 rank) {
+    const u32 local = (u32)__cvta_generic_to_shared(p);
+    u32 remote, v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
+    return v;
+}
+
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
+    qsa_topk_cluster(const float* __restrict__ scores, int stride, const int* __restrict__ n_cells_q, int top_k,
+                     int kpool, u32* __restrict__ out, int out_stride, int* __restrict__ count) {
+    __shared__ u32 hist[256];
+    __shared__ u32 prefix, mask;
+    __shared__ int need;
+    __shared__ int cnt[2];  // this CTA's blocks above τ and at τ
+    const u32 rank = cluster_rank();
+    const int q = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
+    const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
+    u32* o = out + (size_t)q * out_stride;
+    if (sel.n_cells <= sel.width) {  // the same for the whole cluster: all leave together
+        if (rank == 0) {
+            for (int i = tid; i < sel.n_cells; i += nt) o[i] = (u32)i;
+            if (tid == 0) count[q] = sel.n_cells;
+        }
+        return;
+    }
+    const float* s = scores + (size_t)q * stride;
+    const int per = (sel.tail + CLUSTER - 1) / CLUSTER;
+    const int lo = min((int)rank * per, sel.tail), hi = min(lo + per, sel.tail);
+    if (tid == 0) { prefix = 0; mask = 0; need = sel.budget; }
+    __syncthreads();
+    for (int pass = 0; pass < 4; ++pass) {
+        const int shift = 24 - 8 * pass;
+        for (int i = tid; i < 256; i += nt) hist[i] = 0;
+        __syncthreads();
+        const u32 p = prefix, m = mask;
+        const int nd = need;
+        for (int b = lo + tid; b < hi; b += nt) {
+            const u32 k = score_key(s[b]);
+            if ((k & m) == p) atomicAdd(&hist[(k >> shift) & 255u], (u32)kpool);
+        }
+        cluster_sync();
+        int c = 0;
+        if (tid < 256)
+            for (u32 r = 0; r < CLUSTER; ++r) c += (int)dsmem_load(&hist[255 - tid], r);
+        int total;
+        const int above = block_exclusive_scan(c, &total);
+        if (tid < 256 && above < nd && above + c >= nd) {
+            need = nd - above;
+            prefix = p | ((u32)(255 - tid) << shift);
+            mask = m | (255u << shift);
+        }
+        cluster_sync();  // every CTA has read the histograms before any clears its own
+    }
+    const u32 tau = prefix;
+    const int tie_cells = need;
+    // This CTA's counts, in thread-run order (thread order is block order).
+    const int tper = (hi - lo + nt - 1) / nt, tlo = min(lo + tid * tper, hi), thi = min(tlo + tper, hi);
+    int n_above = 0, n_tie = 0;
+    for (int b = tlo; b < thi; ++b) {
+        const u32 k = score_key(s[b]);
+        n_above += k > tau;
+        n_tie += k == tau;
+    }
+    int tot_above, tot_tie;
+    block_exclusive_scan(n_above, &tot_above);
+    const int tie_in_cta = block_exclusive_scan(n_tie, &tot_tie);
+    if (tid == 0) { cnt[0] = tot_above; cnt[1] = tot_tie; }
+    cluster_sync();
+    int tie_before = 0, pos0 = 0;
+    for (u32 r = 0; r < rank; ++r) {
+        const int a = (int)dsmem_load(&cnt[0], r), t = (int)dsmem_load(&cnt[1], r);
+        pos0 += a * kpool + min(t * kpool, max(0, tie_cells - tie_before * kpool));
+        tie_before += t;
+    }
+    cluster_sync();  // no CTA leaves while another may still read its counts
+    int j = tie_before + tie_in_cta;
+    const int j0 = j;
+    int kept = 0;
+    for (int b = tlo; b < thi; ++b) {
+        const u32 k = score_key(s[b]);
+        if (k > tau) kept += kpool;
+        else if (k == tau) kept += max(0, min(kpool, tie_cells - (j++) * kpool));
+    }
+    int total;
+    int pos = pos0 + block_exclusive_scan(kept, &total);
+    j = j0;
+    for (int b = tlo; b < thi; ++b) {
+        const u32 k = score_key(s[b]);
+        int take = 0;
+        if (k > tau) take = kpool;
+        else if (k == tau) take = max(0, min(kpool, tie_cells - (j++) * kpool));
+        for (int c = 0; c < take; ++c) o[pos++] = (u32)(b * kpool + c);
+    }
+    if (rank == 0) {
+        for (int i = tid; i < sel.n_cells - sel.tail * kpool; i += nt) o[sel.budget + i] = (u32)(sel.tail * kpool + i);
+        if (tid == 0) count[q] = sel.width;
+    }
+}
+#endif

@@ -123,8 +123,8 @@ pub struct QsaRow {
     pub q: usize,
     /// Butterfly, halving, tile, stream.
     pub scores_us: [f64; 4],
-    /// Wide, split.
-    pub topk_us: [f64; 2],
+    /// Wide, split, cluster (NaN where the card cannot run it).
+    pub topk_us: [f64; 3],
     pub floor_us: f64,
     pub hash: u64,
 }
@@ -184,9 +184,9 @@ pub fn qsa_select_bench(
             return Err(CudaError::Shape(format!("scores variants differ at Q = {q}: {hashes:016x?}")));
         }
         let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, n_blocks)?);
-        let mut topk_us = [0f64; 2];
+        let mut topk_us = [f64::NAN; 3];
         let mut id_hashes = Vec::new();
-        for (i, v) in crate::qsa::TopkVariant::ALL.into_iter().enumerate() {
+        for (i, v) in crate::qsa::TopkVariant::available(gpu).into_iter().enumerate() {
             topk_us[i] = time_calls(gpu, reps, &|| {
                 crate::qsa::topk(
                     gpu,
@@ -205,7 +205,7 @@ pub fn qsa_select_bench(
             })?;
             id_hashes.push(fnv(ob.read(gpu, q * out_stride)?.iter().flat_map(|v| v.to_le_bytes())));
         }
-        if id_hashes[0] != id_hashes[1] {
+        if id_hashes.iter().any(|&h| h != id_hashes[0]) {
             return Err(CudaError::Shape(format!("top-k variants differ at Q = {q}")));
         }
         let s = sb.read(gpu, q * n_blocks)?;

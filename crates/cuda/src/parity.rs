@@ -221,7 +221,7 @@ pub fn topk_case(
     let s = Buf::from_host(gpu, &scores).map_err(e)?;
     let nc = Buf::from_host(gpu, &n_cells.iter().map(|&v| v as i32).collect::<Vec<_>>()).map_err(e)?;
     let mut scratch = crate::qsa::TopkScratch::new(gpu, q, stride).map_err(e)?;
-    for v in crate::qsa::TopkVariant::ALL {
+    for v in crate::qsa::TopkVariant::available(gpu) {
         // Fresh canaries and an impossible count for every variant: nothing is inherited from the last.
         let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
         let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;

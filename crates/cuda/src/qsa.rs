@@ -56,12 +56,18 @@ impl ScoresVariant {
 pub enum TopkVariant {
     Wide,
     Split,
+    /// One launch, a cluster of 8 CTAs per query sharing histograms in distributed shared memory
+    /// (`STRATA_QSA_CLUSTER=1`; sm_90 and later).
+    Cluster,
 }
 
 impl TopkVariant {
-    pub const ALL: [TopkVariant; 2] = [TopkVariant::Wide, TopkVariant::Split];
+    pub const ALL: [TopkVariant; 3] = [TopkVariant::Wide, TopkVariant::Split, TopkVariant::Cluster];
 
     pub fn from_env() -> Option<TopkVariant> {
+        if std::env::var("STRATA_QSA_CLUSTER").as_deref() == Ok("1") {
+            return Some(TopkVariant::Cluster);
+        }
         match std::env::var("STRATA_TOPK_SPLIT").ok()?.as_str() {
             "0" => Some(TopkVariant::Wide),
             "1" => Some(TopkVariant::Split),
@@ -73,7 +79,13 @@ impl TopkVariant {
         match self {
             TopkVariant::Wide => "wide",
             TopkVariant::Split => "split",
+            TopkVariant::Cluster => "cluster",
         }
+    }
+
+    /// The variants this card can run (clusters need sm_90).
+    pub fn available(gpu: &Gpu) -> Vec<TopkVariant> {
+        Self::ALL.into_iter().filter(|&v| v != TopkVariant::Cluster || gpu.arch.0 >= 9).collect()
     }
 }
 
@@ -202,6 +214,23 @@ pub fn topk(
     check_q(q)?;
     if v == TopkVariant::Split {
         return topk_split(gpu, scores, stride, n_cells, top_k, kpool, out, out_stride, count, q, scratch);
+    }
+    if v == TopkVariant::Cluster {
+        if gpu.arch.0 < 9 {
+            return Err(CudaError::Shape("the cluster top-k needs sm_90 or later".into()));
+        }
+        let cfg = LaunchConfig { grid_dim: (8, q as u32, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 };
+        let args = [
+            Arg::Ptr(scores.ptr(gpu)),
+            Arg::I32(stride as i32),
+            Arg::Ptr(n_cells.ptr(gpu)),
+            Arg::I32(top_k as i32),
+            Arg::I32(kpool as i32),
+            Arg::Ptr(out.ptr(gpu)),
+            Arg::I32(out_stride as i32),
+            Arg::Ptr(count.ptr(gpu)),
+        ];
+        return launch(gpu, &gpu.function("qsa.cu", SRC, "qsa_topk_cluster")?, "qsa_topk_cluster", cfg, &args);
     }
     let cfg = LaunchConfig { grid_dim: (q as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
     let args = [

@@ -125,7 +125,7 @@ pub fn scores_variant(gpu: &Gpu) -> &'static (crate::qsa::ScoresVariant, String)
 pub fn topk_variant(gpu: &Gpu) -> &'static (crate::qsa::TopkVariant, String) {
     use crate::qsa::TopkVariant;
     TOPK.get_or_init(|| match TopkVariant::from_env() {
-        Some(v) => (v, "forced by STRATA_TOPK_SPLIT".into()),
-        None => fastest(&TopkVariant::ALL, TopkVariant::name, |v| crate::bench::topk_check(gpu, v)),
+        Some(v) => (v, "forced by a switch".into()),
+        None => fastest(&TopkVariant::available(gpu), TopkVariant::name, |v| crate::bench::topk_check(gpu, v)),
     })
 }

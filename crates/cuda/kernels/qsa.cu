@@ -483,10 +483,12 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     qsa_topk_cluster(const float* __restrict__ scores, int stride, const int* __restrict__ n_cells_q, int top_k,
                      int kpool, u32* __restrict__ out, int out_stride, int* __restrict__ count) {
     __shared__ u32 hist[256];
+    __shared__ u32 whist[32][256];  // one histogram per warp (no atomic contention between warps)
     __shared__ u32 prefix, mask;
     __shared__ int need;
     __shared__ int cnt[2];  // this CTA's blocks above τ and at τ
     const u32 rank = cluster_rank();
+    const int warp = threadIdx.x / WARP, warps = (blockDim.x + WARP - 1) / WARP;
     const int q = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
     u32* o = out + (size_t)q * out_stride;
@@ -504,13 +506,19 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     __syncthreads();
     for (int pass = 0; pass < 4; ++pass) {
         const int shift = 24 - 8 * pass;
-        for (int i = tid; i < 256; i += nt) hist[i] = 0;
+        for (int i = tid; i < 32 * 256; i += nt) (&whist[0][0])[i] = 0;
         __syncthreads();
         const u32 p = prefix, m = mask;
         const int nd = need;
         for (int b = lo + tid; b < hi; b += nt) {
             const u32 k = score_key(s[b]);
-            if ((k & m) == p) atomicAdd(&hist[(k >> shift) & 255u], (u32)kpool);
+            if ((k & m) == p) atomicAdd(&whist[warp][(k >> shift) & 255u], (u32)kpool);
+        }
+        __syncthreads();
+        for (int i = tid; i < 256; i += nt) {
+            u32 c = 0;
+            for (int w = 0; w < warps; ++w) c += whist[w][i];
+            hist[i] = c;
         }
         cluster_sync();
         int c = 0;

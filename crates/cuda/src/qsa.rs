@@ -219,7 +219,7 @@ pub fn topk(
         if gpu.arch.0 < 9 {
             return Err(CudaError::Shape("the cluster top-k needs sm_90 or later".into()));
         }
-        let cfg = LaunchConfig { grid_dim: (8, q as u32, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig { grid_dim: (8, q as u32, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
         let args = [
             Arg::Ptr(scores.ptr(gpu)),
             Arg::I32(stride as i32),

@@ -481,7 +481,8 @@ __device__ __forceinline__ u32 dsmem_load(const void* p, u32 rank) {
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     qsa_topk_cluster(const float* __restrict__ scores, int stride, const int* __restrict__ n_cells_q, int top_k,
-                     int kpool, u32* __restrict__ out, int out_stride, int* __restrict__ count) {
+                     int kpool, u32* __restrict__ out, int out_stride, int* __restrict__ count, int keys_in_smem) {
+    extern __shared__ u32 skeys[];  // this CTA's keys after the first pass, when they fit (keys_in_smem)
     __shared__ u32 hist[256];
     __shared__ u32 whist[32][256];  // one histogram per warp (no atomic contention between warps)
     __shared__ u32 prefix, mask;
@@ -511,7 +512,13 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
         const u32 p = prefix, m = mask;
         const int nd = need;
         for (int b = lo + tid; b < hi; b += nt) {
-            const u32 k = score_key(s[b]);
+            u32 k;
+            if (pass == 0 || !keys_in_smem) {
+                k = score_key(s[b]);
+                if (keys_in_smem) skeys[b - lo] = k;
+            } else {
+                k = skeys[b - lo];
+            }
             if ((k & m) == p) atomicAdd(&whist[warp][(k >> shift) & 255u], (u32)kpool);
         }
         __syncthreads();
@@ -539,7 +546,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     const int tper = (hi - lo + nt - 1) / nt, tlo = min(lo + tid * tper, hi), thi = min(tlo + tper, hi);
     int n_above = 0, n_tie = 0;
     for (int b = tlo; b < thi; ++b) {
-        const u32 k = score_key(s[b]);
+        const u32 k = keys_in_smem ? skeys[b - lo] : score_key(s[b]);
         n_above += k > tau;
         n_tie += k == tau;
     }
@@ -559,7 +566,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     const int j0 = j;
     int kept = 0;
     for (int b = tlo; b < thi; ++b) {
-        const u32 k = score_key(s[b]);
+        const u32 k = keys_in_smem ? skeys[b - lo] : score_key(s[b]);
         if (k > tau) kept += kpool;
         else if (k == tau) kept += max(0, min(kpool, tie_cells - (j++) * kpool));
     }
@@ -567,7 +574,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     int pos = pos0 + block_exclusive_scan(kept, &total);
     j = j0;
     for (int b = tlo; b < thi; ++b) {
-        const u32 k = score_key(s[b]);
+        const u32 k = keys_in_smem ? skeys[b - lo] : score_key(s[b]);
         int take = 0;
         if (k > tau) take = kpool;
         else if (k == tau) take = max(0, min(kpool, tie_cells - (j++) * kpool));

@@ -219,7 +219,21 @@ pub fn topk(
         if gpu.arch.0 < 9 {
             return Err(CudaError::Shape("the cluster top-k needs sm_90 or later".into()));
         }
-        let cfg = LaunchConfig { grid_dim: (8, q as u32, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+        // Each CTA keeps its eighth of the keys in shared memory after the first pass, when it fits.
+        let per = stride.div_ceil(8);
+        let smem = per * 4;
+        let in_smem = smem <= 160 * 1024;
+        let f = gpu.function("qsa.cu", SRC, "qsa_topk_cluster")?;
+        if in_smem && smem > 16 * 1024 {
+            use crate::error::Check;
+            use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
+            f.set_attribute(MAX_SMEM, smem as i32).check("allowing the cluster top-k its shared memory")?;
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (8, q as u32, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: if in_smem { smem as u32 } else { 0 },
+        };
         let args = [
             Arg::Ptr(scores.ptr(gpu)),
             Arg::I32(stride as i32),
@@ -229,8 +243,9 @@ pub fn topk(
             Arg::Ptr(out.ptr(gpu)),
             Arg::I32(out_stride as i32),
             Arg::Ptr(count.ptr(gpu)),
+            Arg::I32(in_smem as i32),
         ];
-        return launch(gpu, &gpu.function("qsa.cu", SRC, "qsa_topk_cluster")?, "qsa_topk_cluster", cfg, &args);
+        return launch(gpu, &f, "qsa_topk_cluster", cfg, &args);
     }
     let cfg = LaunchConfig { grid_dim: (q as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
     let args = [

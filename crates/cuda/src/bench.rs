@@ -246,10 +246,10 @@ pub fn scores_check(gpu: &Gpu, v: crate::qsa::ScoresVariant) -> Result<Option<f6
 /// For the start-up choice: `Some(µs)` of top-k `v` at Q = 4 over 131K cells if its ids equal the CPU's
 /// (continuous and tied scores), `None` otherwise.
 pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
-    use crate::parity::{topk_case, Pattern};
+    use crate::parity::{topk_case_of, Pattern};
     let cells = [131_072 - 3, 131_072 - 2, 131_072 - 1, 131_072];
     for p in [Pattern::Continuous, Pattern::Levels64, Pattern::Special] {
-        if topk_case(gpu, &cells, 131_072, 2048, 4, p, 5).is_err() {
+        if topk_case_of(gpu, &[v], &cells, 131_072, 2048, 4, p, 5).is_err() {
             return Ok(None);
         }
     }

@@ -210,6 +210,21 @@ pub fn topk_case(
     pattern: Pattern,
     seed: u64,
 ) -> Result<(), String> {
+    topk_case_of(gpu, &crate::qsa::TopkVariant::available(gpu), n_cells, capacity, top_k, kpool, pattern, seed)
+}
+
+/// [`topk_case`] for the given variants only.
+#[allow(clippy::too_many_arguments)]
+pub fn topk_case_of(
+    gpu: &Gpu,
+    variants: &[crate::qsa::TopkVariant],
+    n_cells: &[usize],
+    capacity: usize,
+    top_k: usize,
+    kpool: usize,
+    pattern: Pattern,
+    seed: u64,
+) -> Result<(), String> {
     use strata_model::ops::topk::select_cells;
     let e = |e: crate::CudaError| e.to_string();
     let q = n_cells.len();
@@ -221,7 +236,7 @@ pub fn topk_case(
     let s = Buf::from_host(gpu, &scores).map_err(e)?;
     let nc = Buf::from_host(gpu, &n_cells.iter().map(|&v| v as i32).collect::<Vec<_>>()).map_err(e)?;
     let mut scratch = crate::qsa::TopkScratch::new(gpu, q, stride).map_err(e)?;
-    for v in crate::qsa::TopkVariant::available(gpu) {
+    for &v in variants {
         // Fresh canaries and an impossible count for every variant: nothing is inherited from the last.
         let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
         let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;

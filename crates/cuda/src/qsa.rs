@@ -224,7 +224,8 @@ pub fn topk(
         let smem = per * 4;
         let in_smem = smem <= 160 * 1024;
         let f = gpu.function("qsa.cu", SRC, "qsa_topk_cluster")?;
-        if in_smem && smem > 16 * 1024 {
+        // Static shared memory (33 KB) plus this must fit: always allow the dynamic size.
+        if in_smem {
             use crate::error::Check;
             use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
             f.set_attribute(MAX_SMEM, smem as i32).check("allowing the cluster top-k its shared memory")?;

@@ -314,3 +314,77 @@ extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const fl
         mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
     }
 }
+
+// ---- The staged down kernel (STRATA_HC_SPLIT=2): one block per row; xn and the row's weights pass through
+// shared memory in tiles of STAGE_CH chunks, double-buffered: while a tile's chunk sums are computed from
+// one buffer, the next tile's activations and weights are already loaded into registers, then stored into
+// the other buffer. Each chunk sum is the same 8 fmas; the lanes then add them in the contract's order.
+#define STAGE_CH 64
+extern "C" __global__ void gr_down_staged(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
+                                          const float* __restrict__ xn, float* __restrict__ lo,
+                                          float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {
+    extern __shared__ float sm[];
+    const int nch = K / CHUNK, tid = threadIdx.x, nt = blockDim.x, row = blockIdx.x;
+    if (row >= r + n_inj) return;
+    float* part = sm;                              // [T][nch]
+    float* sx = part + T * nch;                    // [2][T][STAGE_CH·8]
+    uint4* sw = reinterpret_cast<uint4*>(sx + 2 * T * STAGE_CH * CHUNK);  // [2][STAGE_CH] weight chunks
+    const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
+    const int tiles = nch / STAGE_CH;              // the host checks nch is a multiple
+    const int xv4 = T * STAGE_CH * CHUNK / 4;      // float4s of activations per tile
+    // Registers for one tile's share: activations (up to 4 float4 a thread at 256 threads, T ≤ 8) and a weight chunk.
+    float4 rx[4];
+    uint4 rw = make_uint4(0, 0, 0, 0);
+    auto fetch = [&](int tile) {
+        for (int j = 0; j < 4; ++j) {
+            const int i = tid + j * nt;
+            if (i < xv4) {
+                const int t = i / (STAGE_CH * 2), c4 = i % (STAGE_CH * 2);
+                rx[j] = reinterpret_cast<const float4*>(xn + (size_t)t * K + tile * STAGE_CH * CHUNK)[c4];
+            }
+        }
+        if (tid < STAGE_CH) rw = reinterpret_cast<const uint4*>(w + tile * STAGE_CH * CHUNK)[tid];
+    };
+    auto stash = [&](int buf) {
+        float4* bx = reinterpret_cast<float4*>(sx + buf * T * STAGE_CH * CHUNK);
+        for (int j = 0; j < 4; ++j) {
+            const int i = tid + j * nt;
+            if (i < xv4) bx[i] = rx[j];
+        }
+        if (tid < STAGE_CH) sw[buf * STAGE_CH + tid] = rw;
+    };
+    fetch(0);
+    stash(0);
+    for (int tile = 0; tile < tiles; ++tile) {
+        __syncthreads();
+        if (tile + 1 < tiles) fetch(tile + 1);  // the next tile's loads in flight during this tile's dots
+        const int buf = tile & 1;
+        for (int task = tid; task < STAGE_CH * T; task += nt) {
+            const int c = task % STAGE_CH, t = task / STAGE_CH;
+            float wv[CHUNK];
+            const uint4 q = sw[buf * STAGE_CH + c];
+            const u32 v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                wv[2 * i] = __uint_as_float(v[i] << 16);
+                wv[2 * i + 1] = __uint_as_float(v[i] & 0xffff0000u);
+            }
+            float xv[CHUNK];
+            load8_f32(sx + (buf * T + t) * STAGE_CH * CHUNK + c * CHUNK, xv);
+            part[t * nch + tile * STAGE_CH + c] = chunk_dot(wv, xv);
+        }
+        __syncthreads();
+        if (tile + 1 < tiles) stash(buf ^ 1);
+    }
+    __syncthreads();
+    const int t = tid / WARP, lane = tid % WARP;
+    if (t < T) {
+        float acc = 0.0f;
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[t * nch + ch]);
+        acc = warp_butterfly(acc);
+        if (lane == 0) {
+            if (row < r) lo[t * r + row] = s_silu(__fdiv_rn(acc, (float)hc));
+            else inj[t * hc + (row - r)] = acc;
+        }
+    }
+}

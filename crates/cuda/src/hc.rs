@@ -5,7 +5,7 @@ use strata_model::weights::HcWeights;
 
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
-use crate::error::CudaError;
+use crate::error::{Check, CudaError};
 
 const SRC: &str = include_str!("../kernels/hc.cu");
 pub const MAX_T: usize = 8;
@@ -95,20 +95,24 @@ pub struct Pending<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HcVariant {
     pub split: bool,
+    /// `STRATA_HC_SPLIT=2`: split, with the staged down kernel (activations and weights double-buffered
+    /// through shared memory in tiles of 64 chunks).
+    pub staged: bool,
     pub up75: bool,
     pub down_tg: u8,
 }
 
 impl HcVariant {
-    pub const PLAIN: HcVariant = HcVariant { split: false, up75: false, down_tg: 0 };
-    pub const SPLIT: HcVariant = HcVariant { split: true, up75: false, down_tg: 0 };
+    pub const PLAIN: HcVariant = HcVariant { split: false, staged: false, up75: false, down_tg: 0 };
+    pub const SPLIT: HcVariant = HcVariant { split: true, staged: false, up75: false, down_tg: 0 };
     /// The candidates of the start-up choice (and of the parity tools).
-    pub const ALL: [HcVariant; 5] = [
+    pub const ALL: [HcVariant; 6] = [
         HcVariant::PLAIN,
         HcVariant::SPLIT,
-        HcVariant { split: true, up75: true, down_tg: 0 },
-        HcVariant { split: true, up75: false, down_tg: 2 },
-        HcVariant { split: false, up75: true, down_tg: 0 },
+        HcVariant { split: true, staged: true, up75: false, down_tg: 0 },
+        HcVariant { split: true, staged: false, up75: true, down_tg: 0 },
+        HcVariant { split: true, staged: false, up75: false, down_tg: 2 },
+        HcVariant { split: false, staged: false, up75: true, down_tg: 0 },
     ];
 
     /// The variant the switches force, if any is set.
@@ -120,6 +124,7 @@ impl HcVariant {
             return None;
         }
         Some(HcVariant {
+            staged: split.as_deref() == Some("2"),
             split: split.map(|v| v != "0").unwrap_or(true),
             up75: up75.map(|v| v != "0").unwrap_or(sm75),
             down_tg: tg.and_then(|v| v.parse().ok()).unwrap_or(if sm75 { 2 } else { 0 }).min(8),
@@ -127,7 +132,14 @@ impl HcVariant {
     }
 
     pub fn name(self) -> String {
-        let mut n = if self.split { "split" } else { "plain" }.to_string();
+        let mut n = if self.staged {
+            "staged"
+        } else if self.split {
+            "split"
+        } else {
+            "plain"
+        }
+        .to_string();
         if self.up75 {
             n.push_str("+up75");
         }
@@ -148,6 +160,8 @@ pub enum Stage {
 
 const WARPS: u32 = 4;
 const SPLIT_THREADS: u32 = 256;
+/// Chunks per tile of gr_down_staged (STAGE_CH in hc.cu).
+const STAGE_CH: usize = 64;
 /// Outputs per block of gr_up_split (UP_D in hc.cu).
 const UP_D: usize = 4;
 
@@ -234,30 +248,43 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
             Arg::I32(t as i32),
         ];
-        let (name, cfg) = match v.split {
-            false => (
-                "gr_down",
-                LaunchConfig {
-                    grid_dim: (rows.div_ceil(WARPS), 1, 1),
-                    block_dim: (32 * WARPS, 1, 1),
-                    shared_mem_bytes: 0,
-                },
-            ),
-            true => {
-                let tg = v.down_tg as usize;
-                args.push(Arg::I32(tg as i32));
-                let (groups, per) = if tg > 0 { (t.div_ceil(tg), tg.min(t)) } else { (1, t) };
-                (
-                    "gr_down_split",
+        if v.staged && (wide / 8) % STAGE_CH == 0 && t * STAGE_CH * 8 / 4 <= 4 * SPLIT_THREADS as usize {
+            let smem = (t * wide / 8 + 2 * t * STAGE_CH * 8) * 4 + 2 * STAGE_CH * 16;
+            let f = gpu.function("hc.cu", SRC, "gr_down_staged")?;
+            use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
+            f.set_attribute(MAX_SMEM, smem as i32).check("allowing gr_down_staged its shared memory")?;
+            let cfg = LaunchConfig {
+                grid_dim: (rows, 1, 1),
+                block_dim: (SPLIT_THREADS, 1, 1),
+                shared_mem_bytes: smem as u32,
+            };
+            launch(gpu, &f, "gr_down_staged", cfg, &args)?;
+        } else {
+            let (name, cfg) = match v.split {
+                false => (
+                    "gr_down",
                     LaunchConfig {
-                        grid_dim: (rows, groups as u32, 1),
-                        block_dim: (SPLIT_THREADS, 1, 1),
-                        shared_mem_bytes: (per * wide / 8) as u32 * 4,
+                        grid_dim: (rows.div_ceil(WARPS), 1, 1),
+                        block_dim: (32 * WARPS, 1, 1),
+                        shared_mem_bytes: 0,
                     },
-                )
-            }
-        };
-        launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
+                ),
+                true => {
+                    let tg = v.down_tg as usize;
+                    args.push(Arg::I32(tg as i32));
+                    let (groups, per) = if tg > 0 { (t.div_ceil(tg), tg.min(t)) } else { (1, t) };
+                    (
+                        "gr_down_split",
+                        LaunchConfig {
+                            grid_dim: (rows, groups as u32, 1),
+                            block_dim: (SPLIT_THREADS, 1, 1),
+                            shared_mem_bytes: (per * wide / 8) as u32 * 4,
+                        },
+                    )
+                }
+            };
+            launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
+        }
     }
     if run(Stage::Up) {
         let (name, cfg) = match (v.up75, v.split) {

@@ -222,37 +222,59 @@ pub fn qsa_select_bench(
 }
 
 /// For the start-up choice: `Some(µs)` of scorer `v` at Q = 4 over 131K cells if its scores equal the
-/// butterfly kernel's on the same inputs, `None` if they differ.
+/// butterfly kernel's for every Q = 1..8 (40K cells, random and ±0/large inputs), `None` if they differ.
 pub fn scores_check(gpu: &Gpu, v: crate::qsa::ScoresVariant) -> Result<Option<f64>, CudaError> {
     use crate::qsa::{scores, ScoresVariant};
-    let (di, hi, q, n_blocks) = (128, 4, 4, 131_072 / 4);
+    let (di, hi) = (128, 4);
     let mut rng = strata_gguf::SplitMix64::new(77);
-    let mut vals = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.uniform() - 0.5).collect() };
-    let kb = Buf::from_host(gpu, &vals(n_blocks * di))?;
-    let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
-    let nb = Buf::from_host(gpu, &vec![n_blocks as i32; q])?;
-    let reference: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
-    let out: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
-    scores(gpu, ScoresVariant::Butterfly, &kb, &qb, &reference, &nb, n_blocks, di, hi, q, n_blocks)?;
-    let us = time_calls(gpu, 20, &|| scores(gpu, v, &kb, &qb, &out, &nb, n_blocks, di, hi, q, n_blocks))?;
-    let same = reference
-        .read(gpu, q * n_blocks)?
-        .iter()
-        .zip(out.read(gpu, q * n_blocks)?)
-        .all(|(a, b)| a.to_bits() == b.to_bits());
-    Ok(same.then_some(us))
-}
-
-/// For the start-up choice: `Some(µs)` of top-k `v` at Q = 4 over 131K cells if its ids equal the CPU's
-/// (continuous and tied scores), `None` otherwise.
-pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
-    use crate::parity::{topk_case_of, Pattern};
-    let cells = [131_072 - 3, 131_072 - 2, 131_072 - 1, 131_072];
-    for p in [Pattern::Continuous, Pattern::Levels64, Pattern::Special] {
-        if topk_case_of(gpu, &[v], &cells, 131_072, 2048, 4, p, 5).is_err() {
+    let mut vals = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                if i % 97 == 0 {
+                    -0.0
+                } else if i % 89 == 0 {
+                    1e20
+                } else {
+                    rng.uniform() - 0.5
+                }
+            })
+            .collect()
+    };
+    let check_blocks = 40_000 / 4;
+    let kb = Buf::from_host(gpu, &vals(check_blocks * di))?;
+    for q in 1..=8 {
+        let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
+        let nb = Buf::from_host(gpu, &vec![check_blocks as i32; q])?;
+        let reference: Buf<f32> = Buf::zeros(gpu, q * check_blocks)?;
+        let out: Buf<f32> = Buf::zeros(gpu, q * check_blocks)?;
+        scores(gpu, ScoresVariant::Butterfly, &kb, &qb, &reference, &nb, check_blocks, di, hi, q, check_blocks)?;
+        scores(gpu, v, &kb, &qb, &out, &nb, check_blocks, di, hi, q, check_blocks)?;
+        let (a, b) = (reference.read(gpu, q * check_blocks)?, out.read(gpu, q * check_blocks)?);
+        if a.iter().zip(&b).any(|(x, y)| x.to_bits() != y.to_bits()) {
             return Ok(None);
         }
     }
+    let (q, n_blocks) = (4, 131_072 / 4);
+    let kb = Buf::from_host(gpu, &vals(n_blocks * di))?;
+    let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
+    let nb = Buf::from_host(gpu, &vec![n_blocks as i32; q])?;
+    let out: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
+    Ok(Some(time_calls(gpu, 20, &|| scores(gpu, v, &kb, &qb, &out, &nb, n_blocks, di, hi, q, n_blocks))?))
+}
+
+/// For the start-up choice: `Some(µs)` of top-k `v` at Q = 4 over 131K cells if its ids equal the CPU's
+/// for Q = 1..8 (40K cells; continuous, 64-level and special scores), `None` otherwise.
+pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
+    use crate::parity::{topk_case_of, Pattern};
+    for q in 1..=8 {
+        let cells: Vec<usize> = (0..q).map(|k| 40_000 - q + 1 + k).collect();
+        for p in [Pattern::Continuous, Pattern::Levels64, Pattern::Special] {
+            if topk_case_of(gpu, &[v], &cells, 40_960, 2048, 4, p, 5 + q as u64).is_err() {
+                return Ok(None);
+            }
+        }
+    }
+    let cells = [131_072 - 3, 131_072 - 2, 131_072 - 1, 131_072];
     let q = 4;
     let stride = 131_072 / 4;
     let mut rng = strata_gguf::SplitMix64::new(5);

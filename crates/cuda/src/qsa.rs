@@ -26,9 +26,17 @@ impl ScoresVariant {
     pub const ALL: [ScoresVariant; 4] =
         [ScoresVariant::Butterfly, ScoresVariant::Halve, ScoresVariant::Tile, ScoresVariant::Stream];
 
+    /// The scorer the switches force, if any: `STRATA_SCORES_STREAM=1`, `STRATA_SCORES_TILE=1`,
+    /// `STRATA_SCORES_HALVE=0|1`; `STRATA_SM75_PERF=1` alone means the halving scorer.
     pub fn from_env() -> Option<ScoresVariant> {
         if std::env::var("STRATA_SCORES_STREAM").as_deref() == Ok("1") {
             return Some(ScoresVariant::Stream);
+        }
+        if std::env::var_os("STRATA_SCORES_HALVE").is_none()
+            && std::env::var_os("STRATA_SCORES_TILE").is_none()
+            && std::env::var("STRATA_SM75_PERF").as_deref() == Ok("1")
+        {
+            return Some(ScoresVariant::Halve);
         }
         if std::env::var("STRATA_SCORES_TILE").as_deref() == Ok("1") {
             return Some(ScoresVariant::Tile);
@@ -64,9 +72,14 @@ pub enum TopkVariant {
 impl TopkVariant {
     pub const ALL: [TopkVariant; 3] = [TopkVariant::Wide, TopkVariant::Split, TopkVariant::Cluster];
 
+    /// The top-k the switches force, if any: `STRATA_QSA_CLUSTER=1`, `STRATA_TOPK_SPLIT=0|1`;
+    /// `STRATA_SM75_PERF=1` alone means the split kernel.
     pub fn from_env() -> Option<TopkVariant> {
         if std::env::var("STRATA_QSA_CLUSTER").as_deref() == Ok("1") {
             return Some(TopkVariant::Cluster);
+        }
+        if std::env::var_os("STRATA_TOPK_SPLIT").is_none() && std::env::var("STRATA_SM75_PERF").as_deref() == Ok("1") {
+            return Some(TopkVariant::Split);
         }
         match std::env::var("STRATA_TOPK_SPLIT").ok()?.as_str() {
             "0" => Some(TopkVariant::Wide),

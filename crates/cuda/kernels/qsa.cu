@@ -220,6 +220,37 @@ __device__ int block_exclusive_scan(int v, int* total) {
     return before;
 }
 
+// Emits the selected cells of blocks [lo, hi): blocks above τ whole, blocks at τ by tie rank from
+// `tie_before` while the tie budget lasts (the last one cut to its lowest cells), at output positions from
+// `pos0`, ascending. Each thread takes a contiguous run, so thread order is block order; the positions come
+// from block-wide exclusive scans of integer counts. `skeys` (may be null) holds the keys of blocks from
+// `key_base` on, else they are computed from the scores.
+__device__ void emit_blocks(const float* s, const u32* skeys, int key_base, int lo, int hi, u32 tau, int tie_cells,
+                            int tie_before, int pos0, int kpool, u32* o) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int per = (hi - lo + nt - 1) / nt, a = min(lo + tid * per, hi), z = min(a + per, hi);
+    auto key = [&](int b) { return skeys ? skeys[b - key_base] : score_key(s[b]); };
+    int n_tie = 0;
+    for (int b = a; b < z; ++b) n_tie += key(b) == tau;
+    int total;
+    const int j0 = tie_before + block_exclusive_scan(n_tie, &total);
+    int kept = 0, j = j0;
+    for (int b = a; b < z; ++b) {
+        const u32 k = key(b);
+        if (k > tau) kept += kpool;
+        else if (k == tau) kept += max(0, min(kpool, tie_cells - (j++) * kpool));
+    }
+    int pos = pos0 + block_exclusive_scan(kept, &total);
+    j = j0;
+    for (int b = a; b < z; ++b) {
+        const u32 k = key(b);
+        int take = 0;
+        if (k > tau) take = kpool;
+        else if (k == tau) take = max(0, min(kpool, tie_cells - (j++) * kpool));
+        for (int c = 0; c < take; ++c) o[pos++] = (u32)(b * kpool + c);
+    }
+}
+
 // Exact selection (spec §5.5) for query q = blockIdx.x: the ascending ids of its selected cells, written to
 // out[q·out_stride ..], their number to count[q]. Radix select over the scores' keys finds the threshold
 // key τ with its tie budget; every decision is a function of integer counts, so the ids are the CPU's.
@@ -272,26 +303,7 @@ extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int s
     const u32 tau = prefix;
     const int tie_cells = need;  // cells taken from blocks whose key is τ, lowest block first
     // Each thread owns a contiguous run of blocks, so thread order is block order.
-    const int per = (tail + nt - 1) / nt, lo = min(tid * per, tail), hi = min(lo + per, tail);
-    int n_tie = 0;
-    for (int b = lo; b < hi; ++b) n_tie += score_key(s[b]) == tau;
-    int total;
-    const int tie_before = block_exclusive_scan(n_tie, &total);
-    int kept = 0, j = tie_before;
-    for (int b = lo; b < hi; ++b) {
-        const u32 k = score_key(s[b]);
-        if (k > tau) kept += kpool;
-        else if (k == tau) kept += max(0, min(kpool, tie_cells - (j++) * kpool));
-    }
-    int pos = block_exclusive_scan(kept, &total);
-    j = tie_before;
-    for (int b = lo; b < hi; ++b) {
-        const u32 k = score_key(s[b]);
-        int take = 0;
-        if (k > tau) take = kpool;
-        else if (k == tau) take = max(0, min(kpool, tie_cells - (j++) * kpool));
-        for (int c = 0; c < take; ++c) o[pos++] = (u32)(b * kpool + c);
-    }
+    emit_blocks(s, nullptr, 0, 0, tail, tau, tie_cells, 0, 0, kpool, o);
     // The tail block's cells close the list.
     for (int i = tid; i < n_cells - tail * kpool; i += nt) o[budget + i] = (u32)(tail * kpool + i);
     if (tid == 0) count[q] = width;
@@ -425,27 +437,7 @@ extern "C" __global__ void qsa_topk_split_emit(const float* __restrict__ scores,
     }
     const float* s = scores + (size_t)q * stride;
     const int base = chunk * TOPK_CHUNK, end = min(sel.tail, base + TOPK_CHUNK);
-    const int per = (end - base + nt - 1) / nt, lo = min(base + tid * per, end), hi = min(lo + per, end);
-    int n_tie = 0;
-    for (int b = lo; b < hi; ++b) n_tie += score_key(s[b]) == tau;
-    int total;
-    int j = tie_before + block_exclusive_scan(n_tie, &total);
-    const int j0 = j;
-    int kept = 0;
-    for (int b = lo; b < hi; ++b) {
-        const u32 k = score_key(s[b]);
-        if (k > tau) kept += kpool;
-        else if (k == tau) kept += max(0, min(kpool, tie_cells - (j++) * kpool));
-    }
-    int pos = pos0 + block_exclusive_scan(kept, &total);
-    j = j0;
-    for (int b = lo; b < hi; ++b) {
-        const u32 k = score_key(s[b]);
-        int take = 0;
-        if (k > tau) take = kpool;
-        else if (k == tau) take = max(0, min(kpool, tie_cells - (j++) * kpool));
-        for (int c = 0; c < take; ++c) o[pos++] = (u32)(b * kpool + c);
-    }
+    emit_blocks(s, nullptr, 0, base, end, tau, tie_cells, tie_before, pos0, kpool, o);
     if (chunk == 0) {
         for (int i = tid; i < sel.n_cells - sel.tail * kpool; i += nt) o[sel.budget + i] = (u32)(sel.tail * kpool + i);
         if (tid == 0) count[q] = sel.width;
@@ -542,17 +534,16 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     }
     const u32 tau = prefix;
     const int tie_cells = need;
-    // This CTA's counts, in thread-run order (thread order is block order).
-    const int tper = (hi - lo + nt - 1) / nt, tlo = min(lo + tid * tper, hi), thi = min(tlo + tper, hi);
+    // This CTA's counts of blocks above and at τ.
     int n_above = 0, n_tie = 0;
-    for (int b = tlo; b < thi; ++b) {
+    for (int b = lo + tid; b < hi; b += nt) {
         const u32 k = keys_in_smem ? skeys[b - lo] : score_key(s[b]);
         n_above += k > tau;
         n_tie += k == tau;
     }
     int tot_above, tot_tie;
     block_exclusive_scan(n_above, &tot_above);
-    const int tie_in_cta = block_exclusive_scan(n_tie, &tot_tie);
+    block_exclusive_scan(n_tie, &tot_tie);
     if (tid == 0) { cnt[0] = tot_above; cnt[1] = tot_tie; }
     cluster_sync();
     int tie_before = 0, pos0 = 0;
@@ -562,24 +553,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
         tie_before += t;
     }
     cluster_sync();  // no CTA leaves while another may still read its counts
-    int j = tie_before + tie_in_cta;
-    const int j0 = j;
-    int kept = 0;
-    for (int b = tlo; b < thi; ++b) {
-        const u32 k = keys_in_smem ? skeys[b - lo] : score_key(s[b]);
-        if (k > tau) kept += kpool;
-        else if (k == tau) kept += max(0, min(kpool, tie_cells - (j++) * kpool));
-    }
-    int total;
-    int pos = pos0 + block_exclusive_scan(kept, &total);
-    j = j0;
-    for (int b = tlo; b < thi; ++b) {
-        const u32 k = keys_in_smem ? skeys[b - lo] : score_key(s[b]);
-        int take = 0;
-        if (k > tau) take = kpool;
-        else if (k == tau) take = max(0, min(kpool, tie_cells - (j++) * kpool));
-        for (int c = 0; c < take; ++c) o[pos++] = (u32)(b * kpool + c);
-    }
+    emit_blocks(s, keys_in_smem ? skeys : nullptr, lo, lo, hi, tau, tie_cells, tie_before, pos0, kpool, o);
     if (rank == 0) {
         for (int i = tid; i < sel.n_cells - sel.tail * kpool; i += nt) o[sel.budget + i] = (u32)(sel.tail * kpool + i);
         if (tid == 0) count[q] = sel.width;

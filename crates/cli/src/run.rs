@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// Scaling factor for linear or yarn (default: max-context / trained context).
     #[arg(long)]
     rope_scale: Option<f64>,
+    /// Where the forward pass runs: cpu (the reference engine). The GPU forward pass is not built yet;
+    /// the CUDA kernels are exercised by `strata parity` and `strata bench`.
+    #[arg(long, default_value = "cpu")]
+    device: String,
     /// KV cache storage: fp16 or int8.
     #[arg(long, default_value = "fp16")]
     kv: KvMode,
@@ -64,6 +68,11 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
+    match a.device.as_str() {
+        "cpu" => {}
+        "cuda" | "gpu" => bail!("--device {}: the GPU forward pass is not built yet; use --device cpu", a.device),
+        other => bail!("--device {other:?}: use cpu"),
+    }
     if let Some(t) = a.threads {
         if t == 0 {
             bail!("--threads must be at least 1");

@@ -161,6 +161,13 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
                 same(&format!("{case}: R"), &r_all[k * hc * n..(k + 1) * hc * n], &r1)?;
                 same(&format!("{case}: mixed"), &m_all[k * n..(k + 1) * n], &m1)?;
                 same(&format!("{case}: inj"), &i_all[k * hc..(k + 1) * hc], &i1)?;
+                // And the CPU reference for the token.
+                let mut r_cpu = one.r.clone();
+                cpu_write(&mut r_cpu, &one.y, &one.inj);
+                let read = cpu_read(&r_cpu, &w, hc);
+                same(&format!("{case}: R vs CPU"), &r1, &r_cpu)?;
+                same(&format!("{case}: mixed vs CPU"), &m1, &read.mixed)?;
+                same(&format!("{case}: inj vs CPU"), &i1, &read.inject)?;
             }
             cases += 1;
         }
@@ -331,8 +338,31 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 }
                 cases += 1;
             }
+            // The selection of the GPU scores, by every top-k kernel, against the CPU's of the CPU scores
+            // (the scores are equal, checked above).
+            let mut scratch = crate::qsa::TopkScratch::new(gpu, q, n_blocks).map_err(e)?;
+            let out_stride = top_k + kpool - 1;
+            let nc = Buf::from_host(gpu, &cells.iter().map(|&c| c as i32).collect::<Vec<_>>()).map_err(e)?;
+            for v in crate::qsa::TopkVariant::available(gpu) {
+                let out: Buf<u32> = Buf::zeros(gpu, q * out_stride).map_err(e)?;
+                let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;
+                crate::qsa::topk(gpu, v, &sb, n_blocks, &nc, top_k, kpool, &out, out_stride, &count, q, &mut scratch)
+                    .map_err(e)?;
+                let ids = out.read(gpu, q * out_stride).map_err(e)?;
+                let counts = count.read(gpu, q).map_err(e)?;
+                for (k, w) in want.iter().enumerate() {
+                    let cpu = strata_model::ops::topk::select_cells(w, cells[k], top_k, kpool);
+                    let n = counts[k].max(0) as usize;
+                    if n > out_stride || ids[k * out_stride..k * out_stride + n] != cpu[..] {
+                        return Err(format!(
+                            "{} top-k of the scores, {ctx} cells, query {k} of {q}: ids differ from the CPU's",
+                            v.name()
+                        ));
+                    }
+                }
+                cases += 1;
+            }
         }
     }
-    let _ = top_k;
     Ok(cases)
 }

@@ -17,14 +17,24 @@ pub struct SynthArgs {
     experts_type: String,
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Rows of each of the 16 PLE heads (default: the preset's; full: 20,000,096 = a 28.8 GB table). A smaller
+    /// table keeps a full model on a smaller disk; the model reads whatever the file declares.
+    #[arg(long)]
+    ple_rows_per_head: Option<u64>,
     /// Output file (the full preset writes PREFIX-00001-of-00002.gguf and its PLE shard beside it).
     #[arg(short, long)]
     out: PathBuf,
 }
 
 pub fn run(a: SynthArgs) -> Result<()> {
-    let preset =
+    let mut preset =
         Preset::by_name(&a.preset).with_context(|| format!("unknown preset {:?} (tiny, small or full)", a.preset))?;
+    if let Some(rows) = a.ple_rows_per_head {
+        if rows == 0 {
+            bail!("--ple-rows-per-head must be at least 1");
+        }
+        preset.ple_rows_per_head = rows;
+    }
     let experts = match GgmlType::from_name(&a.experts_type) {
         Some(t @ (GgmlType::Q2_0 | GgmlType::IQ2_XS | GgmlType::IQ3_XXS | GgmlType::IQ3_S)) => t,
         _ => bail!("--experts-type {:?}: use Q2_0, IQ2_XS, IQ3_XXS or IQ3_S", a.experts_type),

@@ -3,6 +3,7 @@
 //! `tensors` for the scaling), a byte-level BPE tokenizer trained on the text this crate ships, and a
 //! ChatML chat template. Tensors stream to disk piece by piece: nothing is held whole.
 
+pub mod coded;
 pub mod preset;
 pub mod tensors;
 
@@ -180,6 +181,13 @@ fn write_tensor<W: std::io::Write>(
 ) -> Result<(), SynthError> {
     let n: u64 = t.shape.iter().product();
     let row = t.shape[0];
+    // Very large tensors of a suitable type get random codes directly: quantizing 10¹¹ values would take hours.
+    let coded = match t.init {
+        Init::Normal(std) if bytes_of(t) >= coded::CODED_MIN_BYTES && coded::supports(t.ty) => {
+            Some(coded::scale_for(t.ty, std))
+        }
+        _ => None,
+    };
     // Whole rows per piece, and whole blocks.
     let per_piece = (PIECE / row).max(1) * row;
     let pieces = n.div_ceil(per_piece);
@@ -192,6 +200,9 @@ fn write_tensor<W: std::io::Write>(
             .map(|i| {
                 let len = per_piece.min(n - i * per_piece) as usize;
                 let mut rng = SplitMix64::new(base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+                if let Some(d) = coded {
+                    return coded::coded_blocks(t.ty, len / t.ty.block_size(), d, &mut rng);
+                }
                 let x: Vec<f32> = (0..len).map(|_| draw(t.init, &mut rng)).collect();
                 let mut q = Vec::new();
                 quant::quantize(t.ty, &x, &mut q).expect("types and shapes were fitted");

@@ -62,6 +62,12 @@ pub struct RunArgs {
     /// generated token but the last.
     #[arg(long)]
     dump_logits: Option<PathBuf>,
+    /// Continue from a context state saved by --save-state (the same model); the prompt follows it.
+    #[arg(long)]
+    load_state: Option<PathBuf>,
+    /// Save the context state at the end (a checkpoint of the conversation).
+    #[arg(long)]
+    save_state: Option<PathBuf>,
     /// Keep generating past an end-of-text token.
     #[arg(long)]
     ignore_eos: bool,
@@ -118,7 +124,24 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("{}", p.display()))?)),
         None => None,
     };
-    let mut state = model.new_state(a.kv)?;
+    let mut state = match &a.load_state {
+        Some(p) => {
+            let f = File::open(p).with_context(|| format!("{}", p.display()))?;
+            let st = strata_model::State::load(&model.config, std::io::BufReader::new(f))
+                .with_context(|| format!("{}", p.display()))?;
+            if st.kv_mode != a.kv {
+                bail!("{}: saved with --kv {:?}, not {:?}", p.display(), st.kv_mode, a.kv);
+            }
+            st
+        }
+        None => model.new_state(a.kv)?,
+    };
+    if state.pos + prompt.len() > max_context {
+        bail!(
+            "the saved context and the prompt ({} tokens) exceed --max-context {max_context}",
+            state.pos + prompt.len()
+        );
+    }
     let mut sampler = Sampler::new(SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed });
 
     let t0 = Instant::now();
@@ -165,6 +188,19 @@ pub fn run(a: RunArgs) -> Result<()> {
     writeln!(out)?;
     if let Some(mut d) = dump {
         d.flush()?;
+    }
+    if let Some(p) = &a.save_state {
+        // The last generated token has not been through the model yet: the saved conversation includes it.
+        if let Some(&last) = generated.last() {
+            if state.pos < max_context {
+                model.forward(&mut state, last);
+            }
+        }
+        // Written beside the target and renamed, so an interrupted save never leaves a half checkpoint.
+        let tmp = p.with_extension("partial");
+        let f = File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
+        state.save(&model.config, BufWriter::new(f)).with_context(|| format!("{}", tmp.display()))?;
+        std::fs::rename(&tmp, p).with_context(|| format!("{}", p.display()))?;
     }
     let decode_time = t1.elapsed();
     let rate = |n: usize, t: std::time::Duration| n as f64 / t.as_secs_f64().max(1e-9);

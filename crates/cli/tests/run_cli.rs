@@ -150,3 +150,36 @@ fn engine_agrees_with_the_numpy_oracle() {
         assert!(worst <= 2e-3, "{kv}: {worst}");
     }
 }
+
+#[test]
+fn a_saved_state_continues_the_conversation() {
+    let ids: Vec<String> = (0..100).map(|i| ((i * 7919 + 13) % 4000 + 3).to_string()).collect();
+    let m = tiny().to_str().unwrap();
+    let state = dir().join("conv.state");
+    let first = ids[..80].join(",");
+    let out =
+        strata(&["run", "-m", m, "--prompt-tokens", &first, "-n", "0", "--save-state", state.to_str().unwrap()], dir());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rest = ids[80..].join(",");
+    let cont = strata(
+        &["run", "-m", m, "--prompt-tokens", &rest, "-n", "8", "--ignore-eos", "--load-state", state.to_str().unwrap()],
+        dir(),
+    );
+    assert!(cont.status.success(), "{}", String::from_utf8_lossy(&cont.stderr));
+    let all = ids.join(",");
+    let whole = strata(&["run", "-m", m, "--prompt-tokens", &all, "-n", "8", "--ignore-eos"], dir());
+    assert_eq!(cont.stdout, whole.stdout, "the continued run writes the one-shot run's tokens");
+    // A state for another KV mode, or a broken file, is a one-line error.
+    let err = one_line_error(&strata(
+        &["run", "-m", m, "--prompt-tokens", "5", "--kv", "int8", "--load-state", state.to_str().unwrap()],
+        dir(),
+    ));
+    assert!(err.contains("int8") || err.contains("Int8"), "{err}");
+    let broken = dir().join("broken.state");
+    std::fs::write(&broken, b"STRATACK").unwrap();
+    let err = one_line_error(&strata(
+        &["run", "-m", m, "--prompt-tokens", "5", "--load-state", broken.to_str().unwrap()],
+        dir(),
+    ));
+    assert!(err.contains("broken.state"), "{err}");
+}

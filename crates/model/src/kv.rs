@@ -92,6 +92,30 @@ impl KvStore {
         }
     }
 
+    /// The stored arrays (fp16 halves, or int8 codes and their fp16 scales), for checkpoints.
+    pub fn parts(&self) -> (&[u16], &[i8], &[u16]) {
+        (&self.halves, &self.codes, &self.scales)
+    }
+
+    /// A store from saved arrays, checked to hold exactly `cells` cells of `dim` values in `mode`.
+    pub fn from_parts(
+        mode: KvMode,
+        dim: usize,
+        halves: Vec<u16>,
+        codes: Vec<i8>,
+        scales: Vec<u16>,
+        cells: usize,
+    ) -> Result<KvStore, String> {
+        let ok = match mode {
+            KvMode::F16 => halves.len() == cells * dim && codes.is_empty() && scales.is_empty(),
+            KvMode::Int8 => halves.is_empty() && codes.len() == cells * dim && scales.len() * INT8_GROUP == cells * dim,
+        };
+        if !ok {
+            return Err(format!("KV arrays do not hold {cells} cells of {dim} in {mode:?}"));
+        }
+        Ok(KvStore { mode, dim, halves, codes, scales })
+    }
+
     /// Bytes held per cell (for reports).
     pub fn bytes_per_cell(&self) -> usize {
         match self.mode {

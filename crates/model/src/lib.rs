@@ -1,6 +1,7 @@
 //! The qwen4exp model (docs: ../../shared/spec/qwen4exp.md): its config and weights, the arithmetic
 //! contract every back-end follows (`ops`), and the CPU reference forward pass (`layers`, `model`).
 
+pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod kv;

@@ -146,3 +146,42 @@ fn broken_models_are_clear_errors() {
     let set = GgufSet::open(tiny()).unwrap();
     assert_eq!(Config::from_gguf(&set).unwrap().vocab, 4096);
 }
+
+#[test]
+fn checkpoint_bytes_restore_exactly_and_refuse_bad_input() {
+    let model = Model::open(tiny(), RopeScaling::None).unwrap();
+    let p = prompt();
+    for kv in [KvMode::F16, KvMode::Int8] {
+        let mut st = model.new_state(kv).unwrap();
+        for &t in &p[..70] {
+            model.forward(&mut st, t);
+        }
+        let mut bytes = Vec::new();
+        st.save(&model.config, &mut bytes).unwrap();
+        let a: Vec<Vec<f32>> = p[70..].iter().map(|&t| model.forward(&mut st, t)).collect();
+        let mut restored = strata_model::State::load(&model.config, &bytes[..]).unwrap();
+        let b: Vec<Vec<f32>> = p[70..].iter().map(|&t| model.forward(&mut restored, t)).collect();
+        assert_eq!(a, b, "{kv:?}: the restored state continues with the same bits");
+        // Every truncation is an error; so is a flipped magic, and trailing bytes.
+        for cut in (0..bytes.len()).step_by(997) {
+            assert!(strata_model::State::load(&model.config, &bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut wrong = bytes.clone();
+        wrong[0] ^= 1;
+        assert!(strata_model::State::load(&model.config, &wrong[..]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(strata_model::State::load(&model.config, &longer[..]).is_err());
+        // A huge count where a vector's length stands: an error, not an allocation.
+        let mut huge = bytes.clone();
+        huge[29..37].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(strata_model::State::load(&model.config, &huge[..]).is_err());
+    }
+    // Another geometry refuses it.
+    let mut other = model.config.clone();
+    other.idx_top_k += 1;
+    let mut bytes = Vec::new();
+    model.new_state(KvMode::F16).unwrap().save(&model.config, &mut bytes).unwrap();
+    let e = strata_model::State::load(&other, &bytes[..]).unwrap_err();
+    assert!(e.to_string().contains("geometry"), "{e}");
+}

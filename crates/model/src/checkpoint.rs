@@ -1,0 +1,210 @@
+//! Checkpoints on disk: a conversation's whole context state (spec §4–§6: KV caches, indexer keys, GDN conv
+//! tails and recurrent matrices, PLE history) as bytes, restored exactly. The file names the model geometry
+//! it belongs to; a checkpoint of another model, a truncated or a corrupt one is an error, never a panic.
+//!
+//! Layout (little-endian): magic `STRATACK`, version u32, geometry fingerprint u64, kv mode u8, pos u64,
+//! then per layer its vectors, then the PLE history. Every vector is a u64 count and its elements.
+
+use std::io::{Read, Write};
+
+use crate::config::Config;
+use crate::kv::{KvMode, KvStore};
+use crate::state::{GdnState, LayerState, PleState, QsaState, State};
+
+const MAGIC: &[u8; 8] = b"STRATACK";
+const VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("checkpoint: {0}")]
+    Invalid(String),
+}
+
+fn bad(what: impl Into<String>) -> CheckpointError {
+    CheckpointError::Invalid(what.into())
+}
+
+/// A fingerprint of the geometry a state depends on.
+fn fingerprint(c: &Config) -> u64 {
+    format!("{c:?}").bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+struct Out<W: Write>(W);
+
+impl<W: Write> Out<W> {
+    fn u64(&mut self, v: u64) -> std::io::Result<()> {
+        self.0.write_all(&v.to_le_bytes())
+    }
+    fn f32s(&mut self, v: &[f32]) -> std::io::Result<()> {
+        self.u64(v.len() as u64)?;
+        v.iter().try_for_each(|x| self.0.write_all(&x.to_le_bytes()))
+    }
+    fn u16s(&mut self, v: &[u16]) -> std::io::Result<()> {
+        self.u64(v.len() as u64)?;
+        v.iter().try_for_each(|x| self.0.write_all(&x.to_le_bytes()))
+    }
+    fn i8s(&mut self, v: &[i8]) -> std::io::Result<()> {
+        self.u64(v.len() as u64)?;
+        self.0.write_all(&v.iter().map(|&x| x as u8).collect::<Vec<u8>>())
+    }
+}
+
+struct In<R: Read> {
+    r: R,
+    /// Elements any one vector may hold: bounded by the geometry, so a corrupt count cannot allocate.
+    max: u64,
+}
+
+impl<R: Read> In<R> {
+    fn bytes<const N: usize>(&mut self) -> Result<[u8; N], CheckpointError> {
+        let mut b = [0u8; N];
+        self.r.read_exact(&mut b).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                bad("truncated")
+            } else {
+                e.into()
+            }
+        })?;
+        Ok(b)
+    }
+    fn u64(&mut self) -> Result<u64, CheckpointError> {
+        Ok(u64::from_le_bytes(self.bytes()?))
+    }
+    fn count(&mut self, want: Option<usize>) -> Result<usize, CheckpointError> {
+        let n = self.u64()?;
+        if n > self.max || want.is_some_and(|w| w as u64 != n) {
+            return Err(bad(format!("a vector of {n} elements does not fit this model")));
+        }
+        Ok(n as usize)
+    }
+    /// `n` elements read one by one; the vector grows as they arrive, so a corrupt count runs into the
+    /// end of the file rather than into a huge allocation.
+    fn vec<T>(
+        &mut self,
+        n: usize,
+        mut one: impl FnMut(&mut Self) -> Result<T, CheckpointError>,
+    ) -> Result<Vec<T>, CheckpointError> {
+        let mut v = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            v.push(one(self)?);
+        }
+        Ok(v)
+    }
+    fn f32s(&mut self, want: Option<usize>) -> Result<Vec<f32>, CheckpointError> {
+        let n = self.count(want)?;
+        self.vec(n, |s| Ok(f32::from_le_bytes(s.bytes()?)))
+    }
+    fn u16s(&mut self) -> Result<Vec<u16>, CheckpointError> {
+        let n = self.count(None)?;
+        self.vec(n, |s| Ok(u16::from_le_bytes(s.bytes()?)))
+    }
+    fn i8s(&mut self) -> Result<Vec<i8>, CheckpointError> {
+        let n = self.count(None)?;
+        self.vec(n, |s| Ok(s.bytes::<1>()?[0] as i8))
+    }
+}
+
+impl State {
+    /// Writes the state; `c` is the model's config.
+    pub fn save(&self, c: &Config, w: impl Write) -> Result<(), CheckpointError> {
+        let mut o = Out(w);
+        o.0.write_all(MAGIC)?;
+        o.0.write_all(&VERSION.to_le_bytes())?;
+        o.u64(fingerprint(c))?;
+        o.0.write_all(&[matches!(self.kv_mode, KvMode::Int8) as u8])?;
+        o.u64(self.pos as u64)?;
+        for l in &self.layers {
+            match l {
+                LayerState::Gdn(g) => {
+                    o.f32s(&g.conv)?;
+                    o.f32s(&g.m)?;
+                }
+                LayerState::Qsa(q) => {
+                    for kv in [&q.k, &q.v] {
+                        let (halves, codes, scales) = kv.parts();
+                        o.u16s(halves)?;
+                        o.i8s(codes)?;
+                        o.u16s(scales)?;
+                    }
+                    o.f32s(&q.raw)?;
+                    o.f32s(&q.blocks)?;
+                }
+            }
+        }
+        for p in self.ple.prev {
+            o.u64(p.map_or(u64::MAX, |t| t as u64))?;
+        }
+        o.u64(self.ple.z.len() as u64)?;
+        for z in &self.ple.z {
+            o.f32s(z)?;
+        }
+        o.0.flush()?;
+        Ok(())
+    }
+
+    /// Reads a state written by [`State::save`] for the same model.
+    pub fn load(c: &Config, r: impl Read) -> Result<State, CheckpointError> {
+        let mut i = In { r, max: 1 << 40 };
+        if &i.bytes::<8>()? != MAGIC {
+            return Err(bad("not a strata checkpoint"));
+        }
+        let version = u32::from_le_bytes(i.bytes()?);
+        if version != VERSION {
+            return Err(bad(format!("version {version}, expected {VERSION}")));
+        }
+        if i.u64()? != fingerprint(c) {
+            return Err(bad("made for a model of another geometry"));
+        }
+        let kv_mode = if i.bytes::<1>()?[0] == 1 { KvMode::Int8 } else { KvMode::F16 };
+        let fresh = State::new(c, kv_mode);
+        let pos = i.u64()?;
+        if pos > u32::MAX as u64 {
+            return Err(bad(format!("position {pos} is not a context position")));
+        }
+        let pos = pos as usize;
+        // Bounds from the geometry and the position: no vector can be longer than these.
+        let kv_dim = c.n_head_kv * c.head_dim;
+        i.max = ((pos as u64 + 1) * kv_dim as u64)
+            .max((c.ssm_heads * c.ssm_state * c.ssm_state) as u64)
+            .max((3 * c.ssm_conv_channels()) as u64)
+            .max((c.hc * c.n_embd) as u64);
+        let mut layers = Vec::with_capacity(fresh.layers.len());
+        for l in &fresh.layers {
+            layers.push(match l {
+                LayerState::Gdn(g) => {
+                    LayerState::Gdn(GdnState { conv: i.f32s(Some(g.conv.len()))?, m: i.f32s(Some(g.m.len()))? })
+                }
+                LayerState::Qsa(_) => {
+                    let mut kv = || -> Result<KvStore, CheckpointError> {
+                        let (halves, codes, scales) = (i.u16s()?, i.i8s()?, i.u16s()?);
+                        KvStore::from_parts(kv_mode, kv_dim, halves, codes, scales, pos).map_err(bad)
+                    };
+                    let (k, v) = (kv()?, kv()?);
+                    let raw = i.f32s(None)?;
+                    let blocks = i.f32s(None)?;
+                    if raw.len() != (pos % c.kpool) * c.idx_dim || blocks.len() != pos / c.kpool * c.idx_dim {
+                        return Err(bad("indexer keys do not match the position"));
+                    }
+                    LayerState::Qsa(QsaState { k, v, raw, blocks })
+                }
+            });
+        }
+        let mut prev = [None, None];
+        for p in prev.iter_mut() {
+            let t = i.u64()?;
+            *p = if t == u64::MAX { None } else { Some(u32::try_from(t).map_err(|_| bad("token id out of range"))?) };
+        }
+        let n_z = i.u64()?;
+        if n_z != fresh.ple.z.len() as u64 {
+            return Err(bad("PLE history of the wrong length"));
+        }
+        let z = (0..n_z).map(|_| i.f32s(Some(c.hc * c.n_embd))).collect::<Result<Vec<_>, _>>()?;
+        let mut rest = [0u8; 1];
+        if i.r.read(&mut rest)? != 0 {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(State { pos, layers, ple: PleState { prev, z }, kv_mode })
+    }
+}

@@ -163,7 +163,7 @@ class Oracle:
         self.mult, self.hvocab, self.hoff = m("ple.layer_multipliers"), m("ple.head_vocab_sizes"), m("ple.head_offsets")
         self.ple_eos = m("ple.eos_token_id")
         self.kv_mode = kv_mode
-        self.W = {name: tensor(self.t, name) for name in self.t if not name.startswith("mtp.")}
+        self.W = {name: tensor(self.t, name) for name in self.t}
         self.reset()
 
     def reset(self):
@@ -225,9 +225,11 @@ class Oracle:
 
     # -- §5
     def qsa_layer(self, x, l):
-        b = f"blk.{l}"
-        st = self.qsa[l]
-        dh, hq, hkv, pos = self.dh, self.hq, self.hkv, self.pos
+        return self.attention(x, f"blk.{l}", self.qsa[l], self.pos, dense=False)
+
+    def attention(self, x, b, st, pos, dense):
+        """§5 at position pos; dense (the MTP layer, §9): every cell of st, at most the last 32,768."""
+        dh, hq, hkv = self.dh, self.hq, self.hkv
         qg = (self.w(b + ".attn_q.weight") @ x).reshape(hq, 2 * dh)
         q, gate = qg[:, :dh], qg[:, dh:]
         q = rope(rms(q) * self.w(b + ".attn_q_norm.weight"), pos, self.rot, self.base)
@@ -236,6 +238,9 @@ class Oracle:
         v = (self.w(b + ".attn_v.weight") @ x).reshape(hkv, dh)
         st["k"].append(kv_round(k, self.kv_mode))
         st["v"].append(kv_round(v, self.kv_mode))
+        if dense:
+            cells = list(range(max(0, len(st["k"]) - 32768), len(st["k"])))
+            return self.attend(q, gate, st, cells, b)
         # indexer
         st["raw"].append(self.w(b + ".indexer.k_proj.weight") @ x)
         if (pos + 1) % self.kpool == 0:
@@ -263,6 +268,10 @@ class Oracle:
                 cells += range(bb * self.kpool, bb * self.kpool + take)
                 budget -= take
             cells = sorted(cells) + list(range(tail * self.kpool, n_cells))
+        return self.attend(q, gate, st, cells, b)
+
+    def attend(self, q, gate, st, cells, b):
+        dh, hq, hkv = self.dh, self.hq, self.hkv
         Ks = np.array([st["k"][c] for c in cells])  # [cells, hkv, dh]
         Vs = np.array([st["v"][c] for c in cells])
         out = []
@@ -276,7 +285,9 @@ class Oracle:
 
     # -- §7
     def moe(self, x, l):
-        b = f"blk.{l}"
+        return self.moe_at(x, f"blk.{l}")
+
+    def moe_at(self, x, b):
         logits = self.w(b + ".ffn_gate_inp.weight") @ x
         p = np.exp(logits - logits.max())
         p /= p.sum()
@@ -343,7 +354,24 @@ class Oracle:
         final, _ = self.hc_read(R, "output_hc", inject=False)
         self.prev.append(t)
         self.pos += 1
+        self.hidden = R
         return self.w("output.weight") @ final
+
+    # -- §9
+    def mtp_draft(self, R, nxt, pos, cache):
+        """One draft step from streams R at cell pos with the token at pos + 1: (draft logits, R')."""
+        hc, n = self.hc, self.n
+        e = self.w("token_embd.weight")[nxt]
+        from_e = self.w("mtp.fc_embedding.weight") @ (rms(e) * self.w("mtp.pre_fc_norm_embedding.weight"))
+        wh = self.w("mtp.pre_fc_norm_hidden.weight").reshape(hc, n)
+        Rp = np.array([self.w("mtp.fc_hidden.weight") @ (rms(R[c]) * wh[c]) + from_e for c in range(hc)])
+        b = "mtp.blk.0"
+        mixed, inj = self.hc_read(Rp, b + ".hc_attn")
+        Rp = self.hc_write(Rp, self.attention(mixed, b, cache, pos, dense=True), inj)
+        mixed, inj = self.hc_read(Rp, b + ".hc_ffn")
+        Rp = self.hc_write(Rp, self.moe_at(mixed, b), inj)
+        final, _ = self.hc_read(Rp, "mtp.output_hc", inject=False)
+        return self.w("output.weight") @ final, Rp
 
 
 def greedy(logits):
@@ -358,11 +386,21 @@ def main():
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("--kv", default="fp16", choices=["fp16", "int8"])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--mtp-tokens", default="", help="after the prompt, MTP draft steps with these next tokens")
+    ap.add_argument("--mtp-out", help="the draft steps' logits rows (little-endian f32)")
     a = ap.parse_args()
     o = Oracle(a.model, a.kv)
     prompt = [int(x) for x in a.prompt_tokens.split(",")]
     for t in prompt:
         logits = o.forward(t)
+    if a.mtp_tokens:
+        cache = {"k": [], "v": [], "raw": [], "blocks": []}
+        R, pos, rows = o.hidden, len(prompt) - 1, []
+        for nxt in (int(x) for x in a.mtp_tokens.split(",")):
+            draft, R = o.mtp_draft(R, nxt, pos, cache)
+            rows.append(draft.astype("<f4"))
+            pos += 1
+        np.concatenate(rows).tofile(a.mtp_out)
     rows, ids = [], []
     for i in range(a.n):
         rows.append(logits.astype("<f4"))

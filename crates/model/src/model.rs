@@ -7,7 +7,13 @@ use strata_gguf::GgufSet;
 use crate::config::Config;
 use crate::error::ModelError;
 use crate::kv::KvMode;
-use crate::layers::{gdn::gdn, hc::hc_read, hc::hc_write, moe::moe, ple::ple, qsa::qsa};
+use crate::kv::KvStore;
+use crate::layers::{gdn::gdn, hc::hc_read, hc::hc_write, moe::moe, ple::ple, qsa::qsa, qsa::qsa_dense};
+use crate::ops::norm::rms_norm_inplace;
+use crate::state::QsaState;
+
+/// The MTP layer attends to at most this many of its own cells (spec §9).
+pub const MTP_WINDOW: usize = 32_768;
 use crate::ops::rope::{Rope, RopeScaling};
 use crate::state::{LayerState, State};
 use crate::weights::{Mixer, Weights};
@@ -44,6 +50,12 @@ impl Model {
 
     /// Runs one token through the model at position `state.pos`; returns the vocabulary logits.
     pub fn forward(&self, state: &mut State, token: u32) -> Vec<f32> {
+        self.forward_hidden(state, token).0
+    }
+
+    /// [`Model::forward`], also returning R, the residual streams after the last layer (the MTP layer's
+    /// input, spec §9).
+    pub fn forward_hidden(&self, state: &mut State, token: u32) -> (Vec<f32>, Vec<f32>) {
         let c = &self.config;
         let w = &self.weights;
         let pos = state.pos;
@@ -66,6 +78,40 @@ impl Model {
         }
         let fin = hc_read(&r, &w.output_hc, c.hc);
         state.pos += 1;
-        w.output.matvec(&fin.mixed)
+        (w.output.matvec(&fin.mixed), r)
+    }
+
+    /// One MTP draft step (spec §9) from residual streams `r` at cell `pos` (the trunk's R_pos, or the
+    /// previous step's R'), with `next` the token at pos + 1: returns the draft logits for pos + 2 and R'.
+    /// `cache` is the MTP layer's own KV cache (dense attention over at most its last 32,768 cells).
+    pub fn mtp_draft(&self, cache: &mut QsaState, r: &[f32], next: u32, pos: usize) -> Option<(Vec<f32>, Vec<f32>)> {
+        let (c, w) = (&self.config, &self.weights);
+        let m = w.mtp.as_ref()?;
+        let n = c.n_embd;
+        let mut e = vec![0f32; n];
+        w.token_embd.row(next as usize, &mut e);
+        rms_norm_inplace(&mut e, &m.norm_embd);
+        let from_embd = m.fc_embd.matvec(&e);
+        let mut rp = vec![0f32; c.hc * n];
+        for s in 0..c.hc {
+            let mut h = r[s * n..(s + 1) * n].to_vec();
+            rms_norm_inplace(&mut h, &m.norm_hidden[s * n..(s + 1) * n]);
+            for ((o, a), b) in rp[s * n..(s + 1) * n].iter_mut().zip(m.fc_hidden.matvec(&h)).zip(&from_embd) {
+                *o = a + b;
+            }
+        }
+        let Mixer::Qsa(q) = &m.layer.mixer else { unreachable!("the MTP layer is bound as QSA") };
+        let read = hc_read(&rp, &m.layer.hc_attn, c.hc);
+        hc_write(&mut rp, &qsa_dense(&read.mixed, q, c, cache, pos, &self.rope, MTP_WINDOW), &read.inject);
+        let read = hc_read(&rp, &m.layer.hc_ffn, c.hc);
+        hc_write(&mut rp, &moe(&m.layer.moe, &read.mixed, c.n_expert_used, c.expert_ff), &read.inject);
+        let fin = hc_read(&rp, &m.output_hc, c.hc);
+        Some((w.output.matvec(&fin.mixed), rp))
+    }
+
+    /// An empty cache for the MTP layer.
+    pub fn mtp_cache(&self, kv: KvMode) -> QsaState {
+        let dim = self.config.n_head_kv * self.config.head_dim;
+        QsaState { k: KvStore::new(kv, dim), v: KvStore::new(kv, dim), raw: Vec::new(), blocks: Vec::new() }
     }
 }

@@ -76,12 +76,26 @@ pub struct Layer {
     pub moe: MoeWeights,
 }
 
+/// The MTP draft layer (spec §9).
+pub struct MtpWeights {
+    /// `pre_fc_norm_embedding` [n] and `pre_fc_norm_hidden` [hc·n] (a gamma per stream).
+    pub norm_embd: Vec<f32>,
+    pub norm_hidden: Vec<f32>,
+    pub fc_embd: Matrix,
+    pub fc_hidden: Matrix,
+    /// A QSA layer (`mtp.blk.0.*`), run dense over its own cache.
+    pub layer: Layer,
+    pub output_hc: HcWeights,
+}
+
 pub struct Weights {
     pub token_embd: Matrix,
     pub ple: PleWeights,
     pub layers: Vec<Layer>,
     pub output_hc: HcWeights,
     pub output: Matrix,
+    /// Present when the file has `nextn_predict_layers` ≥ 1.
+    pub mtp: Option<MtpWeights>,
 }
 
 /// Binds tensors by name with shape checks.
@@ -185,6 +199,24 @@ impl Binder<'_> {
         })
     }
 
+    fn mtp(&self, c: &Config) -> Result<MtpWeights, ModelError> {
+        let (n, wide) = (c.n_embd, c.hc * c.n_embd);
+        let p = "mtp.blk.0";
+        Ok(MtpWeights {
+            norm_embd: self.vector("mtp.pre_fc_norm_embedding.weight", &[n])?,
+            norm_hidden: self.vector("mtp.pre_fc_norm_hidden.weight", &[wide])?,
+            fc_embd: self.matrix("mtp.fc_embedding", n, n)?,
+            fc_hidden: self.matrix("mtp.fc_hidden", n, n)?,
+            layer: Layer {
+                hc_attn: self.hc(&format!("{p}.hc_attn"), c, true)?,
+                mixer: Mixer::Qsa(self.qsa(p, c)?),
+                hc_ffn: self.hc(&format!("{p}.hc_ffn"), c, true)?,
+                moe: self.moe(p, c)?,
+            },
+            output_hc: self.hc("mtp.output_hc", c, false)?,
+        })
+    }
+
     fn ple(&self, c: &Config) -> Result<PleWeights, ModelError> {
         let (n, wide) = (c.n_embd, c.hc * c.n_embd);
         let rows = c.ple.head_offsets.iter().zip(&c.ple.head_vocab_sizes).map(|(o, s)| o + s).max().unwrap_or(0);
@@ -232,6 +264,7 @@ impl Weights {
             layers,
             output_hc: b.hc("output_hc", c, false)?,
             output: b.matrix("output", c.n_embd, c.vocab)?,
+            mtp: if c.nextn_layers >= 1 { Some(b.mtp(c)?) } else { None },
         })
     }
 }

@@ -185,3 +185,59 @@ fn checkpoint_bytes_restore_exactly_and_refuse_bad_input() {
     let e = strata_model::State::load(&other, &bytes[..]).unwrap_err();
     assert!(e.to_string().contains("geometry"), "{e}");
 }
+
+/// The MTP draft layer (spec §9) against the numpy oracle: after an 80-token prompt, three chained draft
+/// steps from the trunk's last residual streams; the same argmax and max|Δ| / max|logit| ≤ 2e-3 per step.
+#[test]
+fn mtp_drafts_agree_with_the_numpy_oracle() {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import gguf, numpy"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "CI must have python3 with gguf and numpy (.ci/run installs them)");
+        eprintln!("SKIPPED: python3 with the gguf and numpy packages is not installed");
+        return;
+    }
+    let model = Model::open(tiny(), RopeScaling::None).unwrap();
+    let p = prompt();
+    let mut st = model.new_state(KvMode::F16).unwrap();
+    let mut r = Vec::new();
+    for &t in &p {
+        r = model.forward_hidden(&mut st, t).1;
+    }
+    let nexts = [17u32, 2024, 999];
+    let mut cache = model.mtp_cache(KvMode::F16);
+    let mut ours = Vec::new();
+    for (j, &nx) in nexts.iter().enumerate() {
+        let (logits, rp) =
+            model.mtp_draft(&mut cache, &r, nx, p.len() - 1 + j).expect("the tiny model has an MTP layer");
+        ours.push(logits);
+        r = rp;
+    }
+    let dir = tiny().parent().unwrap();
+    let (out, mtp_out) = (dir.join("oracle-main.f32"), dir.join("oracle-mtp.f32"));
+    let ids: Vec<String> = p.iter().map(|t| t.to_string()).collect();
+    let nx: Vec<String> = nexts.iter().map(|t| t.to_string()).collect();
+    let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/oracle.py");
+    let status = std::process::Command::new("python3")
+        .arg(&oracle)
+        .args([tiny().to_str().unwrap(), "--prompt-tokens", &ids.join(","), "-n", "1", "--out", out.to_str().unwrap()])
+        .args(["--mtp-tokens", &nx.join(","), "--mtp-out", mtp_out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let theirs: Vec<f32> =
+        std::fs::read(&mtp_out).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let vocab = model.config.vocab;
+    assert_eq!(theirs.len(), nexts.len() * vocab);
+    for (j, (a, b)) in ours.iter().zip(theirs.chunks(vocab)).enumerate() {
+        let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |m, (i, v)| if *v > r[m] { i } else { m });
+        assert_eq!(argmax(a), argmax(b), "draft step {j}: argmax differs");
+        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let diff = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        println!("MTP draft step {j}: max|Δ|/max|logit| = {:.3e}", diff / scale);
+        assert!(diff / scale <= 2e-3, "draft step {j}: {}", diff / scale);
+    }
+}

@@ -9,25 +9,60 @@ use crate::ops::topk::select_cells;
 use crate::state::QsaState;
 use crate::weights::QsaWeights;
 
-/// One token at position `pos` (its cell is appended first, so n_cells = pos + 1). `row` is the rope
-/// table's row for `pos`.
+/// One token at position `pos` (its cell is appended first, so n_cells = pos + 1), attending to the cells
+/// the indexer selects.
 pub fn qsa(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, pos: usize, rope: &Rope) -> Vec<f32> {
-    let (dh, hq, hkv) = (c.head_dim, c.n_head, c.n_head_kv);
     let row = rope.row(pos as u64);
+    let qg = append_kv(x, w, c, st, &row, rope);
+    let cells = select(x, w, c, st, pos, rope, &row);
+    debug_assert!(cells.iter().all(|&i| (i as usize) <= pos));
+    attend_cells(&qg, w, c, st, &cells, &row, rope)
+}
+
+/// The dense form (the MTP layer, spec §9): the same projections at rope position `pos`, attending to
+/// every cell of the layer's own cache, at most the last `window`.
+pub fn qsa_dense(
+    x: &[f32],
+    w: &QsaWeights,
+    c: &Config,
+    st: &mut QsaState,
+    pos: usize,
+    rope: &Rope,
+    window: usize,
+) -> Vec<f32> {
+    let row = rope.row(pos as u64);
+    let qg = append_kv(x, w, c, st, &row, rope);
+    let n = st.k.len();
+    let cells: Vec<u32> = (n.saturating_sub(window)..n).map(|i| i as u32).collect();
+    attend_cells(&qg, w, c, st, &cells, &row, rope)
+}
+
+/// The query/gate projection, and this token's k (normed, roped) and v appended to the cache.
+fn append_kv(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, row: &[(f32, f32)], rope: &Rope) -> Vec<f32> {
     let qg = w.q.matvec(x);
     let mut k = w.k.matvec(x);
     let v = w.v.matvec(x);
-    for head in k.chunks_mut(dh) {
+    for head in k.chunks_mut(c.head_dim) {
         rms_norm_inplace(head, &w.k_norm);
-        rope.apply(&row, head);
+        rope.apply(row, head);
     }
     st.k.push(&k);
     st.v.push(&v);
-    let n_cells = pos + 1;
-    let cells = select(x, w, c, st, pos, rope, &row);
-    debug_assert!(cells.iter().all(|&i| (i as usize) < n_cells));
+    qg
+}
 
-    // Gather the selected cells once (dequantized).
+/// Gated attention of every query head over `cells` (ascending), then the output projection.
+fn attend_cells(
+    qg: &[f32],
+    w: &QsaWeights,
+    c: &Config,
+    st: &QsaState,
+    cells: &[u32],
+    row: &[(f32, f32)],
+    rope: &Rope,
+) -> Vec<f32> {
+    let (dh, hq, hkv) = (c.head_dim, c.n_head, c.n_head_kv);
+    // Gather the cells once (dequantized).
     let dim = hkv * dh;
     let (mut ks, mut vs) = (vec![0f32; cells.len() * dim], vec![0f32; cells.len() * dim]);
     for (j, &cell) in cells.iter().enumerate() {
@@ -41,7 +76,7 @@ pub fn qsa(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, pos: usize,
         let mut q = qg[h * 2 * dh..h * 2 * dh + dh].to_vec();
         let gate = &qg[h * 2 * dh + dh..(h + 1) * 2 * dh];
         rms_norm_inplace(&mut q, &w.q_norm);
-        rope.apply(&row, &mut q);
+        rope.apply(row, &mut q);
         let a = attend(&q, &ks, &vs, dim, g * dh, scale);
         for (o, (&av, &gv)) in out[h * dh..(h + 1) * dh].iter_mut().zip(a.iter().zip(gate)) {
             *o = av * sigmoid(gv);

@@ -154,7 +154,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     let t1 = Instant::now();
     let mut out = std::io::stdout().lock();
     let mut generated: Vec<u32> = Vec::new();
-    let mut printed = String::new();
+    // Tokens not yet printed: a multi-byte character can span tokens, so text is printed once it decodes
+    // whole. Only these are decoded each step, not the whole generation (which would be quadratic).
+    let mut pending: Vec<u32> = Vec::new();
     while generated.len() < a.n_predict {
         if let Some(d) = dump.as_mut() {
             d.write_all(&logits.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
@@ -163,12 +165,12 @@ pub fn run(a: RunArgs) -> Result<()> {
         generated.push(next);
         match &tok {
             Some(tok) => {
-                // Decode everything so far and print what is new: multi-byte characters span tokens.
-                let text = tok.decode(&generated)?;
-                if text.len() > printed.len() && text.is_char_boundary(printed.len()) {
-                    write!(out, "{}", &text[printed.len()..])?;
+                pending.push(next);
+                let text = tok.decode(&pending)?;
+                if !text.ends_with('\u{FFFD}') {
+                    write!(out, "{text}")?;
                     out.flush()?;
-                    printed = text;
+                    pending.clear();
                 }
             }
             None => {
@@ -184,6 +186,9 @@ pub fn run(a: RunArgs) -> Result<()> {
             break;
         }
         logits = model.forward(&mut state, next);
+    }
+    if let (Some(tok), false) = (&tok, pending.is_empty()) {
+        write!(out, "{}", tok.decode(&pending)?)?; // an unfinished character at the end: printed as it is
     }
     writeln!(out)?;
     if let Some(mut d) = dump {

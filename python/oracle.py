@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An independent float64 oracle of the qwen4exp model, written from the spec (shared/spec/qwen4exp.md).
+"""An independent float64 oracle of the qwen4exp model, written from the spec (shared/spec/qwen4exp.md) as its
+§0 corrects it to the real model (transformers' qwen4_exp, llama.cpp's converter layout).
 
 It reads the GGUF with its own small header parser, dequantizes with the `gguf` package (and the spec's
 Q2_0 layout, which the package does not know), and runs the forward pass of spec §2-§7 in numpy float64.
@@ -150,18 +151,28 @@ class Oracle:
     def __init__(self, path, kv_mode):
         self.meta, self.t = read_gguf(path)
         m = lambda k: self.meta["qwen4exp." + k]
-        self.L, self.n, self.hc, self.r = m("block_count"), m("embedding_length"), m("hyper_connection.count"), m("hyper_connection.low_rank")
-        self.fai = m("full_attention_interval")
+        self.nextn = self.meta.get("qwen4exp.nextn_predict_layers", 0)
+        self.L = m("block_count") - self.nextn
+        self.n, self.hc, self.r = m("embedding_length"), m("hyper_connection.count"), m("hyper_connection.low_rank")
+        rec = self.meta.get("qwen4exp.attention.recurrent_layers")
+        if rec is None:
+            fai = self.meta.get("qwen4exp.full_attention_interval", 4)
+            rec = [(l + 1) % fai != 0 for l in range(self.L)]
+        ratios = self.meta.get("qwen4exp.attention.compress_ratios", [0] * self.L)
+        self.attn_ratio = {l: int(ratios[l]) for l in range(self.L) if not rec[l]}
         self.hq, self.hkv, self.dh = m("attention.head_count"), m("attention.head_count_kv"), m("attention.key_length")
         self.rot, self.base = m("rope.dimension_count"), float(m("rope.freq_base"))
-        self.hi, self.di, self.topk, self.kpool = (m("attention.indexer.head_count"), m("attention.indexer.key_length"),
-                                                   m("attention.indexer.top_k"), m("attention.indexer.kpool"))
+        self.hi, self.di, self.topk = m("attention.indexer.head_count"), m("attention.indexer.key_length"), m("attention.indexer.top_k")
         self.S, self.hk, self.hv = m("ssm.state_size"), m("ssm.group_count"), m("ssm.time_step_rank")
+        self.K = m("ssm.conv_kernel")
         self.E, self.k_used, self.f = m("expert_count"), m("expert_used_count"), m("expert_feed_forward_length")
-        self.ple_m = m("embedding_length_per_layer_input")
-        self.ngram, self.hpn = m("ple.ngram_size"), m("ple.heads_per_ngram")
-        self.mult, self.hvocab, self.hoff = m("ple.layer_multipliers"), m("ple.head_vocab_sizes"), m("ple.head_offsets")
-        self.ple_eos = m("ple.eos_token_id")
+        self.ple_layer = None
+        if self.meta.get("qwen4exp.ple.layers"):
+            self.ple_layer = int(m("ple.layers")[0])
+            self.ple_m = m("embedding_length_per_layer_input")
+            self.ngram, self.hpn, self.ple_k = m("ple.ngram_size"), m("ple.heads_per_ngram"), m("ple.conv_kernel")
+            self.mult, self.hvocab, self.hoff = m("ple.layer_multipliers"), m("ple.head_vocab_sizes"), m("ple.head_offsets")
+            self.ple_eos = m("ple.eos_token_id")
         self.kv_mode = kv_mode
         self.W = {name: tensor(self.t, name) for name in self.t}
         self.reset()
@@ -170,13 +181,15 @@ class Oracle:
         n, hc = self.n, self.hc
         C = 2 * self.hk * self.S + self.hv * self.S
         self.pos = 0
-        self.gdn = {l: (np.zeros((3, C)), np.zeros((self.hv, self.S, self.S))) for l in range(self.L) if not self.is_qsa(l)}
+        self.gdn = {l: (np.zeros((self.K - 1, C)), np.zeros((self.hv, self.S, self.S))) for l in range(self.L) if not self.is_qsa(l)}
         self.qsa = {l: {"k": [], "v": [], "raw": [], "blocks": []} for l in range(self.L) if self.is_qsa(l)}
         self.prev = []  # all previous tokens
-        self.z_hist = [np.zeros(hc * n) for _ in range(9)]
+        if self.ple_layer is not None:
+            self.z_hist = [np.zeros(hc * n) for _ in range((self.ple_k - 1) * self.ngram)]
 
     def is_qsa(self, l):
-        return l % self.fai == self.fai - 1
+        """An attention layer (QSA, or dense when its block size is 0)."""
+        return l in self.attn_ratio
 
     def w(self, name):
         return self.W[name]
@@ -202,8 +215,8 @@ class Oracle:
         conv_state, M = self.gdn[l]
         u = self.w(b + ".attn_qkv.weight") @ x
         z = self.w(b + ".attn_gate.weight") @ x
-        cw = self.w(b + ".ssm_conv1d.weight")  # [C, 4]
-        frames = np.vstack([conv_state, u[None, :]])  # t-3 .. t
+        cw = self.w(b + ".ssm_conv1d.weight")  # [C, K]
+        frames = np.vstack([conv_state, u[None, :]])  # t-K+1 .. t
         c = silu((cw * frames.T).sum(axis=1))
         conv_state[:] = frames[1:]
         q = c[:hk * S].reshape(hk, S)
@@ -215,7 +228,7 @@ class Oracle:
         gate = softplus(self.w(b + ".ssm_alpha.weight") @ x + self.w(b + ".ssm_dt.bias")) * self.w(b + ".ssm_a")
         ys = []
         for j in range(hv):
-            i = j // (hv // hk)
+            i = j % hk  # the converter's tiled value-head order
             M[j] *= np.exp(gate[j])
             p = M[j].T @ k[i]
             M[j] += np.outer(k[i], beta[j] * (v[j] - p))
@@ -225,10 +238,11 @@ class Oracle:
 
     # -- §5
     def qsa_layer(self, x, l):
-        return self.attention(x, f"blk.{l}", self.qsa[l], self.pos, dense=False)
+        return self.attention(x, f"blk.{l}", self.qsa[l], self.pos, self.attn_ratio[l])
 
-    def attention(self, x, b, st, pos, dense):
-        """§5 at position pos; dense (the MTP layer, §9): every cell of st, at most the last 32,768."""
+    def attention(self, x, b, st, pos, ratio, window=None):
+        """§5 at position pos with QSA blocks of `ratio` cells; ratio 0: every cell (dense); `window`: at
+        most the last that many cells (the MTP layer, §9)."""
         dh, hq, hkv = self.dh, self.hq, self.hkv
         qg = (self.w(b + ".attn_q.weight") @ x).reshape(hq, 2 * dh)
         q, gate = qg[:, :dh], qg[:, dh:]
@@ -238,36 +252,29 @@ class Oracle:
         v = (self.w(b + ".attn_v.weight") @ x).reshape(hkv, dh)
         st["k"].append(kv_round(k, self.kv_mode))
         st["v"].append(kv_round(v, self.kv_mode))
-        if dense:
-            cells = list(range(max(0, len(st["k"]) - 32768), len(st["k"])))
-            return self.attend(q, gate, st, cells, b)
-        # indexer
+        if ratio == 0:
+            lo = 0 if window is None else max(0, len(st["k"]) - window)
+            return self.attend(q, gate, st, list(range(lo, len(st["k"]))), b)
+        # indexer (spec §0.7): the block the current cell completes is scored by this query too
+        r = ratio
         st["raw"].append(self.w(b + ".indexer.k_proj.weight") @ x)
-        if (pos + 1) % self.kpool == 0:
-            mean = np.sum(st["raw"], axis=0) / self.kpool
-            st["raw"] = []
-            kb = rope(rms(mean) * self.w(b + ".indexer.k_norm.weight"), pos + 1 - self.kpool, self.rot, self.base)
-            st["blocks"].append(kb)
         n_cells = pos + 1
-        width = min(n_cells, self.topk + self.kpool - 1)
-        if n_cells <= width:
+        if n_cells % r == 0:
+            mean = np.sum(st["raw"], axis=0) / r
+            st["raw"] = []
+            kb = rope(rms(mean) * self.w(b + ".indexer.k_norm.weight"), n_cells - r, self.rot, self.base)
+            st["blocks"].append(kb)
+        complete, keep = n_cells // r, self.topk // r
+        if complete <= keep:
             cells = list(range(n_cells))
         else:
             Q = (self.w(b + ".indexer.q_proj.weight") @ x).reshape(self.hi, self.di)
             Q = rope(rms(Q) * self.w(b + ".indexer.q_norm.weight"), pos, self.rot, self.base)
-            tail = (n_cells - 1) // self.kpool
-            K = np.array(st["blocks"][:tail])
-            scores = np.maximum(Q @ K.T, 0.0).sum(axis=0)
-            order = sorted(range(tail), key=lambda bb: (-key_order(scores[bb]), bb))
-            budget = width - (n_cells - tail * self.kpool)
-            cells = []
-            for bb in order:
-                if budget == 0:
-                    break
-                take = min(self.kpool, budget)
-                cells += range(bb * self.kpool, bb * self.kpool + take)
-                budget -= take
-            cells = sorted(cells) + list(range(tail * self.kpool, n_cells))
+            K = np.array(st["blocks"][:complete])
+            scores = np.maximum(Q @ K.T, 0.0).sum(axis=0) / np.sqrt(self.di)
+            best = sorted(range(complete), key=lambda bb: (-key_order(scores[bb]), bb))[:keep]
+            cells = [c for bb in sorted(best) for c in range(bb * r, (bb + 1) * r)]
+            cells += list(range(complete * r, n_cells))
         return self.attend(q, gate, st, cells, b)
 
     def attend(self, q, gate, st, cells, b):
@@ -293,49 +300,55 @@ class Oracle:
         p /= p.sum()
         top = sorted(range(self.E), key=lambda e: (-p[e], e))[:self.k_used]
         total = max(sum(p[e] for e in top), 2.0 ** -14)
-        gate_e, up_e, down_e = (self.w(b + s) for s in (".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight"))
+        if b + ".ffn_gate_up_exps.weight" in self.W:  # fused: per expert the gate's f rows, then the up's
+            gu = self.w(b + ".ffn_gate_up_exps.weight")
+            gate_e, up_e = gu[:, :self.f], gu[:, self.f:]
+        else:
+            gate_e, up_e = self.w(b + ".ffn_gate_exps.weight"), self.w(b + ".ffn_up_exps.weight")
+        down_e = self.w(b + ".ffn_down_exps.weight")
         y = np.zeros(self.n)
         for e in top:
             y += (p[e] / total) * (down_e[e] @ (silu(gate_e[e] @ x) * (up_e[e] @ x)))
         sh = self.w(b + ".ffn_down_shexp.weight") @ (silu(self.w(b + ".ffn_gate_shexp.weight") @ x) * (self.w(b + ".ffn_up_shexp.weight") @ x))
-        return y + sigmoid(self.w(b + ".ffn_gate_inp_shexp.weight") @ x) * sh
+        return y + sigmoid(self.w(b + ".ffn_gate_inp_shexp.weight").reshape(-1) @ x) * sh
 
     # -- §6
     def ple_rows(self, t):
-        MAX = 2 ** 64 - 1
-        ctx = [t]
+        """Spec §0.8: predecessors before the start are the EOS id; an EOS among them stands and every
+        older one becomes the EOS id; the hash is transformers' (int64 products, XOR, floored remainder)."""
+        eos = self.ple_eos
         older = list(reversed(self.prev))[:self.ngram - 1]
-        older += [None] * (self.ngram - 1 - len(older))
-        eos_seen = False
+        older += [eos] * (self.ngram - 1 - len(older))
+        ctx, seen = [t], False
         for p in older:
-            if p is None or eos_seen or p == self.ple_eos:
-                eos_seen = eos_seen or p == self.ple_eos
-                ctx.append(MAX)
-            else:
-                ctx.append(p)
+            ctx.append(eos if seen else p)
+            seen = seen or p == eos
         rows = []
         for h in range((self.ngram - 1) * self.hpn):
-            length = 2 + h // self.hpn
             mixed = 0
-            for i in range(length):
+            for i in range(2 + h // self.hpn):
                 mixed ^= (ctx[i] * self.mult[i]) % 2 ** 64
-            hashed = mixed ^ ((h * 0x9E3779B97F4A7C15) % 2 ** 64)
-            rows.append(self.hoff[h] + hashed % self.hvocab[h])
+            if mixed >= 2 ** 63:
+                mixed -= 2 ** 64
+            rows.append(self.hoff[h] + mixed % self.hvocab[h])
         return rows
 
     def ple(self, R, t):
-        hc, n = self.hc, self.n
+        hc, n, b = self.hc, self.n, f"blk.{self.ple_layer}"
         table = self.w("per_layer_token_embd.weight")
         emb = np.concatenate([table[r] for r in self.ple_rows(t)])
-        key = rms((self.w("blk.1.ple_key.weight") @ emb).reshape(hc, n)) * self.w("blk.1.ple_norm_key.weight").reshape(hc, n)
-        query = rms(R) * self.w("blk.1.ple_norm_query.weight").reshape(hc, n)
-        value = self.w("blk.1.ple_value.weight") @ emb
+        key = rms((self.w(b + ".ple_key.weight") @ emb).reshape(hc, n)) * self.w(b + ".ple_norm_key.weight").reshape(hc, n)
+        query = rms(R) * self.w(b + ".ple_norm_query.weight").reshape(hc, n)
+        value = self.w(b + ".ple_value.weight") @ emb
         s = (key * query).sum(axis=1) / np.sqrt(n)
         gate = sigmoid(np.sign(s) * np.sqrt(np.maximum(np.abs(s), 1e-6)))
         gated = value[None, :] * gate[:, None]
-        z = (rms(gated) * self.w("blk.1.ple_norm_conv.weight").reshape(hc, n)).ravel()
-        w = self.w("blk.1.ple_conv1d.weight")  # [hc*n, 4]
-        conv = w[:, 0] * self.z_hist[0] + w[:, 1] * self.z_hist[3] + w[:, 2] * self.z_hist[6] + w[:, 3] * z
+        z = (rms(gated) * self.w(b + ".ple_norm_conv.weight").reshape(hc, n)).ravel()
+        w = self.w(b + ".ple_conv1d.weight")  # [hc*n, K], taps oldest first, dilation ngram
+        K, d = self.ple_k, self.ngram
+        conv = w[:, K - 1] * z
+        for tap in range(K - 1):
+            conv = conv + w[:, tap] * self.z_hist[tap * d]
         self.z_hist = self.z_hist[1:] + [z]
         return R + gated + silu(conv).reshape(hc, n)
 
@@ -344,7 +357,7 @@ class Oracle:
         e = self.w("token_embd.weight")[t]
         R = np.tile(e, (self.hc, 1))
         for l in range(self.L):
-            if l == 1:
+            if l == self.ple_layer:
                 R = self.ple(R, t)
             mixed, inj = self.hc_read(R, f"blk.{l}.hc_attn")
             y = self.qsa_layer(mixed, l) if self.is_qsa(l) else self.gdn_layer(mixed, l)
@@ -355,23 +368,28 @@ class Oracle:
         self.prev.append(t)
         self.pos += 1
         self.hidden = R
-        return self.w("output.weight") @ final
+        return self.head() @ final
+
+    def head(self):
+        """output.weight, or the embedding when the file has none (tied)."""
+        return self.W.get("output.weight", self.W["token_embd.weight"])
 
     # -- §9
     def mtp_draft(self, R, nxt, pos, cache):
         """One draft step from streams R at cell pos with the token at pos + 1: (draft logits, R')."""
         hc, n = self.hc, self.n
-        e = self.w("token_embd.weight")[nxt]
-        from_e = self.w("mtp.fc_embedding.weight") @ (rms(e) * self.w("mtp.pre_fc_norm_embedding.weight"))
-        wh = self.w("mtp.pre_fc_norm_hidden.weight").reshape(hc, n)
-        Rp = np.array([self.w("mtp.fc_hidden.weight") @ (rms(R[c]) * wh[c]) + from_e for c in range(hc)])
-        b = "mtp.blk.0"
+        b = f"blk.{self.L}"
+        e = rms(self.w("token_embd.weight")[nxt]) * self.w(b + ".nextn.enorm.weight")
+        wh = self.w(b + ".nextn.hnorm.weight").reshape(-1)
+        wh = np.tile(wh, hc).reshape(hc, n) if wh.size == n else wh.reshape(hc, n)
+        eh = self.w(b + ".nextn.eh_proj.weight")
+        Rp = np.array([eh @ np.concatenate([e, rms(R[c]) * wh[c]]) for c in range(hc)])
         mixed, inj = self.hc_read(Rp, b + ".hc_attn")
-        Rp = self.hc_write(Rp, self.attention(mixed, b, cache, pos, dense=True), inj)
+        Rp = self.hc_write(Rp, self.attention(mixed, b, cache, pos, 0, window=32768), inj)
         mixed, inj = self.hc_read(Rp, b + ".hc_ffn")
         Rp = self.hc_write(Rp, self.moe_at(mixed, b), inj)
-        final, _ = self.hc_read(Rp, "mtp.output_hc", inject=False)
-        return self.w("output.weight") @ final, Rp
+        final, _ = self.hc_read(Rp, b + ".nextn.hc_head", inject=False)
+        return self.head() @ final, Rp
 
 
 def greedy(logits):

@@ -92,7 +92,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut model = Model::open(&path, RopeScaling::None).with_context(|| format!("loading {}", path.display()))?;
     let trained = model.config.context_length;
     let max_context = a.max_context.unwrap_or(trained);
-    model.rope.scaling = rope_scaling(a.rope_scaling.as_deref(), a.rope_scale, max_context, trained)?;
+    if a.rope_scaling.is_some() || a.rope_scale.is_some() || max_context > trained {
+        model.rope.scaling = rope_scaling(a.rope_scaling.as_deref(), a.rope_scale, max_context, trained)?;
+    }
+    for note in &model.config.notes {
+        eprintln!("note: {note}");
+    }
     let tok = match a.prompt_tokens {
         Some(_) => None,
         None => Some(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?),

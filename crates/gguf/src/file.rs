@@ -56,6 +56,12 @@ impl TensorBytes {
         let len = bytes.len();
         TensorBytes { storage: Arc::new(Storage::Owned(bytes)), start: 0, len }
     }
+
+    /// Bytes `start .. start + len` of these bytes (sharing the storage); None past the end.
+    pub fn slice(&self, start: usize, len: usize) -> Option<TensorBytes> {
+        let end = start.checked_add(len)?;
+        (end <= self.len).then(|| TensorBytes { storage: self.storage.clone(), start: self.start + start, len })
+    }
 }
 
 impl std::ops::Deref for TensorBytes {

@@ -138,6 +138,13 @@ impl Value {
         }
     }
 
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -216,6 +223,14 @@ impl Array {
     /// The elements as unsigned integers, if every one is a non-negative integer.
     pub fn to_u64s(&self) -> Option<Vec<u64>> {
         (0..self.len()).map(|i| self.get(i)?.as_u64()).collect()
+    }
+
+    /// The elements as booleans, if this is an array of booleans.
+    pub fn to_bools(&self) -> Option<Vec<bool>> {
+        match self {
+            Array::Bool(v) => Some(v.clone()),
+            _ => None,
+        }
     }
 
     /// The elements as strings, if this is an array of strings.

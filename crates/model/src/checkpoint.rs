@@ -12,7 +12,7 @@ use crate::kv::{KvMode, KvStore};
 use crate::state::{GdnState, LayerState, PleState, QsaState, State};
 
 const MAGIC: &[u8; 8] = b"STRATACK";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -121,7 +121,7 @@ impl State {
                     o.f32s(&g.conv)?;
                     o.f32s(&g.m)?;
                 }
-                LayerState::Qsa(q) => {
+                LayerState::Attn(q) => {
                     for kv in [&q.k, &q.v] {
                         let (halves, codes, scales) = kv.parts();
                         o.u16s(halves)?;
@@ -133,8 +133,9 @@ impl State {
                 }
             }
         }
-        for p in self.ple.prev {
-            o.u64(p.map_or(u64::MAX, |t| t as u64))?;
+        o.u64(self.ple.prev.len() as u64)?;
+        for &p in &self.ple.prev {
+            o.u64(p)?;
         }
         o.u64(self.ple.z.len() as u64)?;
         for z in &self.ple.z {
@@ -168,15 +169,15 @@ impl State {
         let kv_dim = c.n_head_kv * c.head_dim;
         i.max = ((pos as u64 + 1) * kv_dim as u64)
             .max((c.ssm_heads * c.ssm_state * c.ssm_state) as u64)
-            .max((3 * c.ssm_conv_channels()) as u64)
+            .max(((c.conv_kernel - 1) * c.ssm_conv_channels()) as u64)
             .max((c.hc * c.n_embd) as u64);
         let mut layers = Vec::with_capacity(fresh.layers.len());
-        for l in &fresh.layers {
-            layers.push(match l {
+        for (l, fresh_l) in fresh.layers.iter().enumerate() {
+            layers.push(match fresh_l {
                 LayerState::Gdn(g) => {
                     LayerState::Gdn(GdnState { conv: i.f32s(Some(g.conv.len()))?, m: i.f32s(Some(g.m.len()))? })
                 }
-                LayerState::Qsa(_) => {
+                LayerState::Attn(_) => {
                     let mut kv = || -> Result<KvStore, CheckpointError> {
                         let (halves, codes, scales) = (i.u16s()?, i.i8s()?, i.u16s()?);
                         KvStore::from_parts(kv_mode, kv_dim, halves, codes, scales, pos).map_err(bad)
@@ -184,18 +185,21 @@ impl State {
                     let (k, v) = (kv()?, kv()?);
                     let raw = i.f32s(None)?;
                     let blocks = i.f32s(None)?;
-                    if raw.len() != (pos % c.kpool) * c.idx_dim || blocks.len() != pos / c.kpool * c.idx_dim {
+                    let r = c.ratio(l);
+                    let (want_raw, want_blocks) = if r == 0 { (0, 0) } else { (pos % r, pos / r) };
+                    if raw.len() != want_raw * c.idx_dim || blocks.len() != want_blocks * c.idx_dim {
                         return Err(bad("indexer keys do not match the position"));
                     }
-                    LayerState::Qsa(QsaState { k, v, raw, blocks })
+                    LayerState::Attn(QsaState { k, v, raw, blocks })
                 }
             });
         }
-        let mut prev = [None, None];
-        for p in prev.iter_mut() {
-            let t = i.u64()?;
-            *p = if t == u64::MAX { None } else { Some(u32::try_from(t).map_err(|_| bad("token id out of range"))?) };
+        if i.u64()? != fresh.ple.prev.len() as u64 {
+            return Err(bad("PLE token history of the wrong length"));
         }
+        let prev = (0..fresh.ple.prev.len())
+            .map(|_| i.u64().and_then(|t| if t < c.vocab as u64 { Ok(t) } else { Err(bad("token id out of range")) }))
+            .collect::<Result<Vec<u64>, _>>()?;
         let n_z = i.u64()?;
         if n_z != fresh.ple.z.len() as u64 {
             return Err(bad("PLE history of the wrong length"));

@@ -7,14 +7,13 @@ use strata_gguf::GgufSet;
 use crate::config::Config;
 use crate::error::ModelError;
 use crate::kv::KvMode;
-use crate::kv::KvStore;
 use crate::layers::{gdn::gdn, hc::hc_read, hc::hc_write, moe::moe, ple::ple, qsa::qsa, qsa::qsa_dense};
 use crate::ops::norm::rms_norm_inplace;
+use crate::ops::rope::{Rope, RopeScaling};
 use crate::state::QsaState;
 
 /// The MTP layer attends to at most this many of its own cells (spec §9).
 pub const MTP_WINDOW: usize = 32_768;
-use crate::ops::rope::{Rope, RopeScaling};
 use crate::state::{LayerState, State};
 use crate::weights::{Mixer, Weights};
 
@@ -27,11 +26,17 @@ pub struct Model {
 }
 
 impl Model {
-    /// Opens a model file (or shard set) and binds its tensors.
+    /// Opens a model file (or shard set) and binds its tensors. `RopeScaling::None` takes the file's own
+    /// `rope.scaling.*`, if it declares any.
     pub fn open(path: impl AsRef<Path>, scaling: RopeScaling) -> Result<Model, ModelError> {
         let gguf = GgufSet::open(path)?;
         let config = Config::from_gguf(&gguf)?;
         let weights = Weights::load(&gguf, &config)?;
+        let scaling = match (&config.rope_scaling, scaling) {
+            (Some(f), RopeScaling::None) if f.kind == "linear" => RopeScaling::Linear(f.factor),
+            (Some(f), RopeScaling::None) => RopeScaling::Yarn { factor: f.factor, orig_ctx: f.original_context as u64 },
+            (_, s) => s,
+        };
         let rope = Rope::new(config.rope_dim, config.rope_base, scaling);
         Ok(Model { config, weights, rope, gguf })
     }
@@ -63,13 +68,15 @@ impl Model {
         w.token_embd.row(token as usize, &mut e);
         let mut r: Vec<f32> = e.repeat(c.hc);
         for (l, (layer, ls)) in w.layers.iter().zip(state.layers.iter_mut()).enumerate() {
-            if l == 1 {
-                ple(&mut r, &w.ple, c, token, &mut state.ple);
+            if let (Some(p), Some(pw)) = (&c.ple, &w.ple) {
+                if p.layer == l {
+                    ple(&mut r, pw, c, p, token, &mut state.ple);
+                }
             }
             let read = hc_read(&r, &layer.hc_attn, c.hc);
             let y = match (&layer.mixer, ls) {
                 (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn(&read.mixed, g, c, s),
-                (Mixer::Qsa(q), LayerState::Qsa(s)) => qsa(&read.mixed, q, c, s, pos, &self.rope),
+                (Mixer::Attn(q), LayerState::Attn(s)) => qsa(&read.mixed, q, c, s, pos, c.ratio(l), &self.rope),
                 _ => unreachable!("state built from the same config"),
             };
             hc_write(&mut r, &y, &read.inject);
@@ -81,7 +88,7 @@ impl Model {
         (w.output.matvec(&fin.mixed), r)
     }
 
-    /// One MTP draft step (spec §9) from residual streams `r` at cell `pos` (the trunk's R_pos, or the
+    /// One MTP draft step (spec §0.11, §9) from residual streams `r` at cell `pos` (the trunk's R_pos, or the
     /// previous step's R'), with `next` the token at pos + 1: returns the draft logits for pos + 2 and R'.
     /// `cache` is the MTP layer's own KV cache (dense attention over at most its last 32,768 cells).
     pub fn mtp_draft(&self, cache: &mut QsaState, r: &[f32], next: u32, pos: usize) -> Option<(Vec<f32>, Vec<f32>)> {
@@ -90,17 +97,17 @@ impl Model {
         let n = c.n_embd;
         let mut e = vec![0f32; n];
         w.token_embd.row(next as usize, &mut e);
-        rms_norm_inplace(&mut e, &m.norm_embd);
-        let from_embd = m.fc_embd.matvec(&e);
+        rms_norm_inplace(&mut e, &m.enorm);
+        // Per stream: eh_proj · [enorm(e) | hnorm(R[s])], the embedding first.
+        let mut cat = vec![0f32; 2 * n];
+        cat[..n].copy_from_slice(&e);
         let mut rp = vec![0f32; c.hc * n];
         for s in 0..c.hc {
-            let mut h = r[s * n..(s + 1) * n].to_vec();
-            rms_norm_inplace(&mut h, &m.norm_hidden[s * n..(s + 1) * n]);
-            for ((o, a), b) in rp[s * n..(s + 1) * n].iter_mut().zip(m.fc_hidden.matvec(&h)).zip(&from_embd) {
-                *o = a + b;
-            }
+            cat[n..].copy_from_slice(&r[s * n..(s + 1) * n]);
+            rms_norm_inplace(&mut cat[n..], &m.hnorm[s * n..(s + 1) * n]);
+            rp[s * n..(s + 1) * n].copy_from_slice(&m.eh_proj.matvec(&cat));
         }
-        let Mixer::Qsa(q) = &m.layer.mixer else { unreachable!("the MTP layer is bound as QSA") };
+        let Mixer::Attn(q) = &m.layer.mixer else { unreachable!("the MTP layer is bound as attention") };
         let read = hc_read(&rp, &m.layer.hc_attn, c.hc);
         hc_write(&mut rp, &qsa_dense(&read.mixed, q, c, cache, pos, &self.rope, MTP_WINDOW), &read.inject);
         let read = hc_read(&rp, &m.layer.hc_ffn, c.hc);
@@ -111,7 +118,6 @@ impl Model {
 
     /// An empty cache for the MTP layer.
     pub fn mtp_cache(&self, kv: KvMode) -> QsaState {
-        let dim = self.config.n_head_kv * self.config.head_dim;
-        QsaState { k: KvStore::new(kv, dim), v: KvStore::new(kv, dim), raw: Vec::new(), blocks: Vec::new() }
+        QsaState::new(&self.config, kv)
     }
 }

@@ -8,12 +8,12 @@ use crate::kv::{KvMode, KvStore};
 #[derive(Clone, Debug)]
 pub enum LayerState {
     Gdn(GdnState),
-    Qsa(QsaState),
+    Attn(QsaState),
 }
 
 #[derive(Clone, Debug)]
 pub struct GdnState {
-    /// The last 3 frames of the conv input, oldest first (zero at the start).
+    /// The last K − 1 frames of the conv input, oldest first (zero at the start).
     pub conv: Vec<f32>,
     /// Hv matrices of S×S, `[key dim][value dim]`.
     pub m: Vec<f32>,
@@ -23,7 +23,7 @@ pub struct GdnState {
 pub struct QsaState {
     pub k: KvStore,
     pub v: KvStore,
-    /// Raw indexer keys of the cells of the incomplete block (f32).
+    /// Raw indexer keys of the cells of the incomplete block (f32; empty on dense layers).
     pub raw: Vec<f32>,
     /// Keys of the complete blocks, di values each.
     pub blocks: Vec<f32>,
@@ -31,9 +31,9 @@ pub struct QsaState {
 
 #[derive(Clone, Debug, Default)]
 pub struct PleState {
-    /// The two previous tokens, most recent first (None before the start).
-    pub prev: [Option<u32>; 2],
-    /// The last 9 frames of z (hc·n each), oldest first; never reset.
+    /// The ngram_size − 1 previous tokens as given, most recent first; `ple.eos_token_id` before the start.
+    pub prev: Vec<u64>,
+    /// The last (K − 1)·ngram_size frames of z (hc·n each), oldest first; never reset.
     pub z: Vec<Vec<f32>>,
 }
 
@@ -50,23 +50,31 @@ impl State {
     pub fn new(c: &Config, kv_mode: KvMode) -> State {
         let layers = (0..c.n_layer)
             .map(|l| {
-                if c.is_qsa(l) {
-                    let dim = c.n_head_kv * c.head_dim;
-                    LayerState::Qsa(QsaState {
-                        k: KvStore::new(kv_mode, dim),
-                        v: KvStore::new(kv_mode, dim),
-                        raw: Vec::new(),
-                        blocks: Vec::new(),
-                    })
+                if c.is_attn(l) {
+                    LayerState::Attn(QsaState::new(c, kv_mode))
                 } else {
                     LayerState::Gdn(GdnState {
-                        conv: vec![0.0; 3 * c.ssm_conv_channels()],
+                        conv: vec![0.0; (c.conv_kernel - 1) * c.ssm_conv_channels()],
                         m: vec![0.0; c.ssm_heads * c.ssm_state * c.ssm_state],
                     })
                 }
             })
             .collect();
-        let ple = PleState { prev: [None, None], z: vec![vec![0.0; c.hc * c.n_embd]; 9] };
+        let ple = match &c.ple {
+            Some(p) => PleState {
+                prev: vec![p.eos_token_id; p.ngram_size - 1],
+                z: vec![vec![0.0; c.hc * c.n_embd]; p.history()],
+            },
+            None => PleState::default(),
+        };
         State { pos: 0, layers, ple, kv_mode }
+    }
+}
+
+impl QsaState {
+    /// An empty cache of an attention layer.
+    pub fn new(c: &Config, kv_mode: KvMode) -> QsaState {
+        let dim = c.n_head_kv * c.head_dim;
+        QsaState { k: KvStore::new(kv_mode, dim), v: KvStore::new(kv_mode, dim), raw: Vec::new(), blocks: Vec::new() }
     }
 }

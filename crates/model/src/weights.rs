@@ -1,9 +1,11 @@
-//! The model's tensors bound by name (spec §2–§9), each checked against the config's shape. Quantized
-//! weights stay in the file's memory map; small vectors (norm gammas, biases) are read as f32.
+//! The model's tensors bound under the names llama.cpp's converter writes (spec §0, §2–§9), each checked
+//! against the config's shape. Quantized weights stay in the file's memory map; small vectors (norm
+//! gammas, biases) are read as f32. Fused variants (`attn_qkv` on attention layers, `ffn_gate_up_exps`)
+//! are bound as row ranges of the fused tensor.
 
-use strata_gguf::{GgmlType, GgufSet};
+use strata_gguf::{GgufSet, TensorView};
 
-use crate::config::Config;
+use crate::config::{Config, LayerKind};
 use crate::error::ModelError;
 use crate::ops::matvec::Matrix;
 
@@ -18,7 +20,7 @@ pub struct HcWeights {
 pub struct GdnWeights {
     pub qkv: Matrix,
     pub gate: Matrix,
-    /// `[4, channels]`: channel ch's taps at `4·ch .. 4·ch + 4`, oldest first.
+    /// `[K, channels]`: channel ch's taps at `K·ch .. K·ch + K`, oldest first.
     pub conv: Vec<f32>,
     pub alpha: Matrix,
     pub beta: Matrix,
@@ -28,33 +30,53 @@ pub struct GdnWeights {
     pub out: Matrix,
 }
 
-pub struct QsaWeights {
+/// The QSA block indexer of an attention layer.
+pub struct IndexerWeights {
+    pub q: Matrix,
+    pub k: Matrix,
+    pub q_norm: Vec<f32>,
+    pub k_norm: Vec<f32>,
+}
+
+pub struct AttnWeights {
+    /// Per head `[q(dh) | gate(dh)]`.
     pub q: Matrix,
     pub k: Matrix,
     pub v: Matrix,
     pub q_norm: Vec<f32>,
     pub k_norm: Vec<f32>,
     pub o: Matrix,
-    pub idx_q: Matrix,
-    pub idx_k: Matrix,
-    pub idx_q_norm: Vec<f32>,
-    pub idx_k_norm: Vec<f32>,
+    /// Present on every QSA layer; a dense layer (block size 0) may lack it.
+    pub indexer: Option<IndexerWeights>,
 }
 
 pub enum Mixer {
     Gdn(GdnWeights),
-    Qsa(QsaWeights),
+    Attn(AttnWeights),
 }
 
-/// Routed experts are stored stacked: expert e's rows follow expert e−1's.
+/// One projection of every routed expert: expert e's rows start at `e·stride + offset` of `m`.
+pub struct Stacked {
+    pub m: Matrix,
+    pub stride: usize,
+    pub offset: usize,
+}
+
+impl Stacked {
+    pub fn first_row(&self, e: usize) -> usize {
+        e * self.stride + self.offset
+    }
+}
+
 pub struct MoeWeights {
     pub router: Matrix,
-    pub gate_exps: Matrix,
-    pub up_exps: Matrix,
-    pub down_exps: Matrix,
+    pub gate_exps: Stacked,
+    pub up_exps: Stacked,
+    pub down_exps: Stacked,
     pub gate_shexp: Matrix,
     pub up_shexp: Matrix,
     pub down_shexp: Matrix,
+    /// `ffn_gate_inp_shexp`: one row of n.
     pub shexp_gate: Matrix,
 }
 
@@ -65,7 +87,7 @@ pub struct PleWeights {
     pub norm_key: Vec<f32>,
     pub norm_query: Vec<f32>,
     pub norm_conv: Vec<f32>,
-    /// `[4, hc·n]`, as `GdnWeights::conv`.
+    /// `[K, hc·n]`, as `GdnWeights::conv`.
     pub conv: Vec<f32>,
 }
 
@@ -76,25 +98,26 @@ pub struct Layer {
     pub moe: MoeWeights,
 }
 
-/// The MTP draft layer (spec §9).
+/// The MTP draft layer (spec §0.11, §9), stored as block `n_layer` with `nextn.*` tensors.
 pub struct MtpWeights {
-    /// `pre_fc_norm_embedding` [n] and `pre_fc_norm_hidden` [hc·n] (a gamma per stream).
-    pub norm_embd: Vec<f32>,
-    pub norm_hidden: Vec<f32>,
-    pub fc_embd: Matrix,
-    pub fc_hidden: Matrix,
-    /// A QSA layer (`mtp.blk.0.*`), run dense over its own cache.
+    /// `nextn.enorm` [n].
+    pub enorm: Vec<f32>,
+    /// `nextn.hnorm`: [n] shared by the streams, or [hc·n] (a gamma per stream); stored as [hc·n].
+    pub hnorm: Vec<f32>,
+    /// `nextn.eh_proj [2n, n]`, applied to the concatenation `[enorm(e) | hnorm(R[c])]`.
+    pub eh_proj: Matrix,
+    /// An attention layer run dense over its own cache.
     pub layer: Layer,
     pub output_hc: HcWeights,
 }
 
 pub struct Weights {
     pub token_embd: Matrix,
-    pub ple: PleWeights,
+    pub ple: Option<PleWeights>,
     pub layers: Vec<Layer>,
     pub output_hc: HcWeights,
+    /// `output.weight`, or `token_embd` when the file has no head of its own (tied).
     pub output: Matrix,
-    /// Present when the file has `nextn_predict_layers` ≥ 1.
     pub mtp: Option<MtpWeights>,
 }
 
@@ -104,13 +127,26 @@ struct Binder<'a> {
 }
 
 impl Binder<'_> {
-    fn tensor(&self, name: &str, shape: &[usize]) -> Result<strata_gguf::TensorView<'_>, ModelError> {
-        let t = self.set.tensor(name).ok_or_else(|| ModelError::MissingTensor { tensor: name.into() })?;
+    fn find(&self, name: &str) -> Result<TensorView<'_>, ModelError> {
+        self.set.tensor(name).ok_or_else(|| ModelError::MissingTensor { tensor: name.into() })
+    }
+
+    fn tensor(&self, name: &str, shape: &[usize]) -> Result<TensorView<'_>, ModelError> {
+        let t = self.find(name)?;
+        // Trailing dimensions of 1 are the same shape to ggml (the converter writes [n, 1] for some vectors).
+        let mut found = t.info.shape.clone();
+        while found.len() > shape.len() && found.last() == Some(&1) {
+            found.pop();
+        }
         let expected: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-        if t.info.shape != expected {
+        if found != expected {
             return Err(ModelError::Shape { tensor: name.into(), expected, found: t.info.shape.clone() });
         }
         Ok(t)
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.set.tensor(name).is_some()
     }
 
     /// A matrix `[cols, rows]` (GGUF order: the input dimension first).
@@ -125,27 +161,22 @@ impl Binder<'_> {
         Ok(Matrix { ty: t.info.ty, rows: rows * e, cols, bytes: t.bytes() })
     }
 
-    /// A vector (any shape with `len` elements in that order) as f32.
-    fn vector(&self, full_name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
-        let t = self.tensor(full_name, shape)?;
-        Ok(t.to_f32()?)
-    }
-
-    fn bf16_or_float(&self, m: Matrix, name: &str) -> Result<Matrix, ModelError> {
-        match m.ty {
-            GgmlType::BF16 | GgmlType::F16 | GgmlType::F32 => Ok(m),
-            ty => Err(ModelError::Type { tensor: name.into(), ty: ty.name().into(), what: "expected BF16".into() }),
+    /// A vector of `len` values as f32, stored as `[len]` or as any 2-D shape of `len` elements (the hc
+    /// norms may be `[n, hc]`).
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        let t = self.find(name)?;
+        if t.info.n_elements != len as u64 || t.info.shape.len() > 2 {
+            return Err(ModelError::Shape { tensor: name.into(), expected: vec![len as u64], found: t.info.shape.clone() });
         }
+        Ok(t.to_f32()?)
     }
 
     fn hc(&self, prefix: &str, c: &Config, inject: bool) -> Result<HcWeights, ModelError> {
         let wide = c.hc * c.n_embd;
-        let down = self.matrix(&format!("{prefix}_down"), wide, c.hc_rank)?;
-        let up = self.matrix(&format!("{prefix}_up"), c.hc_rank, wide)?;
         Ok(HcWeights {
-            norm: self.vector(&format!("{prefix}_norm.weight"), &[wide])?,
-            down: self.bf16_or_float(down, prefix)?,
-            up: self.bf16_or_float(up, prefix)?,
+            norm: self.vector(&format!("{prefix}_norm.weight"), wide)?,
+            down: self.matrix(&format!("{prefix}_down"), wide, c.hc_rank)?,
+            up: self.matrix(&format!("{prefix}_up"), c.hc_rank, wide)?,
             inject: if inject { Some(self.matrix(&format!("{prefix}_inject"), wide, c.hc)?) } else { None },
         })
     }
@@ -156,115 +187,144 @@ impl Binder<'_> {
         Ok(GdnWeights {
             qkv: self.matrix(&format!("{b}.attn_qkv"), n, ch)?,
             gate: self.matrix(&format!("{b}.attn_gate"), n, hv * s)?,
-            conv: self.vector(&format!("{b}.ssm_conv1d.weight"), &[c.conv_kernel, ch])?,
+            conv: self.tensor(&format!("{b}.ssm_conv1d.weight"), &[c.conv_kernel, ch])?.to_f32()?,
             alpha: self.matrix(&format!("{b}.ssm_alpha"), n, hv)?,
             beta: self.matrix(&format!("{b}.ssm_beta"), n, hv)?,
-            a: self.vector(&format!("{b}.ssm_a"), &[hv])?,
-            dt_bias: self.vector(&format!("{b}.ssm_dt.bias"), &[hv])?,
-            norm: self.vector(&format!("{b}.ssm_norm.weight"), &[s])?,
+            a: self.vector(&format!("{b}.ssm_a"), hv)?,
+            dt_bias: self.vector(&format!("{b}.ssm_dt.bias"), hv)?,
+            norm: self.vector(&format!("{b}.ssm_norm.weight"), s)?,
             out: self.matrix(&format!("{b}.ssm_out"), hv * s, n)?,
         })
     }
 
-    fn qsa(&self, b: &str, c: &Config) -> Result<QsaWeights, ModelError> {
+    fn attn(&self, b: &str, c: &Config, ratio: usize) -> Result<AttnWeights, ModelError> {
         let (n, dh, di) = (c.n_embd, c.head_dim, c.idx_dim);
-        Ok(QsaWeights {
-            q: self.matrix(&format!("{b}.attn_q"), n, c.n_head * 2 * dh)?,
-            k: self.matrix(&format!("{b}.attn_k"), n, c.n_head_kv * dh)?,
-            v: self.matrix(&format!("{b}.attn_v"), n, c.n_head_kv * dh)?,
-            q_norm: self.vector(&format!("{b}.attn_q_norm.weight"), &[dh])?,
-            k_norm: self.vector(&format!("{b}.attn_k_norm.weight"), &[dh])?,
+        let (q_rows, kv_rows) = (c.n_head * 2 * dh, c.n_head_kv * dh);
+        let (q, k, v) = if self.has(&format!("{b}.attn_qkv.weight")) {
+            let name = format!("{b}.attn_qkv");
+            let fused = self.matrix(&name, n, q_rows + 2 * kv_rows)?;
+            let part = |first, count| fused.row_range(first, count).expect("rows within the fused tensor");
+            (part(0, q_rows), part(q_rows, kv_rows), part(q_rows + kv_rows, kv_rows))
+        } else {
+            (
+                self.matrix(&format!("{b}.attn_q"), n, q_rows)?,
+                self.matrix(&format!("{b}.attn_k"), n, kv_rows)?,
+                self.matrix(&format!("{b}.attn_v"), n, kv_rows)?,
+            )
+        };
+        let indexer = if ratio > 0 || self.has(&format!("{b}.indexer.q_proj.weight")) {
+            Some(IndexerWeights {
+                q: self.matrix(&format!("{b}.indexer.q_proj"), n, c.idx_heads * di)?,
+                k: self.matrix(&format!("{b}.indexer.k_proj"), n, di)?,
+                q_norm: self.vector(&format!("{b}.indexer.q_norm.weight"), di)?,
+                k_norm: self.vector(&format!("{b}.indexer.k_norm.weight"), di)?,
+            })
+        } else {
+            None
+        };
+        Ok(AttnWeights {
+            q,
+            k,
+            v,
+            q_norm: self.vector(&format!("{b}.attn_q_norm.weight"), dh)?,
+            k_norm: self.vector(&format!("{b}.attn_k_norm.weight"), dh)?,
             o: self.matrix(&format!("{b}.attn_output"), c.n_head * dh, n)?,
-            idx_q: self.matrix(&format!("{b}.indexer.q_proj"), n, c.idx_heads * di)?,
-            idx_k: self.matrix(&format!("{b}.indexer.k_proj"), n, di)?,
-            idx_q_norm: self.vector(&format!("{b}.indexer.q_norm.weight"), &[di])?,
-            idx_k_norm: self.vector(&format!("{b}.indexer.k_norm.weight"), &[di])?,
+            indexer,
         })
     }
 
     fn moe(&self, b: &str, c: &Config) -> Result<MoeWeights, ModelError> {
-        let (n, f, e) = (c.n_embd, c.expert_ff, c.n_expert);
+        let (n, f, e, fs) = (c.n_embd, c.expert_ff, c.n_expert, c.shexp_ff);
+        let (gate_exps, up_exps) = if self.has(&format!("{b}.ffn_gate_up_exps.weight")) {
+            // Fused: per expert 2f rows, the gate's first.
+            let m = self.experts(&format!("{b}.ffn_gate_up_exps"), n, 2 * f, e)?;
+            (Stacked { m: m.clone(), stride: 2 * f, offset: 0 }, Stacked { m, stride: 2 * f, offset: f })
+        } else {
+            (
+                Stacked { m: self.experts(&format!("{b}.ffn_gate_exps"), n, f, e)?, stride: f, offset: 0 },
+                Stacked { m: self.experts(&format!("{b}.ffn_up_exps"), n, f, e)?, stride: f, offset: 0 },
+            )
+        };
+        let sg = self.tensor(&format!("{b}.ffn_gate_inp_shexp.weight"), &[n])?;
         Ok(MoeWeights {
             router: self.matrix(&format!("{b}.ffn_gate_inp"), n, e)?,
-            gate_exps: self.experts(&format!("{b}.ffn_gate_exps"), n, f, e)?,
-            up_exps: self.experts(&format!("{b}.ffn_up_exps"), n, f, e)?,
-            down_exps: self.experts(&format!("{b}.ffn_down_exps"), f, n, e)?,
-            gate_shexp: self.matrix(&format!("{b}.ffn_gate_shexp"), n, f)?,
-            up_shexp: self.matrix(&format!("{b}.ffn_up_shexp"), n, f)?,
-            down_shexp: self.matrix(&format!("{b}.ffn_down_shexp"), f, n)?,
-            shexp_gate: {
-                let t = self.tensor(&format!("{b}.ffn_gate_inp_shexp.weight"), &[n])?;
-                Matrix { ty: t.info.ty, rows: 1, cols: n, bytes: t.bytes() }
+            gate_exps,
+            up_exps,
+            down_exps: Stacked { m: self.experts(&format!("{b}.ffn_down_exps"), f, n, e)?, stride: n, offset: 0 },
+            gate_shexp: self.matrix(&format!("{b}.ffn_gate_shexp"), n, fs)?,
+            up_shexp: self.matrix(&format!("{b}.ffn_up_shexp"), n, fs)?,
+            down_shexp: self.matrix(&format!("{b}.ffn_down_shexp"), fs, n)?,
+            shexp_gate: Matrix { ty: sg.info.ty, rows: 1, cols: n, bytes: sg.bytes() },
+        })
+    }
+
+    fn layer(&self, l: usize, kind: LayerKind, c: &Config) -> Result<Layer, ModelError> {
+        let p = format!("blk.{l}");
+        Ok(Layer {
+            hc_attn: self.hc(&format!("{p}.hc_attn"), c, true)?,
+            mixer: match kind {
+                LayerKind::Gdn => Mixer::Gdn(self.gdn(&p, c)?),
+                LayerKind::Attn { ratio } => Mixer::Attn(self.attn(&p, c, ratio)?),
             },
+            hc_ffn: self.hc(&format!("{p}.hc_ffn"), c, true)?,
+            moe: self.moe(&p, c)?,
         })
     }
 
     fn mtp(&self, c: &Config) -> Result<MtpWeights, ModelError> {
-        let (n, wide) = (c.n_embd, c.hc * c.n_embd);
-        let p = "mtp.blk.0";
+        let (n, wide, l) = (c.n_embd, c.hc * c.n_embd, c.n_layer);
+        let p = format!("blk.{l}.nextn");
+        let hnorm_name = format!("{p}.hnorm.weight");
+        let hnorm = match self.find(&hnorm_name)?.info.n_elements {
+            e if e == n as u64 => self.vector(&hnorm_name, n)?.repeat(c.hc),
+            _ => self.vector(&hnorm_name, wide)?,
+        };
         Ok(MtpWeights {
-            norm_embd: self.vector("mtp.pre_fc_norm_embedding.weight", &[n])?,
-            norm_hidden: self.vector("mtp.pre_fc_norm_hidden.weight", &[wide])?,
-            fc_embd: self.matrix("mtp.fc_embedding", n, n)?,
-            fc_hidden: self.matrix("mtp.fc_hidden", n, n)?,
-            layer: Layer {
-                hc_attn: self.hc(&format!("{p}.hc_attn"), c, true)?,
-                mixer: Mixer::Qsa(self.qsa(p, c)?),
-                hc_ffn: self.hc(&format!("{p}.hc_ffn"), c, true)?,
-                moe: self.moe(p, c)?,
-            },
-            output_hc: self.hc("mtp.output_hc", c, false)?,
+            enorm: self.vector(&format!("{p}.enorm.weight"), n)?,
+            hnorm,
+            eh_proj: self.matrix(&format!("{p}.eh_proj"), 2 * n, n)?,
+            layer: self.layer(l, LayerKind::Attn { ratio: 0 }, c)?,
+            output_hc: self.hc(&format!("{p}.hc_head"), c, false)?,
         })
     }
 
-    fn ple(&self, c: &Config) -> Result<PleWeights, ModelError> {
-        let (n, wide) = (c.n_embd, c.hc * c.n_embd);
-        let rows = c.ple.head_offsets.iter().zip(&c.ple.head_vocab_sizes).map(|(o, s)| o + s).max().unwrap_or(0);
-        let t = self
-            .set
-            .tensor("per_layer_token_embd.weight")
-            .ok_or_else(|| ModelError::MissingTensor { tensor: "per_layer_token_embd.weight".into() })?;
-        if t.info.shape.len() != 2 || t.info.shape[0] != c.ple_dim as u64 || t.info.shape[1] < rows {
-            return Err(ModelError::Shape {
-                tensor: "per_layer_token_embd.weight".into(),
-                expected: vec![c.ple_dim as u64, rows],
-                found: t.info.shape.clone(),
-            });
+    fn ple(&self, c: &Config) -> Result<Option<PleWeights>, ModelError> {
+        let Some(p) = &c.ple else { return Ok(None) };
+        let (n, wide, e) = (c.n_embd, c.hc * c.n_embd, p.embd_dim());
+        let heads = p.heads();
+        let rows = (0..heads).map(|h| p.head_offsets[h] + p.head_vocab_sizes[h]).max().unwrap_or(0);
+        let name = "per_layer_token_embd.weight";
+        let t = self.find(name)?;
+        if t.info.shape.len() != 2 || t.info.shape[0] != p.row_dim as u64 || t.info.shape[1] < rows {
+            return Err(ModelError::Shape { tensor: name.into(), expected: vec![p.row_dim as u64, rows], found: t.info.shape.clone() });
         }
-        let table = Matrix { ty: t.info.ty, rows: t.info.shape[1] as usize, cols: c.ple_dim, bytes: t.bytes() };
-        Ok(PleWeights {
+        let table = Matrix { ty: t.info.ty, rows: t.info.shape[1] as usize, cols: p.row_dim, bytes: t.bytes() };
+        let b = format!("blk.{}", p.layer);
+        Ok(Some(PleWeights {
             table,
-            key: self.matrix("blk.1.ple_key", n, wide)?,
-            value: self.matrix("blk.1.ple_value", n, n)?,
-            norm_key: self.vector("blk.1.ple_norm_key.weight", &[wide])?,
-            norm_query: self.vector("blk.1.ple_norm_query.weight", &[wide])?,
-            norm_conv: self.vector("blk.1.ple_norm_conv.weight", &[wide])?,
-            conv: self.vector("blk.1.ple_conv1d.weight", &[4, wide])?,
-        })
+            key: self.matrix(&format!("{b}.ple_key"), e, wide)?,
+            value: self.matrix(&format!("{b}.ple_value"), e, n)?,
+            norm_key: self.vector(&format!("{b}.ple_norm_key.weight"), wide)?,
+            norm_query: self.vector(&format!("{b}.ple_norm_query.weight"), wide)?,
+            norm_conv: self.vector(&format!("{b}.ple_norm_conv.weight"), wide)?,
+            conv: self.tensor(&format!("{b}.ple_conv1d.weight"), &[p.conv_kernel, wide])?.to_f32()?,
+        }))
     }
 }
 
 impl Weights {
     pub fn load(set: &GgufSet, c: &Config) -> Result<Weights, ModelError> {
         let b = Binder { set };
-        let layers = (0..c.n_layer)
-            .map(|l| {
-                let p = format!("blk.{l}");
-                Ok(Layer {
-                    hc_attn: b.hc(&format!("{p}.hc_attn"), c, true)?,
-                    mixer: if c.is_qsa(l) { Mixer::Qsa(b.qsa(&p, c)?) } else { Mixer::Gdn(b.gdn(&p, c)?) },
-                    hc_ffn: b.hc(&format!("{p}.hc_ffn"), c, true)?,
-                    moe: b.moe(&p, c)?,
-                })
-            })
-            .collect::<Result<Vec<_>, ModelError>>()?;
+        let layers = c.kinds.iter().enumerate().map(|(l, &k)| b.layer(l, k, c)).collect::<Result<Vec<_>, _>>()?;
+        let token_embd = b.matrix("token_embd", c.n_embd, c.vocab)?;
+        let output = if b.has("output.weight") { b.matrix("output", c.n_embd, c.vocab)? } else { token_embd.clone() };
         Ok(Weights {
-            token_embd: b.matrix("token_embd", c.n_embd, c.vocab)?,
             ple: b.ple(c)?,
             layers,
             output_hc: b.hc("output_hc", c, false)?,
-            output: b.matrix("output", c.n_embd, c.vocab)?,
+            output,
             mtp: if c.nextn_layers >= 1 { Some(b.mtp(c)?) } else { None },
+            token_embd,
         })
     }
 }

@@ -109,7 +109,7 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
     b.add("general.name", Value::String(format!("qwen4exp-synthetic-{}", p.name)));
     b.add("general.alignment", Value::U32(32));
     let keys: Vec<(&str, Value)> = vec![
-        ("block_count", u(p.n_layer)),
+        ("block_count", u(p.n_layer + 1)),
         ("embedding_length", u(p.n_embd)),
         ("vocab_size", u(vocab.tokens.len())),
         ("full_attention_interval", u(4)),
@@ -126,7 +126,6 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
         ("attention.indexer.head_count", u(p.idx_heads)),
         ("attention.indexer.key_length", u(p.idx_dim)),
         ("attention.indexer.top_k", u(p.idx_top_k)),
-        ("attention.indexer.kpool", u(4)),
         ("ssm.state_size", u(p.ssm_state)),
         ("ssm.group_count", u(p.ssm_groups)),
         ("ssm.time_step_rank", u(p.ssm_heads)),
@@ -134,7 +133,9 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
         ("expert_count", u(p.n_expert)),
         ("expert_used_count", u(p.n_expert_used)),
         ("expert_feed_forward_length", u(p.expert_ff)),
-        ("expert_shared_count", u(1)),
+        ("expert_shared_feed_forward_length", u(p.expert_ff)),
+        ("ssm.inner_size", u(p.ssm_heads * p.ssm_state)),
+        ("ple.conv_kernel", u(4)),
         ("embedding_length_per_layer_input", u(p.ple_dim)),
         ("nextn_predict_layers", u(1)),
         ("ple.ngram_size", u(3)),
@@ -143,9 +144,20 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
     for (k, v) in keys {
         b.add(&format!("{a}.{k}"), v);
     }
+    // The layer list as the converter writes it: recurrent flags for the trunk, then the MTP block.
+    let trunk = 0..p.n_layer;
+    let mut recurrent: Vec<bool> = trunk.clone().map(|i| !tensors::is_attn(i)).collect();
+    recurrent.push(false);
+    b.add(&format!("{a}.attention.recurrent_layers"), Value::Array(Array::Bool(recurrent)));
+    let ratios = trunk.map(|i| if tensors::is_attn(i) { tensors::QSA_RATIO as i32 } else { 0 }).collect();
+    b.add(&format!("{a}.attention.compress_ratios"), Value::Array(Array::I32(ratios)));
+    b.add(&format!("{a}.rope.dimension_sections"), Value::Array(Array::I32(vec![11, 11, 10, 0])));
+    b.add(&format!("{a}.ple.layers"), Value::Array(Array::I32(vec![tensors::PLE_LAYER as i32])));
     // Odd multipliers drawn from the seed; heads laid out one after another in the table.
+    // Odd, and small enough that token × multiplier stays below 2^63, as the real model's are.
     let mut rng = SplitMix64::new(seed ^ 0x0050_4c45);
-    let mult: Vec<u64> = (0..3).map(|_| rng.next_u64() | 1).collect();
+    let half_bound = (i64::MAX as u64 / vocab.tokens.len() as u64 / 2).max(1);
+    let mult: Vec<u64> = (0..3).map(|_| 2 * (rng.next_u64() % half_bound) + 1).collect();
     b.add(&format!("{a}.ple.layer_multipliers"), Value::Array(Array::U64(mult)));
     b.add(&format!("{a}.ple.head_vocab_sizes"), Value::Array(Array::U64(vec![p.ple_rows_per_head; 16])));
     b.add(
@@ -153,7 +165,7 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
         Value::Array(Array::U64((0..16).map(|h| h * p.ple_rows_per_head).collect())),
     );
     let id = |s: &str| vocab.tokens.iter().position(|t| t == s).unwrap_or(0) as u64;
-    b.add(&format!("{a}.ple.eos_token_id"), Value::U64(id(tokenizer::ENDOFTEXT)));
+    b.add(&format!("{a}.ple.eos_token_id"), Value::U32(id(tokenizer::ENDOFTEXT) as u32));
     b.add("tokenizer.ggml.model", Value::String("gpt2".into()));
     b.add("tokenizer.ggml.pre", Value::String("qwen2".into()));
     b.add("tokenizer.ggml.tokens", Value::Array(Array::String(vocab.tokens.clone())));

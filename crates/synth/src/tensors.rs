@@ -98,7 +98,7 @@ impl List<'_> {
     fn moe(&mut self, b: &str) {
         let p = self.p;
         let (n, f, e) = (p.n_embd, p.expert_ff, p.n_expert);
-        self.proj(format!("{b}.ffn_gate_inp.weight"), n, e, BF16, 2.0);
+        self.proj(format!("{b}.ffn_gate_inp.weight"), n, e, F32, 2.0);
         let std_in = 1.0 / (n as f32).sqrt();
         self.push(format!("{b}.ffn_gate_exps.weight"), &[n, f, e], self.experts, Init::Normal(std_in));
         self.push(format!("{b}.ffn_up_exps.weight"), &[n, f, e], self.experts, Init::Normal(std_in));
@@ -107,9 +107,8 @@ impl List<'_> {
         self.proj(format!("{b}.ffn_gate_shexp.weight"), n, f, Q8_0, 1.0);
         self.proj(format!("{b}.ffn_up_shexp.weight"), n, f, Q8_0, 1.0);
         self.proj(format!("{b}.ffn_down_shexp.weight"), f, n, Q4_0, 0.5);
+        // The converter writes the shared expert's gate as [n, 1].
         self.proj(format!("{b}.ffn_gate_inp_shexp.weight"), n, 1, BF16, 1.0);
-        // The shared expert's gate is a vector [n] (spec §7), not a [n, 1] matrix.
-        self.out.last_mut().expect("just pushed").shape.truncate(1);
     }
 
     fn layer(&mut self, b: &str, qsa: bool) {
@@ -123,28 +122,41 @@ impl List<'_> {
         self.moe(b);
     }
 
-    fn ple(&mut self) {
+    fn ple(&mut self, b: &str) {
         let p = self.p;
         let (n, wide) = (p.n_embd, p.hc * p.n_embd);
-        self.proj("blk.1.ple_key.weight".into(), n, wide, Q8_0, 1.0);
-        self.proj("blk.1.ple_value.weight".into(), n, n, BF16, 1.0);
-        self.gamma("blk.1.ple_norm_key.weight".into(), wide);
-        self.gamma("blk.1.ple_norm_query.weight".into(), wide);
-        self.gamma("blk.1.ple_norm_conv.weight".into(), wide);
-        self.push("blk.1.ple_conv1d.weight".into(), &[4, wide], F16, Init::Uniform(-0.5, 0.5));
+        self.proj(format!("{b}.ple_key.weight"), n, wide, Q8_0, 1.0);
+        self.proj(format!("{b}.ple_value.weight"), n, n, BF16, 1.0);
+        self.gamma(format!("{b}.ple_norm_key.weight"), wide);
+        self.gamma(format!("{b}.ple_norm_query.weight"), wide);
+        self.gamma(format!("{b}.ple_norm_conv.weight"), wide);
+        self.push(format!("{b}.ple_conv1d.weight"), &[4, wide], F16, Init::Uniform(-0.5, 0.5));
     }
 
+    /// The MTP block in the `nextn` layout: block `n_layer`'s ordinary attention-layer tensors plus
+    /// `nextn.enorm`, `nextn.hnorm` (a gamma per stream), `nextn.eh_proj [2n, n]` and `nextn.hc_head_*`.
     fn mtp(&mut self) {
         let p = self.p;
         let n = p.n_embd;
-        self.gamma("mtp.pre_fc_norm_embedding.weight".into(), n);
-        self.gamma("mtp.pre_fc_norm_hidden.weight".into(), p.hc * n);
-        self.proj("mtp.fc_embedding.weight".into(), n, n, Q8_0, 0.7);
-        self.proj("mtp.fc_hidden.weight".into(), n, n, Q8_0, 0.7);
-        self.layer("mtp.blk.0", true);
-        self.hc("mtp.output_hc", false);
+        let b = format!("blk.{}", p.n_layer);
+        self.gamma(format!("{b}.nextn.enorm.weight"), n);
+        self.gamma(format!("{b}.nextn.hnorm.weight"), p.hc * n);
+        self.proj(format!("{b}.nextn.eh_proj.weight"), 2 * n, n, Q8_0, 1.0);
+        self.layer(&b, true);
+        self.hc(&format!("{b}.nextn.hc_head"), false);
     }
 }
+
+/// The layer whose start runs the PLE block (spec §6).
+pub const PLE_LAYER: usize = 1;
+
+/// Layer i is attention (QSA with blocks of [`QSA_RATIO`]) when this holds, else GDN.
+pub fn is_attn(i: usize) -> bool {
+    i % 4 == 3
+}
+
+/// The QSA block size of the synthetic models' attention layers.
+pub const QSA_RATIO: usize = 4;
 
 /// The tensors of the trunk file, in the order they are written. The PLE table comes last (or goes to
 /// its own shard: see [`ple_table`]).
@@ -152,10 +164,10 @@ pub fn trunk(p: &Preset, vocab: usize, experts: GgmlType) -> Vec<TensorSpec> {
     let mut l = List { p, experts, out: Vec::new() };
     l.push("token_embd.weight".into(), &[p.n_embd, vocab], Q4_K, Init::Normal(1.0));
     for i in 0..p.n_layer {
-        if i == 1 {
-            l.ple();
+        if i == PLE_LAYER {
+            l.ple(&format!("blk.{i}"));
         }
-        l.layer(&format!("blk.{i}"), i % 4 == 3);
+        l.layer(&format!("blk.{i}"), is_attn(i));
     }
     l.hc("output_hc", false);
     l.proj("output.weight".into(), p.n_embd, vocab, Q6_K, 3.0);

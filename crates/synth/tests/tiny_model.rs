@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::tokenizer::Tokenizer;
-use strata_gguf::{GgufBuilder, GgufFile, GgufSet};
+use strata_gguf::{Array, GgufBuilder, GgufFile, GgufSet, Value};
 use strata_model::{Config, KvMode, Model, ModelError, RopeScaling};
 use strata_synth::{Options, Preset};
 
@@ -145,6 +145,43 @@ fn broken_models_are_clear_errors() {
 
     let set = GgufSet::open(tiny()).unwrap();
     assert_eq!(Config::from_gguf(&set).unwrap().vocab, 4096);
+
+    // The retired layout of older `strata synth` files (an indexer kpool key) is refused, not misread.
+    let old = edited_with_key("old-layout.gguf", "qwen4exp.attention.indexer.kpool", Value::U32(4));
+    let e = Model::open(&old, RopeScaling::None).err().unwrap().to_string();
+    assert!(e.contains("kpool") && e.contains("retired layout"), "{e}");
+
+    // A PLE layer that is not a GDN layer of the trunk names the key.
+    let bad_ple = edited_with_key("bad-ple.gguf", "qwen4exp.ple.layers", Value::Array(Array::I32(vec![3])));
+    let e = Model::open(&bad_ple, RopeScaling::None).err().unwrap().to_string();
+    assert!(e.contains("qwen4exp.ple.layers"), "{e}");
+
+    // A QSA block size that does not divide top_k names the key.
+    let ratios = Value::Array(Array::I32(vec![0, 0, 0, 3, 0, 0, 0, 4]));
+    let bad_ratio = edited_with_key("bad-ratio.gguf", "qwen4exp.attention.compress_ratios", ratios);
+    let e = Model::open(&bad_ratio, RopeScaling::None).err().unwrap().to_string();
+    assert!(e.contains("qwen4exp.attention.indexer.top_k"), "{e}");
+}
+
+/// A copy of the tiny model with one metadata key set (added or replaced).
+fn edited_with_key(name: &str, key: &str, value: Value) -> PathBuf {
+    let path = edited(name, |_, s| Some(s.to_vec()), Some(key));
+    let src = GgufFile::open(&path).unwrap();
+    let mut b = GgufBuilder::new();
+    for (k, v) in src.metadata() {
+        b.add(k, v.clone());
+    }
+    b.add(key, value);
+    for t in src.tensors() {
+        b.add_tensor(&t.name, &t.shape, t.ty).unwrap();
+    }
+    let out = tiny().parent().unwrap().join(format!("k-{name}"));
+    let mut w = b.create(&out).unwrap();
+    for t in src.tensors() {
+        w.write_tensor(&t.name, src.require(&t.name).unwrap().data).unwrap();
+    }
+    w.finish().unwrap();
+    out
 }
 
 #[test]

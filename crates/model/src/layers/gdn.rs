@@ -7,21 +7,26 @@ use crate::ops::norm::{l2_norm_inplace, rms_norm};
 use crate::state::GdnState;
 use crate::weights::GdnWeights;
 
-/// Causal depthwise conv of width 4: `c[ch] = Σ_{i=0..3} w[ch][i]·frame_i[ch]` by fma from the oldest
-/// frame, `frames` being the 3 stored frames then the current one; then the state keeps the last 3.
+/// Causal depthwise conv of width K: `c[ch] = Σ_{i<K} w[ch][i]·frame_i[ch]` by fma from the oldest
+/// frame, the frames being the K − 1 stored ones then the current one; then the state keeps the last
+/// K − 1 (`tail` holds them, oldest first).
 pub fn causal_conv(tail: &mut [f32], cur: &[f32], w: &[f32]) -> Vec<f32> {
     let ch = cur.len();
+    let held = tail.len() / ch;
+    let k = held + 1;
     let out = (0..ch)
         .map(|c| {
             let mut s = 0f32;
-            for i in 0..3 {
-                s = w[4 * c + i].mul_add(tail[i * ch + c], s);
+            for i in 0..held {
+                s = w[k * c + i].mul_add(tail[i * ch + c], s);
             }
-            w[4 * c + 3].mul_add(cur[c], s)
+            w[k * c + held].mul_add(cur[c], s)
         })
         .collect();
-    tail.copy_within(ch.., 0);
-    tail[2 * ch..].copy_from_slice(cur);
+    if held > 0 {
+        tail.copy_within(ch.., 0);
+        tail[(held - 1) * ch..].copy_from_slice(cur);
+    }
     out
 }
 
@@ -43,7 +48,8 @@ pub fn gdn(x: &[f32], w: &GdnWeights, c: &Config, st: &mut GdnState) -> Vec<f32>
     let alpha = w.alpha.matvec(x);
     let mut y = vec![0f32; hv * s];
     for j in 0..hv {
-        let i = j / (hv / hk);
+        // The converter stores value heads tiled: value head j reads key head j mod Hk.
+        let i = j % hk;
         let gate = softplus(alpha[j] + w.dt_bias[j]) * w.a[j];
         let o = delta_rule(
             &mut st.m[j * s * s..(j + 1) * s * s],

@@ -16,13 +16,13 @@ pub struct HcRead {
 pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize) -> HcRead {
     let n = r.len() / hc;
     let hcf = hc as f32;
-    // 1. per-stream rms; xn = (R·w)·rs
+    // 1. per-stream rms; xn = (R·rs)·w
     let mut xn = vec![0f32; r.len()];
     for c in 0..hc {
         let s = c * n..(c + 1) * n;
         let rs = rms_scale(&r[s.clone()]);
         for ((o, &v), &g) in xn[s.clone()].iter_mut().zip(&r[s.clone()]).zip(&w.norm[s]) {
-            *o = (v * g) * rs;
+            *o = (v * rs) * g;
         }
     }
     // 2. lo = silu((W_down·xn)/hc)

@@ -1,4 +1,5 @@
-//! The per-layer n-gram embedding (spec §6; docs/ARITHMETIC.md § ple), applied to R before layer 1.
+//! The per-layer n-gram embedding (spec §6; docs/ARITHMETIC.md § ple), applied to R at the start of the
+//! layer `ple.layers` names.
 
 use crate::config::{Config, PleConfig};
 use crate::ops::act::{sigmoid, silu};
@@ -7,43 +8,37 @@ use crate::ops::norm::grouped_rms_norm;
 use crate::state::PleState;
 use crate::weights::PleWeights;
 
-const HEAD_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The table rows of token `t` given its predecessors (most recent first): one per head.
-pub fn ple_rows(c: &PleConfig, t: u32, prev: [Option<u32>; 2]) -> Vec<u64> {
-    // An EOS among the predecessors is replaced, with every older one, by u64::MAX; t itself never is.
+/// The table rows of token `t` given its predecessors `prev` (most recent first, as given; before the
+/// start they are `ple.eos_token_id`): one per head. An EOS among the predecessors stands, and every
+/// older one is replaced by the EOS id; t itself never is. The hash is transformers': products and XOR
+/// in wrapping 64-bit arithmetic, then the floored remainder of the signed value (torch.remainder).
+pub fn ple_rows(c: &PleConfig, t: u32, prev: &[u64]) -> Vec<u64> {
+    let eos = c.eos_token_id;
     let mut ctx = vec![t as u64];
     let mut seen_eos = false;
-    for p in prev.iter().take(c.ngram_size - 1) {
-        let v = match p {
-            Some(p) if !seen_eos && *p as u64 != c.eos_token_id => *p as u64,
-            Some(_) if !seen_eos => {
-                seen_eos = true;
-                u64::MAX
-            }
-            _ => u64::MAX,
-        };
-        ctx.push(v);
+    for &p in prev.iter().take(c.ngram_size - 1) {
+        ctx.push(if seen_eos { eos } else { p });
+        seen_eos |= p == eos;
     }
-    let heads = (c.ngram_size - 1) * c.heads_per_ngram;
-    (0..heads)
+    (0..c.heads())
         .map(|h| {
             let len = 2 + h / c.heads_per_ngram;
             let mixed = ctx[..len].iter().zip(&c.layer_multipliers).fold(0u64, |m, (&x, &k)| m ^ x.wrapping_mul(k));
-            let hashed = mixed ^ (h as u64).wrapping_mul(HEAD_MIX);
-            c.head_offsets[h] + hashed % c.head_vocab_sizes[h]
+            let size = c.head_vocab_sizes[h] as i64; // checked at load: below 2^40
+            c.head_offsets[h] + (mixed as i64).rem_euclid(size) as u64
         })
         .collect()
 }
 
 /// The PLE block on R (hc·n) for token `t`; advances the history.
-pub fn ple(r: &mut [f32], w: &PleWeights, c: &Config, t: u32, st: &mut PleState) {
-    let (n, hc, m) = (c.n_embd, c.hc, c.ple_dim);
-    let mut emb = vec![0f32; n];
-    for (h, row) in ple_rows(&c.ple, t, st.prev).into_iter().enumerate() {
+pub fn ple(r: &mut [f32], w: &PleWeights, c: &Config, p: &PleConfig, t: u32, st: &mut PleState) {
+    let (n, hc, m) = (c.n_embd, c.hc, p.row_dim);
+    let mut emb = vec![0f32; p.embd_dim()];
+    for (h, row) in ple_rows(p, t, &st.prev).into_iter().enumerate() {
         w.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
     }
-    st.prev = [Some(t), st.prev[0]];
+    st.prev.rotate_right(1);
+    st.prev[0] = t as u64;
 
     let mut key = vec![0f32; hc * n];
     grouped_rms_norm(&w.key.matvec(&emb), &w.norm_key, n, &mut key);
@@ -61,18 +56,21 @@ pub fn ple(r: &mut [f32], w: &PleWeights, c: &Config, t: u32, st: &mut PleState)
     }
     let mut z = vec![0f32; hc * n];
     grouped_rms_norm(&gated, &w.norm_conv, n, &mut z);
-    // Causal conv at dilation 3 over z_{t−9}, z_{t−6}, z_{t−3}, z_t with taps w[0..4], by fma from the
-    // oldest. The history holds the 9 frames before t, oldest first.
+    // Causal conv of K taps at dilation ngram_size over z_{t−(K−1)d} … z_t, by fma from the oldest. The
+    // history holds the (K−1)·d frames before t, oldest first.
+    let (k, d) = (p.conv_kernel, p.ngram_size);
     for (i, rv) in r.iter_mut().enumerate() {
         let mut s = 0f32;
-        for tap in 0..3 {
-            s = w.conv[4 * i + tap].mul_add(st.z[3 * tap][i], s);
+        for tap in 0..k - 1 {
+            s = w.conv[k * i + tap].mul_add(st.z[d * tap][i], s);
         }
-        s = w.conv[4 * i + 3].mul_add(z[i], s);
+        s = w.conv[k * i + k - 1].mul_add(z[i], s);
         *rv += gated[i] + silu(s);
     }
-    st.z.remove(0);
-    st.z.push(z);
+    if !st.z.is_empty() {
+        st.z.remove(0);
+        st.z.push(z);
+    }
 }
 
 /// sign(x) with sign(0) = 0.

@@ -1,20 +1,24 @@
-//! QSA attention (spec §5; docs/ARITHMETIC.md § qsa): gated GQA over the cells the block indexer selects.
+//! QSA attention (spec §5; docs/ARITHMETIC.md § qsa): gated GQA over the cells the block indexer selects
+//! (every cell on a dense layer, block size 0).
 
 use crate::config::Config;
 use crate::ops::act::{exp, rsqrt, sigmoid};
 use crate::ops::dot::{dot, sum};
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::rope::Rope;
-use crate::ops::topk::select_cells;
+use crate::ops::topk::select_blocks;
 use crate::state::QsaState;
-use crate::weights::QsaWeights;
+use crate::weights::{AttnWeights, IndexerWeights};
 
 /// One token at position `pos` (its cell is appended first, so n_cells = pos + 1), attending to the cells
-/// the indexer selects.
-pub fn qsa(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, pos: usize, rope: &Rope) -> Vec<f32> {
+/// the indexer selects with block size `ratio`, or to every cell when `ratio` is 0.
+pub fn qsa(x: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, pos: usize, ratio: usize, rope: &Rope) -> Vec<f32> {
     let row = rope.row(pos as u64);
     let qg = append_kv(x, w, c, st, &row, rope);
-    let cells = select(x, w, c, st, pos, rope, &row);
+    let cells = match (&w.indexer, ratio) {
+        (Some(idx), r) if r > 0 => select(x, idx, c, st, pos, r, rope, &row),
+        _ => (0..=pos as u32).collect(),
+    };
     debug_assert!(cells.iter().all(|&i| (i as usize) <= pos));
     attend_cells(&qg, w, c, st, &cells, &row, rope)
 }
@@ -23,7 +27,7 @@ pub fn qsa(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, pos: usize,
 /// every cell of the layer's own cache, at most the last `window`.
 pub fn qsa_dense(
     x: &[f32],
-    w: &QsaWeights,
+    w: &AttnWeights,
     c: &Config,
     st: &mut QsaState,
     pos: usize,
@@ -38,7 +42,7 @@ pub fn qsa_dense(
 }
 
 /// The query/gate projection, and this token's k (normed, roped) and v appended to the cache.
-fn append_kv(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, row: &[(f32, f32)], rope: &Rope) -> Vec<f32> {
+fn append_kv(x: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, row: &[(f32, f32)], rope: &Rope) -> Vec<f32> {
     let qg = w.q.matvec(x);
     let mut k = w.k.matvec(x);
     let v = w.v.matvec(x);
@@ -54,7 +58,7 @@ fn append_kv(x: &[f32], w: &QsaWeights, c: &Config, st: &mut QsaState, row: &[(f
 /// Gated attention of every query head over `cells` (ascending), then the output projection.
 fn attend_cells(
     qg: &[f32],
-    w: &QsaWeights,
+    w: &AttnWeights,
     c: &Config,
     st: &QsaState,
     cells: &[u32],
@@ -104,38 +108,43 @@ pub fn attend(q: &[f32], ks: &[f32], vs: &[f32], dim: usize, off: usize, scale: 
     o.iter().map(|&v| v / total).collect()
 }
 
-/// The indexer (spec §5.2–5.5): store this cell's raw key, close its block if complete, score the complete
-/// blocks before the tail with this token's queries, and select.
+/// The indexer (spec §0.7, §5.2–5.5): store this cell's raw key and close its block if this cell completes
+/// it; when more blocks are complete than are kept, score them all (the one just closed too) with this
+/// token's queries and select whole blocks plus the incomplete block's cells.
+#[allow(clippy::too_many_arguments)]
 fn select(
     x: &[f32],
-    w: &QsaWeights,
+    w: &IndexerWeights,
     c: &Config,
     st: &mut QsaState,
     pos: usize,
+    r: usize,
     rope: &Rope,
     row: &[(f32, f32)],
 ) -> Vec<u32> {
-    let (di, kp) = (c.idx_dim, c.kpool);
-    st.raw.extend(w.idx_k.matvec(x));
-    if (pos + 1).is_multiple_of(kp) {
+    let di = c.idx_dim;
+    st.raw.extend(w.k.matvec(x));
+    let n_cells = pos + 1;
+    if n_cells.is_multiple_of(r) {
         let mut key = block_mean(&st.raw, di);
         st.raw.clear();
-        rms_norm_inplace(&mut key, &w.idx_k_norm);
-        rope.apply(&rope.row((pos + 1 - kp) as u64), &mut key);
+        rms_norm_inplace(&mut key, &w.k_norm);
+        rope.apply(&rope.row((n_cells - r) as u64), &mut key);
         st.blocks.extend(key);
     }
-    let n_cells = pos + 1;
-    let scored = pos / kp; // blocks before the tail block
-    if n_cells < c.idx_top_k + kp {
+    let complete = n_cells / r;
+    let keep = c.idx_top_k / r;
+    if complete <= keep {
         return (0..n_cells as u32).collect();
     }
-    let mut qi = w.idx_q.matvec(x);
+    let mut qi = w.q.matvec(x);
     for head in qi.chunks_mut(di) {
-        rms_norm_inplace(head, &w.idx_q_norm);
+        rms_norm_inplace(head, &w.q_norm);
         rope.apply(row, head);
     }
-    let scores: Vec<f32> = (0..scored).map(|b| block_score(&qi, &st.blocks[b * di..(b + 1) * di])).collect();
-    select_cells(&scores, n_cells, c.idx_top_k, kp)
+    let scale = (di as f32).sqrt();
+    let scores: Vec<f32> = (0..complete).map(|b| block_score(&qi, &st.blocks[b * di..(b + 1) * di]) / scale).collect();
+    select_blocks(&scores, n_cells, keep, r)
 }
 
 /// The mean of a block's raw keys: summed in cell order, then divided by the count.
@@ -153,6 +162,7 @@ pub fn block_mean(raw: &[f32], di: usize) -> Vec<f32> {
 }
 
 /// `Σ_h relu(Q_h·K_b)`, heads in order from +0; relu keeps only dots > 0 (a NaN or a zero adds nothing).
+/// The score is this sum divided by √di (done by the caller, so the GPU's scorer and this one share it).
 pub fn block_score(q: &[f32], key: &[f32]) -> f32 {
     let mut s = 0f32;
     for qh in q.chunks(key.len()) {

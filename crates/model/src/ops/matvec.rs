@@ -26,6 +26,14 @@ impl Matrix {
         self.cols / self.ty.block_size() * self.ty.type_size()
     }
 
+    /// Rows `first .. first + count` as a matrix of their own (a part of a fused tensor); rows are whole
+    /// blocks, so a row range is a byte range.
+    pub fn row_range(&self, first: usize, count: usize) -> Option<Matrix> {
+        let rb = self.row_bytes();
+        let bytes = self.bytes.slice(first.checked_mul(rb)?, count.checked_mul(rb)?)?;
+        Some(Matrix { ty: self.ty, rows: count, cols: self.cols, bytes })
+    }
+
     /// Row r dequantized into `out` (cols values).
     pub fn row(&self, r: usize, out: &mut [f32]) {
         let rb = self.row_bytes();

@@ -1,6 +1,6 @@
 //! Norms (docs/ARITHMETIC.md § norm). One rule everywhere: the sum of squares by the reduction contract,
 //! the scale `rs = 1/√(mean + eps)` by IEEE division and square root, and each output
-//! `(x·gamma)·rs` — the product with the gamma first, then the scale (two roundings).
+//! `(x·rs)·gamma` — the scale first, then the gamma (two roundings), as transformers computes it.
 
 use super::act::rsqrt;
 use super::dot::sum_squares;
@@ -12,11 +12,11 @@ pub fn rms_scale(x: &[f32]) -> f32 {
     rsqrt(sum_squares(x) / x.len() as f32 + EPS)
 }
 
-/// `out[d] = (x[d]·w[d])·rs` with rs the rms scale of x.
+/// `out[d] = (x[d]·rs)·w[d]` with rs the rms scale of x.
 pub fn rms_norm(x: &[f32], w: &[f32], out: &mut [f32]) {
     let rs = rms_scale(x);
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-        *o = (v * g) * rs;
+        *o = (v * rs) * g;
     }
 }
 
@@ -24,7 +24,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], out: &mut [f32]) {
 pub fn rms_norm_inplace(x: &mut [f32], w: &[f32]) {
     let rs = rms_scale(x);
     for (v, &g) in x.iter_mut().zip(w) {
-        *v = (*v * g) * rs;
+        *v = (*v * rs) * g;
     }
 }
 

@@ -22,36 +22,25 @@ pub fn top_k(values: &[f32], k: usize) -> Vec<usize> {
     idx
 }
 
-/// The QSA selection of spec §5.5: the ascending ids of the cells one query attends to.
+/// The QSA selection of spec §0.7 / §5.5: the ascending ids of the cells one query attends to.
 ///
-/// `block_scores[b]` scores complete block b for b below the tail block (the block of the current, last
-/// cell `n_cells − 1`); `kpool` cells per block.
-pub fn select_cells(block_scores: &[f32], n_cells: usize, top_k: usize, kpool: usize) -> Vec<u32> {
-    let width = n_cells.min(top_k + kpool - 1);
-    if n_cells <= width {
+/// `block_scores[b]` scores complete block b (`n_cells / r` of them, the one the current cell completes
+/// included); the `keep` best complete blocks are kept whole (equal scores: the lower block first), and
+/// so are the `n_cells mod r` cells of the incomplete block.
+pub fn select_blocks(block_scores: &[f32], n_cells: usize, keep: usize, r: usize) -> Vec<u32> {
+    let complete = n_cells / r;
+    debug_assert_eq!(block_scores.len(), complete);
+    if complete <= keep {
         return (0..n_cells as u32).collect();
     }
-    let tail = (n_cells - 1) / kpool;
-    debug_assert_eq!(block_scores.len(), tail);
-    let mut budget = width - (n_cells - tail * kpool);
-    let mut keep = vec![0usize; tail]; // cells kept per block, lowest ones first
-    for b in top_k_order(block_scores) {
-        if budget == 0 {
-            break;
-        }
-        keep[b] = kpool.min(budget);
-        budget -= keep[b];
+    let mut chosen = top_k(block_scores, keep);
+    chosen.sort_unstable();
+    let mut ids: Vec<u32> = Vec::with_capacity(keep * r + r);
+    for b in chosen {
+        ids.extend((b * r..(b + 1) * r).map(|c| c as u32));
     }
-    let mut ids: Vec<u32> = Vec::with_capacity(width);
-    for (b, &n) in keep.iter().enumerate() {
-        ids.extend((b * kpool..b * kpool + n).map(|c| c as u32));
-    }
-    ids.extend((tail * kpool..n_cells).map(|c| c as u32));
+    ids.extend((complete * r..n_cells).map(|c| c as u32));
     ids
-}
-
-fn top_k_order(values: &[f32]) -> Vec<usize> {
-    top_k(values, values.len())
 }
 
 #[cfg(test)]
@@ -76,19 +65,26 @@ mod tests {
     }
 
     #[test]
-    fn selection_keeps_tail_and_best_blocks() {
-        // 23 cells: blocks 0..5 complete and scored, tail block 5 holds cells 20..23 (3 cells).
-        // width = min(23, 8 + 4 − 1) = 11: the tail's 3, then 8 cells by score.
+    fn selection_keeps_whole_blocks_and_the_tail() {
+        // 23 cells of blocks of 4: blocks 0..5 complete (cells 0..20), cells 20..23 incomplete.
         let scores = [0.5, 9.0, 1.0, 9.0, 2.0];
-        let ids = select_cells(&scores, 23, 8, 4);
-        assert_eq!(ids, vec![4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22]);
-        // A cut block keeps its lowest cells: width 12 here leaves 9 for blocks 1, 3 and one cell of 4.
-        let ids = select_cells(&scores, 23, 9, 4);
-        assert_eq!(ids, vec![4, 5, 6, 7, 12, 13, 14, 15, 16, 20, 21, 22]);
+        // Keep 2 blocks: 1 and 3 (the two 9s), then the incomplete block's 3 cells.
+        assert_eq!(select_blocks(&scores, 23, 2, 4), vec![4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22]);
+        // Keep 3: block 4 (2.0) joins; never a part of a block.
+        assert_eq!(select_blocks(&scores, 23, 3, 4), vec![4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]);
         // Everything fits: every cell.
-        assert_eq!(select_cells(&[], 3, 8, 4), vec![0, 1, 2]);
-        // All equal: the lowest blocks win; width 7 leaves 3 cells beside the full tail block.
-        let ids = select_cells(&[1.0; 5], 24, 4, 4);
-        assert_eq!(ids, vec![0, 1, 2, 20, 21, 22, 23]);
+        assert_eq!(select_blocks(&[1.0; 5], 23, 5, 4), (0..23).collect::<Vec<u32>>());
+        // All equal: the lowest blocks win.
+        assert_eq!(select_blocks(&[1.0; 6], 24, 1, 4), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn the_block_the_current_cell_completes_can_lose() {
+        // 24 cells: 6 complete blocks, no incomplete one; block 5 holds the current cell 23 and scores
+        // lowest, so the token does not attend to itself (spec §0.7).
+        let scores = [3.0, 4.0, 5.0, 6.0, 7.0, 0.0];
+        let ids = select_blocks(&scores, 24, 2, 4);
+        assert_eq!(ids, vec![12, 13, 14, 15, 16, 17, 18, 19]);
+        assert!(!ids.contains(&23));
     }
 }

@@ -131,6 +131,8 @@ def rope(x, pos, rot, base):
 
 
 def kv_round(x, mode):
+    if mode == "f32":
+        return x
     if mode == "fp16":
         return x.astype(np.float16).astype(np.float64)
     g = x.reshape(-1, 64)
@@ -275,6 +277,7 @@ class Oracle:
             best = sorted(range(complete), key=lambda bb: (-key_order(scores[bb]), bb))[:keep]
             cells = [c for bb in sorted(best) for c in range(bb * r, (bb + 1) * r)]
             cells += list(range(complete * r, n_cells))
+        self.last_cells = cells
         return self.attend(q, gate, st, cells, b)
 
     def attend(self, q, gate, st, cells, b):
@@ -354,6 +357,8 @@ class Oracle:
 
     # -- §2
     def forward(self, t):
+        self.trace = []  # R after each layer (for debugging against other implementations)
+        self.trace_parts = []  # per layer: the mixer's output, the MoE's input and output
         e = self.w("token_embd.weight")[t]
         R = np.tile(e, (self.hc, 1))
         for l in range(self.L):
@@ -363,7 +368,10 @@ class Oracle:
             y = self.qsa_layer(mixed, l) if self.is_qsa(l) else self.gdn_layer(mixed, l)
             R = self.hc_write(R, y, inj)
             mixed, inj = self.hc_read(R, f"blk.{l}.hc_ffn")
-            R = self.hc_write(R, self.moe(mixed, l), inj)
+            y2 = self.moe(mixed, l)
+            R = self.hc_write(R, y2, inj)
+            self.trace_parts.append((y, mixed, y2))
+            self.trace.append(R.copy())
         final, _ = self.hc_read(R, "output_hc", inject=False)
         self.prev.append(t)
         self.pos += 1
@@ -402,7 +410,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--prompt-tokens", required=True)
     ap.add_argument("-n", type=int, default=32)
-    ap.add_argument("--kv", default="fp16", choices=["fp16", "int8"])
+    ap.add_argument("--kv", default="fp16", choices=["fp16", "int8", "f32"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--mtp-tokens", default="", help="after the prompt, MTP draft steps with these next tokens")
     ap.add_argument("--mtp-out", help="the draft steps' logits rows (little-endian f32)")

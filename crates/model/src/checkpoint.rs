@@ -113,7 +113,11 @@ impl State {
         o.0.write_all(MAGIC)?;
         o.0.write_all(&VERSION.to_le_bytes())?;
         o.u64(fingerprint(c))?;
-        o.0.write_all(&[matches!(self.kv_mode, KvMode::Int8) as u8])?;
+        o.0.write_all(&[match self.kv_mode {
+            KvMode::F16 => 0,
+            KvMode::Int8 => 1,
+            KvMode::F32 => 2,
+        }])?;
         o.u64(self.pos as u64)?;
         for l in &self.layers {
             match l {
@@ -123,10 +127,11 @@ impl State {
                 }
                 LayerState::Attn(q) => {
                     for kv in [&q.k, &q.v] {
-                        let (halves, codes, scales) = kv.parts();
+                        let (halves, codes, scales, floats) = kv.parts();
                         o.u16s(halves)?;
                         o.i8s(codes)?;
                         o.u16s(scales)?;
+                        o.f32s(floats)?;
                     }
                     o.f32s(&q.raw)?;
                     o.f32s(&q.blocks)?;
@@ -158,7 +163,12 @@ impl State {
         if i.u64()? != fingerprint(c) {
             return Err(bad("made for a model of another geometry"));
         }
-        let kv_mode = if i.bytes::<1>()?[0] == 1 { KvMode::Int8 } else { KvMode::F16 };
+        let kv_mode = match i.bytes::<1>()?[0] {
+            0 => KvMode::F16,
+            1 => KvMode::Int8,
+            2 => KvMode::F32,
+            m => return Err(bad(format!("unknown KV mode {m}"))),
+        };
         let fresh = State::new(c, kv_mode);
         let pos = i.u64()?;
         if pos > u32::MAX as u64 {
@@ -180,7 +190,8 @@ impl State {
                 LayerState::Attn(_) => {
                     let mut kv = || -> Result<KvStore, CheckpointError> {
                         let (halves, codes, scales) = (i.u16s()?, i.i8s()?, i.u16s()?);
-                        KvStore::from_parts(kv_mode, kv_dim, halves, codes, scales, pos).map_err(bad)
+                        let floats = i.f32s(None)?;
+                        KvStore::from_parts(kv_mode, kv_dim, halves, codes, scales, floats, pos).map_err(bad)
                     };
                     let (k, v) = (kv()?, kv()?);
                     let raw = i.f32s(None)?;

@@ -7,6 +7,8 @@ use strata_gguf::quant::{f16_to_f32, f32_to_f16};
 pub enum KvMode {
     F16,
     Int8,
+    /// Unrounded f32 (for checks against float references; twice fp16's memory).
+    F32,
 }
 
 impl std::str::FromStr for KvMode {
@@ -15,7 +17,8 @@ impl std::str::FromStr for KvMode {
         match s {
             "fp16" | "f16" => Ok(KvMode::F16),
             "int8" | "q8" => Ok(KvMode::Int8),
-            _ => Err(format!("unknown KV mode {s:?} (fp16 or int8)")),
+            "f32" | "fp32" => Ok(KvMode::F32),
+            _ => Err(format!("unknown KV mode {s:?} (fp16, int8 or f32)")),
         }
     }
 }
@@ -31,18 +34,20 @@ pub struct KvStore {
     halves: Vec<u16>,
     codes: Vec<i8>,
     scales: Vec<u16>,
+    floats: Vec<f32>,
 }
 
 impl KvStore {
     pub fn new(mode: KvMode, dim: usize) -> KvStore {
         assert!(mode == KvMode::F16 || dim.is_multiple_of(INT8_GROUP), "int8 KV needs whole groups of 64");
-        KvStore { mode, dim, halves: Vec::new(), codes: Vec::new(), scales: Vec::new() }
+        KvStore { mode, dim, halves: Vec::new(), codes: Vec::new(), scales: Vec::new(), floats: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
         match self.mode {
             KvMode::F16 => self.halves.len() / self.dim,
             KvMode::Int8 => self.codes.len() / self.dim,
+            KvMode::F32 => self.floats.len() / self.dim,
         }
     }
 
@@ -54,6 +59,7 @@ impl KvStore {
         debug_assert_eq!(v.len(), self.dim);
         match self.mode {
             KvMode::F16 => self.halves.extend(v.iter().map(|&x| f32_to_f16(x))),
+            KvMode::F32 => self.floats.extend_from_slice(v),
             KvMode::Int8 => {
                 for g in v.chunks(INT8_GROUP) {
                     let amax = g.iter().fold(0f32, |m, x| m.max(x.abs()));
@@ -81,6 +87,7 @@ impl KvStore {
                     *o = f16_to_f32(h);
                 }
             }
+            KvMode::F32 => out.copy_from_slice(&self.floats[r]),
             KvMode::Int8 => {
                 for (g, (og, cg)) in out.chunks_mut(INT8_GROUP).zip(self.codes[r].chunks(INT8_GROUP)).enumerate() {
                     let s = f16_to_f32(self.scales[i * self.dim / INT8_GROUP + g]);
@@ -92,9 +99,9 @@ impl KvStore {
         }
     }
 
-    /// The stored arrays (fp16 halves, or int8 codes and their fp16 scales), for checkpoints.
-    pub fn parts(&self) -> (&[u16], &[i8], &[u16]) {
-        (&self.halves, &self.codes, &self.scales)
+    /// The stored arrays (fp16 halves; int8 codes and their fp16 scales; f32 values), for checkpoints.
+    pub fn parts(&self) -> (&[u16], &[i8], &[u16], &[f32]) {
+        (&self.halves, &self.codes, &self.scales, &self.floats)
     }
 
     /// A store from saved arrays, checked to hold exactly `cells` cells of `dim` values in `mode`.
@@ -104,16 +111,21 @@ impl KvStore {
         halves: Vec<u16>,
         codes: Vec<i8>,
         scales: Vec<u16>,
+        floats: Vec<f32>,
         cells: usize,
     ) -> Result<KvStore, String> {
+        let none = |n: usize| n == 0;
         let ok = match mode {
-            KvMode::F16 => halves.len() == cells * dim && codes.is_empty() && scales.is_empty(),
-            KvMode::Int8 => halves.is_empty() && codes.len() == cells * dim && scales.len() * INT8_GROUP == cells * dim,
+            KvMode::F16 => halves.len() == cells * dim && none(codes.len() + scales.len() + floats.len()),
+            KvMode::Int8 => {
+                codes.len() == cells * dim && scales.len() * INT8_GROUP == cells * dim && none(halves.len() + floats.len())
+            }
+            KvMode::F32 => floats.len() == cells * dim && none(halves.len() + codes.len() + scales.len()),
         };
         if !ok {
             return Err(format!("KV arrays do not hold {cells} cells of {dim} in {mode:?}"));
         }
-        Ok(KvStore { mode, dim, halves, codes, scales })
+        Ok(KvStore { mode, dim, halves, codes, scales, floats })
     }
 
     /// Bytes held per cell (for reports).
@@ -121,6 +133,7 @@ impl KvStore {
         match self.mode {
             KvMode::F16 => 2 * self.dim,
             KvMode::Int8 => self.dim + 2 * self.dim / INT8_GROUP,
+            KvMode::F32 => 4 * self.dim,
         }
     }
 }
@@ -132,7 +145,7 @@ mod tests {
     #[test]
     fn modes_round_trip_within_their_precision() {
         let v: Vec<f32> = (0..128).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
-        for (mode, tol) in [(KvMode::F16, 1e-3), (KvMode::Int8, 0.66 / 127.0 * 0.65)] {
+        for (mode, tol) in [(KvMode::F16, 1e-3), (KvMode::Int8, 0.66 / 127.0 * 0.65), (KvMode::F32, 0.0)] {
             let mut s = KvStore::new(mode, 128);
             s.push(&v);
             s.push(&vec![0.0; 128]);

@@ -201,7 +201,7 @@ impl State {
                     if raw.len() != want_raw * c.idx_dim || blocks.len() != want_blocks * c.idx_dim {
                         return Err(bad("indexer keys do not match the position"));
                     }
-                    LayerState::Attn(QsaState { k, v, raw, blocks })
+                    LayerState::Attn(Box::new(QsaState { k, v, raw, blocks }))
                 }
             });
         }

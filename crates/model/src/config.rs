@@ -384,7 +384,7 @@ impl Reader<'_> {
             other => return Err(self.bad("rope.scaling.type", &format!("\"{other}\" is not supported (none, linear, yarn)"))),
         }
         let factor = self.f64("rope.scaling.factor")?;
-        if !(factor >= 1.0 && factor <= 1024.0) {
+        if !(1.0..=1024.0).contains(&factor) {
             return Err(self.bad("rope.scaling.factor", "must be in [1, 1024]"));
         }
         let original_context = match self.opt_usize("rope.scaling.original_context_length")? {

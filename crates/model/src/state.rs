@@ -8,7 +8,7 @@ use crate::kv::{KvMode, KvStore};
 #[derive(Clone, Debug)]
 pub enum LayerState {
     Gdn(GdnState),
-    Attn(QsaState),
+    Attn(Box<QsaState>),
 }
 
 #[derive(Clone, Debug)]
@@ -51,7 +51,7 @@ impl State {
         let layers = (0..c.n_layer)
             .map(|l| {
                 if c.is_attn(l) {
-                    LayerState::Attn(QsaState::new(c, kv_mode))
+                    LayerState::Attn(Box::new(QsaState::new(c, kv_mode)))
                 } else {
                     LayerState::Gdn(GdnState {
                         conv: vec![0.0; (c.conv_kernel - 1) * c.ssm_conv_channels()],

@@ -1,0 +1,50 @@
+//! The tokenizer and chat template against transformers (python/real_fixture.py): the converter-written
+//! file's `tokenizer.ggml.*` (a truncated Qwen2 vocabulary with its specials) must give transformers'
+//! ids, and the real Qwen templates the same text as `apply_chat_template`.
+
+use std::path::{Path, PathBuf};
+
+use strata_engine::tokenizer::Tokenizer;
+use strata_gguf::GgufSet;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real")
+}
+
+fn expected() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir().join("expected.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn token_ids_equal_transformers() {
+    let set = GgufSet::open(dir().join("qwen4exp-real-f32.gguf")).unwrap();
+    let tok = Tokenizer::from_gguf(&set).unwrap();
+    let cases = expected()["tokenizer"].as_array().unwrap().clone();
+    assert!(cases.len() >= 200, "{} cases", cases.len());
+    for c in &cases {
+        let text = c["text"].as_str().unwrap();
+        let want: Vec<u32> = c["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        assert_eq!(tok.encode(text).unwrap(), want, "{text:?}");
+        assert_eq!(tok.decode(&want).unwrap(), text, "{text:?} round trip");
+    }
+}
+
+/// The real Qwen templates the converter's source ships (Qwen3.5-4B, Qwen3-Coder, Qwen3-0.6B), on
+/// conversations with a system prompt, several turns, tools, a tool call and a tool result.
+#[test]
+fn chat_templates_render_what_transformers_renders() {
+    let cases = expected()["templates"].as_array().unwrap().clone();
+    assert!(cases.len() >= 18, "{} cases", cases.len());
+    let templates = dir().join("templates");
+    for c in &cases {
+        let name = c["template"].as_str().unwrap();
+        let source = std::fs::read_to_string(templates.join(name)).unwrap();
+        let t = strata_engine::chat::ChatTemplate::new(&source);
+        let tools = (!c["tools"].is_null()).then_some(&c["tools"]);
+        let got = t.render_json(&c["messages"], tools, c["add_generation_prompt"].as_bool().unwrap());
+        match c["text"].as_str() {
+            Some(want) => assert_eq!(got.as_deref().map_err(|e| e.to_string()), Ok(want), "{name}: {}", c["messages"]),
+            None => assert!(got.is_err(), "{name}: transformers refused this conversation, strata rendered it"),
+        }
+    }
+}

@@ -52,9 +52,13 @@ pub struct RunArgs {
     /// the CUDA kernels are exercised by `strata parity` and `strata bench`.
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// KV cache storage: fp16 or int8.
+    /// KV cache storage: fp16, int8, or f32 (unrounded: for checks against float references).
     #[arg(long, default_value = "fp16")]
     kv: KvMode,
+    /// The MTP draft layer from a separate MTP-only GGUF (the converter's `--mtp` output), in place of
+    /// the model file's own; loaded and checked against the model (speculative decoding uses it).
+    #[arg(long)]
+    mtp: Option<PathBuf>,
     /// CPU threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -94,6 +98,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     let max_context = a.max_context.unwrap_or(trained);
     if a.rope_scaling.is_some() || a.rope_scale.is_some() || max_context > trained {
         model.rope.scaling = rope_scaling(a.rope_scaling.as_deref(), a.rope_scale, max_context, trained)?;
+    }
+    if let Some(p) = &a.mtp {
+        model.attach_mtp(p).with_context(|| format!("loading the MTP layer from {}", p.display()))?;
     }
     for note in &model.config.notes {
         eprintln!("note: {note}");

@@ -41,6 +41,14 @@ impl Model {
         Ok(Model { config, weights, rope, gguf })
     }
 
+    /// Takes the MTP draft layer from a separate MTP-only file (`--mtp FILE`), in place of the model
+    /// file's own, after checking its geometry against the model's.
+    pub fn attach_mtp(&mut self, path: impl AsRef<Path>) -> Result<(), ModelError> {
+        let set = GgufSet::open(path)?;
+        self.weights.mtp = Some(crate::weights::MtpWeights::load_sidecar(&set, &self.config)?);
+        Ok(())
+    }
+
     /// A fresh context. int8 KV needs each cell's k and v to be whole groups of 64 values.
     pub fn new_state(&self, kv: KvMode) -> Result<State, ModelError> {
         let dim = self.config.n_head_kv * self.config.head_dim;

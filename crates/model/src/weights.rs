@@ -271,7 +271,10 @@ impl Binder<'_> {
         })
     }
 
-    fn mtp(&self, c: &Config) -> Result<MtpWeights, ModelError> {
+    /// The MTP block `blk.{l}` (`l` = the trunk's layer count). Its final mixer is `nextn.hc_head_*`; an
+    /// MTP-only file written before those names existed keeps it under its own `output_hc_*`
+    /// (`sidecar`), as the newer llama.cpp reads it.
+    fn mtp(&self, c: &Config, sidecar: bool) -> Result<MtpWeights, ModelError> {
         let (n, wide, l) = (c.n_embd, c.hc * c.n_embd, c.n_layer);
         let p = format!("blk.{l}.nextn");
         let hnorm_name = format!("{p}.hnorm.weight");
@@ -279,12 +282,18 @@ impl Binder<'_> {
             e if e == n as u64 => self.vector(&hnorm_name, n)?.repeat(c.hc),
             _ => self.vector(&hnorm_name, wide)?,
         };
+        let head = format!("{p}.hc_head");
+        let output_hc = if sidecar && !self.has(&format!("{head}_norm.weight")) {
+            self.hc("output_hc", c, false)?
+        } else {
+            self.hc(&head, c, false)?
+        };
         Ok(MtpWeights {
             enorm: self.vector(&format!("{p}.enorm.weight"), n)?,
             hnorm,
             eh_proj: self.matrix(&format!("{p}.eh_proj"), 2 * n, n)?,
             layer: self.layer(l, LayerKind::Attn { ratio: 0 }, c)?,
-            output_hc: self.hc(&format!("{p}.hc_head"), c, false)?,
+            output_hc,
         })
     }
 
@@ -323,8 +332,44 @@ impl Weights {
             layers,
             output_hc: b.hc("output_hc", c, false)?,
             output,
-            mtp: if c.nextn_layers >= 1 { Some(b.mtp(c)?) } else { None },
+            mtp: if c.nextn_layers >= 1 { Some(b.mtp(c, false)?) } else { None },
             token_embd,
         })
+    }
+}
+
+impl MtpWeights {
+    /// The MTP block of a separate MTP-only file (`--mtp FILE`: the newer converter's `--mtp` output),
+    /// checked against the trunk's geometry; the embedding and the head stay the trunk's.
+    pub fn load_sidecar(set: &GgufSet, trunk: &Config) -> Result<MtpWeights, ModelError> {
+        let c = Config::from_gguf(set)?;
+        if c.nextn_layers == 0 {
+            return Err(ModelError::Metadata {
+                key: format!("{}.nextn_predict_layers", crate::config::ARCH),
+                what: "is 0 or missing: the file holds no MTP block".into(),
+            });
+        }
+        let same = |what: &str, a: usize, b: usize| {
+            if a == b {
+                Ok(())
+            } else {
+                Err(ModelError::Metadata {
+                    key: format!("{}.{what}", crate::config::ARCH),
+                    what: format!("is {a} in the MTP file but {b} in the model"),
+                })
+            }
+        };
+        same("embedding_length", c.n_embd, trunk.n_embd)?;
+        same("hyper_connection.count", c.hc, trunk.hc)?;
+        same("hyper_connection.low_rank", c.hc_rank, trunk.hc_rank)?;
+        same("attention.head_count", c.n_head, trunk.n_head)?;
+        same("attention.head_count_kv", c.n_head_kv, trunk.n_head_kv)?;
+        same("attention.key_length", c.head_dim, trunk.head_dim)?;
+        same("expert_count", c.n_expert, trunk.n_expert)?;
+        same("expert_used_count", c.n_expert_used, trunk.n_expert_used)?;
+        same("expert_feed_forward_length", c.expert_ff, trunk.expert_ff)?;
+        same("expert_shared_feed_forward_length", c.shexp_ff, trunk.shexp_ff)?;
+        same("vocab_size", c.vocab, trunk.vocab)?;
+        Binder { set }.mtp(&c, true)
     }
 }

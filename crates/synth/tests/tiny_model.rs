@@ -278,3 +278,64 @@ fn mtp_drafts_agree_with_the_numpy_oracle() {
         assert!(diff / scale <= 2e-3, "draft step {j}: {}", diff / scale);
     }
 }
+
+/// An MTP-only file of the tiny model's MTP block (the converter's `--mtp` layout: the metadata and
+/// `blk.8.*` only), with its final mixer under `renamed(name)`.
+fn mtp_sidecar(file: &str, renamed: impl Fn(&str) -> String, edit_key: Option<(&str, Value)>) -> PathBuf {
+    let src = GgufFile::open(tiny()).unwrap();
+    let mut b = GgufBuilder::new();
+    for (k, v) in src.metadata() {
+        let value = match &edit_key {
+            Some((key, value)) if k == key => value.clone(),
+            _ => v.clone(),
+        };
+        b.add(k, value);
+    }
+    let kept: Vec<_> = src.tensors().iter().filter(|t| t.name.starts_with("blk.8.")).collect();
+    for t in &kept {
+        b.add_tensor(&renamed(&t.name), &t.shape, t.ty).unwrap();
+    }
+    let path = tiny().parent().unwrap().join(file);
+    let mut w = b.create(&path).unwrap();
+    for t in &kept {
+        w.write_tensor(&renamed(&t.name), src.require(&t.name).unwrap().data).unwrap();
+    }
+    w.finish().unwrap();
+    path
+}
+
+#[test]
+fn mtp_from_a_separate_file_drafts_the_same_bits() {
+    let own = Model::open(tiny(), RopeScaling::None).unwrap();
+    let p = prompt();
+    let drafts = |model: &Model| {
+        let mut st = model.new_state(KvMode::F16).unwrap();
+        let mut r = Vec::new();
+        for &t in &p[..40] {
+            r = model.forward_hidden(&mut st, t).1;
+        }
+        let mut cache = model.mtp_cache(KvMode::F16);
+        let (mut out, mut pos) = (Vec::new(), 39);
+        for &next in &p[40..43] {
+            let (logits, rp) = model.mtp_draft(&mut cache, &r, next, pos).unwrap();
+            out.push(logits);
+            r = rp;
+            pos += 1;
+        }
+        out
+    };
+    let want = drafts(&own);
+    // The newer layout (nextn.hc_head_*) and the older one (the mixer under output_hc_*).
+    let older = |n: &str| n.replace("blk.8.nextn.hc_head_", "output_hc_");
+    for (file, rename) in [("mtp-new.gguf", &(|n: &str| n.to_string()) as &dyn Fn(&str) -> String), ("mtp-old.gguf", &older)] {
+        let mut m = Model::open(tiny(), RopeScaling::None).unwrap();
+        m.weights.mtp = None;
+        m.attach_mtp(mtp_sidecar(file, rename, None)).unwrap();
+        assert_eq!(drafts(&m), want, "{file}");
+    }
+    // A sidecar of another geometry names the key.
+    let bad = mtp_sidecar("mtp-bad.gguf", |n| n.to_string(), Some(("qwen4exp.expert_used_count", Value::U32(3))));
+    let mut m = Model::open(tiny(), RopeScaling::None).unwrap();
+    let e = m.attach_mtp(bad).unwrap_err().to_string();
+    assert!(e.contains("qwen4exp.expert_used_count"), "{e}");
+}

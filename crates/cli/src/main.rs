@@ -26,7 +26,7 @@ enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// Generate text with a model on the CPU (no -m: the built-in tiny model).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Serve a model over HTTP (not in this version yet).
     Serve(Pending),
     /// Write a synthetic qwen4exp model.
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gguf(c) => gguf::run(c),
         Command::Bench(c) => bench::run(c),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => run::run(*a),
         Command::Serve(_) => pending("serve"),
         Command::Synth(a) => synth::run(a),
         Command::Parity(c) => parity::run(c),

@@ -23,10 +23,12 @@ from gguf.quants import dequantize
 
 # Types strata knows (spec §10) that the package can also dequantize. Q2_0 (id 42) is strata's own.
 SHARED_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "IQ4_XS", "Q3_K", "Q4_K", "Q5_K",
-                "Q6_K", "IQ2_XS", "IQ3_XXS", "IQ3_S"]
+                "Q6_K", "IQ2_XS", "IQ3_XXS", "IQ3_S", "Q4_1", "Q5_1", "Q2_K", "IQ2_XXS", "IQ2_S", "IQ1_M", "NVFP4",
+                "TQ1_0", "TQ2_0"]
 
 # Byte offsets of the fp16 scale fields in one block (from the ggml block layouts).
-SCALE_FIELDS = {"Q4_K": [0, 2], "Q5_K": [0, 2], "Q3_K": [108], "Q6_K": [208]}
+SCALE_FIELDS = {"Q4_K": [0, 2], "Q5_K": [0, 2], "Q3_K": [108], "Q6_K": [208], "Q4_1": [0, 2], "Q5_1": [0, 2],
+                "Q2_K": [80, 82], "TQ1_0": [52], "TQ2_0": [64], "NVFP4": [], "IQ1_M": []}
 
 
 def random_blocks(rng, qtype, n_blocks):
@@ -37,6 +39,11 @@ def random_blocks(rng, qtype, n_blocks):
     for at in SCALE_FIELDS.get(qtype.name, [0]):
         mag = np.exp2(-20.0 * rng.random(n_blocks)) * np.where(rng.random(n_blocks) < 0.5, -1.0, 1.0)
         b[:, at:at + 2] = mag.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+    if qtype.name == "IQ1_M":  # the fp16 d sits in the top nibbles of the four scale words (bytes 48..56)
+        mag = np.exp2(-20.0 * rng.random(n_blocks)) * np.where(rng.random(n_blocks) < 0.5, -1.0, 1.0)
+        d = mag.astype(np.float16).view(np.uint16).astype(np.uint32)
+        for i in range(4):
+            b[:, 49 + 2 * i] = (b[:, 49 + 2 * i] & 0x0F) | (((d >> (4 * i)) & 0xF) << 4).astype(np.uint8)
     return b
 
 

@@ -1,4 +1,4 @@
-//! The ggml tensor types this project reads, with their block geometry.
+//! The ggml tensor types this project reads (spec §10 and §0.12), with their block geometry.
 
 use std::fmt;
 
@@ -26,26 +26,44 @@ pub enum GgmlType {
     IQ2_XS,
     IQ3_XXS,
     IQ3_S,
+    Q4_1,
+    Q5_1,
+    Q2_K,
+    IQ2_XXS,
+    IQ2_S,
+    IQ1_M,
+    TQ1_0,
+    TQ2_0,
+    NVFP4,
 }
 
 impl GgmlType {
     /// Every known type, in type-id order.
-    pub const ALL: [GgmlType; 16] = [
+    pub const ALL: [GgmlType; 25] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
+        GgmlType::Q4_1,
         GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Q8_0,
+        GgmlType::Q2_K,
         GgmlType::Q3_K,
         GgmlType::Q4_K,
         GgmlType::Q5_K,
         GgmlType::Q6_K,
+        GgmlType::IQ2_XXS,
         GgmlType::IQ2_XS,
         GgmlType::IQ3_XXS,
         GgmlType::IQ4_NL,
         GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
         GgmlType::IQ4_XS,
+        GgmlType::IQ1_M,
         GgmlType::BF16,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
+        GgmlType::NVFP4,
         GgmlType::Q2_0,
     ];
 
@@ -73,6 +91,15 @@ impl GgmlType {
             GgmlType::IQ4_XS => 23,
             GgmlType::BF16 => 30,
             GgmlType::Q2_0 => 42,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q5_1 => 7,
+            GgmlType::Q2_K => 10,
+            GgmlType::IQ2_XXS => 16,
+            GgmlType::IQ2_S => 22,
+            GgmlType::IQ1_M => 29,
+            GgmlType::TQ1_0 => 34,
+            GgmlType::TQ2_0 => 35,
+            GgmlType::NVFP4 => 40,
         }
     }
 
@@ -81,7 +108,8 @@ impl GgmlType {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
             GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::IQ4_NL => 32,
-            GgmlType::Q2_0 => 64,
+            GgmlType::Q4_1 | GgmlType::Q5_1 => 32,
+            GgmlType::Q2_0 | GgmlType::NVFP4 => 64,
             _ => QK_K,
         }
     }
@@ -104,6 +132,15 @@ impl GgmlType {
             GgmlType::IQ2_XS => 74,
             GgmlType::IQ3_XXS => 98,
             GgmlType::IQ3_S => 110,
+            GgmlType::Q4_1 => 20,
+            GgmlType::Q5_1 => 24,
+            GgmlType::Q2_K => 84,
+            GgmlType::IQ2_XXS => 66,
+            GgmlType::IQ2_S => 82,
+            GgmlType::IQ1_M => 56,
+            GgmlType::TQ1_0 => 54,
+            GgmlType::TQ2_0 => 66,
+            GgmlType::NVFP4 => 36,
         }
     }
 
@@ -126,6 +163,15 @@ impl GgmlType {
             GgmlType::IQ2_XS => "IQ2_XS",
             GgmlType::IQ3_XXS => "IQ3_XXS",
             GgmlType::IQ3_S => "IQ3_S",
+            GgmlType::Q4_1 => "Q4_1",
+            GgmlType::Q5_1 => "Q5_1",
+            GgmlType::Q2_K => "Q2_K",
+            GgmlType::IQ2_XXS => "IQ2_XXS",
+            GgmlType::IQ2_S => "IQ2_S",
+            GgmlType::IQ1_M => "IQ1_M",
+            GgmlType::TQ1_0 => "TQ1_0",
+            GgmlType::TQ2_0 => "TQ2_0",
+            GgmlType::NVFP4 => "NVFP4",
         }
     }
 
@@ -161,7 +207,8 @@ mod tests {
             assert_eq!(GgmlType::from_id(t.id()), Some(t));
             assert_eq!(GgmlType::from_name(t.name()), Some(t));
         }
-        assert_eq!(GgmlType::from_id(3), None); // Q4_1: not a type of this model
+        assert_eq!(GgmlType::from_id(19), None); // IQ1_S: not a type of this model
+        assert_eq!(GgmlType::from_id(39), None); // MXFP4
         assert_eq!(GgmlType::from_id(u32::MAX), None);
     }
 

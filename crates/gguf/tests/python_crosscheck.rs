@@ -159,7 +159,7 @@ fn gguf_package_file_is_read_by_strata() {
         run(&["write", path.to_str().unwrap(), &seed.to_string()]);
         run(&["dump", path.to_str().unwrap(), dump.to_str().unwrap()]);
         let compared = compare(&path, &dump);
-        assert_eq!(compared.len(), 15, "{compared:?}");
+        assert_eq!(compared.len(), 24, "{compared:?}");
         let f = GgufFile::open(&path).unwrap();
         assert_eq!(f.get("general.architecture").and_then(Value::as_str), Some("qwen4exp"));
     }

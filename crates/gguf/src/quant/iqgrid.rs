@@ -1,10 +1,10 @@
-//! The lattice formats: IQ2_XS, IQ3_XXS and IQ3_S. Groups of 8 (or 4) magnitudes are an index into a fixed
+//! The lattice formats: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S. Groups of 8 (or 4) magnitudes are an index into a fixed
 //! grid (grids.rs), signs come from a 7-bit index with even parity (IQ2_XS, IQ3_XXS) or one bit each
 //! (IQ3_S), and a 4-bit scale per 16 or 32 elements multiplies the block's fp16 d.
 //!
 //! The quantizers are a plain nearest-grid-point search: good enough for synthetic weights.
 
-use super::grids::{IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+use super::grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use super::{f16_at, put_f16};
 
 /// Sign pattern of a 7-bit sign index: the 8th sign makes the count of negatives even.
@@ -43,6 +43,39 @@ pub fn dequant_iq2_xs(b: &[u8], y: &mut [f32]) {
             for j in 0..8 {
                 y[32 * ib + 8 * l + j] = signed(db[l / 2] * grid_u64(grid, j), signs & (1 << j) != 0);
             }
+        }
+    }
+}
+
+/// IQ2_XXS: d, then per 32 elements two u32: four 8-bit grid indices, then four 7-bit sign indices and
+/// the scale in the top 4 bits; value = d·(0.5 + s)·0.25 · grid · sign.
+pub fn dequant_iq2_xxs(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    for ib in 0..8 {
+        let at = 2 + 8 * ib;
+        let aux = u32::from_le_bytes([b[at + 4], b[at + 5], b[at + 6], b[at + 7]]);
+        let db = d * (0.5 + (aux >> 28) as f32) * 0.25;
+        for l in 0..4 {
+            let grid = IQ2XXS_GRID[b[at + l] as usize];
+            let signs = ksigns(((aux >> (7 * l)) & 127) as u8);
+            for j in 0..8 {
+                y[32 * ib + 8 * l + j] = signed(db * grid_u64(grid, j), signs & (1 << j) != 0);
+            }
+        }
+    }
+}
+
+/// IQ2_S: d, qs[32] (low 8 bits of 10-bit grid indices), signs[32] (a bit per element), qh[8] (2 index
+/// bits per group of 8), scales[8] (a nibble per 16 elements); value = d·(0.5 + s)·0.25 · grid · sign.
+pub fn dequant_iq2_s(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    let (qs, signs, qh, scales) = (&b[2..34], &b[34..66], &b[66..74], &b[74..82]);
+    for g in 0..32 {
+        let s = (scales[g / 4] >> (4 * ((g / 2) % 2))) & 0xf;
+        let db = d * (0.5 + s as f32) * 0.25;
+        let grid = IQ2S_GRID[qs[g] as usize | (((qh[g / 4] >> (2 * (g % 4))) & 3) as usize) << 8];
+        for j in 0..8 {
+            y[8 * g + j] = signed(db * grid_u64(grid, j), signs[g] & (1 << j) != 0);
         }
     }
 }

@@ -141,3 +141,20 @@ pub fn quant_q6_k(x: &[f32], b: &mut [u8]) {
         }
     }
 }
+
+/// Q2_K: scales[16] (low nibble: scale, high: min, per 16 elements), qs[64] (2 bits each), d, dmin.
+/// Element 128·j + 32·s + l is bits 2s.. of qs[32·j + l]; value = (d·sc)·q − dmin·m.
+pub fn dequant_q2_k(b: &[u8], y: &mut [f32]) {
+    let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
+    let (scales, qs) = (&b[..16], &b[16..80]);
+    for j in 0..2 {
+        for s in 0..4 {
+            for l in 0..32 {
+                let i = 128 * j + 32 * s + l;
+                let sc = scales[i / 16];
+                let q = (qs[32 * j + l] >> (2 * s)) & 3;
+                y[i] = (d * (sc & 0xf) as f32) * q as f32 - dmin * (sc >> 4) as f32;
+            }
+        }
+    }
+}

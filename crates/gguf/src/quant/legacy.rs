@@ -1,4 +1,5 @@
-//! The 32- and 64-element blocks with one fp16 scale: Q8_0, Q4_0, Q5_0 and Q2_0.
+//! The 32- and 64-element blocks with one fp16 scale (Q8_0, Q4_0, Q5_0, Q2_0) or a scale and a minimum
+//! (Q4_1, Q5_1).
 
 use super::{f16_at, put_f16, signed_absmax};
 
@@ -90,4 +91,27 @@ fn q2_code(v: f32, d: f32) -> u8 {
         return 1;
     }
     ((v / d).round() + 1.0).clamp(0.0, 3.0) as u8
+}
+
+/// Q4_1: d, m, then 16 bytes as Q4_0 (element j low nibble, j+16 high); value = (q·d) + m.
+pub fn dequant_q4_1(b: &[u8], y: &mut [f32]) {
+    let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+    for j in 0..16 {
+        let q = b[4 + j];
+        y[j] = d * (q & 0xf) as f32 + m;
+        y[j + 16] = d * (q >> 4) as f32 + m;
+    }
+}
+
+/// Q5_1: d, m, 32 high bits (u32), 16 bytes of low nibbles; value = (q·d) + m.
+pub fn dequant_q5_1(b: &[u8], y: &mut [f32]) {
+    let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    for j in 0..16 {
+        let q = b[8 + j];
+        let lo = (q & 0xf) as u32 | ((qh >> j) & 1) << 4;
+        let hi = (q >> 4) as u32 | ((qh >> (j + 16)) & 1) << 4;
+        y[j] = d * lo as f32 + m;
+        y[j + 16] = d * hi as f32 + m;
+    }
 }

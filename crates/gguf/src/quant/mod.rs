@@ -5,12 +5,15 @@
 //! so it agrees bit for bit with the reference and with the `gguf` Python package (checked in CI).
 
 mod float;
+mod fp4;
 mod grids;
+mod iq1;
 mod iq4;
 mod iqgrid;
 mod kquants;
 mod legacy;
 mod random;
+mod ternary;
 
 use crate::types::GgmlType;
 
@@ -45,6 +48,15 @@ pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), Stri
         GgmlType::IQ2_XS => iqgrid::dequant_iq2_xs,
         GgmlType::IQ3_XXS => iqgrid::dequant_iq3_xxs,
         GgmlType::IQ3_S => iqgrid::dequant_iq3_s,
+        GgmlType::Q4_1 => legacy::dequant_q4_1,
+        GgmlType::Q5_1 => legacy::dequant_q5_1,
+        GgmlType::Q2_K => kquants::dequant_q2_k,
+        GgmlType::IQ2_XXS => iqgrid::dequant_iq2_xxs,
+        GgmlType::IQ2_S => iqgrid::dequant_iq2_s,
+        GgmlType::IQ1_M => iq1::dequant_iq1_m,
+        GgmlType::TQ1_0 => ternary::dequant_tq1_0,
+        GgmlType::TQ2_0 => ternary::dequant_tq2_0,
+        GgmlType::NVFP4 => fp4::dequant_nvfp4,
     };
     if bs == 1 {
         f(data, out); // the float types convert a whole run at once
@@ -78,7 +90,19 @@ fn quantizer(ty: GgmlType) -> Option<QuantFn> {
         GgmlType::IQ2_XS => iqgrid::quant_iq2_xs,
         GgmlType::IQ3_XXS => iqgrid::quant_iq3_xxs,
         GgmlType::IQ3_S => iqgrid::quant_iq3_s,
-        GgmlType::Q5_0 | GgmlType::IQ4_XS | GgmlType::Q3_K | GgmlType::Q5_K => return None,
+        GgmlType::Q5_0
+        | GgmlType::IQ4_XS
+        | GgmlType::Q3_K
+        | GgmlType::Q5_K
+        | GgmlType::Q4_1
+        | GgmlType::Q5_1
+        | GgmlType::Q2_K
+        | GgmlType::IQ2_XXS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ1_M
+        | GgmlType::TQ1_0
+        | GgmlType::TQ2_0
+        | GgmlType::NVFP4 => return None,
     })
 }
 

@@ -8,7 +8,12 @@ use crate::types::GgmlType;
 /// Byte offsets of the fp16 scale fields inside one block of `ty`.
 fn scale_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q4_1 | GgmlType::Q5_1 => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::TQ1_0 => &[52],
+        GgmlType::TQ2_0 => &[64],
+        // NVFP4's scales are E4M3 bytes, all finite; IQ1_M's fp16 is spread over nibbles (below).
+        GgmlType::NVFP4 | GgmlType::IQ1_M => &[],
         GgmlType::Q3_K => &[108],
         GgmlType::Q6_K => &[208],
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
@@ -39,6 +44,13 @@ pub fn random_blocks(ty: GgmlType, n_blocks: usize, rng: &mut SplitMix64) -> Vec
                 b.iter_mut().for_each(|x| *x = rng.next_u64() as u8);
                 for &at in scale_fields(ty) {
                     b[at..at + 2].copy_from_slice(&f32_to_f16(random_scale(rng)).to_le_bytes());
+                }
+                if ty == GgmlType::IQ1_M {
+                    // d's four nibbles are the top nibbles of the four scale words at bytes 48..56.
+                    let d = f32_to_f16(random_scale(rng));
+                    for i in 0..4 {
+                        b[49 + 2 * i] = (b[49 + 2 * i] & 0x0f) | ((((d >> (4 * i)) & 0xf) as u8) << 4);
+                    }
                 }
             }
         }

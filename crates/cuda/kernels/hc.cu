@@ -3,7 +3,7 @@
 //
 // The plain read is three launches:
 //   gr_norm  one block per token, one warp per stream: the pending write of the previous half (if any),
-//            the stream's sum of squares by the contract, xn = (R·w)·rs
+//            the stream's sum of squares by the contract, xn = (R·rs)·w
 //   gr_down  one warp per row of W_down (r rows) and of W_inject (hc rows): T dots per weight load;
 //            lo = silu(dot/hc), inj = dot
 //   gr_up    one warp per output d: the hc rows c·n + d of W_up, T dots each, the epilogue xn·σ(g), the
@@ -40,7 +40,7 @@ extern "C" __global__ void gr_norm(const float* __restrict__ r_in, float* r_out,
 #pragma unroll
         for (int e = 0; e < CHUNK; ++e) {
             const int d = ch * CHUNK + e;
-            x[d] = __fmul_rn(__fmul_rn(ro[d], w[d]), rs);
+            x[d] = __fmul_rn(__fmul_rn(ro[d], rs), w[d]);
         }
     }
 }
@@ -166,7 +166,7 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
         const float rs = part[nch];
         float x[CHUNK];
 #pragma unroll
-        for (int e = 0; e < CHUNK; ++e) x[e] = __fmul_rn(__fmul_rn(v[e], w[e]), rs);
+        for (int e = 0; e < CHUNK; ++e) x[e] = __fmul_rn(__fmul_rn(v[e], rs), w[e]);
         store8_f32(xn + base + ch * CHUNK, x);
     }
 }

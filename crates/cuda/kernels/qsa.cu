@@ -1,9 +1,14 @@
 // QSA selection for a window of Q = 1..8 queries (spec §5.4-5.5; docs/ARITHMETIC.md § qsa, § topk).
-// Twin of crates/model/src/layers/qsa.rs (block_score) and ops/topk.rs (select_cells).
+// Twin of crates/model/src/layers/qsa.rs (block_score, then / √di) and ops/topk.rs (select_blocks).
 
 #define MAXQ 8
 
-// Block scores: s[q][b] = Σ_h relu(dot(Q[q][h], K[b])) for b < n_scored[q], heads in order from +0.
+// The score of spec §0.7: the heads' relu sum divided by √di (IEEE square root and division, as the CPU).
+__device__ __forceinline__ float scaled_score(float s, int di) {
+    return __fdiv_rn(s, __fsqrt_rn((float)di));
+}
+
+// Block scores: s[q][b] = (Σ_h relu(dot(Q[q][h], K[b]))) / √di for b < n_scored[q], heads in order from +0.
 // One warp per key block; the warp's lanes own the key's chunks (the reduction contract), so each head's
 // dot is the CPU's, and the butterfly leaves it in every lane.
 extern "C" __global__ void qsa_scores(const float* __restrict__ keys, const float* __restrict__ queries,
@@ -23,7 +28,7 @@ extern "C" __global__ void qsa_scores(const float* __restrict__ keys, const floa
             acc = warp_butterfly(acc);
             if (acc > 0.0f) s = __fadd_rn(s, acc);
         }
-        if (lane == 0) scores[(size_t)q * stride + b] = s;
+        if (lane == 0) scores[(size_t)q * stride + b] = scaled_score(s, di);
     }
 }
 
@@ -74,7 +79,7 @@ extern "C" __global__ void qsa_scores_halve(const float* __restrict__ keys, cons
             if (h < hi && d > 0.0f) s = __fadd_rn(s, d);
         }
         const int q = lane / 4;
-        if ((lane & 3) == 0 && q < Q && b < ns[q]) scores[(size_t)q * stride + b] = s;
+        if ((lane & 3) == 0 && q < Q && b < ns[q]) scores[(size_t)q * stride + b] = scaled_score(s, di);
     }
 }
 
@@ -124,7 +129,7 @@ extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const
                 const float d = tree_dot(sk + tx * pitch, sq + (q * hi + h) * di, di / CHUNK);
                 if (d > 0.0f) s = __fadd_rn(s, d);
             }
-            scores[(size_t)q * stride + b] = s;
+            scores[(size_t)q * stride + b] = scaled_score(s, di);
         }
     }
 }
@@ -181,7 +186,7 @@ extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, con
 #pragma unroll
         for (int h = 0; h < 4; ++h)
             if (h < hi && st[h][0] > 0.0f) s = __fadd_rn(s, st[h][0]);
-        scores[(size_t)q * stride + b] = s;
+        scores[(size_t)q * stride + b] = scaled_score(s, di);
     }
 }
 
@@ -220,8 +225,27 @@ __device__ int block_exclusive_scan(int v, int* total) {
     return before;
 }
 
+// The selection's geometry for one query (spec §0.7): the n_cells / kpool complete blocks are scored
+// (`tail` of them: the blocks before the incomplete one), the best top_k / kpool are kept whole (`budget`
+// cells), then the n_cells mod kpool cells of the incomplete block; `all` when every complete block is kept
+// (then every cell is selected, `width` = n_cells).
+struct Sel {
+    int n_cells, width, tail, budget;
+    bool all;
+};
+
+__device__ __forceinline__ Sel sel_of(int n_cells, int top_k, int kpool) {
+    Sel s;
+    s.n_cells = n_cells;
+    s.tail = n_cells / kpool;
+    s.budget = (top_k / kpool) * kpool;
+    s.all = s.tail <= top_k / kpool;
+    s.width = s.all ? n_cells : s.budget + (n_cells - s.tail * kpool);
+    return s;
+}
+
 // Emits the selected cells of blocks [lo, hi): blocks above τ whole, blocks at τ by tie rank from
-// `tie_before` while the tie budget lasts (the last one cut to its lowest cells), at output positions from
+// `tie_before` while the tie budget lasts (a whole number of blocks: none is cut), at output positions from
 // `pos0`, ascending. Each thread takes a contiguous run, so thread order is block order; the positions come
 // from block-wide exclusive scans of integer counts. `skeys` (may be null) holds the keys of blocks from
 // `key_base` on, else they are computed from the scores.
@@ -261,16 +285,14 @@ extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int s
     __shared__ u32 prefix, mask;
     __shared__ int need;
     const int q = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, warp = tid / WARP;
-    const int n_cells = n_cells_q[q];
-    const int width = min(n_cells, top_k + kpool - 1);
+    const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
+    const int n_cells = sel.n_cells, tail = sel.tail, budget = sel.budget, width = sel.width;
     u32* o = out + (size_t)q * out_stride;
-    if (n_cells <= width) {
+    if (sel.all) {
         for (int i = tid; i < n_cells; i += nt) o[i] = (u32)i;
         if (tid == 0) count[q] = n_cells;
         return;
     }
-    const int tail = (n_cells - 1) / kpool;
-    const int budget = width - (n_cells - tail * kpool);
     const float* s = scores + (size_t)q * stride;
     if (tid == 0) { prefix = 0; mask = 0; need = budget; }
     __syncthreads();
@@ -304,7 +326,7 @@ extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int s
     const int tie_cells = need;  // cells taken from blocks whose key is τ, lowest block first
     // Each thread owns a contiguous run of blocks, so thread order is block order.
     emit_blocks(s, nullptr, 0, 0, tail, tau, tie_cells, 0, 0, kpool, o);
-    // The tail block's cells close the list.
+    // The incomplete block's cells close the list.
     for (int i = tid; i < n_cells - tail * kpool; i += nt) o[budget + i] = (u32)(tail * kpool + i);
     if (tid == 0) count[q] = width;
 }
@@ -315,19 +337,6 @@ extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int s
 // emit. Each CTA derives the digits from the complete histograms by the wide kernel's rule, so τ, the tie
 // budget and every emitted id are the wide kernel's.
 #define TOPK_CHUNK 2048
-
-struct Sel {
-    int n_cells, width, tail, budget;
-};
-
-__device__ __forceinline__ Sel sel_of(int n_cells, int top_k, int kpool) {
-    Sel s;
-    s.n_cells = n_cells;
-    s.width = min(n_cells, top_k + kpool - 1);
-    s.tail = (n_cells - 1) / kpool;
-    s.budget = s.width - (n_cells - s.tail * kpool);
-    return s;
-}
 
 // The prefix, mask and remaining need after `passes` passes whose histograms are `gh` ([4][256]).
 __device__ void derive(const u32* gh, int passes, int budget, u32* prefix, u32* mask, int* need) {
@@ -362,7 +371,7 @@ extern "C" __global__ void qsa_topk_split_hist(const float* __restrict__ scores,
     __shared__ u32 hist[256];
     const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
-    if (sel.n_cells <= sel.width || chunk * TOPK_CHUNK >= sel.tail) return;
+    if (sel.all || chunk * TOPK_CHUNK >= sel.tail) return;
     u32* gh = ghist + (size_t)q * 4 * 256;
     u32 p, m;
     int need;
@@ -387,7 +396,7 @@ extern "C" __global__ void qsa_topk_split_count(const float* __restrict__ scores
                                                 const u32* __restrict__ ghist, int* __restrict__ gcount, int chunks) {
     const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
-    if (sel.n_cells <= sel.width || chunk * TOPK_CHUNK >= sel.tail) return;
+    if (sel.all || chunk * TOPK_CHUNK >= sel.tail) return;
     u32 tau, m;
     int need;
     derive(ghist + (size_t)q * 4 * 256, 4, sel.budget, &tau, &m, &need);
@@ -416,7 +425,7 @@ extern "C" __global__ void qsa_topk_split_emit(const float* __restrict__ scores,
     const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
     u32* o = out + (size_t)q * out_stride;
-    if (sel.n_cells <= sel.width) {
+    if (sel.all) {
         if (chunk == 0) {
             for (int i = tid; i < sel.n_cells; i += nt) o[i] = (u32)i;
             if (tid == 0) count[q] = sel.n_cells;
@@ -485,7 +494,7 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     const int q = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
     u32* o = out + (size_t)q * out_stride;
-    if (sel.n_cells <= sel.width) {  // the same for the whole cluster: all leave together
+    if (sel.all) {  // the same for the whole cluster: all leave together
         if (rank == 0) {
             for (int i = tid; i < sel.n_cells; i += nt) o[i] = (u32)i;
             if (tid == 0) count[q] = sel.n_cells;

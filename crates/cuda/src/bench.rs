@@ -163,7 +163,7 @@ pub fn qsa_select_bench(
     for q in 1..=q_max {
         let queries: Vec<f32> = (0..q * hi * di).map(|_| rng.uniform() - 0.5).collect();
         let cells: Vec<i32> = (0..q).map(|k| (ctx + k) as i32).collect();
-        let scored: Vec<i32> = cells.iter().map(|&c| (c as usize - 1) as i32 / kpool as i32).collect();
+        let scored: Vec<i32> = cells.iter().map(|&c| (c as usize / kpool) as i32).collect();
         let qb = Buf::from_host(gpu, &queries)?;
         let sb: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
         let nb = Buf::from_host(gpu, &scored)?;

@@ -232,6 +232,7 @@ pub fn topk_case_of(
     pattern: Pattern,
     seed: u64,
 ) -> Result<(), String> {
+    use strata_model::ops::topk::select_blocks;
     let e = |e: crate::CudaError| e.to_string();
     let q = n_cells.len();
     let stride = capacity / kpool;
@@ -251,8 +252,7 @@ pub fn topk_case_of(
         let ids = out.read(gpu, q * out_stride).map_err(e)?;
         let counts = count.read(gpu, q).map_err(e)?;
         for (k, &cells) in n_cells.iter().enumerate() {
-            let tail = (cells - 1) / kpool;
-            let want = select_cells(&scores[k * stride..k * stride + tail.min(stride)], cells, top_k, kpool);
+            let want = select_blocks(&scores[k * stride..k * stride + cells / kpool], cells, top_k / kpool, kpool);
             if counts[k] < 0 || counts[k] as usize > out_stride {
                 return Err(format!("{} query {k}: count {} not written or out of range", v.name(), counts[k]));
             }
@@ -303,6 +303,7 @@ pub fn qsa_topk_selftest(gpu: &Gpu, seed: u64) -> Outcome {
 /// scores against the CPU's, for Q = 1..8 at the full indexer geometry (4 heads of 128).
 pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
     use strata_model::layers::qsa::block_score;
+    use strata_model::ops::topk::select_blocks;
     let e = |e: crate::CudaError| e.to_string();
     let (di, hi, kpool, top_k) = (128, 4, 4, 2048);
     let mut cases = 0;
@@ -314,7 +315,7 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
         for q in 1..=8 {
             let queries: Vec<f32> = (0..q * hi * di).map(|_| normal(&mut rng)).collect();
             let cells: Vec<usize> = (0..q).map(|i| ctx - q + 1 + i).collect();
-            let scored: Vec<i32> = cells.iter().map(|&c| ((c - 1) / kpool) as i32).collect();
+            let scored: Vec<i32> = cells.iter().map(|&c| (c / kpool) as i32).collect();
             let qb = Buf::from_host(gpu, &queries).map_err(e)?;
             let sb: Buf<f32> = Buf::zeros(gpu, q * n_blocks).map_err(e)?;
             let nb = Buf::from_host(gpu, &scored).map_err(e)?;
@@ -350,7 +351,7 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 let ids = out.read(gpu, q * out_stride).map_err(e)?;
                 let counts = count.read(gpu, q).map_err(e)?;
                 for (k, w) in want.iter().enumerate() {
-                    let cpu = select_cells(w, cells[k], top_k, kpool);
+                    let cpu = select_blocks(w, cells[k], top_k / kpool, kpool);
                     let n = counts[k].max(0) as usize;
                     if n > out_stride || ids[k * out_stride..k * out_stride + n] != cpu[..] {
                         return Err(format!(
@@ -364,30 +365,4 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
         }
     }
     Ok(cases)
-}
-
-/// The cell-width selection the top-k kernels implement today (width `top_k + kpool − 1` cells, the last
-/// block cut to its lowest cells). The model's rule is now whole blocks (`strata_model::ops::topk::
-/// select_blocks`, spec §0.7); until the kernels follow it, their parity is checked against this rule.
-pub fn select_cells(block_scores: &[f32], n_cells: usize, top_k: usize, kpool: usize) -> Vec<u32> {
-    let width = n_cells.min(top_k + kpool - 1);
-    if n_cells <= width {
-        return (0..n_cells as u32).collect();
-    }
-    let tail = (n_cells - 1) / kpool;
-    let mut budget = width - (n_cells - tail * kpool);
-    let mut keep = vec![0usize; tail];
-    for b in strata_model::ops::topk::top_k(block_scores, block_scores.len()) {
-        if budget == 0 {
-            break;
-        }
-        keep[b] = kpool.min(budget);
-        budget -= keep[b];
-    }
-    let mut ids: Vec<u32> = Vec::with_capacity(width);
-    for (b, &n) in keep.iter().enumerate() {
-        ids.extend((b * kpool..b * kpool + n).map(|c| c as u32));
-    }
-    ids.extend((tail * kpool..n_cells).map(|c| c as u32));
-    ids
 }

@@ -142,8 +142,7 @@ fn select(
         rms_norm_inplace(head, &w.q_norm);
         rope.apply(row, head);
     }
-    let scale = (di as f32).sqrt();
-    let scores: Vec<f32> = (0..complete).map(|b| block_score(&qi, &st.blocks[b * di..(b + 1) * di]) / scale).collect();
+    let scores: Vec<f32> = (0..complete).map(|b| block_score(&qi, &st.blocks[b * di..(b + 1) * di])).collect();
     select_blocks(&scores, n_cells, keep, r)
 }
 
@@ -161,8 +160,8 @@ pub fn block_mean(raw: &[f32], di: usize) -> Vec<f32> {
         .collect()
 }
 
-/// `Σ_h relu(Q_h·K_b)`, heads in order from +0; relu keeps only dots > 0 (a NaN or a zero adds nothing).
-/// The score is this sum divided by √di (done by the caller, so the GPU's scorer and this one share it).
+/// The block score of spec §0.7: `(Σ_h relu(Q_h·K_b)) / √di`, heads in order from +0, relu adding only
+/// dots > 0 (a NaN or a zero adds nothing); IEEE square root and division.
 pub fn block_score(q: &[f32], key: &[f32]) -> f32 {
     let mut s = 0f32;
     for qh in q.chunks(key.len()) {
@@ -171,5 +170,5 @@ pub fn block_score(q: &[f32], key: &[f32]) -> f32 {
             s += d;
         }
     }
-    s
+    s / (key.len() as f32).sqrt()
 }

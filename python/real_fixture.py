@@ -234,7 +234,8 @@ def build(llama_cpp, out):
     greedy, rows = greedy_run(model, prompt, GREEDY)
     np.concatenate(rows).astype("<f8").tofile(out / "logits.f64")
     expected = {
-        "prompt": prompt, "greedy": greedy, "vocab": len(fast),
+        "prompt": prompt, "greedy": greedy, "vocab": len(fast), "prompt_text": PROMPT,
+        "greedy_text": fast.decode(greedy),
         "tokenizer": tokenizer_cases(fast), "templates": template_cases(fast, llama_cpp),
     }
     (out / "expected.json").write_text(json.dumps(expected, ensure_ascii=False, indent=1))

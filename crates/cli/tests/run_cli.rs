@@ -183,3 +183,21 @@ fn a_saved_state_continues_the_conversation() {
     ));
     assert!(err.contains("broken.state"), "{err}");
 }
+
+/// `strata run -m FILE` on a file llama.cpp's converter wrote (fixtures/real/) writes what transformers
+/// writes: the prompt text through the file's tokenizer, 16 greedy tokens, the same text.
+#[test]
+fn a_converter_written_file_writes_what_transformers_writes() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real");
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures.join("expected.json")).unwrap()).unwrap();
+    let model = fixtures.join("qwen4exp-real-f32.gguf");
+    let prompt = expected["prompt_text"].as_str().unwrap();
+    for kv in ["f32", "fp16"] {
+        let out = strata(&["run", "-m", model.to_str().unwrap(), "-p", prompt, "-n", "16", "--ignore-eos", "--kv", kv], dir());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        // strata ends its output with a newline of its own.
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.strip_suffix('\n'), expected["greedy_text"].as_str(), "--kv {kv}");
+    }
+}

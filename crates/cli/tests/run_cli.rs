@@ -194,7 +194,10 @@ fn a_converter_written_file_writes_what_transformers_writes() {
     let model = fixtures.join("qwen4exp-real-f32.gguf");
     let prompt = expected["prompt_text"].as_str().unwrap();
     for kv in ["f32", "fp16"] {
-        let out = strata(&["run", "-m", model.to_str().unwrap(), "-p", prompt, "-n", "16", "--ignore-eos", "--kv", kv], dir());
+        let out = strata(
+            &["run", "-m", model.to_str().unwrap(), "-p", prompt, "-n", "16", "--ignore-eos", "--kv", kv],
+            dir(),
+        );
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         // strata ends its output with a newline of its own.
         let text = String::from_utf8_lossy(&out.stdout);

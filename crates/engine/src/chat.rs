@@ -67,9 +67,7 @@ fn environment(source: &str) -> Result<Environment<'static>, Error> {
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_filter("tojson", tojson);
     // Python's iter(): None and numbers are not iterable; Jinja2's Undefined iterates as empty.
-    env.add_test("iterable", |v: JValue| {
-        !matches!(v.kind(), ValueKind::None | ValueKind::Bool | ValueKind::Number)
-    });
+    env.add_test("iterable", |v: JValue| !matches!(v.kind(), ValueKind::None | ValueKind::Bool | ValueKind::Number));
     env.add_function("raise_exception", |msg: String| -> Result<JValue, Error> {
         Err(Error::new(ErrorKind::InvalidOperation, msg))
     });

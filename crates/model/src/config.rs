@@ -133,7 +133,9 @@ impl Config {
         let expert_ff = r.usize_or_uniform_array("expert_feed_forward_length", blocks)?;
         let shexp_ff = match r.opt_usize("expert_shared_feed_forward_length")? {
             Some(v) => v,
-            None => r.opt_usize("feed_forward_length")?.ok_or_else(|| r.missing("expert_shared_feed_forward_length"))?,
+            None => {
+                r.opt_usize("feed_forward_length")?.ok_or_else(|| r.missing("expert_shared_feed_forward_length"))?
+            }
         };
         let mut c = Config {
             n_layer,
@@ -345,7 +347,8 @@ impl Reader<'_> {
         let recurrent: Vec<bool> = match self.opt("attention.recurrent_layers") {
             Some(v) => {
                 let key = "attention.recurrent_layers";
-                let b = v.as_array().and_then(|a| a.to_bools()).ok_or_else(|| self.bad(key, "not an array of booleans"))?;
+                let b =
+                    v.as_array().and_then(|a| a.to_bools()).ok_or_else(|| self.bad(key, "not an array of booleans"))?;
                 per_layer_len(key, b.len())?;
                 b
             }
@@ -381,7 +384,9 @@ impl Reader<'_> {
         match kind.as_str() {
             "none" => return Ok(None),
             "linear" | "yarn" => {}
-            other => return Err(self.bad("rope.scaling.type", &format!("\"{other}\" is not supported (none, linear, yarn)"))),
+            other => {
+                return Err(self.bad("rope.scaling.type", &format!("\"{other}\" is not supported (none, linear, yarn)")))
+            }
         }
         let factor = self.f64("rope.scaling.factor")?;
         if !(1.0..=1024.0).contains(&factor) {
@@ -418,7 +423,10 @@ impl Reader<'_> {
             layer_multipliers: self.u64s("ple.layer_multipliers")?,
             head_vocab_sizes: self.u64s("ple.head_vocab_sizes")?,
             head_offsets: self.u64s("ple.head_offsets")?,
-            eos_token_id: self.get("ple.eos_token_id")?.as_u64().ok_or_else(|| self.bad("ple.eos_token_id", "not an unsigned integer"))?,
+            eos_token_id: self
+                .get("ple.eos_token_id")?
+                .as_u64()
+                .ok_or_else(|| self.bad("ple.eos_token_id", "not an unsigned integer"))?,
         };
         if !(2..=8).contains(&p.ngram_size) {
             return Err(self.bad("ple.ngram_size", "must be in 2..=8"));

@@ -118,7 +118,9 @@ impl KvStore {
         let ok = match mode {
             KvMode::F16 => halves.len() == cells * dim && none(codes.len() + scales.len() + floats.len()),
             KvMode::Int8 => {
-                codes.len() == cells * dim && scales.len() * INT8_GROUP == cells * dim && none(halves.len() + floats.len())
+                codes.len() == cells * dim
+                    && scales.len() * INT8_GROUP == cells * dim
+                    && none(halves.len() + floats.len())
             }
             KvMode::F32 => floats.len() == cells * dim && none(halves.len() + codes.len() + scales.len()),
         };

@@ -166,7 +166,11 @@ impl Binder<'_> {
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
         let t = self.find(name)?;
         if t.info.n_elements != len as u64 || t.info.shape.len() > 2 {
-            return Err(ModelError::Shape { tensor: name.into(), expected: vec![len as u64], found: t.info.shape.clone() });
+            return Err(ModelError::Shape {
+                tensor: name.into(),
+                expected: vec![len as u64],
+                found: t.info.shape.clone(),
+            });
         }
         Ok(t.to_f32()?)
     }
@@ -305,7 +309,11 @@ impl Binder<'_> {
         let name = "per_layer_token_embd.weight";
         let t = self.find(name)?;
         if t.info.shape.len() != 2 || t.info.shape[0] != p.row_dim as u64 || t.info.shape[1] < rows {
-            return Err(ModelError::Shape { tensor: name.into(), expected: vec![p.row_dim as u64, rows], found: t.info.shape.clone() });
+            return Err(ModelError::Shape {
+                tensor: name.into(),
+                expected: vec![p.row_dim as u64, rows],
+                found: t.info.shape.clone(),
+            });
         }
         let table = Matrix { ty: t.info.ty, rows: t.info.shape[1] as usize, cols: p.row_dim, bytes: t.bytes() };
         let b = format!("blk.{}", p.layer);

@@ -23,13 +23,17 @@ struct Expected {
 }
 
 fn expected() -> Expected {
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir().join("expected.json")).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir().join("expected.json")).unwrap()).unwrap();
     let ids = |k: &str| json[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect::<Vec<_>>();
     let vocab = json["vocab"].as_u64().unwrap() as usize;
     let raw = std::fs::read(dir().join("logits.f64")).unwrap();
     let all: Vec<f64> = raw.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
-    Expected { prompt: ids("prompt"), greedy: ids("greedy"), vocab, rows: all.chunks(vocab).map(<[f64]>::to_vec).collect() }
+    Expected {
+        prompt: ids("prompt"),
+        greedy: ids("greedy"),
+        vocab,
+        rows: all.chunks(vocab).map(<[f64]>::to_vec).collect(),
+    }
 }
 
 /// Per row: (max|Δ| / max|logit|, whether strata's argmax is transformers' greedy token).

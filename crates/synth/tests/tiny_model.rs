@@ -327,7 +327,9 @@ fn mtp_from_a_separate_file_drafts_the_same_bits() {
     let want = drafts(&own);
     // The newer layout (nextn.hc_head_*) and the older one (the mixer under output_hc_*).
     let older = |n: &str| n.replace("blk.8.nextn.hc_head_", "output_hc_");
-    for (file, rename) in [("mtp-new.gguf", &(|n: &str| n.to_string()) as &dyn Fn(&str) -> String), ("mtp-old.gguf", &older)] {
+    for (file, rename) in
+        [("mtp-new.gguf", &(|n: &str| n.to_string()) as &dyn Fn(&str) -> String), ("mtp-old.gguf", &older)]
+    {
         let mut m = Model::open(tiny(), RopeScaling::None).unwrap();
         m.weights.mtp = None;
         m.attach_mtp(mtp_sidecar(file, rename, None)).unwrap();

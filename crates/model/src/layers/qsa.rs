@@ -12,7 +12,15 @@ use crate::weights::{AttnWeights, IndexerWeights};
 
 /// One token at position `pos` (its cell is appended first, so n_cells = pos + 1), attending to the cells
 /// the indexer selects with block size `ratio`, or to every cell when `ratio` is 0.
-pub fn qsa(x: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, pos: usize, ratio: usize, rope: &Rope) -> Vec<f32> {
+pub fn qsa(
+    x: &[f32],
+    w: &AttnWeights,
+    c: &Config,
+    st: &mut QsaState,
+    pos: usize,
+    ratio: usize,
+    rope: &Rope,
+) -> Vec<f32> {
     let row = rope.row(pos as u64);
     let qg = append_kv(x, w, c, st, &row, rope);
     let cells = match (&w.indexer, ratio) {

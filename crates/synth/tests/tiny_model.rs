@@ -341,3 +341,42 @@ fn mtp_from_a_separate_file_drafts_the_same_bits() {
     let e = m.attach_mtp(bad).unwrap_err().to_string();
     assert!(e.contains("qwen4exp.expert_used_count"), "{e}");
 }
+
+/// Without `output.weight` the head is the embedding (a tied head): the logits equal those of a file whose
+/// `output.weight` is a copy of `token_embd.weight`.
+#[test]
+fn a_file_without_a_head_uses_the_embedding() {
+    let src = GgufFile::open(tiny()).unwrap();
+    let write = |name: &str, with_copy: bool| {
+        let mut b = GgufBuilder::new();
+        for (k, v) in src.metadata() {
+            b.add(k, v.clone());
+        }
+        let embd = src.require("token_embd.weight").unwrap();
+        let kept: Vec<_> = src.tensors().iter().filter(|t| t.name != "output.weight").collect();
+        for t in &kept {
+            b.add_tensor(&t.name, &t.shape, t.ty).unwrap();
+        }
+        if with_copy {
+            b.add_tensor("output.weight", &embd.info.shape, embd.info.ty).unwrap();
+        }
+        let path = tiny().parent().unwrap().join(name);
+        let mut w = b.create(&path).unwrap();
+        for t in &kept {
+            w.write_tensor(&t.name, src.require(&t.name).unwrap().data).unwrap();
+        }
+        if with_copy {
+            w.write_tensor("output.weight", embd.data).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    };
+    let tied = Model::open(write("tied.gguf", false), RopeScaling::None).unwrap();
+    let copied = Model::open(write("copied-head.gguf", true), RopeScaling::None).unwrap();
+    let p = prompt();
+    assert_eq!(run(&tied, &p[..20], KvMode::F16), run(&copied, &p[..20], KvMode::F16));
+    assert_ne!(
+        run(&tied, &p[..20], KvMode::F16),
+        run(&Model::open(tiny(), RopeScaling::None).unwrap(), &p[..20], KvMode::F16)
+    );
+}

@@ -224,6 +224,7 @@ impl Config {
             ("expert_used_count", self.n_expert_used),
             ("expert_feed_forward_length", self.expert_ff),
             ("expert_shared_feed_forward_length", self.shexp_ff),
+            ("context_length", self.context_length),
         ];
         for (k, v) in nonzero {
             if v == 0 {
@@ -402,9 +403,15 @@ impl Reader<'_> {
 
     /// The PLE keys, present when `ple.layers` lists a layer.
     fn ple(&self, c: &Config) -> Result<Option<PleConfig>, ModelError> {
-        let Some(_) = self.opt("ple.layers") else { return Ok(None) };
-        let layers = self.u64s("ple.layers")?;
+        let layers = match self.opt("ple.layers") {
+            Some(_) => self.u64s("ple.layers")?,
+            None => Vec::new(),
+        };
         if layers.is_empty() {
+            // A PLE table with no layer to run it would be ignored silently: refuse the file instead.
+            if self.0.tensor("per_layer_token_embd.weight").is_some() {
+                return Err(self.bad("ple.layers", "is missing or empty, but the file has a PLE table"));
+            }
             return Ok(None);
         }
         if layers.len() != 1 {

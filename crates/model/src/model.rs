@@ -29,7 +29,11 @@ impl Model {
     /// Opens a model file (or shard set) and binds its tensors. `RopeScaling::None` takes the file's own
     /// `rope.scaling.*`, if it declares any.
     pub fn open(path: impl AsRef<Path>, scaling: RopeScaling) -> Result<Model, ModelError> {
-        let gguf = GgufSet::open(path)?;
+        Model::from_set(GgufSet::open(path)?, scaling)
+    }
+
+    /// [`Model::open`] for a file set already open (or held in memory).
+    pub fn from_set(gguf: GgufSet, scaling: RopeScaling) -> Result<Model, ModelError> {
         let config = Config::from_gguf(&gguf)?;
         let weights = Weights::load(&gguf, &config)?;
         let scaling = match (&config.rope_scaling, scaling) {

@@ -188,7 +188,7 @@ fn edited_with_key(name: &str, key: &str, value: Value) -> PathBuf {
 fn checkpoint_bytes_restore_exactly_and_refuse_bad_input() {
     let model = Model::open(tiny(), RopeScaling::None).unwrap();
     let p = prompt();
-    for kv in [KvMode::F16, KvMode::Int8] {
+    for kv in [KvMode::F16, KvMode::Int8, KvMode::F32] {
         let mut st = model.new_state(kv).unwrap();
         for &t in &p[..70] {
             model.forward(&mut st, t);

@@ -7,12 +7,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
-use cudarc::nvrtc::{CompileOptions, Ptx};
+use cudarc::nvrtc::Ptx;
 
+use crate::compile::{compile_ptx, first_sentence, full_source, no_panic};
 use crate::error::{Check, CudaError};
-
-/// The contract's device functions, prepended to every kernel file.
-const COMMON: &str = include_str!("../kernels/common.cuh");
 
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
@@ -22,20 +20,6 @@ pub struct Gpu {
     pub arch: (i32, i32),
     pub driver_version: i32,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
-}
-
-/// Runs `f`, turning a panic (cudarc panics when it cannot load the CUDA libraries) into an error.
-fn no_panic<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, String> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let r = std::panic::catch_unwind(f);
-    std::panic::set_hook(hook);
-    r.map_err(|p| {
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    })
 }
 
 impl Gpu {
@@ -86,11 +70,10 @@ impl Gpu {
 
     /// PTX for `source`, from the disk cache or NVRTC.
     fn ptx(&self, file: &str, source: &str) -> Result<String, CudaError> {
-        let full = format!("{COMMON}\n{source}");
         let key = format!(
             "{}-{:016x}-{}-drv{}.ptx",
             file.trim_end_matches(".cu"),
-            fnv(&full),
+            fnv(&full_source(source)),
             self.arch_name(),
             self.driver_version
         );
@@ -100,21 +83,7 @@ impl Gpu {
                 return Ok(text);
             }
         }
-        let arch: &'static str = Box::leak(format!("compute_{}{}", self.arch.0, self.arch.1).into_boxed_str());
-        let opts = CompileOptions {
-            ftz: Some(false),
-            prec_sqrt: Some(true),
-            prec_div: Some(true),
-            fmad: Some(false),
-            use_fast_math: Some(false),
-            arch: Some(arch),
-            name: Some(file.to_string()),
-            ..Default::default()
-        };
-        let ptx = no_panic(|| cudarc::nvrtc::compile_ptx_with_opts(&full, opts))
-            .map_err(|m| CudaError::NoDevice(format!("NVRTC could not be loaded: {}", first_sentence(&m))))?
-            .map_err(|e| CudaError::Compile { file: file.to_string(), log: format!("{e:?}") })?
-            .to_src();
+        let ptx = compile_ptx(file, source, self.arch)?;
         if let Some(p) = path {
             // The cache is an optimisation: a failure to write it is not an error of the run.
             if let Some(dir) = p.parent() {
@@ -145,9 +114,4 @@ fn cache_dir() -> Option<PathBuf> {
 
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
-}
-
-/// cudarc's load failures list every library name tried; the first part says what matters.
-fn first_sentence(m: &str) -> &str {
-    m.split(" - searched").next().unwrap_or(m)
 }

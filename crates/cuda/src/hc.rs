@@ -7,7 +7,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
 
-const SRC: &str = include_str!("../kernels/hc.cu");
+const SRC: &str = crate::compile::HC;
 pub const MAX_T: usize = 8;
 
 /// One read's weights on the device.

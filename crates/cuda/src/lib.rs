@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod buf;
+pub mod compile;
 pub mod device;
 pub mod error;
 pub mod hc;

@@ -6,7 +6,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 
-const SRC: &str = include_str!("../kernels/qsa.cu");
+const SRC: &str = crate::compile::QSA;
 pub const MAX_Q: usize = 8;
 
 /// Which scores kernel (`STRATA_SCORES_HALVE`): the butterfly per dot, or all dots reduced together by

@@ -1,0 +1,111 @@
+//! Every kernel file, with every variant in it, compiles for every supported architecture with the
+//! run-time flags (NVRTC, no GPU needed), and no kernel spills registers (ptxas -v on the PTX). CI installs
+//! NVRTC and ptxas from the package registry's CUDA wheels (`.ci/run`); elsewhere, without them, this says
+//! SKIPPED. Device time then goes to parity and speed, not to typos.
+
+use std::process::Command;
+
+use strata_cuda::compile::{compile_ptx, KERNEL_FILES, SUPPORTED_ARCHS};
+use strata_cuda::CudaError;
+
+fn ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// ptxas: `$STRATA_PTXAS`, else the one on PATH.
+fn ptxas() -> Option<String> {
+    let p = std::env::var("STRATA_PTXAS").unwrap_or_else(|_| "ptxas".into());
+    Command::new(&p).arg("--version").output().ok().filter(|o| o.status.success()).map(|_| p)
+}
+
+/// Per kernel: (name, spill store bytes, spill load bytes, registers), from `ptxas -v`'s report.
+fn spills(report: &str) -> Vec<(String, u64, u64, u64)> {
+    let mut out = Vec::new();
+    let mut name = String::new();
+    let number_before = |line: &str, what: &str| -> u64 {
+        line.split(',')
+            .find(|part| part.contains(what))
+            .and_then(|part| part.split_whitespace().find_map(|w| w.parse().ok()))
+            .unwrap_or(0)
+    };
+    for line in report.lines() {
+        if let Some(rest) = line.split("Function properties for ").nth(1) {
+            name = rest.trim().to_string();
+        } else if line.contains("spill stores") {
+            out.push((name.clone(), number_before(line, "spill stores"), number_before(line, "spill loads"), 0));
+        } else if line.contains("Used") && line.contains("registers") {
+            if let Some(last) = out.last_mut() {
+                let regs =
+                    line.split("Used").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok());
+                last.3 = regs.unwrap_or(0);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_kernel_compiles_for_every_architecture_without_spills() {
+    match compile_ptx("hc.cu", KERNEL_FILES[0].1, (9, 0)) {
+        Err(CudaError::NoDevice(m)) => {
+            assert!(!ci(), "CI must have NVRTC (.ci/run installs nvidia-cuda-nvrtc): {m}");
+            eprintln!("SKIPPED: {m} (pip install nvidia-cuda-nvrtc==13.0.* and put its lib folder on LD_LIBRARY_PATH)");
+            return;
+        }
+        r => {
+            r.expect("hc.cu compiles for sm_90");
+        }
+    }
+    let ptxas = ptxas();
+    if ptxas.is_none() {
+        assert!(!ci(), "CI must have ptxas (.ci/run installs nvidia-cuda-nvcc)");
+        eprintln!("SKIPPED the spill check: no ptxas (pip install nvidia-cuda-nvcc==13.0.*, or set STRATA_PTXAS)");
+    }
+    let dir = std::env::temp_dir().join(format!("strata-ptx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut checked = 0;
+    for (file, source) in KERNEL_FILES {
+        for arch in SUPPORTED_ARCHS {
+            let ptx =
+                compile_ptx(file, source, arch).unwrap_or_else(|e| panic!("{file} for sm_{}{}: {e}", arch.0, arch.1));
+            assert!(ptx.contains(".entry"), "{file}: no kernel in the PTX");
+            let Some(ptxas) = &ptxas else { continue };
+            let path = dir.join(format!("{}-sm{}{}.ptx", file.trim_end_matches(".cu"), arch.0, arch.1));
+            std::fs::write(&path, &ptx).unwrap();
+            let out = Command::new(ptxas)
+                .args([&format!("-arch=sm_{}{}", arch.0, arch.1), "-v", "-o", "/dev/null"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            let report = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "ptxas {file} sm_{}{}:\n{report}", arch.0, arch.1);
+            let kernels = spills(&report);
+            assert!(!kernels.is_empty(), "no kernel report from ptxas:\n{report}");
+            for (name, stores, loads, regs) in &kernels {
+                assert!(
+                    *stores == 0 && *loads == 0,
+                    "{name} (sm_{}{}) spills: {stores} B stored, {loads} B loaded",
+                    arch.0,
+                    arch.1
+                );
+                if arch == (9, 0) {
+                    eprintln!("sm_90 {name}: {regs} registers, no spills");
+                }
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("{checked} kernel builds checked");
+}
+
+#[test]
+fn the_spill_report_is_read() {
+    let report = "ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+                  ptxas info    : Function properties for k\n    \
+                  8 bytes stack frame, 12 bytes spill stores, 4 bytes spill loads\n\
+                  ptxas info    : Used 255 registers, used 1 barriers\n\
+                  ptxas info    : Function properties for j\n    \
+                  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+                  ptxas info    : Used 40 registers\n";
+    assert_eq!(spills(report), vec![("k".to_string(), 12, 4, 255), ("j".to_string(), 0, 0, 40)]);
+}

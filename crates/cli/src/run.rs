@@ -3,11 +3,11 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use strata_engine::chat::{ChatTemplate, Message};
-use strata_engine::sampler::{Sampler, SamplerConfig};
+use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Stop};
+use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::{KvMode, Model, RopeScaling};
 
@@ -122,15 +122,6 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         (None, None) => unreachable!("a tokenizer is loaded without --prompt-tokens"),
     };
-    if prompt.is_empty() {
-        bail!("the prompt is empty");
-    }
-    if prompt.len() > max_context {
-        bail!("the prompt has {} tokens, more than --max-context {max_context}", prompt.len());
-    }
-    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= model.config.vocab) {
-        bail!("token id {bad} is outside the vocabulary ({} tokens)", model.config.vocab);
-    }
     let stops: Vec<u32> = tok.as_ref().map(|t| [t.eos, t.im_end].into_iter().flatten().collect()).unwrap_or_default();
     let mut dump = match &a.dump_logits {
         Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("{}", p.display()))?)),
@@ -148,89 +139,95 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         None => model.new_state(a.kv)?,
     };
-    if state.pos + prompt.len() > max_context {
-        bail!(
-            "the saved context and the prompt ({} tokens) exceed --max-context {max_context}",
-            state.pos + prompt.len()
-        );
-    }
-    let mut sampler = Sampler::new(SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed });
-
-    let t0 = Instant::now();
-    let mut logits = Vec::new();
-    for &t in &prompt {
-        logits = model.forward(&mut state, t);
-    }
-    let prompt_time = t0.elapsed();
-
-    let t1 = Instant::now();
+    let cfg = GenerateConfig {
+        n_predict: a.n_predict,
+        stops,
+        ignore_eos: a.ignore_eos,
+        max_context,
+        sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
+    };
     let mut out = std::io::stdout().lock();
-    let mut generated: Vec<u32> = Vec::new();
-    // Tokens not yet printed: a multi-byte character can span tokens, so text is printed once it decodes
-    // whole. Only these are decoded each step, not the whole generation (which would be quadratic).
-    let mut pending: Vec<u32> = Vec::new();
-    while generated.len() < a.n_predict {
-        if let Some(d) = dump.as_mut() {
-            d.write_all(&logits.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
+    let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0 };
+    let generated = generate(&model, &mut state, &prompt, &cfg, |event| match event {
+        Event::Logits(l) => match dump.as_mut() {
+            Some(d) => d.write_all(&l.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()),
+            None => Ok(()),
+        },
+        Event::Token(t) => printer.token(&mut out, t),
+    })
+    .map_err(|e| match e {
+        // Said in terms of the flag the user can change.
+        GenerateError::PromptTooLong { held, prompt, max } if held == 0 => {
+            anyhow!("the prompt has {prompt} tokens, more than --max-context {max}")
         }
-        let next = sampler.sample(&logits);
-        generated.push(next);
-        match &tok {
-            Some(tok) => {
-                pending.push(next);
-                let text = tok.decode(&pending)?;
-                if !text.ends_with('\u{FFFD}') {
-                    write!(out, "{text}")?;
-                    out.flush()?;
-                    pending.clear();
-                }
-            }
-            None => {
-                write!(out, "{}{next}", if generated.len() > 1 { "," } else { "" })?;
-                out.flush()?;
-            }
+        GenerateError::PromptTooLong { held, prompt, max } => {
+            anyhow!("the saved context and the prompt ({} tokens) exceed --max-context {max}", held + prompt)
         }
-        if (!a.ignore_eos && stops.contains(&next)) || generated.len() == a.n_predict {
-            break;
-        }
-        if state.pos >= max_context {
-            eprintln!("\nstopped: the context is full (--max-context {max_context})");
-            break;
-        }
-        logits = model.forward(&mut state, next);
+        e => e.into(),
+    })?;
+    printer.finish(&mut out)?;
+    if generated.stop == Stop::ContextFull {
+        eprintln!("stopped: the context is full (--max-context {max_context})");
     }
-    if let (Some(tok), false) = (&tok, pending.is_empty()) {
-        write!(out, "{}", tok.decode(&pending)?)?; // an unfinished character at the end: printed as it is
-    }
-    writeln!(out)?;
     if let Some(mut d) = dump {
         d.flush()?;
     }
     if let Some(p) = &a.save_state {
-        // The last generated token has not been through the model yet: the saved conversation includes it.
-        if let Some(&last) = generated.last() {
-            if state.pos < max_context {
-                model.forward(&mut state, last);
-            }
-        }
+        // The saved conversation includes the last generated token.
+        complete_state(&model, &mut state, &generated, max_context);
         // Written beside the target and renamed, so an interrupted save never leaves a half checkpoint.
         let tmp = p.with_extension("partial");
         let f = File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
         state.save(&model.config, BufWriter::new(f)).with_context(|| format!("{}", tmp.display()))?;
         std::fs::rename(&tmp, p).with_context(|| format!("{}", p.display()))?;
     }
-    let decode_time = t1.elapsed();
     let rate = |n: usize, t: std::time::Duration| n as f64 / t.as_secs_f64().max(1e-9);
     eprintln!(
         "prompt: {} tokens in {:.2} s ({:.1} tok/s); decode: {} tokens in {:.2} s ({:.1} tok/s)",
-        prompt.len(),
-        prompt_time.as_secs_f64(),
-        rate(prompt.len(), prompt_time),
-        generated.len(),
-        decode_time.as_secs_f64(),
-        rate(generated.len().saturating_sub(1), decode_time)
+        generated.prompt_tokens,
+        generated.prompt_time.as_secs_f64(),
+        rate(generated.prompt_tokens, generated.prompt_time),
+        generated.tokens.len(),
+        generated.decode_time.as_secs_f64(),
+        rate(generated.tokens.len().saturating_sub(1), generated.decode_time)
     );
     Ok(())
+}
+
+/// Writes generated tokens as text (or as ids without a tokenizer). A multi-byte character can span
+/// tokens, so text is printed once it decodes whole; only the tokens not yet printed are decoded each
+/// step, not the whole generation (which would be quadratic).
+struct Printer<'a> {
+    tok: Option<&'a Tokenizer>,
+    pending: Vec<u32>,
+    count: usize,
+}
+
+impl Printer<'_> {
+    fn token(&mut self, out: &mut impl Write, t: u32) -> std::io::Result<()> {
+        self.count += 1;
+        match self.tok {
+            Some(tok) => {
+                self.pending.push(t);
+                let text = tok.decode(&self.pending).map_err(std::io::Error::other)?;
+                if !text.ends_with('\u{FFFD}') {
+                    write!(out, "{text}")?;
+                    self.pending.clear();
+                }
+            }
+            None => write!(out, "{}{t}", if self.count > 1 { "," } else { "" })?,
+        }
+        out.flush()
+    }
+
+    /// An unfinished character at the end is printed as it is; then the line ends.
+    fn finish(&mut self, out: &mut impl Write) -> Result<()> {
+        if let (Some(tok), false) = (self.tok, self.pending.is_empty()) {
+            write!(out, "{}", tok.decode(&self.pending)?)?;
+        }
+        writeln!(out)?;
+        Ok(())
+    }
 }
 
 /// Spec §8: YaRN by default past the trained context, with F = max_context / trained.

@@ -2,5 +2,6 @@
 //! decode loop.
 
 pub mod chat;
+pub mod generate;
 pub mod sampler;
 pub mod tokenizer;

@@ -1,0 +1,125 @@
+//! The generation loop: a prompt through the model, then tokens sampled one at a time until a stop rule
+//! holds. `strata run` (and later the server) call this; what to do with each token (print it, stream it)
+//! is the caller's, through [`Event`]s.
+
+use std::time::{Duration, Instant};
+
+use strata_model::{Model, State};
+
+use crate::sampler::{Sampler, SamplerConfig};
+
+#[derive(Clone, Debug)]
+pub struct GenerateConfig {
+    /// Tokens to generate at most.
+    pub n_predict: usize,
+    /// Tokens that end the generation (EOS, end of turn); ignored with `ignore_eos`.
+    pub stops: Vec<u32>,
+    pub ignore_eos: bool,
+    /// Context cells: the prompt must fit, and generation stops when the context is full.
+    pub max_context: usize,
+    pub sampler: SamplerConfig,
+}
+
+/// Why the generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// `n_predict` tokens were generated.
+    Length,
+    /// A stop token was generated (it is the last of the tokens).
+    StopToken(u32),
+    /// The context is full.
+    ContextFull,
+}
+
+/// What the caller sees, in order: for each generated token the logits that chose it, then the token.
+pub enum Event<'a> {
+    Logits(&'a [f32]),
+    Token(u32),
+}
+
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub tokens: Vec<u32>,
+    pub stop: Stop,
+    pub prompt_tokens: usize,
+    pub prompt_time: Duration,
+    pub decode_time: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("token id {id} is outside the vocabulary ({vocab} tokens)")]
+    TokenOutOfVocab { id: u32, vocab: usize },
+    #[error("the context ({held} tokens held) and the prompt ({prompt} tokens) exceed the context of {max} cells")]
+    PromptTooLong { held: usize, prompt: usize, max: usize },
+    /// The caller's event handler failed (a closed pipe, say).
+    #[error(transparent)]
+    Caller(#[from] std::io::Error),
+}
+
+/// Runs `prompt` through `model` on `state`, then generates. The state ends holding the prompt and every
+/// generated token but the last (which has not been through the model); [`complete_state`] adds it.
+pub fn generate(
+    model: &Model,
+    state: &mut State,
+    prompt: &[u32],
+    cfg: &GenerateConfig,
+    mut on_event: impl FnMut(Event) -> std::io::Result<()>,
+) -> Result<Generated, GenerateError> {
+    check_prompt(model, state, prompt, cfg.max_context)?;
+    let mut sampler = Sampler::new(cfg.sampler.clone());
+    let t0 = Instant::now();
+    let mut logits = Vec::new();
+    for &t in prompt {
+        logits = model.forward(state, t);
+    }
+    let prompt_time = t0.elapsed();
+    let t1 = Instant::now();
+    let mut tokens = Vec::new();
+    let stop = loop {
+        if tokens.len() == cfg.n_predict {
+            break Stop::Length;
+        }
+        on_event(Event::Logits(&logits))?;
+        let next = sampler.sample(&logits);
+        tokens.push(next);
+        on_event(Event::Token(next))?;
+        if !cfg.ignore_eos && cfg.stops.contains(&next) {
+            break Stop::StopToken(next);
+        }
+        if tokens.len() == cfg.n_predict {
+            break Stop::Length;
+        }
+        if state.pos >= cfg.max_context {
+            break Stop::ContextFull;
+        }
+        logits = model.forward(state, next);
+    };
+    Ok(Generated { tokens, stop, prompt_tokens: prompt.len(), prompt_time, decode_time: t1.elapsed() })
+}
+
+/// Feeds the last generated token through the model (when the context has room), so the state holds the
+/// whole conversation: what a checkpoint saves.
+pub fn complete_state(model: &Model, state: &mut State, generated: &Generated, max_context: usize) {
+    if let Some(&last) = generated.tokens.last() {
+        if state.pos < max_context {
+            model.forward(state, last);
+        }
+    }
+}
+
+fn check_prompt(model: &Model, state: &State, prompt: &[u32], max: usize) -> Result<(), GenerateError> {
+    if prompt.is_empty() {
+        return Err(GenerateError::EmptyPrompt);
+    }
+    let vocab = model.config.vocab;
+    if let Some(&id) = prompt.iter().find(|&&t| t as usize >= vocab) {
+        return Err(GenerateError::TokenOutOfVocab { id, vocab });
+    }
+    if state.pos + prompt.len() > max {
+        return Err(GenerateError::PromptTooLong { held: state.pos, prompt: prompt.len(), max });
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! The generation loop's stop rules, events and errors, on the converter-written fixture model.
+
+use std::path::Path;
+
+use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
+use strata_engine::sampler::SamplerConfig;
+use strata_model::{KvMode, Model, RopeScaling};
+
+fn model() -> Model {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real/qwen4exp-real-q8_0.gguf");
+    Model::open(path, RopeScaling::None).unwrap()
+}
+
+fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
+    GenerateConfig { n_predict: n, stops, ignore_eos: false, max_context, sampler: SamplerConfig::default() }
+}
+
+/// Runs a generation and records its events as a string: `L` for logits, the id for a token.
+fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, GenerateError>, String) {
+    let mut st = m.new_state(KvMode::F16).unwrap();
+    let mut log = String::new();
+    let r = generate(m, &mut st, prompt, c, |e| {
+        match e {
+            Event::Logits(l) => {
+                assert_eq!(l.len(), m.config.vocab);
+                log.push('L');
+            }
+            Event::Token(t) => log.push_str(&format!("{t} ")),
+        }
+        Ok(())
+    });
+    (r, log)
+}
+
+#[test]
+fn stop_rules_and_events() {
+    let m = model();
+    let prompt: Vec<u32> = (0..30).map(|i| (i * 37 + 5) % 3000).collect();
+    let (all, log) = run(&m, &prompt, &cfg(8, vec![], 4096));
+    let all = all.unwrap();
+    assert_eq!((all.tokens.len(), all.stop), (8, Stop::Length));
+    assert_eq!(log.matches('L').count(), 8, "one logits event before each token: {log}");
+    // A stop token ends the generation and is its last token; with ignore_eos it does not.
+    let third = all.tokens[2];
+    let first_at = all.tokens.iter().position(|&t| t == third).unwrap();
+    let (r, _) = run(&m, &prompt, &cfg(8, vec![third], 4096));
+    let r = r.unwrap();
+    assert_eq!(r.stop, Stop::StopToken(third));
+    assert_eq!(r.tokens, all.tokens[..=first_at]);
+    let (r, _) = run(&m, &prompt, &GenerateConfig { ignore_eos: true, ..cfg(8, vec![third], 4096) });
+    assert_eq!(r.unwrap().tokens, all.tokens);
+    // A full context stops it: 30 prompt cells of 33 leave room for 3 more tokens through the model.
+    let (r, _) = run(&m, &prompt, &cfg(8, vec![], 33));
+    let r = r.unwrap();
+    assert_eq!((r.stop, r.tokens.clone()), (Stop::ContextFull, all.tokens[..4].to_vec()));
+    // Nothing asked, nothing generated.
+    let (r, log) = run(&m, &prompt, &cfg(0, vec![], 4096));
+    assert_eq!((r.unwrap().tokens.len(), log.as_str()), (0, ""));
+}
+
+#[test]
+fn bad_prompts_are_errors() {
+    let m = model();
+    assert!(matches!(run(&m, &[], &cfg(4, vec![], 64)).0, Err(GenerateError::EmptyPrompt)));
+    let vocab = m.config.vocab as u32;
+    assert!(
+        matches!(run(&m, &[1, vocab], &cfg(4, vec![], 64)).0, Err(GenerateError::TokenOutOfVocab { id, .. }) if id == vocab)
+    );
+    assert!(matches!(run(&m, &[1; 65], &cfg(4, vec![], 64)).0, Err(GenerateError::PromptTooLong { prompt: 65, .. })));
+}
+
+#[test]
+fn a_completed_state_continues_like_one_run() {
+    let m = model();
+    let prompt: Vec<u32> = (0..20).map(|i| (i * 91 + 7) % 3000).collect();
+    let c = cfg(6, vec![], 4096);
+    let mut st = m.new_state(KvMode::F16).unwrap();
+    let first = generate(&m, &mut st, &prompt, &c, |_| Ok(())).unwrap();
+    complete_state(&m, &mut st, &first, 4096);
+    assert_eq!(st.pos, prompt.len() + first.tokens.len());
+    // Continuing with a new turn equals one run over the whole conversation.
+    let turn = [11u32, 12, 13];
+    let cont = generate(&m, &mut st, &turn, &c, |_| Ok(())).unwrap();
+    let whole: Vec<u32> = prompt.iter().chain(&first.tokens).chain(&turn).copied().collect();
+    let mut fresh = m.new_state(KvMode::F16).unwrap();
+    let once = generate(&m, &mut fresh, &whole, &c, |_| Ok(())).unwrap();
+    assert_eq!(cont.tokens, once.tokens);
+}

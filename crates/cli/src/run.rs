@@ -157,7 +157,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     })
     .map_err(|e| match e {
         // Said in terms of the flag the user can change.
-        GenerateError::PromptTooLong { held, prompt, max } if held == 0 => {
+        GenerateError::PromptTooLong { held: 0, prompt, max } => {
             anyhow!("the prompt has {prompt} tokens, more than --max-context {max}")
         }
         GenerateError::PromptTooLong { held, prompt, max } => {

@@ -1,8 +1,10 @@
 //! The qwen4exp model (docs: ../../shared/spec/qwen4exp.md): its config and weights, the arithmetic
 //! contract every back-end follows (`ops`), and the CPU reference forward pass (`layers`, `model`).
 
+pub mod backend;
 pub mod checkpoint;
 pub mod config;
+pub mod cpu;
 pub mod error;
 pub mod kv;
 pub mod layers;

@@ -1,21 +1,21 @@
-//! The model and its forward pass (spec §2), one token at a time.
+//! The model: its file, config, weights and rope; the forward pass on the CPU back-end (the layer loop
+//! itself is `backend::forward_window`, written once for every back-end).
 
 use std::path::Path;
 
 use strata_gguf::GgufSet;
 
+use crate::backend::{forward_window, mtp_step};
 use crate::config::Config;
+use crate::cpu::Cpu;
 use crate::error::ModelError;
 use crate::kv::KvMode;
-use crate::layers::{gdn::gdn, hc::hc_read, hc::hc_write, moe::moe, ple::ple, qsa::qsa, qsa::qsa_dense};
-use crate::ops::norm::rms_norm_inplace;
 use crate::ops::rope::{Rope, RopeScaling};
-use crate::state::QsaState;
+use crate::state::{QsaState, State};
+use crate::weights::Weights;
 
 /// The MTP layer attends to at most this many of its own cells (spec §9).
 pub const MTP_WINDOW: usize = 32_768;
-use crate::state::{LayerState, State};
-use crate::weights::{Mixer, Weights};
 
 pub struct Model {
     pub config: Config,
@@ -73,59 +73,26 @@ impl Model {
     /// [`Model::forward`], also returning R, the residual streams after the last layer (the MTP layer's
     /// input, spec §9).
     pub fn forward_hidden(&self, state: &mut State, token: u32) -> (Vec<f32>, Vec<f32>) {
-        let c = &self.config;
-        let w = &self.weights;
+        let (mut logits, mut r) = self.forward_window(state, &[token]);
+        (logits.remove(0), r.remove(0))
+    }
+
+    /// A window of tokens at positions `state.pos, …` on the CPU: each token's logits and residual
+    /// streams, the same bits as one token at a time.
+    pub fn forward_window(&self, state: &mut State, tokens: &[u32]) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
         let pos = state.pos;
-        let mut e = vec![0f32; c.n_embd];
-        w.token_embd.row(token as usize, &mut e);
-        let mut r: Vec<f32> = e.repeat(c.hc);
-        for (l, (layer, ls)) in w.layers.iter().zip(state.layers.iter_mut()).enumerate() {
-            if let (Some(p), Some(pw)) = (&c.ple, &w.ple) {
-                if p.layer == l {
-                    ple(&mut r, pw, c, p, token, &mut state.ple);
-                }
-            }
-            let read = hc_read(&r, &layer.hc_attn, c.hc);
-            let y = match (&layer.mixer, ls) {
-                (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn(&read.mixed, g, c, s),
-                (Mixer::Attn(q), LayerState::Attn(s)) => qsa(&read.mixed, q, c, s, pos, c.ratio(l), &self.rope),
-                _ => unreachable!("state built from the same config"),
-            };
-            hc_write(&mut r, &y, &read.inject);
-            let read = hc_read(&r, &layer.hc_ffn, c.hc);
-            hc_write(&mut r, &moe(&layer.moe, &read.mixed, c.n_expert_used, c.expert_ff), &read.inject);
-        }
-        let fin = hc_read(&r, &w.output_hc, c.hc);
-        state.pos += 1;
-        (w.output.matvec(&fin.mixed), r)
+        let out = forward_window(&Cpu { model: self }, &self.config, state, tokens, pos);
+        state.pos += tokens.len();
+        out
     }
 
     /// One MTP draft step (spec §0.11, §9) from residual streams `r` at cell `pos` (the trunk's R_pos, or the
     /// previous step's R'), with `next` the token at pos + 1: returns the draft logits for pos + 2 and R'.
     /// `cache` is the MTP layer's own KV cache (dense attention over at most its last 32,768 cells).
     pub fn mtp_draft(&self, cache: &mut QsaState, r: &[f32], next: u32, pos: usize) -> Option<(Vec<f32>, Vec<f32>)> {
-        let (c, w) = (&self.config, &self.weights);
-        let m = w.mtp.as_ref()?;
-        let n = c.n_embd;
-        let mut e = vec![0f32; n];
-        w.token_embd.row(next as usize, &mut e);
-        rms_norm_inplace(&mut e, &m.enorm);
-        // Per stream: eh_proj · [enorm(e) | hnorm(R[s])], the embedding first.
-        let mut cat = vec![0f32; 2 * n];
-        cat[..n].copy_from_slice(&e);
-        let mut rp = vec![0f32; c.hc * n];
-        for s in 0..c.hc {
-            cat[n..].copy_from_slice(&r[s * n..(s + 1) * n]);
-            rms_norm_inplace(&mut cat[n..], &m.hnorm[s * n..(s + 1) * n]);
-            rp[s * n..(s + 1) * n].copy_from_slice(&m.eh_proj.matvec(&cat));
-        }
-        let Mixer::Attn(q) = &m.layer.mixer else { unreachable!("the MTP layer is bound as attention") };
-        let read = hc_read(&rp, &m.layer.hc_attn, c.hc);
-        hc_write(&mut rp, &qsa_dense(&read.mixed, q, c, cache, pos, &self.rope, MTP_WINDOW), &read.inject);
-        let read = hc_read(&rp, &m.layer.hc_ffn, c.hc);
-        hc_write(&mut rp, &moe(&m.layer.moe, &read.mixed, c.n_expert_used, c.expert_ff), &read.inject);
-        let fin = hc_read(&rp, &m.output_hc, c.hc);
-        Some((w.output.matvec(&fin.mixed), rp))
+        self.weights.mtp.as_ref()?;
+        let (mut logits, mut rp) = mtp_step(&Cpu { model: self }, cache, &vec![r.to_vec()], &[next], pos);
+        Some((logits.remove(0), rp.remove(0)))
     }
 
     /// An empty cache for the MTP layer.

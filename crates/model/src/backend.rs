@@ -1,0 +1,108 @@
+//! The forward pass of spec §2, written once over a back-end. A back-end (the CPU reference here, CUDA in
+//! crates/cuda) implements the block-level operations; [`forward_window`] is the layer loop, and
+//! [`mtp_step`] runs the MTP draft layer through the same layer step.
+//!
+//! A window is T tokens (1..=8 on the GPU) moving through the layers together. Every operation computes
+//! each token of the window exactly as it would compute that token alone — the same bits (docs/
+//! ARITHMETIC.md) — carrying state (GDN, QSA caches, PLE history) from token to token in order. So a
+//! window of T tokens equals T single-token steps, on every back-end.
+
+use crate::config::Config;
+
+/// Which hyper-connection read: a layer's two halves, the final read, or the MTP layer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HcId {
+    Attn(usize),
+    Ffn(usize),
+    Head,
+    MtpAttn,
+    MtpFfn,
+    MtpHead,
+}
+
+/// Which MoE block: a trunk layer's or the MTP layer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoeId {
+    Layer(usize),
+    Mtp,
+}
+
+/// The block-level operations of the forward pass on one device.
+pub trait Backend {
+    /// A window's activations, one row per token.
+    type Rows;
+    /// The context state (caches, recurrent states, PLE history) on this device.
+    type State;
+    /// The MTP layer's own KV cache.
+    type MtpCache;
+
+    /// The residual streams of each token: its embedding row repeated hc times.
+    fn embed(&self, tokens: &[u32]) -> Self::Rows;
+    /// The PLE block of spec §6 on each token's streams, in order (it advances the history).
+    fn ple(&self, r: &mut Self::Rows, tokens: &[u32], st: &mut Self::State);
+    /// The read of spec §3: each token's layer input and its inject scalars (none for the final reads).
+    fn hc_read(&self, r: &Self::Rows, id: HcId) -> (Self::Rows, Self::Rows);
+    /// `R[c] += y·2σ(inj[c]/hc)` for each token.
+    fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows);
+    /// Trunk layer l's token mixer (GDN or attention) for tokens at positions pos, pos + 1, ….
+    fn mixer(&self, l: usize, x: &Self::Rows, st: &mut Self::State, pos: usize) -> Self::Rows;
+    /// The MoE of spec §7 for each token.
+    fn moe(&self, id: MoeId, x: &Self::Rows) -> Self::Rows;
+    /// The head: logits of each token from its final read.
+    fn logits(&self, fin: &Self::Rows) -> Vec<Vec<f32>>;
+    /// The MTP layer's input R' from the streams `r` and the next tokens (spec §0.11).
+    fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Self::Rows;
+    /// The MTP layer's dense attention over its own cache, for tokens at positions pos, pos + 1, ….
+    fn mtp_attention(&self, x: &Self::Rows, cache: &mut Self::MtpCache, pos: usize) -> Self::Rows;
+}
+
+/// One layer's two halves around a token mixer: `mix` for the first half, the MoE `moe` for the second.
+fn layer_step<B: Backend>(
+    b: &B,
+    r: &mut B::Rows,
+    (attn, ffn): (HcId, HcId),
+    moe: MoeId,
+    mix: impl FnOnce(&B::Rows) -> B::Rows,
+) {
+    let (x, inj) = b.hc_read(r, attn);
+    let y = mix(&x);
+    b.hc_write(r, &y, &inj);
+    let (x, inj) = b.hc_read(r, ffn);
+    let y = b.moe(moe, &x);
+    b.hc_write(r, &y, &inj);
+}
+
+/// Spec §2 for a window of tokens at positions `pos, pos + 1, …`: the logits of each token, and the
+/// residual streams after the last layer (the MTP layer's input).
+pub fn forward_window<B: Backend>(
+    b: &B,
+    c: &Config,
+    st: &mut B::State,
+    tokens: &[u32],
+    pos: usize,
+) -> (Vec<Vec<f32>>, B::Rows) {
+    let mut r = b.embed(tokens);
+    for l in 0..c.n_layer {
+        if c.ple.as_ref().is_some_and(|p| p.layer == l) {
+            b.ple(&mut r, tokens, st);
+        }
+        layer_step(b, &mut r, (HcId::Attn(l), HcId::Ffn(l)), MoeId::Layer(l), |x| b.mixer(l, x, st, pos));
+    }
+    let (fin, _) = b.hc_read(&r, HcId::Head);
+    (b.logits(&fin), r)
+}
+
+/// One MTP draft step (spec §0.11, §9) for each row of `r` (streams at cell pos + i) with `next[i]` the
+/// token at the following cell: the draft logits and R', which feeds the next draft step.
+pub fn mtp_step<B: Backend>(
+    b: &B,
+    cache: &mut B::MtpCache,
+    r: &B::Rows,
+    next: &[u32],
+    pos: usize,
+) -> (Vec<Vec<f32>>, B::Rows) {
+    let mut rp = b.mtp_input(r, next);
+    layer_step(b, &mut rp, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, |x| b.mtp_attention(x, cache, pos));
+    let (fin, _) = b.hc_read(&rp, HcId::MtpHead);
+    (b.logits(&fin), rp)
+}

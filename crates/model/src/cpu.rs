@@ -1,0 +1,133 @@
+//! The CPU reference back-end: each block operation of [`crate::backend::Backend`] is the contract
+//! function of `layers/` applied to each token of the window in order.
+
+use crate::backend::{Backend, HcId, MoeId};
+use crate::layers::hc::{hc_read, hc_write};
+use crate::layers::{gdn::gdn, moe::moe, ple::ple, qsa::qsa, qsa::qsa_dense};
+use crate::model::{Model, MTP_WINDOW};
+use crate::ops::norm::rms_norm_inplace;
+use crate::state::{LayerState, QsaState, State};
+use crate::weights::{HcWeights, Layer, Mixer, MoeWeights, MtpWeights};
+
+/// The CPU back-end over a loaded model.
+pub struct Cpu<'a> {
+    pub model: &'a Model,
+}
+
+impl Cpu<'_> {
+    fn mtp(&self) -> &MtpWeights {
+        self.model.weights.mtp.as_ref().expect("MTP steps are run only when the model has an MTP layer")
+    }
+
+    fn hc_weights(&self, id: HcId) -> &HcWeights {
+        let w = &self.model.weights;
+        match id {
+            HcId::Attn(l) => &w.layers[l].hc_attn,
+            HcId::Ffn(l) => &w.layers[l].hc_ffn,
+            HcId::Head => &w.output_hc,
+            HcId::MtpAttn => &self.mtp().layer.hc_attn,
+            HcId::MtpFfn => &self.mtp().layer.hc_ffn,
+            HcId::MtpHead => &self.mtp().output_hc,
+        }
+    }
+
+    fn moe_weights(&self, id: MoeId) -> &MoeWeights {
+        match id {
+            MoeId::Layer(l) => &self.model.weights.layers[l].moe,
+            MoeId::Mtp => &self.mtp().layer.moe,
+        }
+    }
+}
+
+impl Backend for Cpu<'_> {
+    type Rows = Vec<Vec<f32>>;
+    type State = State;
+    type MtpCache = QsaState;
+
+    fn embed(&self, tokens: &[u32]) -> Self::Rows {
+        let (c, w) = (&self.model.config, &self.model.weights);
+        tokens
+            .iter()
+            .map(|&t| {
+                let mut e = vec![0f32; c.n_embd];
+                w.token_embd.row(t as usize, &mut e);
+                e.repeat(c.hc)
+            })
+            .collect()
+    }
+
+    fn ple(&self, r: &mut Self::Rows, tokens: &[u32], st: &mut State) {
+        let (c, w) = (&self.model.config, &self.model.weights);
+        let (Some(p), Some(pw)) = (&c.ple, &w.ple) else { return };
+        for (row, &t) in r.iter_mut().zip(tokens) {
+            ple(row, pw, c, p, t, &mut st.ple);
+        }
+    }
+
+    fn hc_read(&self, r: &Self::Rows, id: HcId) -> (Self::Rows, Self::Rows) {
+        let (w, hc) = (self.hc_weights(id), self.model.config.hc);
+        r.iter()
+            .map(|row| {
+                let read = hc_read(row, w, hc);
+                (read.mixed, read.inject)
+            })
+            .unzip()
+    }
+
+    fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows) {
+        for ((row, y), inj) in r.iter_mut().zip(y).zip(inj) {
+            hc_write(row, y, inj);
+        }
+    }
+
+    fn mixer(&self, l: usize, x: &Self::Rows, st: &mut State, pos: usize) -> Self::Rows {
+        let (m, c) = (self.model, &self.model.config);
+        let layer: &Layer = &m.weights.layers[l];
+        x.iter()
+            .enumerate()
+            .map(|(i, x)| match (&layer.mixer, &mut st.layers[l]) {
+                (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn(x, g, c, s),
+                (Mixer::Attn(q), LayerState::Attn(s)) => qsa(x, q, c, s, pos + i, c.ratio(l), &m.rope),
+                _ => unreachable!("state built from the same config"),
+            })
+            .collect()
+    }
+
+    fn moe(&self, id: MoeId, x: &Self::Rows) -> Self::Rows {
+        let (w, c) = (self.moe_weights(id), &self.model.config);
+        x.iter().map(|x| moe(w, x, c.n_expert_used, c.expert_ff)).collect()
+    }
+
+    fn logits(&self, fin: &Self::Rows) -> Vec<Vec<f32>> {
+        fin.iter().map(|f| self.model.weights.output.matvec(f)).collect()
+    }
+
+    fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Self::Rows {
+        let (c, w, m) = (&self.model.config, &self.model.weights, self.mtp());
+        let n = c.n_embd;
+        r.iter()
+            .zip(next)
+            .map(|(r, &t)| {
+                let mut e = vec![0f32; n];
+                w.token_embd.row(t as usize, &mut e);
+                rms_norm_inplace(&mut e, &m.enorm);
+                // Per stream: eh_proj · [enorm(e) | hnorm(R[s])], the embedding first.
+                let mut cat = vec![0f32; 2 * n];
+                cat[..n].copy_from_slice(&e);
+                let mut rp = vec![0f32; c.hc * n];
+                for s in 0..c.hc {
+                    cat[n..].copy_from_slice(&r[s * n..(s + 1) * n]);
+                    rms_norm_inplace(&mut cat[n..], &m.hnorm[s * n..(s + 1) * n]);
+                    rp[s * n..(s + 1) * n].copy_from_slice(&m.eh_proj.matvec(&cat));
+                }
+                rp
+            })
+            .collect()
+    }
+
+    fn mtp_attention(&self, x: &Self::Rows, cache: &mut QsaState, pos: usize) -> Self::Rows {
+        let (m, c) = (self.model, &self.model.config);
+        let Mixer::Attn(q) = &self.mtp().layer.mixer else { unreachable!("the MTP layer is bound as attention") };
+        x.iter().enumerate().map(|(i, x)| qsa_dense(x, q, c, cache, pos + i, &m.rope, MTP_WINDOW)).collect()
+    }
+}

@@ -44,12 +44,10 @@ pub enum ParityCommand {
 pub fn run(c: ParityCommand) -> Result<()> {
     let gpu = Gpu::new(0)?;
     eprintln!("device: {} ({}), driver {}", gpu.name, gpu.arch_name(), gpu.driver_version);
-    let choice = strata_cuda::select::hc_variant(&gpu);
-    eprintln!("HC read variant: {} ({})", choice.variant.name(), choice.reason);
-    let (sv, why) = strata_cuda::select::scores_variant(&gpu);
-    eprintln!("QSA scorer: {} ({why})", sv.name());
-    let (tv, why) = strata_cuda::select::topk_variant(&gpu);
-    eprintln!("QSA top-k: {} ({why})", tv.name());
+    let plan = strata_cuda::plan::plan(&gpu);
+    eprintln!("HC read variant: {} ({})", plan.hc.variant.name(), plan.hc.reason);
+    eprintln!("QSA scorer: {} ({})", plan.scores.variant.name(), plan.scores.reason);
+    eprintln!("QSA top-k: {} ({})", plan.topk.variant.name(), plan.topk.reason);
     let outcome = match c {
         ParityCommand::gr_parity { selftest, seed } => {
             let mut dims = vec![(256, 4, 32)];

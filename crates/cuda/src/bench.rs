@@ -4,10 +4,10 @@
 use cudarc::driver::sys::CUevent_flags;
 
 use crate::buf::Buf;
+use crate::check::{random_hc, time_calls};
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
 use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, Stage};
-use crate::parity::random_hc;
 
 /// The H200 plain-read bandwidth ceiling used for floors (bytes / this).
 pub const HBM_BYTES_PER_S: f64 = 4.49e12;
@@ -129,21 +129,6 @@ pub struct QsaRow {
     pub hash: u64,
 }
 
-/// µs per call of `f` over `reps` back-to-back calls (after two warm-ups), by events.
-pub(crate) fn time_calls(gpu: &Gpu, reps: usize, f: &dyn Fn() -> Result<(), CudaError>) -> Result<f64, CudaError> {
-    f()?;
-    f()?;
-    let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
-    let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
-    start.record(&gpu.stream).check("recording an event")?;
-    for _ in 0..reps {
-        f()?;
-    }
-    end.record(&gpu.stream).check("recording an event")?;
-    gpu.sync()?;
-    Ok(start.elapsed_ms(&end).check("reading an event")? as f64 * 1e3 / reps as f64)
-}
-
 /// `qsa_select_bench CTX Q REPS CAPACITY` as a decode call: Q = 1..q_max queries at CTX cells, the full
 /// indexer geometry (4 heads of 128, kpool 4, top_k 2048). Scores and top-k timed apart; the floor of the
 /// scores is reading the block keys once (CTX/4 · 128 f32).
@@ -219,72 +204,4 @@ pub fn qsa_select_bench(
         });
     }
     Ok(rows)
-}
-
-/// For the start-up choice: `Some(µs)` of scorer `v` at Q = 4 over 131K cells if its scores equal the
-/// butterfly kernel's for every Q = 1..8 (40K cells, random and ±0/large inputs), `None` if they differ.
-pub fn scores_check(gpu: &Gpu, v: crate::qsa::ScoresVariant) -> Result<Option<f64>, CudaError> {
-    use crate::qsa::{scores, ScoresVariant};
-    let (di, hi) = (128, 4);
-    let mut rng = strata_gguf::SplitMix64::new(77);
-    let mut vals = |n: usize| -> Vec<f32> {
-        (0..n)
-            .map(|i| {
-                if i % 97 == 0 {
-                    -0.0
-                } else if i % 89 == 0 {
-                    1e20
-                } else {
-                    rng.uniform() - 0.5
-                }
-            })
-            .collect()
-    };
-    let check_blocks = 40_000 / 4;
-    let kb = Buf::from_host(gpu, &vals(check_blocks * di))?;
-    for q in 1..=8 {
-        let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
-        let nb = Buf::from_host(gpu, &vec![check_blocks as i32; q])?;
-        let reference: Buf<f32> = Buf::zeros(gpu, q * check_blocks)?;
-        let out: Buf<f32> = Buf::zeros(gpu, q * check_blocks)?;
-        scores(gpu, ScoresVariant::Butterfly, &kb, &qb, &reference, &nb, check_blocks, di, hi, q, check_blocks)?;
-        scores(gpu, v, &kb, &qb, &out, &nb, check_blocks, di, hi, q, check_blocks)?;
-        let (a, b) = (reference.read(gpu, q * check_blocks)?, out.read(gpu, q * check_blocks)?);
-        if a.iter().zip(&b).any(|(x, y)| x.to_bits() != y.to_bits()) {
-            return Ok(None);
-        }
-    }
-    let (q, n_blocks) = (4, 131_072 / 4);
-    let kb = Buf::from_host(gpu, &vals(n_blocks * di))?;
-    let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
-    let nb = Buf::from_host(gpu, &vec![n_blocks as i32; q])?;
-    let out: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
-    Ok(Some(time_calls(gpu, 20, &|| scores(gpu, v, &kb, &qb, &out, &nb, n_blocks, di, hi, q, n_blocks))?))
-}
-
-/// For the start-up choice: `Some(µs)` of top-k `v` at Q = 4 over 131K cells if its ids equal the CPU's
-/// for Q = 1..8 (40K cells; continuous, 64-level and special scores), `None` otherwise.
-pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
-    use crate::parity::{topk_case_of, Pattern};
-    for q in 1..=8 {
-        let cells: Vec<usize> = (0..q).map(|k| 40_000 - q + 1 + k).collect();
-        for p in [Pattern::Continuous, Pattern::Levels64, Pattern::Special] {
-            if topk_case_of(gpu, &[v], &cells, 40_960, 2048, 4, p, 5 + q as u64).is_err() {
-                return Ok(None);
-            }
-        }
-    }
-    let cells = [131_072 - 3, 131_072 - 2, 131_072 - 1, 131_072];
-    let q = 4;
-    let stride = 131_072 / 4;
-    let mut rng = strata_gguf::SplitMix64::new(5);
-    let sb = Buf::from_host(gpu, &(0..q * stride).map(|_| rng.uniform()).collect::<Vec<f32>>())?;
-    let cb = Buf::from_host(gpu, &cells)?;
-    let ob: Buf<u32> = Buf::zeros(gpu, q * 2051)?;
-    let count: Buf<i32> = Buf::zeros(gpu, q)?;
-    let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, stride)?);
-    let us = time_calls(gpu, 20, &|| {
-        crate::qsa::topk(gpu, v, &sb, stride, &cb, 2048, 4, &ob, 2051, &count, q, &mut scratch.borrow_mut())
-    })?;
-    Ok(Some(us))
 }

@@ -19,6 +19,8 @@ pub struct Gpu {
     /// Compute capability (major, minor).
     pub arch: (i32, i32),
     pub driver_version: i32,
+    /// Streaming multiprocessors (read from the card: grid sizes follow it).
+    pub sm_count: u32,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
 }
 
@@ -32,6 +34,8 @@ impl Gpu {
             .map_err(|e| CudaError::NoDevice(e.to_string()))?;
         let name = ctx.name().check("reading the device name")?;
         let arch = ctx.compute_capability().check("reading the compute capability")?;
+        let sms = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+        let sm_count = ctx.attribute(sms).check("reading the multiprocessor count")?.max(1) as u32;
         let mut v = 0i32;
         // SAFETY: a plain query writing one int; the library is loaded (the context exists).
         let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
@@ -43,7 +47,7 @@ impl Gpu {
         // SAFETY: no other stream ever touches this context's buffers.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().check("creating a stream")?;
-        Ok(Arc::new(Gpu { ctx, stream, name, arch, driver_version: v, modules: Mutex::new(HashMap::new()) }))
+        Ok(Arc::new(Gpu { ctx, stream, name, arch, driver_version: v, sm_count, modules: Mutex::new(HashMap::new()) }))
     }
 
     /// `sm_90` and the like.
@@ -103,13 +107,17 @@ impl Gpu {
 }
 
 /// `$STRATA_CACHE/kernels`, else `$XDG_CACHE_HOME/strata/kernels`, else `~/.cache/strata/kernels`.
-fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("STRATA_CACHE").map(PathBuf::from).or_else(|| {
+/// `$STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`.
+pub(crate) fn cache_root() -> Option<PathBuf> {
+    std::env::var_os("STRATA_CACHE").map(PathBuf::from).or_else(|| {
         std::env::var_os("XDG_CACHE_HOME")
             .map(|d| PathBuf::from(d).join("strata"))
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/strata")))
-    })?;
-    Some(base.join("kernels"))
+    })
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    Some(cache_root()?.join("kernels"))
 }
 
 fn fnv(s: &str) -> u64 {

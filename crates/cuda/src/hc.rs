@@ -177,7 +177,7 @@ pub fn hc_read(
     t: usize,
     s: &HcScratch,
 ) -> Result<(), CudaError> {
-    hc_read_with(gpu, crate::select::hc_variant(gpu).variant, w, r_in, r_out, pending, t, s, None)
+    hc_read_with(gpu, crate::plan::plan(gpu).hc.variant, w, r_in, r_out, pending, t, s, None)
 }
 
 /// [`hc_read`] with a chosen variant; `only` runs a single stage (benches).

@@ -4,13 +4,14 @@
 
 pub mod bench;
 pub mod buf;
+pub mod check;
 pub mod compile;
 pub mod device;
 pub mod error;
 pub mod hc;
 pub mod parity;
+pub mod plan;
 pub mod qsa;
-pub mod select;
 
 pub use device::Gpu;
 pub use error::CudaError;

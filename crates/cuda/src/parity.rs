@@ -1,37 +1,16 @@
 //! Parity checks: GPU kernels against the CPU contract (and against themselves across window sizes),
 //! compared byte for byte. Each returns the number of cases checked, or the first difference.
 
-use strata_gguf::{quant::f32_to_bf16, GgmlType, SplitMix64, TensorBytes};
+use strata_gguf::SplitMix64;
 use strata_model::layers::hc::{hc_read as cpu_read, hc_write as cpu_write};
-use strata_model::ops::matvec::Matrix;
-use strata_model::weights::HcWeights;
 
 use crate::buf::Buf;
+use crate::check::normal;
+pub use crate::check::{gpu_read, inputs, random_hc, topk_case, topk_case_of, Inputs, Pattern, ReadOut};
 use crate::device::Gpu;
-use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
+use crate::hc::{HcGpu, HcScratch, HcVariant, MAX_T};
 
 pub type Outcome = Result<usize, String>;
-
-fn normal(rng: &mut SplitMix64) -> f32 {
-    ((0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0) * 3f32.sqrt()
-}
-
-fn bf16_matrix(rows: usize, cols: usize, std: f32, rng: &mut SplitMix64) -> Matrix {
-    let bytes: Vec<u8> = (0..rows * cols).flat_map(|_| f32_to_bf16(normal(rng) * std).to_le_bytes()).collect();
-    Matrix { ty: GgmlType::BF16, rows, cols, bytes: TensorBytes::from_vec(bytes) }
-}
-
-/// Random weights of one HC read (n per stream, hc streams, rank r), scaled as a model's are.
-pub fn random_hc(n: usize, hc: usize, r: usize, inject: bool, seed: u64) -> HcWeights {
-    let mut rng = SplitMix64::new(seed);
-    let wide = n * hc;
-    HcWeights {
-        norm: (0..wide).map(|_| 1.0 + 0.05 * normal(&mut rng)).collect(),
-        down: bf16_matrix(r, wide, 1.0 / (wide as f32).sqrt(), &mut rng),
-        up: bf16_matrix(wide, r, 1.0 / (r as f32).sqrt(), &mut rng),
-        inject: inject.then(|| bf16_matrix(hc, wide, 1.0 / (wide as f32).sqrt(), &mut rng)),
-    }
-}
 
 fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
     match a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits()) {
@@ -45,63 +24,6 @@ fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
             b[i].to_bits()
         )),
     }
-}
-
-/// A GPU read's outputs: R after the pending write, mixed, inj.
-pub type ReadOut = (Vec<f32>, Vec<f32>, Vec<f32>);
-
-/// R, y and inj of `t` tokens.
-pub struct Inputs {
-    pub r: Vec<f32>,
-    pub y: Vec<f32>,
-    pub inj: Vec<f32>,
-}
-
-/// Random R, y and inj for `t` tokens, with a zero, a tiny and a huge stream among them.
-pub fn inputs(n: usize, hc: usize, t: usize, seed: u64) -> Inputs {
-    let mut rng = SplitMix64::new(seed);
-    let mut r: Vec<f32> = (0..t * hc * n).map(|_| normal(&mut rng) * 2.0).collect();
-    // Edge cases: a stream of zeros (rms of 0 + eps), a tiny one, a huge one.
-    if t * hc >= 3 {
-        r[..n].fill(0.0);
-        r[n..2 * n].iter_mut().for_each(|v| *v *= 1e-20);
-        r[2 * n..3 * n].iter_mut().for_each(|v| *v *= 1e15);
-    }
-    Inputs {
-        r,
-        y: (0..t * n).map(|_| normal(&mut rng)).collect(),
-        inj: (0..t * hc).map(|_| normal(&mut rng) * 3.0).collect(),
-    }
-}
-
-/// The GPU read of `t` tokens: (R after the pending write, mixed, inj).
-#[allow(clippy::too_many_arguments)]
-pub fn gpu_read(
-    gpu: &Gpu,
-    v: HcVariant,
-    w: &HcGpu,
-    s: &HcScratch,
-    x: &Inputs,
-    t: usize,
-    pending: bool,
-    in_place: bool,
-) -> Result<ReadOut, String> {
-    let e = |e: crate::CudaError| e.to_string();
-    let (n, hc) = (w.n, w.hc);
-    let r_in = Buf::from_host(gpu, &x.r).map_err(e)?;
-    let r_out: Buf<f32> = Buf::zeros(gpu, x.r.len()).map_err(e)?;
-    let y = Buf::from_host(gpu, &x.y).map_err(e)?;
-    let inj = Buf::from_host(gpu, &x.inj).map_err(e)?;
-    let out = if in_place { r_in.ptr(gpu) } else { r_out.ptr(gpu) };
-    let p = pending.then_some(Pending { y: &y, inj: &inj });
-    hc_read_with(gpu, v, w, r_in.ptr(gpu), out, p, t, s, None).map_err(e)?;
-    let r_after = if in_place { r_in.read(gpu, t * hc * n) } else { r_out.read(gpu, t * hc * n) }.map_err(e)?;
-    let inj_len = if w_has_inject(w) { t * hc } else { 0 };
-    Ok((r_after, s.mixed.read(gpu, t * n).map_err(e)?, s.inj.read(gpu, inj_len.max(1)).map_err(e)?[..inj_len].to_vec()))
-}
-
-fn w_has_inject(w: &HcGpu) -> bool {
-    w.has_inject()
 }
 
 /// `gr_parity`: the GPU read against the CPU reference, T = 1..8, with and without the pending write and
@@ -176,99 +98,6 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
 }
 
 // ---------------------------------------------------------------- QSA
-
-/// Score patterns for the top-k parity.
-#[derive(Clone, Copy, Debug)]
-pub enum Pattern {
-    Continuous,
-    Levels64,
-    AllEqual,
-    Special,
-}
-
-fn pattern_scores(p: Pattern, n: usize, rng: &mut SplitMix64) -> Vec<f32> {
-    (0..n)
-        .map(|_| match p {
-            Pattern::Continuous => normal(rng) * 10.0,
-            Pattern::Levels64 => (rng.below(64) as f32) * 0.25,
-            Pattern::AllEqual => 1.5,
-            Pattern::Special => {
-                const S: [f32; 7] = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 1.0, -1.0];
-                if rng.below(4) == 0 {
-                    S[rng.below(7) as usize]
-                } else {
-                    normal(rng)
-                }
-            }
-        })
-        .collect()
-}
-
-const CANARY: u32 = 0xDEAD_BEEF;
-
-/// One top-k call: Q queries with `n_cells[q]` cells each, scores of `capacity / kpool` blocks per query;
-/// GPU ids against the CPU's, and the canaries past every query's output untouched.
-pub fn topk_case(
-    gpu: &Gpu,
-    n_cells: &[usize],
-    capacity: usize,
-    top_k: usize,
-    kpool: usize,
-    pattern: Pattern,
-    seed: u64,
-) -> Result<(), String> {
-    topk_case_of(gpu, &crate::qsa::TopkVariant::available(gpu), n_cells, capacity, top_k, kpool, pattern, seed)
-}
-
-/// [`topk_case`] for the given variants only.
-#[allow(clippy::too_many_arguments)]
-pub fn topk_case_of(
-    gpu: &Gpu,
-    variants: &[crate::qsa::TopkVariant],
-    n_cells: &[usize],
-    capacity: usize,
-    top_k: usize,
-    kpool: usize,
-    pattern: Pattern,
-    seed: u64,
-) -> Result<(), String> {
-    use strata_model::ops::topk::select_blocks;
-    let e = |e: crate::CudaError| e.to_string();
-    let q = n_cells.len();
-    let stride = capacity / kpool;
-    let mut rng = SplitMix64::new(seed);
-    let scores = pattern_scores(pattern, q * stride, &mut rng);
-    let width_max = top_k + kpool - 1;
-    let out_stride = width_max + 16;
-    let s = Buf::from_host(gpu, &scores).map_err(e)?;
-    let nc = Buf::from_host(gpu, &n_cells.iter().map(|&v| v as i32).collect::<Vec<_>>()).map_err(e)?;
-    let mut scratch = crate::qsa::TopkScratch::new(gpu, q, stride).map_err(e)?;
-    for &v in variants {
-        // Fresh canaries and an impossible count for every variant: nothing is inherited from the last.
-        let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
-        let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;
-        crate::qsa::topk(gpu, v, &s, stride, &nc, top_k, kpool, &out, out_stride, &count, q, &mut scratch)
-            .map_err(e)?;
-        let ids = out.read(gpu, q * out_stride).map_err(e)?;
-        let counts = count.read(gpu, q).map_err(e)?;
-        for (k, &cells) in n_cells.iter().enumerate() {
-            let want = select_blocks(&scores[k * stride..k * stride + cells / kpool], cells, top_k / kpool, kpool);
-            if counts[k] < 0 || counts[k] as usize > out_stride {
-                return Err(format!("{} query {k}: count {} not written or out of range", v.name(), counts[k]));
-            }
-            let got = &ids[k * out_stride..k * out_stride + counts[k] as usize];
-            let case = format!("{} {pattern:?} query {k} of {q}, {cells} cells, capacity {capacity}", v.name());
-            if got != want.as_slice() {
-                let first = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-                return Err(format!("{case}: ids differ at {first} (got {} ids, want {})", got.len(), want.len()));
-            }
-            if ids[k * out_stride + want.len()..(k + 1) * out_stride].iter().any(|&v| v != CANARY) {
-                return Err(format!("{case}: wrote past its selection"));
-            }
-        }
-    }
-    Ok(())
-}
 
 /// `qsa_topk_parity --selftest`: every pattern; 2K–524K cells under 9K–524K capacities; decode calls
 /// (consecutive cells) and prompt calls (scattered), Q = 1..8.

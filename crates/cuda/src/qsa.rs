@@ -142,7 +142,7 @@ pub fn scores(
             },
         ),
         ScoresVariant::Tile => {
-            let blocks = (n_blocks as u32).div_ceil(32).min(132 * 16);
+            let blocks = (n_blocks as u32).div_ceil(32).min(gpu.sm_count * 16);
             let floats = 32 * (di + 1) + q * hi * di;
             (
                 "qsa_scores_tile",
@@ -157,7 +157,7 @@ pub fn scores(
             // At most 8 blocks per SM, each thread looping over keys: measured faster than a thread per
             // key and query (bench/results/2026-11-30-h200-qsa/stream_nocap_run.log).
             let keys_per_block = 64u32;
-            let blocks = (n_blocks as u32).div_ceil(keys_per_block).min(132 * 8);
+            let blocks = (n_blocks as u32).div_ceil(keys_per_block).min(gpu.sm_count * 8);
             (
                 "qsa_scores_stream",
                 LaunchConfig {
@@ -169,7 +169,7 @@ pub fn scores(
         }
         ScoresVariant::Halve => {
             // Enough warps to fill the card; each loops over key blocks.
-            let blocks = (n_blocks as u32).div_ceil(warps).min(132 * 8);
+            let blocks = (n_blocks as u32).div_ceil(warps).min(gpu.sm_count * 8);
             (
                 "qsa_scores_halve",
                 LaunchConfig {

@@ -1,0 +1,267 @@
+//! The self-checks the runtime makes before it trusts a kernel variant on a card (plan.rs), and the
+//! random inputs and timing they share with the parity tools and benches (which import from here, never the
+//! other way round): every variant is run on random and edge-case inputs against the reference kernel or the
+//! CPU, bit for bit, then timed by device events.
+
+use cudarc::driver::sys::CUevent_flags;
+use strata_gguf::{quant::f32_to_bf16, GgmlType, SplitMix64, TensorBytes};
+use strata_model::ops::matvec::Matrix;
+use strata_model::weights::HcWeights;
+
+use crate::buf::Buf;
+use crate::device::Gpu;
+use crate::error::{Check, CudaError};
+use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending};
+
+pub fn normal(rng: &mut SplitMix64) -> f32 {
+    ((0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0) * 3f32.sqrt()
+}
+
+fn bf16_matrix(rows: usize, cols: usize, std: f32, rng: &mut SplitMix64) -> Matrix {
+    let bytes: Vec<u8> = (0..rows * cols).flat_map(|_| f32_to_bf16(normal(rng) * std).to_le_bytes()).collect();
+    Matrix { ty: GgmlType::BF16, rows, cols, bytes: TensorBytes::from_vec(bytes) }
+}
+
+/// Random weights of one HC read (n per stream, hc streams, rank r), scaled as a model's are.
+pub fn random_hc(n: usize, hc: usize, r: usize, inject: bool, seed: u64) -> HcWeights {
+    let mut rng = SplitMix64::new(seed);
+    let wide = n * hc;
+    HcWeights {
+        norm: (0..wide).map(|_| 1.0 + 0.05 * normal(&mut rng)).collect(),
+        down: bf16_matrix(r, wide, 1.0 / (wide as f32).sqrt(), &mut rng),
+        up: bf16_matrix(wide, r, 1.0 / (r as f32).sqrt(), &mut rng),
+        inject: inject.then(|| bf16_matrix(hc, wide, 1.0 / (wide as f32).sqrt(), &mut rng)),
+    }
+}
+
+/// A GPU read's outputs: R after the pending write, mixed, inj.
+pub type ReadOut = (Vec<f32>, Vec<f32>, Vec<f32>);
+
+/// R, y and inj of `t` tokens.
+pub struct Inputs {
+    pub r: Vec<f32>,
+    pub y: Vec<f32>,
+    pub inj: Vec<f32>,
+}
+
+/// Random R, y and inj for `t` tokens, with a zero, a tiny and a huge stream among them.
+pub fn inputs(n: usize, hc: usize, t: usize, seed: u64) -> Inputs {
+    let mut rng = SplitMix64::new(seed);
+    let mut r: Vec<f32> = (0..t * hc * n).map(|_| normal(&mut rng) * 2.0).collect();
+    // Edge cases: a stream of zeros (rms of 0 + eps), a tiny one, a huge one.
+    if t * hc >= 3 {
+        r[..n].fill(0.0);
+        r[n..2 * n].iter_mut().for_each(|v| *v *= 1e-20);
+        r[2 * n..3 * n].iter_mut().for_each(|v| *v *= 1e15);
+    }
+    Inputs {
+        r,
+        y: (0..t * n).map(|_| normal(&mut rng)).collect(),
+        inj: (0..t * hc).map(|_| normal(&mut rng) * 3.0).collect(),
+    }
+}
+
+/// The GPU read of `t` tokens: (R after the pending write, mixed, inj).
+#[allow(clippy::too_many_arguments)]
+pub fn gpu_read(
+    gpu: &Gpu,
+    v: HcVariant,
+    w: &HcGpu,
+    s: &HcScratch,
+    x: &Inputs,
+    t: usize,
+    pending: bool,
+    in_place: bool,
+) -> Result<ReadOut, String> {
+    let e = |e: crate::CudaError| e.to_string();
+    let (n, hc) = (w.n, w.hc);
+    let r_in = Buf::from_host(gpu, &x.r).map_err(e)?;
+    let r_out: Buf<f32> = Buf::zeros(gpu, x.r.len()).map_err(e)?;
+    let y = Buf::from_host(gpu, &x.y).map_err(e)?;
+    let inj = Buf::from_host(gpu, &x.inj).map_err(e)?;
+    let out = if in_place { r_in.ptr(gpu) } else { r_out.ptr(gpu) };
+    let p = pending.then_some(Pending { y: &y, inj: &inj });
+    hc_read_with(gpu, v, w, r_in.ptr(gpu), out, p, t, s, None).map_err(e)?;
+    let r_after = if in_place { r_in.read(gpu, t * hc * n) } else { r_out.read(gpu, t * hc * n) }.map_err(e)?;
+    let inj_len = if w_has_inject(w) { t * hc } else { 0 };
+    Ok((r_after, s.mixed.read(gpu, t * n).map_err(e)?, s.inj.read(gpu, inj_len.max(1)).map_err(e)?[..inj_len].to_vec()))
+}
+
+fn w_has_inject(w: &HcGpu) -> bool {
+    w.has_inject()
+}
+
+/// Score patterns for the top-k checks.
+#[derive(Clone, Copy, Debug)]
+pub enum Pattern {
+    Continuous,
+    Levels64,
+    AllEqual,
+    Special,
+}
+
+pub fn pattern_scores(p: Pattern, n: usize, rng: &mut SplitMix64) -> Vec<f32> {
+    (0..n)
+        .map(|_| match p {
+            Pattern::Continuous => normal(rng) * 10.0,
+            Pattern::Levels64 => (rng.below(64) as f32) * 0.25,
+            Pattern::AllEqual => 1.5,
+            Pattern::Special => {
+                const S: [f32; 7] = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 1.0, -1.0];
+                if rng.below(4) == 0 {
+                    S[rng.below(7) as usize]
+                } else {
+                    normal(rng)
+                }
+            }
+        })
+        .collect()
+}
+
+const CANARY: u32 = 0xDEAD_BEEF;
+
+/// One top-k call: Q queries with `n_cells[q]` cells each, scores of `capacity / kpool` blocks per query;
+/// GPU ids against the CPU's, and the canaries past every query's output untouched.
+pub fn topk_case(
+    gpu: &Gpu,
+    n_cells: &[usize],
+    capacity: usize,
+    top_k: usize,
+    kpool: usize,
+    pattern: Pattern,
+    seed: u64,
+) -> Result<(), String> {
+    topk_case_of(gpu, &crate::qsa::TopkVariant::available(gpu), n_cells, capacity, top_k, kpool, pattern, seed)
+}
+
+/// [`topk_case`] for the given variants only.
+#[allow(clippy::too_many_arguments)]
+pub fn topk_case_of(
+    gpu: &Gpu,
+    variants: &[crate::qsa::TopkVariant],
+    n_cells: &[usize],
+    capacity: usize,
+    top_k: usize,
+    kpool: usize,
+    pattern: Pattern,
+    seed: u64,
+) -> Result<(), String> {
+    use strata_model::ops::topk::select_blocks;
+    let e = |e: crate::CudaError| e.to_string();
+    let q = n_cells.len();
+    let stride = capacity / kpool;
+    let mut rng = SplitMix64::new(seed);
+    let scores = pattern_scores(pattern, q * stride, &mut rng);
+    let width_max = top_k + kpool - 1;
+    let out_stride = width_max + 16;
+    let s = Buf::from_host(gpu, &scores).map_err(e)?;
+    let nc = Buf::from_host(gpu, &n_cells.iter().map(|&v| v as i32).collect::<Vec<_>>()).map_err(e)?;
+    let mut scratch = crate::qsa::TopkScratch::new(gpu, q, stride).map_err(e)?;
+    for &v in variants {
+        // Fresh canaries and an impossible count for every variant: nothing is inherited from the last.
+        let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
+        let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;
+        crate::qsa::topk(gpu, v, &s, stride, &nc, top_k, kpool, &out, out_stride, &count, q, &mut scratch)
+            .map_err(e)?;
+        let ids = out.read(gpu, q * out_stride).map_err(e)?;
+        let counts = count.read(gpu, q).map_err(e)?;
+        for (k, &cells) in n_cells.iter().enumerate() {
+            let want = select_blocks(&scores[k * stride..k * stride + cells / kpool], cells, top_k / kpool, kpool);
+            if counts[k] < 0 || counts[k] as usize > out_stride {
+                return Err(format!("{} query {k}: count {} not written or out of range", v.name(), counts[k]));
+            }
+            let got = &ids[k * out_stride..k * out_stride + counts[k] as usize];
+            let case = format!("{} {pattern:?} query {k} of {q}, {cells} cells, capacity {capacity}", v.name());
+            if got != want.as_slice() {
+                let first = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+                return Err(format!("{case}: ids differ at {first} (got {} ids, want {})", got.len(), want.len()));
+            }
+            if ids[k * out_stride + want.len()..(k + 1) * out_stride].iter().any(|&v| v != CANARY) {
+                return Err(format!("{case}: wrote past its selection"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// µs per call of `f` over `reps` back-to-back calls (after two warm-ups), by events.
+pub fn time_calls(gpu: &Gpu, reps: usize, f: &dyn Fn() -> Result<(), CudaError>) -> Result<f64, CudaError> {
+    f()?;
+    f()?;
+    let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    start.record(&gpu.stream).check("recording an event")?;
+    for _ in 0..reps {
+        f()?;
+    }
+    end.record(&gpu.stream).check("recording an event")?;
+    gpu.sync()?;
+    Ok(start.elapsed_ms(&end).check("reading an event")? as f64 * 1e3 / reps as f64)
+}
+
+/// For the start-up choice: `Some(µs)` of scorer `v` at Q = 4 over 131K cells if its scores equal the
+/// butterfly kernel's for every Q = 1..8 (40K cells, random and ±0/large inputs), `None` if they differ.
+pub fn scores_check(gpu: &Gpu, v: crate::qsa::ScoresVariant) -> Result<Option<f64>, CudaError> {
+    use crate::qsa::{scores, ScoresVariant};
+    let (di, hi) = (128, 4);
+    let mut rng = strata_gguf::SplitMix64::new(77);
+    let mut vals = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                if i % 97 == 0 {
+                    -0.0
+                } else if i % 89 == 0 {
+                    1e20
+                } else {
+                    rng.uniform() - 0.5
+                }
+            })
+            .collect()
+    };
+    let check_blocks = 40_000 / 4;
+    let kb = Buf::from_host(gpu, &vals(check_blocks * di))?;
+    for q in 1..=8 {
+        let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
+        let nb = Buf::from_host(gpu, &vec![check_blocks as i32; q])?;
+        let reference: Buf<f32> = Buf::zeros(gpu, q * check_blocks)?;
+        let out: Buf<f32> = Buf::zeros(gpu, q * check_blocks)?;
+        scores(gpu, ScoresVariant::Butterfly, &kb, &qb, &reference, &nb, check_blocks, di, hi, q, check_blocks)?;
+        scores(gpu, v, &kb, &qb, &out, &nb, check_blocks, di, hi, q, check_blocks)?;
+        let (a, b) = (reference.read(gpu, q * check_blocks)?, out.read(gpu, q * check_blocks)?);
+        if a.iter().zip(&b).any(|(x, y)| x.to_bits() != y.to_bits()) {
+            return Ok(None);
+        }
+    }
+    let (q, n_blocks) = (4, 131_072 / 4);
+    let kb = Buf::from_host(gpu, &vals(n_blocks * di))?;
+    let qb = Buf::from_host(gpu, &vals(q * hi * di))?;
+    let nb = Buf::from_host(gpu, &vec![n_blocks as i32; q])?;
+    let out: Buf<f32> = Buf::zeros(gpu, q * n_blocks)?;
+    Ok(Some(time_calls(gpu, 20, &|| scores(gpu, v, &kb, &qb, &out, &nb, n_blocks, di, hi, q, n_blocks))?))
+}
+
+/// For the start-up choice: `Some(µs)` of top-k `v` at Q = 4 over 131K cells if its ids equal the CPU's
+/// for Q = 1..8 (40K cells; continuous, 64-level and special scores), `None` otherwise.
+pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
+    for q in 1..=8 {
+        let cells: Vec<usize> = (0..q).map(|k| 40_000 - q + 1 + k).collect();
+        for p in [Pattern::Continuous, Pattern::Levels64, Pattern::Special] {
+            if topk_case_of(gpu, &[v], &cells, 40_960, 2048, 4, p, 5 + q as u64).is_err() {
+                return Ok(None);
+            }
+        }
+    }
+    let cells = [131_072 - 3, 131_072 - 2, 131_072 - 1, 131_072];
+    let q = 4;
+    let stride = 131_072 / 4;
+    let mut rng = strata_gguf::SplitMix64::new(5);
+    let sb = Buf::from_host(gpu, &(0..q * stride).map(|_| rng.uniform()).collect::<Vec<f32>>())?;
+    let cb = Buf::from_host(gpu, &cells.map(|c| c as i32))?;
+    let ob: Buf<u32> = Buf::zeros(gpu, q * 2051)?;
+    let count: Buf<i32> = Buf::zeros(gpu, q)?;
+    let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, stride)?);
+    let us = time_calls(gpu, 20, &|| {
+        crate::qsa::topk(gpu, v, &sb, stride, &cb, 2048, 4, &ob, 2051, &count, q, &mut scratch.borrow_mut())
+    })?;
+    Ok(Some(us))
+}

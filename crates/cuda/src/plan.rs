@@ -1,0 +1,216 @@
+//! The plan: which variant of each kernel family this card runs, chosen once and kept. Every variant is
+//! first checked bit for bit against the reference (the plain HC read on random inputs with T = 1..8, the
+//! pending write, inject rows and edge-case streams; the butterfly scorer; the CPU's block selection); one
+//! that differs is never used on this card; among those that pass the fastest is chosen. The choice is kept
+//! on disk per card, driver and binary (`$STRATA_CACHE/plans/`), so the checks (about 11 s on an H200) run
+//! once, not at every start. A switch (docs/DETAILS.md) forces a variant, and a forced choice is not kept.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use crate::buf::Buf;
+use crate::check::{gpu_read as read, inputs, random_hc, scores_check, time_calls, topk_check};
+use crate::device::Gpu;
+use crate::error::CudaError;
+use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
+use crate::qsa::{ScoresVariant, TopkVariant};
+
+/// A chosen variant and why.
+#[derive(Clone, Debug)]
+pub struct Choice<V> {
+    pub variant: V,
+    pub reason: String,
+}
+
+/// The variants this card runs.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub hc: Choice<HcVariant>,
+    pub scores: Choice<ScoresVariant>,
+    pub topk: Choice<TopkVariant>,
+}
+
+static PLAN: OnceLock<Plan> = OnceLock::new();
+
+/// This process's plan: from the switches, the disk, or the checks (then kept on disk).
+pub fn plan(gpu: &Gpu) -> &'static Plan {
+    PLAN.get_or_init(|| {
+        let kept = kept_path(gpu).and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| parse(&t));
+        let mut plan = match kept {
+            Some(p) => p,
+            None => {
+                let p = Plan {
+                    hc: choose_hc(gpu),
+                    scores: fastest(&ScoresVariant::ALL, ScoresVariant::name, |v| scores_check(gpu, v)),
+                    topk: fastest(&TopkVariant::available(gpu), TopkVariant::name, |v| topk_check(gpu, v)),
+                };
+                keep(gpu, &p);
+                p
+            }
+        };
+        let forced = || "forced by a switch".to_string();
+        if let Some(v) = HcVariant::from_env() {
+            plan.hc = Choice { variant: v, reason: forced() };
+        }
+        if let Some(v) = ScoresVariant::from_env() {
+            plan.scores = Choice { variant: v, reason: forced() };
+        }
+        if let Some(v) = TopkVariant::from_env() {
+            plan.topk = Choice { variant: v, reason: forced() };
+        }
+        plan
+    })
+}
+
+/// `$STRATA_CACHE/plans/<card>-drv<driver>-<binary>.txt`: the binary is named by its size and
+/// modification time, and the kernels by the hash of their sources, so a rebuilt binary checks again.
+fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
+    let exe = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
+    let mtime = exe.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    let kernels = crate::compile::KERNEL_FILES.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, (_, src)| {
+        src.bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    });
+    let card: String = gpu.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let name = format!("{card}-{}-drv{}-{}-{mtime}-{kernels:016x}.txt", gpu.arch_name(), gpu.driver_version, exe.len());
+    Some(crate::device::cache_root()?.join("plans").join(name))
+}
+
+fn keep(gpu: &Gpu, p: &Plan) {
+    let Some(path) = kept_path(gpu) else { return };
+    let text = format!(
+        "hc {}\t{}\nscores {}\t{}\ntopk {}\t{}\n",
+        p.hc.variant.name(),
+        p.hc.reason,
+        p.scores.variant.name(),
+        p.scores.reason,
+        p.topk.variant.name(),
+        p.topk.reason
+    );
+    // Keeping the plan is an optimisation: a failure to write it costs the checks next time, nothing else.
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+/// A kept plan; `None` (check again) for anything that does not name known variants.
+fn parse(text: &str) -> Option<Plan> {
+    let mut lines = text.lines().map(|l| {
+        let (head, reason) = l.split_once('\t')?;
+        let (family, name) = head.split_once(' ')?;
+        Some((family.to_string(), name.to_string(), format!("kept from an earlier start: {reason}")))
+    });
+    let mut next = |family: &str| lines.next().flatten().filter(|(f, _, _)| f == family);
+    let (_, hc, hc_why) = next("hc")?;
+    let (_, sc, sc_why) = next("scores")?;
+    let (_, tk, tk_why) = next("topk")?;
+    Some(Plan {
+        hc: Choice { variant: HcVariant::ALL.into_iter().find(|v| v.name() == hc)?, reason: hc_why },
+        scores: Choice { variant: ScoresVariant::ALL.into_iter().find(|v| v.name() == sc)?, reason: sc_why },
+        topk: Choice { variant: TopkVariant::ALL.into_iter().find(|v| v.name() == tk)?, reason: tk_why },
+    })
+}
+
+fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
+    let (n, hc, r) = (2560, 4, 320);
+    let w = random_hc(n, hc, r, true, 0x5e1f);
+    let (Ok(wg), Ok(s)) = (HcGpu::upload(gpu, &w, hc), HcScratch::new(gpu, n, hc, r)) else {
+        return Choice { variant: HcVariant::PLAIN, reason: "self-check could not run: plain".into() };
+    };
+    let mut best = (HcVariant::PLAIN, f64::INFINITY);
+    let mut notes = Vec::new();
+    for v in HcVariant::ALL {
+        if v != HcVariant::PLAIN && !agrees(gpu, v, &wg, &s, n, hc) {
+            notes.push(format!("{} differs from plain: never used", v.name()));
+            continue;
+        }
+        // Device time of T = 1 and T = 4 reads (events around 20 calls each), pending write folded in.
+        let mut secs = 0.0;
+        for t in [1, 4] {
+            let x = inputs(n, hc, t, 9);
+            let bufs = (Buf::from_host(gpu, &x.r), Buf::from_host(gpu, &x.y), Buf::from_host(gpu, &x.inj));
+            let (Ok(rb), Ok(yb), Ok(ib)) = bufs else {
+                return Choice { variant: HcVariant::PLAIN, reason: "no memory for the check".into() };
+            };
+            let out: Result<Buf<f32>, _> = Buf::zeros(gpu, x.r.len());
+            let Ok(out) = out else {
+                return Choice { variant: HcVariant::PLAIN, reason: "no memory for the check".into() };
+            };
+            let call = || {
+                hc_read_with(gpu, v, &wg, rb.ptr(gpu), out.ptr(gpu), Some(Pending { y: &yb, inj: &ib }), t, &s, None)
+            };
+            secs += time_calls(gpu, 20, &call).unwrap_or(f64::INFINITY);
+        }
+        notes.push(format!("{} {:.1} µs", v.name(), secs));
+        if secs < best.1 {
+            best = (v, secs);
+        }
+    }
+    Choice { variant: best.0, reason: format!("self-checked and timed (T = 1 plus T = 4): {}", notes.join(", ")) }
+}
+
+/// Whether variant `v` gives the plain kernel's bits for T = 1..8.
+fn agrees(gpu: &Gpu, v: HcVariant, w: &HcGpu, s: &HcScratch, n: usize, hc: usize) -> bool {
+    (1..=MAX_T).all(|t| {
+        let x = inputs(n, hc, t, 1000 + t as u64);
+        let plain = read(gpu, HcVariant::PLAIN, w, s, &x, t, true, false);
+        let other = read(gpu, v, w, s, &x, t, true, false);
+        matches!((plain, other), (Ok(a), Ok(b)) if bits(&a) == bits(&b))
+    })
+}
+
+fn bits(o: &crate::parity::ReadOut) -> Vec<u32> {
+    o.0.iter().chain(&o.1).chain(&o.2).map(|v| v.to_bits()).collect()
+}
+
+/// The fastest of `variants` whose check passes: `check` gives `Some(µs)` for a variant that agrees with the
+/// reference, `None` for one that differs (never used). Returns the choice and a line saying why.
+fn fastest<V: Copy>(
+    variants: &[V],
+    name: fn(V) -> &'static str,
+    check: impl Fn(V) -> Result<Option<f64>, CudaError>,
+) -> Choice<V> {
+    let mut best: Option<(V, f64)> = None;
+    let mut notes = Vec::new();
+    for &v in variants {
+        match check(v) {
+            Ok(Some(us)) => {
+                notes.push(format!("{} {us:.1} µs", name(v)));
+                if best.is_none_or(|(_, b)| us < b) {
+                    best = Some((v, us));
+                }
+            }
+            Ok(None) => notes.push(format!("{} differs: never used", name(v))),
+            Err(e) => notes.push(format!("{} failed: {e}", name(v))),
+        }
+    }
+    let variant = best.map(|(v, _)| v).unwrap_or(variants[0]);
+    Choice { variant, reason: format!("self-checked and timed (Q = 4, 131K cells): {}", notes.join(", ")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_plan_is_read_back_and_a_damaged_one_is_not() {
+        let text = "hc split+tg2\tself-checked\nscores stream\tself-checked\ntopk cluster\tself-checked\n";
+        let p = parse(text).expect("a kept plan");
+        assert_eq!(p.hc.variant.name(), "split+tg2");
+        assert_eq!(p.scores.variant, ScoresVariant::Stream);
+        assert_eq!(p.topk.variant, TopkVariant::Cluster);
+        assert!(p.topk.reason.starts_with("kept from an earlier start"));
+        for bad in [
+            "",
+            "hc split\tx\nscores stream\tx\n",
+            "hc warp9\tx\nscores stream\tx\ntopk cluster\tx\n",
+            "scores stream\tx\nhc split\tx\ntopk cluster\tx\n",
+            "hc split x\nscores stream\tx\ntopk cluster\tx\n",
+        ] {
+            assert!(parse(bad).is_none(), "{bad:?}");
+        }
+    }
+}

@@ -256,7 +256,7 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
     let stride = 131_072 / 4;
     let mut rng = strata_gguf::SplitMix64::new(5);
     let sb = Buf::from_host(gpu, &(0..q * stride).map(|_| rng.uniform()).collect::<Vec<f32>>())?;
-    let cb = Buf::from_host(gpu, &cells.map(|c| c as i32))?;
+    let cb = Buf::from_host(gpu, &cells)?;
     let ob: Buf<u32> = Buf::zeros(gpu, q * 2051)?;
     let count: Buf<i32> = Buf::zeros(gpu, q)?;
     let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, stride)?);

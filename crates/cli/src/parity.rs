@@ -23,6 +23,12 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Matrix-vector products for every type with a GPU kernel against the CPU (T = 1..8).
+    #[command(name = "matvec_parity")]
+    matvec_parity {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// QSA block scores against the CPU (Q = 1..8, full indexer geometry).
     #[command(name = "qsa_parity")]
     qsa_parity {
@@ -58,6 +64,7 @@ pub fn run(c: ParityCommand) -> Result<()> {
         }
         ParityCommand::gr_multi_parity { seed } => parity::gr_multi_parity(&gpu, 2560, 4, 320, seed),
         ParityCommand::qsa_parity { seed } => parity::qsa_parity(&gpu, seed),
+        ParityCommand::matvec_parity { seed } => parity::matvec_parity(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: true, seed, .. } => parity::qsa_topk_selftest(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: false, args, seed } => {
             let [ctx, q, reps, cap, mode] = args[..] else {

@@ -15,8 +15,11 @@ pub const HC: &str = include_str!("../kernels/hc.cu");
 /// QSA block scores and top-k (twins of layers/qsa.rs and ops/topk.rs).
 pub const QSA: &str = include_str!("../kernels/qsa.cu");
 
+/// Matrix-vector products over quantized weights (twin of ops/matvec.rs).
+pub const MATVEC: &str = include_str!("../kernels/matvec.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 2] = [("hc.cu", HC), ("qsa.cu", QSA)];
+pub const KERNEL_FILES: [(&str, &str); 3] = [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC)];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.

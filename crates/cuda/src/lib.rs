@@ -9,6 +9,7 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub mod hc;
+pub mod matvec;
 pub mod parity;
 pub mod plan;
 pub mod qsa;

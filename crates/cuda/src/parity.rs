@@ -195,3 +195,40 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
     }
     Ok(cases)
 }
+
+/// `matvec_parity`: `W·x` on the GPU against `Matrix::matvec` on the CPU, bit for bit, for every weight
+/// type with a GPU kernel, T = 1..8 tokens, random blocks with valid scales and inputs with zeros, −0 and
+/// huge values, at a few shapes.
+pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
+    use strata_gguf::{quant::random_blocks, GgmlType, TensorBytes};
+    use strata_model::ops::matvec::Matrix;
+    let e = |e: crate::CudaError| e.to_string();
+    let mut rng = SplitMix64::new(seed);
+    let mut cases = 0;
+    for ty in GgmlType::ALL.into_iter().filter(|&t| crate::matvec::supported(t)) {
+        for (rows, cols) in [(37usize, 64usize), (300, 256), (257, 2560)] {
+            if !cols.is_multiple_of(ty.block_size()) {
+                continue;
+            }
+            let bytes = random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
+            let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) };
+            let wg = crate::matvec::MatrixGpu::upload(gpu, &m).map_err(e)?;
+            for t in 1..=crate::matvec::MAX_T {
+                let mut x: Vec<f32> = (0..t * cols).map(|_| normal(&mut rng)).collect();
+                x[0] = 0.0;
+                x[1] = -0.0;
+                x[cols / 2] = 1e30;
+                let xb = Buf::from_host(gpu, &x).map_err(e)?;
+                let yb: Buf<f32> = Buf::zeros(gpu, t * rows).map_err(e)?;
+                crate::matvec::matvec(gpu, &wg, &xb, &yb, t).map_err(e)?;
+                let got = yb.read(gpu, t * rows).map_err(e)?;
+                for k in 0..t {
+                    let want = m.matvec(&x[k * cols..(k + 1) * cols]);
+                    same(&format!("{ty} {rows}×{cols}, token {k} of {t}"), &got[k * rows..(k + 1) * rows], &want)?;
+                }
+                cases += 1;
+            }
+        }
+    }
+    Ok(cases)
+}

@@ -1,0 +1,79 @@
+//! Host side of kernels/matvec.cu: `y = W·x` for a window of T = 1..8 tokens over a weight matrix of a
+//! supported type, the twin of strata_model::ops::matvec (the same bits).
+
+use cudarc::driver::LaunchConfig;
+use strata_gguf::GgmlType;
+use strata_model::ops::matvec::Matrix;
+
+use crate::buf::{launch, Arg, Buf};
+use crate::device::Gpu;
+use crate::error::CudaError;
+
+const SRC: &str = crate::compile::MATVEC;
+pub const MAX_T: usize = 8;
+/// Rows per block: one warp each.
+const WARPS: u32 = 8;
+
+/// The kernel for a weight type, or `None` where there is none yet.
+fn kernel(ty: GgmlType) -> Option<&'static str> {
+    Some(match ty {
+        GgmlType::F32 => "matvec_f32",
+        GgmlType::F16 => "matvec_f16",
+        GgmlType::BF16 => "matvec_bf16",
+        GgmlType::Q8_0 => "matvec_q8_0",
+        GgmlType::Q4_0 => "matvec_q4_0",
+        GgmlType::Q2_0 => "matvec_q2_0",
+        _ => return None,
+    })
+}
+
+/// The types with a GPU matrix-vector kernel.
+pub fn supported(ty: GgmlType) -> bool {
+    kernel(ty).is_some()
+}
+
+/// A weight matrix on the device.
+pub struct MatrixGpu {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    bytes: Buf<u8>,
+}
+
+impl MatrixGpu {
+    pub fn upload(gpu: &Gpu, m: &Matrix) -> Result<MatrixGpu, CudaError> {
+        if !supported(m.ty) {
+            return Err(CudaError::Shape(format!("no GPU matrix-vector kernel for {} weights yet", m.ty)));
+        }
+        if !m.cols.is_multiple_of(8) || m.cols > i32::MAX as usize || m.rows > i32::MAX as usize {
+            return Err(CudaError::Shape(format!(
+                "matrix of {} × {}: columns must be a multiple of 8",
+                m.rows, m.cols
+            )));
+        }
+        Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes: Buf::from_host(gpu, &m.bytes)? })
+    }
+}
+
+/// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T.
+pub fn matvec(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, y: &Buf<f32>, t: usize) -> Result<(), CudaError> {
+    if !(1..=MAX_T).contains(&t) {
+        return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
+    }
+    let name = kernel(w.ty).expect("checked at upload");
+    let f = gpu.function("matvec.cu", SRC, name)?;
+    let cfg = LaunchConfig {
+        grid_dim: ((w.rows as u32).div_ceil(WARPS), 1, 1),
+        block_dim: (32 * WARPS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let args = [
+        Arg::Ptr(w.bytes.ptr(gpu)),
+        Arg::Ptr(x.ptr(gpu)),
+        Arg::Ptr(y.ptr(gpu)),
+        Arg::I32(w.rows as i32),
+        Arg::I32(w.cols as i32),
+        Arg::I32(t as i32),
+    ];
+    launch(gpu, &f, name, cfg, &args)
+}

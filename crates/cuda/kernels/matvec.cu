@@ -71,6 +71,25 @@ struct Q4_0W {
     }
 };
 
+// Q5_0: blocks of 32 in 22 bytes: fp16 d, 32 high bits (u32, bit j for element j), 16 bytes of low
+// nibbles as Q4_0; value = (q − 16)·d.
+struct Q5_0W {
+    static constexpr int BS = 32, TS = 22;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 32) * 22;
+        const float d = f16_bits_to_f32(u16_at(b));
+        const u32 qh = (u32)b[2] | ((u32)b[3] << 8) | ((u32)b[4] << 16) | ((u32)b[5] << 24);
+        const int o = (8 * c) % 32;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int j = o + e;
+            const int lo = j < 16 ? (b[6 + j] & 0xf) : (b[6 + j - 16] >> 4);
+            const int q = lo | (int)(((qh >> j) & 1u) << 4);
+            w[e] = __fmul_rn((float)(q - 16), d);
+        }
+    }
+};
+
 // Q2_0: blocks of 64 in 18 bytes: fp16 d, 16 bytes of 2-bit codes (element i: bits 2·(i%4) of byte i/4);
 // value = (code − 1)·d.
 struct Q2_0W {
@@ -84,6 +103,130 @@ struct Q2_0W {
             const int i = o + e;
             const int code = (b[2 + i / 4] >> (2 * (i % 4))) & 3;
             w[e] = __fmul_rn((float)(code - 1), d);
+        }
+    }
+};
+
+
+// The K-quants: super-blocks of 256. `p` is the chunk's first element within its super-block.
+__device__ __forceinline__ void scale_min_k4(int j, const unsigned char* q, int* s, int* m) {
+    if (j < 4) {
+        *s = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *s = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, qs[128]; value = (d·sc)·q − dmin·m.
+struct Q4_KW {
+    static constexpr int BS = 256, TS = 144;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 144;
+        const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
+        int s, m;
+        scale_min_k4(j, b + 4, &s, &m);
+        const float d1 = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)s);
+        const float m1 = __fmul_rn(f16_bits_to_f32(u16_at(b + 2)), (float)m);
+        const unsigned char* q = b + 16 + 32 * (j / 2);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, (float)((q[l0 + e] >> (4 * (j % 2))) & 0xf)), m1);
+    }
+};
+
+// Q5_K: Q4_K plus qh[32] (element 32j + l takes bit j of qh[l] as its fifth bit); qs at 48.
+struct Q5_KW {
+    static constexpr int BS = 256, TS = 176;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 176;
+        const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
+        int s, m;
+        scale_min_k4(j, b + 4, &s, &m);
+        const float d1 = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)s);
+        const float m1 = __fmul_rn(f16_bits_to_f32(u16_at(b + 2)), (float)m);
+        const unsigned char* qh = b + 16;
+        const unsigned char* q = b + 48 + 32 * (j / 2);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int l = l0 + e;
+            const int v = ((q[l] >> (4 * (j % 2))) & 0xf) | (((qh[l] >> j) & 1) << 4);
+            w[e] = __fsub_rn(__fmul_rn(d1, (float)v), m1);
+        }
+    }
+};
+
+// Q6_K: ql[128], qh[64], 16 int8 scales, d; value = (d·sc)·(q − 32).
+struct Q6_KW {
+    static constexpr int BS = 256, TS = 210;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 210;
+        const int p = (8 * c) % 256, n = p / 128, k = (p % 128) / 32, l0 = p % 32;
+        const float d = f16_bits_to_f32(u16_at(b + 208));
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int l = l0 + e;
+            const int lo = (b[n * 64 + (k % 2) * 32 + l] >> (4 * (k / 2))) & 0xf;
+            const int hi = (b[128 + n * 32 + l] >> (2 * k)) & 3;
+            const float sc = (float)(signed char)b[192 + n * 8 + 2 * k + l / 16];
+            w[e] = __fmul_rn(__fmul_rn(d, sc), (float)((lo | (hi << 4)) - 32));
+        }
+    }
+};
+
+// Q3_K: hmask[32], qs[64], 12 bytes of 16 six-bit scales, d; value = (d·(scale − 32))·(q − sub).
+struct Q3_KW {
+    static constexpr int BS = 256, TS = 110;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 110;
+        const int p = (8 * c) % 256, n = p / 128, j = (p % 128) / 32, l0 = p % 32;
+        const unsigned char* sc = b + 96;
+        const int is = n * 8 + 2 * j + l0 / 16;  // a chunk of 8 lies in one half of 16
+        const int lo = (sc[is % 8] >> (4 * (is / 8))) & 0xf, hi = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
+        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b + 108)), (float)((lo | (hi << 4)) - 32));
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int l = l0 + e;
+            const int q = (b[32 + n * 32 + l] >> (2 * j)) & 3;
+            const int sub = 4 - 4 * ((b[l] >> (n * 4 + j)) & 1);
+            w[e] = __fmul_rn(dl, (float)(q - sub));
+        }
+    }
+};
+
+// The IQ4 formats' 16 values.
+__constant__ signed char IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_NL: blocks of 32 in 18 bytes, Q4_0's nibble layout; value = d·table[q].
+struct IQ4_NLW {
+    static constexpr int BS = 32, TS = 18;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 32) * 18;
+        const float d = f16_bits_to_f32(u16_at(b));
+        const int o = (8 * c) % 32;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int j = o + e;
+            const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+            w[e] = __fmul_rn(d, (float)IQ4_VALUES[q]);
+        }
+    }
+};
+
+// IQ4_XS: d, scales_h (u16), scales_l[4], then 8 runs of 16 bytes; run ib: d·(scale − 32) times the table.
+struct IQ4_XSW {
+    static constexpr int BS = 256, TS = 136;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 136;
+        const int p = (8 * c) % 256, ib = p / 32, o = p % 32;
+        const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (u16_at(b + 2) >> (2 * ib)) & 3;
+        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)((lo | (hi << 4)) - 32));
+        const unsigned char* qs = b + 8 + 16 * ib;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int j = o + e;
+            const int q = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
+            w[e] = __fmul_rn(dl, (float)IQ4_VALUES[q]);
         }
     }
 };
@@ -134,3 +277,10 @@ MATVEC(matvec_bf16, BF16W)
 MATVEC(matvec_q8_0, Q8_0W)
 MATVEC(matvec_q4_0, Q4_0W)
 MATVEC(matvec_q2_0, Q2_0W)
+MATVEC(matvec_q5_0, Q5_0W)
+MATVEC(matvec_q4_k, Q4_KW)
+MATVEC(matvec_q5_k, Q5_KW)
+MATVEC(matvec_q6_k, Q6_KW)
+MATVEC(matvec_q3_k, Q3_KW)
+MATVEC(matvec_iq4_nl, IQ4_NLW)
+MATVEC(matvec_iq4_xs, IQ4_XSW)

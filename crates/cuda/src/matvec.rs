@@ -23,6 +23,13 @@ fn kernel(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q8_0 => "matvec_q8_0",
         GgmlType::Q4_0 => "matvec_q4_0",
         GgmlType::Q2_0 => "matvec_q2_0",
+        GgmlType::Q5_0 => "matvec_q5_0",
+        GgmlType::Q3_K => "matvec_q3_k",
+        GgmlType::Q4_K => "matvec_q4_k",
+        GgmlType::Q5_K => "matvec_q5_k",
+        GgmlType::Q6_K => "matvec_q6_k",
+        GgmlType::IQ4_NL => "matvec_iq4_nl",
+        GgmlType::IQ4_XS => "matvec_iq4_xs",
         _ => return None,
     })
 }

@@ -231,6 +231,75 @@ struct IQ4_XSW {
     }
 };
 
+// The lattice formats (the experts' types): groups of 8 (IQ2_XS) or 4 (IQ3_*) magnitudes from a grid
+// (IQ2XS_GRID, IQ3XXS_GRID, IQ3S_GRID, prepended from strata_gguf's tables), signs from a 7-bit index with
+// even parity (IQ2_XS, IQ3_XXS) or a bit each (IQ3_S). A chunk of 8 is one IQ2 group, two IQ3 groups.
+__device__ __forceinline__ unsigned int ksigns(unsigned int i) { return i | ((__popc(i) & 1u) << 7); }
+__device__ __forceinline__ float signed_by(float v, unsigned int negative) {
+    return __uint_as_float(__float_as_uint(v) ^ (negative << 31));
+}
+
+// IQ2_XS: d, qs[32] u16 (9-bit grid index | 7-bit sign index << 9), scales[8] (a nibble per 16);
+// value = d·(0.5 + s)·0.25 · grid · sign.
+struct IQ2_XSW {
+    static constexpr int BS = 256, TS = 74;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 74;
+        const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
+        const int s = (b[66 + ib] >> (4 * (l / 2))) & 0xf;
+        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, (float)s)), 0.25f);
+        const unsigned int q = u16_at(b + 2 + 2 * (4 * ib + l));
+        const unsigned long long grid = IQ2XS_GRID[q & 511];
+        const unsigned int signs = ksigns(q >> 9);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            w[j] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> j) & 1);
+        }
+    }
+};
+
+// IQ3_XXS: d, qs[64] grid indices (4 elements each), per 32 elements a u32 of four 7-bit sign indices and
+// the scale in the top 4 bits; value = d·(0.5 + s)·0.5 · grid · sign.
+struct IQ3_XXSW {
+    static constexpr int BS = 256, TS = 98;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 98;
+        const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
+        const unsigned char* a = b + 66 + 4 * ib;
+        const u32 aux = (u32)a[0] | ((u32)a[1] << 8) | ((u32)a[2] << 16) | ((u32)a[3] << 24);
+        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, (float)(aux >> 28))), 0.5f);
+        const unsigned int signs = ksigns((aux >> (7 * l)) & 127);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const unsigned int grid = IQ3XXS_GRID[b[2 + 8 * ib + 2 * l + half]];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int k = 4 * half + j;
+                w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
+            }
+        }
+    }
+};
+
+// IQ3_S: d, qs[64] (low 8 bits of 9-bit indices), qh[8] (their top bits, a byte per 32), signs[32] (a bit
+// per element), scales[4] (a nibble per 32); value = d·(1 + 2s) · grid · sign.
+struct IQ3_SW {
+    static constexpr int BS = 256, TS = 110;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 110;
+        const int p = (8 * c) % 256, ib = p / 32;
+        const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0xf;
+        const float db = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)(1 + 2 * s));
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int e = p + k, g = (e % 32) / 4, j = e % 4;
+            const int idx = b[2 + 8 * ib + g] | (((b[66 + ib] >> g) & 1) << 8);
+            const unsigned int grid = IQ3S_GRID[idx];
+            w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (b[74 + e / 8] >> (e % 8)) & 1);
+        }
+    }
+};
+
 // One warp per row: the row's chunks dequantized once, dotted with each of the T tokens' x.
 template <typename W>
 __device__ void matvec_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
@@ -278,6 +347,9 @@ MATVEC(matvec_q8_0, Q8_0W)
 MATVEC(matvec_q4_0, Q4_0W)
 MATVEC(matvec_q2_0, Q2_0W)
 MATVEC(matvec_q5_0, Q5_0W)
+MATVEC(matvec_iq2_xs, IQ2_XSW)
+MATVEC(matvec_iq3_xxs, IQ3_XXSW)
+MATVEC(matvec_iq3_s, IQ3_SW)
 MATVEC(matvec_q4_k, Q4_KW)
 MATVEC(matvec_q5_k, Q5_KW)
 MATVEC(matvec_q6_k, Q6_KW)

@@ -25,9 +25,22 @@ pub const KERNEL_FILES: [(&str, &str); 3] = [("hc.cu", HC), ("qsa.cu", QSA), ("m
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.
 pub const SUPPORTED_ARCHS: [(i32, i32); 5] = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)];
 
-/// The source NVRTC sees for a kernel file.
-pub fn full_source(source: &str) -> String {
-    format!("{COMMON}\n{source}")
+/// The source NVRTC sees for a kernel file: the contract's functions, the lattice grids for the
+/// matrix-vector kernels (written from strata_gguf's tables, the one copy of those constants), the file.
+pub fn full_source(file: &str, source: &str) -> String {
+    let grids = if file == "matvec.cu" { grid_tables() } else { String::new() };
+    format!("{COMMON}\n{grids}\n{source}")
+}
+
+/// The IQ grids as CUDA constant arrays.
+fn grid_tables() -> String {
+    use strata_gguf::quant::{IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+    let table = |name: &str, ty: &str, values: Vec<String>| {
+        format!("__constant__ {ty} {name}[{}] = {{{}}};\n", values.len(), values.join(","))
+    };
+    table("IQ2XS_GRID", "unsigned long long", IQ2XS_GRID.iter().map(|v| format!("{v:#x}ull")).collect())
+        + &table("IQ3XXS_GRID", "unsigned int", IQ3XXS_GRID.iter().map(|v| format!("{v:#x}u")).collect())
+        + &table("IQ3S_GRID", "unsigned int", IQ3S_GRID.iter().map(|v| format!("{v:#x}u")).collect())
 }
 
 /// PTX of `source` (a kernel file, `common.cuh` not yet prepended) for compute capability `arch`.
@@ -43,7 +56,7 @@ pub fn compile_ptx(file: &str, source: &str, arch: (i32, i32)) -> Result<String,
         name: Some(file.to_string()),
         ..Default::default()
     };
-    let full = full_source(source);
+    let full = full_source(file, source);
     let ptx = no_panic(|| cudarc::nvrtc::compile_ptx_with_opts(&full, opts))
         .map_err(|m| CudaError::NoDevice(format!("NVRTC could not be loaded: {}", first_sentence(&m))))?
         .map_err(|e| CudaError::Compile { file: file.to_string(), log: format!("{e:?}") })?;

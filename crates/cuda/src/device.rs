@@ -77,7 +77,7 @@ impl Gpu {
         let key = format!(
             "{}-{:016x}-{}-drv{}.ptx",
             file.trim_end_matches(".cu"),
-            fnv(&full_source(source)),
+            fnv(&full_source(file, source)),
             self.arch_name(),
             self.driver_version
         );

@@ -29,6 +29,12 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// A GDN layer over a sequence in windows of T = 1..8 against the CPU (outputs and state).
+    #[command(name = "gdn_parity")]
+    gdn_parity {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// QSA block scores against the CPU (Q = 1..8, full indexer geometry).
     #[command(name = "qsa_parity")]
     qsa_parity {
@@ -65,6 +71,7 @@ pub fn run(c: ParityCommand) -> Result<()> {
         ParityCommand::gr_multi_parity { seed } => parity::gr_multi_parity(&gpu, 2560, 4, 320, seed),
         ParityCommand::qsa_parity { seed } => parity::qsa_parity(&gpu, seed),
         ParityCommand::matvec_parity { seed } => parity::matvec_parity(&gpu, seed),
+        ParityCommand::gdn_parity { seed } => parity::gdn_parity(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: true, seed, .. } => parity::qsa_topk_selftest(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: false, args, seed } => {
             let [ctx, q, reps, cap, mode] = args[..] else {

@@ -40,6 +40,47 @@ __device__ float s_exp(float x) {
     return __fmul_rn(p, s_pow2(ki));
 }
 
+// ln x (ops/act.rs ln): x = (1 + f)·2^k with 1 + f in [√½, √2); s = f/(2 + f), z = s², R = z·P(z).
+__device__ float s_ln(float x) {
+    if (isnan(x) || x < 0.0f) return __uint_as_float(0x7fc00000u);
+    if (x == 0.0f) return __int_as_float(0xff800000);
+    if (isinf(x)) return x;
+    int bias = 0;
+    if (x < __uint_as_float(0x00800000u)) {  // subnormal: ×2^24, exact
+        x = __fmul_rn(x, 16777216.0f);
+        bias = -24;
+    }
+    const u32 bits = __float_as_uint(x);
+    int k = (int)((bits >> 23) & 0xff) - 126 + bias;
+    float m = __uint_as_float((bits & 0x807fffffu) | (126u << 23));
+    if (m < __uint_as_float(0x3f3504f3u)) {
+        m = __fmul_rn(m, 2.0f);
+        k -= 1;
+    }
+    const float f = __fsub_rn(m, 1.0f);
+    const float s = __fdiv_rn(f, __fadd_rn(2.0f, f));
+    const float z = __fmul_rn(s, s);
+    const u32 C[6] = {0x3f2aaaabu, 0x3ecccccdu, 0x3e924925u, 0x3e638e39u, 0x3e3a2e8cu, 0x3e1d89d9u};
+    float p = __uint_as_float(C[5]);
+#pragma unroll
+    for (int i = 4; i >= 0; --i) p = __fmaf_rn(p, z, __uint_as_float(C[i]));
+    const float r = __fmul_rn(z, p);
+    const float hfsq = __fmul_rn(__fmul_rn(0.5f, f), f);
+    const float kf = (float)k;
+    const float LN2_HI = __uint_as_float(0x3f317200u), LN2_LO = __uint_as_float(0x35bfbe8eu);
+    return __fsub_rn(__fmul_rn(kf, LN2_HI),
+                     __fsub_rn(__fsub_rn(hfsq, __fmaf_rn(s, __fadd_rn(hfsq, r), __fmul_rn(kf, LN2_LO))), f));
+}
+
+// ln(1 + t) for t ≥ 0 (ops/act.rs ln1p).
+__device__ __forceinline__ float s_ln1p(float t) {
+    const float u = __fadd_rn(1.0f, t);
+    return u == 1.0f ? t : __fdiv_rn(__fmul_rn(s_ln(u), t), __fsub_rn(u, 1.0f));
+}
+
+// softplus (ops/act.rs): x above 20, else ln1p(e^x).
+__device__ __forceinline__ float s_softplus(float x) { return x > 20.0f ? x : s_ln1p(s_exp(x)); }
+
 __device__ __forceinline__ float s_sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, s_exp(-x))); }
 __device__ __forceinline__ float s_silu(float x) { return __fmul_rn(x, s_sigmoid(x)); }
 __device__ __forceinline__ float s_rsqrt(float x) { return __fdiv_rn(1.0f, __fsqrt_rn(x)); }

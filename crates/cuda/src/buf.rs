@@ -34,11 +34,12 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
     }
 }
 
-/// A kernel argument: a device pointer or a 32-bit integer.
+/// A kernel argument: a device pointer, a 32-bit integer or a float.
 #[derive(Clone, Copy)]
 pub enum Arg {
     Ptr(u64),
     I32(i32),
+    F32(f32),
 }
 
 /// Launches `f` with `args`; the launch is checked.
@@ -48,6 +49,7 @@ pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: 
         match a {
             Arg::Ptr(p) => b.arg(p),
             Arg::I32(v) => b.arg(v),
+            Arg::F32(v) => b.arg(v),
         };
     }
     // SAFETY: every kernel's arguments are listed by its host wrapper in the kernel's order and types,

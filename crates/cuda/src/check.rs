@@ -17,7 +17,7 @@ pub fn normal(rng: &mut SplitMix64) -> f32 {
     ((0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0) * 3f32.sqrt()
 }
 
-fn bf16_matrix(rows: usize, cols: usize, std: f32, rng: &mut SplitMix64) -> Matrix {
+pub fn bf16_matrix(rows: usize, cols: usize, std: f32, rng: &mut SplitMix64) -> Matrix {
     let bytes: Vec<u8> = (0..rows * cols).flat_map(|_| f32_to_bf16(normal(rng) * std).to_le_bytes()).collect();
     Matrix { ty: GgmlType::BF16, rows, cols, bytes: TensorBytes::from_vec(bytes) }
 }

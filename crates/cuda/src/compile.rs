@@ -18,8 +18,11 @@ pub const QSA: &str = include_str!("../kernels/qsa.cu");
 /// Matrix-vector products over quantized weights (twin of ops/matvec.rs).
 pub const MATVEC: &str = include_str!("../kernels/matvec.cu");
 
+/// Gated DeltaNet: conv, q/k norms, gates, the delta rule, the output norm (twin of layers/gdn.rs).
+pub const GDN: &str = include_str!("../kernels/gdn.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 3] = [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC)];
+pub const KERNEL_FILES: [(&str, &str); 4] = [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC), ("gdn.cu", GDN)];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.

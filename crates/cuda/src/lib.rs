@@ -8,6 +8,7 @@ pub mod check;
 pub mod compile;
 pub mod device;
 pub mod error;
+pub mod gdn;
 pub mod hc;
 pub mod matvec;
 pub mod parity;

@@ -235,3 +235,77 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
     }
     Ok(cases)
 }
+
+/// Random weights of a GDN layer: Q8_0 and BF16 projections scaled to keep activations near unit size,
+/// gates and conv taps as a model's are.
+fn random_gdn(
+    n: usize,
+    (s, hk, hv): (usize, usize, usize),
+    k: usize,
+    rng: &mut SplitMix64,
+) -> strata_model::weights::GdnWeights {
+    use strata_gguf::{quant::quantize, GgmlType, TensorBytes};
+    use strata_model::ops::matvec::Matrix;
+    let channels = 2 * hk * s + hv * s;
+    let q8 = |rows: usize, cols: usize, rng: &mut SplitMix64| {
+        let x: Vec<f32> = (0..rows * cols).map(|_| normal(rng) / (cols as f32).sqrt()).collect();
+        let mut bytes = Vec::new();
+        quantize(GgmlType::Q8_0, &x, &mut bytes).expect("whole blocks");
+        Matrix { ty: GgmlType::Q8_0, rows, cols, bytes: TensorBytes::from_vec(bytes) }
+    };
+    let uniform = |lo: f32, hi: f32, n: usize, rng: &mut SplitMix64| -> Vec<f32> {
+        (0..n).map(|_| lo + (hi - lo) * rng.uniform()).collect()
+    };
+    strata_model::weights::GdnWeights {
+        qkv: q8(channels, n, rng),
+        gate: crate::check::bf16_matrix(hv * s, n, 1.0 / (n as f32).sqrt(), rng),
+        conv: uniform(-0.6, 0.6, k * channels, rng),
+        alpha: crate::check::bf16_matrix(hv, n, 1.0 / (n as f32).sqrt(), rng),
+        beta: crate::check::bf16_matrix(hv, n, 1.0 / (n as f32).sqrt(), rng),
+        a: uniform(-4.0, -0.5, hv, rng),
+        dt_bias: uniform(-2.0, 0.0, hv, rng),
+        norm: (0..s).map(|_| 1.0 + 0.05 * normal(rng)).collect(),
+        out: q8(n, hv * s, rng),
+    }
+}
+
+/// `gdn_parity`: a GDN layer on the GPU over a 13-token sequence in windows of T = 1..8 against the CPU's
+/// `gdn` token by token: every output row and the final conv tail and state matrices, bit for bit, at a
+/// small geometry and the full model's (n 2560, S 128, Hk 16, Hv 48, K 4).
+pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
+    use strata_model::layers::gdn::gdn_dims;
+    use strata_model::state::GdnState;
+    let e = |e: crate::CudaError| e.to_string();
+    let mut rng = SplitMix64::new(seed);
+    let mut cases = 0;
+    for (n, dims, k) in [(64usize, (16usize, 2usize, 4usize), 4usize), (2560, (128, 16, 48), 4)] {
+        let (s, hk, hv) = dims;
+        let w = random_gdn(n, dims, k, &mut rng);
+        let wg = crate::gdn::GdnGpu::upload(gpu, &w, dims).map_err(e)?;
+        let len = 13;
+        let xs: Vec<f32> = (0..len * n).map(|_| normal(&mut rng)).collect();
+        let channels = 2 * hk * s + hv * s;
+        let mut cpu = GdnState { conv: vec![0.0; (k - 1) * channels], m: vec![0.0; hv * s * s] };
+        let want: Vec<Vec<f32>> = (0..len).map(|i| gdn_dims(&xs[i * n..(i + 1) * n], &w, dims, &mut cpu)).collect();
+        for t in 1..=MAX_T {
+            let mut st = wg.new_state(gpu).map_err(e)?;
+            for (wi, window) in xs.chunks(t * n).enumerate() {
+                let tt = window.len() / n;
+                let xb = Buf::from_host(gpu, window).map_err(e)?;
+                let y = crate::gdn::gdn(gpu, &wg, &mut st, &xb, tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
+                for j in 0..tt {
+                    let i = wi * t + j;
+                    same(&format!("GDN n {n}, window of {t}, token {i}"), &y[j * n..(j + 1) * n], &want[i])?;
+                }
+            }
+            same(
+                &format!("GDN n {n}, window of {t}: conv tail"),
+                &st.tail.read(gpu, cpu.conv.len()).map_err(e)?,
+                &cpu.conv,
+            )?;
+            same(&format!("GDN n {n}, window of {t}: state"), &st.m.read(gpu, cpu.m.len()).map_err(e)?, &cpu.m)?;
+            cases += 1;
+        }
+    }
+    Ok(cases)
+}

@@ -31,7 +31,11 @@ pub fn causal_conv(tail: &mut [f32], cur: &[f32], w: &[f32]) -> Vec<f32> {
 }
 
 pub fn gdn(x: &[f32], w: &GdnWeights, c: &Config, st: &mut GdnState) -> Vec<f32> {
-    let (s, hk, hv) = (c.ssm_state, c.ssm_groups, c.ssm_heads);
+    gdn_dims(x, w, (c.ssm_state, c.ssm_groups, c.ssm_heads), st)
+}
+
+/// [`gdn`] for head dim S, Hk key heads and Hv value heads.
+pub fn gdn_dims(x: &[f32], w: &GdnWeights, (s, hk, hv): (usize, usize, usize), st: &mut GdnState) -> Vec<f32> {
     let u = w.qkv.matvec(x);
     let z = w.gate.matvec(x);
     let mut conv: Vec<f32> = causal_conv(&mut st.conv, &u, &w.conv).into_iter().map(silu).collect();

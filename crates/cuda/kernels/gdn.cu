@@ -1,0 +1,109 @@
+// Gated DeltaNet (spec §4; docs/ARITHMETIC.md § gdn) for a window of T tokens in order. Twin of
+// crates/model/src/layers/gdn.rs: the projections are matvec.cu's; these kernels do the rest with the CPU's
+// operations in the CPU's order, carrying the conv tail and the S×S state from token to token.
+
+// The lane-parallel sum of squares of n values (n a multiple of 8) by the reduction contract; every lane
+// ends with the total.
+__device__ __forceinline__ float warp_sum_squares(const float* v, int n) {
+    const int lane = threadIdx.x % WARP;
+    float acc = 0.0f;
+    for (int c = lane; c < n / CHUNK; c += WARP) acc = __fadd_rn(acc, chunk_dot(v + CHUNK * c, v + CHUNK * c));
+    return warp_butterfly(acc);
+}
+
+// Causal depthwise conv of K taps per channel, then silu: frames are the K − 1 kept ones (oldest first)
+// and the window's tokens in order; the K − 1 newest are kept. One thread per channel.
+extern "C" __global__ void gdn_conv(const float* __restrict__ u, float* __restrict__ tail, const float* __restrict__ w,
+                                   float* __restrict__ out, int C, int K, int T) {
+    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= C) return;
+    float frames[16];  // K ≤ 16 (checked on the host)
+    for (int i = 0; i < K - 1; ++i) frames[i] = tail[(size_t)i * C + ch];
+    for (int t = 0; t < T; ++t) {
+        const float cur = u[(size_t)t * C + ch];
+        float s = 0.0f;
+        for (int i = 0; i < K - 1; ++i) s = __fmaf_rn(w[(size_t)K * ch + i], frames[i], s);
+        s = __fmaf_rn(w[(size_t)K * ch + K - 1], cur, s);
+        out[(size_t)t * C + ch] = s_silu(s);
+        for (int i = 0; i + 1 < K - 1; ++i) frames[i] = frames[i + 1];
+        if (K > 1) frames[K - 2] = cur;
+    }
+    for (int i = 0; i < K - 1; ++i) tail[(size_t)i * C + ch] = frames[i];
+}
+
+// q and k: each head L2-normalised (x·(1/√(Σx² + eps))), then q scaled by `qscale` (= rsqrt(S), from the
+// host). One warp per (token, head) of the 2·Hk q and k heads, in place.
+extern "C" __global__ void gdn_qk_norm(float* __restrict__ conv, int C, int hk, int S, float qscale, int T) {
+    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    if (gw >= T * 2 * hk) return;
+    const int t = gw / (2 * hk), h = gw % (2 * hk);
+    float* v = conv + (size_t)t * C + (size_t)h * S;
+    const float rs = s_rsqrt(__fadd_rn(warp_sum_squares(v, S), 1e-6f));
+    __syncwarp();
+    for (int d = lane; d < S; d += WARP) {
+        float x = __fmul_rn(v[d], rs);
+        if (h < hk) x = __fmul_rn(x, qscale);
+        v[d] = x;
+    }
+}
+
+// Per (token, value head): β = σ(b), decay = exp(softplus(α + dt_bias)·a).
+extern "C" __global__ void gdn_gates(const float* __restrict__ alpha, const float* __restrict__ beta,
+                                    const float* __restrict__ dt_bias, const float* __restrict__ a,
+                                    float* __restrict__ decay, float* __restrict__ betas, int hv, int T) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= T * hv) return;
+    const int j = i % hv;
+    betas[i] = s_sigmoid(beta[i]);
+    decay[i] = s_exp(__fmul_rn(s_softplus(__fadd_rn(alpha[i], dt_bias[j])), a[j]));
+}
+
+// The gated delta rule, one block per value head j (key head j mod Hk), thread b owning column b of the
+// S×S state M[a][b]: M ← decay·M; p[b] = Σ_a M[a][b]·k[a] (fma chain, a ascending, from +0);
+// δ = β·(v[b] − p[b]); M[a][b] = fma(k[a], δ, M[a][b]); o[b] = Σ_a M[a][b]·q[a]. Tokens in order.
+extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restrict__ conv,
+                                    const float* __restrict__ decay, const float* __restrict__ betas,
+                                    float* __restrict__ o, int C, int hk, int hv, int S, int T) {
+    extern __shared__ float qk[];  // q then k of the head's key head, S each
+    const int j = blockIdx.x, b = threadIdx.x, i = j % hk;
+    float* m = M + (size_t)j * S * S;
+    for (int t = 0; t < T; ++t) {
+        const float* row = conv + (size_t)t * C;
+        __syncthreads();
+        for (int a = b; a < S; a += blockDim.x) {
+            qk[a] = row[(size_t)i * S + a];
+            qk[S + a] = row[(size_t)hk * S + (size_t)i * S + a];
+        }
+        __syncthreads();
+        if (b < S) {
+            const float dec = decay[(size_t)t * hv + j], beta = betas[(size_t)t * hv + j];
+            const float v = row[(size_t)2 * hk * S + (size_t)j * S + b];
+            float p = 0.0f;
+            for (int a = 0; a < S; ++a) {
+                const float x = __fmul_rn(m[(size_t)a * S + b], dec);
+                m[(size_t)a * S + b] = x;
+                p = __fmaf_rn(x, qk[S + a], p);
+            }
+            const float delta = __fmul_rn(beta, __fsub_rn(v, p));
+            float out = 0.0f;
+            for (int a = 0; a < S; ++a) {
+                const float x = __fmaf_rn(qk[S + a], delta, m[(size_t)a * S + b]);
+                m[(size_t)a * S + b] = x;
+                out = __fmaf_rn(x, qk[a], out);
+            }
+            o[(size_t)t * hv * S + (size_t)j * S + b] = out;
+        }
+    }
+}
+
+// y_j = rms_norm(o_j, ssm_norm)·σ(z_j): one warp per (token, value head), (o·rs)·w then ·σ(z).
+extern "C" __global__ void gdn_out_norm(const float* __restrict__ o, const float* __restrict__ z,
+                                       const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T) {
+    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    if (gw >= T * hv) return;
+    const size_t base = (size_t)gw * S;  // (t·hv + j)·S
+    const float rs = s_rsqrt(__fadd_rn(__fdiv_rn(warp_sum_squares(o + base, S), (float)S), 1e-6f));
+    for (int d = lane; d < S; d += WARP) {
+        y[base + d] = __fmul_rn(__fmul_rn(__fmul_rn(o[base + d], rs), w[d]), s_sigmoid(z[base + d]));
+    }
+}

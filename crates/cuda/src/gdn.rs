@@ -1,0 +1,120 @@
+//! Host side of kernels/gdn.cu: a GDN layer (spec §4) for a window of T = 1..8 tokens on the device, the
+//! twin of strata_model::layers::gdn (the same bits, state carried token to token).
+
+use cudarc::driver::LaunchConfig;
+use strata_model::ops::act::rsqrt;
+use strata_model::weights::GdnWeights;
+
+use crate::buf::{launch, Arg, Buf};
+use crate::device::Gpu;
+use crate::error::CudaError;
+use crate::matvec::{matvec, MatrixGpu, MAX_T};
+
+const SRC: &str = crate::compile::GDN;
+
+/// A GDN layer's weights on the device.
+pub struct GdnGpu {
+    /// Head dim S, key heads Hk, value heads Hv, conv taps K.
+    pub dims: (usize, usize, usize, usize),
+    qkv: MatrixGpu,
+    gate: MatrixGpu,
+    alpha: MatrixGpu,
+    beta: MatrixGpu,
+    out: MatrixGpu,
+    conv: Buf<f32>,
+    a: Buf<f32>,
+    dt_bias: Buf<f32>,
+    norm: Buf<f32>,
+}
+
+/// A GDN layer's state on the device: the conv tail ((K − 1) frames of the channels) and Hv S×S matrices.
+pub struct GdnStateGpu {
+    pub tail: Buf<f32>,
+    pub m: Buf<f32>,
+}
+
+impl GdnGpu {
+    pub fn upload(gpu: &Gpu, w: &GdnWeights, (s, hk, hv): (usize, usize, usize)) -> Result<GdnGpu, CudaError> {
+        let channels = 2 * hk * s + hv * s;
+        let k = w.conv.len() / channels;
+        if !s.is_multiple_of(8) || s > 1024 || !(1..=16).contains(&k) || hk == 0 || !hv.is_multiple_of(hk) {
+            return Err(CudaError::Shape(format!("GDN dims: S a multiple of 8 up to 1024, K ≤ 16 (S {s}, K {k})")));
+        }
+        Ok(GdnGpu {
+            dims: (s, hk, hv, k),
+            qkv: MatrixGpu::upload(gpu, &w.qkv)?,
+            gate: MatrixGpu::upload(gpu, &w.gate)?,
+            alpha: MatrixGpu::upload(gpu, &w.alpha)?,
+            beta: MatrixGpu::upload(gpu, &w.beta)?,
+            out: MatrixGpu::upload(gpu, &w.out)?,
+            conv: Buf::from_host(gpu, &w.conv)?,
+            a: Buf::from_host(gpu, &w.a)?,
+            dt_bias: Buf::from_host(gpu, &w.dt_bias)?,
+            norm: Buf::from_host(gpu, &w.norm)?,
+        })
+    }
+
+    /// A fresh state: zero tail and matrices.
+    pub fn new_state(&self, gpu: &Gpu) -> Result<GdnStateGpu, CudaError> {
+        let (s, hk, hv, k) = self.dims;
+        let channels = 2 * hk * s + hv * s;
+        Ok(GdnStateGpu { tail: Buf::zeros(gpu, (k - 1) * channels)?, m: Buf::zeros(gpu, hv * s * s)? })
+    }
+}
+
+fn grid(n: usize, per_block: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(per_block) as u32, 1, 1),
+        block_dim: (per_block as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
+pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) -> Result<Buf<f32>, CudaError> {
+    if !(1..=MAX_T).contains(&t) {
+        return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
+    }
+    let (s, hk, hv, k) = w.dims;
+    let channels = 2 * hk * s + hv * s;
+    let (u, z, al, be) = (
+        Buf::<f32>::zeros(gpu, t * channels)?,
+        Buf::<f32>::zeros(gpu, t * hv * s)?,
+        Buf::<f32>::zeros(gpu, t * hv)?,
+        Buf::<f32>::zeros(gpu, t * hv)?,
+    );
+    matvec(gpu, &w.qkv, x, &u, t)?;
+    matvec(gpu, &w.gate, x, &z, t)?;
+    matvec(gpu, &w.alpha, x, &al, t)?;
+    matvec(gpu, &w.beta, x, &be, t)?;
+    let conv = Buf::<f32>::zeros(gpu, t * channels)?;
+    let (ci, ti) = (|v: usize| Arg::I32(v as i32), t as i32);
+    let f = gpu.function("gdn.cu", SRC, "gdn_conv")?;
+    let args = [Arg::Ptr(u.ptr(gpu)), Arg::Ptr(st.tail.ptr(gpu)), Arg::Ptr(w.conv.ptr(gpu)), Arg::Ptr(conv.ptr(gpu))];
+    launch(gpu, &f, "gdn_conv", grid(channels, 128), &[&args[..], &[ci(channels), ci(k), Arg::I32(ti)]].concat())?;
+    let f = gpu.function("gdn.cu", SRC, "gdn_qk_norm")?;
+    let qscale = rsqrt(s as f32);
+    let args = [Arg::Ptr(conv.ptr(gpu)), ci(channels), ci(hk), ci(s), Arg::F32(qscale), Arg::I32(ti)];
+    launch(gpu, &f, "gdn_qk_norm", grid(t * 2 * hk * 32, 128), &args)?;
+    let (decay, betas) = (Buf::<f32>::zeros(gpu, t * hv)?, Buf::<f32>::zeros(gpu, t * hv)?);
+    let f = gpu.function("gdn.cu", SRC, "gdn_gates")?;
+    let args =
+        [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &f, "gdn_gates", grid(t * hv, 128), &[&args[..], &[ci(hv), Arg::I32(ti)]].concat())?;
+    let o = Buf::<f32>::zeros(gpu, t * hv * s)?;
+    let f = gpu.function("gdn.cu", SRC, "gdn_delta")?;
+    let cfg = LaunchConfig {
+        grid_dim: (hv as u32, 1, 1),
+        block_dim: (s.max(32) as u32, 1, 1),
+        shared_mem_bytes: (2 * s * 4) as u32,
+    };
+    let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &f, "gdn_delta", cfg, &[&args[..], &[ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)]].concat())?;
+    let y = Buf::<f32>::zeros(gpu, t * hv * s)?;
+    let f = gpu.function("gdn.cu", SRC, "gdn_out_norm")?;
+    let args = [o.ptr(gpu), z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &f, "gdn_out_norm", grid(t * hv * 32, 128), &[&args[..], &[ci(hv), ci(s), Arg::I32(ti)]].concat())?;
+    let out = Buf::<f32>::zeros(gpu, t * w.out.rows)?;
+    matvec(gpu, &w.out, &y, &out, t)?;
+    Ok(out)
+}

@@ -35,6 +35,12 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// The MoE (routing, experts of each type, shared expert) for T = 1..8 tokens against the CPU.
+    #[command(name = "moe_parity")]
+    moe_parity {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// QSA block scores against the CPU (Q = 1..8, full indexer geometry).
     #[command(name = "qsa_parity")]
     qsa_parity {
@@ -72,6 +78,7 @@ pub fn run(c: ParityCommand) -> Result<()> {
         ParityCommand::qsa_parity { seed } => parity::qsa_parity(&gpu, seed),
         ParityCommand::matvec_parity { seed } => parity::matvec_parity(&gpu, seed),
         ParityCommand::gdn_parity { seed } => parity::gdn_parity(&gpu, seed),
+        ParityCommand::moe_parity { seed } => parity::moe_parity(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: true, seed, .. } => parity::qsa_topk_selftest(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: false, args, seed } => {
             let [ctx, q, reps, cap, mode] = args[..] else {

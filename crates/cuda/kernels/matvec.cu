@@ -334,10 +334,39 @@ __device__ void matvec_rows(const unsigned char* __restrict__ wbase, const float
     }
 }
 
+// The experts' products: for each (token t, slot s) of the window (blockIdx.y = t·k + s), the `rows` rows
+// of expert ids[t·k + s] (starting at row id·stride + offset of the stacked matrix) times the input at
+// x + t·x_tok + s·x_slot; y[(t·k + s)·rows + row]. Each row by the same contract as matvec_rows.
+template <typename W>
+__device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                   float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
+                                   int stride, int offset, int x_tok, int x_slot) {
+    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    const int row = blockIdx.x * warps + threadIdx.x / WARP, ts = blockIdx.y, t = ts / k, s = ts % k;
+    if (row >= rows) return;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
+    float acc = 0.0f;
+    for (int c = lane; c < cols / CHUNK; c += WARP) {
+        float w[8], xv[8];
+        W::chunk(r, c, w);
+        load8_f32(xv0 + 8 * c, xv);
+        acc = __fadd_rn(acc, chunk_dot(w, xv));
+    }
+    const float v = warp_butterfly(acc);
+    if (lane == 0) y[(size_t)ts * rows + row] = v;
+}
+
 #define MATVEC(NAME, W)                                                                                       \
     extern "C" __global__ void NAME(const unsigned char* __restrict__ w, const float* __restrict__ x,          \
                                     float* __restrict__ y, int rows, int cols, int T) {                       \
         matvec_rows<W>(w, x, y, rows, cols, T);                                                               \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_gather(const unsigned char* __restrict__ w, const float* __restrict__ x, \
+                                             float* __restrict__ y, int rows, int cols, const int* ids, int k, \
+                                             int stride, int offset, int x_tok, int x_slot) {                  \
+        matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                    \
     }
 
 MATVEC(matvec_f32, F32W)

@@ -21,8 +21,12 @@ pub const MATVEC: &str = include_str!("../kernels/matvec.cu");
 /// Gated DeltaNet: conv, q/k norms, gates, the delta rule, the output norm (twin of layers/gdn.rs).
 pub const GDN: &str = include_str!("../kernels/gdn.cu");
 
+/// The mixture of experts: routing, activation, combination (twin of layers/moe.rs).
+pub const MOE: &str = include_str!("../kernels/moe.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 4] = [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC), ("gdn.cu", GDN)];
+pub const KERNEL_FILES: [(&str, &str); 5] =
+    [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC), ("gdn.cu", GDN), ("moe.cu", MOE)];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.

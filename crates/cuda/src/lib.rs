@@ -11,6 +11,7 @@ pub mod error;
 pub mod gdn;
 pub mod hc;
 pub mod matvec;
+pub mod moe;
 pub mod parity;
 pub mod plan;
 pub mod qsa;

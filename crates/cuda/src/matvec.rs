@@ -87,3 +87,48 @@ pub fn matvec(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, y: &Buf<f32>, t: usize) ->
     ];
     launch(gpu, &f, name, cfg, &args)
 }
+
+/// Where the experts' rows start in a stacked matrix: expert e's first row is `e·stride + offset`.
+#[derive(Clone, Copy)]
+pub struct Gather {
+    pub stride: usize,
+    pub offset: usize,
+    /// Rows of one expert's projection.
+    pub rows: usize,
+}
+
+/// For each token t < T and slot s < k: `y[(t·k + s)·rows ..] = W[expert ids[t·k + s]]·x[t·x_tok + s·x_slot ..]`.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_gather(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    g: Gather,
+    x: &Buf<f32>,
+    (x_tok, x_slot): (usize, usize),
+    y: &Buf<f32>,
+    ids: &Buf<i32>,
+    (t, k): (usize, usize),
+) -> Result<(), CudaError> {
+    let name = format!("{}_gather", kernel(w.ty).expect("checked at upload"));
+    let f = gpu.function("matvec.cu", SRC, &name)?;
+    let cfg = LaunchConfig {
+        grid_dim: ((g.rows as u32).div_ceil(WARPS), (t * k) as u32, 1),
+        block_dim: (32 * WARPS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [
+        Arg::Ptr(w.bytes.ptr(gpu)),
+        Arg::Ptr(x.ptr(gpu)),
+        Arg::Ptr(y.ptr(gpu)),
+        i(g.rows),
+        i(w.cols),
+        Arg::Ptr(ids.ptr(gpu)),
+        i(k),
+        i(g.stride),
+        i(g.offset),
+        i(x_tok),
+        i(x_slot),
+    ];
+    launch(gpu, &f, &name, cfg, &args)
+}

@@ -3,6 +3,7 @@
 
 use strata_gguf::SplitMix64;
 use strata_model::layers::hc::{hc_read as cpu_read, hc_write as cpu_write};
+use strata_model::weights::MoeWeights;
 
 use crate::buf::Buf;
 use crate::check::normal;
@@ -305,6 +306,76 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
             )?;
             same(&format!("GDN n {n}, window of {t}: state"), &st.m.read(gpu, cpu.m.len()).map_err(e)?, &cpu.m)?;
             cases += 1;
+        }
+    }
+    Ok(cases)
+}
+
+/// Random MoE weights: F32 router, experts of type `ty` (random blocks, valid scales) stacked, a Q8_0
+/// shared expert of its own width, a BF16 shared gate.
+fn random_moe(n: usize, e: usize, f: usize, fs: usize, ty: strata_gguf::GgmlType, rng: &mut SplitMix64) -> MoeWeights {
+    use strata_gguf::{
+        quant::{quantize, random_blocks},
+        GgmlType, TensorBytes,
+    };
+    use strata_model::ops::matvec::Matrix;
+    use strata_model::weights::Stacked;
+    let q = |ty: GgmlType, rows: usize, cols: usize, rng: &mut SplitMix64| {
+        let x: Vec<f32> = (0..rows * cols).map(|_| 2.0 * normal(rng) / (cols as f32).sqrt()).collect();
+        let mut bytes = Vec::new();
+        quantize(ty, &x, &mut bytes).expect("whole blocks");
+        Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) }
+    };
+    let experts = |rows: usize, cols: usize, rng: &mut SplitMix64| Stacked {
+        m: Matrix {
+            ty,
+            rows: rows * e,
+            cols,
+            bytes: TensorBytes::from_vec(random_blocks(ty, rows * e * cols / ty.block_size(), rng)),
+        },
+        stride: rows,
+        offset: 0,
+    };
+    MoeWeights {
+        router: q(GgmlType::F32, e, n, rng),
+        gate_exps: experts(f, n, rng),
+        up_exps: experts(f, n, rng),
+        down_exps: experts(n, f, rng),
+        gate_shexp: q(GgmlType::Q8_0, fs, n, rng),
+        up_shexp: q(GgmlType::Q8_0, fs, n, rng),
+        down_shexp: q(GgmlType::Q8_0, n, fs, rng),
+        shexp_gate: crate::check::bf16_matrix(1, n, 1.0 / (n as f32).sqrt(), rng),
+    }
+}
+
+/// `moe_parity`: the MoE on the GPU for T = 1..8 tokens against the CPU's `moe` token by token (the routed
+/// experts and every output value, bit for bit), with the experts in each type the full model uses.
+pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
+    use strata_gguf::GgmlType;
+    use strata_model::layers::moe::{moe, route};
+    let e = |e: crate::CudaError| e.to_string();
+    let mut rng = SplitMix64::new(seed);
+    let mut cases = 0;
+    for (n, ne, k, f, fs) in [(256usize, 16usize, 4usize, 256usize, 512usize), (1024, 64, 6, 256, 768)] {
+        for ty in [GgmlType::Q2_0, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::Q4_K] {
+            let w = random_moe(n, ne, f, fs, ty, &mut rng);
+            let wg = crate::moe::MoeGpu::upload(gpu, &w, k, f).map_err(e)?;
+            for t in 1..=MAX_T {
+                let x: Vec<f32> = (0..t * n).map(|_| normal(&mut rng)).collect();
+                let xb = Buf::from_host(gpu, &x).map_err(e)?;
+                let (y, ids) = crate::moe::moe(gpu, &wg, &xb, t).map_err(e)?;
+                let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
+                for j in 0..t {
+                    let xj = &x[j * n..(j + 1) * n];
+                    let (want_ids, _) = route(&w, xj, k);
+                    let got: Vec<usize> = ids[j * k..(j + 1) * k].iter().map(|&i| i as usize).collect();
+                    if got != want_ids {
+                        return Err(format!("MoE {ty} n {n}, token {j} of {t}: experts {got:?}, CPU {want_ids:?}"));
+                    }
+                    same(&format!("MoE {ty} n {n}, token {j} of {t}"), &y[j * n..(j + 1) * n], &moe(&w, xj, k, f))?;
+                }
+                cases += 1;
+            }
         }
     }
     Ok(cases)

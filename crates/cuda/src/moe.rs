@@ -1,0 +1,124 @@
+//! Host side of kernels/moe.cu: the MoE of spec §7 for a window of T = 1..8 tokens on the device, the twin
+//! of strata_model::layers::moe (the same bits).
+
+use cudarc::driver::LaunchConfig;
+use strata_model::weights::{MoeWeights, Stacked};
+
+use crate::buf::{launch, Arg, Buf};
+use crate::device::Gpu;
+use crate::error::CudaError;
+use crate::matvec::{matvec, matvec_gather, Gather, MatrixGpu, MAX_T};
+
+const SRC: &str = crate::compile::MOE;
+
+/// A stacked projection of the experts on the device.
+struct StackedGpu {
+    m: MatrixGpu,
+    stride: usize,
+    offset: usize,
+}
+
+impl StackedGpu {
+    fn upload(gpu: &Gpu, s: &Stacked) -> Result<StackedGpu, CudaError> {
+        Ok(StackedGpu { m: MatrixGpu::upload(gpu, &s.m)?, stride: s.stride, offset: s.offset })
+    }
+}
+
+/// A MoE block's weights on the device.
+pub struct MoeGpu {
+    /// Experts E, used k, expert width f, shared width fs, n.
+    pub dims: (usize, usize, usize, usize, usize),
+    router: MatrixGpu,
+    gate: StackedGpu,
+    up: StackedGpu,
+    down: StackedGpu,
+    gate_sh: MatrixGpu,
+    up_sh: MatrixGpu,
+    down_sh: MatrixGpu,
+    sgate: MatrixGpu,
+}
+
+impl MoeGpu {
+    pub fn upload(gpu: &Gpu, w: &MoeWeights, k: usize, f: usize) -> Result<MoeGpu, CudaError> {
+        let (e, n, fs) = (w.router.rows, w.router.cols, w.gate_shexp.rows);
+        if k == 0 || k > 64 || k > e {
+            return Err(CudaError::Shape(format!("MoE: {k} experts used of {e} (at most 64)")));
+        }
+        Ok(MoeGpu {
+            dims: (e, k, f, fs, n),
+            router: MatrixGpu::upload(gpu, &w.router)?,
+            gate: StackedGpu::upload(gpu, &w.gate_exps)?,
+            up: StackedGpu::upload(gpu, &w.up_exps)?,
+            down: StackedGpu::upload(gpu, &w.down_exps)?,
+            gate_sh: MatrixGpu::upload(gpu, &w.gate_shexp)?,
+            up_sh: MatrixGpu::upload(gpu, &w.up_shexp)?,
+            down_sh: MatrixGpu::upload(gpu, &w.down_shexp)?,
+            sgate: MatrixGpu::upload(gpu, &w.shexp_gate)?,
+        })
+    }
+}
+
+fn elementwise(n: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (n.div_ceil(256) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// The block's output for the window's inputs `x` (T rows of n); also the chosen experts (T·k ids).
+pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
+    if !(1..=MAX_T).contains(&t) {
+        return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
+    }
+    let (e, k, f, fs, n) = w.dims;
+    let i = |v: usize| Arg::I32(v as i32);
+    // Routing.
+    let logits = Buf::<f32>::zeros(gpu, t * e)?;
+    matvec(gpu, &w.router, x, &logits, t)?;
+    let (scratch, ids, weights) =
+        (Buf::<f32>::zeros(gpu, t * e)?, Buf::<i32>::zeros(gpu, t * k)?, Buf::<f32>::zeros(gpu, t * k)?);
+    let route = gpu.function("moe.cu", SRC, "moe_route")?;
+    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    let args = [logits.ptr(gpu), scratch.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)]].concat())?;
+    // The routed experts: gate and up of the token's input, the activation, down of each slot's h.
+    let (g, u, h, eo) = (
+        Buf::zeros(gpu, t * k * f)?,
+        Buf::zeros(gpu, t * k * f)?,
+        Buf::zeros(gpu, t * k * f)?,
+        Buf::zeros(gpu, t * k * n)?,
+    );
+    let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
+    matvec_gather(gpu, &w.gate.m, rows(&w.gate, f), x, (n, 0), &g, &ids, (t, k))?;
+    matvec_gather(gpu, &w.up.m, rows(&w.up, f), x, (n, 0), &u, &ids, (t, k))?;
+    let act = gpu.function("moe.cu", SRC, "moe_act")?;
+    launch(
+        gpu,
+        &act,
+        "moe_act",
+        elementwise(t * k * f),
+        &[Arg::Ptr(g.ptr(gpu)), Arg::Ptr(u.ptr(gpu)), Arg::Ptr(h.ptr(gpu)), i(t * k * f)],
+    )?;
+    matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
+    // The shared expert and its gate.
+    let (gs, us, hs, shared, sg) = (
+        Buf::zeros(gpu, t * fs)?,
+        Buf::zeros(gpu, t * fs)?,
+        Buf::zeros(gpu, t * fs)?,
+        Buf::zeros(gpu, t * n)?,
+        Buf::zeros(gpu, t)?,
+    );
+    matvec(gpu, &w.gate_sh, x, &gs, t)?;
+    matvec(gpu, &w.up_sh, x, &us, t)?;
+    launch(
+        gpu,
+        &act,
+        "moe_act",
+        elementwise(t * fs),
+        &[Arg::Ptr(gs.ptr(gpu)), Arg::Ptr(us.ptr(gpu)), Arg::Ptr(hs.ptr(gpu)), i(t * fs)],
+    )?;
+    matvec(gpu, &w.down_sh, &hs, &shared, t)?;
+    matvec(gpu, &w.sgate, x, &sg, t)?;
+    let y = Buf::<f32>::zeros(gpu, t * n)?;
+    let combine = gpu.function("moe.cu", SRC, "moe_combine")?;
+    let args = [eo.ptr(gpu), weights.ptr(gpu), shared.ptr(gpu), sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &combine, "moe_combine", elementwise(t * n), &[&args[..], &[i(n), i(k), i(t)]].concat())?;
+    Ok((y, ids))
+}

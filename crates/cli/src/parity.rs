@@ -41,6 +41,12 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// An attention layer (QSA and dense; fp16, int8, f32 KV) over a sequence in windows against the CPU.
+    #[command(name = "attn_parity")]
+    attn_parity {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// QSA block scores against the CPU (Q = 1..8, full indexer geometry).
     #[command(name = "qsa_parity")]
     qsa_parity {
@@ -79,6 +85,7 @@ pub fn run(c: ParityCommand) -> Result<()> {
         ParityCommand::matvec_parity { seed } => parity::matvec_parity(&gpu, seed),
         ParityCommand::gdn_parity { seed } => parity::gdn_parity(&gpu, seed),
         ParityCommand::moe_parity { seed } => parity::moe_parity(&gpu, seed),
+        ParityCommand::attn_parity { seed } => parity::attn_parity(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: true, seed, .. } => parity::qsa_topk_selftest(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: false, args, seed } => {
             let [ctx, q, reps, cap, mode] = args[..] else {

@@ -8,6 +8,21 @@ typedef unsigned int u32;
 #define WARP 32
 #define CHUNK 8
 
+// fp16 bits to f32 exactly as strata_gguf's f16_to_f32 (NaN payloads kept as they are, no quiet bit added).
+__device__ __forceinline__ float f16_bits_to_f32(unsigned short hb) {
+    const u32 h = hb, sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
+    if (em >= 0x7c00u) return __uint_as_float(sign | 0x7f800000u | ((em & 0x3ffu) << 13));
+    if (em >= 0x0400u) return __uint_as_float(sign | ((em << 13) + ((127u - 15u) << 23)));
+    return __uint_as_float(sign | __float_as_uint(__fmul_rn((float)em, 5.9604644775390625e-8f)));  // 2^-24
+}
+
+// f32 to fp16 bits, round to nearest even (PTX cvt.rn; the `half` crate's f16::from_f32 for every non-NaN).
+__device__ __forceinline__ unsigned short f32_to_f16_bits(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
 __device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(((u32)h) << 16); }
 
 // The butterfly over the warp's lane totals: offsets 16, 8, 4, 2, 1; every lane ends with the same bits.

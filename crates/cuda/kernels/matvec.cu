@@ -5,14 +5,6 @@
 // lane's running total; the butterfly. One warp per row; the row's weights are read once for all T tokens.
 
 // A weight row's chunk c (elements 8c .. 8c + 7) as f32, per type. `row` is the row's first byte.
-// fp16 bits to f32 exactly as strata_gguf's f16_to_f32 (NaN payloads kept as they are, no quiet bit added).
-__device__ __forceinline__ float f16_bits_to_f32(unsigned short hb) {
-    const u32 h = hb, sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
-    if (em >= 0x7c00u) return __uint_as_float(sign | 0x7f800000u | ((em & 0x3ffu) << 13));
-    if (em >= 0x0400u) return __uint_as_float(sign | ((em << 13) + ((127u - 15u) << 23)));
-    return __uint_as_float(sign | __float_as_uint(__fmul_rn((float)em, 5.9604644775390625e-8f)));  // 2^-24
-}
-
 __device__ __forceinline__ unsigned short u16_at(const unsigned char* p) {
     return (unsigned short)(p[0] | (p[1] << 8));
 }

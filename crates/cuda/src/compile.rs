@@ -24,9 +24,12 @@ pub const GDN: &str = include_str!("../kernels/gdn.cu");
 /// The mixture of experts: routing, activation, combination (twin of layers/moe.rs).
 pub const MOE: &str = include_str!("../kernels/moe.cu");
 
+/// The attention layer: norms and rope, the KV append, block keys, gated attention (twin of layers/qsa.rs).
+pub const ATTN: &str = include_str!("../kernels/attn.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 5] =
-    [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC), ("gdn.cu", GDN), ("moe.cu", MOE)];
+pub const KERNEL_FILES: [(&str, &str); 6] =
+    [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC), ("gdn.cu", GDN), ("moe.cu", MOE), ("attn.cu", ATTN)];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.

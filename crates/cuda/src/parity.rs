@@ -380,3 +380,114 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     }
     Ok(cases)
 }
+
+/// A config with the attention geometry (the other fields as the tiny preset's; `qsa` reads only these).
+fn attn_config(d: crate::attn::AttnDims, n: usize) -> strata_model::Config {
+    strata_model::Config {
+        n_layer: 1,
+        kinds: vec![],
+        n_embd: n,
+        vocab: 16,
+        hc: 4,
+        hc_rank: 8,
+        n_head: d.hq,
+        n_head_kv: d.hkv,
+        head_dim: d.dh,
+        eps: 1e-6,
+        rope_dim: d.rot,
+        rope_base: 1e7,
+        context_length: 4096,
+        rope_scaling: None,
+        idx_heads: d.hi,
+        idx_dim: d.di,
+        idx_top_k: d.top_k,
+        ssm_state: 8,
+        ssm_groups: 1,
+        ssm_heads: 1,
+        conv_kernel: 4,
+        n_expert: 1,
+        n_expert_used: 1,
+        expert_ff: 8,
+        shexp_ff: 8,
+        ple: None,
+        nextn_layers: 0,
+        notes: vec![],
+    }
+}
+
+fn random_attn(n: usize, d: crate::attn::AttnDims, rng: &mut SplitMix64) -> strata_model::weights::AttnWeights {
+    use strata_gguf::{quant::quantize, GgmlType, TensorBytes};
+    use strata_model::ops::matvec::Matrix;
+    use strata_model::weights::{AttnWeights, IndexerWeights};
+    let q8 = |rows: usize, cols: usize, rng: &mut SplitMix64| {
+        let x: Vec<f32> = (0..rows * cols).map(|_| normal(rng) / (cols as f32).sqrt()).collect();
+        let mut bytes = Vec::new();
+        quantize(GgmlType::Q8_0, &x, &mut bytes).expect("whole blocks");
+        Matrix { ty: GgmlType::Q8_0, rows, cols, bytes: TensorBytes::from_vec(bytes) }
+    };
+    let gamma = |len: usize, rng: &mut SplitMix64| (0..len).map(|_| 1.0 + 0.1 * normal(rng)).collect::<Vec<f32>>();
+    AttnWeights {
+        q: q8(d.hq * 2 * d.dh, n, rng),
+        k: q8(d.hkv * d.dh, n, rng),
+        v: q8(d.hkv * d.dh, n, rng),
+        q_norm: gamma(d.dh, rng),
+        k_norm: gamma(d.dh, rng),
+        o: q8(n, d.hq * d.dh, rng),
+        indexer: Some(IndexerWeights {
+            q: crate::check::bf16_matrix(d.hi * d.di, n, 1.0 / (n as f32).sqrt(), rng),
+            k: crate::check::bf16_matrix(d.di, n, 1.0 / (n as f32).sqrt(), rng),
+            q_norm: gamma(d.di, rng),
+            k_norm: gamma(d.di, rng),
+        }),
+    }
+}
+
+/// `attn_parity`: an attention layer on the GPU over a token sequence in windows of T = 1, 3, 8 against the
+/// CPU's `qsa` token by token, every output row bit for bit: QSA (blocks of 4, selection sparse after the
+/// first 20 cells) and dense, with fp16, int8 and f32 KV, at a small geometry and the full model's head
+/// geometry (dh 256, rope 64, indexer 4 × 128).
+pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
+    use crate::attn::{attention, AttnDims, AttnGpu, Cells};
+    use strata_model::kv::KvMode;
+    use strata_model::layers::qsa::qsa;
+    use strata_model::ops::rope::{Rope, RopeScaling};
+    use strata_model::state::QsaState;
+    let e = |e: crate::CudaError| e.to_string();
+    let mut rng = SplitMix64::new(seed);
+    let mut cases = 0;
+    let small = AttnDims { hq: 4, hkv: 2, dh: 64, rot: 16, hi: 4, di: 32, top_k: 16 };
+    let full = AttnDims { hq: 8, hkv: 2, dh: 256, rot: 64, hi: 4, di: 128, top_k: 16 };
+    for (n, d, len) in [(256usize, small, 60usize), (2560, full, 44)] {
+        let w = random_attn(n, d, &mut rng);
+        let wg = AttnGpu::upload(gpu, &w, d).map_err(e)?;
+        let c = attn_config(d, n);
+        let rope = Rope::new(d.rot, 1e7, RopeScaling::None);
+        let xs: Vec<f32> = (0..len * n).map(|_| normal(&mut rng)).collect();
+        for kv in [KvMode::F16, KvMode::Int8, KvMode::F32] {
+            for (ratio, cells) in [(4usize, Cells::Qsa(4)), (0, Cells::Dense(usize::MAX))] {
+                let mut st = QsaState::new(&c, kv);
+                let want: Vec<Vec<f32>> =
+                    (0..len).map(|p| qsa(&xs[p * n..(p + 1) * n], &w, &c, &mut st, p, ratio, &rope)).collect();
+                for t in [1usize, 3, 8] {
+                    let mut gs = wg.new_state(gpu, kv, len).map_err(e)?;
+                    for (wi, window) in xs.chunks(t * n).enumerate() {
+                        let tt = window.len() / n;
+                        let xb = Buf::from_host(gpu, window).map_err(e)?;
+                        let y = attention(gpu, &wg, &mut gs, &xb, tt, cells, &rope).map_err(e)?;
+                        let y = y.read(gpu, tt * n).map_err(e)?;
+                        for j in 0..tt {
+                            let p = wi * t + j;
+                            same(
+                                &format!("attention n {n}, {kv:?}, {cells:?}, window {t}, token {p}"),
+                                &y[j * n..(j + 1) * n],
+                                &want[p],
+                            )?;
+                        }
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    Ok(cases)
+}

@@ -1,0 +1,344 @@
+//! Host side of kernels/attn.cu: an attention layer (spec §5) for a window of T = 1..8 tokens on the
+//! device — QSA with its block indexer, or dense when the block size is 0 — the twin of
+//! strata_model::layers::qsa (the same bits). The cache holds `capacity` cells, allocated up front.
+
+use cudarc::driver::LaunchConfig;
+use strata_model::kv::KvMode;
+use strata_model::ops::act::rsqrt;
+use strata_model::ops::rope::Rope;
+use strata_model::weights::AttnWeights;
+
+use crate::buf::{launch, Arg, Buf};
+use crate::device::Gpu;
+use crate::error::CudaError;
+use crate::matvec::{matvec, MatrixGpu, MAX_T};
+
+const SRC: &str = crate::compile::ATTN;
+
+/// The geometry an attention layer needs.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnDims {
+    pub hq: usize,
+    pub hkv: usize,
+    pub dh: usize,
+    pub rot: usize,
+    pub hi: usize,
+    pub di: usize,
+    pub top_k: usize,
+}
+
+pub struct AttnGpu {
+    pub dims: AttnDims,
+    q: MatrixGpu,
+    k: MatrixGpu,
+    v: MatrixGpu,
+    o: MatrixGpu,
+    q_norm: Buf<f32>,
+    k_norm: Buf<f32>,
+    /// The indexer: q and k projections and norms (absent on a dense layer without them).
+    idx: Option<(MatrixGpu, MatrixGpu, Buf<f32>, Buf<f32>)>,
+}
+
+/// One K or V cache on the device in a KV mode.
+pub struct KvGpu {
+    mode: KvMode,
+    halves: Buf<u16>,
+    codes: Buf<i8>,
+    scales: Buf<u16>,
+    floats: Buf<f32>,
+}
+
+impl KvGpu {
+    fn new(gpu: &Gpu, mode: KvMode, dim: usize, cells: usize) -> Result<KvGpu, CudaError> {
+        let (h, c, s, f) = match mode {
+            KvMode::F16 => (cells * dim, 1, 1, 1),
+            KvMode::Int8 => (1, cells * dim, cells * dim / 64, 1),
+            KvMode::F32 => (1, 1, 1, cells * dim),
+        };
+        Ok(KvGpu {
+            mode,
+            halves: Buf::zeros(gpu, h)?,
+            codes: Buf::zeros(gpu, c)?,
+            scales: Buf::zeros(gpu, s)?,
+            floats: Buf::zeros(gpu, f)?,
+        })
+    }
+
+    fn mode_id(&self) -> i32 {
+        match self.mode {
+            KvMode::F16 => 0,
+            KvMode::Int8 => 1,
+            KvMode::F32 => 2,
+        }
+    }
+
+    fn args(&self, gpu: &Gpu) -> [Arg; 4] {
+        [self.halves.ptr(gpu), self.codes.ptr(gpu), self.scales.ptr(gpu), self.floats.ptr(gpu)].map(Arg::Ptr)
+    }
+}
+
+/// An attention layer's state on the device: the caches, the indexer's raw keys (every cell's) and the
+/// complete blocks' keys, and the cells held.
+pub struct AttnStateGpu {
+    k: KvGpu,
+    v: KvGpu,
+    raw: Buf<f32>,
+    blocks: Buf<f32>,
+    pub cells: usize,
+    pub capacity: usize,
+}
+
+impl AttnGpu {
+    pub fn upload(gpu: &Gpu, w: &AttnWeights, dims: AttnDims) -> Result<AttnGpu, CudaError> {
+        let AttnDims { dh, rot, di, hq, hkv, .. } = dims;
+        if !dh.is_multiple_of(8) || !di.is_multiple_of(8) || rot > dh || rot > di || hq % hkv != 0 {
+            return Err(CudaError::Shape(format!("attention dims: dh {dh}, di {di}, rot {rot}, heads {hq}/{hkv}")));
+        }
+        let idx = match &w.indexer {
+            Some(i) => Some((
+                MatrixGpu::upload(gpu, &i.q)?,
+                MatrixGpu::upload(gpu, &i.k)?,
+                Buf::from_host(gpu, &i.q_norm)?,
+                Buf::from_host(gpu, &i.k_norm)?,
+            )),
+            None => None,
+        };
+        Ok(AttnGpu {
+            dims,
+            q: MatrixGpu::upload(gpu, &w.q)?,
+            k: MatrixGpu::upload(gpu, &w.k)?,
+            v: MatrixGpu::upload(gpu, &w.v)?,
+            o: MatrixGpu::upload(gpu, &w.o)?,
+            q_norm: Buf::from_host(gpu, &w.q_norm)?,
+            k_norm: Buf::from_host(gpu, &w.k_norm)?,
+            idx,
+        })
+    }
+
+    pub fn new_state(&self, gpu: &Gpu, mode: KvMode, capacity: usize) -> Result<AttnStateGpu, CudaError> {
+        let dim = self.dims.hkv * self.dims.dh;
+        if mode == KvMode::Int8 && !dim.is_multiple_of(64) {
+            return Err(CudaError::Shape(format!("int8 KV needs whole groups of 64 ({dim})")));
+        }
+        Ok(AttnStateGpu {
+            k: KvGpu::new(gpu, mode, dim, capacity)?,
+            v: KvGpu::new(gpu, mode, dim, capacity)?,
+            raw: Buf::zeros(gpu, capacity * self.dims.di)?,
+            blocks: Buf::zeros(gpu, capacity * self.dims.di)?,
+            cells: 0,
+            capacity,
+        })
+    }
+}
+
+fn warps_cfg(warps: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (warps.div_ceil(4) as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Rope rows (cos, sin pairs) of positions `first .. first + n` as one flat buffer.
+fn rope_rows(gpu: &Gpu, rope: &Rope, positions: impl Iterator<Item = usize>) -> Result<Buf<f32>, CudaError> {
+    let v: Vec<f32> = positions.flat_map(|p| rope.row(p as u64)).flat_map(|(c, s)| [c, s]).collect();
+    Buf::from_host(gpu, &v)
+}
+
+/// How the window's tokens choose their cells.
+#[derive(Clone, Copy, Debug)]
+pub enum Cells {
+    /// QSA with blocks of this many cells.
+    Qsa(usize),
+    /// Every cell, at most the last `window` (the dense layers: `usize::MAX`; the MTP layer: 32,768).
+    Dense(usize),
+}
+
+/// The layer's output for the window's inputs `x` (T rows of n) at positions `cells, cells + 1, …`.
+pub fn attention(
+    gpu: &Gpu,
+    w: &AttnGpu,
+    st: &mut AttnStateGpu,
+    x: &Buf<f32>,
+    t: usize,
+    cells: Cells,
+    rope: &Rope,
+) -> Result<Buf<f32>, CudaError> {
+    if !(1..=MAX_T).contains(&t) || st.cells + t > st.capacity {
+        return Err(CudaError::Shape(format!("a window of {t} tokens at cell {} of {}", st.cells, st.capacity)));
+    }
+    let d = w.dims;
+    let (pos, dim, i) = (st.cells, d.hkv * d.dh, |v: usize| Arg::I32(v as i32));
+    let (qg, kk, vv) = (
+        Buf::<f32>::zeros(gpu, t * d.hq * 2 * d.dh)?,
+        Buf::<f32>::zeros(gpu, t * dim)?,
+        Buf::<f32>::zeros(gpu, t * dim)?,
+    );
+    matvec(gpu, &w.q, x, &qg, t)?;
+    matvec(gpu, &w.k, x, &kk, t)?;
+    matvec(gpu, &w.v, x, &vv, t)?;
+    let rows = rope_rows(gpu, rope, pos..pos + t)?;
+    let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
+    let q = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;
+    let args = [
+        Arg::Ptr(qg.ptr(gpu)),
+        i(d.hq * 2 * d.dh),
+        i(2 * d.dh),
+        Arg::Ptr(q.ptr(gpu)),
+        Arg::Ptr(w.q_norm.ptr(gpu)),
+        Arg::Ptr(rows.ptr(gpu)),
+    ];
+    launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hq), &[&args[..], &[i(d.hq), i(d.dh), i(d.rot), i(t)]].concat())?;
+    let k = Buf::<f32>::zeros(gpu, t * dim)?;
+    let args = [
+        Arg::Ptr(kk.ptr(gpu)),
+        i(dim),
+        i(d.dh),
+        Arg::Ptr(k.ptr(gpu)),
+        Arg::Ptr(w.k_norm.ptr(gpu)),
+        Arg::Ptr(rows.ptr(gpu)),
+    ];
+    launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hkv), &[&args[..], &[i(d.hkv), i(d.dh), i(d.rot), i(t)]].concat())?;
+    let store = gpu.function("attn.cu", SRC, "kv_store")?;
+    for (cache, vals) in [(&st.k, &k), (&st.v, &vv)] {
+        let cfg = if cache.mode == KvMode::Int8 { warps_cfg(t * dim / 64) } else { warps_cfg((t * dim).div_ceil(32)) };
+        let args =
+            [&[Arg::Ptr(vals.ptr(gpu))][..], &cache.args(gpu), &[Arg::I32(cache.mode_id()), i(dim), i(pos), i(t)]]
+                .concat();
+        launch(gpu, &store, "kv_store", cfg, &args)?;
+    }
+    let n_cells: Vec<i32> = (1..=t).map(|j| (pos + j) as i32).collect();
+    let count_host: Vec<i32>;
+    let (ids, ids_stride, count, lo) = match cells {
+        Cells::Dense(window) => {
+            count_host = n_cells.iter().map(|&n| (n as usize).min(window) as i32).collect();
+            let lo: Vec<i32> = n_cells.iter().zip(&count_host).map(|(n, c)| n - c).collect();
+            (None, 0, Buf::from_host(gpu, &count_host)?, Buf::from_host(gpu, &lo)?)
+        }
+        Cells::Qsa(r) => {
+            let (ids, stride, count) = select(gpu, w, st, x, t, r, rope, &n_cells, &rows)?;
+            (Some(ids), stride, count, Buf::<i32>::zeros(gpu, t)?)
+        }
+    };
+    let max_cells = pos + t;
+    let sbuf = Buf::<f32>::zeros(gpu, t * d.hq * max_cells)?;
+    let out = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;
+    let at = gpu.function("attn.cu", SRC, "attend")?;
+    let cfg = LaunchConfig { grid_dim: ((t * d.hq) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let ids_ptr = ids.as_ref().map_or(0, |b| b.ptr(gpu));
+    let args = [
+        &[Arg::Ptr(q.ptr(gpu)), Arg::Ptr(qg.ptr(gpu))][..],
+        &st.k.args(gpu),
+        &st.v.args(gpu),
+        &[Arg::I32(st.k.mode_id()), Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))],
+        &[
+            Arg::Ptr(sbuf.ptr(gpu)),
+            i(max_cells),
+            Arg::Ptr(out.ptr(gpu)),
+            i(d.hq),
+            i(d.hkv),
+            i(d.dh),
+            Arg::F32(rsqrt(d.dh as f32)),
+        ],
+    ]
+    .concat();
+    launch(gpu, &at, "attend", cfg, &args)?;
+    st.cells += t;
+    let y = Buf::<f32>::zeros(gpu, t * w.o.rows)?;
+    matvec(gpu, &w.o, &out, &y, t)?;
+    Ok(y)
+}
+
+/// The indexer for the window: raw keys stored, the blocks they complete keyed, the queries normed and
+/// roped, every complete block scored and the top-k taken (the plan's kernels). Returns the ids (T rows of
+/// `top_k + r − 1`), that stride and the counts.
+#[allow(clippy::too_many_arguments)]
+fn select(
+    gpu: &Gpu,
+    w: &AttnGpu,
+    st: &mut AttnStateGpu,
+    x: &Buf<f32>,
+    t: usize,
+    r: usize,
+    rope: &Rope,
+    n_cells: &[i32],
+    rows: &Buf<f32>,
+) -> Result<(Buf<u32>, usize, Buf<i32>), CudaError> {
+    let d = w.dims;
+    let i = |v: usize| Arg::I32(v as i32);
+    let (iq, ik, qn, kn) =
+        w.idx.as_ref().ok_or_else(|| CudaError::Shape("a QSA layer without indexer weights".into()))?;
+    let pos = st.cells;
+    // Raw keys of the window's cells, straight into the per-cell buffer.
+    let raw_new = Buf::<f32>::zeros(gpu, t * d.di)?;
+    matvec(gpu, ik, x, &raw_new, t)?;
+    let mut view = st.raw.slice.slice_mut(pos * d.di..(pos + t) * d.di);
+    gpu.stream
+        .memcpy_dtod(&raw_new.slice, &mut view)
+        .map_err(|e| CudaError::Driver { what: "copying raw keys".into(), err: e })?;
+    // Blocks completed by the window's cells.
+    let (done_before, done_after) = (pos / r, (pos + t) / r);
+    if done_after > done_before {
+        let n_new = done_after - done_before;
+        let brows = rope_rows(gpu, rope, (done_before..done_after).map(|b| b * r))?;
+        let f = gpu.function("attn.cu", SRC, "block_keys")?;
+        let args = [
+            Arg::Ptr(st.raw.ptr(gpu)),
+            Arg::Ptr(st.blocks.ptr(gpu)),
+            i(done_before),
+            i(n_new),
+            i(r),
+            i(d.di),
+            Arg::Ptr(kn.ptr(gpu)),
+            Arg::Ptr(brows.ptr(gpu)),
+            i(d.rot),
+        ];
+        launch(gpu, &f, "block_keys", warps_cfg(n_new), &args)?;
+    }
+    // Queries, scores of every complete block, selection.
+    let qraw = Buf::<f32>::zeros(gpu, t * d.hi * d.di)?;
+    matvec(gpu, iq, x, &qraw, t)?;
+    let queries = Buf::<f32>::zeros(gpu, t * d.hi * d.di)?;
+    let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
+    let args = [
+        Arg::Ptr(qraw.ptr(gpu)),
+        i(d.hi * d.di),
+        i(d.di),
+        Arg::Ptr(queries.ptr(gpu)),
+        Arg::Ptr(qn.ptr(gpu)),
+        Arg::Ptr(rows.ptr(gpu)),
+    ];
+    launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hi), &[&args[..], &[i(d.hi), i(d.di), i(d.rot), i(t)]].concat())?;
+    let stride = (st.capacity / r).max(1);
+    let scored: Vec<i32> = n_cells.iter().map(|&n| n / r as i32).collect();
+    let (scores, nb, nc) =
+        (Buf::<f32>::zeros(gpu, t * stride)?, Buf::from_host(gpu, &scored)?, Buf::from_host(gpu, n_cells)?);
+    let plan = crate::plan::plan(gpu);
+    crate::qsa::scores(
+        gpu,
+        plan.scores.variant,
+        &st.blocks,
+        &queries,
+        &scores,
+        &nb,
+        done_after,
+        d.di,
+        d.hi,
+        t,
+        stride,
+    )?;
+    let out_stride = d.top_k + r - 1;
+    let (ids, count) = (Buf::<u32>::zeros(gpu, t * out_stride)?, Buf::<i32>::zeros(gpu, t)?);
+    let mut scratch = crate::qsa::TopkScratch::new(gpu, t, stride)?;
+    crate::qsa::topk(
+        gpu,
+        plan.topk.variant,
+        &scores,
+        stride,
+        &nc,
+        d.top_k,
+        r,
+        &ids,
+        out_stride,
+        &count,
+        t,
+        &mut scratch,
+    )?;
+    Ok((ids, out_stride, count))
+}

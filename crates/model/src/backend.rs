@@ -35,25 +35,27 @@ pub trait Backend {
     type State;
     /// The MTP layer's own KV cache.
     type MtpCache;
+    /// What can go wrong on this device (nothing on the CPU; a launch or an allocation on a GPU).
+    type Error;
 
     /// The residual streams of each token: its embedding row repeated hc times.
-    fn embed(&self, tokens: &[u32]) -> Self::Rows;
+    fn embed(&self, tokens: &[u32]) -> Result<Self::Rows, Self::Error>;
     /// The PLE block of spec §6 on each token's streams, in order (it advances the history).
-    fn ple(&self, r: &mut Self::Rows, tokens: &[u32], st: &mut Self::State);
+    fn ple(&self, r: &mut Self::Rows, tokens: &[u32], st: &mut Self::State) -> Result<(), Self::Error>;
     /// The read of spec §3: each token's layer input and its inject scalars (none for the final reads).
-    fn hc_read(&self, r: &Self::Rows, id: HcId) -> (Self::Rows, Self::Rows);
+    fn hc_read(&self, r: &Self::Rows, id: HcId) -> Result<(Self::Rows, Self::Rows), Self::Error>;
     /// `R[c] += y·2σ(inj[c]/hc)` for each token.
-    fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows);
+    fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows) -> Result<(), Self::Error>;
     /// Trunk layer l's token mixer (GDN or attention) for tokens at positions pos, pos + 1, ….
-    fn mixer(&self, l: usize, x: &Self::Rows, st: &mut Self::State, pos: usize) -> Self::Rows;
+    fn mixer(&self, l: usize, x: &Self::Rows, st: &mut Self::State, pos: usize) -> Result<Self::Rows, Self::Error>;
     /// The MoE of spec §7 for each token.
-    fn moe(&self, id: MoeId, x: &Self::Rows) -> Self::Rows;
+    fn moe(&self, id: MoeId, x: &Self::Rows) -> Result<Self::Rows, Self::Error>;
     /// The head: logits of each token from its final read.
-    fn logits(&self, fin: &Self::Rows) -> Vec<Vec<f32>>;
+    fn logits(&self, fin: &Self::Rows) -> Result<Vec<Vec<f32>>, Self::Error>;
     /// The MTP layer's input R' from the streams `r` and the next tokens (spec §0.11).
-    fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Self::Rows;
+    fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error>;
     /// The MTP layer's dense attention over its own cache, for tokens at positions pos, pos + 1, ….
-    fn mtp_attention(&self, x: &Self::Rows, cache: &mut Self::MtpCache, pos: usize) -> Self::Rows;
+    fn mtp_attention(&self, x: &Self::Rows, cache: &mut Self::MtpCache, pos: usize) -> Result<Self::Rows, Self::Error>;
 }
 
 /// One layer's two halves around a token mixer: `mix` for the first half, the MoE `moe` for the second.
@@ -62,14 +64,14 @@ fn layer_step<B: Backend>(
     r: &mut B::Rows,
     (attn, ffn): (HcId, HcId),
     moe: MoeId,
-    mix: impl FnOnce(&B::Rows) -> B::Rows,
-) {
-    let (x, inj) = b.hc_read(r, attn);
-    let y = mix(&x);
-    b.hc_write(r, &y, &inj);
-    let (x, inj) = b.hc_read(r, ffn);
-    let y = b.moe(moe, &x);
-    b.hc_write(r, &y, &inj);
+    mix: impl FnOnce(&B::Rows) -> Result<B::Rows, B::Error>,
+) -> Result<(), B::Error> {
+    let (x, inj) = b.hc_read(r, attn)?;
+    let y = mix(&x)?;
+    b.hc_write(r, &y, &inj)?;
+    let (x, inj) = b.hc_read(r, ffn)?;
+    let y = b.moe(moe, &x)?;
+    b.hc_write(r, &y, &inj)
 }
 
 /// Spec §2 for a window of tokens at positions `pos, pos + 1, …`: the logits of each token, and the
@@ -80,16 +82,16 @@ pub fn forward_window<B: Backend>(
     st: &mut B::State,
     tokens: &[u32],
     pos: usize,
-) -> (Vec<Vec<f32>>, B::Rows) {
-    let mut r = b.embed(tokens);
+) -> Result<(Vec<Vec<f32>>, B::Rows), B::Error> {
+    let mut r = b.embed(tokens)?;
     for l in 0..c.n_layer {
         if c.ple.as_ref().is_some_and(|p| p.layer == l) {
-            b.ple(&mut r, tokens, st);
+            b.ple(&mut r, tokens, st)?;
         }
-        layer_step(b, &mut r, (HcId::Attn(l), HcId::Ffn(l)), MoeId::Layer(l), |x| b.mixer(l, x, st, pos));
+        layer_step(b, &mut r, (HcId::Attn(l), HcId::Ffn(l)), MoeId::Layer(l), |x| b.mixer(l, x, st, pos))?;
     }
-    let (fin, _) = b.hc_read(&r, HcId::Head);
-    (b.logits(&fin), r)
+    let (fin, _) = b.hc_read(&r, HcId::Head)?;
+    Ok((b.logits(&fin)?, r))
 }
 
 /// One MTP draft step (spec §0.11, §9) for each row of `r` (streams at cell pos + i) with `next[i]` the
@@ -100,9 +102,9 @@ pub fn mtp_step<B: Backend>(
     r: &B::Rows,
     next: &[u32],
     pos: usize,
-) -> (Vec<Vec<f32>>, B::Rows) {
-    let mut rp = b.mtp_input(r, next);
-    layer_step(b, &mut rp, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, |x| b.mtp_attention(x, cache, pos));
-    let (fin, _) = b.hc_read(&rp, HcId::MtpHead);
-    (b.logits(&fin), rp)
+) -> Result<(Vec<Vec<f32>>, B::Rows), B::Error> {
+    let mut rp = b.mtp_input(r, next)?;
+    layer_step(b, &mut rp, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, |x| b.mtp_attention(x, cache, pos))?;
+    let (fin, _) = b.hc_read(&rp, HcId::MtpHead)?;
+    Ok((b.logits(&fin)?, rp))
 }

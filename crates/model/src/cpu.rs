@@ -43,69 +43,73 @@ impl Backend for Cpu<'_> {
     type Rows = Vec<Vec<f32>>;
     type State = State;
     type MtpCache = QsaState;
+    type Error = std::convert::Infallible;
 
-    fn embed(&self, tokens: &[u32]) -> Self::Rows {
+    fn embed(&self, tokens: &[u32]) -> Result<Self::Rows, Self::Error> {
         let (c, w) = (&self.model.config, &self.model.weights);
-        tokens
+        Ok(tokens
             .iter()
             .map(|&t| {
                 let mut e = vec![0f32; c.n_embd];
                 w.token_embd.row(t as usize, &mut e);
                 e.repeat(c.hc)
             })
-            .collect()
+            .collect())
     }
 
-    fn ple(&self, r: &mut Self::Rows, tokens: &[u32], st: &mut State) {
+    fn ple(&self, r: &mut Self::Rows, tokens: &[u32], st: &mut State) -> Result<(), Self::Error> {
         let (c, w) = (&self.model.config, &self.model.weights);
-        let (Some(p), Some(pw)) = (&c.ple, &w.ple) else { return };
-        for (row, &t) in r.iter_mut().zip(tokens) {
-            ple(row, pw, c, p, t, &mut st.ple);
+        if let (Some(p), Some(pw)) = (&c.ple, &w.ple) {
+            for (row, &t) in r.iter_mut().zip(tokens) {
+                ple(row, pw, c, p, t, &mut st.ple);
+            }
         }
+        Ok(())
     }
 
-    fn hc_read(&self, r: &Self::Rows, id: HcId) -> (Self::Rows, Self::Rows) {
+    fn hc_read(&self, r: &Self::Rows, id: HcId) -> Result<(Self::Rows, Self::Rows), Self::Error> {
         let (w, hc) = (self.hc_weights(id), self.model.config.hc);
-        r.iter()
+        Ok(r.iter()
             .map(|row| {
                 let read = hc_read(row, w, hc);
                 (read.mixed, read.inject)
             })
-            .unzip()
+            .unzip())
     }
 
-    fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows) {
+    fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows) -> Result<(), Self::Error> {
         for ((row, y), inj) in r.iter_mut().zip(y).zip(inj) {
             hc_write(row, y, inj);
         }
+        Ok(())
     }
 
-    fn mixer(&self, l: usize, x: &Self::Rows, st: &mut State, pos: usize) -> Self::Rows {
+    fn mixer(&self, l: usize, x: &Self::Rows, st: &mut State, pos: usize) -> Result<Self::Rows, Self::Error> {
         let (m, c) = (self.model, &self.model.config);
         let layer: &Layer = &m.weights.layers[l];
-        x.iter()
+        Ok(x.iter()
             .enumerate()
             .map(|(i, x)| match (&layer.mixer, &mut st.layers[l]) {
                 (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn(x, g, c, s),
                 (Mixer::Attn(q), LayerState::Attn(s)) => qsa(x, q, c, s, pos + i, c.ratio(l), &m.rope),
                 _ => unreachable!("state built from the same config"),
             })
-            .collect()
+            .collect())
     }
 
-    fn moe(&self, id: MoeId, x: &Self::Rows) -> Self::Rows {
+    fn moe(&self, id: MoeId, x: &Self::Rows) -> Result<Self::Rows, Self::Error> {
         let (w, c) = (self.moe_weights(id), &self.model.config);
-        x.iter().map(|x| moe(w, x, c.n_expert_used, c.expert_ff)).collect()
+        Ok(x.iter().map(|x| moe(w, x, c.n_expert_used, c.expert_ff)).collect())
     }
 
-    fn logits(&self, fin: &Self::Rows) -> Vec<Vec<f32>> {
-        fin.iter().map(|f| self.model.weights.output.matvec(f)).collect()
+    fn logits(&self, fin: &Self::Rows) -> Result<Vec<Vec<f32>>, Self::Error> {
+        Ok(fin.iter().map(|f| self.model.weights.output.matvec(f)).collect())
     }
 
-    fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Self::Rows {
+    fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error> {
         let (c, w, m) = (&self.model.config, &self.model.weights, self.mtp());
         let n = c.n_embd;
-        r.iter()
+        Ok(r.iter()
             .zip(next)
             .map(|(r, &t)| {
                 let mut e = vec![0f32; n];
@@ -122,12 +126,12 @@ impl Backend for Cpu<'_> {
                 }
                 rp
             })
-            .collect()
+            .collect())
     }
 
-    fn mtp_attention(&self, x: &Self::Rows, cache: &mut QsaState, pos: usize) -> Self::Rows {
+    fn mtp_attention(&self, x: &Self::Rows, cache: &mut QsaState, pos: usize) -> Result<Self::Rows, Self::Error> {
         let (m, c) = (self.model, &self.model.config);
         let Mixer::Attn(q) = &self.mtp().layer.mixer else { unreachable!("the MTP layer is bound as attention") };
-        x.iter().enumerate().map(|(i, x)| qsa_dense(x, q, c, cache, pos + i, &m.rope, MTP_WINDOW)).collect()
+        Ok(x.iter().enumerate().map(|(i, x)| qsa_dense(x, q, c, cache, pos + i, &m.rope, MTP_WINDOW)).collect())
     }
 }

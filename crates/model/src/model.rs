@@ -81,7 +81,7 @@ impl Model {
     /// streams, the same bits as one token at a time.
     pub fn forward_window(&self, state: &mut State, tokens: &[u32]) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
         let pos = state.pos;
-        let out = forward_window(&Cpu { model: self }, &self.config, state, tokens, pos);
+        let Ok(out) = forward_window(&Cpu { model: self }, &self.config, state, tokens, pos);
         state.pos += tokens.len();
         out
     }
@@ -91,7 +91,7 @@ impl Model {
     /// `cache` is the MTP layer's own KV cache (dense attention over at most its last 32,768 cells).
     pub fn mtp_draft(&self, cache: &mut QsaState, r: &[f32], next: u32, pos: usize) -> Option<(Vec<f32>, Vec<f32>)> {
         self.weights.mtp.as_ref()?;
-        let (mut logits, mut rp) = mtp_step(&Cpu { model: self }, cache, &vec![r.to_vec()], &[next], pos);
+        let Ok((mut logits, mut rp)) = mtp_step(&Cpu { model: self }, cache, &vec![r.to_vec()], &[next], pos);
         Some((logits.remove(0), rp.remove(0)))
     }
 

@@ -58,6 +58,9 @@ pub trait Backend {
     fn mtp_attention(&self, x: &Self::Rows, cache: &mut Self::MtpCache, pos: usize) -> Result<Self::Rows, Self::Error>;
 }
 
+/// Each token's logits, and the window's residual streams after the last layer.
+pub type Step<B> = Result<(Vec<Vec<f32>>, <B as Backend>::Rows), <B as Backend>::Error>;
+
 /// One layer's two halves around a token mixer: `mix` for the first half, the MoE `moe` for the second.
 fn layer_step<B: Backend>(
     b: &B,
@@ -82,7 +85,7 @@ pub fn forward_window<B: Backend>(
     st: &mut B::State,
     tokens: &[u32],
     pos: usize,
-) -> Result<(Vec<Vec<f32>>, B::Rows), B::Error> {
+) -> Step<B> {
     let mut r = b.embed(tokens)?;
     for l in 0..c.n_layer {
         if c.ple.as_ref().is_some_and(|p| p.layer == l) {
@@ -102,7 +105,7 @@ pub fn mtp_step<B: Backend>(
     r: &B::Rows,
     next: &[u32],
     pos: usize,
-) -> Result<(Vec<Vec<f32>>, B::Rows), B::Error> {
+) -> Step<B> {
     let mut rp = b.mtp_input(r, next)?;
     layer_step(b, &mut rp, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, |x| b.mtp_attention(x, cache, pos))?;
     let (fin, _) = b.hc_read(&rp, HcId::MtpHead)?;

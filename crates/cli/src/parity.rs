@@ -47,6 +47,18 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// The whole forward pass on the GPU against the CPU, logits bit for bit (windows of 1, 4 and 8).
+    #[command(name = "forward_parity")]
+    forward_parity {
+        /// The model file.
+        model: std::path::PathBuf,
+        /// Tokens to run.
+        #[arg(long, default_value_t = 90)]
+        tokens: usize,
+        /// KV cache storage: fp16, int8 or f32.
+        #[arg(long, default_value = "fp16")]
+        kv: strata_model::KvMode,
+    },
     /// QSA block scores against the CPU (Q = 1..8, full indexer geometry).
     #[command(name = "qsa_parity")]
     qsa_parity {
@@ -86,6 +98,10 @@ pub fn run(c: ParityCommand) -> Result<()> {
         ParityCommand::gdn_parity { seed } => parity::gdn_parity(&gpu, seed),
         ParityCommand::moe_parity { seed } => parity::moe_parity(&gpu, seed),
         ParityCommand::attn_parity { seed } => parity::attn_parity(&gpu, seed),
+        ParityCommand::forward_parity { model, tokens, kv } => {
+            let m = strata_model::Model::open(&model, strata_model::RopeScaling::None)?;
+            parity::forward_parity(&gpu, &m, tokens, kv)
+        }
         ParityCommand::qsa_topk_parity { selftest: true, seed, .. } => parity::qsa_topk_selftest(&gpu, seed),
         ParityCommand::qsa_topk_parity { selftest: false, args, seed } => {
             let [ctx, q, reps, cap, mode] = args[..] else {

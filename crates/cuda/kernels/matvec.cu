@@ -350,6 +350,23 @@ __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, cons
     if (lane == 0) y[(size_t)ts * rows + row] = v;
 }
 
+// Embedding rows: token t's row of W (cols values) dequantized and written hc times, the residual streams
+// R = [e, e, …] (spec §2). One block per token.
+template <typename W>
+__device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* __restrict__ ids,
+                           float* __restrict__ out, int cols, int hc) {
+    const int t = blockIdx.x;
+    const unsigned char* r = wbase + (size_t)ids[t] * ((size_t)(cols / W::BS) * W::TS);
+    for (int c = threadIdx.x; c < cols / CHUNK; c += blockDim.x) {
+        float w[8];
+        W::chunk(r, c, w);
+        for (int s = 0; s < hc; ++s) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) out[((size_t)t * hc + s) * cols + CHUNK * c + e] = w[e];
+        }
+    }
+}
+
 #define MATVEC(NAME, W)                                                                                       \
     extern "C" __global__ void NAME(const unsigned char* __restrict__ w, const float* __restrict__ x,          \
                                     float* __restrict__ y, int rows, int cols, int T) {                       \
@@ -359,6 +376,10 @@ __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, cons
                                              float* __restrict__ y, int rows, int cols, const int* ids, int k, \
                                              int stride, int offset, int x_tok, int x_slot) {                  \
         matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                    \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
+                                            float* __restrict__ out, int cols, int hc) {                       \
+        embed_rows<W>(w, ids, out, cols, hc);                                                                 \
     }
 
 MATVEC(matvec_f32, F32W)

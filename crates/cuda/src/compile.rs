@@ -27,9 +27,19 @@ pub const MOE: &str = include_str!("../kernels/moe.cu");
 /// The attention layer: norms and rope, the KV append, block keys, gated attention (twin of layers/qsa.rs).
 pub const ATTN: &str = include_str!("../kernels/attn.cu");
 
+/// The PLE block for one token (twin of layers/ple.rs).
+pub const PLE: &str = include_str!("../kernels/ple.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 6] =
-    [("hc.cu", HC), ("qsa.cu", QSA), ("matvec.cu", MATVEC), ("gdn.cu", GDN), ("moe.cu", MOE), ("attn.cu", ATTN)];
+pub const KERNEL_FILES: [(&str, &str); 7] = [
+    ("hc.cu", HC),
+    ("qsa.cu", QSA),
+    ("matvec.cu", MATVEC),
+    ("gdn.cu", GDN),
+    ("moe.cu", MOE),
+    ("attn.cu", ATTN),
+    ("ple.cu", PLE),
+];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.

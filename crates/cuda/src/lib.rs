@@ -9,6 +9,7 @@ pub mod check;
 pub mod compile;
 pub mod device;
 pub mod error;
+pub mod forward;
 pub mod gdn;
 pub mod hc;
 pub mod matvec;

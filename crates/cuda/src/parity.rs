@@ -491,3 +491,34 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
     }
     Ok(cases)
 }
+
+/// `forward_parity`: the whole forward pass (the one layer loop over the CUDA back-end) against the CPU's,
+/// logits bit for bit, for `len` tokens in windows of T = 1, 4 and 8 with the given KV mode; the same greedy
+/// token at every position follows.
+pub fn forward_parity(
+    gpu: &std::sync::Arc<Gpu>,
+    model: &strata_model::Model,
+    len: usize,
+    kv: strata_model::KvMode,
+) -> Outcome {
+    use strata_model::backend::forward_window;
+    let e = |e: crate::CudaError| e.to_string();
+    let vocab = model.config.vocab as u32;
+    let tokens: Vec<u32> = (0..len as u32).map(|i| (i * 7919 + 13) % (vocab - 3) + 3).collect();
+    let mut cpu = model.new_state(kv).map_err(|e| e.to_string())?;
+    let want: Vec<Vec<f32>> = tokens.iter().map(|&t| model.forward(&mut cpu, t)).collect();
+    let cuda = crate::forward::CudaForward::upload(gpu.clone(), model).map_err(e)?;
+    let mut cases = 0;
+    for t in [1usize, 4, 8] {
+        let mut st = cuda.new_state(kv, len).map_err(e)?;
+        for (wi, window) in tokens.chunks(t).enumerate() {
+            let (logits, _) = forward_window(&cuda, &model.config, &mut st, window, wi * t).map_err(e)?;
+            for (j, row) in logits.iter().enumerate() {
+                let p = wi * t + j;
+                same(&format!("forward, {kv:?}, windows of {t}, token {p}"), row, &want[p])?;
+            }
+        }
+        cases += 1;
+    }
+    Ok(cases)
+}

@@ -79,13 +79,7 @@ fn layer_step<B: Backend>(
 
 /// Spec §2 for a window of tokens at positions `pos, pos + 1, …`: the logits of each token, and the
 /// residual streams after the last layer (the MTP layer's input).
-pub fn forward_window<B: Backend>(
-    b: &B,
-    c: &Config,
-    st: &mut B::State,
-    tokens: &[u32],
-    pos: usize,
-) -> Step<B> {
+pub fn forward_window<B: Backend>(b: &B, c: &Config, st: &mut B::State, tokens: &[u32], pos: usize) -> Step<B> {
     let mut r = b.embed(tokens)?;
     for l in 0..c.n_layer {
         if c.ple.as_ref().is_some_and(|p| p.layer == l) {
@@ -99,13 +93,7 @@ pub fn forward_window<B: Backend>(
 
 /// One MTP draft step (spec §0.11, §9) for each row of `r` (streams at cell pos + i) with `next[i]` the
 /// token at the following cell: the draft logits and R', which feeds the next draft step.
-pub fn mtp_step<B: Backend>(
-    b: &B,
-    cache: &mut B::MtpCache,
-    r: &B::Rows,
-    next: &[u32],
-    pos: usize,
-) -> Step<B> {
+pub fn mtp_step<B: Backend>(b: &B, cache: &mut B::MtpCache, r: &B::Rows, next: &[u32], pos: usize) -> Step<B> {
     let mut rp = b.mtp_input(r, next)?;
     layer_step(b, &mut rp, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, |x| b.mtp_attention(x, cache, pos))?;
     let (fin, _) = b.hc_read(&rp, HcId::MtpHead)?;

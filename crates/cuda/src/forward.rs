@@ -1,0 +1,304 @@
+//! The CUDA back-end of the forward pass: [`strata_model::backend::Backend`] on the device, so the one
+//! layer loop (`forward_window`) runs here too. Every operation is a twin of the CPU's (the parity tools
+//! check each, and `strata parity forward_parity` the whole pass). Activations stay on the device; the
+//! logits come back to the host.
+
+use std::sync::Arc;
+
+use strata_model::backend::{Backend, HcId, MoeId};
+use strata_model::config::LayerKind;
+use strata_model::kv::KvMode;
+use strata_model::layers::ple::ple_rows;
+use strata_model::weights::{Mixer, PleWeights};
+use strata_model::Model;
+
+use crate::attn::{attention, AttnDims, AttnGpu, AttnStateGpu, Cells};
+use crate::buf::{launch, Arg, Buf};
+use crate::device::Gpu;
+use crate::error::CudaError;
+use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
+use crate::hc::{hc_read, hc_write, HcGpu, HcScratch};
+use crate::matvec::{embed, matvec, MatrixGpu};
+use crate::moe::{moe, MoeGpu};
+
+/// A window's rows on the device: `t` rows of `width` values.
+pub struct Rows {
+    pub buf: Buf<f32>,
+    pub t: usize,
+    pub width: usize,
+}
+
+enum MixerGpu {
+    Gdn(GdnGpu),
+    Attn(AttnGpu, Cells),
+}
+
+struct LayerGpu {
+    hc_attn: HcGpu,
+    mixer: MixerGpu,
+    hc_ffn: HcGpu,
+    moe: MoeGpu,
+}
+
+struct PleGpu {
+    key: MatrixGpu,
+    value: MatrixGpu,
+    norm_key: Buf<f32>,
+    norm_query: Buf<f32>,
+    norm_conv: Buf<f32>,
+    conv: Buf<f32>,
+}
+
+/// The model's weights on the device.
+pub struct CudaForward<'a> {
+    pub gpu: Arc<Gpu>,
+    model: &'a Model,
+    embd: MatrixGpu,
+    output: MatrixGpu,
+    layers: Vec<LayerGpu>,
+    head: HcGpu,
+    ple: Option<PleGpu>,
+    scratch: HcScratch,
+}
+
+enum LayerStateGpu {
+    Gdn(GdnStateGpu),
+    Attn(Box<AttnStateGpu>),
+}
+
+/// A conversation's state on the device (and the PLE token history on the host).
+pub struct CudaState {
+    layers: Vec<LayerStateGpu>,
+    ple_prev: Vec<u64>,
+    ple_hist: Option<Buf<f32>>,
+}
+
+impl<'a> CudaForward<'a> {
+    /// Copies the model's weights to the device; a weight type without a kernel is refused by name.
+    pub fn upload(gpu: Arc<Gpu>, model: &'a Model) -> Result<CudaForward<'a>, CudaError> {
+        let (c, w) = (&model.config, &model.weights);
+        let g = &*gpu;
+        let dims = AttnDims {
+            hq: c.n_head,
+            hkv: c.n_head_kv,
+            dh: c.head_dim,
+            rot: c.rope_dim,
+            hi: c.idx_heads,
+            di: c.idx_dim,
+            top_k: c.idx_top_k,
+        };
+        let mut layers = Vec::with_capacity(c.n_layer);
+        for (l, lw) in w.layers.iter().enumerate() {
+            let mixer = match (&lw.mixer, c.kinds[l]) {
+                (Mixer::Gdn(gw), _) => MixerGpu::Gdn(GdnGpu::upload(g, gw, (c.ssm_state, c.ssm_groups, c.ssm_heads))?),
+                (Mixer::Attn(aw), LayerKind::Attn { ratio }) => {
+                    let cells = if ratio > 0 { Cells::Qsa(ratio) } else { Cells::Dense(usize::MAX) };
+                    MixerGpu::Attn(AttnGpu::upload(g, aw, dims)?, cells)
+                }
+                (Mixer::Attn(_), LayerKind::Gdn) => unreachable!("weights bound from the same config"),
+            };
+            layers.push(LayerGpu {
+                hc_attn: HcGpu::upload(g, &lw.hc_attn, c.hc)?,
+                mixer,
+                hc_ffn: HcGpu::upload(g, &lw.hc_ffn, c.hc)?,
+                moe: MoeGpu::upload(g, &lw.moe, c.n_expert_used, c.expert_ff)?,
+            });
+        }
+        let ple = match &w.ple {
+            Some(p) => Some(upload_ple(g, p)?),
+            None => None,
+        };
+        Ok(CudaForward {
+            embd: MatrixGpu::upload(g, &w.token_embd)?,
+            output: MatrixGpu::upload(g, &w.output)?,
+            head: HcGpu::upload(g, &w.output_hc, c.hc)?,
+            scratch: HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?,
+            layers,
+            ple,
+            model,
+            gpu,
+        })
+    }
+
+    /// A fresh conversation of at most `capacity` cells.
+    pub fn new_state(&self, kv: KvMode, capacity: usize) -> Result<CudaState, CudaError> {
+        let c = &self.model.config;
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(match &l.mixer {
+                    MixerGpu::Gdn(g) => LayerStateGpu::Gdn(g.new_state(&self.gpu)?),
+                    MixerGpu::Attn(a, _) => LayerStateGpu::Attn(Box::new(a.new_state(&self.gpu, kv, capacity)?)),
+                })
+            })
+            .collect::<Result<Vec<_>, CudaError>>()?;
+        let (ple_prev, ple_hist) = match &c.ple {
+            Some(p) => {
+                (vec![p.eos_token_id; p.ngram_size - 1], Some(Buf::zeros(&self.gpu, p.history() * c.hc * c.n_embd)?))
+            }
+            None => (Vec::new(), None),
+        };
+        Ok(CudaState { layers, ple_prev, ple_hist })
+    }
+
+    fn hc(&self, id: HcId) -> Result<&HcGpu, CudaError> {
+        match id {
+            HcId::Attn(l) => Ok(&self.layers[l].hc_attn),
+            HcId::Ffn(l) => Ok(&self.layers[l].hc_ffn),
+            HcId::Head => Ok(&self.head),
+            _ => Err(mtp_pending()),
+        }
+    }
+}
+
+fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
+    Ok(PleGpu {
+        key: MatrixGpu::upload(g, &p.key)?,
+        value: MatrixGpu::upload(g, &p.value)?,
+        norm_key: Buf::from_host(g, &p.norm_key)?,
+        norm_query: Buf::from_host(g, &p.norm_query)?,
+        norm_conv: Buf::from_host(g, &p.norm_conv)?,
+        conv: Buf::from_host(g, &p.conv)?,
+    })
+}
+
+fn mtp_pending() -> CudaError {
+    CudaError::Shape("the MTP draft layer does not run on the GPU yet".into())
+}
+
+/// A copy of `len` values of `src` into a new buffer.
+fn copy(gpu: &Gpu, src: &Buf<f32>, len: usize) -> Result<Buf<f32>, CudaError> {
+    let mut out = Buf::<f32>::zeros(gpu, len)?;
+    let mut view = out.slice.slice_mut(0..len);
+    gpu.stream
+        .memcpy_dtod(&src.slice.slice(0..len), &mut view)
+        .map_err(|err| CudaError::Driver { what: "copying on the device".into(), err })?;
+    Ok(out)
+}
+
+impl Backend for CudaForward<'_> {
+    type Rows = Rows;
+    type State = CudaState;
+    type MtpCache = ();
+    type Error = CudaError;
+
+    fn embed(&self, tokens: &[u32]) -> Result<Rows, CudaError> {
+        let c = &self.model.config;
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let (t, width) = (tokens.len(), c.hc * c.n_embd);
+        let buf = Buf::zeros(&self.gpu, t * width)?;
+        embed(&self.gpu, &self.embd, &Buf::from_host(&self.gpu, &ids)?, &buf, t, c.hc)?;
+        Ok(Rows { buf, t, width })
+    }
+
+    fn ple(&self, r: &mut Rows, tokens: &[u32], st: &mut CudaState) -> Result<(), CudaError> {
+        let (c, g) = (&self.model.config, &*self.gpu);
+        let (Some(p), Some(pg), Some(pw), Some(hist)) = (&c.ple, &self.ple, &self.model.weights.ple, &st.ple_hist)
+        else {
+            return Ok(());
+        };
+        let (n, hc, m) = (c.n_embd, c.hc, p.row_dim);
+        let wide = hc * n;
+        for (i, &t) in tokens.iter().enumerate() {
+            // The table rows are read on the host, from the memory-mapped file.
+            let mut emb = vec![0f32; p.embd_dim()];
+            for (h, row) in ple_rows(p, t, &st.ple_prev).into_iter().enumerate() {
+                pw.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
+            }
+            st.ple_prev.rotate_right(1);
+            st.ple_prev[0] = t as u64;
+            let eb = Buf::from_host(g, &emb)?;
+            let (key, value) = (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, n)?);
+            matvec(g, &pg.key, &eb, &key, 1)?;
+            matvec(g, &pg.value, &eb, &value, 1)?;
+            let (query, gated, z) =
+                (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?);
+            let row = r.buf.ptr(g) + (i * wide * 4) as u64;
+            let f = g.function("ple.cu", crate::compile::PLE, "ple_gate_z")?;
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (32 * hc as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let args = [
+                key.ptr(g),
+                row,
+                query.ptr(g),
+                value.ptr(g),
+                pg.norm_key.ptr(g),
+                pg.norm_query.ptr(g),
+                pg.norm_conv.ptr(g),
+                gated.ptr(g),
+                z.ptr(g),
+            ];
+            launch(
+                g,
+                &f,
+                "ple_gate_z",
+                cfg,
+                &[&args.map(Arg::Ptr)[..], &[Arg::I32(n as i32), Arg::I32(hc as i32)]].concat(),
+            )?;
+            let f = g.function("ple.cu", crate::compile::PLE, "ple_conv")?;
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (wide.div_ceil(256) as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let args = [row, gated.ptr(g), z.ptr(g), hist.ptr(g), pg.conv.ptr(g)].map(Arg::Ptr);
+            let ints = [wide, p.conv_kernel, p.ngram_size].map(|v| Arg::I32(v as i32));
+            launch(g, &f, "ple_conv", cfg, &[&args[..], &ints[..]].concat())?;
+        }
+        Ok(())
+    }
+
+    fn hc_read(&self, r: &Rows, id: HcId) -> Result<(Rows, Rows), CudaError> {
+        let (c, g) = (&self.model.config, &*self.gpu);
+        let w = self.hc(id)?;
+        let p = r.buf.ptr(g);
+        hc_read(g, w, p, p, None, r.t, &self.scratch)?;
+        let mixed = Rows { buf: copy(g, &self.scratch.mixed, r.t * c.n_embd)?, t: r.t, width: c.n_embd };
+        let inj_len = if w.has_inject() { r.t * c.hc } else { 0 };
+        let inj = Rows { buf: copy(g, &self.scratch.inj, inj_len.max(1))?, t: r.t, width: c.hc };
+        Ok((mixed, inj))
+    }
+
+    fn hc_write(&self, r: &mut Rows, y: &Rows, inj: &Rows) -> Result<(), CudaError> {
+        let c = &self.model.config;
+        hc_write(&self.gpu, r.buf.ptr(&self.gpu), &y.buf, &inj.buf, c.n_embd, c.hc, r.t)
+    }
+
+    fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, _pos: usize) -> Result<Rows, CudaError> {
+        let g = &*self.gpu;
+        let n = self.model.config.n_embd;
+        let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
+            (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
+            (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
+                attention(g, w, s, &x.buf, x.t, *cells, &self.model.rope)?
+            }
+            _ => unreachable!("state built from the same layers"),
+        };
+        Ok(Rows { buf, t: x.t, width: n })
+    }
+
+    fn moe(&self, id: MoeId, x: &Rows) -> Result<Rows, CudaError> {
+        let MoeId::Layer(l) = id else { return Err(mtp_pending()) };
+        let (buf, _) = moe(&self.gpu, &self.layers[l].moe, &x.buf, x.t)?;
+        Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
+    }
+
+    fn logits(&self, fin: &Rows) -> Result<Vec<Vec<f32>>, CudaError> {
+        let vocab = self.output.rows;
+        let y = Buf::<f32>::zeros(&self.gpu, fin.t * vocab)?;
+        matvec(&self.gpu, &self.output, &fin.buf, &y, fin.t)?;
+        Ok(y.read(&self.gpu, fin.t * vocab)?.chunks(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    fn mtp_input(&self, _r: &Rows, _next: &[u32]) -> Result<Rows, CudaError> {
+        Err(mtp_pending())
+    }
+
+    fn mtp_attention(&self, _x: &Rows, _cache: &mut (), _pos: usize) -> Result<Rows, CudaError> {
+        Err(mtp_pending())
+    }
+}

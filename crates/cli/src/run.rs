@@ -1,15 +1,19 @@
-//! `strata run`: generate text (or ids) with a model on the CPU.
+//! `strata run`: generate text (or ids) with a model, on the GPU or the CPU.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
+use strata_cuda::forward::{plan_bytes, CudaDecoder, CudaForward};
+use strata_cuda::Gpu;
 use strata_engine::chat::{ChatTemplate, Message};
-use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Stop};
+use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
-use strata_model::{KvMode, Model, RopeScaling};
+use strata_model::backend::{CpuDecoder, Decoder};
+use strata_model::{KvMode, Model, RopeScaling, State};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -48,9 +52,9 @@ pub struct RunArgs {
     /// Scaling factor for linear or yarn (default: max-context / trained context).
     #[arg(long)]
     rope_scale: Option<f64>,
-    /// Where the forward pass runs: cpu (the reference engine). The GPU forward pass is not built yet;
-    /// the CUDA kernels are exercised by `strata parity` and `strata bench`.
-    #[arg(long, default_value = "cpu")]
+    /// Where the forward pass runs: cuda (GPU 0), cpu (the reference engine), or auto (the GPU when
+    /// one opens, else the CPU). Both give the same bits.
+    #[arg(long, default_value = "auto")]
     device: String,
     /// KV cache storage: fp16, int8, or f32 (unrounded: for checks against float references).
     #[arg(long, default_value = "fp16")]
@@ -78,11 +82,7 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    match a.device.as_str() {
-        "cpu" => {}
-        "cuda" | "gpu" => bail!("--device {}: the GPU forward pass is not built yet; use --device cpu", a.device),
-        other => bail!("--device {other:?}: use cpu"),
-    }
+    let gpu = open_device(&a)?;
     if let Some(t) = a.threads {
         if t == 0 {
             bail!("--threads must be at least 1");
@@ -127,18 +127,6 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("{}", p.display()))?)),
         None => None,
     };
-    let mut state = match &a.load_state {
-        Some(p) => {
-            let f = File::open(p).with_context(|| format!("{}", p.display()))?;
-            let st = strata_model::State::load(&model.config, std::io::BufReader::new(f))
-                .with_context(|| format!("{}", p.display()))?;
-            if st.kv_mode != a.kv {
-                bail!("{}: saved with --kv {:?}, not {:?}", p.display(), st.kv_mode, a.kv);
-            }
-            st
-        }
-        None => model.new_state(a.kv)?,
-    };
     let cfg = GenerateConfig {
         n_predict: a.n_predict,
         stops,
@@ -146,9 +134,102 @@ pub fn run(a: RunArgs) -> Result<()> {
         max_context,
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
     };
-    let mut out = std::io::stdout().lock();
     let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0 };
-    let generated = generate(&model, &mut state, &prompt, &cfg, |event| match event {
+    let generated = match gpu {
+        Some(gpu) => {
+            let mut dec = cuda_decoder(gpu, &model, a.kv, max_context)?;
+            decode(&mut dec, &prompt, &cfg, &mut dump, &mut printer)?
+        }
+        None => {
+            let state = match &a.load_state {
+                Some(p) => load_state(&model, p, a.kv)?,
+                None => model.new_state(a.kv)?,
+            };
+            let mut dec = CpuDecoder { model: &model, state };
+            let generated = decode(&mut dec, &prompt, &cfg, &mut dump, &mut printer)?;
+            if let Some(p) = &a.save_state {
+                // The saved conversation includes the last generated token.
+                complete_state(&mut dec, &generated, max_context)?;
+                save_state(&model, &dec.state, p)?;
+            }
+            generated
+        }
+    };
+    if generated.stop == Stop::ContextFull {
+        eprintln!("stopped: the context is full (--max-context {max_context})");
+    }
+    let rate = |n: usize, t: std::time::Duration| n as f64 / t.as_secs_f64().max(1e-9);
+    eprintln!(
+        "prompt: {} tokens in {:.2} s ({:.1} tok/s); decode: {} tokens in {:.2} s ({:.1} tok/s)",
+        generated.prompt_tokens,
+        generated.prompt_time.as_secs_f64(),
+        rate(generated.prompt_tokens, generated.prompt_time),
+        generated.tokens.len(),
+        generated.decode_time.as_secs_f64(),
+        rate(generated.tokens.len().saturating_sub(1), generated.decode_time)
+    );
+    Ok(())
+}
+
+/// The GPU to run on, or `None` for the CPU, from `--device`.
+fn open_device(a: &RunArgs) -> Result<Option<Arc<Gpu>>> {
+    let state_flags = a.load_state.is_some() || a.save_state.is_some();
+    match a.device.as_str() {
+        "cpu" => Ok(None),
+        "cuda" | "gpu" => {
+            if state_flags {
+                bail!("--load-state and --save-state run on the CPU for now; add --device cpu");
+            }
+            Ok(Some(Gpu::new(0).context("--device cuda")?))
+        }
+        "auto" if state_flags => Ok(None),
+        "auto" => match Gpu::new(0) {
+            Ok(gpu) => Ok(Some(gpu)),
+            Err(e) => {
+                eprintln!("note: running on the CPU ({e})");
+                Ok(None)
+            }
+        },
+        other => bail!("--device {other:?}: use auto, cuda or cpu"),
+    }
+}
+
+/// The model's weights and a conversation of `cells` on the GPU, after checking that they fit.
+fn cuda_decoder(gpu: Arc<Gpu>, model: &Model, kv: KvMode, cells: usize) -> Result<CudaDecoder<'_>> {
+    let (weights, caches) = plan_bytes(model, kv, cells);
+    let (free, _) = gpu.memory()?;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    eprintln!(
+        "device: {}: weights {:.2} GiB + caches for {cells} cells {:.2} GiB; {:.2} GiB free",
+        gpu.name,
+        gib(weights),
+        gib(caches),
+        gib(free as u64)
+    );
+    if weights + caches > free as u64 {
+        bail!(
+            "the model and its caches need {:.2} GiB on {}, {:.2} GiB free: lower --max-context, use --kv int8, \
+             or --device cpu",
+            gib(weights + caches),
+            gpu.name,
+            gib(free as u64)
+        );
+    }
+    let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;
+    let state = fwd.new_state(kv, cells).context("allocating the caches")?;
+    Ok(CudaDecoder { fwd, state, pos: 0 })
+}
+
+/// Runs the generation loop, printing tokens and writing logits rows as they come.
+fn decode(
+    dec: &mut dyn Decoder,
+    prompt: &[u32],
+    cfg: &GenerateConfig,
+    dump: &mut Option<BufWriter<File>>,
+    printer: &mut Printer,
+) -> Result<Generated> {
+    let mut out = std::io::stdout().lock();
+    let generated = generate(dec, prompt, cfg, |event| match event {
         Event::Logits(l) => match dump.as_mut() {
             Some(d) => d.write_all(&l.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()),
             None => Ok(()),
@@ -166,31 +247,27 @@ pub fn run(a: RunArgs) -> Result<()> {
         e => e.into(),
     })?;
     printer.finish(&mut out)?;
-    if generated.stop == Stop::ContextFull {
-        eprintln!("stopped: the context is full (--max-context {max_context})");
-    }
-    if let Some(mut d) = dump {
+    if let Some(d) = dump.as_mut() {
         d.flush()?;
     }
-    if let Some(p) = &a.save_state {
-        // The saved conversation includes the last generated token.
-        complete_state(&model, &mut state, &generated, max_context);
-        // Written beside the target and renamed, so an interrupted save never leaves a half checkpoint.
-        let tmp = p.with_extension("partial");
-        let f = File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
-        state.save(&model.config, BufWriter::new(f)).with_context(|| format!("{}", tmp.display()))?;
-        std::fs::rename(&tmp, p).with_context(|| format!("{}", p.display()))?;
+    Ok(generated)
+}
+
+fn load_state(model: &Model, p: &std::path::Path, kv: KvMode) -> Result<State> {
+    let f = File::open(p).with_context(|| format!("{}", p.display()))?;
+    let st = State::load(&model.config, std::io::BufReader::new(f)).with_context(|| format!("{}", p.display()))?;
+    if st.kv_mode != kv {
+        bail!("{}: saved with --kv {:?}, not {:?}", p.display(), st.kv_mode, kv);
     }
-    let rate = |n: usize, t: std::time::Duration| n as f64 / t.as_secs_f64().max(1e-9);
-    eprintln!(
-        "prompt: {} tokens in {:.2} s ({:.1} tok/s); decode: {} tokens in {:.2} s ({:.1} tok/s)",
-        generated.prompt_tokens,
-        generated.prompt_time.as_secs_f64(),
-        rate(generated.prompt_tokens, generated.prompt_time),
-        generated.tokens.len(),
-        generated.decode_time.as_secs_f64(),
-        rate(generated.tokens.len().saturating_sub(1), generated.decode_time)
-    );
+    Ok(st)
+}
+
+/// Written beside the target and renamed, so an interrupted save never leaves a half checkpoint.
+fn save_state(model: &Model, state: &State, p: &std::path::Path) -> Result<()> {
+    let tmp = p.with_extension("partial");
+    let f = File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
+    state.save(&model.config, BufWriter::new(f)).with_context(|| format!("{}", tmp.display()))?;
+    std::fs::rename(&tmp, p).with_context(|| format!("{}", p.display()))?;
     Ok(())
 }
 

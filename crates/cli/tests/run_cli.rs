@@ -78,10 +78,29 @@ fn dump_logits_is_the_same_bytes_across_runs_and_threads() {
     assert!(a == one);
 }
 
+#[test]
+fn cuda_gives_the_cpu_bytes() {
+    if let Err(e) = strata_cuda::Gpu::new(0) {
+        eprintln!("SKIPPED: needs a GPU ({e}); run on the device machine");
+        return;
+    }
+    for kv in ["fp16", "int8", "f32"] {
+        let cpu = dump(&["--device", "cpu", "--kv", kv], &format!("cpu-{kv}.f32"));
+        let gpu = dump(&["--device", "cuda", "--kv", kv], &format!("gpu-{kv}.f32"));
+        assert!(cpu == gpu, "--kv {kv}: the GPU's logits differ from the CPU's");
+    }
+}
+
 fn one_line_error(out: &Output) -> String {
     assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr.clone()).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    // Notes (which device runs, the device's plan) may come before the error.
+    let all = String::from_utf8(out.stderr.clone()).unwrap();
+    let err: String = all.lines().filter(|l| !l.starts_with("note:") && !l.starts_with("device:")).collect();
+    assert_eq!(
+        all.trim_end().lines().filter(|l| !l.starts_with("note:") && !l.starts_with("device:")).count(),
+        1,
+        "{all:?}"
+    );
     err
 }
 
@@ -107,6 +126,10 @@ fn bad_input_is_one_line_and_nonzero() {
     assert!(err.contains("--frobnicate"), "{err}");
     let err = one_line_error(&strata(&["run", "-m", m], dir()));
     assert!(err.contains("prompt"), "{err}");
+    let err = one_line_error(&strata(&["run", "-m", m, "-p", "x", "--device", "tpu"], dir()));
+    assert!(err.contains("tpu"), "{err}");
+    let err = one_line_error(&strata(&["run", "-m", m, "-p", "x", "--device", "cuda", "--save-state", "s"], dir()));
+    assert!(err.contains("--device cpu"), "{err}");
     let err = one_line_error(&strata(&["synth", "--preset", "huge", "-o", "/tmp/x.gguf"], dir()));
     assert!(err.contains("huge"), "{err}");
 }

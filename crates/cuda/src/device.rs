@@ -50,6 +50,12 @@ impl Gpu {
         Ok(Arc::new(Gpu { ctx, stream, name, arch, driver_version: v, sm_count, modules: Mutex::new(HashMap::new()) }))
     }
 
+    /// (free, total) device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), CudaError> {
+        self.ctx.bind_to_thread().check("binding the context")?;
+        cudarc::driver::result::mem_get_info().check("reading the free memory")
+    }
+
     /// `sm_90` and the like.
     pub fn arch_name(&self) -> String {
         format!("sm_{}{}", self.arch.0, self.arch.1)

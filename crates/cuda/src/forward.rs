@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use strata_model::backend::{Backend, HcId, MoeId};
+use strata_model::backend::{forward_window, Backend, Decoder, HcId, MoeId};
 use strata_model::config::LayerKind;
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::ple_rows;
@@ -301,4 +301,54 @@ impl Backend for CudaForward<'_> {
     fn mtp_attention(&self, _x: &Rows, _cache: &mut (), _pos: usize) -> Result<Rows, CudaError> {
         Err(mtp_pending())
     }
+}
+
+/// The CUDA back-end with a conversation's state: what the generation loop drives on a GPU.
+pub struct CudaDecoder<'a> {
+    pub fwd: CudaForward<'a>,
+    pub state: CudaState,
+    pub pos: usize,
+}
+
+impl Decoder for CudaDecoder<'_> {
+    fn vocab(&self) -> usize {
+        self.fwd.model.config.vocab
+    }
+
+    fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn window(&self) -> usize {
+        crate::matvec::MAX_T
+    }
+
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
+        let (logits, _) = forward_window(&self.fwd, &self.fwd.model.config, &mut self.state, tokens, self.pos)
+            .map_err(|e| e.to_string())?;
+        self.pos += tokens.len();
+        Ok(logits)
+    }
+}
+
+/// What a model takes on the device at a context of `cells`: (weights, caches) in bytes. The PLE table
+/// stays on the host.
+pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> (u64, u64) {
+    let weights: u64 = model
+        .gguf
+        .tensors()
+        .filter(|(_, t)| t.name != "per_layer_token_embd.weight" && !t.name.contains(".nextn."))
+        .map(|(_, t)| t.ty.bytes_for(t.n_elements).unwrap_or(0))
+        .sum();
+    let c = &model.config;
+    let dim = (c.n_head_kv * c.head_dim) as u64;
+    let per_cell = match kv {
+        KvMode::F16 => 2 * dim,
+        KvMode::Int8 => dim + 2 * dim / 64,
+        KvMode::F32 => 4 * dim,
+    };
+    let attn_layers = (0..c.n_layer).filter(|&l| c.is_attn(l)).count() as u64;
+    // K and V, and the indexer's raw and block keys (f32).
+    let caches = attn_layers * cells as u64 * (2 * per_cell + 2 * 4 * c.idx_dim as u64);
+    (weights, caches)
 }

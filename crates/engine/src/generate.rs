@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use strata_model::{Model, State};
+use strata_model::backend::Decoder;
 
 use crate::sampler::{Sampler, SamplerConfig};
 
@@ -54,26 +54,28 @@ pub enum GenerateError {
     TokenOutOfVocab { id: u32, vocab: usize },
     #[error("the context ({held} tokens held) and the prompt ({prompt} tokens) exceed the context of {max} cells")]
     PromptTooLong { held: usize, prompt: usize, max: usize },
+    #[error("the device: {0}")]
+    Device(String),
     /// The caller's event handler failed (a closed pipe, say).
     #[error(transparent)]
     Caller(#[from] std::io::Error),
 }
 
-/// Runs `prompt` through `model` on `state`, then generates. The state ends holding the prompt and every
-/// generated token but the last (which has not been through the model); [`complete_state`] adds it.
+/// Runs `prompt` through the decoder (in windows of its size), then generates. The decoder ends holding
+/// the prompt and every generated token but the last (which has not been through the model);
+/// [`complete_state`] adds it.
 pub fn generate(
-    model: &Model,
-    state: &mut State,
+    dec: &mut dyn Decoder,
     prompt: &[u32],
     cfg: &GenerateConfig,
     mut on_event: impl FnMut(Event) -> std::io::Result<()>,
 ) -> Result<Generated, GenerateError> {
-    check_prompt(model, state, prompt, cfg.max_context)?;
+    check_prompt(&*dec, prompt, cfg.max_context)?;
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let t0 = Instant::now();
     let mut logits = Vec::new();
-    for &t in prompt {
-        logits = model.forward(state, t);
+    for window in prompt.chunks(dec.window().max(1)) {
+        logits = dec.forward(window).map_err(GenerateError::Device)?.pop().unwrap_or_default();
     }
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
@@ -92,34 +94,35 @@ pub fn generate(
         if tokens.len() == cfg.n_predict {
             break Stop::Length;
         }
-        if state.pos >= cfg.max_context {
+        if dec.position() >= cfg.max_context {
             break Stop::ContextFull;
         }
-        logits = model.forward(state, next);
+        logits = dec.forward(&[next]).map_err(GenerateError::Device)?.pop().unwrap_or_default();
     };
     Ok(Generated { tokens, stop, prompt_tokens: prompt.len(), prompt_time, decode_time: t1.elapsed() })
 }
 
 /// Feeds the last generated token through the model (when the context has room), so the state holds the
 /// whole conversation: what a checkpoint saves.
-pub fn complete_state(model: &Model, state: &mut State, generated: &Generated, max_context: usize) {
+pub fn complete_state(dec: &mut dyn Decoder, generated: &Generated, max_context: usize) -> Result<(), GenerateError> {
     if let Some(&last) = generated.tokens.last() {
-        if state.pos < max_context {
-            model.forward(state, last);
+        if dec.position() < max_context {
+            dec.forward(&[last]).map_err(GenerateError::Device)?;
         }
     }
+    Ok(())
 }
 
-fn check_prompt(model: &Model, state: &State, prompt: &[u32], max: usize) -> Result<(), GenerateError> {
+fn check_prompt(dec: &dyn Decoder, prompt: &[u32], max: usize) -> Result<(), GenerateError> {
     if prompt.is_empty() {
         return Err(GenerateError::EmptyPrompt);
     }
-    let vocab = model.config.vocab;
+    let vocab = dec.vocab();
     if let Some(&id) = prompt.iter().find(|&&t| t as usize >= vocab) {
         return Err(GenerateError::TokenOutOfVocab { id, vocab });
     }
-    if state.pos + prompt.len() > max {
-        return Err(GenerateError::PromptTooLong { held: state.pos, prompt: prompt.len(), max });
+    if dec.position() + prompt.len() > max {
+        return Err(GenerateError::PromptTooLong { held: dec.position(), prompt: prompt.len(), max });
     }
     Ok(())
 }

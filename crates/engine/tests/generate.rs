@@ -4,6 +4,7 @@ use std::path::Path;
 
 use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
 use strata_engine::sampler::SamplerConfig;
+use strata_model::backend::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling};
 
 fn model() -> Model {
@@ -17,9 +18,9 @@ fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
 
 /// Runs a generation and records its events as a string: `L` for logits, the id for a token.
 fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, GenerateError>, String) {
-    let mut st = m.new_state(KvMode::F16).unwrap();
+    let mut dec = CpuDecoder { model: m, state: m.new_state(KvMode::F16).unwrap() };
     let mut log = String::new();
-    let r = generate(m, &mut st, prompt, c, |e| {
+    let r = generate(&mut dec, prompt, c, |e| {
         match e {
             Event::Logits(l) => {
                 assert_eq!(l.len(), m.config.vocab);
@@ -74,15 +75,15 @@ fn a_completed_state_continues_like_one_run() {
     let m = model();
     let prompt: Vec<u32> = (0..20).map(|i| (i * 91 + 7) % 3000).collect();
     let c = cfg(6, vec![], 4096);
-    let mut st = m.new_state(KvMode::F16).unwrap();
-    let first = generate(&m, &mut st, &prompt, &c, |_| Ok(())).unwrap();
-    complete_state(&m, &mut st, &first, 4096);
-    assert_eq!(st.pos, prompt.len() + first.tokens.len());
+    let mut dec = CpuDecoder { model: &m, state: m.new_state(KvMode::F16).unwrap() };
+    let first = generate(&mut dec, &prompt, &c, |_| Ok(())).unwrap();
+    complete_state(&mut dec, &first, 4096).unwrap();
+    assert_eq!(dec.position(), prompt.len() + first.tokens.len());
     // Continuing with a new turn equals one run over the whole conversation.
     let turn = [11u32, 12, 13];
-    let cont = generate(&m, &mut st, &turn, &c, |_| Ok(())).unwrap();
+    let cont = generate(&mut dec, &turn, &c, |_| Ok(())).unwrap();
     let whole: Vec<u32> = prompt.iter().chain(&first.tokens).chain(&turn).copied().collect();
-    let mut fresh = m.new_state(KvMode::F16).unwrap();
-    let once = generate(&m, &mut fresh, &whole, &c, |_| Ok(())).unwrap();
+    let mut fresh = CpuDecoder { model: &m, state: m.new_state(KvMode::F16).unwrap() };
+    let once = generate(&mut fresh, &whole, &c, |_| Ok(())).unwrap();
     assert_eq!(cont.tokens, once.tokens);
 }

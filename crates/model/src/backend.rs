@@ -99,3 +99,38 @@ pub fn mtp_step<B: Backend>(b: &B, cache: &mut B::MtpCache, r: &B::Rows, next: &
     let (fin, _) = b.hc_read(&rp, HcId::MtpHead)?;
     Ok((b.logits(&fin)?, rp))
 }
+
+/// A model and one conversation's state on some device: what the generation loop drives.
+pub trait Decoder {
+    fn vocab(&self) -> usize;
+    /// Tokens held (the position of the next one).
+    fn position(&self) -> usize;
+    /// The most tokens one `forward` call takes.
+    fn window(&self) -> usize;
+    /// Runs `tokens` at the current position: the logits of each.
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String>;
+}
+
+/// The CPU back-end with a conversation's state.
+pub struct CpuDecoder<'a> {
+    pub model: &'a crate::Model,
+    pub state: crate::State,
+}
+
+impl Decoder for CpuDecoder<'_> {
+    fn vocab(&self) -> usize {
+        self.model.config.vocab
+    }
+
+    fn position(&self) -> usize {
+        self.state.pos
+    }
+
+    fn window(&self) -> usize {
+        8
+    }
+
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(self.model.forward_window(&mut self.state, tokens).0)
+    }
+}

@@ -215,6 +215,11 @@ fn cuda_decoder(gpu: Arc<Gpu>, model: &Model, kv: KvMode, cells: usize) -> Resul
             gib(free as u64)
         );
     }
+    if !strata_cuda::plan::is_kept(&gpu) {
+        eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
+    }
+    gpu.load_all().context("compiling the kernels")?;
+    strata_cuda::plan::plan(&gpu);
     let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;
     let state = fwd.new_state(kv, cells).context("allocating the caches")?;
     Ok(CudaDecoder { fwd, state, pos: 0 })

@@ -78,6 +78,28 @@ impl Gpu {
         module.load_function(name).check(&format!("kernel {name} of kernels/{file}"))
     }
 
+    /// Loads every kernel file, compiling those not cached in parallel, so that a first start pays for
+    /// compilation up front rather than inside the first token's time.
+    pub fn load_all(&self) -> Result<(), CudaError> {
+        let ptx: Vec<Result<String, CudaError>> = std::thread::scope(|s| {
+            let jobs: Vec<_> = crate::compile::KERNEL_FILES
+                .iter()
+                .map(|&(file, source)| s.spawn(move || self.ptx(file, source)))
+                .collect();
+            jobs.into_iter()
+                .map(|j| j.join().unwrap_or_else(|_| Err(CudaError::Shape("NVRTC panicked".into()))))
+                .collect()
+        });
+        let mut m = self.modules.lock().expect("module cache lock");
+        for (&(file, _), ptx) in crate::compile::KERNEL_FILES.iter().zip(ptx) {
+            if !m.contains_key(file) {
+                let module = self.ctx.load_module(Ptx::from_src(ptx?)).check(&format!("loading kernels/{file}"))?;
+                m.insert(file, module);
+            }
+        }
+        Ok(())
+    }
+
     /// PTX for `source`, from the disk cache or NVRTC.
     fn ptx(&self, file: &str, source: &str) -> Result<String, CudaError> {
         let key = format!(

@@ -32,6 +32,11 @@ pub struct Plan {
 
 static PLAN: OnceLock<Plan> = OnceLock::new();
 
+/// Whether this card's plan is already kept on disk (else the first [`plan`] runs the checks).
+pub fn is_kept(gpu: &Gpu) -> bool {
+    kept_path(gpu).and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| parse(&t)).is_some()
+}
+
 /// This process's plan: from the switches, the disk, or the checks (then kept on disk).
 pub fn plan(gpu: &Gpu) -> &'static Plan {
     PLAN.get_or_init(|| {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device call: `strata run` on the GPU against the CPU, on the tiny and small synthetic models:
+# the logits rows it dumps must be the same bytes (every KV mode, a chat prompt as text, and a context past
+# the trained one, where YaRN scaling is on), then the decode rate of each back-end. Run from the repo root
+# with the release binary carried in .dev/strata.
+set -uo pipefail
+bin=${STRATA_BIN:-.dev/strata}
+export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
+t=$(mktemp -d)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+$bin synth --preset tiny -o $t/tiny.gguf >/dev/null
+$bin synth --preset small -o $t/small.gguf >/dev/null
+ids=$(seq -s, 1 40)
+same() { # name, then the arguments of both runs
+  local name=$1; shift
+  $bin run "$@" --device cpu --dump-logits $t/cpu.f32 >$t/cpu.out 2>$t/cpu.err || { echo "$name: cpu failed"; cat $t/cpu.err; return; }
+  $bin run "$@" --device cuda --dump-logits $t/gpu.f32 >$t/gpu.out 2>$t/gpu.err || { echo "$name: cuda failed"; cat $t/gpu.err; return; }
+  if cmp -s $t/cpu.f32 $t/gpu.f32 && cmp -s $t/cpu.out $t/gpu.out; then
+    echo "$name: SAME ($(stat -c %s $t/cpu.f32) bytes of logits, $(wc -c <$t/cpu.out) bytes of output)"
+  else
+    echo "$name: DIFFER"
+  fi
+  echo "  cpu: $(tail -1 $t/cpu.err)"
+  echo "  gpu: $(grep '^device:' $t/gpu.err)"
+  echo "  gpu: $(tail -1 $t/gpu.err)"
+}
+for kv in fp16 int8 f32; do
+  same "tiny ids --kv $kv" -m $t/tiny.gguf --prompt-tokens $ids -n 64 --ignore-eos --kv $kv
+done
+same "tiny chat text" -m $t/tiny.gguf -p "Hello there, how are you?" --chat -n 48 --ignore-eos
+same "tiny yarn 2x context" -m $t/tiny.gguf --prompt-tokens $ids -n 32 --ignore-eos --max-context 16384
+same "tiny sampled" -m $t/tiny.gguf --prompt-tokens $ids -n 32 --ignore-eos --temp 0.8 --top-p 0.9 --seed 7
+for kv in fp16 int8; do
+  same "small ids --kv $kv" -m $t/small.gguf --prompt-tokens $ids -n 64 --ignore-eos --kv $kv --max-context 4096
+done

@@ -13,9 +13,9 @@ $bin synth --preset small -o $t/small.gguf >/dev/null
 ids=$(seq -s, 1 40)
 # The first start on a bare machine (kernels compiled, variants checked), then a second start.
 for start in first second; do
-  t0=$(date +%s.%N)
+  t0=$(date +%s%N)
   $bin run -m $t/tiny.gguf --prompt-tokens 1,2,3 -n 4 --device cuda 2>$t/start.err >/dev/null
-  echo "$start start to exit: $(echo "$(date +%s.%N) - $t0" | bc) s"; grep -v '^prompt' $t/start.err
+  echo "$start start to exit: $(( ($(date +%s%N) - t0) / 1000000 )) ms"; grep -v '^prompt' $t/start.err
 done
 same() { # name, then the arguments of both runs
   local name=$1; shift

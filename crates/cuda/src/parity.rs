@@ -509,7 +509,7 @@ pub fn forward_parity(
     let want: Vec<Vec<f32>> = tokens.iter().map(|&t| model.forward(&mut cpu, t)).collect();
     let cuda = crate::forward::CudaForward::upload(gpu.clone(), model).map_err(e)?;
     let mut cases = 0;
-    for t in [1usize, 4, 8] {
+    for t in 1..=crate::matvec::MAX_T {
         let mut st = cuda.new_state(kv, len).map_err(e)?;
         for (wi, window) in tokens.chunks(t).enumerate() {
             let (logits, _) = forward_window(&cuda, &model.config, &mut st, window, wi * t).map_err(e)?;

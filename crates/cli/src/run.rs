@@ -135,11 +135,23 @@ pub fn run(a: RunArgs) -> Result<()> {
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
     };
     let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0 };
-    let generated = match gpu {
+    let cuda = match gpu {
         Some(gpu) => {
-            let mut dec = cuda_decoder(gpu, &model, a.kv, max_context)?;
-            decode(&mut dec, &prompt, &cfg, &mut dump, &mut printer)?
+            check_fits(&gpu, &model, a.kv, max_context)?;
+            match cuda_decoder(gpu, &model, a.kv, max_context) {
+                Ok(dec) => Some(dec),
+                // A model with a weight layout the kernels do not take yet still runs, on the CPU.
+                Err(e) if a.device == "auto" => {
+                    eprintln!("note: running on the CPU: {e:#}");
+                    None
+                }
+                Err(e) => return Err(e),
+            }
         }
+        None => None,
+    };
+    let generated = match cuda {
+        Some(mut dec) => decode(&mut dec, &prompt, &cfg, &mut dump, &mut printer)?,
         None => {
             let state = match &a.load_state {
                 Some(p) => load_state(&model, p, a.kv)?,
@@ -194,8 +206,8 @@ fn open_device(a: &RunArgs) -> Result<Option<Arc<Gpu>>> {
     }
 }
 
-/// The model's weights and a conversation of `cells` on the GPU, after checking that they fit.
-fn cuda_decoder(gpu: Arc<Gpu>, model: &Model, kv: KvMode, cells: usize) -> Result<CudaDecoder<'_>> {
+/// Prints what the model takes on the GPU and refuses one that does not fit, with the numbers.
+fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> {
     let (weights, caches) = plan_bytes(model, kv, cells);
     let (free, _) = gpu.memory()?;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
@@ -215,6 +227,11 @@ fn cuda_decoder(gpu: Arc<Gpu>, model: &Model, kv: KvMode, cells: usize) -> Resul
             gib(free as u64)
         );
     }
+    Ok(())
+}
+
+/// The model's weights and a conversation of `cells` on the GPU.
+fn cuda_decoder(gpu: Arc<Gpu>, model: &Model, kv: KvMode, cells: usize) -> Result<CudaDecoder<'_>> {
     if !strata_cuda::plan::is_kept(&gpu) {
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
     }

@@ -309,20 +309,11 @@ fn select(
     let scored: Vec<i32> = n_cells.iter().map(|&n| n / r as i32).collect();
     let (scores, nb, nc) =
         (Buf::<f32>::zeros(gpu, t * stride)?, Buf::from_host(gpu, &scored)?, Buf::from_host(gpu, n_cells)?);
+    // Every scorer gives the same bits; the plan's fastest where it takes this shape, else the reference.
     let plan = crate::plan::plan(gpu);
-    crate::qsa::scores(
-        gpu,
-        plan.scores.variant,
-        &st.blocks,
-        &queries,
-        &scores,
-        &nb,
-        done_after,
-        d.di,
-        d.hi,
-        t,
-        stride,
-    )?;
+    let fits = plan.scores.variant.fits(d.hi, d.di);
+    let scorer = if fits { plan.scores.variant } else { crate::qsa::ScoresVariant::Butterfly };
+    crate::qsa::scores(gpu, scorer, &st.blocks, &queries, &scores, &nb, done_after, d.di, d.hi, t, stride)?;
     let out_stride = d.top_k + r - 1;
     let (ids, count) = (Buf::<u32>::zeros(gpu, t * out_stride)?, Buf::<i32>::zeros(gpu, t)?);
     let mut scratch = crate::qsa::TopkScratch::new(gpu, t, stride)?;

@@ -48,6 +48,12 @@ impl ScoresVariant {
         }
     }
 
+    /// Whether this scorer takes `hi` indexer heads of `di` (the halving and streaming scorers keep a
+    /// query set of at most 4 heads of up to 256 in registers).
+    pub fn fits(self, hi: usize, di: usize) -> bool {
+        !matches!(self, ScoresVariant::Halve | ScoresVariant::Stream) || (hi <= 4 && di <= 32 * 8)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ScoresVariant::Butterfly => "butterfly",
@@ -125,7 +131,7 @@ pub fn scores(
     if n_blocks == 0 {
         return Ok(());
     }
-    if matches!(v, ScoresVariant::Halve | ScoresVariant::Stream) && (hi > 4 || di > 32 * 8) {
+    if !v.fits(hi, di) {
         return Err(CudaError::Shape(format!(
             "the {} scorer takes up to 4 heads of up to 256 ({hi} of {di})",
             v.name()

@@ -135,10 +135,15 @@ pub fn run(a: RunArgs) -> Result<()> {
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
     };
     let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0 };
+    // A saved conversation continues on either device.
+    let saved = match &a.load_state {
+        Some(p) => Some(load_state(&model, p, a.kv)?),
+        None => None,
+    };
     let cuda = match gpu {
         Some(gpu) => {
             check_fits(&gpu, &model, a.kv, max_context)?;
-            match cuda_decoder(gpu, &model, a.kv, max_context) {
+            match cuda_decoder(gpu, &model, a.kv, max_context, saved.as_ref()) {
                 Ok(dec) => Some(dec),
                 // A model with a weight layout the kernels do not take yet still runs, on the CPU.
                 Err(e) if a.device == "auto" => {
@@ -150,23 +155,29 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         None => None,
     };
-    let generated = match cuda {
-        Some(mut dec) => decode(&mut dec, &prompt, &cfg, &mut dump, &mut printer)?,
+    let mut cpu;
+    let mut gpu_dec;
+    let dec: &mut dyn Decoder = match cuda {
+        Some(d) => {
+            gpu_dec = d;
+            &mut gpu_dec
+        }
         None => {
-            let state = match &a.load_state {
-                Some(p) => load_state(&model, p, a.kv)?,
+            let state = match saved {
+                Some(s) => s,
                 None => model.new_state(a.kv)?,
             };
-            let mut dec = CpuDecoder { model: &model, state };
-            let generated = decode(&mut dec, &prompt, &cfg, &mut dump, &mut printer)?;
-            if let Some(p) = &a.save_state {
-                // The saved conversation includes the last generated token.
-                complete_state(&mut dec, &generated, max_context)?;
-                save_state(&model, &dec.state, p)?;
-            }
-            generated
+            cpu = CpuDecoder { model: &model, state };
+            &mut cpu
         }
     };
+    let generated = decode(dec, &prompt, &cfg, &mut dump, &mut printer)?;
+    if let Some(p) = &a.save_state {
+        // The saved conversation includes the last generated token.
+        complete_state(dec, &generated, max_context)?;
+        let state = dec.snapshot().map_err(|e| anyhow!("reading the state back from the device: {e}"))?;
+        save_state(&model, &state, p)?;
+    }
     if generated.stop == Stop::ContextFull {
         eprintln!("stopped: the context is full (--max-context {max_context})");
     }
@@ -185,16 +196,9 @@ pub fn run(a: RunArgs) -> Result<()> {
 
 /// The GPU to run on, or `None` for the CPU, from `--device`.
 fn open_device(a: &RunArgs) -> Result<Option<Arc<Gpu>>> {
-    let state_flags = a.load_state.is_some() || a.save_state.is_some();
     match a.device.as_str() {
         "cpu" => Ok(None),
-        "cuda" | "gpu" => {
-            if state_flags {
-                bail!("--load-state and --save-state run on the CPU for now; add --device cpu");
-            }
-            Ok(Some(Gpu::new(0).context("--device cuda")?))
-        }
-        "auto" if state_flags => Ok(None),
+        "cuda" | "gpu" => Ok(Some(Gpu::new(0).context("--device cuda")?)),
         "auto" => match Gpu::new(0) {
             Ok(gpu) => Ok(Some(gpu)),
             Err(e) => {
@@ -231,15 +235,24 @@ fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> 
 }
 
 /// The model's weights and a conversation of `cells` on the GPU.
-fn cuda_decoder(gpu: Arc<Gpu>, model: &Model, kv: KvMode, cells: usize) -> Result<CudaDecoder<'_>> {
+fn cuda_decoder<'a>(
+    gpu: Arc<Gpu>,
+    model: &'a Model,
+    kv: KvMode,
+    cells: usize,
+    saved: Option<&State>,
+) -> Result<CudaDecoder<'a>> {
     if !strata_cuda::plan::is_kept(&gpu) {
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
     }
     gpu.load_all().context("compiling the kernels")?;
     strata_cuda::plan::plan(&gpu);
     let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;
-    let state = fwd.new_state(kv, cells).context("allocating the caches")?;
-    Ok(CudaDecoder { fwd, state, pos: 0 })
+    let (state, pos) = match saved {
+        Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),
+        None => (fwd.new_state(kv, cells).context("allocating the caches")?, 0),
+    };
+    Ok(CudaDecoder { fwd, state, pos })
 }
 
 /// Runs the generation loop, printing tokens and writing logits rows as they come.

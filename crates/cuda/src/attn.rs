@@ -3,9 +3,10 @@
 //! strata_model::layers::qsa (the same bits). The cache holds `capacity` cells, allocated up front.
 
 use cudarc::driver::LaunchConfig;
-use strata_model::kv::KvMode;
+use strata_model::kv::{KvMode, KvStore, INT8_GROUP};
 use strata_model::ops::act::rsqrt;
 use strata_model::ops::rope::Rope;
+use strata_model::state::QsaState;
 use strata_model::weights::AttnWeights;
 
 use crate::buf::{launch, Arg, Buf};
@@ -72,6 +73,31 @@ impl KvGpu {
         }
     }
 
+    /// The first `cells` cells as the CPU's store holds them.
+    fn download(&self, gpu: &Gpu, dim: usize, cells: usize) -> Result<KvStore, CudaError> {
+        let n = cells * dim;
+        let (h, c, s, f) = match self.mode {
+            KvMode::F16 => (n, 0, 0, 0),
+            KvMode::Int8 => (0, n, n / INT8_GROUP, 0),
+            KvMode::F32 => (0, 0, 0, n),
+        };
+        let parts = (
+            self.halves.read_at(gpu, 0, h)?,
+            self.codes.read_at(gpu, 0, c)?,
+            self.scales.read_at(gpu, 0, s)?,
+            self.floats.read_at(gpu, 0, f)?,
+        );
+        KvStore::from_parts(self.mode, dim, parts.0, parts.1, parts.2, parts.3, cells).map_err(CudaError::Shape)
+    }
+
+    fn upload(&mut self, gpu: &Gpu, store: &KvStore) -> Result<(), CudaError> {
+        let (h, c, s, f) = store.parts();
+        self.halves.write_at(gpu, 0, h)?;
+        self.codes.write_at(gpu, 0, c)?;
+        self.scales.write_at(gpu, 0, s)?;
+        self.floats.write_at(gpu, 0, f)
+    }
+
     fn args(&self, gpu: &Gpu) -> [Arg; 4] {
         [self.halves.ptr(gpu), self.codes.ptr(gpu), self.scales.ptr(gpu), self.floats.ptr(gpu)].map(Arg::Ptr)
     }
@@ -128,6 +154,52 @@ impl AttnGpu {
             cells: 0,
             capacity,
         })
+    }
+}
+
+impl AttnGpu {
+    /// A layer's state as the CPU holds it (checkpoints): the caches' cells, and on a QSA layer of block
+    /// size `ratio` the complete blocks' keys and the raw keys of the incomplete block.
+    pub fn download_state(&self, gpu: &Gpu, st: &AttnStateGpu, ratio: usize) -> Result<QsaState, CudaError> {
+        let (dim, di, cells) = (self.dims.hkv * self.dims.dh, self.dims.di, st.cells);
+        let (raw, blocks) = match ratio {
+            0 => (Vec::new(), Vec::new()),
+            r => {
+                let done = cells / r;
+                (st.raw.read_at(gpu, done * r * di, (cells - done * r) * di)?, st.blocks.read_at(gpu, 0, done * di)?)
+            }
+        };
+        Ok(QsaState { k: st.k.download(gpu, dim, cells)?, v: st.v.download(gpu, dim, cells)?, raw, blocks })
+    }
+
+    /// A layer's state from the CPU's, in a cache of `capacity` cells.
+    pub fn state_from_host(
+        &self,
+        gpu: &Gpu,
+        q: &QsaState,
+        capacity: usize,
+        ratio: usize,
+    ) -> Result<AttnStateGpu, CudaError> {
+        let cells = q.k.len();
+        if cells > capacity {
+            return Err(CudaError::Shape(format!("the saved context holds {cells} cells, more than {capacity}")));
+        }
+        let di = self.dims.di;
+        let (raw, blocks) = if ratio > 0 { ((cells % ratio) * di, cells / ratio * di) } else { (0, 0) };
+        if q.raw.len() != raw || q.blocks.len() != blocks || q.v.len() != cells {
+            return Err(CudaError::Shape(format!(
+                "a saved attention layer of {cells} cells has arrays of other sizes"
+            )));
+        }
+        let mut st = self.new_state(gpu, q.k.mode(), capacity)?;
+        st.k.upload(gpu, &q.k)?;
+        st.v.upload(gpu, &q.v)?;
+        if ratio > 0 {
+            st.raw.write_at(gpu, (cells - cells % ratio) * di, &q.raw)?;
+            st.blocks.write_at(gpu, 0, &q.blocks)?;
+        }
+        st.cells = cells;
+        Ok(st)
     }
 }
 

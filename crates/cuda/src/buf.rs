@@ -28,6 +28,23 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
         gpu.stream.memcpy_dtov(&self.slice.slice(0..len)).check("copying from the device")
     }
 
+    /// `data` written at element `offset` (nothing for empty data).
+    pub fn write_at(&mut self, gpu: &Gpu, offset: usize, data: &[T]) -> Result<(), CudaError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut view = self.slice.slice_mut(offset..offset + data.len());
+        gpu.stream.memcpy_htod(data, &mut view).check("copying to the device")
+    }
+
+    /// `len` elements from element `offset` (empty for none).
+    pub fn read_at(&self, gpu: &Gpu, offset: usize, len: usize) -> Result<Vec<T>, CudaError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        gpu.stream.memcpy_dtov(&self.slice.slice(offset..offset + len)).check("copying from the device")
+    }
+
     pub fn ptr(&self, gpu: &Gpu) -> u64 {
         let (p, _sync) = self.slice.device_ptr(&gpu.stream);
         p

@@ -9,8 +9,9 @@ use strata_model::backend::{forward_window, Backend, Decoder, HcId, MoeId};
 use strata_model::config::LayerKind;
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::ple_rows;
+use strata_model::state::{GdnState, LayerState, PleState};
 use strata_model::weights::{Mixer, PleWeights};
-use strata_model::Model;
+use strata_model::{Model, State};
 
 use crate::attn::{attention, AttnDims, AttnGpu, AttnStateGpu, Cells};
 use crate::buf::{launch, Arg, Buf};
@@ -68,6 +69,7 @@ enum LayerStateGpu {
 
 /// A conversation's state on the device (and the PLE token history on the host).
 pub struct CudaState {
+    kv: KvMode,
     layers: Vec<LayerStateGpu>,
     ple_prev: Vec<u64>,
     ple_hist: Option<Buf<f32>>,
@@ -139,7 +141,66 @@ impl<'a> CudaForward<'a> {
             }
             None => (Vec::new(), None),
         };
-        Ok(CudaState { layers, ple_prev, ple_hist })
+        Ok(CudaState { kv, layers, ple_prev, ple_hist })
+    }
+
+    /// The conversation as the CPU holds it (for a checkpoint), after `pos` tokens.
+    pub fn download_state(&self, st: &CudaState, pos: usize) -> Result<State, CudaError> {
+        let (c, g) = (&self.model.config, &*self.gpu);
+        let mut host = State::new(c, st.kv);
+        host.pos = pos;
+        for ((lw, ls), out) in self.layers.iter().zip(&st.layers).zip(&mut host.layers) {
+            *out = match (&lw.mixer, ls, &*out) {
+                (MixerGpu::Gdn(_), LayerStateGpu::Gdn(s), LayerState::Gdn(f)) => {
+                    LayerState::Gdn(GdnState { conv: s.tail.read(g, f.conv.len())?, m: s.m.read(g, f.m.len())? })
+                }
+                (MixerGpu::Attn(a, cells), LayerStateGpu::Attn(s), _) => {
+                    LayerState::Attn(Box::new(a.download_state(g, s, block_size(cells))?))
+                }
+                _ => return Err(CudaError::Shape("a layer's state of the other kind".into())),
+            };
+        }
+        if let Some(hist) = &st.ple_hist {
+            let frames = host.ple.z.len();
+            let flat = hist.read(g, frames * c.hc * c.n_embd)?;
+            host.ple =
+                PleState { prev: st.ple_prev.clone(), z: flat.chunks(c.hc * c.n_embd).map(<[f32]>::to_vec).collect() };
+        }
+        Ok(host)
+    }
+
+    /// A conversation on the device continued from the CPU's state, with room for `capacity` cells.
+    pub fn state_from_host(&self, host: &State, capacity: usize) -> Result<CudaState, CudaError> {
+        let g = &*self.gpu;
+        let fresh = State::new(&self.model.config, host.kv_mode);
+        let mut st = self.new_state(host.kv_mode, capacity)?;
+        let wrong = || CudaError::Shape("the saved state does not match the model".into());
+        if host.layers.len() != st.layers.len() || host.ple.z.len() != fresh.ple.z.len() {
+            return Err(wrong());
+        }
+        for (((lw, ls), h), f) in self.layers.iter().zip(&mut st.layers).zip(&host.layers).zip(&fresh.layers) {
+            match (&lw.mixer, ls, h, f) {
+                (MixerGpu::Gdn(_), LayerStateGpu::Gdn(s), LayerState::Gdn(h), LayerState::Gdn(f)) => {
+                    if h.conv.len() != f.conv.len() || h.m.len() != f.m.len() {
+                        return Err(wrong());
+                    }
+                    s.tail.write_at(g, 0, &h.conv)?;
+                    s.m.write_at(g, 0, &h.m)?;
+                }
+                (MixerGpu::Attn(a, cells), LayerStateGpu::Attn(s), LayerState::Attn(h), _) => {
+                    **s = a.state_from_host(g, h, capacity, block_size(cells))?;
+                }
+                _ => return Err(wrong()),
+            }
+        }
+        if let Some(hist) = &mut st.ple_hist {
+            if host.ple.prev.len() != st.ple_prev.len() || host.ple.z.iter().any(|z| z.len() != fresh.ple.z[0].len()) {
+                return Err(wrong());
+            }
+            st.ple_prev = host.ple.prev.clone();
+            hist.write_at(g, 0, &host.ple.z.concat())?;
+        }
+        Ok(st)
     }
 
     fn hc(&self, id: HcId) -> Result<&HcGpu, CudaError> {
@@ -161,6 +222,14 @@ fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
         norm_conv: Buf::from_host(g, &p.norm_conv)?,
         conv: Buf::from_host(g, &p.conv)?,
     })
+}
+
+/// The QSA block size of an attention layer (0: dense).
+fn block_size(cells: &Cells) -> usize {
+    match cells {
+        Cells::Qsa(r) => *r,
+        Cells::Dense(_) => 0,
+    }
 }
 
 fn mtp_pending() -> CudaError {
@@ -328,6 +397,10 @@ impl Decoder for CudaDecoder<'_> {
             .map_err(|e| e.to_string())?;
         self.pos += tokens.len();
         Ok(logits)
+    }
+
+    fn snapshot(&self) -> Result<State, String> {
+        self.fwd.download_state(&self.state, self.pos).map_err(|e| e.to_string())
     }
 }
 

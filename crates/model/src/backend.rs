@@ -109,6 +109,8 @@ pub trait Decoder {
     fn window(&self) -> usize;
     /// Runs `tokens` at the current position: the logits of each.
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String>;
+    /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
+    fn snapshot(&self) -> Result<crate::State, String>;
 }
 
 /// The CPU back-end with a conversation's state.
@@ -132,5 +134,9 @@ impl Decoder for CpuDecoder<'_> {
 
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
         Ok(self.model.forward_window(&mut self.state, tokens).0)
+    }
+
+    fn snapshot(&self) -> Result<crate::State, String> {
+        Ok(self.state.clone())
     }
 }

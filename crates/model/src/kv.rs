@@ -43,6 +43,10 @@ impl KvStore {
         KvStore { mode, dim, halves: Vec::new(), codes: Vec::new(), scales: Vec::new(), floats: Vec::new() }
     }
 
+    pub fn mode(&self) -> KvMode {
+        self.mode
+    }
+
     pub fn len(&self) -> usize {
         match self.mode {
             KvMode::F16 => self.halves.len() / self.dim,

@@ -172,6 +172,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     };
     let generated = decode(dec, &prompt, &cfg, &mut dump, &mut printer)?;
+    if let Some(report) = dec.report() {
+        let bytes = strata_cuda::forward::decode_bytes(&model, a.kv, dec.position());
+        eprintln!("{report}  a decode step at depth {} reads {:.3} GB", dec.position(), bytes as f64 / 1e9);
+    }
     if let Some(p) = &a.save_state {
         // The saved conversation includes the last generated token.
         complete_state(dec, &generated, max_context)?;

@@ -60,6 +60,51 @@ pub struct CudaForward<'a> {
     head: HcGpu,
     ple: Option<PleGpu>,
     scratch: HcScratch,
+    /// Device time per op family when `STRATA_PROFILE=1` (each op synchronised: slower, for breakdowns).
+    profile: Option<Profile>,
+}
+
+/// Seconds and calls per op family, of the calls made while `active` (the decode steps).
+#[derive(Default)]
+pub struct Profile {
+    times: std::sync::Mutex<Vec<(&'static str, f64, usize)>>,
+    pub active: std::sync::atomic::AtomicBool,
+}
+
+impl Profile {
+    fn add(&self, family: &'static str, secs: f64) {
+        if !self.active.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let mut v = self.times.lock().expect("profile lock");
+        match v.iter_mut().find(|e| e.0 == family) {
+            Some(e) => {
+                e.1 += secs;
+                e.2 += 1;
+            }
+            None => v.push((family, secs, 1)),
+        }
+    }
+
+    /// One line per family: total ms, share, calls, µs per call.
+    pub fn report(&self) -> String {
+        let v = self.times.lock().expect("profile lock");
+        let total: f64 = v.iter().map(|e| e.1).sum();
+        let steps = v.iter().find(|e| e.0 == "embed").map_or(0, |e| e.2);
+        let mut out = format!(
+            "profile of {steps} decode steps (each op synchronised): {:.2} ms per step in ops\n",
+            total * 1e3 / steps.max(1) as f64
+        );
+        for (family, secs, calls) in v.iter() {
+            out += &format!(
+                "  {family:<10} {:>9.2} ms {:>5.1}%  {calls:>6} calls  {:>8.1} µs/call\n",
+                secs * 1e3,
+                100.0 * secs / total.max(1e-12),
+                secs * 1e6 / *calls as f64
+            );
+        }
+        out
+    }
 }
 
 enum LayerStateGpu {
@@ -119,6 +164,7 @@ impl<'a> CudaForward<'a> {
             ple,
             model,
             gpu,
+            profile: std::env::var("STRATA_PROFILE").is_ok_and(|v| v == "1").then(Profile::default),
         })
     }
 
@@ -203,6 +249,22 @@ impl<'a> CudaForward<'a> {
         Ok(st)
     }
 
+    /// `f`, its device time added to the profile when one is kept.
+    fn timed<R>(&self, family: &'static str, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
+        let Some(p) = &self.profile else { return f() };
+        self.gpu.sync()?;
+        let t0 = std::time::Instant::now();
+        let r = f()?;
+        self.gpu.sync()?;
+        p.add(family, t0.elapsed().as_secs_f64());
+        Ok(r)
+    }
+
+    /// The op-family breakdown, when `STRATA_PROFILE=1`.
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profile.as_ref()
+    }
+
     fn hc(&self, id: HcId) -> Result<&HcGpu, CudaError> {
         match id {
             HcId::Attn(l) => Ok(&self.layers[l].hc_attn),
@@ -253,114 +315,128 @@ impl Backend for CudaForward<'_> {
     type Error = CudaError;
 
     fn embed(&self, tokens: &[u32]) -> Result<Rows, CudaError> {
-        let c = &self.model.config;
-        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-        let (t, width) = (tokens.len(), c.hc * c.n_embd);
-        let buf = Buf::zeros(&self.gpu, t * width)?;
-        embed(&self.gpu, &self.embd, &Buf::from_host(&self.gpu, &ids)?, &buf, t, c.hc)?;
-        Ok(Rows { buf, t, width })
+        self.timed("embed", || {
+            let c = &self.model.config;
+            let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+            let (t, width) = (tokens.len(), c.hc * c.n_embd);
+            let buf = Buf::zeros(&self.gpu, t * width)?;
+            embed(&self.gpu, &self.embd, &Buf::from_host(&self.gpu, &ids)?, &buf, t, c.hc)?;
+            Ok(Rows { buf, t, width })
+        })
     }
 
     fn ple(&self, r: &mut Rows, tokens: &[u32], st: &mut CudaState) -> Result<(), CudaError> {
-        let (c, g) = (&self.model.config, &*self.gpu);
-        let (Some(p), Some(pg), Some(pw), Some(hist)) = (&c.ple, &self.ple, &self.model.weights.ple, &st.ple_hist)
-        else {
-            return Ok(());
-        };
-        let (n, hc, m) = (c.n_embd, c.hc, p.row_dim);
-        let wide = hc * n;
-        for (i, &t) in tokens.iter().enumerate() {
-            // The table rows are read on the host, from the memory-mapped file.
-            let mut emb = vec![0f32; p.embd_dim()];
-            for (h, row) in ple_rows(p, t, &st.ple_prev).into_iter().enumerate() {
-                pw.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
+        self.timed("ple", || {
+            let (c, g) = (&self.model.config, &*self.gpu);
+            let (Some(p), Some(pg), Some(pw), Some(hist)) = (&c.ple, &self.ple, &self.model.weights.ple, &st.ple_hist)
+            else {
+                return Ok(());
+            };
+            let (n, hc, m) = (c.n_embd, c.hc, p.row_dim);
+            let wide = hc * n;
+            for (i, &t) in tokens.iter().enumerate() {
+                // The table rows are read on the host, from the memory-mapped file.
+                let mut emb = vec![0f32; p.embd_dim()];
+                for (h, row) in ple_rows(p, t, &st.ple_prev).into_iter().enumerate() {
+                    pw.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
+                }
+                st.ple_prev.rotate_right(1);
+                st.ple_prev[0] = t as u64;
+                let eb = Buf::from_host(g, &emb)?;
+                let (key, value) = (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, n)?);
+                matvec(g, &pg.key, &eb, &key, 1)?;
+                matvec(g, &pg.value, &eb, &value, 1)?;
+                let (query, gated, z) =
+                    (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?);
+                let row = r.buf.ptr(g) + (i * wide * 4) as u64;
+                let f = g.function("ple.cu", crate::compile::PLE, "ple_gate_z")?;
+                let cfg = cudarc::driver::LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (32 * hc as u32, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let args = [
+                    key.ptr(g),
+                    row,
+                    query.ptr(g),
+                    value.ptr(g),
+                    pg.norm_key.ptr(g),
+                    pg.norm_query.ptr(g),
+                    pg.norm_conv.ptr(g),
+                    gated.ptr(g),
+                    z.ptr(g),
+                ];
+                launch(
+                    g,
+                    &f,
+                    "ple_gate_z",
+                    cfg,
+                    &[&args.map(Arg::Ptr)[..], &[Arg::I32(n as i32), Arg::I32(hc as i32)]].concat(),
+                )?;
+                let f = g.function("ple.cu", crate::compile::PLE, "ple_conv")?;
+                let cfg = cudarc::driver::LaunchConfig {
+                    grid_dim: (wide.div_ceil(256) as u32, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let args = [row, gated.ptr(g), z.ptr(g), hist.ptr(g), pg.conv.ptr(g)].map(Arg::Ptr);
+                let ints = [wide, p.conv_kernel, p.ngram_size].map(|v| Arg::I32(v as i32));
+                launch(g, &f, "ple_conv", cfg, &[&args[..], &ints[..]].concat())?;
             }
-            st.ple_prev.rotate_right(1);
-            st.ple_prev[0] = t as u64;
-            let eb = Buf::from_host(g, &emb)?;
-            let (key, value) = (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, n)?);
-            matvec(g, &pg.key, &eb, &key, 1)?;
-            matvec(g, &pg.value, &eb, &value, 1)?;
-            let (query, gated, z) =
-                (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?);
-            let row = r.buf.ptr(g) + (i * wide * 4) as u64;
-            let f = g.function("ple.cu", crate::compile::PLE, "ple_gate_z")?;
-            let cfg = cudarc::driver::LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (32 * hc as u32, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let args = [
-                key.ptr(g),
-                row,
-                query.ptr(g),
-                value.ptr(g),
-                pg.norm_key.ptr(g),
-                pg.norm_query.ptr(g),
-                pg.norm_conv.ptr(g),
-                gated.ptr(g),
-                z.ptr(g),
-            ];
-            launch(
-                g,
-                &f,
-                "ple_gate_z",
-                cfg,
-                &[&args.map(Arg::Ptr)[..], &[Arg::I32(n as i32), Arg::I32(hc as i32)]].concat(),
-            )?;
-            let f = g.function("ple.cu", crate::compile::PLE, "ple_conv")?;
-            let cfg = cudarc::driver::LaunchConfig {
-                grid_dim: (wide.div_ceil(256) as u32, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let args = [row, gated.ptr(g), z.ptr(g), hist.ptr(g), pg.conv.ptr(g)].map(Arg::Ptr);
-            let ints = [wide, p.conv_kernel, p.ngram_size].map(|v| Arg::I32(v as i32));
-            launch(g, &f, "ple_conv", cfg, &[&args[..], &ints[..]].concat())?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn hc_read(&self, r: &Rows, id: HcId) -> Result<(Rows, Rows), CudaError> {
-        let (c, g) = (&self.model.config, &*self.gpu);
-        let w = self.hc(id)?;
-        let p = r.buf.ptr(g);
-        hc_read(g, w, p, p, None, r.t, &self.scratch)?;
-        let mixed = Rows { buf: copy(g, &self.scratch.mixed, r.t * c.n_embd)?, t: r.t, width: c.n_embd };
-        let inj_len = if w.has_inject() { r.t * c.hc } else { 0 };
-        let inj = Rows { buf: copy(g, &self.scratch.inj, inj_len.max(1))?, t: r.t, width: c.hc };
-        Ok((mixed, inj))
+        self.timed("hc read", || {
+            let (c, g) = (&self.model.config, &*self.gpu);
+            let w = self.hc(id)?;
+            let p = r.buf.ptr(g);
+            hc_read(g, w, p, p, None, r.t, &self.scratch)?;
+            let mixed = Rows { buf: copy(g, &self.scratch.mixed, r.t * c.n_embd)?, t: r.t, width: c.n_embd };
+            let inj_len = if w.has_inject() { r.t * c.hc } else { 0 };
+            let inj = Rows { buf: copy(g, &self.scratch.inj, inj_len.max(1))?, t: r.t, width: c.hc };
+            Ok((mixed, inj))
+        })
     }
 
     fn hc_write(&self, r: &mut Rows, y: &Rows, inj: &Rows) -> Result<(), CudaError> {
-        let c = &self.model.config;
-        hc_write(&self.gpu, r.buf.ptr(&self.gpu), &y.buf, &inj.buf, c.n_embd, c.hc, r.t)
+        self.timed("hc write", || {
+            let c = &self.model.config;
+            hc_write(&self.gpu, r.buf.ptr(&self.gpu), &y.buf, &inj.buf, c.n_embd, c.hc, r.t)
+        })
     }
 
     fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, _pos: usize) -> Result<Rows, CudaError> {
-        let g = &*self.gpu;
-        let n = self.model.config.n_embd;
-        let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
-            (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
-            (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
-                attention(g, w, s, &x.buf, x.t, *cells, &self.model.rope)?
-            }
-            _ => unreachable!("state built from the same layers"),
-        };
-        Ok(Rows { buf, t: x.t, width: n })
+        self.timed(if self.model.config.is_attn(l) { "attention" } else { "gdn" }, || {
+            let g = &*self.gpu;
+            let n = self.model.config.n_embd;
+            let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
+                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
+                (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
+                    attention(g, w, s, &x.buf, x.t, *cells, &self.model.rope)?
+                }
+                _ => unreachable!("state built from the same layers"),
+            };
+            Ok(Rows { buf, t: x.t, width: n })
+        })
     }
 
     fn moe(&self, id: MoeId, x: &Rows) -> Result<Rows, CudaError> {
-        let MoeId::Layer(l) = id else { return Err(mtp_pending()) };
-        let (buf, _) = moe(&self.gpu, &self.layers[l].moe, &x.buf, x.t)?;
-        Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
+        self.timed("moe", || {
+            let MoeId::Layer(l) = id else { return Err(mtp_pending()) };
+            let (buf, _) = moe(&self.gpu, &self.layers[l].moe, &x.buf, x.t)?;
+            Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
+        })
     }
 
     fn logits(&self, fin: &Rows) -> Result<Vec<Vec<f32>>, CudaError> {
-        let vocab = self.output.rows;
-        let y = Buf::<f32>::zeros(&self.gpu, fin.t * vocab)?;
-        matvec(&self.gpu, &self.output, &fin.buf, &y, fin.t)?;
-        Ok(y.read(&self.gpu, fin.t * vocab)?.chunks(vocab).map(<[f32]>::to_vec).collect())
+        self.timed("head", || {
+            let vocab = self.output.rows;
+            let y = Buf::<f32>::zeros(&self.gpu, fin.t * vocab)?;
+            matvec(&self.gpu, &self.output, &fin.buf, &y, fin.t)?;
+            Ok(y.read(&self.gpu, fin.t * vocab)?.chunks(vocab).map(<[f32]>::to_vec).collect())
+        })
     }
 
     fn mtp_input(&self, _r: &Rows, _next: &[u32]) -> Result<Rows, CudaError> {
@@ -393,15 +469,64 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
+        if let Some(p) = self.fwd.profile() {
+            p.active.store(tokens.len() == 1, std::sync::atomic::Ordering::Relaxed);
+        }
         let (logits, _) = forward_window(&self.fwd, &self.fwd.model.config, &mut self.state, tokens, self.pos)
             .map_err(|e| e.to_string())?;
         self.pos += tokens.len();
         Ok(logits)
     }
 
+    fn report(&self) -> Option<String> {
+        self.fwd.profile().map(Profile::report)
+    }
+
     fn snapshot(&self) -> Result<State, String> {
         self.fwd.download_state(&self.state, self.pos).map_err(|e| e.to_string())
     }
+}
+
+/// The bytes one decode step reads at a depth of `cells`: every weight but the embedding table (one row),
+/// the host-side PLE table and the MTP block, the routed experts scaled to the chosen share, and per
+/// attention layer the K and V cells it attends (all on a dense layer, `top_k` on a QSA layer) and the block
+/// keys it scores, per GDN layer its state matrices read and written. The floor of a step is these bytes over the card's copy bandwidth.
+pub fn decode_bytes(model: &Model, kv: KvMode, cells: usize) -> u64 {
+    let c = &model.config;
+    let used = c.n_expert_used as f64 / c.n_expert.max(1) as f64;
+    let weights: f64 = model
+        .gguf
+        .tensors()
+        .filter(|(_, t)| !matches!(t.name.as_str(), "per_layer_token_embd.weight" | "token_embd.weight"))
+        .filter(|(_, t)| !t.name.contains(".nextn."))
+        .map(|(_, t)| {
+            let b = t.ty.bytes_for(t.n_elements).unwrap_or(0) as f64;
+            if t.name.contains("_exps") {
+                b * used
+            } else {
+                b
+            }
+        })
+        .sum();
+    let dim = (c.n_head_kv * c.head_dim) as f64;
+    let per_cell = match kv {
+        KvMode::F16 => 2.0 * dim,
+        KvMode::Int8 => dim + 2.0 * dim / 64.0,
+        KvMode::F32 => 4.0 * dim,
+    };
+    let attn: f64 = c
+        .kinds
+        .iter()
+        .map(|k| match *k {
+            LayerKind::Attn { ratio: 0 } => 2.0 * per_cell * cells as f64,
+            LayerKind::Attn { ratio } => {
+                2.0 * per_cell * cells.min(c.idx_top_k) as f64 + 4.0 * (c.idx_dim * cells / ratio) as f64
+            }
+            // The recurrent matrices, read and written.
+            LayerKind::Gdn => 2.0 * 4.0 * (c.ssm_heads * c.ssm_state * c.ssm_state) as f64,
+        })
+        .sum();
+    (weights + attn) as u64
 }
 
 /// What a model takes on the device at a context of `cells`: (weights, caches) in bytes. The PLE table

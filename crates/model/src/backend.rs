@@ -111,6 +111,10 @@ pub trait Decoder {
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String>;
     /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
     fn snapshot(&self) -> Result<crate::State, String>;
+    /// A device's own report at the end of a run (a profile, when asked for), if any.
+    fn report(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The CPU back-end with a conversation's state.

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One device call: the full-size synthetic model written on the machine, then for each depth a greedy run
+# on the GPU (prompt of DEPTH tokens, N new tokens) for prefill and decode rates, and the same run with
+# STRATA_PROFILE=1 for the per-op-family time of a decode step and the bytes it reads; the card's copy
+# bandwidth is measured by torch in the same call, for the floor. Usage: bench/engine.sh [DEPTHS] [N]
+# (default "4096" and 32). Run from the repo root with the binary in .dev/strata.
+set -uo pipefail
+bin=${STRATA_BIN:-.dev/strata}
+depths=${1:-4096}
+n=${2:-32}
+export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
+t=/tmp/strata-full
+mkdir -p $t
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 - <<'PY'
+import torch
+x = torch.empty(2 * 1024**3 // 4, device="cuda"); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+torch.cuda.synchronize(); s.record()
+for _ in range(20): y.copy_(x)
+e.record(); torch.cuda.synchronize()
+print(f"copy bandwidth (torch, 2 GiB, read + write): {20 * 2 * x.numel() * 4 / (s.elapsed_time(e) / 1e3) / 1e12:.2f} TB/s")
+PY
+if [ ! -f $t/full-00001-of-00002.gguf ]; then
+  s=$(date +%s)
+  $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -2
+  echo "full model written in $(( $(date +%s) - s )) s"
+fi
+for d in $depths; do
+  ids=$(seq -s, 1 $d)
+  echo "== depth $d, $n new tokens"
+  $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos --device cuda \
+    --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note'
+  echo "-- profiled (each op synchronised)"
+  STRATA_PROFILE=1 $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos --device cuda \
+    --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note\|^device'
+done

@@ -3,13 +3,7 @@
 # the tiny (past sparse selection, a block left incomplete) and small models: turn one saved on the CPU and
 # on the GPU (the files must be the same bytes), turn two continued from each file on each device (logits
 # and the next checkpoint the same bytes). Run from the repo root with the binary in .dev/strata.
-set -uo pipefail
-bin=${STRATA_BIN:-.dev/strata}
-export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
-t=$(mktemp -d)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-$bin synth --preset tiny -o $t/tiny.gguf >/dev/null
-$bin synth --preset small -o $t/small.gguf >/dev/null
+source "$(dirname "$0")/presets.sh"
 check() { # name, file a, file b
   if cmp -s "$2" "$3"; then echo "  $1: SAME ($(stat -c %s "$2") bytes)"; else echo "  $1: DIFFER"; fi
 }

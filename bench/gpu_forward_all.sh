@@ -2,13 +2,7 @@
 # One device call: `strata parity forward_parity` (the whole GPU forward pass against the CPU, logits bit
 # for bit, windows of every T = 1..8) on the tiny and small presets past 64 steps of sparse selection, and
 # on the real-tool fixtures (f32, bf16, q8_0). Run from the repo root with the binary in .dev/strata.
-set -uo pipefail
-bin=${STRATA_BIN:-.dev/strata}
-export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
-t=$(mktemp -d)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-$bin synth --preset tiny -o $t/tiny.gguf >/dev/null
-$bin synth --preset small -o $t/small.gguf >/dev/null
+source "$(dirname "$0")/presets.sh"
 for kv in fp16 int8; do
   echo "== tiny, 140 tokens, $kv"; $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv $kv; echo "rc=$?"
 done

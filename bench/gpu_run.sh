@@ -3,13 +3,7 @@
 # the logits rows it dumps must be the same bytes (every KV mode, a chat prompt as text, and a context past
 # the trained one, where YaRN scaling is on), then the decode rate of each back-end. Run from the repo root
 # with the release binary carried in .dev/strata.
-set -uo pipefail
-bin=${STRATA_BIN:-.dev/strata}
-export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
-t=$(mktemp -d)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-$bin synth --preset tiny -o $t/tiny.gguf >/dev/null
-$bin synth --preset small -o $t/small.gguf >/dev/null
+source "$(dirname "$0")/presets.sh"
 ids=$(seq -s, 1 40)
 # The first start on a bare machine (kernels compiled, variants checked), then a second start.
 for start in first second; do

@@ -21,6 +21,10 @@ pub struct SynthArgs {
     /// table keeps a full model on a smaller disk; the model reads whatever the file declares.
     #[arg(long)]
     ple_rows_per_head: Option<u64>,
+    /// Trunk layers, fewer than the preset's (a multiple of 4: three GDN layers, then an attention layer),
+    /// for a model of the preset's width that is quick to check (`--preset full --layers 4`).
+    #[arg(long)]
+    layers: Option<usize>,
     /// Output file (the full preset writes PREFIX-00001-of-00002.gguf and its PLE shard beside it).
     #[arg(short, long)]
     out: PathBuf,
@@ -34,6 +38,12 @@ pub fn run(a: SynthArgs) -> Result<()> {
             bail!("--ple-rows-per-head must be at least 1");
         }
         preset.ple_rows_per_head = rows;
+    }
+    if let Some(n) = a.layers {
+        if n == 0 || !n.is_multiple_of(4) || n > preset.n_layer {
+            bail!("--layers {n}: a multiple of 4 up to the preset's {}", preset.n_layer);
+        }
+        preset.n_layer = n;
     }
     let experts = match GgmlType::from_name(&a.experts_type) {
         Some(t @ (GgmlType::Q2_0 | GgmlType::IQ2_XS | GgmlType::IQ3_XXS | GgmlType::IQ3_S)) => t,

@@ -130,6 +130,8 @@ fn bad_input_is_one_line_and_nonzero() {
     assert!(err.contains("tpu"), "{err}");
     let err = one_line_error(&strata(&["synth", "--preset", "huge", "-o", "/tmp/x.gguf"], dir()));
     assert!(err.contains("huge"), "{err}");
+    let err = one_line_error(&strata(&["synth", "--preset", "tiny", "--layers", "6", "-o", "/tmp/x.gguf"], dir()));
+    assert!(err.contains("--layers 6"), "{err}");
 }
 
 fn python_ready() -> bool {

@@ -1,0 +1,42 @@
+//! The figures `strata run` prints and benches use, from a model alone (no GPU needed): what the model
+//! takes on the device, and the bytes a decode step reads.
+
+use strata_cuda::forward::{decode_bytes, plan_bytes};
+use strata_gguf::GgmlType;
+use strata_model::{KvMode, Model, RopeScaling};
+use strata_synth::{Options, Preset};
+
+fn tiny() -> Model {
+    let dir = std::env::temp_dir().join(format!("strata-device-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny.gguf");
+    let o = Options { preset: Preset::tiny(), experts: GgmlType::Q2_0, seed: 0 };
+    strata_synth::write(&path, &o, &|_, _| {}).unwrap();
+    Model::open(&path, RopeScaling::None).unwrap()
+}
+
+#[test]
+fn plan_and_step_bytes_follow_the_model() {
+    let m = tiny();
+    let (weights, caches) = plan_bytes(&m, KvMode::F16, 1000);
+    assert_eq!(plan_bytes(&m, KvMode::F16, 2000).1, 2 * caches, "caches grow with the cells");
+    assert_eq!(plan_bytes(&m, KvMode::F16, 2000).0, weights, "weights do not");
+    assert!(plan_bytes(&m, KvMode::Int8, 1000).1 < caches && caches < plan_bytes(&m, KvMode::F32, 1000).1);
+
+    // A step reads the chosen experts only: less than every weight, more than none of them.
+    let step0 = decode_bytes(&m, KvMode::F16, 0);
+    assert!(step0 > 0 && step0 < weights, "{step0} of {weights}");
+    let share = m.config.n_expert_used as f64 / m.config.n_expert as f64;
+    let experts: u64 = m
+        .gguf
+        .tensors()
+        .filter(|(_, t)| t.name.contains("_exps"))
+        .map(|(_, t)| t.ty.bytes_for(t.n_elements).unwrap())
+        .sum();
+    assert!(experts > 0);
+    assert!(step0 + experts - (experts as f64 * share) as u64 <= weights + 1);
+    // Deeper steps read more cells, until the QSA layers' selection caps them (the dense layers keep growing).
+    let (a, b) = (decode_bytes(&m, KvMode::F16, 100), decode_bytes(&m, KvMode::F16, 200));
+    assert!(step0 < a && a < b);
+    assert!(decode_bytes(&m, KvMode::Int8, 200) < b && b < decode_bytes(&m, KvMode::F32, 200));
+}

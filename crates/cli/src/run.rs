@@ -216,21 +216,23 @@ fn open_device(a: &RunArgs) -> Result<Option<Arc<Gpu>>> {
 
 /// Prints what the model takes on the GPU and refuses one that does not fit, with the numbers.
 fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> {
-    let (weights, caches) = plan_bytes(model, kv, cells);
+    let plan = plan_bytes(model, kv, cells);
+    let need = plan.weights + plan.caches + plan.scratch;
     let (free, _) = gpu.memory()?;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     eprintln!(
-        "device: {}: weights {:.2} GiB + caches for {cells} cells {:.2} GiB; {:.2} GiB free",
+        "device: {}: weights {:.2} GiB + caches for {cells} cells {:.2} GiB + scratch {:.2} GiB; {:.2} GiB free",
         gpu.name,
-        gib(weights),
-        gib(caches),
+        gib(plan.weights),
+        gib(plan.caches),
+        gib(plan.scratch),
         gib(free as u64)
     );
-    if weights + caches > free as u64 {
+    if need > free as u64 {
         bail!(
-            "the model and its caches need {:.2} GiB on {}, {:.2} GiB free: lower --max-context, use --kv int8, \
-             or --device cpu",
-            gib(weights + caches),
+            "the model, its caches and scratch need {:.2} GiB on {}, {:.2} GiB free: lower --max-context, use \
+             --kv int8, or --device cpu",
+            gib(need),
             gpu.name,
             gib(free as u64)
         );

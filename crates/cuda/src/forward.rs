@@ -529,9 +529,18 @@ pub fn decode_bytes(model: &Model, kv: KvMode, cells: usize) -> u64 {
     (weights + attn) as u64
 }
 
-/// What a model takes on the device at a context of `cells`: (weights, caches) in bytes. The PLE table
-/// stays on the host.
-pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> (u64, u64) {
+/// What a model takes on the device at a context of `cells`, in bytes.
+pub struct DevicePlan {
+    /// Every weight but the host-side PLE table and the MTP block.
+    pub weights: u64,
+    /// K and V in the KV mode, and the indexer's raw and block keys (f32), of every attention layer.
+    pub caches: u64,
+    /// The largest temporaries of a window of 8 tokens: attention scores over every cell, the logits,
+    /// the expert activations, the window's streams.
+    pub scratch: u64,
+}
+
+pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
     let weights: u64 = model
         .gguf
         .tensors()
@@ -546,7 +555,13 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> (u64, u64) {
         KvMode::F32 => 4 * dim,
     };
     let attn_layers = (0..c.n_layer).filter(|&l| c.is_attn(l)).count() as u64;
-    // K and V, and the indexer's raw and block keys (f32).
     let caches = attn_layers * cells as u64 * (2 * per_cell + 2 * 4 * c.idx_dim as u64);
-    (weights, caches)
+    let per_token = c.n_head * cells
+        + c.vocab
+        + 2 * c.n_expert
+        + c.n_expert_used * (3 * c.expert_ff + c.n_embd)
+        + 3 * c.shexp_ff
+        + 4 * c.hc * c.n_embd;
+    let scratch = 4 * crate::matvec::MAX_T as u64 * per_token as u64;
+    DevicePlan { weights, caches, scratch }
 }

@@ -18,10 +18,14 @@ fn tiny() -> Model {
 #[test]
 fn plan_and_step_bytes_follow_the_model() {
     let m = tiny();
-    let (weights, caches) = plan_bytes(&m, KvMode::F16, 1000);
-    assert_eq!(plan_bytes(&m, KvMode::F16, 2000).1, 2 * caches, "caches grow with the cells");
-    assert_eq!(plan_bytes(&m, KvMode::F16, 2000).0, weights, "weights do not");
-    assert!(plan_bytes(&m, KvMode::Int8, 1000).1 < caches && caches < plan_bytes(&m, KvMode::F32, 1000).1);
+    let plan = |kv, cells| plan_bytes(&m, kv, cells);
+    let (weights, caches) = (plan(KvMode::F16, 1000).weights, plan(KvMode::F16, 1000).caches);
+    assert_eq!(plan(KvMode::F16, 2000).caches, 2 * caches, "caches grow with the cells");
+    assert_eq!(plan(KvMode::F16, 2000).weights, weights, "weights do not");
+    assert!(plan(KvMode::Int8, 1000).caches < caches && caches < plan(KvMode::F32, 1000).caches);
+    // Scratch holds a window's attention scores over every cell: it grows with the cells, the KV mode aside.
+    assert!(plan(KvMode::F16, 2000).scratch > plan(KvMode::F16, 1000).scratch);
+    assert_eq!(plan(KvMode::Int8, 1000).scratch, plan(KvMode::F16, 1000).scratch);
 
     // A step reads the chosen experts only: less than every weight, more than none of them.
     let step0 = decode_bytes(&m, KvMode::F16, 0);

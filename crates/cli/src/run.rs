@@ -270,7 +270,25 @@ fn decode(
     printer: &mut Printer,
 ) -> Result<Generated> {
     let mut out = std::io::stdout().lock();
+    // A long prompt shows its progress (on a terminal only: indicatif draws nothing to a pipe).
+    let bar = (prompt.len() >= 256).then(|| {
+        let bar = indicatif::ProgressBar::new(prompt.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("prompt {bar:40} {pos}/{len} tokens, eta {eta}")
+                .expect("valid template"),
+        );
+        bar
+    });
     let generated = generate(dec, prompt, cfg, |event| match event {
+        Event::Prompt { done, total } => {
+            if let Some(b) = &bar {
+                b.set_position(done as u64);
+                if done == total {
+                    b.finish_and_clear();
+                }
+            }
+            Ok(())
+        }
         Event::Logits(l) => match dump.as_mut() {
             Some(d) => d.write_all(&l.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()),
             None => Ok(()),

@@ -31,8 +31,10 @@ pub enum Stop {
     ContextFull,
 }
 
-/// What the caller sees, in order: for each generated token the logits that chose it, then the token.
+/// What the caller sees, in order: the prompt's progress after each window, then for each generated token
+/// the logits that chose it, then the token.
 pub enum Event<'a> {
+    Prompt { done: usize, total: usize },
     Logits(&'a [f32]),
     Token(u32),
 }
@@ -74,8 +76,11 @@ pub fn generate(
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let t0 = Instant::now();
     let mut logits = Vec::new();
+    let mut done = 0;
     for window in prompt.chunks(dec.window().max(1)) {
         logits = dec.forward(window).map_err(GenerateError::Device)?.pop().unwrap_or_default();
+        done += window.len();
+        on_event(Event::Prompt { done, total: prompt.len() })?;
     }
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();

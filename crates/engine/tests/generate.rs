@@ -16,12 +16,20 @@ fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
     GenerateConfig { n_predict: n, stops, ignore_eos: false, max_context, sampler: SamplerConfig::default() }
 }
 
-/// Runs a generation and records its events as a string: `L` for logits, the id for a token.
+/// Runs a generation and records its events as a string: `L` for logits, the id for a token (the
+/// prompt's progress is checked here: after each window, counting up to the prompt, before any logits).
 fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, GenerateError>, String) {
     let mut dec = CpuDecoder { model: m, state: m.new_state(KvMode::F16).unwrap() };
+    let window = dec.window();
     let mut log = String::new();
+    let mut progress = Vec::new();
     let r = generate(&mut dec, prompt, c, |e| {
         match e {
+            Event::Prompt { done, total } => {
+                assert!(log.is_empty(), "prompt progress after a token: {log}");
+                assert_eq!(total, prompt.len());
+                progress.push(done);
+            }
             Event::Logits(l) => {
                 assert_eq!(l.len(), m.config.vocab);
                 log.push('L');
@@ -30,6 +38,10 @@ fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, Gene
         }
         Ok(())
     });
+    if r.is_ok() {
+        let want: Vec<usize> = (1..=prompt.len().div_ceil(window)).map(|i| (i * window).min(prompt.len())).collect();
+        assert_eq!(progress, want, "one progress event per window of {window}");
+    }
     (r, log)
 }
 

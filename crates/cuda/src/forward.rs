@@ -508,12 +508,7 @@ pub fn decode_bytes(model: &Model, kv: KvMode, cells: usize) -> u64 {
             }
         })
         .sum();
-    let dim = (c.n_head_kv * c.head_dim) as f64;
-    let per_cell = match kv {
-        KvMode::F16 => 2.0 * dim,
-        KvMode::Int8 => dim + 2.0 * dim / 64.0,
-        KvMode::F32 => 4.0 * dim,
-    };
+    let per_cell = kv.cell_bytes(c.n_head_kv * c.head_dim) as f64;
     let attn: f64 = c
         .kinds
         .iter()
@@ -548,12 +543,7 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
         .map(|(_, t)| t.ty.bytes_for(t.n_elements).unwrap_or(0))
         .sum();
     let c = &model.config;
-    let dim = (c.n_head_kv * c.head_dim) as u64;
-    let per_cell = match kv {
-        KvMode::F16 => 2 * dim,
-        KvMode::Int8 => dim + 2 * dim / 64,
-        KvMode::F32 => 4 * dim,
-    };
+    let per_cell = kv.cell_bytes(c.n_head_kv * c.head_dim) as u64;
     let attn_layers = (0..c.n_layer).filter(|&l| c.is_attn(l)).count() as u64;
     let caches = attn_layers * cells as u64 * (2 * per_cell + 2 * 4 * c.idx_dim as u64);
     let per_token = c.n_head * cells

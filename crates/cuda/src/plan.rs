@@ -34,14 +34,18 @@ static PLAN: OnceLock<Plan> = OnceLock::new();
 
 /// Whether this card's plan is already kept on disk (else the first [`plan`] runs the checks).
 pub fn is_kept(gpu: &Gpu) -> bool {
-    kept_path(gpu).and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| parse(&t)).is_some()
+    kept(gpu).is_some()
+}
+
+/// The plan kept on disk for this card, driver and binary, if one is there and reads whole.
+fn kept(gpu: &Gpu) -> Option<Plan> {
+    kept_path(gpu).and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| parse(&t))
 }
 
 /// This process's plan: from the switches, the disk, or the checks (then kept on disk).
 pub fn plan(gpu: &Gpu) -> &'static Plan {
     PLAN.get_or_init(|| {
-        let kept = kept_path(gpu).and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| parse(&t));
-        let mut plan = match kept {
+        let mut plan = match kept(gpu) {
             Some(p) => p,
             None => {
                 let p = Plan {

@@ -11,6 +11,17 @@ pub enum KvMode {
     F32,
 }
 
+impl KvMode {
+    /// Bytes one cell of `dim` values takes in this mode (int8: the codes and an fp16 scale per group).
+    pub fn cell_bytes(self, dim: usize) -> usize {
+        match self {
+            KvMode::F16 => 2 * dim,
+            KvMode::Int8 => dim + 2 * dim / INT8_GROUP,
+            KvMode::F32 => 4 * dim,
+        }
+    }
+}
+
 impl std::str::FromStr for KvMode {
     type Err = String;
     fn from_str(s: &str) -> Result<KvMode, String> {
@@ -136,11 +147,7 @@ impl KvStore {
 
     /// Bytes held per cell (for reports).
     pub fn bytes_per_cell(&self) -> usize {
-        match self.mode {
-            KvMode::F16 => 2 * self.dim,
-            KvMode::Int8 => self.dim + 2 * self.dim / INT8_GROUP,
-            KvMode::F32 => 4 * self.dim,
-        }
+        self.mode.cell_bytes(self.dim)
     }
 }
 

@@ -5,6 +5,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfi
 
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
+use crate::profile::ProfileMode;
 
 pub struct Buf<T> {
     pub slice: CudaSlice<T>,
@@ -69,8 +70,10 @@ pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: 
             Arg::F32(v) => b.arg(v),
         };
     }
-    // SAFETY: every kernel's arguments are listed by its host wrapper in the kernel's order and types,
-    // and the buffers are sized by the same wrapper.
-    unsafe { b.launch(cfg) }.check(&format!("launching {name}"))?;
-    Ok(())
+    gpu.timed(ProfileMode::Kernels, name, || {
+        // SAFETY: every kernel's arguments are listed by its host wrapper in the kernel's order and types,
+        // and the buffers are sized by the same wrapper.
+        unsafe { b.launch(cfg) }.check(&format!("launching {name}"))?;
+        Ok(())
+    })
 }

@@ -11,6 +11,7 @@ use cudarc::nvrtc::Ptx;
 
 use crate::compile::{compile_ptx, first_sentence, full_source, no_panic};
 use crate::error::{Check, CudaError};
+use crate::profile::{Profile, ProfileMode};
 
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
@@ -21,6 +22,8 @@ pub struct Gpu {
     pub driver_version: i32,
     /// Streaming multiprocessors (read from the card: grid sizes follow it).
     pub sm_count: u32,
+    /// The time breakdown asked for by `STRATA_PROFILE`, if any.
+    pub profile: Option<Profile>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
 }
 
@@ -47,7 +50,16 @@ impl Gpu {
         // SAFETY: no other stream ever touches this context's buffers.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().check("creating a stream")?;
-        Ok(Arc::new(Gpu { ctx, stream, name, arch, driver_version: v, sm_count, modules: Mutex::new(HashMap::new()) }))
+        Ok(Arc::new(Gpu {
+            ctx,
+            stream,
+            name,
+            arch,
+            driver_version: v,
+            sm_count,
+            profile: ProfileMode::from_env().map(Profile::new),
+            modules: Mutex::new(HashMap::new()),
+        }))
     }
 
     /// (free, total) device memory in bytes.
@@ -131,6 +143,27 @@ impl Gpu {
 
     pub fn sync(&self) -> Result<(), CudaError> {
         self.stream.synchronize().check("synchronizing")
+    }
+
+    /// The profile when it is timing `mode` in a decode step.
+    pub fn timing(&self, mode: ProfileMode) -> Option<&Profile> {
+        self.profile.as_ref().filter(|p| p.mode == mode && p.active())
+    }
+
+    /// `f`, timed under `name` when the profile is timing `mode` (synchronised before and after).
+    pub fn timed<R>(
+        &self,
+        mode: ProfileMode,
+        name: &str,
+        f: impl FnOnce() -> Result<R, CudaError>,
+    ) -> Result<R, CudaError> {
+        let Some(p) = self.timing(mode) else { return f() };
+        self.sync()?;
+        let t0 = std::time::Instant::now();
+        let r = f()?;
+        self.sync()?;
+        p.add(name, t0.elapsed().as_secs_f64());
+        Ok(r)
     }
 }
 

@@ -21,6 +21,7 @@ use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
 use crate::hc::{hc_read, hc_write, HcGpu, HcScratch};
 use crate::matvec::{embed, matvec, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
+use crate::profile::{Profile, ProfileMode};
 
 /// A window's rows on the device: `t` rows of `width` values.
 pub struct Rows {
@@ -60,51 +61,6 @@ pub struct CudaForward<'a> {
     head: HcGpu,
     ple: Option<PleGpu>,
     scratch: HcScratch,
-    /// Device time per op family when `STRATA_PROFILE=1` (each op synchronised: slower, for breakdowns).
-    profile: Option<Profile>,
-}
-
-/// Seconds and calls per op family, of the calls made while `active` (the decode steps).
-#[derive(Default)]
-pub struct Profile {
-    times: std::sync::Mutex<Vec<(&'static str, f64, usize)>>,
-    pub active: std::sync::atomic::AtomicBool,
-}
-
-impl Profile {
-    fn add(&self, family: &'static str, secs: f64) {
-        if !self.active.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-        let mut v = self.times.lock().expect("profile lock");
-        match v.iter_mut().find(|e| e.0 == family) {
-            Some(e) => {
-                e.1 += secs;
-                e.2 += 1;
-            }
-            None => v.push((family, secs, 1)),
-        }
-    }
-
-    /// One line per family: total ms, share, calls, µs per call.
-    pub fn report(&self) -> String {
-        let v = self.times.lock().expect("profile lock");
-        let total: f64 = v.iter().map(|e| e.1).sum();
-        let steps = v.iter().find(|e| e.0 == "embed").map_or(0, |e| e.2);
-        let mut out = format!(
-            "profile of {steps} decode steps (each op synchronised): {:.2} ms per step in ops\n",
-            total * 1e3 / steps.max(1) as f64
-        );
-        for (family, secs, calls) in v.iter() {
-            out += &format!(
-                "  {family:<10} {:>9.2} ms {:>5.1}%  {calls:>6} calls  {:>8.1} µs/call\n",
-                secs * 1e3,
-                100.0 * secs / total.max(1e-12),
-                secs * 1e6 / *calls as f64
-            );
-        }
-        out
-    }
 }
 
 enum LayerStateGpu {
@@ -164,7 +120,6 @@ impl<'a> CudaForward<'a> {
             ple,
             model,
             gpu,
-            profile: std::env::var("STRATA_PROFILE").is_ok_and(|v| v == "1").then(Profile::default),
         })
     }
 
@@ -249,20 +204,9 @@ impl<'a> CudaForward<'a> {
         Ok(st)
     }
 
-    /// `f`, its device time added to the profile when one is kept.
+    /// `f`, its device time added to the op-family profile when one is kept.
     fn timed<R>(&self, family: &'static str, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
-        let Some(p) = &self.profile else { return f() };
-        self.gpu.sync()?;
-        let t0 = std::time::Instant::now();
-        let r = f()?;
-        self.gpu.sync()?;
-        p.add(family, t0.elapsed().as_secs_f64());
-        Ok(r)
-    }
-
-    /// The op-family breakdown, when `STRATA_PROFILE=1`.
-    pub fn profile(&self) -> Option<&Profile> {
-        self.profile.as_ref()
+        self.gpu.timed(ProfileMode::Families, family, f)
     }
 
     fn hc(&self, id: HcId) -> Result<&HcGpu, CudaError> {
@@ -469,8 +413,8 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
-        if let Some(p) = self.fwd.profile() {
-            p.active.store(tokens.len() == 1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(p) = &self.fwd.gpu.profile {
+            p.begin(tokens.len() == 1);
         }
         let (logits, _) = forward_window(&self.fwd, &self.fwd.model.config, &mut self.state, tokens, self.pos)
             .map_err(|e| e.to_string())?;
@@ -479,7 +423,7 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn report(&self) -> Option<String> {
-        self.fwd.profile().map(Profile::report)
+        self.fwd.gpu.profile.as_ref().map(Profile::report)
     }
 
     fn snapshot(&self) -> Result<State, String> {

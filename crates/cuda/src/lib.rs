@@ -16,6 +16,7 @@ pub mod matvec;
 pub mod moe;
 pub mod parity;
 pub mod plan;
+pub mod profile;
 pub mod qsa;
 
 pub use device::Gpu;

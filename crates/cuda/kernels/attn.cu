@@ -100,40 +100,51 @@ extern "C" __global__ void block_keys(const float* __restrict__ raw, float* __re
     }
 }
 
-// Gated attention of query head h of token t (blockIdx.x = t·Hq + h) over its cells: ids[t·ids_stride ..]
-// (count[t] of them, ascending) or, with ids null, cells lo[t] .. n_cells[t] − 1. s_j = dot(q, k_j)·scale by
-// the contract (a warp per cell); e_j = exp(s_j − max); the sum of e by the contract; o[d] = fma chain over
-// j ascending of e_j·v_j[d] from +0, then o[d]/sum; output o[d]·σ(gate[d]). `sbuf` is scratch per block.
-extern "C" __global__ void attend(const float* __restrict__ q, const float* __restrict__ qg,
-                                 const unsigned short* __restrict__ kh, const signed char* __restrict__ kc,
-                                 const unsigned short* __restrict__ ks, const float* __restrict__ kf,
-                                 const unsigned short* __restrict__ vh, const signed char* __restrict__ vc,
-                                 const unsigned short* __restrict__ vs, const float* __restrict__ vf, int mode,
-                                 const unsigned int* __restrict__ ids, int ids_stride, const int* __restrict__ count,
-                                 const int* __restrict__ lo, float* __restrict__ sbuf, int sbuf_stride,
-                                 float* __restrict__ out, int hq, int hkv, int dh, float scale) {
-    const int bt = blockIdx.x, t = bt / hq, h = bt % hq, g = h / (hq / hkv);
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const int dim = hkv * dh, n = count[t];
+// Gated attention of query head h of token t (bt = t·Hq + h) over its cells: ids[t·ids_stride ..] (count[t]
+// of them, ascending) or, with ids null, cells lo[t] .. lo[t] + count[t] − 1. In three kernels, so that each
+// spreads over the card: s_j = dot(q, k_j)·scale by the contract; e_j = exp(s_j − max) and their sum by the
+// contract; o[d] = fma chain over j ascending of e_j·v_j[d] from +0, then o[d]/sum; output o[d]·σ(gate[d]).
+// `sbuf` holds per bt the n scores (then the e_j), the per-chunk parts of the sum, and the sum.
+__device__ __forceinline__ size_t attend_cell(const unsigned int* ids, int ids_stride, const int* lo, int t, int j) {
+    return ids ? (size_t)ids[(size_t)t * ids_stride + j] : (size_t)(lo[t] + j);
+}
+
+// s_j for j = blockIdx.x·warps + warp (a warp per cell), blockIdx.y = bt.
+extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsigned short* __restrict__ kh,
+                                        const signed char* __restrict__ kc, const unsigned short* __restrict__ ks,
+                                        const float* __restrict__ kf, int mode, const unsigned int* __restrict__ ids,
+                                        int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
+                                        float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
+                                        float scale) {
+    const int bt = blockIdx.y, t = bt / hq, h = bt % hq, g = h / (hq / hkv), lane = threadIdx.x % WARP;
+    const int j = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    if (j >= count[t]) return;
+    const size_t cell = attend_cell(ids, ids_stride, lo, t, j);
     const float* qv = q + (size_t)bt * dh;
-    float* s = sbuf + (size_t)bt * sbuf_stride;
-    auto cell_of = [&](int j) -> size_t { return ids ? (size_t)ids[(size_t)t * ids_stride + j] : (size_t)(lo[t] + j); };
-    for (int j = warp; j < n; j += warps) {
-        const size_t cell = cell_of(j);
-        float acc = 0.0f;
-        for (int c = lane; c < dh / CHUNK; c += WARP) {
-            float kv8[8], q8[8];
+    const int dim = hkv * dh;
+    float acc = 0.0f;
+    for (int c = lane; c < dh / CHUNK; c += WARP) {
+        float kv8[8], q8[8];
 #pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                kv8[e] = kv_get(kh, kc, ks, kf, mode, dim, cell, g * dh + CHUNK * c + e);
-                q8[e] = qv[CHUNK * c + e];
-            }
-            acc = __fadd_rn(acc, chunk_dot(q8, kv8));
+        for (int e = 0; e < 8; ++e) {
+            kv8[e] = kv_get(kh, kc, ks, kf, mode, dim, cell, g * dh + CHUNK * c + e);
+            q8[e] = qv[CHUNK * c + e];
         }
-        const float d = warp_butterfly(acc);
-        if (lane == 0) s[j] = __fmul_rn(d, scale);
+        acc = __fadd_rn(acc, chunk_dot(q8, kv8));
     }
-    __syncthreads();
+    const float d = warp_butterfly(acc);
+    if (lane == 0) sbuf[(size_t)bt * sbuf_stride + j] = __fmul_rn(d, scale);
+}
+
+// Per bt (a block each): the max, e_j in place of s_j, each chunk's part of the sum (all threads), then the
+// lanes' running totals over their chunks in order and the butterfly (warp 0); the sum stored after the parts.
+extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_stride, const int* __restrict__ count,
+                                         int hq) {
+    const int bt = blockIdx.x, t = bt / hq, n = count[t];
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
+    const int nch = (n + CHUNK - 1) / CHUNK;
+    float* s = sbuf + (size_t)bt * sbuf_stride;
+    float* parts = s + n;
     __shared__ float red[32];
     float m = -__int_as_float(0x7f800000);
     for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, s[j]);
@@ -143,24 +154,56 @@ extern "C" __global__ void attend(const float* __restrict__ q, const float* __re
     __syncthreads();
     m = red[0];
     for (int w = 1; w < warps; ++w) m = fmaxf(m, red[w]);
-    __syncthreads();
-    for (int j = threadIdx.x; j < n; j += blockDim.x) s[j] = s_exp(__fsub_rn(s[j], m));
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
+        float part = 0.0f;
+        for (int j = CHUNK * c; j < min(n, CHUNK * c + CHUNK); ++j) {
+            const float e = s_exp(__fsub_rn(s[j], m));
+            s[j] = e;
+            part = __fadd_rn(part, e);
+        }
+        parts[c] = part;
+    }
     __syncthreads();
     if (warp == 0) {
         float acc = 0.0f;
-        for (int c = lane; c < (n + CHUNK - 1) / CHUNK; c += WARP) {
-            float part = 0.0f;
-            for (int j = CHUNK * c; j < min(n, CHUNK * c + CHUNK); ++j) part = __fadd_rn(part, s[j]);
-            acc = __fadd_rn(acc, part);
-        }
+        for (int c = lane; c < nch; c += WARP) acc = __fadd_rn(acc, parts[c]);
         const float total = warp_butterfly(acc);
-        if (lane == 0) red[0] = total;
+        if (lane == 0) parts[nch] = total;
     }
-    __syncthreads();
-    const float total = red[0];
-    for (int d = threadIdx.x; d < dh; d += blockDim.x) {
-        float o = 0.0f;
-        for (int j = 0; j < n; ++j) o = __fmaf_rn(s[j], kv_get(vh, vc, vs, vf, mode, dim, cell_of(j), g * dh + d), o);
+}
+
+// The values: blockIdx.y = bt, blockIdx.x a slice of 32 dims. Tiles of ATTEND_TILE cells are read into shared
+// memory by the whole block (many loads in flight), then warp 0 runs each dim's fma chain through the tile.
+#define ATTEND_TILE 256
+extern "C" __global__ void attend_values(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
+                                        const signed char* __restrict__ vc, const unsigned short* __restrict__ vs,
+                                        const float* __restrict__ vf, int mode, const unsigned int* __restrict__ ids,
+                                        int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
+                                        const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
+                                        int hq, int hkv, int dh) {
+    const int bt = blockIdx.y, t = bt / hq, h = bt % hq, g = h / (hq / hkv), n = count[t];
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
+    const int d0 = blockIdx.x * WARP, dim = hkv * dh;
+    const float* e = sbuf + (size_t)bt * sbuf_stride;
+    __shared__ float tile[ATTEND_TILE][WARP];
+    __shared__ float et[ATTEND_TILE];
+    float o = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += ATTEND_TILE) {
+        const int len = min(ATTEND_TILE, n - j0);
+        for (int jj = warp; jj < len; jj += warps) {
+            const size_t cell = attend_cell(ids, ids_stride, lo, t, j0 + jj);
+            tile[jj][lane] = d0 + lane < dh ? kv_get(vh, vc, vs, vf, mode, dim, cell, g * dh + d0 + lane) : 0.0f;
+            if (lane == 0) et[jj] = e[j0 + jj];
+        }
+        __syncthreads();
+        if (warp == 0) {
+            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(et[jj], tile[jj][lane], o);
+        }
+        __syncthreads();
+    }
+    if (warp == 0 && d0 + lane < dh) {
+        const int nch = (n + CHUNK - 1) / CHUNK, d = d0 + lane;
+        const float total = e[n + nch];
         const float gate = qg[(size_t)t * hq * 2 * dh + (size_t)h * 2 * dh + dh + d];
         out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
     }

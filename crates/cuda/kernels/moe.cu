@@ -11,7 +11,7 @@ __device__ __forceinline__ u32 moe_key(float s) {
 
 // One warp per token: p = softmax(logits) (max, e^(x − max), the sum by the reduction contract, each term
 // over the sum), the k best by key (lower index first among equals), then w_i = p_i / max(Σ_rank p, 2^-14)
-// with the sum taken in rank order. `e` is scratch of T·E floats.
+// with the sum taken in rank order. `e` is scratch of T·E floats (overwritten).
 extern "C" __global__ void moe_route(const float* __restrict__ logits, float* __restrict__ e, int* __restrict__ ids,
                                     float* __restrict__ weights, int E, int k) {
     const int t = blockIdx.x, lane = threadIdx.x;
@@ -33,25 +33,29 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, float* __
     __syncwarp();
     for (int i = lane; i < E; i += WARP) p[i] = __fdiv_rn(p[i], total);
     __syncwarp();
-    if (lane == 0) {
-        float sum = 0.0f;
-        int chosen[64];
-        for (int r = 0; r < k; ++r) {
-            int best = -1;
-            for (int i = 0; i < E; ++i) {
-                bool taken = false;
-                for (int q = 0; q < r; ++q) taken |= chosen[q] == i;
-                if (!taken && (best < 0 || moe_key(p[i]) > moe_key(p[best]))) best = i;
-            }
-            chosen[r] = best;
-            sum = __fadd_rn(sum, p[best]);
+    // Top-k, one rank per round: the warp's best (key, then lower index) of those not yet taken; a taken
+    // entry is set to −1, whose key is below that of every probability (and of NaN, ordered as 0).
+    float sum = 0.0f;
+    for (int r = 0; r < k; ++r) {
+        unsigned long long best = 0;
+        for (int i = lane; i < E; i += WARP) {
+            best = max(best, ((unsigned long long)moe_key(p[i]) << 32) | (u32)(~i));
         }
-        const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
-        for (int r = 0; r < k; ++r) {
-            ids[t * k + r] = chosen[r];
-            weights[t * k + r] = __fdiv_rn(p[chosen[r]], denom);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
+        const int i = (int)(~(u32)best);
+        const float v = p[i];
+        sum = __fadd_rn(sum, v);
+        __syncwarp();
+        if (lane == 0) {
+            ids[t * k + r] = i;
+            weights[t * k + r] = v;
+            p[i] = -1.0f;
         }
+        __syncwarp();
     }
+    const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
+    for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
 }
 
 // h = silu(g)·u, the product rounded.

@@ -5,6 +5,7 @@
 use cudarc::driver::LaunchConfig;
 use strata_model::kv::{KvMode, KvStore, INT8_GROUP};
 use strata_model::ops::act::rsqrt;
+use strata_model::ops::dot::CHUNK;
 use strata_model::ops::rope::Rope;
 use strata_model::state::QsaState;
 use strata_model::weights::AttnWeights;
@@ -288,29 +289,44 @@ pub fn attention(
             (Some(ids), stride, count, Buf::<i32>::zeros(gpu, t)?)
         }
     };
-    let max_cells = pos + t;
-    let sbuf = Buf::<f32>::zeros(gpu, t * d.hq * max_cells)?;
+    // The most cells a token of the window attends to; the scores, the sum's parts and the sum per head.
+    let max_n = if ids.is_some() { ids_stride } else { pos + t };
+    let sbuf_stride = max_n + max_n.div_ceil(CHUNK) + 1;
+    let sbuf = Buf::<f32>::zeros(gpu, t * d.hq * sbuf_stride)?;
     let out = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;
-    let at = gpu.function("attn.cu", SRC, "attend")?;
-    let cfg = LaunchConfig { grid_dim: ((t * d.hq) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let ids_ptr = ids.as_ref().map_or(0, |b| b.ptr(gpu));
+    let cells_args =
+        [Arg::I32(st.k.mode_id()), Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))];
+    let heads = [i(d.hq), i(d.hkv), i(d.dh)];
+    let block = |grid: (usize, usize)| LaunchConfig {
+        grid_dim: (grid.0 as u32, grid.1 as u32, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let f = gpu.function("attn.cu", SRC, "attend_scores")?;
     let args = [
-        &[Arg::Ptr(q.ptr(gpu)), Arg::Ptr(qg.ptr(gpu))][..],
+        &[Arg::Ptr(q.ptr(gpu))][..],
         &st.k.args(gpu),
-        &st.v.args(gpu),
-        &[Arg::I32(st.k.mode_id()), Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))],
-        &[
-            Arg::Ptr(sbuf.ptr(gpu)),
-            i(max_cells),
-            Arg::Ptr(out.ptr(gpu)),
-            i(d.hq),
-            i(d.hkv),
-            i(d.dh),
-            Arg::F32(rsqrt(d.dh as f32)),
-        ],
+        &cells_args,
+        &[Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride)],
+        &heads,
+        &[Arg::F32(rsqrt(d.dh as f32))],
     ]
     .concat();
-    launch(gpu, &at, "attend", cfg, &args)?;
+    launch(gpu, &f, "attend_scores", block((max_n.div_ceil(8), t * d.hq)), &args)?;
+    let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
+    let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
+    launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
+    let f = gpu.function("attn.cu", SRC, "attend_values")?;
+    let args = [
+        &[Arg::Ptr(qg.ptr(gpu))][..],
+        &st.v.args(gpu),
+        &cells_args,
+        &[Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(out.ptr(gpu))],
+        &heads,
+    ]
+    .concat();
+    launch(gpu, &f, "attend_values", block((d.dh.div_ceil(32), t * d.hq)), &args)?;
     st.cells += t;
     let y = Buf::<f32>::zeros(gpu, t * w.o.rows)?;
     matvec(gpu, &w.o, &out, &y, t)?;

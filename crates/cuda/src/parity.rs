@@ -356,9 +356,24 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let e = |e: crate::CudaError| e.to_string();
     let mut rng = SplitMix64::new(seed);
     let mut cases = 0;
-    for (n, ne, k, f, fs) in [(256usize, 16usize, 4usize, 256usize, 512usize), (1024, 64, 6, 256, 768)] {
-        for ty in [GgmlType::Q2_0, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::Q4_K] {
-            let w = random_moe(n, ne, f, fs, ty, &mut rng);
+    // The last geometry routes 10 of 512 (the full model's), with the router's rows repeated in pairs so
+    // that every probability ties with its neighbour's: the lower index must come first.
+    let all = [GgmlType::Q2_0, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::Q4_K];
+    for (n, ne, k, f, fs, ties) in
+        [(256usize, 16usize, 4usize, 256usize, 512usize, false), (1024, 64, 6, 256, 768, false)]
+            .into_iter()
+            .chain([(256, 512, 10, 64, 64, true)])
+    {
+        for ty in if ties { &all[..1] } else { &all[..] }.iter().copied() {
+            let mut w = random_moe(n, ne, f, fs, ty, &mut rng);
+            if ties {
+                let mut b = w.router.bytes.to_vec();
+                let row = 4 * n;
+                for r in (0..ne).step_by(2) {
+                    b.copy_within(r * row..(r + 1) * row, (r + 1) * row);
+                }
+                w.router.bytes = strata_gguf::TensorBytes::from_vec(b);
+            }
             let wg = crate::moe::MoeGpu::upload(gpu, &w, k, f).map_err(e)?;
             for t in 1..=MAX_T {
                 let x: Vec<f32> = (0..t * n).map(|_| normal(&mut rng)).collect();

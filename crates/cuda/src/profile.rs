@@ -72,10 +72,8 @@ impl Profile {
             ProfileMode::Families => "each op family synchronised",
             ProfileMode::Kernels => "each kernel synchronised",
         };
-        let mut out = format!(
-            "profile of {steps} decode steps ({what}): {:.2} ms per step\n",
-            total * 1e3 / steps.max(1) as f64
-        );
+        let mut out =
+            format!("profile of {steps} decode steps ({what}): {:.2} ms per step\n", total * 1e3 / steps.max(1) as f64);
         for (name, secs, calls) in &v {
             out += &format!(
                 "  {name:<24} {:>9.2} ms {:>5.1}%  {:>7.1} calls/step  {:>8.1} µs/call\n",

@@ -172,37 +172,51 @@ extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_str
     }
 }
 
-// The values: blockIdx.y = bt, blockIdx.x a slice of 32 dims. Tiles of ATTEND_TILE cells are read into shared
-// memory by the whole block (many loads in flight), then warp 0 runs each dim's fma chain through the tile.
-#define ATTEND_TILE 256
+// The values, for the query heads of one KV group together (they read the same values): blockIdx.x a slice
+// of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb, warp w the group's head hb·warps + w. Tiles of ATTEND_TILE
+// cells are read into shared memory by the whole block (the cell ids first, then the values, several loads
+// in flight per thread), then each warp runs its head's fma chains through the tile.
+#define ATTEND_TILE 128
 extern "C" __global__ void attend_values(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
                                         const signed char* __restrict__ vc, const unsigned short* __restrict__ vs,
                                         const float* __restrict__ vf, int mode, const unsigned int* __restrict__ ids,
                                         int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
                                         const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
                                         int hq, int hkv, int dh) {
-    const int bt = blockIdx.y, t = bt / hq, h = bt % hq, g = h / (hq / hkv), n = count[t];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const int d0 = blockIdx.x * WARP, dim = hkv * dh;
-    const float* e = sbuf + (size_t)bt * sbuf_stride;
+    const int hpg = hq / hkv, hb_count = (hpg + warps - 1) / warps;
+    const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, t = tg / hkv, g = tg % hkv;
+    const int hi = hb * warps + warp, h = g * hpg + hi, n = count[t];
+    const bool live = hi < hpg;
+    const int d0 = blockIdx.x * WARP, dim = hkv * dh, d = d0 + lane;
+    const float* e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
     __shared__ float tile[ATTEND_TILE][WARP];
-    __shared__ float et[ATTEND_TILE];
+    __shared__ unsigned int cells[ATTEND_TILE];
     float o = 0.0f;
     for (int j0 = 0; j0 < n; j0 += ATTEND_TILE) {
         const int len = min(ATTEND_TILE, n - j0);
-        for (int jj = warp; jj < len; jj += warps) {
-            const size_t cell = attend_cell(ids, ids_stride, lo, t, j0 + jj);
-            tile[jj][lane] = d0 + lane < dh ? kv_get(vh, vc, vs, vf, mode, dim, cell, g * dh + d0 + lane) : 0.0f;
-            if (lane == 0) et[jj] = e[j0 + jj];
+        for (int jj = threadIdx.x; jj < len; jj += blockDim.x) cells[jj] = (unsigned int)attend_cell(ids, ids_stride, lo, t, j0 + jj);
+        __syncthreads();
+        for (int jb = warp; jb < len; jb += 4 * warps) {
+            float v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int jj = jb + u * warps;
+                v[u] = jj < len && d < dh ? kv_get(vh, vc, vs, vf, mode, dim, cells[jj], g * dh + d) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                if (jb + u * warps < len) tile[jb + u * warps][lane] = v[u];
+            }
         }
         __syncthreads();
-        if (warp == 0) {
-            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(et[jj], tile[jj][lane], o);
+        if (live) {
+            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(e[j0 + jj], tile[jj][lane], o);
         }
         __syncthreads();
     }
-    if (warp == 0 && d0 + lane < dh) {
-        const int nch = (n + CHUNK - 1) / CHUNK, d = d0 + lane;
+    if (live && d < dh) {
+        const int nch = (n + CHUNK - 1) / CHUNK;
         const float total = e[n + nch];
         const float gate = qg[(size_t)t * hq * 2 * dh + (size_t)h * 2 * dh + dh + d];
         out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));

@@ -96,6 +96,72 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
     }
 }
 
+// The same rule with M's column b held in registers for the window (S a compile-time 32, 64 or 128): the
+// column is read once and written once, all its loads in flight together. P threads share a column, each
+// holding S/P of its rows (P = 2 at S = 128 keeps to 64 registers); a chain over a runs through them in
+// order, its running value handed on by a shuffle, so every sum is the one fma chain of the contract.
+template <int S, int P>
+__device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
+                               const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T) {
+    constexpr int R = S / P;
+    __shared__ float qk[2 * S];
+    const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
+    const int lane0 = (threadIdx.x % WARP) - part;  // the column's first thread, as a lane
+    float* m = M + (size_t)j * S * S + (size_t)part * R * S;
+    float col[R];
+#pragma unroll
+    for (int a = 0; a < R; ++a) col[a] = m[(size_t)a * S + b];
+    for (int t = 0; t < T; ++t) {
+        const float* row = conv + (size_t)t * C;
+        __syncthreads();
+        for (int a = threadIdx.x; a < S; a += S * P) {
+            qk[a] = row[(size_t)i * S + a];
+            qk[S + a] = row[(size_t)hk * S + (size_t)i * S + a];
+        }
+        __syncthreads();
+        const float* q = qk + part * R;
+        const float* k = qk + S + part * R;
+        const float dec = decay[(size_t)t * hv + j], beta = betas[(size_t)t * hv + j];
+        const float v = row[(size_t)2 * hk * S + (size_t)j * S + b];
+#pragma unroll
+        for (int a = 0; a < R; ++a) col[a] = __fmul_rn(col[a], dec);
+        float p = 0.0f;
+#pragma unroll
+        for (int turn = 0; turn < P; ++turn) {
+            if (part == turn) {
+#pragma unroll
+                for (int a = 0; a < R; ++a) p = __fmaf_rn(col[a], k[a], p);
+            }
+            if (P > 1) p = __shfl_sync(0xffffffffu, p, lane0 + turn);
+        }
+        const float delta = __fmul_rn(beta, __fsub_rn(v, p));
+#pragma unroll
+        for (int a = 0; a < R; ++a) col[a] = __fmaf_rn(k[a], delta, col[a]);
+        float out = 0.0f;
+#pragma unroll
+        for (int turn = 0; turn < P; ++turn) {
+            if (part == turn) {
+#pragma unroll
+                for (int a = 0; a < R; ++a) out = __fmaf_rn(col[a], q[a], out);
+            }
+            if (P > 1) out = __shfl_sync(0xffffffffu, out, lane0 + turn);
+        }
+        if (part == 0) o[(size_t)t * hv * S + (size_t)j * S + b] = out;
+    }
+#pragma unroll
+    for (int a = 0; a < R; ++a) m[(size_t)a * S + b] = col[a];
+}
+
+#define GDN_DELTA_COLS(S, P)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
+        float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
+        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T) {        \
+        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T);                                         \
+    }
+GDN_DELTA_COLS(32, 1)
+GDN_DELTA_COLS(64, 1)
+GDN_DELTA_COLS(128, 2)
+
 // y_j = rms_norm(o_j, ssm_norm)·σ(z_j): one warp per (token, value head), (o·rs)·w then ·σ(z).
 extern "C" __global__ void gdn_out_norm(const float* __restrict__ o, const float* __restrict__ z,
                                        const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T) {

@@ -12,25 +12,38 @@ __device__ __forceinline__ unsigned short u16_at(const unsigned char* p) {
 struct F32W {
     static constexpr int BS = 1, TS = 4;
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const float* r = reinterpret_cast<const float*>(row) + 8 * c;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = r[e];
+        load8_f32(reinterpret_cast<const float*>(row) + 8 * c, w);
     }
 };
+
+// Eight 16-bit values in one 16-byte load (a row of 8k halves starts 16-byte aligned).
+__device__ __forceinline__ void load8_u16(const unsigned char* p, u32* h) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const u32 words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        h[2 * i] = words[i] & 0xffffu;
+        h[2 * i + 1] = words[i] >> 16;
+    }
+}
 
 struct F16W {
     static constexpr int BS = 1, TS = 2;
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        u32 h[8];
+        load8_u16(row + 16 * c, h);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = f16_bits_to_f32(u16_at(row + 2 * (8 * c + e)));
+        for (int e = 0; e < 8; ++e) w[e] = f16_bits_to_f32((unsigned short)h[e]);
     }
 };
 
 struct BF16W {
     static constexpr int BS = 1, TS = 2;
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        u32 h[8];
+        load8_u16(row + 16 * c, h);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __uint_as_float(((u32)u16_at(row + 2 * (8 * c + e))) << 16);
+        for (int e = 0; e < 8; ++e) w[e] = __uint_as_float(h[e] << 16);
     }
 };
 
@@ -292,6 +305,12 @@ struct IQ3_SW {
     }
 };
 
+// Chunks in flight per lane: a lane's chunks c, c + 32, … are read U at a time (their loads overlap) and
+// still added to its total one by one in order, so the sum is the contract's. Two for IQ3_S, whose chunk
+// decode needs the most registers (four spill on sm_75).
+template <typename W> struct Unroll { static constexpr int U = 4; };
+template <> struct Unroll<IQ3_SW> { static constexpr int U = 2; };
+
 // One warp per row: the row's chunks dequantized once, dotted with each of the T tokens' x.
 template <typename W>
 __device__ void matvec_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
@@ -302,18 +321,27 @@ __device__ void matvec_rows(const unsigned char* __restrict__ wbase, const float
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* r = wbase + (size_t)row * row_bytes;
     const int nch = cols / CHUNK;
+    constexpr int MATVEC_U = Unroll<W>::U;
     float acc[8];
 #pragma unroll
     for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
-    for (int c = lane; c < nch; c += WARP) {
-        float w[8];
-        W::chunk(r, c, w);
+    for (int c0 = lane; c0 < nch; c0 += WARP * MATVEC_U) {
+        float w[MATVEC_U][8];
 #pragma unroll
-        for (int t = 0; t < 8; ++t) {
-            if (t < T) {
-                float xv[8];
-                load8_f32(x + (size_t)t * cols + 8 * c, xv);
-                acc[t] = __fadd_rn(acc[t], chunk_dot(w, xv));
+        for (int u = 0; u < MATVEC_U; ++u) {
+            if (c0 + WARP * u < nch) W::chunk(r, c0 + WARP * u, w[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < MATVEC_U; ++u) {
+            const int c = c0 + WARP * u;
+            if (c >= nch) break;
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                if (t < T) {
+                    float xv[8];
+                    load8_f32(x + (size_t)t * cols + 8 * c, xv);
+                    acc[t] = __fadd_rn(acc[t], chunk_dot(w[u], xv));
+                }
             }
         }
     }
@@ -339,12 +367,23 @@ __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, cons
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
     const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
+    const int nch = cols / CHUNK;
+    constexpr int MATVEC_U = Unroll<W>::U;
     float acc = 0.0f;
-    for (int c = lane; c < cols / CHUNK; c += WARP) {
-        float w[8], xv[8];
-        W::chunk(r, c, w);
-        load8_f32(xv0 + 8 * c, xv);
-        acc = __fadd_rn(acc, chunk_dot(w, xv));
+    for (int c0 = lane; c0 < nch; c0 += WARP * MATVEC_U) {
+        float w[MATVEC_U][8];
+#pragma unroll
+        for (int u = 0; u < MATVEC_U; ++u) {
+            if (c0 + WARP * u < nch) W::chunk(r, c0 + WARP * u, w[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < MATVEC_U; ++u) {
+            const int c = c0 + WARP * u;
+            if (c >= nch) break;
+            float xv[8];
+            load8_f32(xv0 + 8 * c, xv);
+            acc = __fadd_rn(acc, chunk_dot(w[u], xv));
+        }
     }
     const float v = warp_butterfly(acc);
     if (lane == 0) y[(size_t)ts * rows + row] = v;

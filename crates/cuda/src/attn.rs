@@ -326,7 +326,15 @@ pub fn attention(
         &heads,
     ]
     .concat();
-    launch(gpu, &f, "attend_values", block((d.dh.div_ceil(32), t * d.hq)), &args)?;
+    // A warp per query head of a KV group, at most 16 per block.
+    let hpg = d.hq / d.hkv;
+    let warps = hpg.min(16);
+    let cfg = LaunchConfig {
+        grid_dim: (d.dh.div_ceil(32) as u32, (t * d.hkv * hpg.div_ceil(warps)) as u32, 1),
+        block_dim: (32 * warps as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    launch(gpu, &f, "attend_values", cfg, &args)?;
     st.cells += t;
     let y = Buf::<f32>::zeros(gpu, t * w.o.rows)?;
     matvec(gpu, &w.o, &out, &y, t)?;

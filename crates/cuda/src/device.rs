@@ -25,6 +25,27 @@ pub struct Gpu {
     /// The time breakdown asked for by `STRATA_PROFILE`, if any.
     pub profile: Option<Profile>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Kernels already looked up, by file and name (a decode step launches ~1,000).
+    functions: Mutex<HashMap<String, CudaFunction>>,
+}
+
+/// The stream-ordered allocator keeps freed memory for reuse instead of handing it back to the driver at
+/// each synchronisation, so a step's temporaries cost no mapping.
+fn keep_pool_memory(ctx: &CudaContext) -> Result<(), CudaError> {
+    use cudarc::driver::sys;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut keep = u64::MAX;
+    // SAFETY: plain driver calls on this context's device, writing a handle and setting one attribute.
+    let rc = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) };
+    if rc != sys::CUresult::CUDA_SUCCESS {
+        return Ok(()); // no pool: allocations are plain, nothing to keep
+    }
+    let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+    let rc = unsafe { sys::cuMemPoolSetAttribute(pool, attr, (&mut keep as *mut u64).cast()) };
+    if rc != sys::CUresult::CUDA_SUCCESS {
+        return Err(CudaError::NoDevice(format!("setting the memory pool's release threshold: {rc:?}")));
+    }
+    Ok(())
 }
 
 impl Gpu {
@@ -50,6 +71,7 @@ impl Gpu {
         // SAFETY: no other stream ever touches this context's buffers.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().check("creating a stream")?;
+        keep_pool_memory(&ctx)?;
         Ok(Arc::new(Gpu {
             ctx,
             stream,
@@ -59,6 +81,7 @@ impl Gpu {
             sm_count,
             profile: ProfileMode::from_env().map(Profile::new),
             modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -75,6 +98,10 @@ impl Gpu {
 
     /// A kernel of a `.cu` file (compiled once per process, and once per machine thanks to the cache).
     pub fn function(&self, file: &'static str, source: &'static str, name: &str) -> Result<CudaFunction, CudaError> {
+        let key = format!("{file}:{name}");
+        if let Some(f) = self.functions.lock().expect("function cache lock").get(&key) {
+            return Ok(f.clone());
+        }
         let module = {
             let mut m = self.modules.lock().expect("module cache lock");
             match m.get(file) {
@@ -87,7 +114,9 @@ impl Gpu {
                 }
             }
         };
-        module.load_function(name).check(&format!("kernel {name} of kernels/{file}"))
+        let f = module.load_function(name).check(&format!("kernel {name} of kernels/{file}"))?;
+        self.functions.lock().expect("function cache lock").insert(key, f.clone());
+        Ok(f)
     }
 
     /// Loads every kernel file, compiling those not cached in parallel, so that a first start pays for

@@ -102,14 +102,22 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)].map(Arg::Ptr);
     launch(gpu, &f, "gdn_gates", grid(t * hv, 128), &[&args[..], &[ci(hv), Arg::I32(ti)]].concat())?;
     let o = Buf::<f32>::zeros(gpu, t * hv * s)?;
-    let f = gpu.function("gdn.cu", SRC, "gdn_delta")?;
+    // The state held in registers where S is one of the compiled sizes; else read and written in place.
+    // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).
+    let (name, threads, shared) = match s {
+        32 => ("gdn_delta_32", 32, 0),
+        64 => ("gdn_delta_64", 64, 0),
+        128 => ("gdn_delta_128", 256, 0),
+        _ => ("gdn_delta", s.max(32), 2 * s * 4),
+    };
+    let f = gpu.function("gdn.cu", SRC, name)?;
     let cfg = LaunchConfig {
         grid_dim: (hv as u32, 1, 1),
-        block_dim: (s.max(32) as u32, 1, 1),
-        shared_mem_bytes: (2 * s * 4) as u32,
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: shared as u32,
     };
     let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &f, "gdn_delta", cfg, &[&args[..], &[ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)]].concat())?;
+    launch(gpu, &f, name, cfg, &[&args[..], &[ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)]].concat())?;
     let y = Buf::<f32>::zeros(gpu, t * hv * s)?;
     let f = gpu.function("gdn.cu", SRC, "gdn_out_norm")?;
     let args = [o.ptr(gpu), z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);

@@ -175,7 +175,8 @@ extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_str
 // The values, for the query heads of one KV group together (they read the same values): blockIdx.x a slice
 // of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb, warp w the group's head hb·warps + w. Tiles of ATTEND_TILE
 // cells are read into shared memory by the whole block (the cell ids first, then the values, several loads
-// in flight per thread), then each warp runs its head's fma chains through the tile.
+// in flight per thread) with each head's e_j, then each warp runs its head's fma chains through the tile. At
+// most 16 warps.
 #define ATTEND_TILE 128
 extern "C" __global__ void attend_values(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
                                         const signed char* __restrict__ vc, const unsigned short* __restrict__ vs,
@@ -191,11 +192,15 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
     const int d0 = blockIdx.x * WARP, dim = hkv * dh, d = d0 + lane;
     const float* e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
     __shared__ float tile[ATTEND_TILE][WARP];
+    __shared__ float et[16][ATTEND_TILE];  // each warp's head's e_j of the tile
     __shared__ unsigned int cells[ATTEND_TILE];
     float o = 0.0f;
     for (int j0 = 0; j0 < n; j0 += ATTEND_TILE) {
         const int len = min(ATTEND_TILE, n - j0);
-        for (int jj = threadIdx.x; jj < len; jj += blockDim.x) cells[jj] = (unsigned int)attend_cell(ids, ids_stride, lo, t, j0 + jj);
+        for (int jj = threadIdx.x; jj < len; jj += blockDim.x) {
+            cells[jj] = (unsigned int)attend_cell(ids, ids_stride, lo, t, j0 + jj);
+        }
+        for (int jj = lane; jj < len; jj += WARP) et[warp][jj] = e[j0 + jj];
         __syncthreads();
         for (int jb = warp; jb < len; jb += 4 * warps) {
             float v[4];
@@ -211,7 +216,7 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
         }
         __syncthreads();
         if (live) {
-            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(e[j0 + jj], tile[jj][lane], o);
+            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(et[warp][jj], tile[jj][lane], o);
         }
         __syncthreads();
     }

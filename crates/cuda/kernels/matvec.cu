@@ -305,88 +305,77 @@ struct IQ3_SW {
     }
 };
 
-// Chunks in flight per lane: a lane's chunks c, c + 32, … are read U at a time (their loads overlap) and
-// still added to its total one by one in order, so the sum is the contract's. Two for IQ3_S, whose chunk
-// decode needs the most registers (four spill on sm_75).
-template <typename W> struct Unroll { static constexpr int U = 4; };
-template <> struct Unroll<IQ3_SW> { static constexpr int U = 2; };
-
-// One warp per row: the row's chunks dequantized once, dotted with each of the T tokens' x.
+// A block per row (per row and slot for the experts), its warps side by side over the row: in each round
+// the block reads 32·warps consecutive chunks at once, thread (w, L) dotting chunk 32·w + L of the round with
+// the T inputs; then lane L of warp 0 adds the round's chunks 32·w + L, w ascending, to its running total.
+// Those are lane L's chunks of the contract in its order, so the sums are the contract's, with `warps` times
+// the loads in flight of a warp alone. At most MATVEC_WARPS warps (the host's ROW_WARPS).
+#define MATVEC_WARPS 4
 template <typename W>
-__device__ void matvec_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
-                            float* __restrict__ y, int rows, int cols, int T) {
-    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
-    const int row = blockIdx.x * warps + threadIdx.x / WARP;
-    if (row >= rows) return;
-    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    const unsigned char* r = wbase + (size_t)row * row_bytes;
+__device__ void matvec_row(const unsigned char* __restrict__ r, const float* __restrict__ x, size_t x_stride,
+                           float* __restrict__ y, size_t y_stride, int cols, int T) {
+    __shared__ float parts[8][MATVEC_WARPS][WARP];  // [t][warp][lane]
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
     const int nch = cols / CHUNK;
-    constexpr int MATVEC_U = Unroll<W>::U;
     float acc[8];
 #pragma unroll
     for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
-    for (int c0 = lane; c0 < nch; c0 += WARP * MATVEC_U) {
-        float w[MATVEC_U][8];
-#pragma unroll
-        for (int u = 0; u < MATVEC_U; ++u) {
-            if (c0 + WARP * u < nch) W::chunk(r, c0 + WARP * u, w[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < MATVEC_U; ++u) {
-            const int c = c0 + WARP * u;
-            if (c >= nch) break;
+    for (int c0 = 0; c0 < nch; c0 += WARP * warps) {
+        const int c = c0 + threadIdx.x;
+        if (c < nch) {
+            float w[8];
+            W::chunk(r, c, w);
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
                 if (t < T) {
                     float xv[8];
-                    load8_f32(x + (size_t)t * cols + 8 * c, xv);
-                    acc[t] = __fadd_rn(acc[t], chunk_dot(w[u], xv));
+                    load8_f32(x + (size_t)t * x_stride + 8 * c, xv);
+                    parts[t][warp][lane] = chunk_dot(w, xv);
                 }
             }
         }
-    }
+        __syncthreads();
+        if (warp == 0) {
+            for (int w = 0; w < warps && c0 + WARP * w + lane < nch; ++w) {
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {
-        if (t < T) {
-            const float v = warp_butterfly(acc[t]);
-            if (lane == 0) y[(size_t)t * rows + row] = v;
+                for (int t = 0; t < 8; ++t) {
+                    if (t < T) acc[t] = __fadd_rn(acc[t], parts[t][w][lane]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (warp == 0) {
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t < T) {
+                const float v = warp_butterfly(acc[t]);
+                if (lane == 0) y[(size_t)t * y_stride] = v;
+            }
         }
     }
 }
 
+// y[t][row] = W[row]·x[t] for t < T; blockIdx.x = row.
+template <typename W>
+__device__ void matvec_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                            float* __restrict__ y, int rows, int cols, int T) {
+    const int row = blockIdx.x;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    matvec_row<W>(wbase + (size_t)row * row_bytes, x, cols, y + row, rows, cols, T);
+}
+
 // The experts' products: for each (token t, slot s) of the window (blockIdx.y = t·k + s), the `rows` rows
 // of expert ids[t·k + s] (starting at row id·stride + offset of the stacked matrix) times the input at
-// x + t·x_tok + s·x_slot; y[(t·k + s)·rows + row]. Each row by the same contract as matvec_rows.
+// x + t·x_tok + s·x_slot; y[(t·k + s)·rows + row], blockIdx.x = row.
 template <typename W>
 __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
                                    float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
                                    int stride, int offset, int x_tok, int x_slot) {
-    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
-    const int row = blockIdx.x * warps + threadIdx.x / WARP, ts = blockIdx.y, t = ts / k, s = ts % k;
-    if (row >= rows) return;
+    const int row = blockIdx.x, ts = blockIdx.y, t = ts / k, s = ts % k;
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
-    const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
-    const int nch = cols / CHUNK;
-    constexpr int MATVEC_U = Unroll<W>::U;
-    float acc = 0.0f;
-    for (int c0 = lane; c0 < nch; c0 += WARP * MATVEC_U) {
-        float w[MATVEC_U][8];
-#pragma unroll
-        for (int u = 0; u < MATVEC_U; ++u) {
-            if (c0 + WARP * u < nch) W::chunk(r, c0 + WARP * u, w[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < MATVEC_U; ++u) {
-            const int c = c0 + WARP * u;
-            if (c >= nch) break;
-            float xv[8];
-            load8_f32(xv0 + 8 * c, xv);
-            acc = __fadd_rn(acc, chunk_dot(w[u], xv));
-        }
-    }
-    const float v = warp_butterfly(acc);
-    if (lane == 0) y[(size_t)ts * rows + row] = v;
+    matvec_row<W>(r, x + (size_t)t * x_tok + (size_t)s * x_slot, 0, y + (size_t)ts * rows + row, 0, cols, 1);
 }
 
 // Embedding rows: token t's row of W (cols values) dequantized and written hc times, the residual streams

@@ -11,8 +11,14 @@ use crate::error::CudaError;
 
 const SRC: &str = crate::compile::MATVEC;
 pub const MAX_T: usize = 8;
-/// Rows per block: one warp each.
-const WARPS: u32 = 8;
+/// The most warps that share a row (kernels/matvec.cu: a block per row).
+const ROW_WARPS: usize = 4;
+
+/// A block per row: as many warps (up to ROW_WARPS) as the row has rounds of 32 chunks.
+fn row_block(cols: usize, grid: (u32, u32)) -> LaunchConfig {
+    let warps = cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32;
+    LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 }
+}
 
 /// The kernel for a weight type, or `None` where there is none yet.
 fn kernel(ty: GgmlType) -> Option<&'static str> {
@@ -72,11 +78,7 @@ pub fn matvec(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, y: &Buf<f32>, t: usize) ->
     }
     let name = kernel(w.ty).expect("checked at upload");
     let f = gpu.function("matvec.cu", SRC, name)?;
-    let cfg = LaunchConfig {
-        grid_dim: ((w.rows as u32).div_ceil(WARPS), 1, 1),
-        block_dim: (32 * WARPS, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = row_block(w.cols, (w.rows as u32, 1));
     let args = [
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
@@ -111,11 +113,7 @@ pub fn matvec_gather(
 ) -> Result<(), CudaError> {
     let name = format!("{}_gather", kernel(w.ty).expect("checked at upload"));
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let cfg = LaunchConfig {
-        grid_dim: ((g.rows as u32).div_ceil(WARPS), (t * k) as u32, 1),
-        block_dim: (32 * WARPS, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = row_block(w.cols, (g.rows as u32, (t * k) as u32));
     let i = |v: usize| Arg::I32(v as i32);
     let args = [
         Arg::Ptr(w.bytes.ptr(gpu)),

@@ -33,9 +33,8 @@ same "tiny sampled" -m $t/tiny.gguf --prompt-tokens $ids -n 32 --ignore-eos --te
 for kv in fp16 int8; do
   same "small ids --kv $kv" -m $t/small.gguf --prompt-tokens $ids -n 64 --ignore-eos --kv $kv --max-context 4096
 done
-# The real-tool fixtures (random weights, written by the real converter): the bf16 file on both devices;
-# the q8_0 file has Q8_0 HC weights, which the GPU kernels do not take yet: auto runs it on the CPU with a
-# note, --device cuda refuses it in one line.
-same "real bf16 fixture, text" -m fixtures/real/qwen4exp-real-bf16.gguf -p "The quick brown fox" -n 32 --ignore-eos
-echo "real q8_0 fixture, --device auto:"; $bin run -m fixtures/real/qwen4exp-real-q8_0.gguf -p "Hi" -n 4 2>&1 | sed 's/^/  /'
-echo "real q8_0 fixture, --device cuda:"; $bin run -m fixtures/real/qwen4exp-real-q8_0.gguf -p "Hi" -n 4 --device cuda 2>&1 | sed 's/^/  /'
+# The real-tool fixtures (random weights, written by the real converter): bf16, and q8_0 and f32, whose HC
+# weights are Q8_0 and F32 (the GPU's `_f32` HC kernels).
+for q in bf16 q8_0 f32; do
+  same "real $q fixture, text" -m fixtures/real/qwen4exp-real-$q.gguf -p "The quick brown fox" -n 32 --ignore-eos
+done

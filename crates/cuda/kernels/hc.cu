@@ -11,6 +11,11 @@
 
 #define MAXT 8
 
+// The weights are BF16, or F32 (the `_f32` kernels: a file's F32 weights, or Q8_0 ones dequantized on
+// upload, which is exact: each value is the f32 the CPU's dequantization gives).
+__device__ __forceinline__ void load8_w(const bf16_t* p, float* w) { load8_bf16(p, w); }
+__device__ __forceinline__ void load8_w(const float* p, float* w) { load8_f32(p, w); }
+
 extern "C" __global__ void gr_norm(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                    const float* __restrict__ inj_prev, int pending, const float* __restrict__ w_norm,
                                    float* __restrict__ xn, int n, int hc) {
@@ -45,18 +50,19 @@ extern "C" __global__ void gr_norm(const float* __restrict__ r_in, float* r_out,
     }
 }
 
-extern "C" __global__ void gr_down(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
+template <typename WT>
+__device__ void gr_down_body(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,
                                    const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
                                    int K, int r, int n_inj, int hc, int T) {
     const int row = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (row >= r + n_inj) return;
-    const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
+    const WT* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
     float acc[MAXT];
 #pragma unroll
     for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
     for (int ch = lane; ch < K / CHUNK; ch += WARP) {
         float wv[CHUNK];
-        load8_bf16(w + ch * CHUNK, wv);
+        load8_w(w + ch * CHUNK, wv);
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {
@@ -77,20 +83,31 @@ extern "C" __global__ void gr_down(const bf16_t* __restrict__ w_down, const bf16
         }
     }
 }
+extern "C" __global__ void gr_down(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
+                                   const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
+                                   int K, int r, int n_inj, int hc, int T) {
+    gr_down_body<bf16_t>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);
+}
+extern "C" __global__ void gr_down_f32(const float* __restrict__ w_down, const float* __restrict__ w_inj,
+                                       const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
+                                       int K, int r, int n_inj, int hc, int T) {
+    gr_down_body<float>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);
+}
 
-extern "C" __global__ void gr_up(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+template <typename WT>
+__device__ void gr_up_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                  const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc, int T) {
     const int d = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (d >= n) return;
     float sum[MAXT];
     for (int c = 0; c < hc; ++c) {
-        const bf16_t* w = w_up + ((size_t)c * n + d) * r;
+        const WT* w = w_up + ((size_t)c * n + d) * r;
         float acc[MAXT];
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
         for (int ch = lane; ch < r / CHUNK; ch += WARP) {
             float wv[CHUNK];
-            load8_bf16(w + ch * CHUNK, wv);
+            load8_w(w + ch * CHUNK, wv);
 #pragma unroll
             for (int t = 0; t < MAXT; ++t) {
                 if (t < T) {
@@ -114,6 +131,16 @@ extern "C" __global__ void gr_up(const bf16_t* __restrict__ w_up, const float* _
         for (int t = 0; t < MAXT; ++t)
             if (t < T) mixed[(size_t)t * n + d] = __fdiv_rn(sum[t], (float)hc);
     }
+}
+extern "C" __global__ void gr_up(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+                                 const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
+                                 int T) {
+    gr_up_body<bf16_t>(w_up, lo, xn, mixed, r, n, hc, T);
+}
+extern "C" __global__ void gr_up_f32(const float* __restrict__ w_up, const float* __restrict__ lo,
+                                     const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
+                                     int T) {
+    gr_up_body<float>(w_up, lo, xn, mixed, r, n, hc, T);
 }
 
 // R[t][c][d] += y[t][d]·(2·σ(inj[t][c]/hc)): the write on its own (the last half of a window).
@@ -174,7 +201,8 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
 // One block per row of W_down / W_inject; warp t adds token t's chunk sums (T ≤ warps per block).
 // Token groups (STRATA_GR_DOWN_TG=g): blockIdx.y takes tokens [y·g, y·g + g), so a window runs on more
 // blocks; every (row, token) is still one warp's ordered sum, as before. tg = 0: one group of all T.
-extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
+template <typename WT>
+__device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,
                                          const float* __restrict__ xn, float* __restrict__ lo,
                                          float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {
     extern __shared__ float part[];  // [tokens of the group][K/8]
@@ -182,11 +210,11 @@ extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, cons
     if (row >= r + n_inj) return;
     const int t0 = tg > 0 ? blockIdx.y * tg : 0;
     const int nt = tg > 0 ? min(tg, T - t0) : T;
-    const bf16_t* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
+    const WT* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
     const int nch = K / CHUNK;
     for (int ch = tid; ch < nch; ch += blockDim.x) {
         float wv[CHUNK];
-        load8_bf16(w + ch * CHUNK, wv);
+        load8_w(w + ch * CHUNK, wv);
 #pragma unroll
         for (int k = 0; k < MAXT; ++k) {
             if (k < nt) {
@@ -208,12 +236,24 @@ extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, cons
         }
     }
 }
+extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
+                                         const float* __restrict__ xn, float* __restrict__ lo,
+                                         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {
+    gr_down_split_body<bf16_t>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);
+}
+extern "C" __global__ void gr_down_split_f32(const float* __restrict__ w_down, const float* __restrict__ w_inj,
+                                             const float* __restrict__ xn, float* __restrict__ lo,
+                                             float* __restrict__ inj, int K, int r, int n_inj, int hc, int T,
+                                             int tg) {
+    gr_down_split_body<float>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);
+}
 
 // The row-batched up kernel (STRATA_GR_UP75): a warp per output d as gr_up, but lo is staged in shared
 // memory once per block and every weight chunk of the hc rows is loaded before the dots (more loads in
 // flight). Lane L owns chunks L, L + 32, ... of each row, summed in order; the same butterflies and epilogue.
 #define UP75_MAXC 2  // chunks per lane per row: r ≤ 512
-extern "C" __global__ void gr_up75(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+template <typename WT>
+__device__ void gr_up75_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                    const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
                                    int T) {
     extern __shared__ float slo[];  // [T][r]
@@ -227,7 +267,7 @@ extern "C" __global__ void gr_up75(const bf16_t* __restrict__ w_up, const float*
     for (int c = 0; c < 4; ++c)
 #pragma unroll
         for (int j = 0; j < UP75_MAXC; ++j)
-            if (c < hc && lane + j * WARP < nch) load8_bf16(w_up + ((size_t)c * n + d) * r + (lane + j * WARP) * CHUNK, wv[c][j]);
+            if (c < hc && lane + j * WARP < nch) load8_w(w_up + ((size_t)c * n + d) * r + (lane + j * WARP) * CHUNK, wv[c][j]);
     float sum[MAXT];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
@@ -263,12 +303,23 @@ extern "C" __global__ void gr_up75(const bf16_t* __restrict__ w_up, const float*
             if (t < T) mixed[(size_t)t * n + d] = __fdiv_rn(sum[t], (float)hc);
     }
 }
+extern "C" __global__ void gr_up75(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+                                   const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
+                                   int T) {
+    gr_up75_body<bf16_t>(w_up, lo, xn, mixed, r, n, hc, T);
+}
+extern "C" __global__ void gr_up75_f32(const float* __restrict__ w_up, const float* __restrict__ lo,
+                                       const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
+                                       int T) {
+    gr_up75_body<float>(w_up, lo, xn, mixed, r, n, hc, T);
+}
 
 // One block per UP_D outputs d (their hc rows c·n + d each): lo staged in shared memory, every chunk sum of
 // the block's rows in parallel, then per (row, token) the lanes add their chunks in order, the butterfly,
 // and the epilogue summing the streams in order.
 #define UP_D 4
-extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+template <typename WT>
+__device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
                                        int T) {
     extern __shared__ float sm[];
@@ -283,7 +334,7 @@ extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const fl
         const int c = row / UP_D, d = d0 + row % UP_D;
         if (d >= n) continue;
         float wv[CHUNK];
-        load8_bf16(w_up + ((size_t)c * n + d) * r + ch * CHUNK, wv);
+        load8_w(w_up + ((size_t)c * n + d) * r + ch * CHUNK, wv);
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {
@@ -313,6 +364,16 @@ extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const fl
         }
         mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
     }
+}
+extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
+                                       const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
+                                       int T) {
+    gr_up_split_body<bf16_t>(w_up, lo, xn, mixed, r, n, hc, T);
+}
+extern "C" __global__ void gr_up_split_f32(const float* __restrict__ w_up, const float* __restrict__ lo,
+                                           const float* __restrict__ xn, float* __restrict__ mixed, int r, int n,
+                                           int hc, int T) {
+    gr_up_split_body<float>(w_up, lo, xn, mixed, r, n, hc, T);
 }
 
 // ---- The staged down kernel (STRATA_HC_SPLIT=2): one block per row; xn and the row's weights pass through

@@ -22,16 +22,28 @@ pub fn bf16_matrix(rows: usize, cols: usize, std: f32, rng: &mut SplitMix64) -> 
     Matrix { ty: GgmlType::BF16, rows, cols, bytes: TensorBytes::from_vec(bytes) }
 }
 
-/// Random weights of one HC read (n per stream, hc streams, rank r), scaled as a model's are.
+/// Random weights of one HC read (n per stream, hc streams, rank r), scaled as a model's are, BF16.
 pub fn random_hc(n: usize, hc: usize, r: usize, inject: bool, seed: u64) -> HcWeights {
+    random_hc_as(GgmlType::BF16, n, hc, r, inject, seed)
+}
+
+/// [`random_hc`] with the matrices of type `ty` (BF16, F32 or Q8_0: what the converter writes).
+pub fn random_hc_as(ty: GgmlType, n: usize, hc: usize, r: usize, inject: bool, seed: u64) -> HcWeights {
     let mut rng = SplitMix64::new(seed);
     let wide = n * hc;
-    HcWeights {
-        norm: (0..wide).map(|_| 1.0 + 0.05 * normal(&mut rng)).collect(),
-        down: bf16_matrix(r, wide, 1.0 / (wide as f32).sqrt(), &mut rng),
-        up: bf16_matrix(wide, r, 1.0 / (r as f32).sqrt(), &mut rng),
-        inject: inject.then(|| bf16_matrix(hc, wide, 1.0 / (wide as f32).sqrt(), &mut rng)),
-    }
+    let norm = (0..wide).map(|_| 1.0 + 0.05 * normal(&mut rng)).collect();
+    let mut m = |rows: usize, cols: usize| {
+        let std = 1.0 / (cols as f32).sqrt();
+        if ty == GgmlType::BF16 {
+            return bf16_matrix(rows, cols, std, &mut rng);
+        }
+        let x: Vec<f32> = (0..rows * cols).map(|_| normal(&mut rng) * std).collect();
+        let mut bytes = Vec::new();
+        strata_gguf::quant::quantize(ty, &x, &mut bytes).expect("rows of whole blocks");
+        Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) }
+    };
+    let (down, up) = (m(r, wide), m(wide, r));
+    HcWeights { norm, down, up, inject: inject.then(|| m(hc, wide)) }
 }
 
 /// A GPU read's outputs: R after the pending write, mixed, inj.

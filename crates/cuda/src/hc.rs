@@ -10,22 +10,32 @@ use crate::error::{Check, CudaError};
 const SRC: &str = crate::compile::HC;
 pub const MAX_T: usize = 8;
 
-/// One read's weights on the device.
+/// One read's weights on the device: BF16 words as the file has them, or F32 (`f32_weights`) when any of
+/// the three matrices is of another type (F32, or Q8_0 and the like dequantized on upload: exact, each
+/// value the f32 that the CPU's dequantization gives).
 pub struct HcGpu {
     pub n: usize,
     pub hc: usize,
     pub r: usize,
+    pub f32_weights: bool,
     norm: Buf<f32>,
-    down: Buf<u16>,
-    up: Buf<u16>,
-    inject: Option<Buf<u16>>,
+    down: Buf<u8>,
+    up: Buf<u8>,
+    inject: Option<Buf<u8>>,
 }
 
-fn bf16_words(m: &strata_model::ops::matvec::Matrix) -> Result<Vec<u16>, CudaError> {
-    if m.ty != strata_gguf::GgmlType::BF16 {
-        return Err(CudaError::Shape(format!("HC weights must be BF16, found {}", m.ty)));
+/// A matrix's bytes for the kernels: as stored for BF16, else every row dequantized to f32.
+fn weight_bytes(m: &strata_model::ops::matvec::Matrix, f32_weights: bool) -> Vec<u8> {
+    if !f32_weights {
+        return m.bytes.to_vec();
     }
-    Ok(m.bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect())
+    let mut row = vec![0f32; m.cols];
+    let mut out = Vec::with_capacity(m.rows * m.cols * 4);
+    for r in 0..m.rows {
+        m.row(r, &mut row);
+        out.extend(row.iter().flat_map(|v| v.to_le_bytes()));
+    }
+    out
 }
 
 impl HcGpu {
@@ -38,18 +48,28 @@ impl HcGpu {
                 "HC dims: multiples of 8, n ≤ 8192, r ≤ 512, hc ≤ 4 (n {n}, r {r}, hc {hc})"
             )));
         }
+        let bf16 = strata_gguf::GgmlType::BF16;
+        let f32_weights = w.down.ty != bf16 || w.up.ty != bf16 || w.inject.as_ref().is_some_and(|m| m.ty != bf16);
+        let upload = |m| Buf::from_host(gpu, &weight_bytes(m, f32_weights));
         Ok(HcGpu {
             n,
             hc,
             r,
+            f32_weights,
             norm: Buf::from_host(gpu, &w.norm)?,
-            down: Buf::from_host(gpu, &bf16_words(&w.down)?)?,
-            up: Buf::from_host(gpu, &bf16_words(&w.up)?)?,
-            inject: match &w.inject {
-                Some(m) => Some(Buf::from_host(gpu, &bf16_words(m)?)?),
-                None => None,
-            },
+            down: upload(&w.down)?,
+            up: upload(&w.up)?,
+            inject: w.inject.as_ref().map(upload).transpose()?,
         })
+    }
+
+    /// The kernel `name` for this read's weight type.
+    fn kernel(&self, name: &'static str) -> String {
+        if self.f32_weights {
+            format!("{name}_f32")
+        } else {
+            name.to_string()
+        }
     }
 }
 
@@ -248,7 +268,11 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
             Arg::I32(t as i32),
         ];
-        if v.staged && (wide / 8) % STAGE_CH == 0 && t * STAGE_CH * 8 / 4 <= 4 * SPLIT_THREADS as usize {
+        if v.staged
+            && !w.f32_weights
+            && (wide / 8) % STAGE_CH == 0
+            && t * STAGE_CH * 8 / 4 <= 4 * SPLIT_THREADS as usize
+        {
             let smem = (t * wide / 8 + 2 * t * STAGE_CH * 8) * 4 + 2 * STAGE_CH * 16;
             let f = gpu.function("hc.cu", SRC, "gr_down_staged")?;
             use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
@@ -283,7 +307,8 @@ pub fn hc_read_with(
                     )
                 }
             };
-            launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
+            let name = w.kernel(name);
+            launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
         }
     }
     if run(Stage::Up) {
@@ -327,7 +352,8 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
             Arg::I32(t as i32),
         ];
-        launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)?;
+        let name = w.kernel(name);
+        launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use strata_model::weights::MoeWeights;
 
 use crate::buf::Buf;
 use crate::check::normal;
-pub use crate::check::{gpu_read, inputs, random_hc, topk_case, topk_case_of, Inputs, Pattern, ReadOut};
+pub use crate::check::{gpu_read, inputs, random_hc, random_hc_as, topk_case, topk_case_of, Inputs, Pattern, ReadOut};
 use crate::device::Gpu;
 use crate::hc::{HcGpu, HcScratch, HcVariant, MAX_T};
 
@@ -34,9 +34,12 @@ fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
 /// the inject rows, at the given geometries.
 pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcome {
     let mut cases = 0;
+    use strata_gguf::GgmlType::{BF16, F32, Q8_0};
+    // BF16 weights in every variant; F32 and Q8_0 (the `_f32` kernels) with and without inject.
+    let kinds = [(BF16, true), (BF16, false), (F32, true), (Q8_0, false)];
     for &(n, hc, r) in dims {
-        for inject in [true, false] {
-            let w = random_hc(n, hc, r, inject, seed ^ (n as u64) ^ (inject as u64));
+        for (ty, inject) in kinds {
+            let w = random_hc_as(ty, n, hc, r, inject, seed ^ (n as u64) ^ (inject as u64));
             let wg = HcGpu::upload(gpu, &w, hc).map_err(|e| e.to_string())?;
             let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
             for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
@@ -53,7 +56,7 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
                         mixed_cpu.extend(read.mixed);
                         inj_cpu.extend(read.inject);
                     }
-                    let case = format!("{} n {n} r {r} T {t} pending {pending} inject {inject}", v.name());
+                    let case = format!("{} {ty} n {n} r {r} T {t} pending {pending} inject {inject}", v.name());
                     same(&format!("{case}: R"), &r_gpu, &r_cpu)?;
                     same(&format!("{case}: mixed"), &mixed_gpu, &mixed_cpu)?;
                     same(&format!("{case}: inj"), &inj_gpu, &inj_cpu)?;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::buf::Buf;
-use crate::check::{gpu_read as read, inputs, random_hc, scores_check, time_calls, topk_check};
+use crate::check::{gpu_read as read, inputs, random_hc, random_hc_as, scores_check, time_calls, topk_check};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
@@ -126,13 +126,17 @@ fn parse(text: &str) -> Option<Plan> {
 fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
     let (n, hc, r) = (2560, 4, 320);
     let w = random_hc(n, hc, r, true, 0x5e1f);
-    let (Ok(wg), Ok(s)) = (HcGpu::upload(gpu, &w, hc), HcScratch::new(gpu, n, hc, r)) else {
+    // The F32 kernels (a file's F32 or Q8_0 HC weights) are checked too: a variant is kept only when both
+    // weight types give the plain kernel's bits.
+    let w32 = random_hc_as(strata_gguf::GgmlType::F32, n, hc, r, true, 0x5e20);
+    let ups = (HcGpu::upload(gpu, &w, hc), HcGpu::upload(gpu, &w32, hc), HcScratch::new(gpu, n, hc, r));
+    let (Ok(wg), Ok(wg32), Ok(s)) = ups else {
         return Choice { variant: HcVariant::PLAIN, reason: "self-check could not run: plain".into() };
     };
     let mut best = (HcVariant::PLAIN, f64::INFINITY);
     let mut notes = Vec::new();
     for v in HcVariant::ALL {
-        if v != HcVariant::PLAIN && !agrees(gpu, v, &wg, &s, n, hc) {
+        if v != HcVariant::PLAIN && !(agrees(gpu, v, &wg, &s, n, hc) && agrees(gpu, v, &wg32, &s, n, hc)) {
             notes.push(format!("{} differs from plain: never used", v.name()));
             continue;
         }

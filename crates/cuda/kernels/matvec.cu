@@ -378,6 +378,61 @@ __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, cons
     matvec_row<W>(r, x + (size_t)t * x_tok + (size_t)s * x_slot, 0, y + (size_t)ts * rows + row, 0, cols, 1);
 }
 
+// The warp layout (the plan picks it per type where it is faster): a warp per row, 8 rows a block, lane L
+// adding its chunks L, L + 32, … in order, then the butterfly; the same sums as matvec_row.
+template <typename W>
+__device__ void matvec_rows_warp(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                 float* __restrict__ y, int rows, int cols, int T) {
+    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    const int row = blockIdx.x * warps + threadIdx.x / WARP;
+    if (row >= rows) return;
+    const unsigned char* r = wbase + (size_t)row * ((size_t)(cols / W::BS) * W::TS);
+    float acc[8];
+#pragma unroll
+    for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
+    for (int c = lane; c < cols / CHUNK; c += WARP) {
+        float w[8];
+        W::chunk(r, c, w);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t < T) {
+                float xv[8];
+                load8_f32(x + (size_t)t * cols + 8 * c, xv);
+                acc[t] = __fadd_rn(acc[t], chunk_dot(w, xv));
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+        if (t < T) {
+            const float v = warp_butterfly(acc[t]);
+            if (lane == 0) y[(size_t)t * rows + row] = v;
+        }
+    }
+}
+
+// matvec_gather_rows in the warp layout: a warp per row of the slot's expert.
+template <typename W>
+__device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                        float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
+                                        int k, int stride, int offset, int x_tok, int x_slot) {
+    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    const int row = blockIdx.x * warps + threadIdx.x / WARP, ts = blockIdx.y, t = ts / k, s = ts % k;
+    if (row >= rows) return;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
+    float acc = 0.0f;
+    for (int c = lane; c < cols / CHUNK; c += WARP) {
+        float w[8], xv[8];
+        W::chunk(r, c, w);
+        load8_f32(xv0 + 8 * c, xv);
+        acc = __fadd_rn(acc, chunk_dot(w, xv));
+    }
+    const float v = warp_butterfly(acc);
+    if (lane == 0) y[(size_t)ts * rows + row] = v;
+}
+
 // Embedding rows: token t's row of W (cols values) dequantized and written hc times, the residual streams
 // R = [e, e, …] (spec §2). One block per token.
 template <typename W>
@@ -404,6 +459,16 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                              float* __restrict__ y, int rows, int cols, const int* ids, int k, \
                                              int stride, int offset, int x_tok, int x_slot) {                  \
         matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                    \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_warp(const unsigned char* __restrict__ w, const float* __restrict__ x,     \
+                                           float* __restrict__ y, int rows, int cols, int T) {                  \
+        matvec_rows_warp<W>(w, x, y, rows, cols, T);                                                          \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_gather_warp(const unsigned char* __restrict__ w,                          \
+                                                  const float* __restrict__ x, float* __restrict__ y, int rows, \
+                                                  int cols, const int* ids, int k, int stride, int offset,      \
+                                                  int x_tok, int x_slot) {                                      \
+        matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
                                             float* __restrict__ out, int cols, int hc) {                       \

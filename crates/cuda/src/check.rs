@@ -277,3 +277,42 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
     })?;
     Ok(Some(us))
 }
+
+/// For the start-up choice of a type's matvec layout: `Some((block µs, warp µs))` when both layouts give
+/// the same bits on random weights of type `ty` (T = 1..8 for a dense 2048 × 2560 product; 10 of 16
+/// experts' 640 × 2560 rows for `gather`), timed at T = 1; `None` when they differ.
+pub fn matvec_layouts_check(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Option<(f64, f64)>, CudaError> {
+    use crate::matvec::{matvec_gather_with, matvec_with, Gather, Layout, MatrixGpu};
+    let mut rng = SplitMix64::new(0x3a7 ^ ty as u64);
+    let (cols, rows, experts, k) = (2560, if gather { 640 } else { 2048 }, 16, 10);
+    let all_rows = if gather { rows * experts } else { rows };
+    let bytes = strata_gguf::quant::random_blocks(ty, all_rows * cols / ty.block_size(), &mut rng);
+    let m = Matrix { ty, rows: all_rows, cols, bytes: TensorBytes::from_vec(bytes) };
+    let w = MatrixGpu::upload(gpu, &m)?;
+    let x: Vec<f32> = (0..crate::matvec::MAX_T * cols).map(|_| normal(&mut rng)).collect();
+    let x = Buf::from_host(gpu, &x)?;
+    let ids: Vec<i32> = (0..crate::matvec::MAX_T * k).map(|i| ((i * 7 + i / k) % experts) as i32).collect();
+    let ids = Buf::from_host(gpu, &ids)?;
+    let outs = crate::matvec::MAX_T * k * rows;
+    let (yb, yw) = (Buf::<f32>::zeros(gpu, outs)?, Buf::<f32>::zeros(gpu, outs)?);
+    let g = Gather { stride: rows, offset: 0, rows };
+    let run = |layout: Layout, y: &Buf<f32>, t: usize| {
+        if gather {
+            matvec_gather_with(gpu, layout, &w, g, &x, (cols, 0), y, &ids, (t, k))
+        } else {
+            matvec_with(gpu, layout, &w, &x, y, t)
+        }
+    };
+    for t in 1..=crate::matvec::MAX_T {
+        run(Layout::Block, &yb, t)?;
+        run(Layout::Warp, &yw, t)?;
+        let n = if gather { t * k * rows } else { t * rows };
+        let (a, b) = (yb.read(gpu, n)?, yw.read(gpu, n)?);
+        if a.iter().zip(&b).any(|(p, q)| p.to_bits() != q.to_bits()) {
+            return Ok(None);
+        }
+    }
+    let block = time_calls(gpu, 20, &|| run(Layout::Block, &yb, 1))?;
+    let warp = time_calls(gpu, 20, &|| run(Layout::Warp, &yw, 1))?;
+    Ok(Some((block, warp)))
+}

@@ -226,14 +226,17 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 x[1] = -0.0;
                 x[cols / 2] = 1e30;
                 let xb = Buf::from_host(gpu, &x).map_err(e)?;
-                let yb: Buf<f32> = Buf::zeros(gpu, t * rows).map_err(e)?;
-                crate::matvec::matvec(gpu, &wg, &xb, &yb, t).map_err(e)?;
-                let got = yb.read(gpu, t * rows).map_err(e)?;
-                for k in 0..t {
-                    let want = m.matvec(&x[k * cols..(k + 1) * cols]);
-                    same(&format!("{ty} {rows}×{cols}, token {k} of {t}"), &got[k * rows..(k + 1) * rows], &want)?;
+                let want: Vec<Vec<f32>> = (0..t).map(|k| m.matvec(&x[k * cols..(k + 1) * cols])).collect();
+                for layout in crate::matvec::Layout::ALL {
+                    let yb: Buf<f32> = Buf::zeros(gpu, t * rows).map_err(e)?;
+                    crate::matvec::matvec_with(gpu, layout, &wg, &xb, &yb, t).map_err(e)?;
+                    let got = yb.read(gpu, t * rows).map_err(e)?;
+                    for (k, want) in want.iter().enumerate() {
+                        let case = format!("{ty} {rows}×{cols} {} layout, token {k} of {t}", layout.name());
+                        same(&case, &got[k * rows..(k + 1) * rows], want)?;
+                    }
+                    cases += 1;
                 }
-                cases += 1;
             }
         }
     }

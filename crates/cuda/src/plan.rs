@@ -13,6 +13,7 @@ use crate::check::{gpu_read as read, inputs, random_hc, random_hc_as, scores_che
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
+use crate::matvec::{Layout, Layouts};
 use crate::qsa::{ScoresVariant, TopkVariant};
 
 /// A chosen variant and why.
@@ -25,6 +26,7 @@ pub struct Choice<V> {
 /// The variants this card runs.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    pub matvec: Choice<Layouts>,
     pub hc: Choice<HcVariant>,
     pub scores: Choice<ScoresVariant>,
     pub topk: Choice<TopkVariant>,
@@ -49,6 +51,7 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
             Some(p) => p,
             None => {
                 let p = Plan {
+                    matvec: choose_matvec(gpu),
                     hc: choose_hc(gpu),
                     scores: fastest(&ScoresVariant::ALL, ScoresVariant::name, |v| scores_check(gpu, v)),
                     topk: fastest(&TopkVariant::available(gpu), TopkVariant::name, |v| topk_check(gpu, v)),
@@ -58,6 +61,9 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
             }
         };
         let forced = || "forced by a switch".to_string();
+        if let Some(l) = Layout::from_env() {
+            plan.matvec = Choice { variant: Layouts::all(l), reason: forced() };
+        }
         if let Some(v) = HcVariant::from_env() {
             plan.hc = Choice { variant: v, reason: forced() };
         }
@@ -87,7 +93,9 @@ fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
 fn keep(gpu: &Gpu, p: &Plan) {
     let Some(path) = kept_path(gpu) else { return };
     let text = format!(
-        "hc {}\t{}\nscores {}\t{}\ntopk {}\t{}\n",
+        "matvec {}\t{}\nhc {}\t{}\nscores {}\t{}\ntopk {}\t{}\n",
+        p.matvec.variant.name(),
+        p.matvec.reason,
         p.hc.variant.name(),
         p.hc.reason,
         p.scores.variant.name(),
@@ -113,14 +121,39 @@ fn parse(text: &str) -> Option<Plan> {
         Some((family.to_string(), name.to_string(), format!("kept from an earlier start: {reason}")))
     });
     let mut next = |family: &str| lines.next().flatten().filter(|(f, _, _)| f == family);
+    let (_, mv, mv_why) = next("matvec")?;
     let (_, hc, hc_why) = next("hc")?;
     let (_, sc, sc_why) = next("scores")?;
     let (_, tk, tk_why) = next("topk")?;
     Some(Plan {
+        matvec: Choice { variant: Layouts::parse(&mv)?, reason: mv_why },
         hc: Choice { variant: HcVariant::ALL.into_iter().find(|v| v.name() == hc)?, reason: hc_why },
         scores: Choice { variant: ScoresVariant::ALL.into_iter().find(|v| v.name() == sc)?, reason: sc_why },
         topk: Choice { variant: TopkVariant::ALL.into_iter().find(|v| v.name() == tk)?, reason: tk_why },
     })
+}
+
+/// Per weight type, the faster matvec layout at the full model's shapes (a dense 2048 × 2560 product at
+/// T = 1, and 10 experts' 640 × 2560 rows), once both layouts are seen to give the same bits there.
+fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
+    let mut layouts = Layouts::default();
+    let mut notes = Vec::new();
+    for ty in crate::matvec::TYPES {
+        for gather in [false, true] {
+            match crate::check::matvec_layouts_check(gpu, ty, gather) {
+                Ok(Some((block, warp))) => {
+                    let kind = if gather { "experts" } else { "dense" };
+                    notes.push(format!("{ty} {kind} block {block:.1} µs warp {warp:.1} µs"));
+                    if warp < block {
+                        if gather { &mut layouts.warp_gather } else { &mut layouts.warp_dense }.push(ty);
+                    }
+                }
+                Ok(None) => notes.push(format!("{ty}: the layouts differ: block kept")),
+                Err(e) => notes.push(format!("{ty}: check failed ({e}): block kept")),
+            }
+        }
+    }
+    Choice { variant: layouts, reason: format!("self-checked and timed: {}", notes.join(", ")) }
 }
 
 fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
@@ -210,14 +243,18 @@ mod tests {
 
     #[test]
     fn a_kept_plan_is_read_back_and_a_damaged_one_is_not() {
-        let text = "hc split+tg2\tself-checked\nscores stream\tself-checked\ntopk cluster\tself-checked\n";
+        let text = "matvec warp-dense=Q6_K,warp-gather=-\tself-checked\nhc split+tg2\tself-checked\n\
+                    scores stream\tself-checked\ntopk cluster\tself-checked\n";
         let p = parse(text).expect("a kept plan");
         assert_eq!(p.hc.variant.name(), "split+tg2");
+        assert_eq!(p.matvec.variant.warp_dense, vec![strata_gguf::GgmlType::Q6_K]);
         assert_eq!(p.scores.variant, ScoresVariant::Stream);
         assert_eq!(p.topk.variant, TopkVariant::Cluster);
         assert!(p.topk.reason.starts_with("kept from an earlier start"));
         for bad in [
             "",
+            "hc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            "matvec warp-dense=Q6_K\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "hc split\tx\nscores stream\tx\n",
             "hc warp9\tx\nscores stream\tx\ntopk cluster\tx\n",
             "scores stream\tx\nhc split\tx\ntopk cluster\tx\n",

@@ -12,7 +12,8 @@
 #define MAXT 8
 
 // The weights are BF16, or F32 (the `_f32` kernels: a file's F32 weights, or Q8_0 ones dequantized on
-// upload, which is exact: each value is the f32 the CPU's dequantization gives).
+// upload, which is exact: each value is the f32 the CPU's dequantization gives). Each kernel's body is a
+// template over the weight type; a macro below it makes the two entry points.
 __device__ __forceinline__ void load8_w(const bf16_t* p, float* w) { load8_bf16(p, w); }
 __device__ __forceinline__ void load8_w(const float* p, float* w) { load8_f32(p, w); }
 
@@ -83,16 +84,14 @@ __device__ void gr_down_body(const WT* __restrict__ w_down, const WT* __restrict
         }
     }
 }
-extern "C" __global__ void gr_down(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
-                                   const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
-                                   int K, int r, int n_inj, int hc, int T) {
-    gr_down_body<bf16_t>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);
-}
-extern "C" __global__ void gr_down_f32(const float* __restrict__ w_down, const float* __restrict__ w_inj,
-                                       const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
-                                       int K, int r, int n_inj, int hc, int T) {
-    gr_down_body<float>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);
-}
+#define GR_DOWN(SUFFIX, WT)                                                                  \
+    extern "C" __global__ void gr_down##SUFFIX(const WT* __restrict__ w_down,                \
+        const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
+        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {                   \
+        gr_down_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);                    \
+    }
+GR_DOWN(, bf16_t)
+GR_DOWN(_f32, float)
 
 template <typename WT>
 __device__ void gr_up_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
@@ -132,16 +131,13 @@ __device__ void gr_up_body(const WT* __restrict__ w_up, const float* __restrict_
             if (t < T) mixed[(size_t)t * n + d] = __fdiv_rn(sum[t], (float)hc);
     }
 }
-extern "C" __global__ void gr_up(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
-                                 const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
-                                 int T) {
-    gr_up_body<bf16_t>(w_up, lo, xn, mixed, r, n, hc, T);
-}
-extern "C" __global__ void gr_up_f32(const float* __restrict__ w_up, const float* __restrict__ lo,
-                                     const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
-                                     int T) {
-    gr_up_body<float>(w_up, lo, xn, mixed, r, n, hc, T);
-}
+#define GR_UP(SUFFIX, WT)                                                                                \
+    extern "C" __global__ void gr_up##SUFFIX(const WT* __restrict__ w_up, const float* __restrict__ lo,  \
+        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc, int T) {          \
+        gr_up_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                                \
+    }
+GR_UP(, bf16_t)
+GR_UP(_f32, float)
 
 // R[t][c][d] += y[t][d]·(2·σ(inj[t][c]/hc)): the write on its own (the last half of a window).
 extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const float* __restrict__ inj, int n, int hc,
@@ -236,17 +232,14 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
         }
     }
 }
-extern "C" __global__ void gr_down_split(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
-                                         const float* __restrict__ xn, float* __restrict__ lo,
-                                         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {
-    gr_down_split_body<bf16_t>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);
-}
-extern "C" __global__ void gr_down_split_f32(const float* __restrict__ w_down, const float* __restrict__ w_inj,
-                                             const float* __restrict__ xn, float* __restrict__ lo,
-                                             float* __restrict__ inj, int K, int r, int n_inj, int hc, int T,
-                                             int tg) {
-    gr_down_split_body<float>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);
-}
+#define GR_DOWN_SPLIT(SUFFIX, WT)                                                            \
+    extern "C" __global__ void gr_down_split##SUFFIX(const WT* __restrict__ w_down,          \
+        const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
+        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {           \
+        gr_down_split_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);          \
+    }
+GR_DOWN_SPLIT(, bf16_t)
+GR_DOWN_SPLIT(_f32, float)
 
 // The row-batched up kernel (STRATA_GR_UP75): a warp per output d as gr_up, but lo is staged in shared
 // memory once per block and every weight chunk of the hc rows is loaded before the dots (more loads in
@@ -303,16 +296,14 @@ __device__ void gr_up75_body(const WT* __restrict__ w_up, const float* __restric
             if (t < T) mixed[(size_t)t * n + d] = __fdiv_rn(sum[t], (float)hc);
     }
 }
-extern "C" __global__ void gr_up75(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
-                                   const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
-                                   int T) {
-    gr_up75_body<bf16_t>(w_up, lo, xn, mixed, r, n, hc, T);
-}
-extern "C" __global__ void gr_up75_f32(const float* __restrict__ w_up, const float* __restrict__ lo,
-                                       const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
-                                       int T) {
-    gr_up75_body<float>(w_up, lo, xn, mixed, r, n, hc, T);
-}
+#define GR_UP75(SUFFIX, WT)                                                                     \
+    extern "C" __global__ void gr_up75##SUFFIX(const WT* __restrict__ w_up,                     \
+        const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
+        int r, int n, int hc, int T) {                                                          \
+        gr_up75_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                     \
+    }
+GR_UP75(, bf16_t)
+GR_UP75(_f32, float)
 
 // One block per UP_D outputs d (their hc rows c·n + d each): lo staged in shared memory, every chunk sum of
 // the block's rows in parallel, then per (row, token) the lanes add their chunks in order, the butterfly,
@@ -365,16 +356,14 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
         mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
     }
 }
-extern "C" __global__ void gr_up_split(const bf16_t* __restrict__ w_up, const float* __restrict__ lo,
-                                       const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
-                                       int T) {
-    gr_up_split_body<bf16_t>(w_up, lo, xn, mixed, r, n, hc, T);
-}
-extern "C" __global__ void gr_up_split_f32(const float* __restrict__ w_up, const float* __restrict__ lo,
-                                           const float* __restrict__ xn, float* __restrict__ mixed, int r, int n,
-                                           int hc, int T) {
-    gr_up_split_body<float>(w_up, lo, xn, mixed, r, n, hc, T);
-}
+#define GR_UP_SPLIT(SUFFIX, WT)                                                                 \
+    extern "C" __global__ void gr_up_split##SUFFIX(const WT* __restrict__ w_up,                 \
+        const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
+        int r, int n, int hc, int T) {                                                          \
+        gr_up_split_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                 \
+    }
+GR_UP_SPLIT(, bf16_t)
+GR_UP_SPLIT(_f32, float)
 
 // ---- The staged down kernel (STRATA_HC_SPLIT=2): one block per row; xn and the row's weights pass through
 // shared memory in tiles of STAGE_CH chunks, double-buffered: while a tile's chunk sums are computed from

@@ -305,6 +305,22 @@ struct IQ3_SW {
     }
 };
 
+// Chunk c of a row dotted with the T inputs (x + t·x_stride): d[t] = the chunk's 8-fma sum.
+template <typename W>
+__device__ __forceinline__ void chunk_dots(const unsigned char* r, int c, const float* x, size_t x_stride, int T,
+                                           float* d) {
+    float w[8];
+    W::chunk(r, c, w);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+        if (t < T) {
+            float xv[8];
+            load8_f32(x + (size_t)t * x_stride + 8 * c, xv);
+            d[t] = chunk_dot(w, xv);
+        }
+    }
+}
+
 // A block per row (per row and slot for the experts), its warps side by side over the row: in each round
 // the block reads 32·warps consecutive chunks at once, thread (w, L) dotting chunk 32·w + L of the round with
 // the T inputs; then lane L of warp 0 adds the round's chunks 32·w + L, w ascending, to its running total.
@@ -323,15 +339,11 @@ __device__ void matvec_row(const unsigned char* __restrict__ r, const float* __r
     for (int c0 = 0; c0 < nch; c0 += WARP * warps) {
         const int c = c0 + threadIdx.x;
         if (c < nch) {
-            float w[8];
-            W::chunk(r, c, w);
+            float d[8];
+            chunk_dots<W>(r, c, x, x_stride, T, d);
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
-                if (t < T) {
-                    float xv[8];
-                    load8_f32(x + (size_t)t * x_stride + 8 * c, xv);
-                    parts[t][warp][lane] = chunk_dot(w, xv);
-                }
+                if (t < T) parts[t][warp][lane] = d[t];
             }
         }
         __syncthreads();
@@ -391,15 +403,11 @@ __device__ void matvec_rows_warp(const unsigned char* __restrict__ wbase, const 
 #pragma unroll
     for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
     for (int c = lane; c < cols / CHUNK; c += WARP) {
-        float w[8];
-        W::chunk(r, c, w);
+        float d[8];
+        chunk_dots<W>(r, c, x, cols, T, d);
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
-            if (t < T) {
-                float xv[8];
-                load8_f32(x + (size_t)t * cols + 8 * c, xv);
-                acc[t] = __fadd_rn(acc[t], chunk_dot(w, xv));
-            }
+            if (t < T) acc[t] = __fadd_rn(acc[t], d[t]);
         }
     }
 #pragma unroll
@@ -424,10 +432,9 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
     float acc = 0.0f;
     for (int c = lane; c < cols / CHUNK; c += WARP) {
-        float w[8], xv[8];
-        W::chunk(r, c, w);
-        load8_f32(xv0 + 8 * c, xv);
-        acc = __fadd_rn(acc, chunk_dot(w, xv));
+        float d[8];
+        chunk_dots<W>(r, c, xv0, 0, 1, d);
+        acc = __fadd_rn(acc, d[0]);
     }
     const float v = warp_butterfly(acc);
     if (lane == 0) y[(size_t)ts * rows + row] = v;

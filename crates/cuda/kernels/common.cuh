@@ -18,9 +18,17 @@ __device__ __forceinline__ float f16_bits_to_f32(unsigned short hb) {
 
 // f32 to fp16 bits, round to nearest even (PTX cvt.rn; the `half` crate's f16::from_f32 for every non-NaN).
 __device__ __forceinline__ unsigned short f32_to_f16_bits(float f) {
+#ifdef __CUDA_ARCH__
     unsigned short h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
+#else
+    // The host build of the decoder test: the compiler's own conversion, also round to nearest even.
+    const _Float16 v = (_Float16)f;
+    unsigned short h;
+    memcpy(&h, &v, 2);
+    return h;
+#endif
 }
 
 __device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(((u32)h) << 16); }

@@ -9,6 +9,8 @@ use crate::error::CudaError;
 
 /// The contract's device functions, prepended to every kernel file.
 pub const COMMON: &str = include_str!("../kernels/common.cuh");
+/// The weight decoders, prepended to matvec.cu (after the IQ grids).
+pub const DEQUANT: &str = include_str!("../kernels/dequant.cuh");
 
 /// The hyper-connection read and write (twin of crates/model/src/layers/hc.rs).
 pub const HC: &str = include_str!("../kernels/hc.cu");
@@ -48,12 +50,12 @@ pub const SUPPORTED_ARCHS: [(i32, i32); 5] = [(7, 5), (8, 0), (8, 6), (8, 9), (9
 /// The source NVRTC sees for a kernel file: the contract's functions, the lattice grids for the
 /// matrix-vector kernels (written from strata_gguf's tables, the one copy of those constants), the file.
 pub fn full_source(file: &str, source: &str) -> String {
-    let grids = if file == "matvec.cu" { grid_tables() } else { String::new() };
-    format!("{COMMON}\n{grids}\n{source}")
+    let decoders = if file == "matvec.cu" { grid_tables() + DEQUANT } else { String::new() };
+    format!("{COMMON}\n{decoders}\n{source}")
 }
 
 /// The IQ grids as CUDA constant arrays.
-fn grid_tables() -> String {
+pub fn grid_tables() -> String {
     use strata_gguf::quant::{IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
     let table = |name: &str, ty: &str, values: Vec<String>| {
         format!("__constant__ {ty} {name}[{}] = {{{}}};\n", values.len(), values.join(","))

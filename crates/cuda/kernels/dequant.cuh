@@ -1,0 +1,305 @@
+// Weight decoding for the matrix-vector kernels (docs/ARITHMETIC.md § matvec): per ggml type, chunk c of a
+// row (elements 8c .. 8c + 7) as f32, with the same operations as strata_gguf's codecs, so the same bits.
+// Prepended to matvec.cu (after common.cuh and the IQ grids); also compiled on the host by
+// crates/cuda/tests/kernels_on_host.rs, which checks every type against the codecs without a GPU.
+
+// A weight row's chunk c (elements 8c .. 8c + 7) as f32, per type. `row` is the row's first byte.
+__device__ __forceinline__ unsigned short u16_at(const unsigned char* p) {
+    return (unsigned short)(p[0] | (p[1] << 8));
+}
+
+struct F32W {
+    static constexpr int BS = 1, TS = 4;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        load8_f32(reinterpret_cast<const float*>(row) + 8 * c, w);
+    }
+};
+
+// Eight 16-bit values in one 16-byte load (a row of 8k halves starts 16-byte aligned).
+__device__ __forceinline__ void load8_u16(const unsigned char* p, u32* h) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const u32 words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        h[2 * i] = words[i] & 0xffffu;
+        h[2 * i + 1] = words[i] >> 16;
+    }
+}
+
+struct F16W {
+    static constexpr int BS = 1, TS = 2;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        u32 h[8];
+        load8_u16(row + 16 * c, h);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w[e] = f16_bits_to_f32((unsigned short)h[e]);
+    }
+};
+
+struct BF16W {
+    static constexpr int BS = 1, TS = 2;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        u32 h[8];
+        load8_u16(row + 16 * c, h);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w[e] = __uint_as_float(h[e] << 16);
+    }
+};
+
+// Q8_0: blocks of 32 in 34 bytes: fp16 d, 32 int8 codes; value = q·d.
+struct Q8_0W {
+    static constexpr int BS = 32, TS = 34;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 32) * 34;
+        const float d = f16_bits_to_f32(u16_at(b));
+        const int o = (8 * c) % 32;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)(signed char)b[2 + o + e], d);
+    }
+};
+
+// Q4_0: blocks of 32 in 18 bytes: fp16 d, 16 bytes; element j < 16 is byte j's low nibble, j ≥ 16 byte
+// j − 16's high nibble; value = (q − 8)·d.
+struct Q4_0W {
+    static constexpr int BS = 32, TS = 18;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 32) * 18;
+        const float d = f16_bits_to_f32(u16_at(b));
+        const int o = (8 * c) % 32;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int j = o + e;
+            const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+            w[e] = __fmul_rn((float)(q - 8), d);
+        }
+    }
+};
+
+// Q5_0: blocks of 32 in 22 bytes: fp16 d, 32 high bits (u32, bit j for element j), 16 bytes of low
+// nibbles as Q4_0; value = (q − 16)·d.
+struct Q5_0W {
+    static constexpr int BS = 32, TS = 22;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 32) * 22;
+        const float d = f16_bits_to_f32(u16_at(b));
+        const u32 qh = (u32)b[2] | ((u32)b[3] << 8) | ((u32)b[4] << 16) | ((u32)b[5] << 24);
+        const int o = (8 * c) % 32;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int j = o + e;
+            const int lo = j < 16 ? (b[6 + j] & 0xf) : (b[6 + j - 16] >> 4);
+            const int q = lo | (int)(((qh >> j) & 1u) << 4);
+            w[e] = __fmul_rn((float)(q - 16), d);
+        }
+    }
+};
+
+// Q2_0: blocks of 64 in 18 bytes: fp16 d, 16 bytes of 2-bit codes (element i: bits 2·(i%4) of byte i/4);
+// value = (code − 1)·d.
+struct Q2_0W {
+    static constexpr int BS = 64, TS = 18;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 64) * 18;
+        const float d = f16_bits_to_f32(u16_at(b));
+        const int o = (8 * c) % 64;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int i = o + e;
+            const int code = (b[2 + i / 4] >> (2 * (i % 4))) & 3;
+            w[e] = __fmul_rn((float)(code - 1), d);
+        }
+    }
+};
+
+
+// The K-quants: super-blocks of 256. `p` is the chunk's first element within its super-block.
+__device__ __forceinline__ void scale_min_k4(int j, const unsigned char* q, int* s, int* m) {
+    if (j < 4) {
+        *s = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *s = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, qs[128]; value = (d·sc)·q − dmin·m.
+struct Q4_KW {
+    static constexpr int BS = 256, TS = 144;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 144;
+        const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
+        int s, m;
+        scale_min_k4(j, b + 4, &s, &m);
+        const float d1 = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)s);
+        const float m1 = __fmul_rn(f16_bits_to_f32(u16_at(b + 2)), (float)m);
+        const unsigned char* q = b + 16 + 32 * (j / 2);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, (float)((q[l0 + e] >> (4 * (j % 2))) & 0xf)), m1);
+    }
+};
+
+// Q5_K: Q4_K plus qh[32] (element 32j + l takes bit j of qh[l] as its fifth bit); qs at 48.
+struct Q5_KW {
+    static constexpr int BS = 256, TS = 176;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 176;
+        const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
+        int s, m;
+        scale_min_k4(j, b + 4, &s, &m);
+        const float d1 = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)s);
+        const float m1 = __fmul_rn(f16_bits_to_f32(u16_at(b + 2)), (float)m);
+        const unsigned char* qh = b + 16;
+        const unsigned char* q = b + 48 + 32 * (j / 2);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int l = l0 + e;
+            const int v = ((q[l] >> (4 * (j % 2))) & 0xf) | (((qh[l] >> j) & 1) << 4);
+            w[e] = __fsub_rn(__fmul_rn(d1, (float)v), m1);
+        }
+    }
+};
+
+// Q6_K: ql[128], qh[64], 16 int8 scales, d; value = (d·sc)·(q − 32).
+struct Q6_KW {
+    static constexpr int BS = 256, TS = 210;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 210;
+        const int p = (8 * c) % 256, n = p / 128, k = (p % 128) / 32, l0 = p % 32;
+        const float d = f16_bits_to_f32(u16_at(b + 208));
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int l = l0 + e;
+            const int lo = (b[n * 64 + (k % 2) * 32 + l] >> (4 * (k / 2))) & 0xf;
+            const int hi = (b[128 + n * 32 + l] >> (2 * k)) & 3;
+            const float sc = (float)(signed char)b[192 + n * 8 + 2 * k + l / 16];
+            w[e] = __fmul_rn(__fmul_rn(d, sc), (float)((lo | (hi << 4)) - 32));
+        }
+    }
+};
+
+// Q3_K: hmask[32], qs[64], 12 bytes of 16 six-bit scales, d; value = (d·(scale − 32))·(q − sub).
+struct Q3_KW {
+    static constexpr int BS = 256, TS = 110;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 110;
+        const int p = (8 * c) % 256, n = p / 128, j = (p % 128) / 32, l0 = p % 32;
+        const unsigned char* sc = b + 96;
+        const int is = n * 8 + 2 * j + l0 / 16;  // a chunk of 8 lies in one half of 16
+        const int lo = (sc[is % 8] >> (4 * (is / 8))) & 0xf, hi = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
+        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b + 108)), (float)((lo | (hi << 4)) - 32));
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int l = l0 + e;
+            const int q = (b[32 + n * 32 + l] >> (2 * j)) & 3;
+            const int sub = 4 - 4 * ((b[l] >> (n * 4 + j)) & 1);
+            w[e] = __fmul_rn(dl, (float)(q - sub));
+        }
+    }
+};
+
+// The IQ4 formats' 16 values.
+__constant__ signed char IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_NL: blocks of 32 in 18 bytes, Q4_0's nibble layout; value = d·table[q].
+struct IQ4_NLW {
+    static constexpr int BS = 32, TS = 18;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 32) * 18;
+        const float d = f16_bits_to_f32(u16_at(b));
+        const int o = (8 * c) % 32;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int j = o + e;
+            const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+            w[e] = __fmul_rn(d, (float)IQ4_VALUES[q]);
+        }
+    }
+};
+
+// IQ4_XS: d, scales_h (u16), scales_l[4], then 8 runs of 16 bytes; run ib: d·(scale − 32) times the table.
+struct IQ4_XSW {
+    static constexpr int BS = 256, TS = 136;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 136;
+        const int p = (8 * c) % 256, ib = p / 32, o = p % 32;
+        const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (u16_at(b + 2) >> (2 * ib)) & 3;
+        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)((lo | (hi << 4)) - 32));
+        const unsigned char* qs = b + 8 + 16 * ib;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int j = o + e;
+            const int q = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
+            w[e] = __fmul_rn(dl, (float)IQ4_VALUES[q]);
+        }
+    }
+};
+
+// The lattice formats (the experts' types): groups of 8 (IQ2_XS) or 4 (IQ3_*) magnitudes from a grid
+// (IQ2XS_GRID, IQ3XXS_GRID, IQ3S_GRID, prepended from strata_gguf's tables), signs from a 7-bit index with
+// even parity (IQ2_XS, IQ3_XXS) or a bit each (IQ3_S). A chunk of 8 is one IQ2 group, two IQ3 groups.
+__device__ __forceinline__ unsigned int ksigns(unsigned int i) { return i | ((__popc(i) & 1u) << 7); }
+__device__ __forceinline__ float signed_by(float v, unsigned int negative) {
+    return __uint_as_float(__float_as_uint(v) ^ (negative << 31));
+}
+
+// IQ2_XS: d, qs[32] u16 (9-bit grid index | 7-bit sign index << 9), scales[8] (a nibble per 16);
+// value = d·(0.5 + s)·0.25 · grid · sign.
+struct IQ2_XSW {
+    static constexpr int BS = 256, TS = 74;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 74;
+        const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
+        const int s = (b[66 + ib] >> (4 * (l / 2))) & 0xf;
+        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, (float)s)), 0.25f);
+        const unsigned int q = u16_at(b + 2 + 2 * (4 * ib + l));
+        const unsigned long long grid = IQ2XS_GRID[q & 511];
+        const unsigned int signs = ksigns(q >> 9);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            w[j] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> j) & 1);
+        }
+    }
+};
+
+// IQ3_XXS: d, qs[64] grid indices (4 elements each), per 32 elements a u32 of four 7-bit sign indices and
+// the scale in the top 4 bits; value = d·(0.5 + s)·0.5 · grid · sign.
+struct IQ3_XXSW {
+    static constexpr int BS = 256, TS = 98;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 98;
+        const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
+        const unsigned char* a = b + 66 + 4 * ib;
+        const u32 aux = (u32)a[0] | ((u32)a[1] << 8) | ((u32)a[2] << 16) | ((u32)a[3] << 24);
+        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, (float)(aux >> 28))), 0.5f);
+        const unsigned int signs = ksigns((aux >> (7 * l)) & 127);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const unsigned int grid = IQ3XXS_GRID[b[2 + 8 * ib + 2 * l + half]];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int k = 4 * half + j;
+                w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
+            }
+        }
+    }
+};
+
+// IQ3_S: d, qs[64] (low 8 bits of 9-bit indices), qh[8] (their top bits, a byte per 32), signs[32] (a bit
+// per element), scales[4] (a nibble per 32); value = d·(1 + 2s) · grid · sign.
+struct IQ3_SW {
+    static constexpr int BS = 256, TS = 110;
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned char* b = row + (8 * c / 256) * 110;
+        const int p = (8 * c) % 256, ib = p / 32;
+        const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0xf;
+        const float db = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)(1 + 2 * s));
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int e = p + k, g = (e % 32) / 4, j = e % 4;
+            const int idx = b[2 + 8 * ib + g] | (((b[66 + ib] >> g) & 1) << 8);
+            const unsigned int grid = IQ3S_GRID[idx];
+            w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (b[74 + e / 8] >> (e % 8)) & 1);
+        }
+    }
+};

@@ -1,0 +1,183 @@
+//! The kernels' arithmetic on the host, without a GPU: common.cuh (the contract's functions) and
+//! dequant.cuh (every weight type's chunk decoder) are compiled by the host's C++ compiler with the CUDA
+//! intrinsics mapped to their IEEE host twins (`__fmul_rn` is a rounded product, `__fmaf_rn` is `fmaf`,
+//! contraction off), then checked bit for bit against strata_gguf's codecs and strata_model's ops. CI
+//! always runs it; elsewhere it is skipped, with a message, when there is no C++ compiler.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use strata_cuda::compile::{grid_tables, COMMON, DEQUANT};
+use strata_gguf::{quant, SplitMix64};
+use strata_model::ops::act;
+
+/// The intrinsics the two files use, as host functions. Those that need a warp (`__shfl_xor_sync`) are
+/// never called here and only let the file compile.
+const SHIM: &str = r#"
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <math.h>
+#include <string>
+#include <vector>
+#define __device__
+#define __forceinline__ inline
+#define __constant__
+#define __restrict__
+struct uint4 { unsigned x, y, z, w; };
+struct float4 { float x, y, z, w; };
+inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
+"#;
+
+/// `main`: `decode TYPE COLS IN OUT` writes every chunk of every row of IN (rows of COLS weights) as f32;
+/// `math IN OUT` writes s_exp, s_ln, s_ln1p, s_sigmoid, s_silu, s_softplus, s_rsqrt of each f32 of IN.
+const MAIN: &str = r#"
+static std::vector<unsigned char> slurp(const char* path) {
+    FILE* f = fopen(path, "rb");
+    std::vector<unsigned char> v;
+    if (!f) return v;
+    int c;
+    while ((c = fgetc(f)) != EOF) v.push_back((unsigned char)c);
+    fclose(f);
+    return v;
+}
+
+template <typename W> static int decode(const std::vector<unsigned char>& in, int cols, FILE* out) {
+    const size_t rb = (size_t)(cols / W::BS) * W::TS;
+    for (size_t r = 0; r * rb < in.size(); ++r) {
+        for (int c = 0; c < cols / 8; ++c) {
+            float w[8];
+            W::chunk(in.data() + r * rb, c, w);
+            fwrite(w, 4, 8, out);
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    const std::string mode = argv[1];
+    if (mode == "math") {
+        std::vector<unsigned char> in = slurp(argv[2]);
+        FILE* out = fopen(argv[3], "wb");
+        for (size_t i = 0; i + 4 <= in.size(); i += 4) {
+            float x;
+            memcpy(&x, in.data() + i, 4);
+            const float y[7] = {s_exp(x), s_ln(x), s_ln1p(x), s_sigmoid(x), s_silu(x), s_softplus(x), s_rsqrt(x)};
+            fwrite(y, 4, 7, out);
+        }
+        fclose(out);
+        return 0;
+    }
+    const std::string ty = argv[2];
+    const int cols = atoi(argv[3]);
+    std::vector<unsigned char> in = slurp(argv[4]);
+    FILE* out = fopen(argv[5], "wb");
+    int rc = 2;
+#define TYPE(NAME, W) if (ty == NAME) rc = decode<W>(in, cols, out);
+    TYPE("F32", F32W) TYPE("F16", F16W) TYPE("BF16", BF16W) TYPE("Q8_0", Q8_0W) TYPE("Q4_0", Q4_0W)
+    TYPE("Q5_0", Q5_0W) TYPE("Q2_0", Q2_0W) TYPE("Q4_K", Q4_KW) TYPE("Q5_K", Q5_KW) TYPE("Q6_K", Q6_KW)
+    TYPE("Q3_K", Q3_KW) TYPE("IQ4_NL", IQ4_NLW) TYPE("IQ4_XS", IQ4_XSW) TYPE("IQ2_XS", IQ2_XSW)
+    TYPE("IQ3_XXS", IQ3_XXSW) TYPE("IQ3_S", IQ3_SW)
+    fclose(out);
+    return rc;
+}
+"#;
+
+fn ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// The host program, built once per test run into `dir`; `None` when there is no C++ compiler.
+fn build(dir: &Path) -> Option<PathBuf> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    if Command::new(&cxx).arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+        assert!(!ci(), "CI must have a C++ compiler ({cxx}) for the host build of the kernels");
+        eprintln!("SKIPPED: no C++ compiler ({cxx}; set CXX)");
+        return None;
+    }
+    let src = dir.join("kernels_on_host.cpp");
+    let text = format!("{SHIM}\n{COMMON}\n{}\n{DEQUANT}\n{MAIN}", grid_tables());
+    std::fs::write(&src, text).unwrap();
+    let exe = dir.join("kernels_on_host");
+    let out = Command::new(&cxx)
+        .args(["-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wno-unknown-pragmas", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the host build failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    Some(exe)
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("strata-host-kernels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn every_chunk_decoder_gives_the_codecs_bits() {
+    let dir = scratch();
+    let Some(exe) = build(&dir) else { return };
+    let mut rng = SplitMix64::new(0xdec0de);
+    let (rows, cols) = (48, 768);
+    for ty in strata_cuda::matvec::TYPES {
+        let blocks = rows * cols / ty.block_size();
+        let bytes = quant::random_blocks(ty, blocks, &mut rng);
+        let (input, output) = (dir.join(format!("{ty}.in")), dir.join(format!("{ty}.out")));
+        std::fs::write(&input, &bytes).unwrap();
+        let mut run = Command::new(&exe);
+        run.args(["decode", &ty.to_string(), &cols.to_string()]).arg(&input).arg(&output);
+        assert!(run.status().unwrap().success(), "{ty}: the host program failed");
+        let got = floats(&std::fs::read(&output).unwrap());
+        let mut want = vec![0f32; rows * cols];
+        quant::dequantize(ty, &bytes, &mut want).unwrap();
+        assert_eq!(got.len(), want.len(), "{ty}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{ty}: element {i} (row {}, col {}): {g} vs {w}", i / cols, i % cols);
+        }
+    }
+}
+
+#[test]
+fn the_contract_functions_give_the_cpu_ops_bits() {
+    let dir = scratch();
+    let Some(exe) = build(&dir) else { return };
+    // Every edge the functions branch on, a sweep of each range they serve, and random bit patterns.
+    let mut xs: Vec<f32> = vec![0.0, -0.0, 1.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE];
+    xs.extend([88.7, 88.8, 88.9, -103.9, -104.0, -104.1, 20.0, 20.001, 1e-30, -1e-30, f32::MAX, -f32::MAX]);
+    xs.extend((-4000..=4000).map(|i| i as f32 * 0.03125));
+    let mut rng = SplitMix64::new(7);
+    xs.extend((0..20000).map(|_| f32::from_bits(rng.next_u64() as u32)));
+    let (input, output) = (dir.join("math.in"), dir.join("math.out"));
+    std::fs::write(&input, xs.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    assert!(Command::new(&exe).arg("math").arg(&input).arg(&output).status().unwrap().success());
+    let got = floats(&std::fs::read(&output).unwrap());
+    let names = ["exp", "ln", "ln1p", "sigmoid", "silu", "softplus", "rsqrt"];
+    let ops: [fn(f32) -> f32; 7] = [act::exp, act::ln, act::ln1p, act::sigmoid, act::silu, act::softplus, act::rsqrt];
+    for (i, &x) in xs.iter().enumerate() {
+        for (k, op) in ops.iter().enumerate() {
+            let (g, w) = (got[7 * i + k], op(x));
+            // A NaN's sign and payload follow each machine's propagation rules (a GPU returns its one
+            // canonical NaN), so a NaN need only be a NaN.
+            let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+            assert!(same, "{}({x:e} = {:#x}): host kernel {g:e}, CPU {w:e}", names[k], x.to_bits());
+        }
+    }
+}

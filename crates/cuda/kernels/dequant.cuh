@@ -4,9 +4,25 @@
 // crates/cuda/tests/kernels_on_host.rs, which checks every type against the codecs without a GPU.
 
 // A weight row's chunk c (elements 8c .. 8c + 7) as f32, per type. `row` is the row's first byte.
+//
+// Loads are as wide as the layout's alignment allows: every block size is even and rows start at a
+// multiple of their block size from an aligned buffer, so any field at an even offset in its block may be
+// read 16 bits at a time, and Q4_K's blocks of 144 bytes allow 32- and 64-bit loads.
 __device__ __forceinline__ unsigned short u16_at(const unsigned char* p) {
-    return (unsigned short)(p[0] | (p[1] << 8));
+    return *reinterpret_cast<const unsigned short*>(p);
 }
+
+// Eight bytes at an even address, read 16 bits at a time: bytes 0..3 in lo, 4..7 in hi.
+struct Bytes8 {
+    u32 lo, hi;
+    __device__ __forceinline__ explicit Bytes8(const unsigned char* p) {
+        const unsigned short* h = reinterpret_cast<const unsigned short*>(p);
+        lo = (u32)h[0] | ((u32)h[1] << 16);
+        hi = (u32)h[2] | ((u32)h[3] << 16);
+    }
+    __device__ __forceinline__ Bytes8(u32 a, u32 b) : lo(a), hi(b) {}
+    __device__ __forceinline__ u32 operator[](int e) const { return ((e < 4 ? lo : hi) >> (8 * (e & 3))) & 0xffu; }
+};
 
 struct F32W {
     static constexpr int BS = 1, TS = 4;
@@ -52,9 +68,9 @@ struct Q8_0W {
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 32) * 34;
         const float d = f16_bits_to_f32(u16_at(b));
-        const int o = (8 * c) % 32;
+        const Bytes8 q(b + 2 + (8 * c) % 32);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)(signed char)b[2 + o + e], d);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)(signed char)q[e], d);
     }
 };
 
@@ -66,12 +82,10 @@ struct Q4_0W {
         const unsigned char* b = row + (8 * c / 32) * 18;
         const float d = f16_bits_to_f32(u16_at(b));
         const int o = (8 * c) % 32;
+        const Bytes8 q(b + 2 + o % 16);  // the chunk's 8 nibbles: low ones for o < 16, high ones after
+        const int shift = o < 16 ? 0 : 4;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int j = o + e;
-            const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
-            w[e] = __fmul_rn((float)(q - 8), d);
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)((int)((q[e] >> shift) & 0xf) - 8), d);
     }
 };
 
@@ -101,16 +115,11 @@ struct Q2_0W {
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 64) * 18;
         const float d = f16_bits_to_f32(u16_at(b));
-        const int o = (8 * c) % 64;
+        const u32 codes = u16_at(b + 2 + (8 * c) % 64 / 4);  // the chunk's 8 codes, 2 bits each
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int i = o + e;
-            const int code = (b[2 + i / 4] >> (2 * (i % 4))) & 3;
-            w[e] = __fmul_rn((float)(code - 1), d);
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)((int)((codes >> (2 * e)) & 3) - 1), d);
     }
 };
-
 
 // The K-quants: super-blocks of 256. `p` is the chunk's first element within its super-block.
 __device__ __forceinline__ void scale_min_k4(int j, const unsigned char* q, int* s, int* m) {
@@ -129,13 +138,25 @@ struct Q4_KW {
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 256) * 144;
         const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
+        const u32 dm = *reinterpret_cast<const u32*>(b);
+        const u32* sw = reinterpret_cast<const u32*>(b + 4);
+        const u32 sc[3] = {sw[0], sw[1], sw[2]};
+        auto byte = [&](int i) { return (int)((sc[i / 4] >> (8 * (i % 4))) & 0xffu); };
         int s, m;
-        scale_min_k4(j, b + 4, &s, &m);
-        const float d1 = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)s);
-        const float m1 = __fmul_rn(f16_bits_to_f32(u16_at(b + 2)), (float)m);
-        const unsigned char* q = b + 16 + 32 * (j / 2);
+        if (j < 4) {
+            s = byte(j) & 63;
+            m = byte(j + 4) & 63;
+        } else {
+            s = (byte(j + 4) & 0xf) | ((byte(j - 4) >> 6) << 4);
+            m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
+        }
+        const float d1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm & 0xffffu)), (float)s);
+        const float m1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm >> 16)), (float)m);
+        const uint2 qv = *reinterpret_cast<const uint2*>(b + 16 + 32 * (j / 2) + l0);
+        const Bytes8 q(qv.x, qv.y);
+        const int shift = 4 * (j % 2);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, (float)((q[l0 + e] >> (4 * (j % 2))) & 0xf)), m1);
+        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, (float)((q[e] >> shift) & 0xf)), m1);
     }
 };
 
@@ -167,13 +188,13 @@ struct Q6_KW {
         const unsigned char* b = row + (8 * c / 256) * 210;
         const int p = (8 * c) % 256, n = p / 128, k = (p % 128) / 32, l0 = p % 32;
         const float d = f16_bits_to_f32(u16_at(b + 208));
+        const Bytes8 ql(b + n * 64 + (k % 2) * 32 + l0), qh(b + 128 + n * 32 + l0);
+        // A chunk of 8 lies in one half of 16, under one scale.
+        const float ds = __fmul_rn(d, (float)(signed char)b[192 + n * 8 + 2 * k + l0 / 16]);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-            const int l = l0 + e;
-            const int lo = (b[n * 64 + (k % 2) * 32 + l] >> (4 * (k / 2))) & 0xf;
-            const int hi = (b[128 + n * 32 + l] >> (2 * k)) & 3;
-            const float sc = (float)(signed char)b[192 + n * 8 + 2 * k + l / 16];
-            w[e] = __fmul_rn(__fmul_rn(d, sc), (float)((lo | (hi << 4)) - 32));
+            const int lo = (ql[e] >> (4 * (k / 2))) & 0xf, hi = (qh[e] >> (2 * k)) & 3;
+            w[e] = __fmul_rn(ds, (float)((lo | (hi << 4)) - 32));
         }
     }
 };
@@ -208,12 +229,10 @@ struct IQ4_NLW {
         const unsigned char* b = row + (8 * c / 32) * 18;
         const float d = f16_bits_to_f32(u16_at(b));
         const int o = (8 * c) % 32;
+        const Bytes8 q(b + 2 + o % 16);  // Q4_0's nibble layout
+        const int shift = o < 16 ? 0 : 4;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int j = o + e;
-            const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
-            w[e] = __fmul_rn(d, (float)IQ4_VALUES[q]);
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(d, (float)IQ4_VALUES[(q[e] >> shift) & 0xf]);
     }
 };
 

@@ -25,6 +25,7 @@ const SHIM: &str = r#"
 #define __forceinline__ inline
 #define __constant__
 #define __restrict__
+struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
@@ -125,15 +126,16 @@ fn floats(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-host-kernels-{}", std::process::id()));
+/// A folder of this test's own (the tests run in parallel, each building its own program).
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("strata-host-kernels-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
 #[test]
 fn every_chunk_decoder_gives_the_codecs_bits() {
-    let dir = scratch();
+    let dir = scratch("decoders");
     let Some(exe) = build(&dir) else { return };
     let mut rng = SplitMix64::new(0xdec0de);
     let (rows, cols) = (48, 768);
@@ -157,7 +159,7 @@ fn every_chunk_decoder_gives_the_codecs_bits() {
 
 #[test]
 fn the_contract_functions_give_the_cpu_ops_bits() {
-    let dir = scratch();
+    let dir = scratch("math");
     let Some(exe) = build(&dir) else { return };
     // Every edge the functions branch on, a sweep of each range they serve, and random bit patterns.
     let mut xs: Vec<f32> = vec![0.0, -0.0, 1.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE];

@@ -24,6 +24,13 @@ pub enum BenchCommand {
     /// QSA selection on the GPU as a decode call: scores and top-k µs for Q = 1..QMAX at CTX cells.
     #[command(name = "qsa_select_bench")]
     QsaSelect { ctx: usize, qmax: usize, reps: usize, capacity: usize },
+    /// Each matrix-vector product of the full model's decode step on the GPU (T = 1, weights cold), in both
+    /// layouts, against the floor of its bytes at the card's copy rate measured in the same run.
+    #[command(name = "matvec_bench")]
+    Matvec {
+        #[arg(default_value_t = 50)]
+        reps: usize,
+    },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -31,7 +38,47 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Dequant { elements, ms } => dequant(elements, Duration::from_millis(ms)),
         BenchCommand::FusedGr { iters, tmin, tmax, sets } => fused_gr(iters, tmin, tmax, sets),
         BenchCommand::QsaSelect { ctx, qmax, reps, capacity } => qsa_select(ctx, qmax, reps, capacity),
+        BenchCommand::Matvec { reps } => matvec(reps),
     }
+}
+
+fn matvec(reps: usize) -> Result<()> {
+    if reps == 0 {
+        anyhow::bail!("matvec_bench REPS: REPS ≥ 1");
+    }
+    let gpu = strata_cuda::Gpu::new(0)?;
+    let bw = strata_cuda::bench::copy_bandwidth(&gpu, 1024)?;
+    println!(
+        "device: {} ({}); copy rate {:.2} TB/s (read + write), {reps} calls each",
+        gpu.name,
+        gpu.arch_name(),
+        bw / 1e12
+    );
+    println!(
+        "| product | type | rows × cols | MB | block µs | warp µs | floor µs | best × floor | best GB/s | same bits |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for r in strata_cuda::bench::matvec_bench(&gpu, reps)? {
+        let best = r.us[0].min(r.us[1]);
+        let floor = r.bytes as f64 / bw * 1e6;
+        let shape = if r.slots > 0 {
+            format!("{} × {}, {} experts", r.rows, r.cols, r.slots)
+        } else {
+            format!("{} × {}", r.rows, r.cols)
+        };
+        println!(
+            "| {} | {} | {shape} | {:.2} | {:.2} | {:.2} | {floor:.2} | {:.1} | {:.0} | {} |",
+            r.what,
+            r.ty,
+            r.bytes as f64 / 1e6,
+            r.us[0],
+            r.us[1],
+            best / floor,
+            r.bytes as f64 / best / 1e3,
+            if r.same { "yes" } else { "NO" }
+        );
+    }
+    Ok(())
 }
 
 fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<()> {

@@ -205,3 +205,106 @@ pub fn qsa_select_bench(
     }
     Ok(rows)
 }
+
+/// One product of the full model's decode step in `matvec_bench`.
+pub struct MatvecRow {
+    pub what: &'static str,
+    pub ty: strata_gguf::GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    /// Experts gathered per call (0 for a dense product).
+    pub slots: usize,
+    /// Weight bytes one call reads.
+    pub bytes: usize,
+    /// µs per call at T = 1 in the block and the warp layout (cold: weight sets rotated).
+    pub us: [f64; 2],
+    /// Whether both layouts wrote the same bits.
+    pub same: bool,
+}
+
+/// The full model's products (synthetic preset types), with the routed experts at 10 of 512.
+const PRODUCTS: [(&str, strata_gguf::GgmlType, usize, usize, usize); 12] = {
+    use strata_gguf::GgmlType::*;
+    [
+        ("GDN qkv", Q4_K, 10240, 2560, 0),
+        ("GDN gate", Q6_K, 6144, 2560, 0),
+        ("GDN out", Q8_0, 2560, 6144, 0),
+        ("GDN alpha/beta", BF16, 48, 2560, 0),
+        ("attention q", Q4_K, 12288, 2560, 0),
+        ("attention out", IQ4_NL, 2560, 6144, 0),
+        ("router", F32, 512, 2560, 0),
+        ("experts gate/up", Q2_0, 640, 2560, 10),
+        ("experts down", Q2_0, 2560, 640, 10),
+        ("shared gate/up", Q8_0, 640, 2560, 0),
+        ("shared down", Q4_0, 2560, 640, 0),
+        ("head", Q6_K, 248_320, 2560, 0),
+    ]
+};
+
+/// `matvec_bench REPS`: each product of a decode step at T = 1 in both layouts, with enough weight sets
+/// (at least 256 MB in all) that every call reads its weights from memory, not the L2.
+pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError> {
+    use crate::matvec::{matvec_gather_with, matvec_with, Gather, Layout, MatrixGpu};
+    use strata_model::ops::matvec::Matrix;
+    let mut rng = strata_gguf::SplitMix64::new(11);
+    let mut out = Vec::new();
+    for (what, ty, rows, cols, slots) in PRODUCTS {
+        let experts = if slots > 0 { 4 * slots } else { 1 };
+        let bytes = rows * cols / ty.block_size() * ty.type_size() * slots.max(1);
+        let set_bytes = rows * cols / ty.block_size() * ty.type_size() * experts;
+        let sets = (256usize << 20).div_ceil(set_bytes).clamp(2, 64);
+        let weights: Vec<MatrixGpu> = (0..sets)
+            .map(|_| {
+                let raw = strata_gguf::quant::random_blocks(ty, experts * rows * cols / ty.block_size(), &mut rng);
+                let m = Matrix { ty, rows: experts * rows, cols, bytes: strata_gguf::TensorBytes::from_vec(raw) };
+                MatrixGpu::upload(gpu, &m)
+            })
+            .collect::<Result<_, _>>()?;
+        let x = Buf::from_host(gpu, &(0..cols).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
+        // Each call's experts: 10 of the set's 40, a different 10 each time round.
+        let ids: Vec<Buf<i32>> = (0..4)
+            .map(|g| Buf::from_host(gpu, &(0..slots.max(1)).map(|s| (g * slots + s) as i32).collect::<Vec<_>>()))
+            .collect::<Result<_, _>>()?;
+        let ys = [Buf::<f32>::zeros(gpu, rows * slots.max(1))?, Buf::<f32>::zeros(gpu, rows * slots.max(1))?];
+        let call = |layout: Layout, y: &Buf<f32>, i: usize| {
+            let w = &weights[i % sets];
+            if slots > 0 {
+                let g = Gather { stride: rows, offset: 0, rows };
+                matvec_gather_with(gpu, layout, w, g, &x, (cols, 0), y, &ids[i / sets % 4], (1, slots))
+            } else {
+                matvec_with(gpu, layout, w, &x, y, 1)
+            }
+        };
+        let mut us = [0f64; 2];
+        for (k, layout) in Layout::ALL.into_iter().enumerate() {
+            let i = std::cell::Cell::new(0usize);
+            us[k] = time_calls(gpu, reps, &|| {
+                i.set(i.get() + 1);
+                call(layout, &ys[k], i.get())
+            })?;
+            call(layout, &ys[k], 0)?;
+        }
+        let n = rows * slots.max(1);
+        let same = ys[0].read(gpu, n)?.iter().zip(ys[1].read(gpu, n)?).all(|(a, b)| a.to_bits() == b.to_bits());
+        out.push(MatvecRow { what, ty, rows, cols, slots, bytes, us, same });
+    }
+    Ok(out)
+}
+
+/// The card's device-to-device copy rate (read + write bytes per second) over `mib` MiB, for floors.
+pub fn copy_bandwidth(gpu: &Gpu, mib: usize) -> Result<f64, CudaError> {
+    let n = mib << 18; // f32 elements
+    let (a, mut b) = (Buf::<f32>::zeros(gpu, n)?, Buf::<f32>::zeros(gpu, n)?);
+    let copy = |b: &mut Buf<f32>| gpu.stream.memcpy_dtod(&a.slice, &mut b.slice).check("copying on the device");
+    copy(&mut b)?;
+    let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    start.record(&gpu.stream).check("recording an event")?;
+    for _ in 0..10 {
+        copy(&mut b)?;
+    }
+    end.record(&gpu.stream).check("recording an event")?;
+    gpu.sync()?;
+    let secs = start.elapsed_ms(&end).check("reading an event")? as f64 / 1e3;
+    Ok(10.0 * 2.0 * (n * 4) as f64 / secs)
+}

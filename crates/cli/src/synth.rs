@@ -49,6 +49,10 @@ pub fn run(a: SynthArgs) -> Result<()> {
         Some(t @ (GgmlType::Q2_0 | GgmlType::IQ2_XS | GgmlType::IQ3_XXS | GgmlType::IQ3_S)) => t,
         _ => bail!("--experts-type {:?}: use Q2_0, IQ2_XS, IQ3_XXS or IQ3_S", a.experts_type),
     };
+    // The output's folder is made if missing, as a user naming a new path expects.
+    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("making the folder {}", dir.display()))?;
+    }
     let files = write(&a.out, Options { preset, experts, seed: a.seed })?;
     for f in files {
         eprintln!("wrote {}", f.display());

@@ -19,11 +19,11 @@ fn dir() -> &'static Path {
     })
 }
 
-/// The tiny model written by `strata synth`.
+/// The tiny model written by `strata synth`, into a folder that does not exist yet (synth makes it).
 fn tiny() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let p = dir().join("tiny.gguf");
+        let p = dir().join("new-folder/tiny.gguf");
         let out = strata(&["synth", "--preset", "tiny", "-o", p.to_str().unwrap()], dir());
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         p

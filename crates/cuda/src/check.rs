@@ -280,7 +280,7 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
 
 /// For the start-up choice of a type's matvec layout: `Some((block µs, warp µs))` when both layouts give
 /// the same bits on random weights of type `ty` (T = 1..8 for a dense 2048 × 2560 product; 10 of 16
-/// experts' 640 × 2560 rows for `gather`), timed at T = 1; `None` when they differ.
+/// experts' 640 × 2560 rows for `gather`), timed at T = 1 with the weights cold; `None` when they differ.
 pub fn matvec_layouts_check(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Option<(f64, f64)>, CudaError> {
     use crate::matvec::{matvec_gather_with, matvec_with, Gather, Layout, MatrixGpu};
     let mut rng = SplitMix64::new(0x3a7 ^ ty as u64);
@@ -312,7 +312,34 @@ pub fn matvec_layouts_check(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Opt
             return Ok(None);
         }
     }
-    let block = time_calls(gpu, 20, &|| run(Layout::Block, &yb, 1))?;
-    let warp = time_calls(gpu, 20, &|| run(Layout::Warp, &yw, 1))?;
+    // Timed cold, as a decode step reads its weights: the L2 flushed before each call.
+    let mut flush = Buf::<u8>::zeros(gpu, FLUSH_BYTES)?;
+    let block = time_cold(gpu, 10, &mut flush, &|| run(Layout::Block, &yb, 1))?;
+    let warp = time_cold(gpu, 10, &mut flush, &|| run(Layout::Warp, &yw, 1))?;
     Ok(Some((block, warp)))
+}
+
+/// More than any card's L2 (the H200's is 60 MB).
+const FLUSH_BYTES: usize = 256 << 20;
+
+/// µs per call of `f`, each call timed alone with the L2 emptied first (a write over `flush`).
+fn time_cold(
+    gpu: &Gpu,
+    reps: usize,
+    flush: &mut Buf<u8>,
+    f: &dyn Fn() -> Result<(), CudaError>,
+) -> Result<f64, CudaError> {
+    f()?;
+    let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+    let mut ms = 0.0;
+    for _ in 0..reps {
+        gpu.stream.memset_zeros(&mut flush.slice).check("flushing the L2")?;
+        start.record(&gpu.stream).check("recording an event")?;
+        f()?;
+        end.record(&gpu.stream).check("recording an event")?;
+        gpu.sync()?;
+        ms += start.elapsed_ms(&end).check("reading an event")? as f64;
+    }
+    Ok(ms * 1e3 / reps as f64)
 }

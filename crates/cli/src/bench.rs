@@ -24,8 +24,8 @@ pub enum BenchCommand {
     /// QSA selection on the GPU as a decode call: scores and top-k µs for Q = 1..QMAX at CTX cells.
     #[command(name = "qsa_select_bench")]
     QsaSelect { ctx: usize, qmax: usize, reps: usize, capacity: usize },
-    /// Each matrix-vector product of the full model's decode step on the GPU (T = 1, weights cold), in both
-    /// layouts, against the floor of its bytes at the card's copy rate measured in the same run.
+    /// Each matrix-vector product of the full model's decode step on the GPU (T = 1, weights cold), in every
+    /// layout, against the floor of its bytes at the card's copy rate measured in the same run.
     #[command(name = "matvec_bench")]
     Matvec {
         #[arg(default_value_t = 50)]
@@ -59,7 +59,7 @@ fn matvec(reps: usize) -> Result<()> {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in strata_cuda::bench::matvec_bench(&gpu, reps)? {
-        let best = r.us[0].min(r.us[1]);
+        let best = r.us.iter().copied().fold(f64::INFINITY, f64::min);
         let floor = r.bytes as f64 / bw * 1e6;
         let shape = if r.slots > 0 {
             format!("{} × {}, {} experts", r.rows, r.cols, r.slots)
@@ -67,12 +67,13 @@ fn matvec(reps: usize) -> Result<()> {
             format!("{} × {}", r.rows, r.cols)
         };
         println!(
-            "| {} | {} | {shape} | {:.2} | {:.2} | {:.2} | {floor:.2} | {:.1} | {:.0} | {} |",
+            "| {} | {} | {shape} | {:.2} | {:.2} | {:.2} | {:.2} | {floor:.2} | {:.1} | {:.0} | {} |",
             r.what,
             r.ty,
             r.bytes as f64 / 1e6,
             r.us[0],
             r.us[1],
+            r.us[2],
             best / floor,
             r.bytes as f64 / best / 1e3,
             if r.same { "yes" } else { "NO" }

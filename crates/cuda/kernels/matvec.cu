@@ -141,6 +141,78 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     if (lane == 0) y[(size_t)ts * rows + row] = v;
 }
 
+// The split layout: a block of nr rows (of one slot's expert for the gathers). First every (row, chunk)
+// pair's T chunk sums, spread over all the block's threads, U pairs a thread at once so that their loads
+// are in flight together, into shared memory; then a warp per (row, token) adds lane L's chunks L, L + 32,
+// … in order, and the butterfly: the contract's sums. Rows of w0 are row_bytes apart; row r's output for
+// token t goes to y[t·y_tok + r].
+template <typename W> struct Unroll { static constexpr int U = 4; };
+template <> struct Unroll<IQ3_SW> { static constexpr int U = 2; };  // its decode needs the most registers
+
+template <typename W>
+__device__ void matvec_split(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
+                             size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int nch, int T) {
+    extern __shared__ float dots[];  // [row][token][chunk]
+    constexpr int U = Unroll<W>::U;
+    const int n = nr * nch, step = blockDim.x;
+    int k = threadIdx.x;
+    for (; k + (U - 1) * step < n; k += U * step) {
+        float d[U][8];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int kk = k + u * step, r = kk / nch;
+            chunk_dots<W>(w0 + (size_t)r * row_bytes, kk % nch, x, x_stride, T, d[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int kk = k + u * step, r = kk / nch, c = kk % nch;
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                if (t < T) dots[((size_t)r * T + t) * nch + c] = d[u][t];
+            }
+        }
+    }
+    for (; k < n; k += step) {
+        const int r = k / nch, c = k % nch;
+        float d[8];
+        chunk_dots<W>(w0 + (size_t)r * row_bytes, c, x, x_stride, T, d);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t < T) dots[((size_t)r * T + t) * nch + c] = d[t];
+        }
+    }
+    __syncthreads();
+    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int p = threadIdx.x / WARP; p < nr * T; p += warps) {
+        const float* q = dots + (size_t)p * nch;
+        float acc = 0.0f;
+        for (int c = lane; c < nch; c += WARP) acc = __fadd_rn(acc, q[c]);
+        acc = warp_butterfly(acc);
+        if (lane == 0) y[(size_t)(p % T) * y_tok + p / T] = acc;
+    }
+}
+
+// Dense products in the split layout: blockIdx.x takes rows rpb·x .. rpb·x + rpb − 1.
+template <typename W>
+__device__ void matvec_rows_split(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                  float* __restrict__ y, int rows, int cols, int T, int rpb) {
+    const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    matvec_split<W>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols / CHUNK, T);
+}
+
+// The experts' products in the split layout: blockIdx.y = t·k + s as in matvec_gather_rows.
+template <typename W>
+__device__ void matvec_gather_rows_split(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                         float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
+                                         int k, int stride, int offset, int x_tok, int x_slot, int rpb) {
+    const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0), ts = blockIdx.y, t = ts / k, s = ts % k;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    const unsigned char* w0 = wbase + ((size_t)ids[ts] * stride + offset + row0) * row_bytes;
+    const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
+    matvec_split<W>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols / CHUNK, 1);
+}
+
 // Embedding rows: token t's row of W (cols values) dequantized and written hc times, the residual streams
 // R = [e, e, …] (spec §2). One block per token.
 template <typename W>
@@ -177,6 +249,16 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                   int cols, const int* ids, int k, int stride, int offset,      \
                                                   int x_tok, int x_slot) {                                      \
         matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_split(const unsigned char* __restrict__ w, const float* __restrict__ x,    \
+                                            float* __restrict__ y, int rows, int cols, int T, int rpb) {        \
+        matvec_rows_split<W>(w, x, y, rows, cols, T, rpb);                                                    \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_gather_split(const unsigned char* __restrict__ w,                         \
+                                                   const float* __restrict__ x, float* __restrict__ y,          \
+                                                   int rows, int cols, const int* ids, int k, int stride,       \
+                                                   int offset, int x_tok, int x_slot, int rpb) {                \
+        matvec_gather_rows_split<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);         \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
                                             float* __restrict__ out, int cols, int hc) {                       \

@@ -216,9 +216,9 @@ pub struct MatvecRow {
     pub slots: usize,
     /// Weight bytes one call reads.
     pub bytes: usize,
-    /// µs per call at T = 1 in the block and the warp layout (cold: weight sets rotated).
-    pub us: [f64; 2],
-    /// Whether both layouts wrote the same bits.
+    /// µs per call at T = 1 in each layout of `Layout::ALL` (cold: weight sets rotated).
+    pub us: [f64; 3],
+    /// Whether every layout wrote the block layout's bits.
     pub same: bool,
 }
 
@@ -241,7 +241,7 @@ const PRODUCTS: [(&str, strata_gguf::GgmlType, usize, usize, usize); 12] = {
     ]
 };
 
-/// `matvec_bench REPS`: each product of a decode step at T = 1 in both layouts, with enough weight sets
+/// `matvec_bench REPS`: each product of a decode step at T = 1 in every layout, with enough weight sets
 /// (at least 256 MB in all) that every call reads its weights from memory, not the L2.
 pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError> {
     use crate::matvec::{matvec_gather_with, matvec_with, Gather, Layout, MatrixGpu};
@@ -265,7 +265,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
         let ids: Vec<Buf<i32>> = (0..4)
             .map(|g| Buf::from_host(gpu, &(0..slots.max(1)).map(|s| (g * slots + s) as i32).collect::<Vec<_>>()))
             .collect::<Result<_, _>>()?;
-        let ys = [Buf::<f32>::zeros(gpu, rows * slots.max(1))?, Buf::<f32>::zeros(gpu, rows * slots.max(1))?];
+        let ys: Vec<Buf<f32>> = (0..3).map(|_| Buf::zeros(gpu, rows * slots.max(1))).collect::<Result<_, _>>()?;
         let call = |layout: Layout, y: &Buf<f32>, i: usize| {
             let w = &weights[i % sets];
             if slots > 0 {
@@ -275,7 +275,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
                 matvec_with(gpu, layout, w, &x, y, 1)
             }
         };
-        let mut us = [0f64; 2];
+        let mut us = [0f64; 3];
         for (k, layout) in Layout::ALL.into_iter().enumerate() {
             let i = std::cell::Cell::new(0usize);
             us[k] = time_calls(gpu, reps, &|| {
@@ -285,7 +285,10 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
             call(layout, &ys[k], 0)?;
         }
         let n = rows * slots.max(1);
-        let same = ys[0].read(gpu, n)?.iter().zip(ys[1].read(gpu, n)?).all(|(a, b)| a.to_bits() == b.to_bits());
+        let bits =
+            |y: &Buf<f32>| -> Result<Vec<u32>, CudaError> { Ok(y.read(gpu, n)?.iter().map(|v| v.to_bits()).collect()) };
+        let reference = bits(&ys[0])?;
+        let same = ys[1..].iter().map(bits).collect::<Result<Vec<_>, _>>()?.iter().all(|b| *b == reference);
         out.push(MatvecRow { what, ty, rows, cols, slots, bytes, us, same });
     }
     Ok(out)

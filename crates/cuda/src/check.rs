@@ -12,6 +12,7 @@ use crate::buf::Buf;
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
 use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending};
+use crate::matvec::Layout;
 
 pub fn normal(rng: &mut SplitMix64) -> f32 {
     ((0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0) * 3f32.sqrt()
@@ -278,11 +279,11 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
     Ok(Some(us))
 }
 
-/// For the start-up choice of a type's matvec layout: `Some((block µs, warp µs))` when both layouts give
-/// the same bits on random weights of type `ty` (T = 1..8 for a dense 2048 × 2560 product; 10 of 16
-/// experts' 640 × 2560 rows for `gather`), timed at T = 1 with the weights cold; `None` when they differ.
-pub fn matvec_layouts_check(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Option<(f64, f64)>, CudaError> {
-    use crate::matvec::{matvec_gather_with, matvec_with, Gather, Layout, MatrixGpu};
+/// For the start-up choice of a type's matvec layout: per layout, µs per call at T = 1 with the weights
+/// cold, or `None` for a layout whose bits differ from the block layout's anywhere (random weights of type
+/// `ty`, T = 1..8, a dense 2048 × 2560 product; or 10 of 16 experts' 640 × 2560 rows for `gather`).
+pub fn matvec_layouts_check(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Vec<(Layout, Option<f64>)>, CudaError> {
+    use crate::matvec::{matvec_gather_with, matvec_with, Gather, MatrixGpu};
     let mut rng = SplitMix64::new(0x3a7 ^ ty as u64);
     let (cols, rows, experts, k) = (2560, if gather { 640 } else { 2048 }, 16, 10);
     let all_rows = if gather { rows * experts } else { rows };
@@ -294,7 +295,6 @@ pub fn matvec_layouts_check(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Opt
     let ids: Vec<i32> = (0..crate::matvec::MAX_T * k).map(|i| ((i * 7 + i / k) % experts) as i32).collect();
     let ids = Buf::from_host(gpu, &ids)?;
     let outs = crate::matvec::MAX_T * k * rows;
-    let (yb, yw) = (Buf::<f32>::zeros(gpu, outs)?, Buf::<f32>::zeros(gpu, outs)?);
     let g = Gather { stride: rows, offset: 0, rows };
     let run = |layout: Layout, y: &Buf<f32>, t: usize| {
         if gather {
@@ -303,20 +303,29 @@ pub fn matvec_layouts_check(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Opt
             matvec_with(gpu, layout, &w, &x, y, t)
         }
     };
-    for t in 1..=crate::matvec::MAX_T {
-        run(Layout::Block, &yb, t)?;
-        run(Layout::Warp, &yw, t)?;
-        let n = if gather { t * k * rows } else { t * rows };
-        let (a, b) = (yb.read(gpu, n)?, yw.read(gpu, n)?);
-        if a.iter().zip(&b).any(|(p, q)| p.to_bits() != q.to_bits()) {
-            return Ok(None);
-        }
-    }
+    let outputs = |layout: Layout| -> Result<Vec<Vec<u32>>, CudaError> {
+        let y = Buf::<f32>::zeros(gpu, outs)?;
+        (1..=crate::matvec::MAX_T)
+            .map(|t| {
+                run(layout, &y, t)?;
+                let n = if gather { t * k * rows } else { t * rows };
+                Ok(y.read(gpu, n)?.iter().map(|v| v.to_bits()).collect())
+            })
+            .collect()
+    };
+    let reference = outputs(Layout::Block)?;
     // Timed cold, as a decode step reads its weights: the L2 flushed before each call.
     let mut flush = Buf::<u8>::zeros(gpu, FLUSH_BYTES)?;
-    let block = time_cold(gpu, 10, &mut flush, &|| run(Layout::Block, &yb, 1))?;
-    let warp = time_cold(gpu, 10, &mut flush, &|| run(Layout::Warp, &yw, 1))?;
-    Ok(Some((block, warp)))
+    let y = Buf::<f32>::zeros(gpu, outs)?;
+    Layout::ALL
+        .into_iter()
+        .map(|layout| {
+            if layout != Layout::Block && outputs(layout)? != reference {
+                return Ok((layout, None));
+            }
+            Ok((layout, Some(time_cold(gpu, 10, &mut flush, &|| run(layout, &y, 1))?)))
+        })
+        .collect()
 }
 
 /// More than any card's L2 (the H200's is 60 MB).

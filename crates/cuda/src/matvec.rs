@@ -16,33 +16,42 @@ const ROW_WARPS: usize = 4;
 /// Rows per block in the warp layout.
 const WARP_ROWS: u32 = 8;
 
-/// How a product's rows are spread over the card; both give the same sums (kernels/matvec.cu), and the
-/// plan picks the faster per weight type, for the dense products and the experts' apart.
+/// How a product's rows are spread over the card; all give the same sums (kernels/matvec.cu), and the
+/// plan picks the fastest per weight type, for the dense products and the experts' apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
     /// A block per row, its warps side by side over the row.
     Block,
     /// A warp per row, 8 rows a block.
     Warp,
+    /// A block per few rows: every chunk sum first (several a thread in flight), then a warp per row adds
+    /// them in the lanes' order. Needs the block's chunk sums to fit in shared memory.
+    Split,
 }
 
+/// Shared memory the split layout may use per block (the default limit, no opt-in).
+const SPLIT_SHARED: usize = 48 << 10;
+/// The split layout aims at this many chunk sums per block.
+const SPLIT_TARGET: usize = 4096;
+
 impl Layout {
-    pub const ALL: [Layout; 2] = [Layout::Block, Layout::Warp];
+    pub const ALL: [Layout; 3] = [Layout::Block, Layout::Warp, Layout::Split];
 
     pub fn name(self) -> &'static str {
         match self {
             Layout::Block => "block",
             Layout::Warp => "warp",
+            Layout::Split => "split",
         }
     }
 
-    /// `STRATA_MATVEC=block|warp` forces one layout for every type.
+    pub fn from_name(name: &str) -> Option<Layout> {
+        Layout::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// `STRATA_MATVEC=block|warp|split` forces one layout for every type.
     pub fn from_env() -> Option<Layout> {
-        match std::env::var("STRATA_MATVEC").ok()?.as_str() {
-            "block" => Some(Layout::Block),
-            "warp" => Some(Layout::Warp),
-            _ => None,
-        }
+        Layout::from_name(&std::env::var("STRATA_MATVEC").ok()?)
     }
 
     /// The kernel's name suffix.
@@ -50,16 +59,39 @@ impl Layout {
         match self {
             Layout::Block => "",
             Layout::Warp => "_warp",
+            Layout::Split => "_split",
         }
     }
 
-    /// The launch of `rows` rows (times `slots` for the experts) of `cols` columns.
-    fn config(self, rows: usize, cols: usize, slots: usize) -> LaunchConfig {
-        let (grid_x, threads) = match self {
-            Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32),
-            Layout::Warp => ((rows as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS),
+    /// Rows per block of the split layout for `t` tokens of `cols` columns; `None` when one row's chunk
+    /// sums do not fit its shared memory (the block layout is used instead).
+    fn split_rows(cols: usize, t: usize) -> Option<usize> {
+        let sums = t * cols / 8;
+        (sums * 4 <= SPLIT_SHARED).then(|| (SPLIT_TARGET / sums).clamp(1, 8))
+    }
+
+    /// The layout that runs: this one, or the block layout where the split one cannot.
+    fn usable(self, cols: usize, t: usize) -> Layout {
+        match self {
+            Layout::Split if Layout::split_rows(cols, t).is_none() => Layout::Block,
+            l => l,
+        }
+    }
+
+    /// The launch of `rows` rows (times `slots` for the experts) of `cols` columns for `t` tokens, and the
+    /// split layout's rows per block (0 for the others).
+    fn config(self, rows: usize, cols: usize, slots: usize, t: usize) -> (LaunchConfig, usize) {
+        let (grid_x, threads, shared, rpb) = match self {
+            Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0, 0),
+            Layout::Warp => ((rows as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0),
+            Layout::Split => {
+                let rpb = Layout::split_rows(cols, t).expect("usable() checked");
+                ((rows.div_ceil(rpb)) as u32, 256, (rpb * t * cols / 8 * 4) as u32, rpb)
+            }
         };
-        LaunchConfig { grid_dim: (grid_x, slots as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+        let cfg =
+            LaunchConfig { grid_dim: (grid_x, slots as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
+        (cfg, rpb)
     }
 }
 
@@ -106,62 +138,61 @@ fn kernel(ty: GgmlType) -> Option<&'static str> {
     })
 }
 
-/// The layout of each type's products, dense and experts' apart (the plan's choice): the types listed
-/// run in the warp layout, the others in the block layout.
+/// The layout of each type's products, dense and experts' apart (the plan's choice); a type not listed
+/// runs in the block layout.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layouts {
-    pub warp_dense: Vec<GgmlType>,
-    pub warp_gather: Vec<GgmlType>,
+    pub dense: Vec<(GgmlType, Layout)>,
+    pub gather: Vec<(GgmlType, Layout)>,
 }
 
 impl Layouts {
     /// Every type in one layout.
     pub fn all(layout: Layout) -> Layouts {
-        match layout {
-            Layout::Block => Layouts::default(),
-            Layout::Warp => Layouts { warp_dense: TYPES.to_vec(), warp_gather: TYPES.to_vec() },
-        }
+        let every: Vec<_> = TYPES.iter().map(|&t| (t, layout)).collect();
+        Layouts { dense: every.clone(), gather: every }
+    }
+
+    fn find(list: &[(GgmlType, Layout)], ty: GgmlType) -> Layout {
+        list.iter().find(|(t, _)| *t == ty).map_or(Layout::Block, |&(_, l)| l)
     }
 
     pub fn dense(&self, ty: GgmlType) -> Layout {
-        if self.warp_dense.contains(&ty) {
-            Layout::Warp
-        } else {
-            Layout::Block
-        }
+        Layouts::find(&self.dense, ty)
     }
 
     pub fn gather(&self, ty: GgmlType) -> Layout {
-        if self.warp_gather.contains(&ty) {
-            Layout::Warp
-        } else {
-            Layout::Block
-        }
+        Layouts::find(&self.gather, ty)
     }
 
-    /// `warp-dense=Q6_K+Q4_K,warp-gather=Q2_0` (`-` for an empty list): one word, for the kept plan.
+    /// `dense=Q6_K:warp+Q4_K:split,gather=Q2_0:split` (`-` for an empty list): one word, for the kept plan.
     pub fn name(&self) -> String {
-        let list = |v: &[GgmlType]| {
+        let list = |v: &[(GgmlType, Layout)]| {
             if v.is_empty() {
                 "-".to_string()
             } else {
-                v.iter().map(|t| t.to_string()).collect::<Vec<_>>().join("+")
+                v.iter().map(|(t, l)| format!("{t}:{}", l.name())).collect::<Vec<_>>().join("+")
             }
         };
-        format!("warp-dense={},warp-gather={}", list(&self.warp_dense), list(&self.warp_gather))
+        format!("dense={},gather={}", list(&self.dense), list(&self.gather))
     }
 
     /// The inverse of [`Layouts::name`]; `None` for anything else.
     pub fn parse(name: &str) -> Option<Layouts> {
         let (dense, gather) = name.split_once(',')?;
-        let list = |s: &str, key: &str| -> Option<Vec<GgmlType>> {
+        let list = |s: &str, key: &str| -> Option<Vec<(GgmlType, Layout)>> {
             let v = s.strip_prefix(key)?;
             if v == "-" {
                 return Some(Vec::new());
             }
-            v.split('+').map(|t| GgmlType::from_name(t).filter(|t| supported(*t))).collect()
+            v.split('+')
+                .map(|e| {
+                    let (t, l) = e.split_once(':')?;
+                    Some((GgmlType::from_name(t).filter(|t| supported(*t))?, Layout::from_name(l)?))
+                })
+                .collect()
         };
-        Some(Layouts { warp_dense: list(dense, "warp-dense=")?, warp_gather: list(gather, "warp-gather=")? })
+        Some(Layouts { dense: list(dense, "dense=")?, gather: list(gather, "gather=")? })
     }
 }
 
@@ -210,9 +241,11 @@ pub fn matvec_with(
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
+    let layout = layout.usable(w.cols, t);
     let name = format!("{}{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let args = [
+    let (cfg, rpb) = layout.config(w.rows, w.cols, 1, t);
+    let mut args = vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
@@ -220,7 +253,10 @@ pub fn matvec_with(
         Arg::I32(w.cols as i32),
         Arg::I32(t as i32),
     ];
-    launch(gpu, &f, &name, layout.config(w.rows, w.cols, 1), &args)
+    if layout == Layout::Split {
+        args.push(Arg::I32(rpb as i32));
+    }
+    launch(gpu, &f, &name, cfg, &args)
 }
 
 /// Where the experts' rows start in a stacked matrix: expert e's first row is `e·stride + offset`.
@@ -262,10 +298,12 @@ pub fn matvec_gather_with(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
+    let layout = layout.usable(w.cols, 1);
     let name = format!("{}_gather{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
+    let (cfg, rpb) = layout.config(g.rows, w.cols, t * k, 1);
     let i = |v: usize| Arg::I32(v as i32);
-    let args = [
+    let mut args = vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
@@ -278,7 +316,10 @@ pub fn matvec_gather_with(
         i(x_tok),
         i(x_slot),
     ];
-    launch(gpu, &f, &name, layout.config(g.rows, w.cols, t * k), &args)
+    if layout == Layout::Split {
+        args.push(i(rpb));
+    }
+    launch(gpu, &f, &name, cfg, &args)
 }
 
 /// The residual streams of each token: its row of `w` (the embedding) repeated `hc` times.
@@ -302,19 +343,34 @@ mod tests {
 
     #[test]
     fn layouts_name_and_parse_are_inverse_and_the_rest_is_refused() {
+        use GgmlType::*;
         for l in [
             Layouts::default(),
             Layouts::all(Layout::Warp),
-            Layouts { warp_dense: vec![GgmlType::Q6_K, GgmlType::Q4_K], warp_gather: vec![GgmlType::Q2_0] },
+            Layouts::all(Layout::Split),
+            Layouts { dense: vec![(Q6_K, Layout::Warp), (Q4_K, Layout::Split)], gather: vec![(Q2_0, Layout::Split)] },
         ] {
             assert_eq!(Layouts::parse(&l.name()), Some(l.clone()), "{}", l.name());
         }
-        let l = Layouts { warp_dense: vec![GgmlType::Q6_K], warp_gather: vec![] };
-        assert_eq!((l.dense(GgmlType::Q6_K), l.dense(GgmlType::Q8_0)), (Layout::Warp, Layout::Block));
-        assert_eq!(l.gather(GgmlType::Q6_K), Layout::Block);
-        for bad in ["", "warp-dense=Q6_K", "warp-dense=Q7_K,warp-gather=-", "warp-dense=TQ1_0,warp-gather=-", "x,y"] {
+        let l = Layouts { dense: vec![(Q6_K, Layout::Warp)], gather: vec![] };
+        assert_eq!((l.dense(Q6_K), l.dense(Q8_0), l.gather(Q6_K)), (Layout::Warp, Layout::Block, Layout::Block));
+        for bad in ["", "dense=Q6_K", "dense=Q6_K,gather=-", "dense=Q7_K:warp,gather=-", "dense=TQ1_0:warp,gather=-"] {
             assert_eq!(Layouts::parse(bad), None, "{bad}");
         }
+        assert_eq!(Layouts::parse("dense=Q6_K:fast,gather=-"), None);
         assert!(TYPES.iter().all(|&t| supported(t)));
+    }
+
+    #[test]
+    fn the_split_layout_fits_its_shared_memory_or_gives_way() {
+        // 2560 columns: 320 chunk sums a token; 12 rows a block would pass the target, so 8 at T = 1.
+        assert_eq!(Layout::split_rows(2560, 1), Some(8));
+        assert_eq!(Layout::split_rows(2560, 8), Some(1));
+        assert_eq!(Layout::split_rows(6144, 8), Some(1)); // 6,144 sums: 24 KB
+        assert_eq!(Layout::split_rows(16384, 8), None); // 64 KB: the block layout runs instead
+        assert_eq!(Layout::Split.usable(16384, 8), Layout::Block);
+        assert_eq!(Layout::Split.usable(16384, 1), Layout::Split);
+        let (cfg, rpb) = Layout::Split.config(1000, 2560, 1, 1);
+        assert_eq!((rpb, cfg.grid_dim.0, cfg.shared_mem_bytes), (8, 125, 8 * 320 * 4));
     }
 }

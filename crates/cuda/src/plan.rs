@@ -133,27 +133,39 @@ fn parse(text: &str) -> Option<Plan> {
     })
 }
 
-/// Per weight type, the faster matvec layout at the full model's shapes (a dense 2048 × 2560 product at
-/// T = 1, and 10 experts' 640 × 2560 rows), once both layouts are seen to give the same bits there.
+/// Per weight type, the fastest matvec layout at the full model's shapes (a dense 2048 × 2560 product at
+/// T = 1, and 10 experts' 640 × 2560 rows), among those that give the block layout's bits there.
 fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     let mut layouts = Layouts::default();
     let mut notes = Vec::new();
     for ty in crate::matvec::TYPES {
         for gather in [false, true] {
+            let kind = if gather { "experts" } else { "dense" };
             match crate::check::matvec_layouts_check(gpu, ty, gather) {
-                Ok(Some((block, warp))) => {
-                    let kind = if gather { "experts" } else { "dense" };
-                    notes.push(format!("{ty} {kind} block {block:.1} µs warp {warp:.1} µs"));
-                    if warp < block {
-                        if gather { &mut layouts.warp_gather } else { &mut layouts.warp_dense }.push(ty);
+                Ok(times) => {
+                    let mut best = (Layout::Block, f64::INFINITY);
+                    let mut line = Vec::new();
+                    for (layout, us) in times {
+                        match us {
+                            Some(us) => {
+                                line.push(format!("{} {us:.1} µs", layout.name()));
+                                if us < best.1 {
+                                    best = (layout, us);
+                                }
+                            }
+                            None => line.push(format!("{} differs: never used", layout.name())),
+                        }
+                    }
+                    notes.push(format!("{ty} {kind}: {}", line.join(" ")));
+                    if best.0 != Layout::Block {
+                        if gather { &mut layouts.gather } else { &mut layouts.dense }.push((ty, best.0));
                     }
                 }
-                Ok(None) => notes.push(format!("{ty}: the layouts differ: block kept")),
-                Err(e) => notes.push(format!("{ty}: check failed ({e}): block kept")),
+                Err(e) => notes.push(format!("{ty} {kind}: check failed ({e}): block kept")),
             }
         }
     }
-    Choice { variant: layouts, reason: format!("self-checked and timed: {}", notes.join(", ")) }
+    Choice { variant: layouts, reason: format!("self-checked and timed cold: {}", notes.join(", ")) }
 }
 
 fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
@@ -243,18 +255,18 @@ mod tests {
 
     #[test]
     fn a_kept_plan_is_read_back_and_a_damaged_one_is_not() {
-        let text = "matvec warp-dense=Q6_K,warp-gather=-\tself-checked\nhc split+tg2\tself-checked\n\
+        let text = "matvec dense=Q6_K:warp,gather=-\tself-checked\nhc split+tg2\tself-checked\n\
                     scores stream\tself-checked\ntopk cluster\tself-checked\n";
         let p = parse(text).expect("a kept plan");
         assert_eq!(p.hc.variant.name(), "split+tg2");
-        assert_eq!(p.matvec.variant.warp_dense, vec![strata_gguf::GgmlType::Q6_K]);
+        assert_eq!(p.matvec.variant.dense, vec![(strata_gguf::GgmlType::Q6_K, Layout::Warp)]);
         assert_eq!(p.scores.variant, ScoresVariant::Stream);
         assert_eq!(p.topk.variant, TopkVariant::Cluster);
         assert!(p.topk.reason.starts_with("kept from an earlier start"));
         for bad in [
             "",
             "hc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
-            "matvec warp-dense=Q6_K\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            "matvec dense=Q6_K:warp\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "hc split\tx\nscores stream\tx\n",
             "hc warp9\tx\nscores stream\tx\ntopk cluster\tx\n",
             "scores stream\tx\nhc split\tx\ntopk cluster\tx\n",

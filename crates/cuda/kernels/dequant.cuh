@@ -96,13 +96,13 @@ struct Q5_0W {
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 32) * 22;
         const float d = f16_bits_to_f32(u16_at(b));
-        const u32 qh = (u32)b[2] | ((u32)b[3] << 8) | ((u32)b[4] << 16) | ((u32)b[5] << 24);
+        const u32 qh = (u32)u16_at(b + 2) | ((u32)u16_at(b + 4) << 16);
         const int o = (8 * c) % 32;
+        const Bytes8 lo(b + 6 + o % 16);  // Q4_0's nibble layout
+        const int shift = o < 16 ? 0 : 4;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-            const int j = o + e;
-            const int lo = j < 16 ? (b[6 + j] & 0xf) : (b[6 + j - 16] >> 4);
-            const int q = lo | (int)(((qh >> j) & 1u) << 4);
+            const int q = (int)((lo[e] >> shift) & 0xf) | (int)(((qh >> (o + e)) & 1u) << 4);
             w[e] = __fmul_rn((float)(q - 16), d);
         }
     }
@@ -122,14 +122,29 @@ struct Q2_0W {
 };
 
 // The K-quants: super-blocks of 256. `p` is the chunk's first element within its super-block.
-__device__ __forceinline__ void scale_min_k4(int j, const unsigned char* q, int* s, int* m) {
+// Q4_K and Q5_K: sub-block j's 6-bit scale and min from the 12 bytes at b + 4 (read as three words), and
+// the block's d and dmin (b + 0, one word): blocks of 144 and 176 bytes keep both 4-byte aligned.
+__device__ __forceinline__ void scales_k4(const unsigned char* b, int j, float* d1, float* m1) {
+    const u32 dm = *reinterpret_cast<const u32*>(b);
+    const u32* sw = reinterpret_cast<const u32*>(b + 4);
+    const u32 sc[3] = {sw[0], sw[1], sw[2]};
+    auto byte = [&](int i) { return (int)((sc[i / 4] >> (8 * (i % 4))) & 0xffu); };
+    int s, m;
     if (j < 4) {
-        *s = q[j] & 63;
-        *m = q[j + 4] & 63;
+        s = byte(j) & 63;
+        m = byte(j + 4) & 63;
     } else {
-        *s = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        s = (byte(j + 4) & 0xf) | ((byte(j - 4) >> 6) << 4);
+        m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
     }
+    *d1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm & 0xffffu)), (float)s);
+    *m1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm >> 16)), (float)m);
+}
+
+// Eight bytes at an 8-byte aligned address, in one load.
+__device__ __forceinline__ Bytes8 bytes8_a8(const unsigned char* p) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    return Bytes8(v.x, v.y);
 }
 
 // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, qs[128]; value = (d·sc)·q − dmin·m.
@@ -138,22 +153,9 @@ struct Q4_KW {
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 256) * 144;
         const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
-        const u32 dm = *reinterpret_cast<const u32*>(b);
-        const u32* sw = reinterpret_cast<const u32*>(b + 4);
-        const u32 sc[3] = {sw[0], sw[1], sw[2]};
-        auto byte = [&](int i) { return (int)((sc[i / 4] >> (8 * (i % 4))) & 0xffu); };
-        int s, m;
-        if (j < 4) {
-            s = byte(j) & 63;
-            m = byte(j + 4) & 63;
-        } else {
-            s = (byte(j + 4) & 0xf) | ((byte(j - 4) >> 6) << 4);
-            m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
-        }
-        const float d1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm & 0xffffu)), (float)s);
-        const float m1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm >> 16)), (float)m);
-        const uint2 qv = *reinterpret_cast<const uint2*>(b + 16 + 32 * (j / 2) + l0);
-        const Bytes8 q(qv.x, qv.y);
+        float d1, m1;
+        scales_k4(b, j, &d1, &m1);
+        const Bytes8 q = bytes8_a8(b + 16 + 32 * (j / 2) + l0);
         const int shift = 4 * (j % 2);
 #pragma unroll
         for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, (float)((q[e] >> shift) & 0xf)), m1);
@@ -166,16 +168,12 @@ struct Q5_KW {
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 256) * 176;
         const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
-        int s, m;
-        scale_min_k4(j, b + 4, &s, &m);
-        const float d1 = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)s);
-        const float m1 = __fmul_rn(f16_bits_to_f32(u16_at(b + 2)), (float)m);
-        const unsigned char* qh = b + 16;
-        const unsigned char* q = b + 48 + 32 * (j / 2);
+        float d1, m1;
+        scales_k4(b, j, &d1, &m1);
+        const Bytes8 qh = bytes8_a8(b + 16 + l0), q = bytes8_a8(b + 48 + 32 * (j / 2) + l0);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-            const int l = l0 + e;
-            const int v = ((q[l] >> (4 * (j % 2))) & 0xf) | (((qh[l] >> j) & 1) << 4);
+            const int v = ((q[e] >> (4 * (j % 2))) & 0xf) | (((qh[e] >> j) & 1) << 4);
             w[e] = __fsub_rn(__fmul_rn(d1, (float)v), m1);
         }
     }
@@ -209,18 +207,20 @@ struct Q3_KW {
         const int is = n * 8 + 2 * j + l0 / 16;  // a chunk of 8 lies in one half of 16
         const int lo = (sc[is % 8] >> (4 * (is / 8))) & 0xf, hi = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
         const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b + 108)), (float)((lo | (hi << 4)) - 32));
+        const Bytes8 qs(b + 32 + n * 32 + l0), hm(b + l0);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-            const int l = l0 + e;
-            const int q = (b[32 + n * 32 + l] >> (2 * j)) & 3;
-            const int sub = 4 - 4 * ((b[l] >> (n * 4 + j)) & 1);
+            const int q = (qs[e] >> (2 * j)) & 3;
+            const int sub = 4 - 4 * ((hm[e] >> (n * 4 + j)) & 1);
             w[e] = __fmul_rn(dl, (float)(q - sub));
         }
     }
 };
 
 // The IQ4 formats' 16 values.
-__constant__ signed char IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// The lookup tables live in global memory (cached in L1), not constant memory: the lanes of a warp look up
+// different entries, and constant memory serves one address at a time.
+__device__ const signed char IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // IQ4_NL: blocks of 32 in 18 bytes, Q4_0's nibble layout; value = d·table[q].
 struct IQ4_NLW {
@@ -244,13 +244,10 @@ struct IQ4_XSW {
         const int p = (8 * c) % 256, ib = p / 32, o = p % 32;
         const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (u16_at(b + 2) >> (2 * ib)) & 3;
         const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)((lo | (hi << 4)) - 32));
-        const unsigned char* qs = b + 8 + 16 * ib;
+        const Bytes8 q = bytes8_a8(b + 8 + 16 * ib + o % 16);  // blocks of 136 bytes: 8-byte aligned
+        const int shift = o < 16 ? 0 : 4;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int j = o + e;
-            const int q = j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
-            w[e] = __fmul_rn(dl, (float)IQ4_VALUES[q]);
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(dl, (float)IQ4_VALUES[(q[e] >> shift) & 0xf]);
     }
 };
 
@@ -288,13 +285,13 @@ struct IQ3_XXSW {
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 256) * 98;
         const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
-        const unsigned char* a = b + 66 + 4 * ib;
-        const u32 aux = (u32)a[0] | ((u32)a[1] << 8) | ((u32)a[2] << 16) | ((u32)a[3] << 24);
+        const u32 aux = (u32)u16_at(b + 66 + 4 * ib) | ((u32)u16_at(b + 68 + 4 * ib) << 16);
         const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, (float)(aux >> 28))), 0.5f);
         const unsigned int signs = ksigns((aux >> (7 * l)) & 127);
+        const u32 idx = u16_at(b + 2 + 8 * ib + 2 * l);  // the chunk's two grid indices
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const unsigned int grid = IQ3XXS_GRID[b[2 + 8 * ib + 2 * l + half]];
+            const unsigned int grid = IQ3XXS_GRID[(idx >> (8 * half)) & 0xff];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int k = 4 * half + j;
@@ -310,15 +307,19 @@ struct IQ3_SW {
     static constexpr int BS = 256, TS = 110;
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned char* b = row + (8 * c / 256) * 110;
-        const int p = (8 * c) % 256, ib = p / 32;
+        const int p = (8 * c) % 256, ib = p / 32, g0 = (p % 32) / 4;  // the chunk's groups: g0, g0 + 1
         const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0xf;
         const float db = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)(1 + 2 * s));
+        const u32 qs = u16_at(b + 2 + 8 * ib + g0), qh = b[66 + ib], signs = b[74 + p / 8];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const int e = p + k, g = (e % 32) / 4, j = e % 4;
-            const int idx = b[2 + 8 * ib + g] | (((b[66 + ib] >> g) & 1) << 8);
-            const unsigned int grid = IQ3S_GRID[idx];
-            w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (b[74 + e / 8] >> (e % 8)) & 1);
+        for (int half = 0; half < 2; ++half) {
+            const int g = g0 + half;
+            const unsigned int grid = IQ3S_GRID[((qs >> (8 * half)) & 0xff) | (((qh >> g) & 1) << 8)];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int k = 4 * half + j;
+                w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
+            }
         }
     }
 };

@@ -54,11 +54,12 @@ pub fn full_source(file: &str, source: &str) -> String {
     format!("{COMMON}\n{decoders}\n{source}")
 }
 
-/// The IQ grids as CUDA constant arrays.
+/// The IQ grids as CUDA arrays in global memory.
 pub fn grid_tables() -> String {
     use strata_gguf::quant::{IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
     let table = |name: &str, ty: &str, values: Vec<String>| {
-        format!("__constant__ {ty} {name}[{}] = {{{}}};\n", values.len(), values.join(","))
+        // Global memory, not constant: each lane looks up its own entry (see dequant.cuh).
+        format!("__device__ const {ty} {name}[{}] = {{{}}};\n", values.len(), values.join(","))
     };
     table("IQ2XS_GRID", "unsigned long long", IQ2XS_GRID.iter().map(|v| format!("{v:#x}ull")).collect())
         + &table("IQ3XXS_GRID", "unsigned int", IQ3XXS_GRID.iter().map(|v| format!("{v:#x}u")).collect())

@@ -46,7 +46,7 @@ print(total)")
   for t in 1 2; do
     best=0
     for r in 1 2 3; do
-      rate=$("$bin" run -m "$work/$p.gguf" --prompt-tokens "$prompt" -n 64 --ignore-eos --threads $t 2>&1 >/dev/null | sed -E 's/.*decode: [0-9]+ tokens in [0-9.]+ s \(([0-9.]+) tok\/s\).*/\1/')
+      rate=$("$bin" run -m "$work/$p.gguf" --prompt-tokens "$prompt" -n 64 --ignore-eos --threads $t --device cpu 2>&1 >/dev/null | grep "decode:" | sed -E 's/.*decode: [0-9]+ tokens in [0-9.]+ s \(([0-9.]+) tok\/s\).*/\1/')
       best=$(python3 -c "print(max($best, $rate))")
     done
     python3 -c "

@@ -13,14 +13,25 @@ const SRC: &str = crate::compile::MOE;
 
 /// A stacked projection of the experts on the device.
 struct StackedGpu {
-    m: MatrixGpu,
+    /// Shared by the gate and the up halves of a fused `ffn_gate_up_exps` (uploaded once).
+    m: std::sync::Arc<MatrixGpu>,
     stride: usize,
     offset: usize,
 }
 
 impl StackedGpu {
     fn upload(gpu: &Gpu, s: &Stacked) -> Result<StackedGpu, CudaError> {
-        Ok(StackedGpu { m: MatrixGpu::upload(gpu, &s.m)?, stride: s.stride, offset: s.offset })
+        Ok(StackedGpu { m: std::sync::Arc::new(MatrixGpu::upload(gpu, &s.m)?), stride: s.stride, offset: s.offset })
+    }
+
+    /// `s` viewing the same tensor as `other` (a fused file's up half beside its gate half) shares its
+    /// device copy; else its own upload.
+    fn upload_beside(gpu: &Gpu, s: &Stacked, other: (&Stacked, &StackedGpu)) -> Result<StackedGpu, CudaError> {
+        let (a, b) = (&s.m.bytes[..], &other.0.m.bytes[..]);
+        if std::ptr::eq(a, b) && s.m.ty == other.0.m.ty {
+            return Ok(StackedGpu { m: other.1.m.clone(), stride: s.stride, offset: s.offset });
+        }
+        StackedGpu::upload(gpu, s)
     }
 }
 
@@ -44,11 +55,12 @@ impl MoeGpu {
         if k == 0 || k > 64 || k > e {
             return Err(CudaError::Shape(format!("MoE: {k} experts used of {e} (at most 64)")));
         }
+        let gate = StackedGpu::upload(gpu, &w.gate_exps)?;
         Ok(MoeGpu {
             dims: (e, k, f, fs, n),
             router: MatrixGpu::upload(gpu, &w.router)?,
-            gate: StackedGpu::upload(gpu, &w.gate_exps)?,
-            up: StackedGpu::upload(gpu, &w.up_exps)?,
+            up: StackedGpu::upload_beside(gpu, &w.up_exps, (&w.gate_exps, &gate))?,
+            gate,
             down: StackedGpu::upload(gpu, &w.down_exps)?,
             gate_sh: MatrixGpu::upload(gpu, &w.gate_shexp)?,
             up_sh: MatrixGpu::upload(gpu, &w.up_shexp)?,

@@ -20,3 +20,9 @@ for layout in block warp; do
   STRATA_MATVEC=$layout $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
   echo "== moe_parity, STRATA_MATVEC=$layout"; STRATA_MATVEC=$layout $bin parity moe_parity; echo "rc=$?"
 done
+# Each attention-values variant forced (the plan picks one; both must give the CPU's bits).
+for attend in tiles prefetch; do
+  echo "== attn_parity, STRATA_ATTEND=$attend"; STRATA_ATTEND=$attend $bin parity attn_parity; echo "rc=$?"
+  echo "== small, 600 tokens, int8, STRATA_ATTEND=$attend"
+  STRATA_ATTEND=$attend $bin parity forward_parity $t/small.gguf --tokens 600 --kv int8; echo "rc=$?"
+done

@@ -227,3 +227,81 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
         out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
     }
 }
+
+// attend_values with the next tile's loads in flight while the current tile's chains run (the plan's
+// `prefetch` variant; the same sums). The selection's cell ids are staged in shared memory once (when they
+// fit), each thread holds up to 16 values and 6 e_j of the next tile in registers, and a tile has up to 16
+// cells per warp (at most 192).
+#define PF_TILE 192
+#define PF_PER 16
+#define PF_IDS 2304
+extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
+                                                 const signed char* __restrict__ vc,
+                                                 const unsigned short* __restrict__ vs, const float* __restrict__ vf,
+                                                 int mode, const unsigned int* __restrict__ ids, int ids_stride,
+                                                 const int* __restrict__ count, const int* __restrict__ lo,
+                                                 const float* __restrict__ sbuf, int sbuf_stride,
+                                                 float* __restrict__ out, int hq, int hkv, int dh) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
+    const int hpg = hq / hkv, hb_count = (hpg + warps - 1) / warps;
+    const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, t = tg / hkv, g = tg % hkv;
+    const int hi = hb * warps + warp, h = g * hpg + hi, n = count[t];
+    const bool live = hi < hpg;
+    const int d0 = blockIdx.x * WARP, dim = hkv * dh, d = d0 + lane;
+    const float* e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
+    const int tile_len = min(PF_TILE, warps * PF_PER);
+    __shared__ float tile[PF_TILE][WARP];
+    __shared__ float et[16][PF_TILE];
+    __shared__ unsigned int sid[PF_IDS];
+    const bool staged = ids != nullptr && n <= PF_IDS;
+    if (staged) {
+        for (int jj = threadIdx.x; jj < n; jj += blockDim.x) sid[jj] = ids[(size_t)t * ids_stride + jj];
+    }
+    __syncthreads();
+    float v[PF_PER], ev[PF_TILE / WARP];
+    auto fetch = [&](int j0) {
+        const int len = min(tile_len, n - j0);
+#pragma unroll
+        for (int i = 0; i < PF_PER; ++i) {
+            const int jj = warp + i * warps;
+            if (jj < len && d < dh) {
+                const size_t cell = staged ? (size_t)sid[j0 + jj] : attend_cell(ids, ids_stride, lo, t, j0 + jj);
+                v[i] = kv_get(vh, vc, vs, vf, mode, dim, cell, g * dh + d);
+            } else {
+                v[i] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < PF_TILE / WARP; ++m) {
+            const int jj = lane + m * WARP;
+            ev[m] = jj < len ? e[j0 + jj] : 0.0f;
+        }
+    };
+    float o = 0.0f;
+    if (n > 0) fetch(0);
+    for (int j0 = 0; j0 < n; j0 += tile_len) {
+        const int len = min(tile_len, n - j0);
+        __syncthreads();  // every chain is done with the previous tile
+#pragma unroll
+        for (int i = 0; i < PF_PER; ++i) {
+            const int jj = warp + i * warps;
+            if (jj < len) tile[jj][lane] = v[i];
+        }
+#pragma unroll
+        for (int m = 0; m < PF_TILE / WARP; ++m) {
+            const int jj = lane + m * WARP;
+            if (jj < len) et[warp][jj] = ev[m];
+        }
+        __syncthreads();
+        if (j0 + tile_len < n) fetch(j0 + tile_len);  // in flight during the chains below
+        if (live) {
+            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(et[warp][jj], tile[jj][lane], o);
+        }
+    }
+    if (live && d < dh) {
+        const int nch = (n + CHUNK - 1) / CHUNK;
+        const float total = e[n + nch];
+        const float gate = qg[(size_t)t * hq * 2 * dh + (size_t)h * 2 * dh + dh + d];
+        out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
+    }
+}

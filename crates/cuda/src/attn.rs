@@ -317,13 +317,66 @@ pub fn attention(
     let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
     let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
     launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
-    let f = gpu.function("attn.cu", SRC, "attend_values")?;
+    let values = Values { qg: &qg, v: &st.v, cells: &cells_args, sbuf: (&sbuf, sbuf_stride), out: &out };
+    attend_values(gpu, crate::plan::plan(gpu).attend.variant, &values, d, t)?;
+    st.cells += t;
+    let y = Buf::<f32>::zeros(gpu, t * w.o.rows)?;
+    matvec(gpu, &w.o, &out, &y, t)?;
+    Ok(y)
+}
+
+/// How the attention values are read (kernels/attn.cu); both give the same sums, the plan picks one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttendVariant {
+    /// Tiles of 128 cells, each read and then run (`attend_values`).
+    Tiles,
+    /// The next tile's loads in flight during the current tile's chains (`attend_values_prefetch`).
+    Prefetch,
+}
+
+impl AttendVariant {
+    pub const ALL: [AttendVariant; 2] = [AttendVariant::Tiles, AttendVariant::Prefetch];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AttendVariant::Tiles => "tiles",
+            AttendVariant::Prefetch => "prefetch",
+        }
+    }
+
+    /// `STRATA_ATTEND=tiles|prefetch` forces one.
+    pub fn from_env() -> Option<AttendVariant> {
+        let v = std::env::var("STRATA_ATTEND").ok()?;
+        AttendVariant::ALL.into_iter().find(|a| a.name() == v)
+    }
+
+    fn kernel(self) -> &'static str {
+        match self {
+            AttendVariant::Tiles => "attend_values",
+            AttendVariant::Prefetch => "attend_values_prefetch",
+        }
+    }
+}
+
+/// The values kernel's inputs: the output gates, the V cache, the cells' arguments (mode, ids, stride,
+/// counts, lows), the e_j with their sums, and the output.
+struct Values<'a> {
+    qg: &'a Buf<f32>,
+    v: &'a KvGpu,
+    cells: &'a [Arg; 5],
+    sbuf: (&'a Buf<f32>, usize),
+    out: &'a Buf<f32>,
+}
+
+/// `out = (Σ_j e_j·v_j) / Σe · σ(gate)` per query head, token and dim, in variant `variant`.
+fn attend_values(gpu: &Gpu, variant: AttendVariant, x: &Values, d: AttnDims, t: usize) -> Result<(), CudaError> {
+    let i = |v: usize| Arg::I32(v as i32);
     let args = [
-        &[Arg::Ptr(qg.ptr(gpu))][..],
-        &st.v.args(gpu),
-        &cells_args,
-        &[Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(out.ptr(gpu))],
-        &heads,
+        &[Arg::Ptr(x.qg.ptr(gpu))][..],
+        &x.v.args(gpu),
+        x.cells,
+        &[Arg::Ptr(x.sbuf.0.ptr(gpu)), i(x.sbuf.1), Arg::Ptr(x.out.ptr(gpu))],
+        &[i(d.hq), i(d.hkv), i(d.dh)],
     ]
     .concat();
     // A warp per query head of a KV group, at most 16 per block.
@@ -334,11 +387,85 @@ pub fn attention(
         block_dim: (32 * warps as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    launch(gpu, &f, "attend_values", cfg, &args)?;
-    st.cells += t;
-    let y = Buf::<f32>::zeros(gpu, t * w.o.rows)?;
-    matvec(gpu, &w.o, &out, &y, t)?;
-    Ok(y)
+    let name = variant.kernel();
+    launch(gpu, &gpu.function("attn.cu", SRC, name)?, name, cfg, &args)
+}
+
+/// For the start-up choice: `Some(µs)` of `variant` at T = 1 if its outputs equal the `tiles` kernel's
+/// bits for random caches in every KV mode (2,051 selected cells of 8,192; 2,600 cells, past the staged
+/// ids; every cell of a dense window) with the full model's heads, T = 1 and 4; `None` if they differ.
+pub fn attend_check(gpu: &Gpu, variant: AttendVariant) -> Result<Option<f64>, CudaError> {
+    let d = AttnDims { hq: 24, hkv: 2, dh: 256, rot: 64, di: 128, hi: 4, top_k: 2048 };
+    let (dim, cells_total) = (d.hkv * d.dh, 8192);
+    let mut rng = strata_gguf::SplitMix64::new(0xa77e);
+    let mut us = 0.0;
+    for mode in [KvMode::F16, KvMode::Int8, KvMode::F32] {
+        let mut v = KvGpu::new(gpu, mode, dim, cells_total)?;
+        let n = cells_total * dim;
+        v.halves.write(
+            gpu,
+            &(0..if mode == KvMode::F16 { n } else { 1 }).map(|_| rng.next_u64() as u16 & 0x7bff).collect::<Vec<_>>(),
+        )?;
+        v.codes.write(
+            gpu,
+            &(0..if mode == KvMode::Int8 { n } else { 1 }).map(|_| rng.next_u64() as i8).collect::<Vec<_>>(),
+        )?;
+        v.scales.write(
+            gpu,
+            &(0..if mode == KvMode::Int8 { n / 64 } else { 1 })
+                .map(|_| 0x2000 + (rng.next_u64() as u16 & 0x0fff))
+                .collect::<Vec<_>>(),
+        )?;
+        v.floats.write(
+            gpu,
+            &(0..if mode == KvMode::F32 { n } else { 1 }).map(|_| rng.uniform() - 0.5).collect::<Vec<_>>(),
+        )?;
+        for (n_sel, sparse) in [(2051usize, true), (2600, true), (3000, false)] {
+            for t in [1usize, 4] {
+                let mut ids: Vec<u32> = Vec::new();
+                for _ in 0..t {
+                    let mut row: Vec<u32> = (0..cells_total as u32).collect();
+                    for k in 0..n_sel {
+                        let j = k + (rng.next_u64() as usize) % (cells_total - k);
+                        row.swap(k, j);
+                    }
+                    row.truncate(n_sel);
+                    row.sort_unstable();
+                    ids.extend(row);
+                }
+                let ids = Buf::from_host(gpu, &ids)?;
+                let count = Buf::from_host(gpu, &vec![n_sel as i32; t])?;
+                let lo = Buf::from_host(gpu, &vec![(cells_total - n_sel) as i32; t])?;
+                let stride = n_sel + n_sel.div_ceil(8) + 1;
+                let sbuf =
+                    Buf::from_host(gpu, &(0..t * d.hq * stride).map(|_| rng.uniform() + 0.01).collect::<Vec<f32>>())?;
+                let qg =
+                    Buf::from_host(gpu, &(0..t * d.hq * 2 * d.dh).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
+                let ids_ptr = if sparse { ids.ptr(gpu) } else { 0 };
+                let cells = [
+                    Arg::I32(v.mode_id()),
+                    Arg::Ptr(ids_ptr),
+                    Arg::I32(n_sel as i32),
+                    Arg::Ptr(count.ptr(gpu)),
+                    Arg::Ptr(lo.ptr(gpu)),
+                ];
+                let outs = [Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?, Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?];
+                let x = |k: usize| Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &outs[k] };
+                attend_values(gpu, AttendVariant::Tiles, &x(0), d, t)?;
+                attend_values(gpu, variant, &x(1), d, t)?;
+                let bits = |b: &Buf<f32>| -> Result<Vec<u32>, CudaError> {
+                    Ok(b.read(gpu, t * d.hq * d.dh)?.iter().map(|v| v.to_bits()).collect())
+                };
+                if bits(&outs[0])? != bits(&outs[1])? {
+                    return Ok(None);
+                }
+                if t == 1 && sparse && n_sel == 2051 {
+                    us += crate::check::time_calls(gpu, 20, &|| attend_values(gpu, variant, &x(1), d, 1))?;
+                }
+            }
+        }
+    }
+    Ok(Some(us / 3.0))
 }
 
 /// The indexer for the window: raw keys stored, the blocks they complete keyed, the queries normed and

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use crate::attn::{attend_check, AttendVariant};
 use crate::buf::Buf;
 use crate::check::{gpu_read as read, inputs, random_hc, random_hc_as, scores_check, time_calls, topk_check};
 use crate::device::Gpu;
@@ -27,6 +28,7 @@ pub struct Choice<V> {
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub matvec: Choice<Layouts>,
+    pub attend: Choice<AttendVariant>,
     pub hc: Choice<HcVariant>,
     pub scores: Choice<ScoresVariant>,
     pub topk: Choice<TopkVariant>,
@@ -52,15 +54,25 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
             None => {
                 let p = Plan {
                     matvec: choose_matvec(gpu),
+                    attend: fastest("T = 1, 2,051 cells", &AttendVariant::ALL, AttendVariant::name, |v| {
+                        attend_check(gpu, v)
+                    }),
                     hc: choose_hc(gpu),
-                    scores: fastest(&ScoresVariant::ALL, ScoresVariant::name, |v| scores_check(gpu, v)),
-                    topk: fastest(&TopkVariant::available(gpu), TopkVariant::name, |v| topk_check(gpu, v)),
+                    scores: fastest("Q = 4, 131K cells", &ScoresVariant::ALL, ScoresVariant::name, |v| {
+                        scores_check(gpu, v)
+                    }),
+                    topk: fastest("Q = 4, 131K cells", &TopkVariant::available(gpu), TopkVariant::name, |v| {
+                        topk_check(gpu, v)
+                    }),
                 };
                 keep(gpu, &p);
                 p
             }
         };
         let forced = || "forced by a switch".to_string();
+        if let Some(v) = AttendVariant::from_env() {
+            plan.attend = Choice { variant: v, reason: forced() };
+        }
         if let Some(l) = Layout::from_env() {
             plan.matvec = Choice { variant: Layouts::all(l), reason: forced() };
         }
@@ -93,9 +105,11 @@ fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
 fn keep(gpu: &Gpu, p: &Plan) {
     let Some(path) = kept_path(gpu) else { return };
     let text = format!(
-        "matvec {}\t{}\nhc {}\t{}\nscores {}\t{}\ntopk {}\t{}\n",
+        "matvec {}\t{}\nattend {}\t{}\nhc {}\t{}\nscores {}\t{}\ntopk {}\t{}\n",
         p.matvec.variant.name(),
         p.matvec.reason,
+        p.attend.variant.name(),
+        p.attend.reason,
         p.hc.variant.name(),
         p.hc.reason,
         p.scores.variant.name(),
@@ -122,11 +136,13 @@ fn parse(text: &str) -> Option<Plan> {
     });
     let mut next = |family: &str| lines.next().flatten().filter(|(f, _, _)| f == family);
     let (_, mv, mv_why) = next("matvec")?;
+    let (_, at, at_why) = next("attend")?;
     let (_, hc, hc_why) = next("hc")?;
     let (_, sc, sc_why) = next("scores")?;
     let (_, tk, tk_why) = next("topk")?;
     Some(Plan {
         matvec: Choice { variant: Layouts::parse(&mv)?, reason: mv_why },
+        attend: Choice { variant: AttendVariant::ALL.into_iter().find(|v| v.name() == at)?, reason: at_why },
         hc: Choice { variant: HcVariant::ALL.into_iter().find(|v| v.name() == hc)?, reason: hc_why },
         scores: Choice { variant: ScoresVariant::ALL.into_iter().find(|v| v.name() == sc)?, reason: sc_why },
         topk: Choice { variant: TopkVariant::ALL.into_iter().find(|v| v.name() == tk)?, reason: tk_why },
@@ -227,6 +243,7 @@ fn bits(o: &crate::parity::ReadOut) -> Vec<u32> {
 /// The fastest of `variants` whose check passes: `check` gives `Some(µs)` for a variant that agrees with the
 /// reference, `None` for one that differs (never used). Returns the choice and a line saying why.
 fn fastest<V: Copy>(
+    what: &str,
     variants: &[V],
     name: fn(V) -> &'static str,
     check: impl Fn(V) -> Result<Option<f64>, CudaError>,
@@ -246,7 +263,7 @@ fn fastest<V: Copy>(
         }
     }
     let variant = best.map(|(v, _)| v).unwrap_or(variants[0]);
-    Choice { variant, reason: format!("self-checked and timed (Q = 4, 131K cells): {}", notes.join(", ")) }
+    Choice { variant, reason: format!("self-checked and timed ({what}): {}", notes.join(", ")) }
 }
 
 #[cfg(test)]
@@ -255,18 +272,21 @@ mod tests {
 
     #[test]
     fn a_kept_plan_is_read_back_and_a_damaged_one_is_not() {
-        let text = "matvec dense=Q6_K:warp,gather=-\tself-checked\nhc split+tg2\tself-checked\n\
+        let text = "matvec dense=Q6_K:warp,gather=-\tself-checked\nattend prefetch\tx\nhc split+tg2\tself-checked\n\
                     scores stream\tself-checked\ntopk cluster\tself-checked\n";
         let p = parse(text).expect("a kept plan");
         assert_eq!(p.hc.variant.name(), "split+tg2");
         assert_eq!(p.matvec.variant.dense, vec![(strata_gguf::GgmlType::Q6_K, Layout::Warp)]);
+        assert_eq!(p.attend.variant, AttendVariant::Prefetch);
         assert_eq!(p.scores.variant, ScoresVariant::Stream);
         assert_eq!(p.topk.variant, TopkVariant::Cluster);
         assert!(p.topk.reason.starts_with("kept from an earlier start"));
         for bad in [
             "",
             "hc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
-            "matvec dense=Q6_K:warp\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            "matvec dense=Q6_K:warp\tx\nattend tiles\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            "matvec dense=-,gather=-\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            "matvec dense=-,gather=-\tx\nattend fast\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "hc split\tx\nscores stream\tx\n",
             "hc warp9\tx\nscores stream\tx\ntopk cluster\tx\n",
             "scores stream\tx\nhc split\tx\ntopk cluster\tx\n",

@@ -172,6 +172,35 @@ extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_str
     }
 }
 
+// Where a values block's thread works (blockIdx.x a slice of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb):
+// its token, KV group, query head (live when the warp has one of the group's heads), dim, cell count and
+// that head's row of e_j (then the sum's parts and the sum).
+struct ValuesAt {
+    int t, g, h, n, d;
+    bool live;
+    const float* e;
+    __device__ ValuesAt(const int* count, const float* sbuf, int sbuf_stride, int hq, int hkv, int dh) {
+        const int warps = blockDim.x / WARP, hpg = hq / hkv, hb_count = (hpg + warps - 1) / warps;
+        const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, hi = hb * warps + threadIdx.x / WARP;
+        t = tg / hkv;
+        g = tg % hkv;
+        h = g * hpg + hi;
+        n = count[t];
+        d = blockIdx.x * WARP + threadIdx.x % WARP;
+        live = hi < hpg;
+        e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
+    }
+};
+
+// The output of a values chain: o / Σe (the sum stored after the parts), gated by σ(gate[d]).
+__device__ void values_store(const ValuesAt& a, float o, const float* __restrict__ qg, float* __restrict__ out,
+                             int hq, int dh) {
+    if (!a.live || a.d >= dh) return;
+    const float total = a.e[a.n + (a.n + CHUNK - 1) / CHUNK];
+    const float gate = qg[(size_t)a.t * hq * 2 * dh + (size_t)a.h * 2 * dh + dh + a.d];
+    out[(size_t)a.t * hq * dh + (size_t)a.h * dh + a.d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
+}
+
 // The values, for the query heads of one KV group together (they read the same values): blockIdx.x a slice
 // of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb, warp w the group's head hb·warps + w. Tiles of ATTEND_TILE
 // cells are read into shared memory by the whole block (the cell ids first, then the values, several loads
@@ -185,12 +214,10 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
                                         const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
                                         int hq, int hkv, int dh) {
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const int hpg = hq / hkv, hb_count = (hpg + warps - 1) / warps;
-    const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, t = tg / hkv, g = tg % hkv;
-    const int hi = hb * warps + warp, h = g * hpg + hi, n = count[t];
-    const bool live = hi < hpg;
-    const int d0 = blockIdx.x * WARP, dim = hkv * dh, d = d0 + lane;
-    const float* e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
+    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
+    const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
+    const bool live = a.live;
+    const float* e = a.e;
     __shared__ float tile[ATTEND_TILE][WARP];
     __shared__ float et[16][ATTEND_TILE];  // each warp's head's e_j of the tile
     __shared__ unsigned int cells[ATTEND_TILE];
@@ -220,12 +247,7 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
         }
         __syncthreads();
     }
-    if (live && d < dh) {
-        const int nch = (n + CHUNK - 1) / CHUNK;
-        const float total = e[n + nch];
-        const float gate = qg[(size_t)t * hq * 2 * dh + (size_t)h * 2 * dh + dh + d];
-        out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
-    }
+    values_store(a, o, qg, out, hq, dh);
 }
 
 // attend_values with the next tile's loads in flight while the current tile's chains run (the plan's
@@ -243,12 +265,10 @@ extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, 
                                                  const float* __restrict__ sbuf, int sbuf_stride,
                                                  float* __restrict__ out, int hq, int hkv, int dh) {
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const int hpg = hq / hkv, hb_count = (hpg + warps - 1) / warps;
-    const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, t = tg / hkv, g = tg % hkv;
-    const int hi = hb * warps + warp, h = g * hpg + hi, n = count[t];
-    const bool live = hi < hpg;
-    const int d0 = blockIdx.x * WARP, dim = hkv * dh, d = d0 + lane;
-    const float* e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
+    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
+    const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
+    const bool live = a.live;
+    const float* e = a.e;
     const int tile_len = min(PF_TILE, warps * PF_PER);
     __shared__ float tile[PF_TILE][WARP];
     __shared__ float et[16][PF_TILE];
@@ -298,10 +318,5 @@ extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, 
             for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(et[warp][jj], tile[jj][lane], o);
         }
     }
-    if (live && d < dh) {
-        const int nch = (n + CHUNK - 1) / CHUNK;
-        const float total = e[n + nch];
-        const float gate = qg[(size_t)t * hq * 2 * dh + (size_t)h * 2 * dh + dh + d];
-        out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
-    }
+    values_store(a, o, qg, out, hq, dh);
 }

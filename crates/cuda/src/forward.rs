@@ -55,8 +55,9 @@ struct PleGpu {
 pub struct CudaForward<'a> {
     pub gpu: Arc<Gpu>,
     model: &'a Model,
-    embd: MatrixGpu,
-    output: MatrixGpu,
+    embd: Arc<MatrixGpu>,
+    /// The head: the embedding's own device copy when the file ties them.
+    output: Arc<MatrixGpu>,
     layers: Vec<LayerGpu>,
     head: HcGpu,
     ple: Option<PleGpu>,
@@ -111,9 +112,14 @@ impl<'a> CudaForward<'a> {
             Some(p) => Some(upload_ple(g, p)?),
             None => None,
         };
+        let embd = Arc::new(MatrixGpu::upload(g, &w.token_embd)?);
         Ok(CudaForward {
-            embd: MatrixGpu::upload(g, &w.token_embd)?,
-            output: MatrixGpu::upload(g, &w.output)?,
+            output: if std::ptr::eq(&w.output.bytes[..], &w.token_embd.bytes[..]) {
+                embd.clone()
+            } else {
+                Arc::new(MatrixGpu::upload(g, &w.output)?)
+            },
+            embd,
             head: HcGpu::upload(g, &w.output_hc, c.hc)?,
             scratch: HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?,
             layers,

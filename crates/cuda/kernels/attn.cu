@@ -14,18 +14,10 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
     const int t = gw / heads, h = gw % heads;
     const float* x = in + (size_t)t * in_stride + (size_t)h * head_stride;
     float* o = out + (size_t)gw * dim;
-    float acc = 0.0f;
-    for (int c = lane; c < dim / CHUNK; c += WARP) acc = __fadd_rn(acc, chunk_dot(x + CHUNK * c, x + CHUNK * c));
-    const float rs = s_rsqrt(__fadd_rn(__fdiv_rn(warp_butterfly(acc), (float)dim), 1e-6f));
+    const float rs = warp_rms_scale(x, dim);
     for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
     __syncwarp();
-    const int half = rot / 2;
-    const float* rr = rope + (size_t)t * rot;
-    for (int i = lane; i < half; i += WARP) {
-        const float c = rr[2 * i], s = rr[2 * i + 1], x0 = o[i], x1 = o[i + half];
-        o[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        o[i + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-    }
+    warp_rope_neox(o, rope + (size_t)t * rot, rot);
 }
 
 // The cache append of T cells from `cell0`: `dim` values each. Mode 0 fp16 (round to nearest even), 1 int8
@@ -85,19 +77,8 @@ extern "C" __global__ void block_keys(const float* __restrict__ raw, float* __re
         key[d] = __fdiv_rn(s, (float)r);
     }
     __syncwarp();
-    float acc = 0.0f;
-    for (int c = lane; c < di / CHUNK; c += WARP) acc = __fadd_rn(acc, chunk_dot(key + CHUNK * c, key + CHUNK * c));
-    const float rs = s_rsqrt(__fadd_rn(__fdiv_rn(warp_butterfly(acc), (float)di), 1e-6f));
-    __syncwarp();
-    for (int d = lane; d < di; d += WARP) key[d] = __fmul_rn(__fmul_rn(key[d], rs), w[d]);
-    __syncwarp();
-    const int half = rot / 2;
-    const float* rr = rope + (size_t)nb * rot;
-    for (int i = lane; i < half; i += WARP) {
-        const float c = rr[2 * i], s = rr[2 * i + 1], x0 = key[i], x1 = key[i + half];
-        key[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        key[i + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-    }
+    warp_rms_norm(key, w, di);
+    warp_rope_neox(key, rope + (size_t)nb * rot, rot);
 }
 
 // Gated attention of query head h of token t (bt = t·Hq + h) over its cells: ids[t·ids_stride ..] (count[t]

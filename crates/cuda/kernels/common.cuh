@@ -139,3 +139,34 @@ __device__ __forceinline__ float chunk_dot(const float* w, const float* x) {
     for (int e = 0; e < CHUNK; ++e) s = __fmaf_rn(w[e], x[e], s);
     return s;
 }
+
+// One warp's rms norm pieces (docs/ARITHMETIC.md § norm), n a multiple of 8: the sum of squares by the
+// reduction contract (every lane ends with it), rs = 1/√(Σx²/n + 1e-6), and the norm in place, (x·rs)·w.
+__device__ __forceinline__ float warp_sum_squares(const float* v, int n) {
+    const int lane = threadIdx.x % WARP;
+    float acc = 0.0f;
+    for (int c = lane; c < n / CHUNK; c += WARP) acc = __fadd_rn(acc, chunk_dot(v + CHUNK * c, v + CHUNK * c));
+    return warp_butterfly(acc);
+}
+
+__device__ __forceinline__ float warp_rms_scale(const float* v, int n) {
+    return s_rsqrt(__fadd_rn(__fdiv_rn(warp_sum_squares(v, n), (float)n), 1e-6f));
+}
+
+__device__ void warp_rms_norm(float* x, const float* w, int n) {
+    const float rs = warp_rms_scale(x, n);
+    __syncwarp();
+    for (int d = threadIdx.x % WARP; d < n; d += WARP) x[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
+    __syncwarp();
+}
+
+// Rope in NEOX pairs (i, i + rot/2) over the first `rot` values of x in place, with the (cos, sin) pairs
+// of rr, by one warp (ops/rope.rs).
+__device__ void warp_rope_neox(float* x, const float* rr, int rot) {
+    const int half = rot / 2;
+    for (int i = threadIdx.x % WARP; i < half; i += WARP) {
+        const float c = rr[2 * i], s = rr[2 * i + 1], x0 = x[i], x1 = x[i + half];
+        x[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+        x[i + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+}

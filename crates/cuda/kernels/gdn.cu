@@ -2,15 +2,6 @@
 // crates/model/src/layers/gdn.rs: the projections are matvec.cu's; these kernels do the rest with the CPU's
 // operations in the CPU's order, carrying the conv tail and the S×S state from token to token.
 
-// The lane-parallel sum of squares of n values (n a multiple of 8) by the reduction contract; every lane
-// ends with the total.
-__device__ __forceinline__ float warp_sum_squares(const float* v, int n) {
-    const int lane = threadIdx.x % WARP;
-    float acc = 0.0f;
-    for (int c = lane; c < n / CHUNK; c += WARP) acc = __fadd_rn(acc, chunk_dot(v + CHUNK * c, v + CHUNK * c));
-    return warp_butterfly(acc);
-}
-
 // Causal depthwise conv of K taps per channel, then silu: frames are the K − 1 kept ones (oldest first)
 // and the window's tokens in order; the K − 1 newest are kept. One thread per channel.
 extern "C" __global__ void gdn_conv(const float* __restrict__ u, float* __restrict__ tail, const float* __restrict__ w,
@@ -168,7 +159,7 @@ extern "C" __global__ void gdn_out_norm(const float* __restrict__ o, const float
     const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (gw >= T * hv) return;
     const size_t base = (size_t)gw * S;  // (t·hv + j)·S
-    const float rs = s_rsqrt(__fadd_rn(__fdiv_rn(warp_sum_squares(o + base, S), (float)S), 1e-6f));
+    const float rs = warp_rms_scale(o + base, S);
     for (int d = lane; d < S; d += WARP) {
         y[base + d] = __fmul_rn(__fmul_rn(__fmul_rn(o[base + d], rs), w[d]), s_sigmoid(z[base + d]));
     }

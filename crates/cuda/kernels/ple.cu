@@ -2,17 +2,6 @@
 // rows (they never leave the memory-mapped file whole) and runs the tokens of a window in order. Twin of
 // crates/model/src/layers/ple.rs.
 
-// The rms norm of n values in place by one warp: (x·rs)·w.
-__device__ void warp_rms_norm(float* x, const float* w, int n) {
-    const int lane = threadIdx.x % WARP;
-    float acc = 0.0f;
-    for (int c = lane; c < n / CHUNK; c += WARP) acc = __fadd_rn(acc, chunk_dot(x + CHUNK * c, x + CHUNK * c));
-    const float rs = s_rsqrt(__fadd_rn(__fdiv_rn(warp_butterfly(acc), (float)n), 1e-6f));
-    __syncwarp();
-    for (int d = lane; d < n; d += WARP) x[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
-    __syncwarp();
-}
-
 // Warp c, per stream c of n: key = rms_norm(key_c, norm_key_c), query = rms_norm(R_c, norm_query_c) (into
 // `query`), s = dot(key, query)/√n, gate = σ(sign(s)·√max(|s|, 1e-6)), gated_c = value·gate, and
 // z_c = rms_norm(gated_c, norm_conv_c). `key` is normed in place.

@@ -11,8 +11,8 @@ use strata_cuda::compile::{grid_tables, COMMON, DEQUANT};
 use strata_gguf::{quant, SplitMix64};
 use strata_model::ops::act;
 
-/// The intrinsics the two files use, as host functions. Those that need a warp (`__shfl_xor_sync`) are
-/// never called here and only let the file compile.
+/// The intrinsics the two files use, as host functions. Those that need a warp (`__shfl_xor_sync`,
+/// `__syncwarp`, the thread indices) are never called here and only let the file compile.
 const SHIM: &str = r#"
 #include <cmath>
 #include <cstdio>
@@ -40,6 +40,9 @@ inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
+inline void __syncwarp(unsigned = 0xffffffffu) {}
+struct HostDim3 { unsigned x, y, z; };
+static const HostDim3 threadIdx{0, 0, 0}, blockIdx{0, 0, 0}, blockDim{1, 1, 1};
 "#;
 
 /// `main`: `decode TYPE COLS IN OUT` writes every chunk of every row of IN (rows of COLS weights) as f32;

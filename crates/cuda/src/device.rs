@@ -25,8 +25,8 @@ pub struct Gpu {
     /// The time breakdown asked for by `STRATA_PROFILE`, if any.
     pub profile: Option<Profile>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
-    /// Kernels already looked up, by file and name (a decode step launches ~1,000).
-    functions: Mutex<HashMap<String, CudaFunction>>,
+    /// Kernels already looked up, per file by name (a decode step launches ~1,400: no allocation per lookup).
+    functions: Mutex<HashMap<&'static str, HashMap<String, CudaFunction>>>,
 }
 
 /// The stream-ordered allocator keeps freed memory for reuse instead of handing it back to the driver at
@@ -98,8 +98,7 @@ impl Gpu {
 
     /// A kernel of a `.cu` file (compiled once per process, and once per machine thanks to the cache).
     pub fn function(&self, file: &'static str, source: &'static str, name: &str) -> Result<CudaFunction, CudaError> {
-        let key = format!("{file}:{name}");
-        if let Some(f) = self.functions.lock().expect("function cache lock").get(&key) {
+        if let Some(f) = self.functions.lock().expect("function cache lock").get(file).and_then(|m| m.get(name)) {
             return Ok(f.clone());
         }
         let module = {
@@ -115,7 +114,12 @@ impl Gpu {
             }
         };
         let f = module.load_function(name).check(&format!("kernel {name} of kernels/{file}"))?;
-        self.functions.lock().expect("function cache lock").insert(key, f.clone());
+        self.functions
+            .lock()
+            .expect("function cache lock")
+            .entry(file)
+            .or_default()
+            .insert(name.to_string(), f.clone());
         Ok(f)
     }
 

@@ -10,7 +10,9 @@ use std::sync::OnceLock;
 
 use crate::attn::{attend_check, AttendVariant};
 use crate::buf::Buf;
-use crate::check::{gpu_read as read, inputs, random_hc, random_hc_as, scores_check, time_calls, topk_check};
+use crate::check::{
+    gpu_read as read, inputs, matvec_layout_check, random_hc, random_hc_as, scores_check, time_calls, topk_check,
+};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
@@ -156,32 +158,15 @@ fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     let mut notes = Vec::new();
     for ty in crate::matvec::TYPES {
         for gather in [false, true] {
-            let kind = if gather { "experts" } else { "dense" };
-            match crate::check::matvec_layouts_check(gpu, ty, gather) {
-                Ok(times) => {
-                    let mut best = (Layout::Block, f64::INFINITY);
-                    let mut line = Vec::new();
-                    for (layout, us) in times {
-                        match us {
-                            Some(us) => {
-                                line.push(format!("{} {us:.1} µs", layout.name()));
-                                if us < best.1 {
-                                    best = (layout, us);
-                                }
-                            }
-                            None => line.push(format!("{} differs: never used", layout.name())),
-                        }
-                    }
-                    notes.push(format!("{ty} {kind}: {}", line.join(" ")));
-                    if best.0 != Layout::Block {
-                        if gather { &mut layouts.gather } else { &mut layouts.dense }.push((ty, best.0));
-                    }
-                }
-                Err(e) => notes.push(format!("{ty} {kind}: check failed ({e}): block kept")),
+            let what = format!("{ty} {}, T = 1, cold", if gather { "experts" } else { "dense" });
+            let c = fastest(&what, &Layout::ALL, Layout::name, |l| matvec_layout_check(gpu, ty, gather, l));
+            if c.variant != Layout::Block {
+                if gather { &mut layouts.gather } else { &mut layouts.dense }.push((ty, c.variant));
             }
+            notes.push(c.reason);
         }
     }
-    Choice { variant: layouts, reason: format!("self-checked and timed cold: {}", notes.join(", ")) }
+    Choice { variant: layouts, reason: notes.join("; ") }
 }
 
 fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {

@@ -8,8 +8,15 @@ typedef unsigned int u32;
 #define WARP 32
 #define CHUNK 8
 
-// fp16 bits to f32 exactly as strata_gguf's f16_to_f32 (NaN payloads kept as they are, no quiet bit added).
+// fp16 bits to f32 exactly as strata_gguf's f16_to_f32: every fp16 value is an f32 value, so the card's
+// conversion instruction gives the same bits (one instruction, no branches; only a NaN's payload may
+// differ, and parity counts any two NaNs as equal). The host build spells it out.
 __device__ __forceinline__ float f16_bits_to_f32(unsigned short hb) {
+#ifdef __CUDA_ARCH__
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(hb));
+    return f;
+#endif
     const u32 h = hb, sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
     if (em >= 0x7c00u) return __uint_as_float(sign | 0x7f800000u | ((em & 0x3ffu) << 13));
     if (em >= 0x0400u) return __uint_as_float(sign | ((em << 13) + ((127u - 15u) << 23)));
@@ -32,6 +39,11 @@ __device__ __forceinline__ unsigned short f32_to_f16_bits(float f) {
 }
 
 __device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(((u32)h) << 16); }
+
+// A small integer (|v| < 2^22) as f32, the same value as (float)v: the bits of 1.5·2^23 + v hold v in the
+// low mantissa, and subtracting 1.5·2^23 is exact. An integer add and a float subtract, both at the full
+// rate, where a conversion instruction issues at a fraction of it (the decoders convert every weight).
+__device__ __forceinline__ float small_int_f32(int v) { return __fsub_rn(__int_as_float(0x4B400000 + v), 12582912.0f); }
 
 // The butterfly over the warp's lane totals: offsets 16, 8, 4, 2, 1; every lane ends with the same bits.
 __device__ __forceinline__ float warp_butterfly(float v) {

@@ -70,7 +70,7 @@ struct Q8_0W {
         const float d = f16_bits_to_f32(u16_at(b));
         const Bytes8 q(b + 2 + (8 * c) % 32);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)(signed char)q[e], d);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((signed char)q[e]), d);
     }
 };
 
@@ -85,7 +85,7 @@ struct Q4_0W {
         const Bytes8 q(b + 2 + o % 16);  // the chunk's 8 nibbles: low ones for o < 16, high ones after
         const int shift = o < 16 ? 0 : 4;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)((int)((q[e] >> shift) & 0xf) - 8), d);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((int)((q[e] >> shift) & 0xf) - 8), d);
     }
 };
 
@@ -103,7 +103,7 @@ struct Q5_0W {
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
             const int q = (int)((lo[e] >> shift) & 0xf) | (int)(((qh >> (o + e)) & 1u) << 4);
-            w[e] = __fmul_rn((float)(q - 16), d);
+            w[e] = __fmul_rn(small_int_f32(q - 16), d);
         }
     }
 };
@@ -117,7 +117,7 @@ struct Q2_0W {
         const float d = f16_bits_to_f32(u16_at(b));
         const u32 codes = u16_at(b + 2 + (8 * c) % 64 / 4);  // the chunk's 8 codes, 2 bits each
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn((float)((int)((codes >> (2 * e)) & 3) - 1), d);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((int)((codes >> (2 * e)) & 3) - 1), d);
     }
 };
 
@@ -137,8 +137,8 @@ __device__ __forceinline__ void scales_k4(const unsigned char* b, int j, float* 
         s = (byte(j + 4) & 0xf) | ((byte(j - 4) >> 6) << 4);
         m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
     }
-    *d1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm & 0xffffu)), (float)s);
-    *m1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm >> 16)), (float)m);
+    *d1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm & 0xffffu)), small_int_f32(s));
+    *m1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm >> 16)), small_int_f32(m));
 }
 
 // Eight bytes at an 8-byte aligned address, in one load.
@@ -158,7 +158,7 @@ struct Q4_KW {
         const Bytes8 q = bytes8_a8(b + 16 + 32 * (j / 2) + l0);
         const int shift = 4 * (j % 2);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, (float)((q[e] >> shift) & 0xf)), m1);
+        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, small_int_f32((q[e] >> shift) & 0xf)), m1);
     }
 };
 
@@ -174,7 +174,7 @@ struct Q5_KW {
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
             const int v = ((q[e] >> (4 * (j % 2))) & 0xf) | (((qh[e] >> j) & 1) << 4);
-            w[e] = __fsub_rn(__fmul_rn(d1, (float)v), m1);
+            w[e] = __fsub_rn(__fmul_rn(d1, small_int_f32(v)), m1);
         }
     }
 };
@@ -188,11 +188,11 @@ struct Q6_KW {
         const float d = f16_bits_to_f32(u16_at(b + 208));
         const Bytes8 ql(b + n * 64 + (k % 2) * 32 + l0), qh(b + 128 + n * 32 + l0);
         // A chunk of 8 lies in one half of 16, under one scale.
-        const float ds = __fmul_rn(d, (float)(signed char)b[192 + n * 8 + 2 * k + l0 / 16]);
+        const float ds = __fmul_rn(d, small_int_f32((signed char)b[192 + n * 8 + 2 * k + l0 / 16]));
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
             const int lo = (ql[e] >> (4 * (k / 2))) & 0xf, hi = (qh[e] >> (2 * k)) & 3;
-            w[e] = __fmul_rn(ds, (float)((lo | (hi << 4)) - 32));
+            w[e] = __fmul_rn(ds, small_int_f32((lo | (hi << 4)) - 32));
         }
     }
 };
@@ -206,13 +206,13 @@ struct Q3_KW {
         const unsigned char* sc = b + 96;
         const int is = n * 8 + 2 * j + l0 / 16;  // a chunk of 8 lies in one half of 16
         const int lo = (sc[is % 8] >> (4 * (is / 8))) & 0xf, hi = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
-        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b + 108)), (float)((lo | (hi << 4)) - 32));
+        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b + 108)), small_int_f32((lo | (hi << 4)) - 32));
         const Bytes8 qs(b + 32 + n * 32 + l0), hm(b + l0);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
             const int q = (qs[e] >> (2 * j)) & 3;
             const int sub = 4 - 4 * ((hm[e] >> (n * 4 + j)) & 1);
-            w[e] = __fmul_rn(dl, (float)(q - sub));
+            w[e] = __fmul_rn(dl, small_int_f32(q - sub));
         }
     }
 };
@@ -232,7 +232,7 @@ struct IQ4_NLW {
         const Bytes8 q(b + 2 + o % 16);  // Q4_0's nibble layout
         const int shift = o < 16 ? 0 : 4;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(d, (float)IQ4_VALUES[(q[e] >> shift) & 0xf]);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(d, small_int_f32(IQ4_VALUES[(q[e] >> shift) & 0xf]));
     }
 };
 
@@ -243,11 +243,11 @@ struct IQ4_XSW {
         const unsigned char* b = row + (8 * c / 256) * 136;
         const int p = (8 * c) % 256, ib = p / 32, o = p % 32;
         const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (u16_at(b + 2) >> (2 * ib)) & 3;
-        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)((lo | (hi << 4)) - 32));
+        const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b)), small_int_f32((lo | (hi << 4)) - 32));
         const Bytes8 q = bytes8_a8(b + 8 + 16 * ib + o % 16);  // blocks of 136 bytes: 8-byte aligned
         const int shift = o < 16 ? 0 : 4;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(dl, (float)IQ4_VALUES[(q[e] >> shift) & 0xf]);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(dl, small_int_f32(IQ4_VALUES[(q[e] >> shift) & 0xf]));
     }
 };
 
@@ -267,13 +267,13 @@ struct IQ2_XSW {
         const unsigned char* b = row + (8 * c / 256) * 74;
         const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
         const int s = (b[66 + ib] >> (4 * (l / 2))) & 0xf;
-        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, (float)s)), 0.25f);
+        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, small_int_f32(s))), 0.25f);
         const unsigned int q = u16_at(b + 2 + 2 * (4 * ib + l));
         const unsigned long long grid = IQ2XS_GRID[q & 511];
         const unsigned int signs = ksigns(q >> 9);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            w[j] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> j) & 1);
+            w[j] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> j) & 1);
         }
     }
 };
@@ -286,7 +286,7 @@ struct IQ3_XXSW {
         const unsigned char* b = row + (8 * c / 256) * 98;
         const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
         const u32 aux = (u32)u16_at(b + 66 + 4 * ib) | ((u32)u16_at(b + 68 + 4 * ib) << 16);
-        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, (float)(aux >> 28))), 0.5f);
+        const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, small_int_f32(aux >> 28))), 0.5f);
         const unsigned int signs = ksigns((aux >> (7 * l)) & 127);
         const u32 idx = u16_at(b + 2 + 8 * ib + 2 * l);  // the chunk's two grid indices
 #pragma unroll
@@ -295,7 +295,7 @@ struct IQ3_XXSW {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int k = 4 * half + j;
-                w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
+                w[k] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
             }
         }
     }
@@ -309,7 +309,7 @@ struct IQ3_SW {
         const unsigned char* b = row + (8 * c / 256) * 110;
         const int p = (8 * c) % 256, ib = p / 32, g0 = (p % 32) / 4;  // the chunk's groups: g0, g0 + 1
         const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0xf;
-        const float db = __fmul_rn(f16_bits_to_f32(u16_at(b)), (float)(1 + 2 * s));
+        const float db = __fmul_rn(f16_bits_to_f32(u16_at(b)), small_int_f32(1 + 2 * s));
         const u32 qs = u16_at(b + 2 + 8 * ib + g0), qh = b[66 + ib], signs = b[74 + p / 8];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -318,7 +318,7 @@ struct IQ3_SW {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int k = 4 * half + j;
-                w[k] = signed_by(__fmul_rn(db, (float)((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
+                w[k] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
             }
         }
     }

@@ -141,76 +141,110 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     if (lane == 0) y[(size_t)ts * rows + row] = v;
 }
 
-// The split layout: a block of nr rows (of one slot's expert for the gathers). First every (row, chunk)
-// pair's T chunk sums, spread over all the block's threads, U pairs a thread at once so that their loads
-// are in flight together, into shared memory; then a warp per (row, token) adds lane L's chunks L, L + 32,
-// … in order, and the butterfly: the contract's sums. Rows of w0 are row_bytes apart; row r's output for
-// token t goes to y[t·y_tok + r].
-template <typename W> struct Unroll { static constexpr int U = 4; };
-template <> struct Unroll<IQ3_SW> { static constexpr int U = 2; };  // its decode needs the most registers
-
+// The staged layout: a block of nr warps takes nr consecutive rows, which are one span of bytes (of one
+// slot's expert for the gathers). First the block copies the whole span into shared memory, 16 bytes a load
+// and STAGE_LOADS loads a thread in flight at once, so the card sees wide coalesced reads with many bytes
+// in flight (a warp decoding its row from global memory keeps only a few small loads in flight). Then warp r
+// decodes row r from shared memory, lane L its chunks L, L + 32, … in order, and the butterfly: the
+// contract's sums. The copy starts at the 16-byte boundary below the span and keeps each byte's address mod
+// 16, so the decoders' aligned loads stay aligned; matrices are uploaded with 16 bytes of padding, so the
+// copy's rounded-up end stays inside the allocation.
+// One token's row dot, lane L's chunks L, L + 32, … two at a time: both decoded and both 8-fma chains in
+// flight together (independent until they are added to the lane's total, in order). Every lane returns
+// the row's sum, and lane 0 is to write it.
 template <typename W>
-__device__ void matvec_split(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
-                             size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int nch, int T) {
-    extern __shared__ float dots[];  // [row][token][chunk]
-    constexpr int U = Unroll<W>::U;
-    const int n = nr * nch, step = blockDim.x;
-    int k = threadIdx.x;
-    for (; k + (U - 1) * step < n; k += U * step) {
-        float d[U][8];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int kk = k + u * step, r = kk / nch;
-            chunk_dots<W>(w0 + (size_t)r * row_bytes, kk % nch, x, x_stride, T, d[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int kk = k + u * step, r = kk / nch, c = kk % nch;
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                if (t < T) dots[((size_t)r * T + t) * nch + c] = d[u][t];
-            }
-        }
+__device__ __forceinline__ float row_dot_1(const unsigned char* row, const float* __restrict__ x, int nch) {
+    const int lane = threadIdx.x % WARP;
+    float acc = 0.0f;
+    int c = lane;
+    for (; c + WARP < nch; c += 2 * WARP) {
+        float w0[8], w1[8], x0[8], x1[8];
+        W::chunk(row, c, w0);
+        W::chunk(row, c + WARP, w1);
+        load8_f32(x + CHUNK * c, x0);
+        load8_f32(x + CHUNK * (c + WARP), x1);
+        const float d0 = chunk_dot(w0, x0), d1 = chunk_dot(w1, x1);
+        acc = __fadd_rn(__fadd_rn(acc, d0), d1);
     }
-    for (; k < n; k += step) {
-        const int r = k / nch, c = k % nch;
-        float d[8];
-        chunk_dots<W>(w0 + (size_t)r * row_bytes, c, x, x_stride, T, d);
+    if (c < nch) {
+        float w0[8], x0[8];
+        W::chunk(row, c, w0);
+        load8_f32(x + CHUNK * c, x0);
+        acc = __fadd_rn(acc, chunk_dot(w0, x0));
+    }
+    return warp_butterfly(acc);
+}
+
+#define STAGE_LOADS 4
+template <typename W>
+__device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
+                              size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int cols, int T) {
+    extern __shared__ uint4 stage[];
+    const size_t a = (size_t)w0 & 15;
+    const uint4* src = (const uint4*)(w0 - a);
+    const int n16 = (int)((a + nr * row_bytes + 15) / 16);
+    for (int i0 = threadIdx.x; i0 < n16; i0 += STAGE_LOADS * blockDim.x) {
+        uint4 v[STAGE_LOADS];
 #pragma unroll
-        for (int t = 0; t < 8; ++t) {
-            if (t < T) dots[((size_t)r * T + t) * nch + c] = d[t];
+        for (int u = 0; u < STAGE_LOADS; ++u) {
+            const int i = i0 + u * blockDim.x;
+            if (i < n16) v[u] = __ldcs(src + i);
+        }
+#pragma unroll
+        for (int u = 0; u < STAGE_LOADS; ++u) {
+            const int i = i0 + u * blockDim.x;
+            if (i < n16) stage[i] = v[u];
         }
     }
     __syncthreads();
-    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
-    for (int p = threadIdx.x / WARP; p < nr * T; p += warps) {
-        const float* q = dots + (size_t)p * nch;
-        float acc = 0.0f;
-        for (int c = lane; c < nch; c += WARP) acc = __fadd_rn(acc, q[c]);
-        acc = warp_butterfly(acc);
-        if (lane == 0) y[(size_t)(p % T) * y_tok + p / T] = acc;
+    const int lane = threadIdx.x % WARP, r = threadIdx.x / WARP;
+    if (r >= nr) return;
+    const unsigned char* row = (const unsigned char*)stage + a + (size_t)r * row_bytes;
+    if (T == 1) {
+        const float v = row_dot_1<W>(row, x, cols / CHUNK);
+        if (lane == 0) y[r] = v;
+        return;
+    }
+    float acc[8];
+#pragma unroll
+    for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
+    for (int c = lane; c < cols / CHUNK; c += WARP) {
+        float d[8];
+        chunk_dots<W>(row, c, x, x_stride, T, d);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t < T) acc[t] = __fadd_rn(acc[t], d[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+        if (t < T) {
+            const float v = warp_butterfly(acc[t]);
+            if (lane == 0) y[(size_t)t * y_tok + r] = v;
+        }
     }
 }
 
-// Dense products in the split layout: blockIdx.x takes rows rpb·x .. rpb·x + rpb − 1.
+// Dense products in the staged layout: blockIdx.x takes rows nr·x .. nr·x + nr − 1 (nr = the block's warps).
 template <typename W>
-__device__ void matvec_rows_split(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
-                                  float* __restrict__ y, int rows, int cols, int T, int rpb) {
-    const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
+__device__ void matvec_rows_staged(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                   float* __restrict__ y, int rows, int cols, int T) {
+    const int rpb = blockDim.x / WARP, row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    matvec_split<W>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols / CHUNK, T);
+    matvec_staged<W>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols, T);
 }
 
-// The experts' products in the split layout: blockIdx.y = t·k + s as in matvec_gather_rows.
+// The experts' products in the staged layout: blockIdx.y = t·k + s as in matvec_gather_rows.
 template <typename W>
-__device__ void matvec_gather_rows_split(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
-                                         float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
-                                         int k, int stride, int offset, int x_tok, int x_slot, int rpb) {
-    const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0), ts = blockIdx.y, t = ts / k, s = ts % k;
+__device__ void matvec_gather_rows_staged(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                          float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
+                                          int k, int stride, int offset, int x_tok, int x_slot) {
+    const int rpb = blockDim.x / WARP, row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
+    const int ts = blockIdx.y, t = ts / k, s = ts % k;
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* w0 = wbase + ((size_t)ids[ts] * stride + offset + row0) * row_bytes;
     const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
-    matvec_split<W>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols / CHUNK, 1);
+    matvec_staged<W>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols, 1);
 }
 
 // Embedding rows: token t's row of W (cols values) dequantized and written hc times, the residual streams
@@ -250,15 +284,15 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                   int x_tok, int x_slot) {                                      \
         matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_split(const unsigned char* __restrict__ w, const float* __restrict__ x,    \
-                                            float* __restrict__ y, int rows, int cols, int T, int rpb) {        \
-        matvec_rows_split<W>(w, x, y, rows, cols, T, rpb);                                                    \
+    extern "C" __global__ void NAME##_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,   \
+                                             float* __restrict__ y, int rows, int cols, int T) {               \
+        matvec_rows_staged<W>(w, x, y, rows, cols, T);                                                        \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather_split(const unsigned char* __restrict__ w,                         \
-                                                   const float* __restrict__ x, float* __restrict__ y,          \
-                                                   int rows, int cols, const int* ids, int k, int stride,       \
-                                                   int offset, int x_tok, int x_slot, int rpb) {                \
-        matvec_gather_rows_split<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);         \
+    extern "C" __global__ void NAME##_gather_staged(const unsigned char* __restrict__ w,                        \
+                                                    const float* __restrict__ x, float* __restrict__ y,         \
+                                                    int rows, int cols, const int* ids, int k, int stride,      \
+                                                    int offset, int x_tok, int x_slot) {                        \
+        matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);             \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
                                             float* __restrict__ out, int cols, int hc) {                       \

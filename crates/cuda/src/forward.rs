@@ -21,7 +21,7 @@ use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
 use crate::hc::{hc_read, hc_write, HcGpu, HcScratch};
 use crate::matvec::{embed, matvec, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
-use crate::profile::{Profile, ProfileMode};
+use crate::profile::ProfileMode;
 
 /// A window's rows on the device: `t` rows of `width` values.
 pub struct Rows {
@@ -420,7 +420,7 @@ impl Decoder for CudaDecoder<'_> {
 
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
         if let Some(p) = &self.fwd.gpu.profile {
-            p.begin(tokens.len() == 1);
+            p.begin(tokens.len() == 1).map_err(|e| e.to_string())?;
         }
         let (logits, _) = forward_window(&self.fwd, &self.fwd.model.config, &mut self.state, tokens, self.pos)
             .map_err(|e| e.to_string())?;
@@ -429,7 +429,8 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn report(&self) -> Option<String> {
-        self.fwd.gpu.profile.as_ref().map(Profile::report)
+        let p = self.fwd.gpu.profile.as_ref()?;
+        Some(p.report().unwrap_or_else(|e| format!("profile: {e}")))
     }
 
     fn snapshot(&self) -> Result<State, String> {

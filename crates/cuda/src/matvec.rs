@@ -24,24 +24,24 @@ pub enum Layout {
     Block,
     /// A warp per row, 8 rows a block.
     Warp,
-    /// A block per few rows: every chunk sum first (several a thread in flight), then a warp per row adds
-    /// them in the lanes' order. Needs the block's chunk sums to fit in shared memory.
-    Split,
+    /// A warp per row, a few rows a block: the block first copies its rows' bytes into shared memory with
+    /// wide loads, then each warp decodes its row from there. Needs one row to fit in shared memory.
+    Staged,
 }
 
-/// Shared memory the split layout may use per block (the default limit, no opt-in).
-const SPLIT_SHARED: usize = 48 << 10;
-/// The split layout aims at this many chunk sums per block.
-const SPLIT_TARGET: usize = 4096;
+/// Shared memory the staged layout may use per block (the default limit, no opt-in).
+const STAGE_SHARED: usize = 48 << 10;
+/// The staged layout takes as many rows a block (at most 8) as fill this many bytes.
+const STAGE_TARGET: usize = 16 << 10;
 
 impl Layout {
-    pub const ALL: [Layout; 3] = [Layout::Block, Layout::Warp, Layout::Split];
+    pub const ALL: [Layout; 3] = [Layout::Block, Layout::Warp, Layout::Staged];
 
     pub fn name(self) -> &'static str {
         match self {
             Layout::Block => "block",
             Layout::Warp => "warp",
-            Layout::Split => "split",
+            Layout::Staged => "staged",
         }
     }
 
@@ -49,7 +49,7 @@ impl Layout {
         Layout::ALL.into_iter().find(|l| l.name() == name)
     }
 
-    /// `STRATA_MATVEC=block|warp|split` forces one layout for every type.
+    /// `STRATA_MATVEC=block|warp|staged` forces one layout for every type.
     pub fn from_env() -> Option<Layout> {
         Layout::from_name(&std::env::var("STRATA_MATVEC").ok()?)
     }
@@ -59,39 +59,38 @@ impl Layout {
         match self {
             Layout::Block => "",
             Layout::Warp => "_warp",
-            Layout::Split => "_split",
+            Layout::Staged => "_staged",
         }
     }
 
-    /// Rows per block of the split layout for `t` tokens of `cols` columns; `None` when one row's chunk
-    /// sums do not fit its shared memory (the block layout is used instead).
-    fn split_rows(cols: usize, t: usize) -> Option<usize> {
-        let sums = t * cols / 8;
-        (sums * 4 <= SPLIT_SHARED).then(|| (SPLIT_TARGET / sums).clamp(1, 8))
+    /// Rows per block of the staged layout for rows of `row_bytes` bytes, and the shared memory they take
+    /// (16 bytes either side for the copy's alignment); `None` when one row does not fit (the block layout
+    /// is used instead).
+    fn staged_rows(row_bytes: usize) -> Option<(usize, usize)> {
+        let rows = (STAGE_TARGET / row_bytes.max(1)).clamp(1, 8);
+        let shared = rows * row_bytes + 32;
+        (shared <= STAGE_SHARED).then_some((rows, shared))
     }
 
-    /// The layout that runs: this one, or the block layout where the split one cannot.
-    fn usable(self, cols: usize, t: usize) -> Layout {
+    /// The layout that runs: this one, or the block layout where the staged one cannot.
+    fn usable(self, row_bytes: usize) -> Layout {
         match self {
-            Layout::Split if Layout::split_rows(cols, t).is_none() => Layout::Block,
+            Layout::Staged if Layout::staged_rows(row_bytes).is_none() => Layout::Block,
             l => l,
         }
     }
 
-    /// The launch of `rows` rows (times `slots` for the experts) of `cols` columns for `t` tokens, and the
-    /// split layout's rows per block (0 for the others).
-    fn config(self, rows: usize, cols: usize, slots: usize, t: usize) -> (LaunchConfig, usize) {
-        let (grid_x, threads, shared, rpb) = match self {
-            Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0, 0),
-            Layout::Warp => ((rows as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0),
-            Layout::Split => {
-                let rpb = Layout::split_rows(cols, t).expect("usable() checked");
-                ((rows.div_ceil(rpb)) as u32, 256, (rpb * t * cols / 8 * 4) as u32, rpb)
+    /// The launch of `rows` rows of `cols` columns (`row_bytes` bytes each), times `slots` for the experts.
+    fn config(self, rows: usize, cols: usize, row_bytes: usize, slots: usize) -> LaunchConfig {
+        let (grid_x, threads, shared) = match self {
+            Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0),
+            Layout::Warp => ((rows as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0),
+            Layout::Staged => {
+                let (rpb, shared) = Layout::staged_rows(row_bytes).expect("usable() checked");
+                (rows.div_ceil(rpb) as u32, 32 * rpb as u32, shared as u32)
             }
         };
-        let cfg =
-            LaunchConfig { grid_dim: (grid_x, slots as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
-        (cfg, rpb)
+        LaunchConfig { grid_dim: (grid_x, slots as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared }
     }
 }
 
@@ -165,7 +164,7 @@ impl Layouts {
         Layouts::find(&self.gather, ty)
     }
 
-    /// `dense=Q6_K:warp+Q4_K:split,gather=Q2_0:split` (`-` for an empty list): one word, for the kept plan.
+    /// `dense=Q6_K:warp+Q4_K:staged,gather=Q2_0:staged` (`-` for an empty list): one word, for the kept plan.
     pub fn name(&self) -> String {
         let list = |v: &[(GgmlType, Layout)]| {
             if v.is_empty() {
@@ -220,7 +219,15 @@ impl MatrixGpu {
                 m.rows, m.cols
             )));
         }
-        Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes: Buf::from_host(gpu, &m.bytes)? })
+        // 16 bytes of padding: the staged layout's copy rounds the last row's end up to 16 bytes.
+        let mut bytes = Buf::zeros(gpu, m.bytes.len() + 16)?;
+        bytes.write(gpu, &m.bytes)?;
+        Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes })
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_size() * self.ty.type_size()
     }
 }
 
@@ -241,11 +248,11 @@ pub fn matvec_with(
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
-    let layout = layout.usable(w.cols, t);
+    let layout = layout.usable(w.row_bytes());
     let name = format!("{}{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let (cfg, rpb) = layout.config(w.rows, w.cols, 1, t);
-    let mut args = vec![
+    let cfg = layout.config(w.rows, w.cols, w.row_bytes(), 1);
+    let args = [
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
@@ -253,9 +260,6 @@ pub fn matvec_with(
         Arg::I32(w.cols as i32),
         Arg::I32(t as i32),
     ];
-    if layout == Layout::Split {
-        args.push(Arg::I32(rpb as i32));
-    }
     launch(gpu, &f, &name, cfg, &args)
 }
 
@@ -298,12 +302,12 @@ pub fn matvec_gather_with(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
-    let layout = layout.usable(w.cols, 1);
+    let layout = layout.usable(w.row_bytes());
     let name = format!("{}_gather{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let (cfg, rpb) = layout.config(g.rows, w.cols, t * k, 1);
+    let cfg = layout.config(g.rows, w.cols, w.row_bytes(), t * k);
     let i = |v: usize| Arg::I32(v as i32);
-    let mut args = vec![
+    let args = [
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
@@ -316,9 +320,6 @@ pub fn matvec_gather_with(
         i(x_tok),
         i(x_slot),
     ];
-    if layout == Layout::Split {
-        args.push(i(rpb));
-    }
     launch(gpu, &f, &name, cfg, &args)
 }
 
@@ -347,8 +348,8 @@ mod tests {
         for l in [
             Layouts::default(),
             Layouts::all(Layout::Warp),
-            Layouts::all(Layout::Split),
-            Layouts { dense: vec![(Q6_K, Layout::Warp), (Q4_K, Layout::Split)], gather: vec![(Q2_0, Layout::Split)] },
+            Layouts::all(Layout::Staged),
+            Layouts { dense: vec![(Q6_K, Layout::Warp), (Q4_K, Layout::Staged)], gather: vec![(Q2_0, Layout::Staged)] },
         ] {
             assert_eq!(Layouts::parse(&l.name()), Some(l.clone()), "{}", l.name());
         }
@@ -362,15 +363,15 @@ mod tests {
     }
 
     #[test]
-    fn the_split_layout_fits_its_shared_memory_or_gives_way() {
-        // 2560 columns: 320 chunk sums a token; 12 rows a block would pass the target, so 8 at T = 1.
-        assert_eq!(Layout::split_rows(2560, 1), Some(8));
-        assert_eq!(Layout::split_rows(2560, 8), Some(1));
-        assert_eq!(Layout::split_rows(6144, 8), Some(1)); // 6,144 sums: 24 KB
-        assert_eq!(Layout::split_rows(16384, 8), None); // 64 KB: the block layout runs instead
-        assert_eq!(Layout::Split.usable(16384, 8), Layout::Block);
-        assert_eq!(Layout::Split.usable(16384, 1), Layout::Split);
-        let (cfg, rpb) = Layout::Split.config(1000, 2560, 1, 1);
-        assert_eq!((rpb, cfg.grid_dim.0, cfg.shared_mem_bytes), (8, 125, 8 * 320 * 4));
+    fn the_staged_layout_fits_its_shared_memory_or_gives_way() {
+        // Q6_K at 2,560 columns: 2,100 bytes a row, 7 rows fill 16 KB; Q8_0 at 6,144: 6,528 bytes, 2 rows.
+        assert_eq!(Layout::staged_rows(2100), Some((7, 7 * 2100 + 32)));
+        assert_eq!(Layout::staged_rows(6528), Some((2, 2 * 6528 + 32)));
+        assert_eq!(Layout::staged_rows(100), Some((8, 832)));
+        assert_eq!(Layout::staged_rows(48 << 10), None); // F32 at 12,288 columns: the block layout runs
+        assert_eq!(Layout::Staged.usable(48 << 10), Layout::Block);
+        assert_eq!(Layout::Staged.usable(40 << 10), Layout::Staged);
+        let cfg = Layout::Staged.config(1000, 2560, 2100, 3);
+        assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes), ((143, 3, 1), 7 * 32, 7 * 2100 + 32));
     }
 }

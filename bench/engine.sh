@@ -3,7 +3,7 @@
 # on the GPU (prompt of DEPTH tokens, N new tokens) for prefill and decode rates, and the same run with
 # STRATA_PROFILE=1 for the per-op-family time of a decode step and the bytes it reads; the card's copy
 # bandwidth is measured by torch in the same call, for the floor. Usage: bench/engine.sh [DEPTHS] [N]
-# (default "4096" and 32); PROFILES="1 kernels" adds the per-kernel breakdown (default "1"). Run from the repo root with the binary in .dev/strata.
+# (default "4096" and 32); PROFILES="1 kernels" adds the per-kernel breakdown (default "1"; PROFILES= none). Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 bin=${STRATA_BIN:-.dev/strata}
 depths=${1:-4096}
@@ -32,7 +32,7 @@ for d in $depths; do
   echo "== depth $d, $n new tokens"
   $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos --device cuda \
     --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note'
-  for p in ${PROFILES:-1}; do
+  for p in ${PROFILES-1}; do
     echo "-- profiled (STRATA_PROFILE=$p)"
     STRATA_PROFILE=$p $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos \
       --device cuda --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note\|^device'

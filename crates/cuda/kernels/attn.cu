@@ -182,6 +182,24 @@ __device__ void values_store(const ValuesAt& a, float o, const float* __restrict
     out[(size_t)a.t * hq * dh + (size_t)a.h * dh + a.d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
 }
 
+// A warp's fma chains through a tile of len cells: o = fma(e[j], tile[j][lane], o) for j ascending. The
+// shared-memory reads of 8 cells are issued before their 8 fmas, so only the fmas' own latency is serial.
+__device__ __forceinline__ float values_chain(float o, const float* e, const float (*tile)[WARP], int len, int lane) {
+    int j = 0;
+    for (; j + 8 <= len; j += 8) {
+        float ee[8], vv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            ee[u] = e[j + u];
+            vv[u] = tile[j + u][lane];
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) o = __fmaf_rn(ee[u], vv[u], o);
+    }
+    for (; j < len; ++j) o = __fmaf_rn(e[j], tile[j][lane], o);
+    return o;
+}
+
 // The values, for the query heads of one KV group together (they read the same values): blockIdx.x a slice
 // of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb, warp w the group's head hb·warps + w. Tiles of ATTEND_TILE
 // cells are read into shared memory by the whole block (the cell ids first, then the values, several loads
@@ -223,9 +241,7 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
             }
         }
         __syncthreads();
-        if (live) {
-            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(et[warp][jj], tile[jj][lane], o);
-        }
+        if (live) o = values_chain(o, et[warp], tile, len, lane);
         __syncthreads();
     }
     values_store(a, o, qg, out, hq, dh);
@@ -295,9 +311,7 @@ extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, 
         }
         __syncthreads();
         if (j0 + tile_len < n) fetch(j0 + tile_len);  // in flight during the chains below
-        if (live) {
-            for (int jj = 0; jj < len; ++jj) o = __fmaf_rn(et[warp][jj], tile[jj][lane], o);
-        }
+        if (live) o = values_chain(o, et[warp], tile, len, lane);
     }
     values_store(a, o, qg, out, hq, dh);
 }

@@ -141,14 +141,6 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     if (lane == 0) y[(size_t)ts * rows + row] = v;
 }
 
-// The staged layout: a block of nr warps takes nr consecutive rows, which are one span of bytes (of one
-// slot's expert for the gathers). First the block copies the whole span into shared memory, 16 bytes a load
-// and STAGE_LOADS loads a thread in flight at once, so the card sees wide coalesced reads with many bytes
-// in flight (a warp decoding its row from global memory keeps only a few small loads in flight). Then warp r
-// decodes row r from shared memory, lane L its chunks L, L + 32, … in order, and the butterfly: the
-// contract's sums. The copy starts at the 16-byte boundary below the span and keeps each byte's address mod
-// 16, so the decoders' aligned loads stay aligned; matrices are uploaded with 16 bytes of padding, so the
-// copy's rounded-up end stays inside the allocation.
 // One token's row dot, lane L's chunks L, L + 32, … two at a time: both decoded and both 8-fma chains in
 // flight together (independent until they are added to the lane's total, in order). Every lane returns
 // the row's sum, and lane 0 is to write it.
@@ -175,6 +167,44 @@ __device__ __forceinline__ float row_dot_1(const unsigned char* row, const float
     return warp_butterfly(acc);
 }
 
+// Row r of a staged block, decoded from shared memory: y[t·y_tok] for t < T.
+template <typename W>
+__device__ __forceinline__ void matvec_staged_row(const unsigned char* row, const float* __restrict__ x,
+                                                  size_t x_stride, float* __restrict__ y, size_t y_tok, int cols,
+                                                  int T, int lane) {
+    if (T == 1) {
+        const float v = row_dot_1<W>(row, x, cols / CHUNK);
+        if (lane == 0) y[0] = v;
+        return;
+    }
+    float acc[8];
+#pragma unroll
+    for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
+    for (int c = lane; c < cols / CHUNK; c += WARP) {
+        float d[8];
+        chunk_dots<W>(row, c, x, x_stride, T, d);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t < T) acc[t] = __fadd_rn(acc[t], d[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+        if (t < T) {
+            const float v = warp_butterfly(acc[t]);
+            if (lane == 0) y[(size_t)t * y_tok] = v;
+        }
+    }
+}
+
+// The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
+// of bytes (of one slot's expert for the gathers). First the block copies the whole span into shared
+// memory, 16 bytes a load and STAGE_LOADS loads a thread in flight at once, so the card sees wide coalesced
+// reads with many bytes in flight (a warp decoding its row from global memory keeps only a few small loads
+// in flight). Then each warp decodes its rows from shared memory, lane L its chunks L, L + 32, … in order,
+// and the butterfly: the contract's sums. The copy starts at the 16-byte boundary below the span and keeps
+// each byte's address mod 16, so the decoders' aligned loads stay aligned; matrices are uploaded with 16
+// bytes of padding, so the copy's rounded-up end stays inside the allocation.
 #define STAGE_LOADS 4
 template <typename W>
 __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
@@ -197,39 +227,18 @@ __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_b
         }
     }
     __syncthreads();
-    const int lane = threadIdx.x % WARP, r = threadIdx.x / WARP;
-    if (r >= nr) return;
-    const unsigned char* row = (const unsigned char*)stage + a + (size_t)r * row_bytes;
-    if (T == 1) {
-        const float v = row_dot_1<W>(row, x, cols / CHUNK);
-        if (lane == 0) y[r] = v;
-        return;
-    }
-    float acc[8];
-#pragma unroll
-    for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
-    for (int c = lane; c < cols / CHUNK; c += WARP) {
-        float d[8];
-        chunk_dots<W>(row, c, x, x_stride, T, d);
-#pragma unroll
-        for (int t = 0; t < 8; ++t) {
-            if (t < T) acc[t] = __fadd_rn(acc[t], d[t]);
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-        if (t < T) {
-            const float v = warp_butterfly(acc[t]);
-            if (lane == 0) y[(size_t)t * y_tok + r] = v;
-        }
+    const int lane = threadIdx.x % WARP;
+    for (int r = threadIdx.x / WARP; r < nr; r += blockDim.x / WARP) {
+        matvec_staged_row<W>((const unsigned char*)stage + a + (size_t)r * row_bytes, x, x_stride, y + r, y_tok,
+                             cols, T, lane);
     }
 }
 
-// Dense products in the staged layout: blockIdx.x takes rows nr·x .. nr·x + nr − 1 (nr = the block's warps).
+// Dense products in the staged layout: blockIdx.x takes rows rpb·x .. rpb·x + rpb − 1.
 template <typename W>
 __device__ void matvec_rows_staged(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
-                                   float* __restrict__ y, int rows, int cols, int T) {
-    const int rpb = blockDim.x / WARP, row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
+                                   float* __restrict__ y, int rows, int cols, int T, int rpb) {
+    const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     matvec_staged<W>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols, T);
 }
@@ -238,8 +247,8 @@ __device__ void matvec_rows_staged(const unsigned char* __restrict__ wbase, cons
 template <typename W>
 __device__ void matvec_gather_rows_staged(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
                                           float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
-                                          int k, int stride, int offset, int x_tok, int x_slot) {
-    const int rpb = blockDim.x / WARP, row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
+                                          int k, int stride, int offset, int x_tok, int x_slot, int rpb) {
+    const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
     const int ts = blockIdx.y, t = ts / k, s = ts % k;
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* w0 = wbase + ((size_t)ids[ts] * stride + offset + row0) * row_bytes;
@@ -285,14 +294,14 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
         matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
     }                                                                                                         \
     extern "C" __global__ void NAME##_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,   \
-                                             float* __restrict__ y, int rows, int cols, int T) {               \
-        matvec_rows_staged<W>(w, x, y, rows, cols, T);                                                        \
+                                             float* __restrict__ y, int rows, int cols, int T, int rpb) {      \
+        matvec_rows_staged<W>(w, x, y, rows, cols, T, rpb);                                                   \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_staged(const unsigned char* __restrict__ w,                        \
                                                     const float* __restrict__ x, float* __restrict__ y,         \
                                                     int rows, int cols, const int* ids, int k, int stride,      \
-                                                    int offset, int x_tok, int x_slot) {                        \
-        matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);             \
+                                                    int offset, int x_tok, int x_slot, int rpb) {               \
+        matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);        \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
                                             float* __restrict__ out, int cols, int hc) {                       \

@@ -24,14 +24,15 @@ pub enum Layout {
     Block,
     /// A warp per row, 8 rows a block.
     Warp,
-    /// A warp per row, a few rows a block: the block first copies its rows' bytes into shared memory with
-    /// wide loads, then each warp decodes its row from there. Needs one row to fit in shared memory.
+    /// A few rows a block (up to 32, up to 8 warps): the block first copies its rows' bytes into shared
+    /// memory with wide loads, then each warp decodes its rows from there. Needs one row to fit in shared
+    /// memory.
     Staged,
 }
 
 /// Shared memory the staged layout may use per block (the default limit, no opt-in).
 const STAGE_SHARED: usize = 48 << 10;
-/// The staged layout takes as many rows a block (at most 8) as fill this many bytes.
+/// The staged layout takes as many rows a block (at most 32) as fill this many bytes.
 const STAGE_TARGET: usize = 16 << 10;
 
 impl Layout {
@@ -67,7 +68,9 @@ impl Layout {
     /// (16 bytes either side for the copy's alignment); `None` when one row does not fit (the block layout
     /// is used instead).
     fn staged_rows(row_bytes: usize) -> Option<(usize, usize)> {
-        let rows = (STAGE_TARGET / row_bytes.max(1)).clamp(1, 8);
+        // Up to 8 rows, a warp each; past 16, a multiple of the 8 warps, so no warp idles in a last round.
+        let fit = STAGE_TARGET / row_bytes.max(1);
+        let rows = if fit >= 16 { fit.min(32) / 8 * 8 } else { fit.clamp(1, 8) };
         let shared = rows * row_bytes + 32;
         (shared <= STAGE_SHARED).then_some((rows, shared))
     }
@@ -80,17 +83,20 @@ impl Layout {
         }
     }
 
-    /// The launch of `rows` rows of `cols` columns (`row_bytes` bytes each), times `slots` for the experts.
-    fn config(self, rows: usize, cols: usize, row_bytes: usize, slots: usize) -> LaunchConfig {
-        let (grid_x, threads, shared) = match self {
-            Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0),
-            Layout::Warp => ((rows as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0),
+    /// The launch of `rows` rows of `cols` columns (`row_bytes` bytes each), times `slots` for the experts,
+    /// and the staged layout's rows per block (an extra kernel argument; 0 for the others).
+    fn config(self, rows: usize, cols: usize, row_bytes: usize, slots: usize) -> (LaunchConfig, usize) {
+        let (grid_x, threads, shared, rpb) = match self {
+            Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0, 0),
+            Layout::Warp => ((rows as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0),
             Layout::Staged => {
                 let (rpb, shared) = Layout::staged_rows(row_bytes).expect("usable() checked");
-                (rows.div_ceil(rpb) as u32, 32 * rpb as u32, shared as u32)
+                (rows.div_ceil(rpb) as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
             }
         };
-        LaunchConfig { grid_dim: (grid_x, slots as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared }
+        let cfg =
+            LaunchConfig { grid_dim: (grid_x, slots as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
+        (cfg, rpb)
     }
 }
 
@@ -251,8 +257,8 @@ pub fn matvec_with(
     let layout = layout.usable(w.row_bytes());
     let name = format!("{}{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let cfg = layout.config(w.rows, w.cols, w.row_bytes(), 1);
-    let args = [
+    let (cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), 1);
+    let mut args = vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
@@ -260,6 +266,9 @@ pub fn matvec_with(
         Arg::I32(w.cols as i32),
         Arg::I32(t as i32),
     ];
+    if layout == Layout::Staged {
+        args.push(Arg::I32(rpb as i32));
+    }
     launch(gpu, &f, &name, cfg, &args)
 }
 
@@ -305,9 +314,9 @@ pub fn matvec_gather_with(
     let layout = layout.usable(w.row_bytes());
     let name = format!("{}_gather{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let cfg = layout.config(g.rows, w.cols, w.row_bytes(), t * k);
+    let (cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), t * k);
     let i = |v: usize| Arg::I32(v as i32);
-    let args = [
+    let mut args = vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
@@ -320,6 +329,9 @@ pub fn matvec_gather_with(
         i(x_tok),
         i(x_slot),
     ];
+    if layout == Layout::Staged {
+        args.push(i(rpb));
+    }
     launch(gpu, &f, &name, cfg, &args)
 }
 
@@ -367,11 +379,16 @@ mod tests {
         // Q6_K at 2,560 columns: 2,100 bytes a row, 7 rows fill 16 KB; Q8_0 at 6,144: 6,528 bytes, 2 rows.
         assert_eq!(Layout::staged_rows(2100), Some((7, 7 * 2100 + 32)));
         assert_eq!(Layout::staged_rows(6528), Some((2, 2 * 6528 + 32)));
-        assert_eq!(Layout::staged_rows(100), Some((8, 832)));
+        assert_eq!(Layout::staged_rows(100), Some((32, 3232)));
+        assert_eq!(Layout::staged_rows(180), Some((32, 32 * 180 + 32))); // Q2_0 at 640 columns
+        assert_eq!(Layout::staged_rows(720), Some((16, 16 * 720 + 32))); // 22 fit: two rounds of the 8 warps
+        assert_eq!(Layout::staged_rows(1440), Some((8, 8 * 1440 + 32))); // 11 fit: one round
         assert_eq!(Layout::staged_rows(48 << 10), None); // F32 at 12,288 columns: the block layout runs
         assert_eq!(Layout::Staged.usable(48 << 10), Layout::Block);
         assert_eq!(Layout::Staged.usable(40 << 10), Layout::Staged);
-        let cfg = Layout::Staged.config(1000, 2560, 2100, 3);
-        assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes), ((143, 3, 1), 7 * 32, 7 * 2100 + 32));
+        let (cfg, rpb) = Layout::Staged.config(1000, 2560, 2100, 3);
+        assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), ((143, 3, 1), 7 * 32, 7 * 2100 + 32, 7));
+        let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 10);
+        assert_eq!((cfg.grid_dim, cfg.block_dim.0, rpb), ((80, 10, 1), 8 * 32, 32));
     }
 }

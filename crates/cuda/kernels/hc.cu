@@ -208,6 +208,8 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
     const int nt = tg > 0 ? min(tg, T - t0) : T;
     const WT* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
     const int nch = K / CHUNK;
+    // Unrolled so that several chunks' loads are issued before their dots (the sums are per chunk).
+#pragma unroll 4
     for (int ch = tid; ch < nch; ch += blockDim.x) {
         float wv[CHUNK];
         load8_w(w + ch * CHUNK, wv);

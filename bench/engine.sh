@@ -28,7 +28,8 @@ if [ ! -f $t/full-00001-of-00002.gguf ]; then
   echo "full model written in $(( $(date +%s) - s )) s"
 fi
 for d in $depths; do
-  ids=$(seq -s, 1 $d)
+  seq 1 $d > $t/ids-$d.txt  # a file: 32K ids do not fit one command-line argument
+  ids=@$t/ids-$d.txt
   echo "== depth $d, $n new tokens"
   $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos --device cuda \
     --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note'

@@ -23,9 +23,10 @@ pub struct RunArgs {
     /// Prompt text.
     #[arg(short, long, conflicts_with = "prompt_tokens", required_unless_present = "prompt_tokens")]
     prompt: Option<String>,
-    /// Prompt as token ids (comma separated); bypasses the tokenizer and prints the generated ids.
-    #[arg(long, value_delimiter = ',')]
-    prompt_tokens: Option<Vec<u32>>,
+    /// Prompt as token ids, comma separated, or `@FILE` for a file of them (commas or white space: a long
+    /// prompt does not fit a command line); bypasses the tokenizer and prints the generated ids.
+    #[arg(long, value_name = "IDS|@FILE")]
+    prompt_tokens: Option<String>,
     /// Tokens to generate.
     #[arg(short = 'n', long, default_value_t = 64)]
     n_predict: usize,
@@ -110,7 +111,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         None => Some(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?),
     };
     let prompt: Vec<u32> = match (&a.prompt_tokens, &tok) {
-        (Some(ids), _) => ids.clone(),
+        (Some(ids), _) => prompt_ids(ids)?,
         (None, Some(tok)) => {
             let text = a.prompt.as_deref().unwrap_or_default();
             let text = if a.chat {
@@ -379,4 +380,33 @@ fn rope_scaling(kind: Option<&str>, scale: Option<f64>, max_context: usize, trai
         Some("yarn") => RopeScaling::Yarn { factor, orig_ctx: trained as u64 },
         Some(other) => bail!("--rope-scaling {other:?}: use none, linear or yarn"),
     })
+}
+
+/// `--prompt-tokens`: ids separated by commas or white space, given inline or in the file named after `@`.
+fn prompt_ids(arg: &str) -> Result<Vec<u32>> {
+    let text = match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("--prompt-tokens: reading {path}"))?,
+        None => arg.to_string(),
+    };
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().map_err(|_| anyhow!("--prompt-tokens: {s:?} is not a token id")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prompt_ids;
+
+    #[test]
+    fn prompt_ids_read_inline_and_from_a_file_and_refuse_the_rest() {
+        assert_eq!(prompt_ids("1,2,3").unwrap(), vec![1, 2, 3]);
+        let path = std::env::temp_dir().join(format!("strata-ids-{}.txt", std::process::id()));
+        std::fs::write(&path, "4, 5\n6 7\n").unwrap();
+        assert_eq!(prompt_ids(&format!("@{}", path.display())).unwrap(), vec![4, 5, 6, 7]);
+        std::fs::remove_file(&path).unwrap();
+        let err = prompt_ids("1,x,3").unwrap_err().to_string();
+        assert!(err.contains("\"x\" is not a token id"), "{err}");
+        assert!(prompt_ids("@/nonexistent/ids").unwrap_err().to_string().contains("reading /nonexistent/ids"));
+    }
 }

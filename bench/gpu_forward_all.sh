@@ -15,7 +15,7 @@ for f in fixtures/real/qwen4exp-real-{f32,bf16,q8_0}.gguf; do
   done
 done
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
-for layout in block warp; do
+for layout in block warp staged; do
   echo "== tiny, 140 tokens, fp16, STRATA_MATVEC=$layout"
   STRATA_MATVEC=$layout $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
   echo "== moe_parity, STRATA_MATVEC=$layout"; STRATA_MATVEC=$layout $bin parity moe_parity; echo "rc=$?"

@@ -47,7 +47,8 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// The whole forward pass on the GPU against the CPU, logits bit for bit (windows of every T = 1..8).
+    /// The whole forward pass on the GPU against the CPU, logits bit for bit (windows of every T = 1..8),
+    /// and the MTP layer's drafts when the model has one.
     #[command(name = "forward_parity")]
     forward_parity {
         /// The model file.

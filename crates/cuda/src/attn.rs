@@ -223,7 +223,9 @@ pub enum Cells {
     Dense(usize),
 }
 
-/// The layer's output for the window's inputs `x` (T rows of n) at positions `cells, cells + 1, …`.
+/// The layer's output for the window's inputs `x` (T rows of n), appended at cells `st.cells, …` and roped
+/// at positions `first, first + 1, …` (the trunk's cells are its positions; the MTP layer's cache holds
+/// only the drafted positions).
 pub fn attention(
     gpu: &Gpu,
     w: &AttnGpu,
@@ -231,7 +233,7 @@ pub fn attention(
     x: &Buf<f32>,
     t: usize,
     cells: Cells,
-    rope: &Rope,
+    (rope, first): (&Rope, usize),
 ) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) || st.cells + t > st.capacity {
         return Err(CudaError::Shape(format!("a window of {t} tokens at cell {} of {}", st.cells, st.capacity)));
@@ -246,7 +248,7 @@ pub fn attention(
     matvec(gpu, &w.q, x, &qg, t)?;
     matvec(gpu, &w.k, x, &kk, t)?;
     matvec(gpu, &w.v, x, &vv, t)?;
-    let rows = rope_rows(gpu, rope, pos..pos + t)?;
+    let rows = rope_rows(gpu, rope, first..first + t)?;
     let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
     let q = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;
     let args = [

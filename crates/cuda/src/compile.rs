@@ -32,8 +32,11 @@ pub const ATTN: &str = include_str!("../kernels/attn.cu");
 /// The PLE block for one token (twin of layers/ple.rs).
 pub const PLE: &str = include_str!("../kernels/ple.cu");
 
+/// The MTP layer's input rows (twin of the CPU back-end's mtp_input).
+pub const MTP: &str = include_str!("../kernels/mtp.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 7] = [
+pub const KERNEL_FILES: [(&str, &str); 8] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
@@ -41,6 +44,7 @@ pub const KERNEL_FILES: [(&str, &str); 7] = [
     ("moe.cu", MOE),
     ("attn.cu", ATTN),
     ("ple.cu", PLE),
+    ("mtp.cu", MTP),
 ];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,

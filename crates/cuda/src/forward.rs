@@ -9,6 +9,7 @@ use strata_model::backend::{forward_window, Backend, Decoder, HcId, MoeId};
 use strata_model::config::LayerKind;
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::ple_rows;
+use strata_model::model::MTP_WINDOW;
 use strata_model::state::{GdnState, LayerState, PleState};
 use strata_model::weights::{Mixer, PleWeights};
 use strata_model::{Model, State};
@@ -19,7 +20,7 @@ use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
 use crate::hc::{hc_read, hc_write, HcGpu, HcScratch};
-use crate::matvec::{embed, matvec, MatrixGpu};
+use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
 use crate::profile::ProfileMode;
 
@@ -42,6 +43,15 @@ struct LayerGpu {
     moe: MoeGpu,
 }
 
+/// The MTP draft layer on the device (uploaded on request: only drafting needs it).
+struct MtpGpu {
+    enorm: Buf<f32>,
+    hnorm: Buf<f32>,
+    eh_proj: MatrixGpu,
+    layer: LayerGpu,
+    head: HcGpu,
+}
+
 struct PleGpu {
     key: MatrixGpu,
     value: MatrixGpu,
@@ -61,6 +71,7 @@ pub struct CudaForward<'a> {
     layers: Vec<LayerGpu>,
     head: HcGpu,
     ple: Option<PleGpu>,
+    mtp: Option<MtpGpu>,
     scratch: HcScratch,
 }
 
@@ -82,15 +93,7 @@ impl<'a> CudaForward<'a> {
     pub fn upload(gpu: Arc<Gpu>, model: &'a Model) -> Result<CudaForward<'a>, CudaError> {
         let (c, w) = (&model.config, &model.weights);
         let g = &*gpu;
-        let dims = AttnDims {
-            hq: c.n_head,
-            hkv: c.n_head_kv,
-            dh: c.head_dim,
-            rot: c.rope_dim,
-            hi: c.idx_heads,
-            di: c.idx_dim,
-            top_k: c.idx_top_k,
-        };
+        let dims = attn_dims(c);
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {
             let mixer = match (&lw.mixer, c.kinds[l]) {
@@ -124,9 +127,46 @@ impl<'a> CudaForward<'a> {
             scratch: HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?,
             layers,
             ple,
+            mtp: None,
             model,
             gpu,
         })
+    }
+
+    /// Uploads the MTP draft layer (an attention layer run dense over its own cache, spec §9), for
+    /// [`strata_model::backend::mtp_step`]; an error when the model has none.
+    pub fn upload_mtp(&mut self) -> Result<(), CudaError> {
+        let (c, g) = (&self.model.config, &*self.gpu);
+        let m = self.model.weights.mtp.as_ref().ok_or_else(|| CudaError::Shape("the model has no MTP layer".into()))?;
+        let Mixer::Attn(aw) = &m.layer.mixer else {
+            return Err(CudaError::Shape("the MTP layer is not an attention layer".into()));
+        };
+        let attn = AttnGpu::upload(g, aw, attn_dims(c))?;
+        self.mtp = Some(MtpGpu {
+            enorm: Buf::from_host(g, &m.enorm)?,
+            hnorm: Buf::from_host(g, &m.hnorm)?,
+            eh_proj: MatrixGpu::upload(g, &m.eh_proj)?,
+            layer: LayerGpu {
+                hc_attn: HcGpu::upload(g, &m.layer.hc_attn, c.hc)?,
+                mixer: MixerGpu::Attn(attn, Cells::Dense(MTP_WINDOW)),
+                hc_ffn: HcGpu::upload(g, &m.layer.hc_ffn, c.hc)?,
+                moe: MoeGpu::upload(g, &m.layer.moe, c.n_expert_used, c.expert_ff)?,
+            },
+            head: HcGpu::upload(g, &m.output_hc, c.hc)?,
+        });
+        Ok(())
+    }
+
+    /// An empty cache for the MTP layer, room for `capacity` drafted cells ([`CudaForward::upload_mtp`] first).
+    pub fn mtp_cache(&self, kv: KvMode, capacity: usize) -> Result<AttnStateGpu, CudaError> {
+        match &self.mtp()?.layer.mixer {
+            MixerGpu::Attn(a, _) => a.new_state(&self.gpu, kv, capacity),
+            MixerGpu::Gdn(_) => unreachable!("uploaded as attention"),
+        }
+    }
+
+    fn mtp(&self) -> Result<&MtpGpu, CudaError> {
+        self.mtp.as_ref().ok_or_else(|| CudaError::Shape("the MTP layer is not on the device (upload_mtp)".into()))
     }
 
     /// A fresh conversation of at most `capacity` cells.
@@ -220,7 +260,9 @@ impl<'a> CudaForward<'a> {
             HcId::Attn(l) => Ok(&self.layers[l].hc_attn),
             HcId::Ffn(l) => Ok(&self.layers[l].hc_ffn),
             HcId::Head => Ok(&self.head),
-            _ => Err(mtp_pending()),
+            HcId::MtpAttn => Ok(&self.mtp()?.layer.hc_attn),
+            HcId::MtpFfn => Ok(&self.mtp()?.layer.hc_ffn),
+            HcId::MtpHead => Ok(&self.mtp()?.head),
         }
     }
 }
@@ -236,16 +278,24 @@ fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
     })
 }
 
+fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
+    AttnDims {
+        hq: c.n_head,
+        hkv: c.n_head_kv,
+        dh: c.head_dim,
+        rot: c.rope_dim,
+        hi: c.idx_heads,
+        di: c.idx_dim,
+        top_k: c.idx_top_k,
+    }
+}
+
 /// The QSA block size of an attention layer (0: dense).
 fn block_size(cells: &Cells) -> usize {
     match cells {
         Cells::Qsa(r) => *r,
         Cells::Dense(_) => 0,
     }
-}
-
-fn mtp_pending() -> CudaError {
-    CudaError::Shape("the MTP draft layer does not run on the GPU yet".into())
 }
 
 /// A copy of `len` values of `src` into a new buffer.
@@ -261,7 +311,7 @@ fn copy(gpu: &Gpu, src: &Buf<f32>, len: usize) -> Result<Buf<f32>, CudaError> {
 impl Backend for CudaForward<'_> {
     type Rows = Rows;
     type State = CudaState;
-    type MtpCache = ();
+    type MtpCache = AttnStateGpu;
     type Error = CudaError;
 
     fn embed(&self, tokens: &[u32]) -> Result<Rows, CudaError> {
@@ -357,14 +407,14 @@ impl Backend for CudaForward<'_> {
         })
     }
 
-    fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, _pos: usize) -> Result<Rows, CudaError> {
+    fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, pos: usize) -> Result<Rows, CudaError> {
         self.timed(if self.model.config.is_attn(l) { "attention" } else { "gdn" }, || {
             let g = &*self.gpu;
             let n = self.model.config.n_embd;
             let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
                 (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
                 (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
-                    attention(g, w, s, &x.buf, x.t, *cells, &self.model.rope)?
+                    attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, pos))?
                 }
                 _ => unreachable!("state built from the same layers"),
             };
@@ -374,8 +424,11 @@ impl Backend for CudaForward<'_> {
 
     fn moe(&self, id: MoeId, x: &Rows) -> Result<Rows, CudaError> {
         self.timed("moe", || {
-            let MoeId::Layer(l) = id else { return Err(mtp_pending()) };
-            let (buf, _) = moe(&self.gpu, &self.layers[l].moe, &x.buf, x.t)?;
+            let w = match id {
+                MoeId::Layer(l) => &self.layers[l].moe,
+                MoeId::Mtp => &self.mtp()?.layer.moe,
+            };
+            let (buf, _) = moe(&self.gpu, w, &x.buf, x.t)?;
             Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
         })
     }
@@ -389,12 +442,44 @@ impl Backend for CudaForward<'_> {
         })
     }
 
-    fn mtp_input(&self, _r: &Rows, _next: &[u32]) -> Result<Rows, CudaError> {
-        Err(mtp_pending())
+    fn mtp_input(&self, r: &Rows, next: &[u32]) -> Result<Rows, CudaError> {
+        self.timed("mtp", || {
+            let (c, g, m) = (&self.model.config, &*self.gpu, self.mtp()?);
+            let (n, hc, t) = (c.n_embd, c.hc, r.t);
+            if next.len() != t {
+                return Err(CudaError::Shape(format!("{} next tokens for {t} rows of streams", next.len())));
+            }
+            let ids: Vec<i32> = next.iter().map(|&x| x as i32).collect();
+            let e = Buf::<f32>::zeros(g, t * n)?;
+            embed(g, &self.embd, &Buf::from_host(g, &ids)?, &e, t, 1)?;
+            let rows = t * hc;
+            let cat = Buf::<f32>::zeros(g, rows * 2 * n)?;
+            let f = g.function("mtp.cu", crate::compile::MTP, "mtp_input")?;
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (rows.div_ceil(4) as u32, 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let ptrs = [e.ptr(g), r.buf.ptr(g), m.enorm.ptr(g), m.hnorm.ptr(g), cat.ptr(g)].map(Arg::Ptr);
+            let ints = [n, hc, rows].map(|v| Arg::I32(v as i32));
+            launch(g, &f, "mtp_input", cfg, &[&ptrs[..], &ints[..]].concat())?;
+            // eh_proj on every (token, stream) row, at most a window's worth a call: R' in the streams' layout.
+            let buf = Buf::<f32>::zeros(g, rows * n)?;
+            for first in (0..rows).step_by(crate::matvec::MAX_T) {
+                let k = (rows - first).min(crate::matvec::MAX_T);
+                let (x, y) = (cat.ptr(g) + (first * 2 * n * 4) as u64, buf.ptr(g) + (first * n * 4) as u64);
+                matvec_at(g, &m.eh_proj, x, y, k)?;
+            }
+            Ok(Rows { buf, t, width: hc * n })
+        })
     }
 
-    fn mtp_attention(&self, _x: &Rows, _cache: &mut (), _pos: usize) -> Result<Rows, CudaError> {
-        Err(mtp_pending())
+    fn mtp_attention(&self, x: &Rows, cache: &mut AttnStateGpu, pos: usize) -> Result<Rows, CudaError> {
+        self.timed("mtp", || {
+            let MixerGpu::Attn(w, cells) = &self.mtp()?.layer.mixer else { unreachable!("uploaded as attention") };
+            let buf = attention(&self.gpu, w, cache, &x.buf, x.t, *cells, (&self.model.rope, pos))?;
+            Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
+        })
     }
 }
 

@@ -251,6 +251,16 @@ pub fn matvec_with(
     y: &Buf<f32>,
     t: usize,
 ) -> Result<(), CudaError> {
+    matvec_ptrs(gpu, layout, w, x.ptr(gpu), y.ptr(gpu), t)
+}
+
+/// [`matvec`] on rows inside larger buffers: `t` inputs of `w.cols` values from device address `x`,
+/// `t` outputs of `w.rows` values to `y` (the caller keeps both ranges inside their buffers).
+pub fn matvec_at(gpu: &Gpu, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
+    matvec_ptrs(gpu, crate::plan::plan(gpu).matvec.variant.dense(w.ty), w, x, y, t)
+}
+
+fn matvec_ptrs(gpu: &Gpu, layout: Layout, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -260,8 +270,8 @@ pub fn matvec_with(
     let (cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), 1);
     let mut args = vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
-        Arg::Ptr(x.ptr(gpu)),
-        Arg::Ptr(y.ptr(gpu)),
+        Arg::Ptr(x),
+        Arg::Ptr(y),
         Arg::I32(w.rows as i32),
         Arg::I32(w.cols as i32),
         Arg::I32(t as i32),

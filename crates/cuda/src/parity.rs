@@ -494,7 +494,7 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
                     for (wi, window) in xs.chunks(t * n).enumerate() {
                         let tt = window.len() / n;
                         let xb = Buf::from_host(gpu, window).map_err(e)?;
-                        let y = attention(gpu, &wg, &mut gs, &xb, tt, cells, &rope).map_err(e)?;
+                        let y = attention(gpu, &wg, &mut gs, &xb, tt, cells, (&rope, wi * t)).map_err(e)?;
                         let y = y.read(gpu, tt * n).map_err(e)?;
                         for j in 0..tt {
                             let p = wi * t + j;
@@ -514,32 +514,55 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
 }
 
 /// `forward_parity`: the whole forward pass (the one layer loop over the CUDA back-end) against the CPU's,
-/// logits bit for bit, for `len` tokens in windows of T = 1, 4 and 8 with the given KV mode; the same greedy
-/// token at every position follows.
+/// logits bit for bit, for `len` tokens in windows of every T = 1..8 with the given KV mode; and, when the
+/// model has an MTP layer, its draft from every token's streams (the same windows, its own cache).
 pub fn forward_parity(
     gpu: &std::sync::Arc<Gpu>,
     model: &strata_model::Model,
     len: usize,
     kv: strata_model::KvMode,
 ) -> Outcome {
-    use strata_model::backend::forward_window;
+    use strata_model::backend::{forward_window, mtp_step};
     let e = |e: crate::CudaError| e.to_string();
     let vocab = model.config.vocab as u32;
-    let tokens: Vec<u32> = (0..len as u32).map(|i| (i * 7919 + 13) % (vocab - 3) + 3).collect();
+    // One token more than the trunk runs: the next token of the last draft.
+    let tokens: Vec<u32> = (0..=len as u32).map(|i| (i * 7919 + 13) % (vocab - 3) + 3).collect();
+    let has_mtp = model.weights.mtp.is_some();
     let mut cpu = model.new_state(kv).map_err(|e| e.to_string())?;
-    let want: Vec<Vec<f32>> = tokens.iter().map(|&t| model.forward(&mut cpu, t)).collect();
-    let cuda = crate::forward::CudaForward::upload(gpu.clone(), model).map_err(e)?;
+    let mut cpu_mtp = model.mtp_cache(kv);
+    let (mut want, mut want_mtp) = (Vec::new(), Vec::new());
+    for p in 0..len {
+        let (logits, r) = model.forward_hidden(&mut cpu, tokens[p]);
+        want.push(logits);
+        if let Some((draft, _)) = model.mtp_draft(&mut cpu_mtp, &r, tokens[p + 1], p) {
+            want_mtp.push(draft);
+        }
+    }
+    let mut cuda = crate::forward::CudaForward::upload(gpu.clone(), model).map_err(e)?;
+    if has_mtp {
+        cuda.upload_mtp().map_err(e)?;
+    }
     let mut cases = 0;
     for t in 1..=crate::matvec::MAX_T {
         let mut st = cuda.new_state(kv, len).map_err(e)?;
-        for (wi, window) in tokens.chunks(t).enumerate() {
-            let (logits, _) = forward_window(&cuda, &model.config, &mut st, window, wi * t).map_err(e)?;
+        let mut mtp = if has_mtp { Some(cuda.mtp_cache(kv, len).map_err(e)?) } else { None };
+        for (wi, window) in tokens[..len].chunks(t).enumerate() {
+            let (logits, r) = forward_window(&cuda, &model.config, &mut st, window, wi * t).map_err(e)?;
             for (j, row) in logits.iter().enumerate() {
                 let p = wi * t + j;
                 same(&format!("forward, {kv:?}, windows of {t}, token {p}"), row, &want[p])?;
             }
+            // The MTP layer's draft from each token's streams, its next token given (spec §9).
+            if let Some(cache) = &mut mtp {
+                let next = &tokens[wi * t + 1..wi * t + 1 + window.len()];
+                let (drafts, _) = mtp_step(&cuda, cache, &r, next, wi * t).map_err(e)?;
+                for (j, row) in drafts.iter().enumerate() {
+                    let p = wi * t + j;
+                    same(&format!("MTP draft, {kv:?}, windows of {t}, token {p}"), row, &want_mtp[p])?;
+                }
+            }
         }
-        cases += 1;
+        cases += 1 + usize::from(has_mtp);
     }
     Ok(cases)
 }

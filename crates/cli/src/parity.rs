@@ -66,7 +66,7 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// Exact QSA top-k against the CPU: `--selftest`, or CTX Q REPS CAPACITY MODE (MODE 0 decode calls,
+    /// Exact QSA top-k against the CPU: `--selftest` (with the greedy token's argmax), or CTX Q REPS CAPACITY MODE (MODE 0 decode calls,
     /// 1 prompt calls; REPS calls with fresh scores).
     #[command(name = "qsa_topk_parity")]
     qsa_topk_parity {

@@ -134,6 +134,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         ignore_eos: a.ignore_eos,
         max_context,
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
+        logits: dump.is_some(),
     };
     let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0 };
     // A saved conversation continues on either device.

@@ -45,6 +45,14 @@ __device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(
 // rate, where a conversion instruction issues at a fraction of it (the decoders convert every weight).
 __device__ __forceinline__ float small_int_f32(int v) { return __fsub_rn(__int_as_float(0x4B400000 + v), 12582912.0f); }
 
+// The order key of a score (ops/topk.rs score_key): s + 0 (−0 → +0), NaN ranks as 0; unsigned order is
+// numeric order.
+__device__ __forceinline__ u32 score_key(float s) {
+    if (isnan(s)) s = 0.0f;
+    u32 b = __float_as_uint(__fadd_rn(s, 0.0f));
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
 // The butterfly over the warp's lane totals: offsets 16, 8, 4, 2, 1; every lane ends with the same bits.
 __device__ __forceinline__ float warp_butterfly(float v) {
 #pragma unroll

@@ -2,13 +2,6 @@
 // device (softmax, exact top-k, renormalised weights), the experts' products by matvec.cu's gather kernels,
 // and the combination in rank order then the shared expert. Twin of crates/model/src/layers/moe.rs.
 
-// The order key of a value (ops/topk.rs score_key): s + 0 (−0 → +0), NaN as 0; unsigned order is numeric.
-__device__ __forceinline__ u32 moe_key(float s) {
-    if (isnan(s)) s = 0.0f;
-    u32 b = __float_as_uint(__fadd_rn(s, 0.0f));
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
 // One warp per token: p = softmax(logits) (max, e^(x − max), the sum by the reduction contract, each term
 // over the sum), the k best by key (lower index first among equals), then w_i = p_i / max(Σ_rank p, 2^-14)
 // with the sum taken in rank order. `e` is scratch of T·E floats (overwritten).
@@ -39,7 +32,7 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, float* __
     for (int r = 0; r < k; ++r) {
         unsigned long long best = 0;
         for (int i = lane; i < E; i += WARP) {
-            best = max(best, ((unsigned long long)moe_key(p[i]) << 32) | (u32)(~i));
+            best = max(best, ((unsigned long long)score_key(p[i]) << 32) | (u32)(~i));
         }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, off));

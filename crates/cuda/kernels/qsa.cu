@@ -190,13 +190,6 @@ extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, con
     }
 }
 
-// The order key of a score: s + 0 (−0 → +0), NaN ranks as 0; unsigned order is numeric order.
-__device__ __forceinline__ u32 score_key(float s) {
-    if (isnan(s)) s = 0.0f;
-    u32 b = __float_as_uint(__fadd_rn(s, 0.0f));
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
 // Exclusive prefix sum over the block's threads, in thread order (integers: exact). Also returns the total.
 __device__ int block_exclusive_scan(int v, int* total) {
     __shared__ int warp_sums[32];

@@ -35,8 +35,11 @@ pub const PLE: &str = include_str!("../kernels/ple.cu");
 /// The MTP layer's input rows (twin of the CPU back-end's mtp_input).
 pub const MTP: &str = include_str!("../kernels/mtp.cu");
 
+/// The greedy token of a row of logits (twin of ops/topk.rs argmax).
+pub const ARGMAX: &str = include_str!("../kernels/argmax.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 8] = [
+pub const KERNEL_FILES: [(&str, &str); 9] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
@@ -45,6 +48,7 @@ pub const KERNEL_FILES: [(&str, &str); 8] = [
     ("attn.cu", ATTN),
     ("ple.cu", PLE),
     ("mtp.cu", MTP),
+    ("argmax.cu", ARGMAX),
 ];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use strata_model::backend::{forward_window, Backend, Decoder, HcId, MoeId};
+use strata_model::backend::{trunk, Backend, Decoder, HcId, MoeId};
 use strata_model::config::LayerKind;
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::ple_rows;
@@ -290,6 +290,17 @@ fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
     }
 }
 
+impl CudaForward<'_> {
+    /// The logits of the window's last token, on the device.
+    fn last_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
+        let (g, n) = (&*self.gpu, self.model.config.n_embd);
+        let y = Buf::<f32>::zeros(g, self.output.rows)?;
+        let last = fin.buf.ptr(g) + ((fin.t.max(1) - 1) * n * 4) as u64;
+        matvec_at(g, &self.output, last, y.ptr(g), 1)?;
+        Ok(y)
+    }
+}
+
 /// The QSA block size of an attention layer (0: dense).
 fn block_size(cells: &Cells) -> usize {
     match cells {
@@ -442,6 +453,17 @@ impl Backend for CudaForward<'_> {
         })
     }
 
+    fn last_logits(&self, fin: &Rows) -> Result<Vec<f32>, CudaError> {
+        self.timed("head", || {
+            let y = self.last_head(fin)?;
+            y.read(&self.gpu, self.output.rows)
+        })
+    }
+
+    fn last_argmax(&self, fin: &Rows) -> Result<u32, CudaError> {
+        self.timed("head", || crate::argmax::argmax(&self.gpu, &self.last_head(fin)?, self.output.rows))
+    }
+
     fn mtp_input(&self, r: &Rows, next: &[u32]) -> Result<Rows, CudaError> {
         self.timed("mtp", || {
             let (c, g, m) = (&self.model.config, &*self.gpu, self.mtp()?);
@@ -490,6 +512,24 @@ pub struct CudaDecoder<'a> {
     pub pos: usize,
 }
 
+impl CudaDecoder<'_> {
+    /// Runs `tokens` through the trunk (a decode step when there is one token, for the profile), then
+    /// `head` on their final reads.
+    fn with_trunk<R>(
+        &mut self,
+        tokens: &[u32],
+        head: impl FnOnce(&CudaForward, &Rows) -> Result<R, CudaError>,
+    ) -> Result<R, String> {
+        if let Some(p) = &self.fwd.gpu.profile {
+            p.begin(tokens.len() == 1).map_err(|e| e.to_string())?;
+        }
+        let (fin, _) =
+            trunk(&self.fwd, &self.fwd.model.config, &mut self.state, tokens, self.pos).map_err(|e| e.to_string())?;
+        self.pos += tokens.len();
+        head(&self.fwd, &fin).map_err(|e| e.to_string())
+    }
+}
+
 impl Decoder for CudaDecoder<'_> {
     fn vocab(&self) -> usize {
         self.fwd.model.config.vocab
@@ -504,13 +544,19 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
-        if let Some(p) = &self.fwd.gpu.profile {
-            p.begin(tokens.len() == 1).map_err(|e| e.to_string())?;
-        }
-        let (logits, _) = forward_window(&self.fwd, &self.fwd.model.config, &mut self.state, tokens, self.pos)
-            .map_err(|e| e.to_string())?;
-        self.pos += tokens.len();
-        Ok(logits)
+        self.with_trunk(tokens, |fwd, fin| fwd.logits(fin))
+    }
+
+    fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
+        self.with_trunk(tokens, |_, _| Ok(()))
+    }
+
+    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
+        self.with_trunk(tokens, |fwd, fin| fwd.last_logits(fin))
+    }
+
+    fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
+        self.with_trunk(tokens, |fwd, fin| fwd.last_argmax(fin))
     }
 
     fn report(&self) -> Option<String> {

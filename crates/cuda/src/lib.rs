@@ -2,6 +2,7 @@
 //! crates/model), embedded in the binary and compiled by NVRTC at first use; each is a twin of a CPU op
 //! and equals it bit for bit (docs/ARITHMETIC.md). With no driver or device, [`Gpu::new`] says so.
 
+pub mod argmax;
 pub mod attn;
 pub mod bench;
 pub mod buf;

@@ -104,13 +104,51 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
     Ok(cases)
 }
 
+/// The device's argmax against ops/topk.rs's on rows built to find order mistakes: ties at the top (the
+/// lowest id wins), NaN (ranked as 0), ±0, ±∞, the best first or last, every value equal.
+fn argmax_cases(gpu: &Gpu, seed: u64) -> Outcome {
+    use strata_model::ops::topk::argmax;
+    let mut rng = SplitMix64::new(seed ^ 0xa9a9);
+    let mut cases = 0;
+    for n in [1usize, 31, 1000, 1024, 1025, 4099, 248_320] {
+        let normal_row: Vec<f32> = (0..n).map(|_| normal(&mut rng)).collect();
+        let mut rows = vec![normal_row.clone(), vec![1.5; n], vec![f32::NAN; n]];
+        let mut tie = normal_row.clone();
+        let top = tie.iter().cloned().fold(f32::MIN, f32::max);
+        for k in [n / 2, n - 1, n / 3] {
+            tie[k] = top; // equal to the best: the lowest of these ids wins
+        }
+        rows.push(tie);
+        let mut last = vec![-1.0f32; n];
+        last[n - 1] = 0.0;
+        rows.push(last);
+        let mut special: Vec<f32> = (0..n).map(|i| -((i % 97) as f32) - 1.0).collect();
+        for (i, v) in [f32::NAN, -0.0, 0.0, f32::NEG_INFINITY].into_iter().enumerate() {
+            special[(i * 7919) % n] = v; // NaN ranks as 0, equal to ±0: the lowest of their ids wins
+        }
+        rows.push(special.clone());
+        special[(11 * 7919) % n] = f32::INFINITY;
+        rows.push(special);
+        for (r, row) in rows.iter().enumerate() {
+            let v = Buf::from_host(gpu, row).map_err(|e| e.to_string())?;
+            let (got, want) = (crate::argmax::argmax(gpu, &v, n).map_err(|e| e.to_string())?, argmax(row));
+            if got != want {
+                return Err(format!("argmax of {n} values, row kind {r}: device {got}, CPU {want}"));
+            }
+            cases += 1;
+        }
+    }
+    Ok(cases)
+}
+
 // ---------------------------------------------------------------- QSA
 
 /// `qsa_topk_parity --selftest`: every pattern; 2K–524K cells under 9K–524K capacities; decode calls
-/// (consecutive cells) and prompt calls (scattered), Q = 1..8.
+/// (consecutive cells) and prompt calls (scattered), Q = 1..8; then the greedy token's argmax (top-1 of
+/// the same order) on rows of up to a vocabulary's length.
 pub fn qsa_topk_selftest(gpu: &Gpu, seed: u64) -> Outcome {
     let (top_k, kpool) = (2048, 4);
-    let mut cases = 0;
+    let mut cases = argmax_cases(gpu, seed)?;
     let sizes = [
         (2_000, 9_216),
         (2_100, 9_216),

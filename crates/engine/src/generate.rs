@@ -18,6 +18,9 @@ pub struct GenerateConfig {
     /// Context cells: the prompt must fit, and generation stops when the context is full.
     pub max_context: usize,
     pub sampler: SamplerConfig,
+    /// The caller wants each generated token's logits ([`Event::Logits`]). Without them a greedy
+    /// generation takes its tokens from the device's argmax and copies no logits to the host.
+    pub logits: bool,
 }
 
 /// Why the generation ended.
@@ -32,7 +35,8 @@ pub enum Stop {
 }
 
 /// What the caller sees, in order: the prompt's progress after each window, then for each generated token
-/// the logits that chose it, then the token.
+/// the logits that chose it (when [`GenerateConfig::logits`] asks for them or sampling has them), then the
+/// token.
 pub enum Event<'a> {
     Prompt { done: usize, total: usize },
     Logits(&'a [f32]),
@@ -74,14 +78,27 @@ pub fn generate(
 ) -> Result<Generated, GenerateError> {
     check_prompt(&*dec, prompt, cfg.max_context)?;
     let mut sampler = Sampler::new(cfg.sampler.clone());
+    let greedy_on_device = cfg.sampler.temperature <= 0.0 && !cfg.logits;
+    // A window's head: the greedy token (the device's argmax) or the last token's logits.
+    let step = |dec: &mut dyn Decoder, tokens: &[u32]| -> Result<Head, GenerateError> {
+        if greedy_on_device {
+            dec.forward_greedy(tokens).map(Head::Token).map_err(GenerateError::Device)
+        } else {
+            dec.forward_last(tokens).map(Head::Logits).map_err(GenerateError::Device)
+        }
+    };
     let t0 = Instant::now();
-    let mut logits = Vec::new();
+    let windows: Vec<&[u32]> = prompt.chunks(dec.window().max(1)).collect();
+    let (last, before) = windows.split_last().expect("check_prompt refuses an empty prompt");
     let mut done = 0;
-    for window in prompt.chunks(dec.window().max(1)) {
-        logits = dec.forward(window).map_err(GenerateError::Device)?.pop().unwrap_or_default();
+    // Only the last window's head is used.
+    for window in before {
+        dec.advance(window).map_err(GenerateError::Device)?;
         done += window.len();
         on_event(Event::Prompt { done, total: prompt.len() })?;
     }
+    let mut head = step(dec, last)?;
+    on_event(Event::Prompt { done: prompt.len(), total: prompt.len() })?;
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
     let mut tokens = Vec::new();
@@ -89,8 +106,13 @@ pub fn generate(
         if tokens.len() == cfg.n_predict {
             break Stop::Length;
         }
-        on_event(Event::Logits(&logits))?;
-        let next = sampler.sample(&logits);
+        let next = match &head {
+            Head::Logits(logits) => {
+                on_event(Event::Logits(logits))?;
+                sampler.sample(logits)
+            }
+            Head::Token(t) => *t,
+        };
         tokens.push(next);
         on_event(Event::Token(next))?;
         if !cfg.ignore_eos && cfg.stops.contains(&next) {
@@ -102,9 +124,15 @@ pub fn generate(
         if dec.position() >= cfg.max_context {
             break Stop::ContextFull;
         }
-        logits = dec.forward(&[next]).map_err(GenerateError::Device)?.pop().unwrap_or_default();
+        head = step(dec, &[next])?;
     };
     Ok(Generated { tokens, stop, prompt_tokens: prompt.len(), prompt_time, decode_time: t1.elapsed() })
+}
+
+/// What a window's head gave the loop.
+enum Head {
+    Logits(Vec<f32>),
+    Token(u32),
 }
 
 /// Feeds the last generated token through the model (when the context has room), so the state holds the
@@ -112,7 +140,7 @@ pub fn generate(
 pub fn complete_state(dec: &mut dyn Decoder, generated: &Generated, max_context: usize) -> Result<(), GenerateError> {
     if let Some(&last) = generated.tokens.last() {
         if dec.position() < max_context {
-            dec.forward(&[last]).map_err(GenerateError::Device)?;
+            dec.advance(&[last]).map_err(GenerateError::Device)?;
         }
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! temperature, top-k and top-p from a seeded generator, so a seed reproduces a run.
 
 use strata_gguf::SplitMix64;
+pub use strata_model::ops::topk::argmax;
 use strata_model::ops::topk::score_key;
 
 #[derive(Clone, Debug)]
@@ -24,17 +25,6 @@ impl Default for SamplerConfig {
 pub struct Sampler {
     cfg: SamplerConfig,
     rng: SplitMix64,
-}
-
-/// The highest logit, the lowest id among equals (NaN ranks as 0, as in every top-k of this project).
-pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0usize;
-    for (i, &v) in logits.iter().enumerate() {
-        if score_key(v) > score_key(logits[best]) {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 impl Sampler {

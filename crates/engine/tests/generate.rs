@@ -13,7 +13,14 @@ fn model() -> Model {
 }
 
 fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
-    GenerateConfig { n_predict: n, stops, ignore_eos: false, max_context, sampler: SamplerConfig::default() }
+    GenerateConfig {
+        n_predict: n,
+        stops,
+        ignore_eos: false,
+        max_context,
+        sampler: SamplerConfig::default(),
+        logits: true,
+    }
 }
 
 /// Runs a generation and records its events as a string: `L` for logits, the id for a token (the
@@ -69,6 +76,25 @@ fn stop_rules_and_events() {
     // Nothing asked, nothing generated.
     let (r, log) = run(&m, &prompt, &cfg(0, vec![], 4096));
     assert_eq!((r.unwrap().tokens.len(), log.as_str()), (0, ""));
+}
+
+#[test]
+fn greedy_without_logits_takes_the_same_tokens() {
+    // Without logits asked for, greedy tokens come from the decoder's own argmax (the device's on a GPU)
+    // and no logits event is sent; the tokens and the state left behind are those of the logits path.
+    let m = model();
+    let prompt: Vec<u32> = (0..21).map(|i| (i * 53 + 11) % 3000).collect();
+    let (with, log) = run(&m, &prompt, &cfg(12, vec![], 4096));
+    let (without, quiet) = run(&m, &prompt, &GenerateConfig { logits: false, ..cfg(12, vec![], 4096) });
+    assert_eq!(with.unwrap().tokens, without.unwrap().tokens);
+    assert_eq!((log.matches('L').count(), quiet.matches('L').count()), (12, 0));
+    // Sampling needs the logits, so they are sent even when not asked for.
+    let sampled = GenerateConfig {
+        logits: false,
+        sampler: SamplerConfig { temperature: 0.8, top_k: 0, top_p: 1.0, seed: 3 },
+        ..cfg(5, vec![], 4096)
+    };
+    assert_eq!(run(&m, &prompt, &sampled).1.matches('L').count(), 5);
 }
 
 #[test]

@@ -52,6 +52,10 @@ pub trait Backend {
     fn moe(&self, id: MoeId, x: &Self::Rows) -> Result<Self::Rows, Self::Error>;
     /// The head: logits of each token from its final read.
     fn logits(&self, fin: &Self::Rows) -> Result<Vec<Vec<f32>>, Self::Error>;
+    /// The head of the window's last token only (what a prompt's windows and sampling need).
+    fn last_logits(&self, fin: &Self::Rows) -> Result<Vec<f32>, Self::Error>;
+    /// The greedy token after the window's last: `argmax` of its logits (ops/topk.rs), where they are.
+    fn last_argmax(&self, fin: &Self::Rows) -> Result<u32, Self::Error>;
     /// The MTP layer's input R' from the streams `r` and the next tokens (spec §0.11).
     fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error>;
     /// The MTP layer's dense attention over its own cache, for tokens at positions pos, pos + 1, ….
@@ -80,6 +84,18 @@ fn layer_step<B: Backend>(
 /// Spec §2 for a window of tokens at positions `pos, pos + 1, …`: the logits of each token, and the
 /// residual streams after the last layer (the MTP layer's input).
 pub fn forward_window<B: Backend>(b: &B, c: &Config, st: &mut B::State, tokens: &[u32], pos: usize) -> Step<B> {
+    let (fin, r) = trunk(b, c, st, tokens, pos)?;
+    Ok((b.logits(&fin)?, r))
+}
+
+/// Spec §2 up to the head: each token's final read, and the residual streams after the last layer.
+pub fn trunk<B: Backend>(
+    b: &B,
+    c: &Config,
+    st: &mut B::State,
+    tokens: &[u32],
+    pos: usize,
+) -> Result<(B::Rows, B::Rows), B::Error> {
     let mut r = b.embed(tokens)?;
     for l in 0..c.n_layer {
         if c.ple.as_ref().is_some_and(|p| p.layer == l) {
@@ -88,7 +104,7 @@ pub fn forward_window<B: Backend>(b: &B, c: &Config, st: &mut B::State, tokens: 
         layer_step(b, &mut r, (HcId::Attn(l), HcId::Ffn(l)), MoeId::Layer(l), |x| b.mixer(l, x, st, pos))?;
     }
     let (fin, _) = b.hc_read(&r, HcId::Head)?;
-    Ok((b.logits(&fin)?, r))
+    Ok((fin, r))
 }
 
 /// One MTP draft step (spec §0.11, §9) for each row of `r` (streams at cell pos + i) with `next[i]` the
@@ -109,6 +125,12 @@ pub trait Decoder {
     fn window(&self) -> usize;
     /// Runs `tokens` at the current position: the logits of each.
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String>;
+    /// Runs `tokens` without the head (a prompt's windows before its last).
+    fn advance(&mut self, tokens: &[u32]) -> Result<(), String>;
+    /// Runs `tokens`: the logits of the last only.
+    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String>;
+    /// Runs `tokens`: the greedy token after the last (`argmax` of its logits, on the device that has them).
+    fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String>;
     /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
     fn snapshot(&self) -> Result<crate::State, String>;
     /// A device's own report at the end of a run (a profile, when asked for), if any.
@@ -121,6 +143,16 @@ pub trait Decoder {
 pub struct CpuDecoder<'a> {
     pub model: &'a crate::Model,
     pub state: crate::State,
+}
+
+impl CpuDecoder<'_> {
+    /// Runs `tokens` through the trunk, then `head` on their final reads.
+    fn with_trunk<R>(&mut self, tokens: &[u32], head: impl FnOnce(&crate::cpu::Cpu, &Vec<Vec<f32>>) -> R) -> R {
+        let (cpu, pos) = (crate::cpu::Cpu { model: self.model }, self.state.pos);
+        let Ok((fin, _)) = trunk(&cpu, &self.model.config, &mut self.state, tokens, pos);
+        self.state.pos += tokens.len();
+        head(&cpu, &fin)
+    }
 }
 
 impl Decoder for CpuDecoder<'_> {
@@ -138,6 +170,21 @@ impl Decoder for CpuDecoder<'_> {
 
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
         Ok(self.model.forward_window(&mut self.state, tokens).0)
+    }
+
+    fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
+        self.with_trunk(tokens, |_, _| ());
+        Ok(())
+    }
+
+    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
+        let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_logits(fin));
+        Ok(v)
+    }
+
+    fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
+        let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_argmax(fin));
+        Ok(v)
     }
 
     fn snapshot(&self) -> Result<crate::State, String> {

@@ -6,6 +6,7 @@ use crate::layers::hc::{hc_read, hc_write};
 use crate::layers::{gdn::gdn, moe::moe, ple::ple, qsa::qsa, qsa::qsa_dense};
 use crate::model::{Model, MTP_WINDOW};
 use crate::ops::norm::rms_norm_inplace;
+use crate::ops::topk::argmax;
 use crate::state::{LayerState, QsaState, State};
 use crate::weights::{HcWeights, Layer, Mixer, MoeWeights, MtpWeights};
 
@@ -104,6 +105,14 @@ impl Backend for Cpu<'_> {
 
     fn logits(&self, fin: &Self::Rows) -> Result<Vec<Vec<f32>>, Self::Error> {
         Ok(fin.iter().map(|f| self.model.weights.output.matvec(f)).collect())
+    }
+
+    fn last_logits(&self, fin: &Self::Rows) -> Result<Vec<f32>, Self::Error> {
+        Ok(fin.last().map(|f| self.model.weights.output.matvec(f)).unwrap_or_default())
+    }
+
+    fn last_argmax(&self, fin: &Self::Rows) -> Result<u32, Self::Error> {
+        Ok(argmax(&self.last_logits(fin)?))
     }
 
     fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error> {

@@ -1,5 +1,5 @@
-//! Exact top-k rules (spec §5.5, §7; docs/ARITHMETIC.md § topk): the expert choice of the MoE router and
-//! the QSA cell selection. Both order by value descending with the lower index first among equals, so
+//! Exact top-k rules (spec §5.5, §7; docs/ARITHMETIC.md § topk): the expert choice of the MoE router,
+//! the QSA cell selection and the greedy token. Both order by value descending with the lower index first among equals, so
 //! the result is a pure function of the values.
 
 /// The order key of a score: `s + 0.0` (−0 → +0), NaN ranks as 0; then the IEEE bits mapped so that
@@ -41,6 +41,17 @@ pub fn select_blocks(block_scores: &[f32], n_cells: usize, keep: usize, r: usize
     }
     ids.extend((complete * r..n_cells).map(|c| c as u32));
     ids
+}
+
+/// The greedy token: the highest key, the lowest id among equals (top-1 of [`top_k`]'s order).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &v) in logits.iter().enumerate() {
+        if score_key(v) > score_key(logits[best]) {
+            best = i;
+        }
+    }
+    best as u32
 }
 
 #[cfg(test)]

@@ -240,10 +240,11 @@ pub fn attention(
     }
     let d = w.dims;
     let (pos, dim, i) = (st.cells, d.hkv * d.dh, |v: usize| Arg::I32(v as i32));
+    // The products' outputs are filled whole: left unset (no memset on the stream).
     let (qg, kk, vv) = (
-        Buf::<f32>::zeros(gpu, t * d.hq * 2 * d.dh)?,
-        Buf::<f32>::zeros(gpu, t * dim)?,
-        Buf::<f32>::zeros(gpu, t * dim)?,
+        Buf::<f32>::uninit(gpu, t * d.hq * 2 * d.dh)?,
+        Buf::<f32>::uninit(gpu, t * dim)?,
+        Buf::<f32>::uninit(gpu, t * dim)?,
     );
     matvec(gpu, &w.q, x, &qg, t)?;
     matvec(gpu, &w.k, x, &kk, t)?;
@@ -322,7 +323,7 @@ pub fn attention(
     let values = Values { qg: &qg, v: &st.v, cells: &cells_args, sbuf: (&sbuf, sbuf_stride), out: &out };
     attend_values(gpu, crate::plan::plan(gpu).attend.variant, &values, d, t)?;
     st.cells += t;
-    let y = Buf::<f32>::zeros(gpu, t * w.o.rows)?;
+    let y = Buf::<f32>::uninit(gpu, t * w.o.rows)?;
     matvec(gpu, &w.o, &out, &y, t)?;
     Ok(y)
 }

@@ -16,6 +16,14 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
         Ok(Buf { slice: gpu.stream.alloc_zeros::<T>(len.max(1)).check("allocating device memory")? })
     }
 
+    /// A buffer left as the memory pool hands it out, for a kernel that writes all of it before anything
+    /// reads it (no memset on the stream).
+    pub fn uninit(gpu: &Gpu, len: usize) -> Result<Buf<T>, CudaError> {
+        // SAFETY: device memory of plain-data elements; the caller's kernel writes before any read, and a
+        // stale value is still a valid bit pattern of T.
+        Ok(Buf { slice: unsafe { gpu.stream.alloc::<T>(len.max(1)) }.check("allocating device memory")? })
+    }
+
     pub fn from_host(gpu: &Gpu, data: &[T]) -> Result<Buf<T>, CudaError> {
         Ok(Buf { slice: gpu.stream.memcpy_stod(data).check("copying to the device")? })
     }

@@ -3,7 +3,7 @@
 //! check each, and `strata parity forward_parity` the whole pass). Activations stay on the device; the
 //! logits come back to the host.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use strata_model::backend::{trunk, Backend, Decoder, HcId, MoeId};
 use strata_model::config::LayerKind;
@@ -72,7 +72,8 @@ pub struct CudaForward<'a> {
     head: HcGpu,
     ple: Option<PleGpu>,
     mtp: Option<MtpGpu>,
-    scratch: HcScratch,
+    /// The HC reads' intermediates and outputs; each read hands its outputs out and leaves fresh ones.
+    scratch: Mutex<HcScratch>,
 }
 
 enum LayerStateGpu {
@@ -124,7 +125,7 @@ impl<'a> CudaForward<'a> {
             },
             embd,
             head: HcGpu::upload(g, &w.output_hc, c.hc)?,
-            scratch: HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?,
+            scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
             layers,
             ple,
             mtp: None,
@@ -294,7 +295,7 @@ impl CudaForward<'_> {
     /// The logits of the window's last token, on the device.
     fn last_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
         let (g, n) = (&*self.gpu, self.model.config.n_embd);
-        let y = Buf::<f32>::zeros(g, self.output.rows)?;
+        let y = Buf::<f32>::uninit(g, self.output.rows)?;
         let last = fin.buf.ptr(g) + ((fin.t.max(1) - 1) * n * 4) as u64;
         matvec_at(g, &self.output, last, y.ptr(g), 1)?;
         Ok(y)
@@ -309,16 +310,6 @@ fn block_size(cells: &Cells) -> usize {
     }
 }
 
-/// A copy of `len` values of `src` into a new buffer.
-fn copy(gpu: &Gpu, src: &Buf<f32>, len: usize) -> Result<Buf<f32>, CudaError> {
-    let mut out = Buf::<f32>::zeros(gpu, len)?;
-    let mut view = out.slice.slice_mut(0..len);
-    gpu.stream
-        .memcpy_dtod(&src.slice.slice(0..len), &mut view)
-        .map_err(|err| CudaError::Driver { what: "copying on the device".into(), err })?;
-    Ok(out)
-}
-
 impl Backend for CudaForward<'_> {
     type Rows = Rows;
     type State = CudaState;
@@ -330,7 +321,7 @@ impl Backend for CudaForward<'_> {
             let c = &self.model.config;
             let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
             let (t, width) = (tokens.len(), c.hc * c.n_embd);
-            let buf = Buf::zeros(&self.gpu, t * width)?;
+            let buf = Buf::uninit(&self.gpu, t * width)?; // embed writes every stream of every token
             embed(&self.gpu, &self.embd, &Buf::from_host(&self.gpu, &ids)?, &buf, t, c.hc)?;
             Ok(Rows { buf, t, width })
         })
@@ -403,11 +394,15 @@ impl Backend for CudaForward<'_> {
             let (c, g) = (&self.model.config, &*self.gpu);
             let w = self.hc(id)?;
             let p = r.buf.ptr(g);
-            hc_read(g, w, p, p, None, r.t, &self.scratch)?;
-            let mixed = Rows { buf: copy(g, &self.scratch.mixed, r.t * c.n_embd)?, t: r.t, width: c.n_embd };
-            let inj_len = if w.has_inject() { r.t * c.hc } else { 0 };
-            let inj = Rows { buf: copy(g, &self.scratch.inj, inj_len.max(1))?, t: r.t, width: c.hc };
-            Ok((mixed, inj))
+            let mut s = self.scratch.lock().expect("HC scratch lock");
+            hc_read(g, w, p, p, None, r.t, &s)?;
+            // The outputs leave with the rows; the next read writes into fresh buffers (no copy, no memset:
+            // gr_up writes all of mixed, gr_down all of inj where there are inject rows, and a head read's
+            // inj is never read).
+            let (mixed_len, inj_len) = (s.mixed.slice.len(), s.inj.slice.len());
+            let mixed = std::mem::replace(&mut s.mixed, Buf::uninit(g, mixed_len)?);
+            let inj = std::mem::replace(&mut s.inj, Buf::uninit(g, inj_len)?);
+            Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
         })
     }
 
@@ -447,7 +442,7 @@ impl Backend for CudaForward<'_> {
     fn logits(&self, fin: &Rows) -> Result<Vec<Vec<f32>>, CudaError> {
         self.timed("head", || {
             let vocab = self.output.rows;
-            let y = Buf::<f32>::zeros(&self.gpu, fin.t * vocab)?;
+            let y = Buf::<f32>::uninit(&self.gpu, fin.t * vocab)?;
             matvec(&self.gpu, &self.output, &fin.buf, &y, fin.t)?;
             Ok(y.read(&self.gpu, fin.t * vocab)?.chunks(vocab).map(<[f32]>::to_vec).collect())
         })
@@ -472,10 +467,10 @@ impl Backend for CudaForward<'_> {
                 return Err(CudaError::Shape(format!("{} next tokens for {t} rows of streams", next.len())));
             }
             let ids: Vec<i32> = next.iter().map(|&x| x as i32).collect();
-            let e = Buf::<f32>::zeros(g, t * n)?;
+            let e = Buf::<f32>::uninit(g, t * n)?;
             embed(g, &self.embd, &Buf::from_host(g, &ids)?, &e, t, 1)?;
             let rows = t * hc;
-            let cat = Buf::<f32>::zeros(g, rows * 2 * n)?;
+            let cat = Buf::<f32>::uninit(g, rows * 2 * n)?;
             let f = g.function("mtp.cu", crate::compile::MTP, "mtp_input")?;
             let cfg = cudarc::driver::LaunchConfig {
                 grid_dim: (rows.div_ceil(4) as u32, 1, 1),
@@ -486,7 +481,7 @@ impl Backend for CudaForward<'_> {
             let ints = [n, hc, rows].map(|v| Arg::I32(v as i32));
             launch(g, &f, "mtp_input", cfg, &[&ptrs[..], &ints[..]].concat())?;
             // eh_proj on every (token, stream) row, at most a window's worth a call: R' in the streams' layout.
-            let buf = Buf::<f32>::zeros(g, rows * n)?;
+            let buf = Buf::<f32>::uninit(g, rows * n)?;
             for first in (0..rows).step_by(crate::matvec::MAX_T) {
                 let k = (rows - first).min(crate::matvec::MAX_T);
                 let (x, y) = (cat.ptr(g) + (first * 2 * n * 4) as u64, buf.ptr(g) + (first * n * 4) as u64);

@@ -77,11 +77,12 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     }
     let (s, hk, hv, k) = w.dims;
     let channels = 2 * hk * s + hv * s;
+    // Buffers that a matrix-vector product fills whole are left unset (no memset on the stream).
     let (u, z, al, be) = (
-        Buf::<f32>::zeros(gpu, t * channels)?,
-        Buf::<f32>::zeros(gpu, t * hv * s)?,
-        Buf::<f32>::zeros(gpu, t * hv)?,
-        Buf::<f32>::zeros(gpu, t * hv)?,
+        Buf::<f32>::uninit(gpu, t * channels)?,
+        Buf::<f32>::uninit(gpu, t * hv * s)?,
+        Buf::<f32>::uninit(gpu, t * hv)?,
+        Buf::<f32>::uninit(gpu, t * hv)?,
     );
     matvec(gpu, &w.qkv, x, &u, t)?;
     matvec(gpu, &w.gate, x, &z, t)?;
@@ -122,7 +123,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let f = gpu.function("gdn.cu", SRC, "gdn_out_norm")?;
     let args = [o.ptr(gpu), z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
     launch(gpu, &f, "gdn_out_norm", grid(t * hv * 32, 128), &[&args[..], &[ci(hv), ci(s), Arg::I32(ti)]].concat())?;
-    let out = Buf::<f32>::zeros(gpu, t * w.out.rows)?;
+    let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
     matvec(gpu, &w.out, &y, &out, t)?;
     Ok(out)
 }

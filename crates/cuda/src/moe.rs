@@ -82,7 +82,8 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let (e, k, f, fs, n) = w.dims;
     let i = |v: usize| Arg::I32(v as i32);
     // Routing.
-    let logits = Buf::<f32>::zeros(gpu, t * e)?;
+    // Buffers that a product or an elementwise kernel fills whole are left unset (no memset on the stream).
+    let logits = Buf::<f32>::uninit(gpu, t * e)?;
     matvec(gpu, &w.router, x, &logits, t)?;
     let (scratch, ids, weights) =
         (Buf::<f32>::zeros(gpu, t * e)?, Buf::<i32>::zeros(gpu, t * k)?, Buf::<f32>::zeros(gpu, t * k)?);
@@ -92,10 +93,10 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)]].concat())?;
     // The routed experts: gate and up of the token's input, the activation, down of each slot's h.
     let (g, u, h, eo) = (
-        Buf::zeros(gpu, t * k * f)?,
-        Buf::zeros(gpu, t * k * f)?,
-        Buf::zeros(gpu, t * k * f)?,
-        Buf::zeros(gpu, t * k * n)?,
+        Buf::uninit(gpu, t * k * f)?,
+        Buf::uninit(gpu, t * k * f)?,
+        Buf::uninit(gpu, t * k * f)?,
+        Buf::uninit(gpu, t * k * n)?,
     );
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
     matvec_gather(gpu, &w.gate.m, rows(&w.gate, f), x, (n, 0), &g, &ids, (t, k))?;
@@ -111,11 +112,11 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
     // The shared expert and its gate.
     let (gs, us, hs, shared, sg) = (
-        Buf::zeros(gpu, t * fs)?,
-        Buf::zeros(gpu, t * fs)?,
-        Buf::zeros(gpu, t * fs)?,
-        Buf::zeros(gpu, t * n)?,
-        Buf::zeros(gpu, t)?,
+        Buf::uninit(gpu, t * fs)?,
+        Buf::uninit(gpu, t * fs)?,
+        Buf::uninit(gpu, t * fs)?,
+        Buf::uninit(gpu, t * n)?,
+        Buf::uninit(gpu, t)?,
     );
     matvec(gpu, &w.gate_sh, x, &gs, t)?;
     matvec(gpu, &w.up_sh, x, &us, t)?;
@@ -128,7 +129,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     )?;
     matvec(gpu, &w.down_sh, &hs, &shared, t)?;
     matvec(gpu, &w.sgate, x, &sg, t)?;
-    let y = Buf::<f32>::zeros(gpu, t * n)?;
+    let y = Buf::<f32>::uninit(gpu, t * n)?;
     let combine = gpu.function("moe.cu", SRC, "moe_combine")?;
     let args = [eo.ptr(gpu), weights.ptr(gpu), shared.ptr(gpu), sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
     launch(gpu, &combine, "moe_combine", elementwise(t * n), &[&args[..], &[i(n), i(k), i(t)]].concat())?;

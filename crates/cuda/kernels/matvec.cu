@@ -273,34 +273,45 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
     }
 }
 
+// Every product kernel computes one product, or two of the same shape, type and input in one launch
+// (blockIdx.z = 1 takes w2 and y2, and for the experts' gathers offset2): a layer's gate and up
+// projections, say, at the cost of one launch. The sums are each product's own.
 #define MATVEC(NAME, W)                                                                                       \
-    extern "C" __global__ void NAME(const unsigned char* __restrict__ w, const float* __restrict__ x,          \
-                                    float* __restrict__ y, int rows, int cols, int T) {                       \
+    extern "C" __global__ void NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
+                                    int cols, int T, const unsigned char* w2, float* y2) {                    \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows<W>(w, x, y, rows, cols, T);                                                               \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather(const unsigned char* __restrict__ w, const float* __restrict__ x, \
-                                             float* __restrict__ y, int rows, int cols, const int* ids, int k, \
-                                             int stride, int offset, int x_tok, int x_slot) {                  \
+    extern "C" __global__ void NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y,    \
+                                             int rows, int cols, const int* ids, int k, int stride,          \
+                                             int offset, int x_tok, int x_slot, const unsigned char* w2,      \
+                                             int offset2, float* y2) {                                        \
+        if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                    \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_warp(const unsigned char* __restrict__ w, const float* __restrict__ x,     \
-                                           float* __restrict__ y, int rows, int cols, int T) {                  \
+    extern "C" __global__ void NAME##_warp(const unsigned char* w, const float* __restrict__ x, float* y,      \
+                                           int rows, int cols, int T, const unsigned char* w2, float* y2) {    \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_warp<W>(w, x, y, rows, cols, T);                                                          \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather_warp(const unsigned char* __restrict__ w,                          \
-                                                  const float* __restrict__ x, float* __restrict__ y, int rows, \
-                                                  int cols, const int* ids, int k, int stride, int offset,      \
-                                                  int x_tok, int x_slot) {                                      \
+    extern "C" __global__ void NAME##_gather_warp(const unsigned char* w, const float* __restrict__ x,        \
+                                                  float* y, int rows, int cols, const int* ids, int k,         \
+                                                  int stride, int offset, int x_tok, int x_slot,               \
+                                                  const unsigned char* w2, int offset2, float* y2) {           \
+        if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,   \
-                                             float* __restrict__ y, int rows, int cols, int T, int rpb) {      \
+    extern "C" __global__ void NAME##_staged(const unsigned char* w, const float* __restrict__ x, float* y,    \
+                                             int rows, int cols, int T, int rpb, const unsigned char* w2,     \
+                                             float* y2) {                                                     \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_staged<W>(w, x, y, rows, cols, T, rpb);                                                   \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather_staged(const unsigned char* __restrict__ w,                        \
-                                                    const float* __restrict__ x, float* __restrict__ y,         \
-                                                    int rows, int cols, const int* ids, int k, int stride,      \
-                                                    int offset, int x_tok, int x_slot, int rpb) {               \
+    extern "C" __global__ void NAME##_gather_staged(const unsigned char* w, const float* __restrict__ x,      \
+                                                    float* y, int rows, int cols, const int* ids, int k,       \
+                                                    int stride, int offset, int x_tok, int x_slot, int rpb,    \
+                                                    const unsigned char* w2, int offset2, float* y2) {         \
+        if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);        \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \

@@ -13,7 +13,7 @@ use strata_model::weights::AttnWeights;
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, MatrixGpu, MAX_T};
+use crate::matvec::{matvec, matvec_two, MatrixGpu, MAX_T};
 
 const SRC: &str = crate::compile::ATTN;
 
@@ -247,8 +247,7 @@ pub fn attention(
         Buf::<f32>::uninit(gpu, t * dim)?,
     );
     matvec(gpu, &w.q, x, &qg, t)?;
-    matvec(gpu, &w.k, x, &kk, t)?;
-    matvec(gpu, &w.v, x, &vv, t)?;
+    matvec_two(gpu, (&w.k, &kk), (&w.v, &vv), x, t)?;
     let rows = rope_rows(gpu, rope, first..first + t)?;
     let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
     let q = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;

@@ -8,7 +8,7 @@ use strata_model::weights::GdnWeights;
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, MatrixGpu, MAX_T};
+use crate::matvec::{matvec, matvec_two, MatrixGpu, MAX_T};
 
 const SRC: &str = crate::compile::GDN;
 
@@ -86,8 +86,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     );
     matvec(gpu, &w.qkv, x, &u, t)?;
     matvec(gpu, &w.gate, x, &z, t)?;
-    matvec(gpu, &w.alpha, x, &al, t)?;
-    matvec(gpu, &w.beta, x, &be, t)?;
+    matvec_two(gpu, (&w.alpha, &al), (&w.beta, &be), x, t)?;
     let conv = Buf::<f32>::zeros(gpu, t * channels)?;
     let (ci, ti) = (|v: usize| Arg::I32(v as i32), t as i32);
     let f = gpu.function("gdn.cu", SRC, "gdn_conv")?;

@@ -231,6 +231,11 @@ impl MatrixGpu {
         Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes })
     }
 
+    /// The same type and shape as `other` (two products in one launch need it).
+    pub fn same_shape(&self, other: &MatrixGpu) -> bool {
+        (self.ty, self.rows, self.cols) == (other.ty, other.rows, other.cols)
+    }
+
     /// Bytes of one row.
     pub fn row_bytes(&self) -> usize {
         self.cols / self.ty.block_size() * self.ty.type_size()
@@ -261,13 +266,57 @@ pub fn matvec_at(gpu: &Gpu, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(
 }
 
 fn matvec_ptrs(gpu: &Gpu, layout: Layout, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
+    matvec_launch(gpu, layout, w, x, (y, None), t)
+}
+
+/// `y_a = A·x` and `y_b = B·x` for t tokens: one launch when A and B have the same type and shape (a
+/// layer's gate and up, say), else two. The sums are each product's own.
+pub fn matvec_two(
+    gpu: &Gpu,
+    a: (&MatrixGpu, &Buf<f32>),
+    b: (&MatrixGpu, &Buf<f32>),
+    x: &Buf<f32>,
+    t: usize,
+) -> Result<(), CudaError> {
+    matvec_two_with(gpu, crate::plan::plan(gpu).matvec.variant.dense(a.0.ty), a, b, x, t)
+}
+
+/// [`matvec_two`] in a given layout.
+pub fn matvec_two_with(
+    gpu: &Gpu,
+    layout: Layout,
+    (a, y_a): (&MatrixGpu, &Buf<f32>),
+    (b, y_b): (&MatrixGpu, &Buf<f32>),
+    x: &Buf<f32>,
+    t: usize,
+) -> Result<(), CudaError> {
+    if a.same_shape(b) {
+        matvec_launch(gpu, layout, a, x.ptr(gpu), (y_a.ptr(gpu), Some((b, y_b.ptr(gpu)))), t)
+    } else {
+        matvec_with(gpu, layout, a, x, y_a, t)?;
+        matvec_with(gpu, layout, b, x, y_b, t)
+    }
+}
+
+/// One product, or two in one launch (`second`: the other matrix, of the same type and shape, and its
+/// output; blockIdx.z picks).
+fn matvec_launch(
+    gpu: &Gpu,
+    layout: Layout,
+    w: &MatrixGpu,
+    x: u64,
+    (y, second): (u64, Option<(&MatrixGpu, u64)>),
+    t: usize,
+) -> Result<(), CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
     let layout = layout.usable(w.row_bytes());
     let name = format!("{}{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let (cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), 1);
+    let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), 1);
+    let (w2, y2) = second.map_or((w.bytes.ptr(gpu), y), |(b, y2)| (b.bytes.ptr(gpu), y2));
+    cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let mut args = vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x),
@@ -279,6 +328,7 @@ fn matvec_ptrs(gpu: &Gpu, layout: Layout, w: &MatrixGpu, x: u64, y: u64, t: usiz
     if layout == Layout::Staged {
         args.push(Arg::I32(rpb as i32));
     }
+    args.extend([Arg::Ptr(w2), Arg::Ptr(y2)]);
     launch(gpu, &f, &name, cfg, &args)
 }
 
@@ -321,10 +371,49 @@ pub fn matvec_gather_with(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
+    gather_launch(gpu, layout, (w, g, y), None, x, (x_tok, x_slot), ids, (t, k))
+}
+
+/// Two gathers of the same input and experts, `a` and `b` (matrix, rows, output): one launch when the
+/// matrices have the same type, shape and expert stride (a layer's gate and up, fused in one tensor or
+/// not), else two. The sums are each product's own.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_gather_two(
+    gpu: &Gpu,
+    a: (&MatrixGpu, Gather, &Buf<f32>),
+    b: (&MatrixGpu, Gather, &Buf<f32>),
+    x: &Buf<f32>,
+    strides: (usize, usize),
+    ids: &Buf<i32>,
+    tk: (usize, usize),
+) -> Result<(), CudaError> {
+    let layout = crate::plan::plan(gpu).matvec.variant.gather(a.0.ty);
+    if a.0.same_shape(b.0) && a.1.stride == b.1.stride && a.1.rows == b.1.rows {
+        gather_launch(gpu, layout, a, Some(b), x, strides, ids, tk)
+    } else {
+        gather_launch(gpu, layout, a, None, x, strides, ids, tk)?;
+        gather_launch(gpu, layout, b, None, x, strides, ids, tk)
+    }
+}
+
+/// One gather, or two in one launch (blockIdx.z picks).
+#[allow(clippy::too_many_arguments)]
+fn gather_launch(
+    gpu: &Gpu,
+    layout: Layout,
+    (w, g, y): (&MatrixGpu, Gather, &Buf<f32>),
+    second: Option<(&MatrixGpu, Gather, &Buf<f32>)>,
+    x: &Buf<f32>,
+    (x_tok, x_slot): (usize, usize),
+    ids: &Buf<i32>,
+    (t, k): (usize, usize),
+) -> Result<(), CudaError> {
     let layout = layout.usable(w.row_bytes());
     let name = format!("{}_gather{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
     let f = gpu.function("matvec.cu", SRC, &name)?;
-    let (cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), t * k);
+    let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), t * k);
+    cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
+    let (w2, g2, y2) = second.unwrap_or((w, g, y));
     let i = |v: usize| Arg::I32(v as i32);
     let mut args = vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
@@ -342,6 +431,7 @@ pub fn matvec_gather_with(
     if layout == Layout::Staged {
         args.push(i(rpb));
     }
+    args.extend([Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))]);
     launch(gpu, &f, &name, cfg, &args)
 }
 

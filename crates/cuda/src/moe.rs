@@ -7,7 +7,7 @@ use strata_model::weights::{MoeWeights, Stacked};
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_gather, Gather, MatrixGpu, MAX_T};
+use crate::matvec::{matvec, matvec_gather, matvec_gather_two, matvec_two, Gather, MatrixGpu, MAX_T};
 
 const SRC: &str = crate::compile::MOE;
 
@@ -99,8 +99,8 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         Buf::uninit(gpu, t * k * n)?,
     );
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
-    matvec_gather(gpu, &w.gate.m, rows(&w.gate, f), x, (n, 0), &g, &ids, (t, k))?;
-    matvec_gather(gpu, &w.up.m, rows(&w.up, f), x, (n, 0), &u, &ids, (t, k))?;
+    let (gate, up) = ((&*w.gate.m, rows(&w.gate, f), &g), (&*w.up.m, rows(&w.up, f), &u));
+    matvec_gather_two(gpu, gate, up, x, (n, 0), &ids, (t, k))?;
     let act = gpu.function("moe.cu", SRC, "moe_act")?;
     launch(
         gpu,
@@ -118,8 +118,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         Buf::uninit(gpu, t * n)?,
         Buf::uninit(gpu, t)?,
     );
-    matvec(gpu, &w.gate_sh, x, &gs, t)?;
-    matvec(gpu, &w.up_sh, x, &us, t)?;
+    matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?;
     launch(
         gpu,
         &act,

@@ -258,6 +258,9 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
             let bytes = random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
             let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) };
             let wg = crate::matvec::MatrixGpu::upload(gpu, &m).map_err(e)?;
+            let bytes = random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
+            let other_m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) };
+            let other = crate::matvec::MatrixGpu::upload(gpu, &other_m).map_err(e)?;
             for t in 1..=crate::matvec::MAX_T {
                 let mut x: Vec<f32> = (0..t * cols).map(|_| normal(&mut rng)).collect();
                 x[0] = 0.0;
@@ -272,6 +275,17 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
                     for (k, want) in want.iter().enumerate() {
                         let case = format!("{ty} {rows}×{cols} {} layout, token {k} of {t}", layout.name());
                         same(&case, &got[k * rows..(k + 1) * rows], want)?;
+                    }
+                    // The same product as the second of a pair in one launch (the first: the other matrix).
+                    let (ya, yb2): (Buf<f32>, Buf<f32>) =
+                        (Buf::zeros(gpu, t * rows).map_err(e)?, Buf::zeros(gpu, t * rows).map_err(e)?);
+                    crate::matvec::matvec_two_with(gpu, layout, (&other, &ya), (&wg, &yb2), &xb, t).map_err(e)?;
+                    let (got_a, got_b) = (ya.read(gpu, t * rows).map_err(e)?, yb2.read(gpu, t * rows).map_err(e)?);
+                    for (k, want) in want.iter().enumerate() {
+                        let case = format!("{ty} {rows}×{cols} {} layout, pair, token {k} of {t}", layout.name());
+                        same(&case, &got_b[k * rows..(k + 1) * rows], want)?;
+                        let want_a = other_m.matvec(&x[k * cols..(k + 1) * cols]);
+                        same(&format!("{case} (first)"), &got_a[k * rows..(k + 1) * rows], &want_a)?;
                     }
                     cases += 1;
                 }

@@ -4,49 +4,73 @@
 
 // One warp per token: p = softmax(logits) (max, e^(x − max), the sum by the reduction contract, each term
 // over the sum), the k best by key (lower index first among equals), then w_i = p_i / max(Σ_rank p, 2^-14)
-// with the sum taken in rank order. `e` is scratch of T·E floats (overwritten).
-extern "C" __global__ void moe_route(const float* __restrict__ logits, float* __restrict__ e, int* __restrict__ ids,
+// with the sum taken in rank order. Lane L holds the contract's chunks L and L + 32 (elements 8L .. 8L + 7
+// and 256 + 8L .. 256 + 8L + 7) in registers, so nothing is read twice from memory: at most 512 experts
+// (the host checks). Every step is the contract's: the max is order-free, each chunk is summed in element
+// order and the lanes' two chunks in ascending order, and the top-k takes the largest (key << 32) | ~id of
+// the entries not yet taken (a taken one becomes 0, below every candidate), which no order changes.
+#define ROUTE_CHUNKS 2
+extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
                                     float* __restrict__ weights, int E, int k) {
     const int t = blockIdx.x, lane = threadIdx.x;
     const float* x = logits + (size_t)t * E;
-    float* p = e + (size_t)t * E;
+    constexpr int PER = ROUTE_CHUNKS * CHUNK;
+    auto at = [&](int j) { return CHUNK * (lane + WARP * (j / CHUNK)) + j % CHUNK; };  // element of slot j
+    float p[PER];
     float m = -__int_as_float(0x7f800000);
-    for (int i = lane; i < E; i += WARP) m = fmaxf(m, x[i]);
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        p[j] = at(j) < E ? x[at(j)] : 0.0f;
+        if (at(j) < E) m = fmaxf(m, p[j]);
+    }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    for (int i = lane; i < E; i += WARP) p[i] = s_exp(__fsub_rn(x[i], m));
-    __syncwarp();
     float acc = 0.0f;
-    for (int c = lane; c < (E + CHUNK - 1) / CHUNK; c += WARP) {
+#pragma unroll
+    for (int c = 0; c < ROUTE_CHUNKS; ++c) {
         float s = 0.0f;
-        for (int j = CHUNK * c; j < min(E, CHUNK * c + CHUNK); ++j) s = __fadd_rn(s, p[j]);
-        acc = __fadd_rn(acc, s);
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) {
+            const int j = c * CHUNK + e;
+            if (at(j) < E) {
+                p[j] = s_exp(__fsub_rn(p[j], m));
+                s = __fadd_rn(s, p[j]);
+            }
+        }
+        if (CHUNK * (lane + WARP * c) < E) acc = __fadd_rn(acc, s);
     }
     const float total = warp_butterfly(acc);
-    __syncwarp();
-    for (int i = lane; i < E; i += WARP) p[i] = __fdiv_rn(p[i], total);
-    __syncwarp();
-    // Top-k, one rank per round: the warp's best (key, then lower index) of those not yet taken; a taken
-    // entry is set to −1, whose key is below that of every probability (and of NaN, ordered as 0).
+    unsigned long long key[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        p[j] = __fdiv_rn(p[j], total);
+        key[j] = at(j) < E ? ((unsigned long long)score_key(p[j]) << 32) | (u32)(~at(j)) : 0ull;
+    }
     float sum = 0.0f;
     for (int r = 0; r < k; ++r) {
         unsigned long long best = 0;
-        for (int i = lane; i < E; i += WARP) {
-            best = max(best, ((unsigned long long)score_key(p[i]) << 32) | (u32)(~i));
-        }
+#pragma unroll
+        for (int j = 0; j < PER; ++j) best = max(best, key[j]);
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
-        const int i = (int)(~(u32)best);
-        const float v = p[i];
+        // The winner's lane marks it taken and hands its probability round.
+        float mine = 0.0f;
+#pragma unroll
+        for (int j = 0; j < PER; ++j) {
+            if (key[j] == best) {
+                mine = p[j];
+                key[j] = 0;
+            }
+        }
+        const int i = (int)(~(u32)best), owner = (i / CHUNK) % WARP;
+        const float v = __shfl_sync(0xffffffffu, mine, owner);
         sum = __fadd_rn(sum, v);
-        __syncwarp();
         if (lane == 0) {
             ids[t * k + r] = i;
             weights[t * k + r] = v;
-            p[i] = -1.0f;
         }
-        __syncwarp();
     }
+    __syncwarp();
     const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
     for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
 }

@@ -49,11 +49,19 @@ pub struct MoeGpu {
     sgate: MatrixGpu,
 }
 
+/// The most experts the router kernel holds in registers: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu).
+const ROUTE_MAX_EXPERTS: usize = 2 * 8 * 32;
+
 impl MoeGpu {
     pub fn upload(gpu: &Gpu, w: &MoeWeights, k: usize, f: usize) -> Result<MoeGpu, CudaError> {
         let (e, n, fs) = (w.router.rows, w.router.cols, w.gate_shexp.rows);
         if k == 0 || k > 64 || k > e {
             return Err(CudaError::Shape(format!("MoE: {k} experts used of {e} (at most 64)")));
+        }
+        if e > ROUTE_MAX_EXPERTS {
+            return Err(CudaError::Shape(format!(
+                "MoE: {e} experts; the GPU router holds at most {ROUTE_MAX_EXPERTS} (kernels/moe.cu)"
+            )));
         }
         let gate = StackedGpu::upload(gpu, &w.gate_exps)?;
         Ok(MoeGpu {
@@ -85,11 +93,10 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     // Buffers that a product or an elementwise kernel fills whole are left unset (no memset on the stream).
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
     matvec(gpu, &w.router, x, &logits, t)?;
-    let (scratch, ids, weights) =
-        (Buf::<f32>::zeros(gpu, t * e)?, Buf::<i32>::zeros(gpu, t * k)?, Buf::<f32>::zeros(gpu, t * k)?);
+    let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     let route = gpu.function("moe.cu", SRC, "moe_route")?;
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-    let args = [logits.ptr(gpu), scratch.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
+    let args = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
     launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)]].concat())?;
     // The routed experts: gate and up of the token's input, the activation, down of each slot's h.
     let (g, u, h, eo) = (

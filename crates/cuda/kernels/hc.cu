@@ -322,6 +322,8 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     float* g = part + rows * T * nch;     // [rows][T]
     for (int i = tid; i < T * r; i += blockDim.x) slo[i] = lo[i];
     __syncthreads();
+    // Unrolled so that several chunks' weight loads are issued before their dots (the sums are per chunk).
+#pragma unroll 4
     for (int k = tid; k < rows * nch; k += blockDim.x) {
         const int row = k / nch, ch = k % nch;  // row = c·UP_D + dd
         const int c = row / UP_D, d = d0 + row % UP_D;

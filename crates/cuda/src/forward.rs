@@ -19,7 +19,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
-use crate::hc::{hc_read, hc_write, HcGpu, HcScratch};
+use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending};
 use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
 use crate::profile::ProfileMode;
@@ -292,6 +292,22 @@ fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
 }
 
 impl CudaForward<'_> {
+    /// The read `id` of the streams `r`, after the pending write if one is given (in place in R). The
+    /// outputs leave with the rows; the next read writes into fresh buffers (no copy, no memset: gr_up
+    /// writes all of mixed, gr_down all of inj where there are inject rows, and a head read's inj is never
+    /// read), so a pending inj, which is the previous read's, is never the buffer being written.
+    fn read_streams(&self, r: &Rows, pending: Option<Pending>, id: HcId) -> Result<(Rows, Rows), CudaError> {
+        let (c, g) = (&self.model.config, &*self.gpu);
+        let w = self.hc(id)?;
+        let p = r.buf.ptr(g);
+        let mut s = self.scratch.lock().expect("HC scratch lock");
+        hc_read(g, w, p, p, pending, r.t, &s)?;
+        let (mixed_len, inj_len) = (s.mixed.slice.len(), s.inj.slice.len());
+        let mixed = std::mem::replace(&mut s.mixed, Buf::uninit(g, mixed_len)?);
+        let inj = std::mem::replace(&mut s.inj, Buf::uninit(g, inj_len)?);
+        Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
+    }
+
     /// The logits of the window's last token, on the device.
     fn last_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
         let (g, n) = (&*self.gpu, self.model.config.n_embd);
@@ -390,20 +406,12 @@ impl Backend for CudaForward<'_> {
     }
 
     fn hc_read(&self, r: &Rows, id: HcId) -> Result<(Rows, Rows), CudaError> {
-        self.timed("hc read", || {
-            let (c, g) = (&self.model.config, &*self.gpu);
-            let w = self.hc(id)?;
-            let p = r.buf.ptr(g);
-            let mut s = self.scratch.lock().expect("HC scratch lock");
-            hc_read(g, w, p, p, None, r.t, &s)?;
-            // The outputs leave with the rows; the next read writes into fresh buffers (no copy, no memset:
-            // gr_up writes all of mixed, gr_down all of inj where there are inject rows, and a head read's
-            // inj is never read).
-            let (mixed_len, inj_len) = (s.mixed.slice.len(), s.inj.slice.len());
-            let mixed = std::mem::replace(&mut s.mixed, Buf::uninit(g, mixed_len)?);
-            let inj = std::mem::replace(&mut s.inj, Buf::uninit(g, inj_len)?);
-            Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
-        })
+        self.timed("hc read", || self.read_streams(r, None, id))
+    }
+
+    /// The pending write done by the read's first kernel (gr_norm adds y·2σ(inj/hc) into R as it reads it).
+    fn hc_write_read(&self, r: &mut Rows, (y, inj): (&Rows, &Rows), id: HcId) -> Result<(Rows, Rows), CudaError> {
+        self.timed("hc read", || self.read_streams(r, Some(Pending { y: &y.buf, inj: &inj.buf }), id))
     }
 
     fn hc_write(&self, r: &mut Rows, y: &Rows, inj: &Rows) -> Result<(), CudaError> {

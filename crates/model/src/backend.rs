@@ -46,6 +46,16 @@ pub trait Backend {
     fn hc_read(&self, r: &Self::Rows, id: HcId) -> Result<(Self::Rows, Self::Rows), Self::Error>;
     /// `R[c] += y·2σ(inj[c]/hc)` for each token.
     fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows) -> Result<(), Self::Error>;
+    /// [`Backend::hc_write`] then [`Backend::hc_read`] of the same streams (a device may do both in one pass).
+    fn hc_write_read(
+        &self,
+        r: &mut Self::Rows,
+        (y, inj): (&Self::Rows, &Self::Rows),
+        id: HcId,
+    ) -> Result<(Self::Rows, Self::Rows), Self::Error> {
+        self.hc_write(r, y, inj)?;
+        self.hc_read(r, id)
+    }
     /// Trunk layer l's token mixer (GDN or attention) for tokens at positions pos, pos + 1, ….
     fn mixer(&self, l: usize, x: &Self::Rows, st: &mut Self::State, pos: usize) -> Result<Self::Rows, Self::Error>;
     /// The MoE of spec §7 for each token.
@@ -65,20 +75,38 @@ pub trait Backend {
 /// Each token's logits, and the window's residual streams after the last layer.
 pub type Step<B> = Result<(Vec<Vec<f32>>, <B as Backend>::Rows), <B as Backend>::Error>;
 
-/// One layer's two halves around a token mixer: `mix` for the first half, the MoE `moe` for the second.
+/// A half's output and inject scalars whose write into R waits for the next read (which does both).
+type Pending<B> = Option<(<B as Backend>::Rows, <B as Backend>::Rows)>;
+
+/// The read `id` of R, after the pending write if there is one.
+fn read<B: Backend>(
+    b: &B,
+    r: &mut B::Rows,
+    pending: &mut Pending<B>,
+    id: HcId,
+) -> Result<(B::Rows, B::Rows), B::Error> {
+    match pending.take() {
+        Some((y, inj)) => b.hc_write_read(r, (&y, &inj), id),
+        None => b.hc_read(r, id),
+    }
+}
+
+/// One layer's two halves around a token mixer: `mix` for the first half, the MoE `moe` for the second;
+/// the second half's write is left pending for the next read.
 fn layer_step<B: Backend>(
     b: &B,
     r: &mut B::Rows,
+    pending: &mut Pending<B>,
     (attn, ffn): (HcId, HcId),
     moe: MoeId,
     mix: impl FnOnce(&B::Rows) -> Result<B::Rows, B::Error>,
 ) -> Result<(), B::Error> {
-    let (x, inj) = b.hc_read(r, attn)?;
+    let (x, inj) = read(b, r, pending, attn)?;
     let y = mix(&x)?;
-    b.hc_write(r, &y, &inj)?;
-    let (x, inj) = b.hc_read(r, ffn)?;
+    let (x, inj) = b.hc_write_read(r, (&y, &inj), ffn)?;
     let y = b.moe(moe, &x)?;
-    b.hc_write(r, &y, &inj)
+    *pending = Some((y, inj));
+    Ok(())
 }
 
 /// Spec §2 for a window of tokens at positions `pos, pos + 1, …`: the logits of each token, and the
@@ -97,13 +125,19 @@ pub fn trunk<B: Backend>(
     pos: usize,
 ) -> Result<(B::Rows, B::Rows), B::Error> {
     let mut r = b.embed(tokens)?;
+    let mut pending = None;
     for l in 0..c.n_layer {
         if c.ple.as_ref().is_some_and(|p| p.layer == l) {
+            if let Some((y, inj)) = pending.take() {
+                b.hc_write(&mut r, &y, &inj)?;
+            }
             b.ple(&mut r, tokens, st)?;
         }
-        layer_step(b, &mut r, (HcId::Attn(l), HcId::Ffn(l)), MoeId::Layer(l), |x| b.mixer(l, x, st, pos))?;
+        let mix = |x: &B::Rows| b.mixer(l, x, st, pos);
+        layer_step(b, &mut r, &mut pending, (HcId::Attn(l), HcId::Ffn(l)), MoeId::Layer(l), mix)?;
     }
-    let (fin, _) = b.hc_read(&r, HcId::Head)?;
+    // The final read also makes the last write, so R holds every layer's (the MTP layer's input).
+    let (fin, _) = read(b, &mut r, &mut pending, HcId::Head)?;
     Ok((fin, r))
 }
 
@@ -111,8 +145,10 @@ pub fn trunk<B: Backend>(
 /// token at the following cell: the draft logits and R', which feeds the next draft step.
 pub fn mtp_step<B: Backend>(b: &B, cache: &mut B::MtpCache, r: &B::Rows, next: &[u32], pos: usize) -> Step<B> {
     let mut rp = b.mtp_input(r, next)?;
-    layer_step(b, &mut rp, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, |x| b.mtp_attention(x, cache, pos))?;
-    let (fin, _) = b.hc_read(&rp, HcId::MtpHead)?;
+    let mut pending = None;
+    let mix = |x: &B::Rows| b.mtp_attention(x, cache, pos);
+    layer_step(b, &mut rp, &mut pending, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, mix)?;
+    let (fin, _) = read(b, &mut rp, &mut pending, HcId::MtpHead)?;
     Ok((b.logits(&fin)?, rp))
 }
 

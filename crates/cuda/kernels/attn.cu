@@ -206,6 +206,7 @@ __device__ __forceinline__ float values_chain(float o, const float* e, const flo
 // in flight per thread) with each head's e_j, then each warp runs its head's fma chains through the tile. At
 // most 16 warps.
 #define ATTEND_TILE 128
+#define ATTEND_LOADS 16
 extern "C" __global__ void attend_values(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
                                         const signed char* __restrict__ vc, const unsigned short* __restrict__ vs,
                                         const float* __restrict__ vf, int mode, const unsigned int* __restrict__ ids,
@@ -228,15 +229,17 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
         }
         for (int jj = lane; jj < len; jj += WARP) et[warp][jj] = e[j0 + jj];
         __syncthreads();
-        for (int jb = warp; jb < len; jb += 4 * warps) {
-            float v[4];
+        // Up to ATTEND_LOADS cells a thread, all loads issued before any store: with 8 warps a whole tile is
+        // one round trip to memory.
+        for (int jb = warp; jb < len; jb += ATTEND_LOADS * warps) {
+            float v[ATTEND_LOADS];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
+            for (int u = 0; u < ATTEND_LOADS; ++u) {
                 const int jj = jb + u * warps;
                 v[u] = jj < len && d < dh ? kv_get(vh, vc, vs, vf, mode, dim, cells[jj], g * dh + d) : 0.0f;
             }
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
+            for (int u = 0; u < ATTEND_LOADS; ++u) {
                 if (jb + u * warps < len) tile[jb + u * warps][lane] = v[u];
             }
         }

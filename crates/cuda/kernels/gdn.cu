@@ -22,10 +22,26 @@ extern "C" __global__ void gdn_conv(const float* __restrict__ u, float* __restri
     for (int i = 0; i < K - 1; ++i) tail[(size_t)i * C + ch] = frames[i];
 }
 
+// Per (token, value head) i: β = σ(b), decay = exp(softplus(α + dt_bias)·a).
+__device__ __forceinline__ void gdn_gates(const float* __restrict__ alpha, const float* __restrict__ beta,
+                                          const float* __restrict__ dt_bias, const float* __restrict__ a,
+                                          float* __restrict__ decay, float* __restrict__ betas, int hv, int i) {
+    const int j = i % hv;
+    betas[i] = s_sigmoid(beta[i]);
+    decay[i] = s_exp(__fmul_rn(s_softplus(__fadd_rn(alpha[i], dt_bias[j])), a[j]));
+}
+
 // q and k: each head L2-normalised (x·(1/√(Σx² + eps))), then q scaled by `qscale` (= rsqrt(S), from the
 // host). One warp per (token, head) of the 2·Hk q and k heads, in place.
-extern "C" __global__ void gdn_qk_norm(float* __restrict__ conv, int C, int hk, int S, float qscale, int T) {
-    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+// In the same launch, thread i < T·hv also computes the gates of (token, value head) i (gdn_gates above):
+// the two depend on different inputs, and one launch costs less than two.
+extern "C" __global__ void gdn_qk_norm(float* __restrict__ conv, int C, int hk, int S, float qscale, int T,
+                                      const float* __restrict__ alpha, const float* __restrict__ beta,
+                                      const float* __restrict__ dt_bias, const float* __restrict__ a,
+                                      float* __restrict__ decay, float* __restrict__ betas, int hv) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < T * hv) gdn_gates(alpha, beta, dt_bias, a, decay, betas, hv, i);
+    const int gw = i / WARP, lane = threadIdx.x % WARP;
     if (gw >= T * 2 * hk) return;
     const int t = gw / (2 * hk), h = gw % (2 * hk);
     float* v = conv + (size_t)t * C + (size_t)h * S;
@@ -36,17 +52,6 @@ extern "C" __global__ void gdn_qk_norm(float* __restrict__ conv, int C, int hk, 
         if (h < hk) x = __fmul_rn(x, qscale);
         v[d] = x;
     }
-}
-
-// Per (token, value head): β = σ(b), decay = exp(softplus(α + dt_bias)·a).
-extern "C" __global__ void gdn_gates(const float* __restrict__ alpha, const float* __restrict__ beta,
-                                    const float* __restrict__ dt_bias, const float* __restrict__ a,
-                                    float* __restrict__ decay, float* __restrict__ betas, int hv, int T) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= T * hv) return;
-    const int j = i % hv;
-    betas[i] = s_sigmoid(beta[i]);
-    decay[i] = s_exp(__fmul_rn(s_softplus(__fadd_rn(alpha[i], dt_bias[j])), a[j]));
 }
 
 // The gated delta rule, one block per value head j (key head j mod Hk), thread b owning column b of the

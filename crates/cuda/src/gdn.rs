@@ -92,15 +92,14 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let f = gpu.function("gdn.cu", SRC, "gdn_conv")?;
     let args = [Arg::Ptr(u.ptr(gpu)), Arg::Ptr(st.tail.ptr(gpu)), Arg::Ptr(w.conv.ptr(gpu)), Arg::Ptr(conv.ptr(gpu))];
     launch(gpu, &f, "gdn_conv", grid(channels, 128), &[&args[..], &[ci(channels), ci(k), Arg::I32(ti)]].concat())?;
+    // The q/k norms and the gates in one launch (kernels/gdn.cu gdn_qk_norm).
+    let (decay, betas) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
     let f = gpu.function("gdn.cu", SRC, "gdn_qk_norm")?;
     let qscale = rsqrt(s as f32);
-    let args = [Arg::Ptr(conv.ptr(gpu)), ci(channels), ci(hk), ci(s), Arg::F32(qscale), Arg::I32(ti)];
-    launch(gpu, &f, "gdn_qk_norm", grid(t * 2 * hk * 32, 128), &args)?;
-    let (decay, betas) = (Buf::<f32>::zeros(gpu, t * hv)?, Buf::<f32>::zeros(gpu, t * hv)?);
-    let f = gpu.function("gdn.cu", SRC, "gdn_gates")?;
-    let args =
-        [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &f, "gdn_gates", grid(t * hv, 128), &[&args[..], &[ci(hv), Arg::I32(ti)]].concat())?;
+    let norm = [Arg::Ptr(conv.ptr(gpu)), ci(channels), ci(hk), ci(s), Arg::F32(qscale), Arg::I32(ti)];
+    let gates = [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
+    let cfg = grid((t * 2 * hk * 32).max(t * hv), 128);
+    launch(gpu, &f, "gdn_qk_norm", cfg, &[&norm[..], &gates.map(Arg::Ptr), &[ci(hv)]].concat())?;
     let o = Buf::<f32>::zeros(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).

@@ -1,4 +1,4 @@
-//! `STRATA_PROFILE`: where a decode step's device time goes. `1` times each op family (embed, HC read,
+//! `STRATA_PROFILE`: where a decode step's device time goes, and apart a prompt window's. `1` times each op family (embed, HC read,
 //! GDN, MoE, …), each synchronised before and after, so a profiled run is slower than a plain one and the
 //! shares are what it is for. `kernels` times each kernel launch by name on the device (an event either
 //! side, no synchronisation), so the sum is the card's busy time in a step and the rest of a plain step's
@@ -28,34 +28,75 @@ impl ProfileMode {
     }
 }
 
-/// Seconds and calls per name, of the calls made while `active` (the decode steps).
+/// Seconds and calls per name over some forward calls.
+#[derive(Default)]
+struct Table {
+    times: Vec<(String, f64, usize)>,
+    calls: usize,
+}
+
+impl Table {
+    fn record(&mut self, name: &str, secs: f64) {
+        match self.times.iter_mut().find(|e| e.0 == name) {
+            Some(e) => {
+                e.1 += secs;
+                e.2 += 1;
+            }
+            None => self.times.push((name.to_string(), secs, 1)),
+        }
+    }
+
+    /// A heading, then one line per name, the largest first: total ms, share, calls and µs per call.
+    fn report(&self, what: &str, per: &str) -> String {
+        let mut v = self.times.clone();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let total: f64 = v.iter().map(|e| e.1).sum();
+        let n = self.calls.max(1) as f64;
+        let mut out = format!("profile of {} {what}: {:.2} ms per {per}\n", self.calls, total * 1e3 / n);
+        for (name, secs, calls) in &v {
+            out += &format!(
+                "  {name:<24} {:>9.2} ms {:>5.1}%  {:>7.1} calls/{per}  {:>8.1} µs/call\n",
+                secs * 1e3,
+                100.0 * secs / total.max(1e-12),
+                *calls as f64 / n,
+                secs * 1e6 / *calls as f64
+            );
+        }
+        out
+    }
+}
+
+/// The times of the decode steps (one token) and of the prompt's windows (more), apart.
 pub struct Profile {
     pub mode: ProfileMode,
-    times: Mutex<Vec<(String, f64, usize)>>,
+    /// [decode steps, prompt windows].
+    tables: Mutex<[Table; 2]>,
+    /// Which table the calls in flight count to (0 before the first forward call: nothing counts).
+    current: AtomicUsize,
     /// Kernels launched and not yet read back: name, start and end events.
     pending: Mutex<Vec<(String, CudaEvent, CudaEvent)>>,
     active: AtomicBool,
-    steps: AtomicUsize,
 }
 
 impl Profile {
     pub fn new(mode: ProfileMode) -> Profile {
         Profile {
             mode,
-            times: Mutex::new(Vec::new()),
+            tables: Mutex::new([Table::default(), Table::default()]),
+            current: AtomicUsize::new(0),
             pending: Mutex::new(Vec::new()),
             active: AtomicBool::new(false),
-            steps: AtomicUsize::new(0),
         }
     }
 
-    /// Starts a forward call: timed when it is a decode step. Reads back the last step's kernel times.
+    /// Starts a forward call: a decode step (one token) or a prompt window. Reads back the last call's
+    /// kernel times first.
     pub fn begin(&self, decode_step: bool) -> Result<(), CudaError> {
         self.settle()?;
-        self.active.store(decode_step, Ordering::Relaxed);
-        if decode_step {
-            self.steps.fetch_add(1, Ordering::Relaxed);
-        }
+        let table = if decode_step { 0 } else { 1 };
+        self.current.store(table, Ordering::Relaxed);
+        self.active.store(true, Ordering::Relaxed);
+        self.tables.lock().expect("profile lock")[table].calls += 1;
         Ok(())
     }
 
@@ -75,6 +116,7 @@ impl Profile {
         Ok(())
     }
 
+    /// Whether a forward call has begun (the model's upload and the plan's checks are not timed).
     pub fn active(&self) -> bool {
         self.active.load(Ordering::Relaxed)
     }
@@ -86,37 +128,21 @@ impl Profile {
     }
 
     fn record(&self, name: &str, secs: f64) {
-        let mut v = self.times.lock().expect("profile lock");
-        match v.iter_mut().find(|e| e.0 == name) {
-            Some(e) => {
-                e.1 += secs;
-                e.2 += 1;
-            }
-            None => v.push((name.to_string(), secs, 1)),
-        }
+        let table = self.current.load(Ordering::Relaxed);
+        self.tables.lock().expect("profile lock")[table].record(name, secs);
     }
 
-    /// One line per name, the largest first: total ms, share, calls, µs per call.
+    /// The decode steps' breakdown, then the prompt windows'.
     pub fn report(&self) -> Result<String, CudaError> {
         self.settle()?;
-        let mut v = self.times.lock().expect("profile lock").clone();
-        v.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let total: f64 = v.iter().map(|e| e.1).sum();
-        let steps = self.steps.load(Ordering::Relaxed);
-        let what = match self.mode {
+        let tables = self.tables.lock().expect("profile lock");
+        let how = match self.mode {
             ProfileMode::Families => "each op family synchronised",
             ProfileMode::Kernels => "each kernel's time on the device, none synchronised",
         };
-        let mut out =
-            format!("profile of {steps} decode steps ({what}): {:.2} ms per step\n", total * 1e3 / steps.max(1) as f64);
-        for (name, secs, calls) in &v {
-            out += &format!(
-                "  {name:<24} {:>9.2} ms {:>5.1}%  {:>7.1} calls/step  {:>8.1} µs/call\n",
-                secs * 1e3,
-                100.0 * secs / total.max(1e-12),
-                *calls as f64 / steps.max(1) as f64,
-                secs * 1e6 / *calls as f64
-            );
+        let mut out = tables[0].report(&format!("decode steps ({how})"), "step");
+        if tables[1].calls > 0 {
+            out += &tables[1].report(&format!("prompt windows ({how})"), "window");
         }
         Ok(out)
     }
@@ -127,8 +153,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_decode_steps_count_and_the_largest_comes_first() {
+    fn decode_steps_and_prompt_windows_apart_and_the_largest_first() {
         let p = Profile::new(ProfileMode::Kernels);
+        p.add("before any call", 5.0);
         p.begin(false).unwrap();
         p.add("prefill", 9.0);
         p.begin(true).unwrap();
@@ -139,7 +166,10 @@ mod tests {
         let r = p.report().unwrap();
         assert!(r.starts_with("profile of 2 decode steps (each kernel's time on the device"), "{r}");
         assert!(r.contains("): 3.50 ms per step"), "{r}");
-        assert!(!r.contains("prefill"), "{r}");
+        let windows = r.find("profile of 1 prompt windows").expect("a prompt section");
+        assert!(r[windows..].contains("): 9000.00 ms per window"), "{r}");
+        assert!(r.find("prefill").unwrap() > windows && r.find("big").unwrap() < windows, "{r}");
+        assert!(!r.contains("before any call"), "{r}");
         let (big, small) = (r.find("big").unwrap(), r.find("small").unwrap());
         assert!(big < small, "{r}");
         assert!(r.contains("1.0 calls/step"), "{r}");

@@ -1,8 +1,8 @@
-//! `STRATA_PROFILE`: where a decode step's device time goes, and apart a prompt window's. `1` times each op family (embed, HC read,
-//! GDN, MoE, …), each synchronised before and after, so a profiled run is slower than a plain one and the
-//! shares are what it is for. `kernels` times each kernel launch by name on the device (an event either
-//! side, no synchronisation), so the sum is the card's busy time in a step and the rest of a plain step's
-//! time is the card waiting for the host.
+//! `STRATA_PROFILE`: where a decode step's device time goes, and apart a prompt window's. `1` times each
+//! op family (embed, HC read, GDN, MoE, …), each synchronised before and after, so a profiled run is slower
+//! than a plain one and the shares are what it is for. `kernels` times each kernel launch by name on the
+//! device (an event either side, no synchronisation), so the sum is the card's busy time in a step and the
+//! rest of a plain step's time is the card waiting for the host.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -90,7 +90,10 @@ __device__ __forceinline__ size_t attend_cell(const unsigned int* ids, int ids_s
     return ids ? (size_t)ids[(size_t)t * ids_stride + j] : (size_t)(lo[t] + j);
 }
 
-// s_j for j = blockIdx.x·warps + warp (a warp per cell), blockIdx.y = bt.
+// s_j for SCORE_CELLS cells a warp, j = (blockIdx.x·warps + warp)·SCORE_CELLS + u, blockIdx.y = bt: the
+// cells' ids and then their keys are loaded together (one round trip each for all of them), then each
+// cell's dot by the contract, as a warp alone would.
+#define SCORE_CELLS 4
 extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsigned short* __restrict__ kh,
                                         const signed char* __restrict__ kc, const unsigned short* __restrict__ ks,
                                         const float* __restrict__ kf, int mode, const unsigned int* __restrict__ ids,
@@ -98,23 +101,35 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
                                         float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
                                         float scale) {
     const int bt = blockIdx.y, t = bt / hq, h = bt % hq, g = h / (hq / hkv), lane = threadIdx.x % WARP;
-    const int j = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    if (j >= count[t]) return;
-    const size_t cell = attend_cell(ids, ids_stride, lo, t, j);
+    const int j0 = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SCORE_CELLS, n = count[t];
+    if (j0 >= n) return;
     const float* qv = q + (size_t)bt * dh;
     const int dim = hkv * dh;
-    float acc = 0.0f;
-    for (int c = lane; c < dh / CHUNK; c += WARP) {
-        float kv8[8], q8[8];
+    size_t cell[SCORE_CELLS];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            kv8[e] = kv_get(kh, kc, ks, kf, mode, dim, cell, g * dh + CHUNK * c + e);
-            q8[e] = qv[CHUNK * c + e];
+    for (int u = 0; u < SCORE_CELLS; ++u) cell[u] = j0 + u < n ? attend_cell(ids, ids_stride, lo, t, j0 + u) : 0;
+    float acc[SCORE_CELLS];
+#pragma unroll
+    for (int u = 0; u < SCORE_CELLS; ++u) acc[u] = 0.0f;
+    for (int c = lane; c < dh / CHUNK; c += WARP) {
+        float q8[8], kv8[SCORE_CELLS][8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q8[e] = qv[CHUNK * c + e];
+#pragma unroll
+        for (int u = 0; u < SCORE_CELLS; ++u) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                kv8[u][e] = j0 + u < n ? kv_get(kh, kc, ks, kf, mode, dim, cell[u], g * dh + CHUNK * c + e) : 0.0f;
+            }
         }
-        acc = __fadd_rn(acc, chunk_dot(q8, kv8));
+#pragma unroll
+        for (int u = 0; u < SCORE_CELLS; ++u) acc[u] = __fadd_rn(acc[u], chunk_dot(q8, kv8[u]));
     }
-    const float d = warp_butterfly(acc);
-    if (lane == 0) sbuf[(size_t)bt * sbuf_stride + j] = __fmul_rn(d, scale);
+#pragma unroll
+    for (int u = 0; u < SCORE_CELLS; ++u) {
+        const float d = warp_butterfly(acc[u]);
+        if (lane == 0 && j0 + u < n) sbuf[(size_t)bt * sbuf_stride + j0 + u] = __fmul_rn(d, scale);
+    }
 }
 
 // Per bt (a block each): the max, e_j in place of s_j, each chunk's part of the sum (all threads), then the

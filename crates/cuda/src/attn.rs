@@ -315,7 +315,8 @@ pub fn attention(
         &[Arg::F32(rsqrt(d.dh as f32))],
     ]
     .concat();
-    launch(gpu, &f, "attend_scores", block((max_n.div_ceil(8), t * d.hq)), &args)?;
+    // 8 warps a block, SCORE_CELLS = 4 cells a warp (kernels/attn.cu).
+    launch(gpu, &f, "attend_scores", block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
     let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
     let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
     launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;

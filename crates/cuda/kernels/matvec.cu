@@ -91,21 +91,18 @@ __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, cons
     matvec_row<W>(r, x + (size_t)t * x_tok + (size_t)s * x_slot, 0, y + (size_t)ts * rows + row, 0, cols, 1);
 }
 
-// The warp layout (the plan picks it per type where it is faster): a warp per row, 8 rows a block, lane L
-// adding its chunks L, L + 32, … in order, then the butterfly; the same sums as matvec_row.
+// One warp's row dotted with the T inputs (x + t·x_stride): lane L adds its chunks L, L + 32, … in order,
+// then the butterfly; lane 0 writes y[t·y_tok]. The row may be in global or shared memory.
 template <typename W>
-__device__ void matvec_rows_warp(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
-                                 float* __restrict__ y, int rows, int cols, int T) {
-    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
-    const int row = blockIdx.x * warps + threadIdx.x / WARP;
-    if (row >= rows) return;
-    const unsigned char* r = wbase + (size_t)row * ((size_t)(cols / W::BS) * W::TS);
+__device__ __forceinline__ void warp_row_dots(const unsigned char* row, const float* __restrict__ x,
+                                              size_t x_stride, float* __restrict__ y, size_t y_tok, int cols,
+                                              int T, int lane) {
     float acc[8];
 #pragma unroll
     for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
     for (int c = lane; c < cols / CHUNK; c += WARP) {
         float d[8];
-        chunk_dots<W>(r, c, x, cols, T, d);
+        chunk_dots<W>(row, c, x, x_stride, T, d);
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
             if (t < T) acc[t] = __fadd_rn(acc[t], d[t]);
@@ -115,9 +112,21 @@ __device__ void matvec_rows_warp(const unsigned char* __restrict__ wbase, const 
     for (int t = 0; t < 8; ++t) {
         if (t < T) {
             const float v = warp_butterfly(acc[t]);
-            if (lane == 0) y[(size_t)t * rows + row] = v;
+            if (lane == 0) y[(size_t)t * y_tok] = v;
         }
     }
+}
+
+// The warp layout (the plan picks it per type where it is faster): a warp per row, 8 rows a block, lane L
+// adding its chunks L, L + 32, … in order, then the butterfly; the same sums as matvec_row.
+template <typename W>
+__device__ void matvec_rows_warp(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                 float* __restrict__ y, int rows, int cols, int T) {
+    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    const int row = blockIdx.x * warps + threadIdx.x / WARP;
+    if (row >= rows) return;
+    const unsigned char* r = wbase + (size_t)row * ((size_t)(cols / W::BS) * W::TS);
+    warp_row_dots<W>(r, x, cols, y + row, rows, cols, T, lane);
 }
 
 // matvec_gather_rows in the warp layout: a warp per row of the slot's expert.
@@ -131,14 +140,7 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
     const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
-    float acc = 0.0f;
-    for (int c = lane; c < cols / CHUNK; c += WARP) {
-        float d[8];
-        chunk_dots<W>(r, c, xv0, 0, 1, d);
-        acc = __fadd_rn(acc, d[0]);
-    }
-    const float v = warp_butterfly(acc);
-    if (lane == 0) y[(size_t)ts * rows + row] = v;
+    warp_row_dots<W>(r, xv0, 0, y + (size_t)ts * rows + row, 0, cols, 1, lane);
 }
 
 // One token's row dot, lane L's chunks L, L + 32, … two at a time: both decoded and both 8-fma chains in
@@ -175,25 +177,8 @@ __device__ __forceinline__ void matvec_staged_row(const unsigned char* row, cons
     if (T == 1) {
         const float v = row_dot_1<W>(row, x, cols / CHUNK);
         if (lane == 0) y[0] = v;
-        return;
-    }
-    float acc[8];
-#pragma unroll
-    for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
-    for (int c = lane; c < cols / CHUNK; c += WARP) {
-        float d[8];
-        chunk_dots<W>(row, c, x, x_stride, T, d);
-#pragma unroll
-        for (int t = 0; t < 8; ++t) {
-            if (t < T) acc[t] = __fadd_rn(acc[t], d[t]);
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-        if (t < T) {
-            const float v = warp_butterfly(acc[t]);
-            if (lane == 0) y[(size_t)t * y_tok] = v;
-        }
+    } else {
+        warp_row_dots<W>(row, x, x_stride, y, y_tok, cols, T, lane);
     }
 }
 

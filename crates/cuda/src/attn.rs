@@ -208,8 +208,8 @@ fn warps_cfg(warps: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (warps.div_ceil(4) as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// Rope rows (cos, sin pairs) of positions `first .. first + n` as one flat buffer.
-fn rope_rows(gpu: &Gpu, rope: &Rope, positions: impl Iterator<Item = usize>) -> Result<Buf<f32>, CudaError> {
+/// Rope rows (cos, sin pairs) of the given positions as one flat buffer.
+pub fn rope_rows(gpu: &Gpu, rope: &Rope, positions: impl Iterator<Item = usize>) -> Result<Buf<f32>, CudaError> {
     let v: Vec<f32> = positions.flat_map(|p| rope.row(p as u64)).flat_map(|(c, s)| [c, s]).collect();
     Buf::from_host(gpu, &v)
 }
@@ -224,8 +224,8 @@ pub enum Cells {
 }
 
 /// The layer's output for the window's inputs `x` (T rows of n), appended at cells `st.cells, …` and roped
-/// at positions `first, first + 1, …` (the trunk's cells are its positions; the MTP layer's cache holds
-/// only the drafted positions).
+/// with `rows`, the [`rope_rows`] of the window's positions (the trunk's cells are its positions; the MTP
+/// layer's cache holds only the drafted positions). Every attention layer of a window shares one `rows`.
 pub fn attention(
     gpu: &Gpu,
     w: &AttnGpu,
@@ -233,7 +233,7 @@ pub fn attention(
     x: &Buf<f32>,
     t: usize,
     cells: Cells,
-    (rope, first): (&Rope, usize),
+    (rope, rows): (&Rope, &Buf<f32>),
 ) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) || st.cells + t > st.capacity {
         return Err(CudaError::Shape(format!("a window of {t} tokens at cell {} of {}", st.cells, st.capacity)));
@@ -248,7 +248,6 @@ pub fn attention(
     );
     matvec(gpu, &w.q, x, &qg, t)?;
     matvec_two(gpu, (&w.k, &kk), (&w.v, &vv), x, t)?;
-    let rows = rope_rows(gpu, rope, first..first + t)?;
     let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
     let q = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;
     let args = [
@@ -287,7 +286,7 @@ pub fn attention(
             (None, 0, Buf::from_host(gpu, &count_host)?, Buf::from_host(gpu, &lo)?)
         }
         Cells::Qsa(r) => {
-            let (ids, stride, count) = select(gpu, w, st, x, t, r, rope, &n_cells, &rows)?;
+            let (ids, stride, count) = select(gpu, w, st, x, t, r, rope, &n_cells, rows)?;
             (Some(ids), stride, count, Buf::<i32>::zeros(gpu, t)?)
         }
     };

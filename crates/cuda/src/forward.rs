@@ -14,7 +14,7 @@ use strata_model::state::{GdnState, LayerState, PleState};
 use strata_model::weights::{Mixer, PleWeights};
 use strata_model::{Model, State};
 
-use crate::attn::{attention, AttnDims, AttnGpu, AttnStateGpu, Cells};
+use crate::attn::{attention, rope_rows, AttnDims, AttnGpu, AttnStateGpu, Cells};
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
@@ -61,6 +61,9 @@ struct PleGpu {
     conv: Buf<f32>,
 }
 
+/// A window's (first position, tokens) and their rope rows.
+type WindowRope = ((usize, usize), Arc<Buf<f32>>);
+
 /// The model's weights on the device.
 pub struct CudaForward<'a> {
     pub gpu: Arc<Gpu>,
@@ -74,6 +77,8 @@ pub struct CudaForward<'a> {
     mtp: Option<MtpGpu>,
     /// The HC reads' intermediates and outputs; each read hands its outputs out and leaves fresh ones.
     scratch: Mutex<HcScratch>,
+    /// The rope rows of the last window's positions (first, tokens), which all its attention layers share.
+    rope: Mutex<Option<WindowRope>>,
 }
 
 enum LayerStateGpu {
@@ -126,6 +131,7 @@ impl<'a> CudaForward<'a> {
             embd,
             head: HcGpu::upload(g, &w.output_hc, c.hc)?,
             scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
+            rope: Mutex::new(None),
             layers,
             ple,
             mtp: None,
@@ -308,6 +314,19 @@ impl CudaForward<'_> {
         Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
     }
 
+    /// The rope rows of positions `first .. first + t`: made once a window, shared by its attention layers.
+    fn window_rope(&self, first: usize, t: usize) -> Result<Arc<Buf<f32>>, CudaError> {
+        let mut kept = self.rope.lock().expect("rope rows lock");
+        match &*kept {
+            Some((key, rows)) if *key == (first, t) => Ok(rows.clone()),
+            _ => {
+                let rows = Arc::new(rope_rows(&self.gpu, &self.model.rope, first..first + t)?);
+                *kept = Some(((first, t), rows.clone()));
+                Ok(rows)
+            }
+        }
+    }
+
     /// The logits of the window's last token, on the device.
     fn last_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
         let (g, n) = (&*self.gpu, self.model.config.n_embd);
@@ -428,7 +447,7 @@ impl Backend for CudaForward<'_> {
             let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
                 (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
                 (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
-                    attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, pos))?
+                    attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, &*self.window_rope(pos, x.t)?))?
                 }
                 _ => unreachable!("state built from the same layers"),
             };
@@ -502,7 +521,8 @@ impl Backend for CudaForward<'_> {
     fn mtp_attention(&self, x: &Rows, cache: &mut AttnStateGpu, pos: usize) -> Result<Rows, CudaError> {
         self.timed("mtp", || {
             let MixerGpu::Attn(w, cells) = &self.mtp()?.layer.mixer else { unreachable!("uploaded as attention") };
-            let buf = attention(&self.gpu, w, cache, &x.buf, x.t, *cells, (&self.model.rope, pos))?;
+            let rows = self.window_rope(pos, x.t)?;
+            let buf = attention(&self.gpu, w, cache, &x.buf, x.t, *cells, (&self.model.rope, &rows))?;
             Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
         })
     }

@@ -524,7 +524,7 @@ fn random_attn(n: usize, d: crate::attn::AttnDims, rng: &mut SplitMix64) -> stra
 /// first 20 cells) and dense, with fp16, int8 and f32 KV, at a small geometry and the full model's head
 /// geometry (dh 256, rope 64, indexer 4 × 128).
 pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
-    use crate::attn::{attention, AttnDims, AttnGpu, Cells};
+    use crate::attn::{attention, rope_rows, AttnDims, AttnGpu, Cells};
     use strata_model::kv::KvMode;
     use strata_model::layers::qsa::qsa;
     use strata_model::ops::rope::{Rope, RopeScaling};
@@ -550,7 +550,16 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
                     for (wi, window) in xs.chunks(t * n).enumerate() {
                         let tt = window.len() / n;
                         let xb = Buf::from_host(gpu, window).map_err(e)?;
-                        let y = attention(gpu, &wg, &mut gs, &xb, tt, cells, (&rope, wi * t)).map_err(e)?;
+                        let y = attention(
+                            gpu,
+                            &wg,
+                            &mut gs,
+                            &xb,
+                            tt,
+                            cells,
+                            (&rope, &rope_rows(gpu, &rope, wi * t..wi * t + tt).map_err(e)?),
+                        )
+                        .map_err(e)?;
                         let y = y.read(gpu, tt * n).map_err(e)?;
                         for j in 0..tt {
                             let p = wi * t + j;

@@ -566,10 +566,6 @@ impl Decoder for CudaDecoder<'_> {
         crate::matvec::MAX_T
     }
 
-    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
-        self.with_trunk(tokens, |fwd, fin| fwd.logits(fin))
-    }
-
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
         self.with_trunk(tokens, |_, _| Ok(()))
     }

@@ -159,9 +159,7 @@ pub trait Decoder {
     fn position(&self) -> usize;
     /// The most tokens one `forward` call takes.
     fn window(&self) -> usize;
-    /// Runs `tokens` at the current position: the logits of each.
-    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String>;
-    /// Runs `tokens` without the head (a prompt's windows before its last).
+    /// Runs `tokens` at the current position without the head (a prompt's windows before its last).
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String>;
     /// Runs `tokens`: the logits of the last only.
     fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String>;
@@ -202,10 +200,6 @@ impl Decoder for CpuDecoder<'_> {
 
     fn window(&self) -> usize {
         8
-    }
-
-    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, String> {
-        Ok(self.model.forward_window(&mut self.state, tokens).0)
     }
 
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {

@@ -120,6 +120,19 @@ pub const TYPES: [GgmlType; 16] = [
     GgmlType::IQ4_XS,
 ];
 
+/// The name of a type's kernel of one kind (`""` the dense products, `"_gather"` the experts') in a
+/// layout: made once and kept, since a step launches ~600 of them.
+fn kernel_name(ty: GgmlType, kind: &'static str, layout: Layout) -> &'static str {
+    type Names = std::collections::HashMap<(GgmlType, &'static str, &'static str), &'static str>;
+    static NAMES: std::sync::Mutex<Option<Names>> = std::sync::Mutex::new(None);
+    let mut names = NAMES.lock().expect("kernel names lock");
+    let key = (ty, kind, layout.suffix());
+    names.get_or_insert_with(Names::new).entry(key).or_insert_with(|| {
+        let base = kernel(ty).expect("checked at upload");
+        Box::leak(format!("{base}{kind}{}", layout.suffix()).into_boxed_str())
+    })
+}
+
 /// The kernel for a weight type, or `None` where there is none yet.
 fn kernel(ty: GgmlType) -> Option<&'static str> {
     Some(match ty {
@@ -312,8 +325,8 @@ fn matvec_launch(
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
     let layout = layout.usable(w.row_bytes());
-    let name = format!("{}{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
-    let f = gpu.function("matvec.cu", SRC, &name)?;
+    let name = kernel_name(w.ty, "", layout);
+    let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), 1);
     let (w2, y2) = second.map_or((w.bytes.ptr(gpu), y), |(b, y2)| (b.bytes.ptr(gpu), y2));
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
@@ -329,7 +342,7 @@ fn matvec_launch(
         args.push(Arg::I32(rpb as i32));
     }
     args.extend([Arg::Ptr(w2), Arg::Ptr(y2)]);
-    launch(gpu, &f, &name, cfg, &args)
+    launch(gpu, &f, name, cfg, &args)
 }
 
 /// Where the experts' rows start in a stacked matrix: expert e's first row is `e·stride + offset`.
@@ -409,8 +422,8 @@ fn gather_launch(
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
     let layout = layout.usable(w.row_bytes());
-    let name = format!("{}_gather{}", kernel(w.ty).expect("checked at upload"), layout.suffix());
-    let f = gpu.function("matvec.cu", SRC, &name)?;
+    let name = kernel_name(w.ty, "_gather", layout);
+    let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), t * k);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let (w2, g2, y2) = second.unwrap_or((w, g, y));
@@ -432,7 +445,7 @@ fn gather_launch(
         args.push(i(rpb));
     }
     args.extend([Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))]);
-    launch(gpu, &f, &name, cfg, &args)
+    launch(gpu, &f, name, cfg, &args)
 }
 
 /// The residual streams of each token: its row of `w` (the embedding) repeated `hc` times.
@@ -472,6 +485,14 @@ mod tests {
         }
         assert_eq!(Layouts::parse("dense=Q6_K:fast,gather=-"), None);
         assert!(TYPES.iter().all(|&t| supported(t)));
+    }
+
+    #[test]
+    fn kernel_names_are_made_once() {
+        let a = kernel_name(GgmlType::Q6_K, "", Layout::Staged);
+        assert_eq!(a, "matvec_q6_k_staged");
+        assert_eq!(kernel_name(GgmlType::Q2_0, "_gather", Layout::Block), "matvec_q2_0_gather");
+        assert!(std::ptr::eq(a, kernel_name(GgmlType::Q6_K, "", Layout::Staged)));
     }
 
     #[test]

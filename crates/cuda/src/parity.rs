@@ -414,14 +414,15 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let e = |e: crate::CudaError| e.to_string();
     let mut rng = SplitMix64::new(seed);
     let mut cases = 0;
-    // The third has 100 experts, a last chunk of 4 (the router holds whole chunks of 8 a lane). The last
+    // The third has 100 experts, a last chunk of 4 (the router holds whole chunks of 8 a lane); its expert
+    // width stays 256, a whole block of the 256-element types. The last
     // geometry routes 10 of 512 (the full model's), with the router's rows repeated in pairs so that every
     // probability ties with its neighbour's: the lower index must come first.
     let all = [GgmlType::Q2_0, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::Q4_K];
     for (n, ne, k, f, fs, ties) in [
         (256usize, 16usize, 4usize, 256usize, 512usize, false),
         (1024, 64, 6, 256, 768, false),
-        (256, 100, 7, 64, 64, false),
+        (256, 100, 7, 256, 64, false),
     ]
     .into_iter()
     .chain([(256, 512, 10, 64, 64, true)])

@@ -25,6 +25,10 @@ pub struct SynthArgs {
     /// for a model of the preset's width that is quick to check (`--preset full --layers 4`).
     #[arg(long)]
     layers: Option<usize>,
+    /// Cells the indexer keeps (default: the preset's; full: 2,048), for a full-width model whose selection
+    /// turns sparse after a short prompt.
+    #[arg(long)]
+    indexer_top_k: Option<usize>,
     /// Output file (the full preset writes PREFIX-00001-of-00002.gguf and its PLE shard beside it).
     #[arg(short, long)]
     out: PathBuf,
@@ -44,6 +48,12 @@ pub fn run(a: SynthArgs) -> Result<()> {
             bail!("--layers {n}: a multiple of 4 up to the preset's {}", preset.n_layer);
         }
         preset.n_layer = n;
+    }
+    if let Some(k) = a.indexer_top_k {
+        if k == 0 {
+            bail!("--indexer-top-k must be at least 1");
+        }
+        preset.idx_top_k = k;
     }
     let experts = match GgmlType::from_name(&a.experts_type) {
         Some(t @ (GgmlType::Q2_0 | GgmlType::IQ2_XS | GgmlType::IQ3_XXS | GgmlType::IQ3_S)) => t,

@@ -3,7 +3,10 @@
 // Prepended to matvec.cu (after common.cuh and the IQ grids); also compiled on the host by
 // crates/cuda/tests/kernels_on_host.rs, which checks every type against the codecs without a GPU.
 
-// A weight row's chunk c (elements 8c .. 8c + 7) as f32, per type. `row` is the row's first byte.
+// Per type, `at(b, p, w)`: the 8 elements p .. p + 7 of the block at b as f32 (p a multiple of 8 below the
+// block size BS; blocks of TS bytes), and `chunk(row, c, w)`: a row's chunk c (elements 8c .. 8c + 7), the
+// block and offset it lies in. A lane's chunks c, c + 32, … all sit at the same offset p of blocks 256/BS
+// apart (every BS divides 256), so a loop over them keeps p and everything made from it out of the loop.
 //
 // Loads are as wide as the layout's alignment allows: every block size is even and rows start at a
 // multiple of their block size from an aligned buffer, so any field at an even offset in its block may be
@@ -24,10 +27,30 @@ struct Bytes8 {
     __device__ __forceinline__ u32 operator[](int e) const { return ((e < 4 ? lo : hi) >> (8 * (e & 3))) & 0xffu; }
 };
 
+// Each byte of `word` (each below 2^22 − bias) as the float byte − bias: the byte put into the low bits of
+// 1.5·2^23's pattern by one byte permute, then 1.5·2^23 + bias taken off (both steps exact; the values
+// small_int_f32 gives for byte − bias).
+__device__ __forceinline__ void bytes_f32x4(u32 word, float bias, float* v) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        v[e] = __fsub_rn(__uint_as_float(__byte_perm(word, 0x4B400000u, 0x7640u | e)), __fadd_rn(12582912.0f, bias));
+    }
+}
+
+// The 8 nibbles of q at `shift` (0: the low ones, 4: the high ones) as the floats nibble − bias.
+__device__ __forceinline__ void nibbles_f32(const Bytes8& q, unsigned shift, float bias, float* v) {
+    bytes_f32x4((q.lo >> shift) & 0x0f0f0f0fu, bias, v);
+    bytes_f32x4((q.hi >> shift) & 0x0f0f0f0fu, bias, v + 4);
+}
+
 struct F32W {
     static constexpr int BS = 1, TS = 4;
+    __device__ static void at(const unsigned char* b, unsigned, float* w) {
+        load8_f32(reinterpret_cast<const float*>(b), w);
+    }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        load8_f32(reinterpret_cast<const float*>(row) + 8 * c, w);
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
@@ -44,33 +67,44 @@ __device__ __forceinline__ void load8_u16(const unsigned char* p, u32* h) {
 
 struct F16W {
     static constexpr int BS = 1, TS = 2;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+    __device__ static void at(const unsigned char* b, unsigned, float* w) {
         u32 h[8];
-        load8_u16(row + 16 * c, h);
+        load8_u16(b, h);
 #pragma unroll
         for (int e = 0; e < 8; ++e) w[e] = f16_bits_to_f32((unsigned short)h[e]);
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
 struct BF16W {
     static constexpr int BS = 1, TS = 2;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+    __device__ static void at(const unsigned char* b, unsigned, float* w) {
         u32 h[8];
-        load8_u16(row + 16 * c, h);
+        load8_u16(b, h);
 #pragma unroll
         for (int e = 0; e < 8; ++e) w[e] = __uint_as_float(h[e] << 16);
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
 // Q8_0: blocks of 32 in 34 bytes: fp16 d, 32 int8 codes; value = q·d.
 struct Q8_0W {
     static constexpr int BS = 32, TS = 34;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 32) * 34;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
         const float d = f16_bits_to_f32(u16_at(b));
-        const Bytes8 q(b + 2 + (8 * c) % 32);
+        const Bytes8 q(b + 2 + p);
 #pragma unroll
         for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((signed char)q[e]), d);
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
@@ -78,14 +112,17 @@ struct Q8_0W {
 // j − 16's high nibble; value = (q − 8)·d.
 struct Q4_0W {
     static constexpr int BS = 32, TS = 18;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 32) * 18;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
         const float d = f16_bits_to_f32(u16_at(b));
-        const int o = (8 * c) % 32;
-        const Bytes8 q(b + 2 + o % 16);  // the chunk's 8 nibbles: low ones for o < 16, high ones after
-        const int shift = o < 16 ? 0 : 4;
+        const unsigned o = p;
+        float q[8];  // the chunk's 8 nibbles: low ones for o < 16, high ones after
+        nibbles_f32(Bytes8(b + 2 + o % 16), o < 16 ? 0 : 4, 8.0f, q);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((int)((q[e] >> shift) & 0xf) - 8), d);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(q[e], d);
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
@@ -93,11 +130,10 @@ struct Q4_0W {
 // nibbles as Q4_0; value = (q − 16)·d.
 struct Q5_0W {
     static constexpr int BS = 32, TS = 22;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 32) * 22;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
         const float d = f16_bits_to_f32(u16_at(b));
         const u32 qh = (u32)u16_at(b + 2) | ((u32)u16_at(b + 4) << 16);
-        const int o = (8 * c) % 32;
+        const unsigned o = p;
         const Bytes8 lo(b + 6 + o % 16);  // Q4_0's nibble layout
         const int shift = o < 16 ? 0 : 4;
 #pragma unroll
@@ -106,37 +142,42 @@ struct Q5_0W {
             w[e] = __fmul_rn(small_int_f32(q - 16), d);
         }
     }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
+    }
 };
 
 // Q2_0: blocks of 64 in 18 bytes: fp16 d, 16 bytes of 2-bit codes (element i: bits 2·(i%4) of byte i/4);
 // value = (code − 1)·d.
 struct Q2_0W {
     static constexpr int BS = 64, TS = 18;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 64) * 18;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
         const float d = f16_bits_to_f32(u16_at(b));
-        const u32 codes = u16_at(b + 2 + (8 * c) % 64 / 4);  // the chunk's 8 codes, 2 bits each
+        const u32 codes = u16_at(b + 2 + p / 4);  // the chunk's 8 codes, 2 bits each
 #pragma unroll
         for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((int)((codes >> (2 * e)) & 3) - 1), d);
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
 // The K-quants: super-blocks of 256. `p` is the chunk's first element within its super-block.
-// Q4_K and Q5_K: sub-block j's 6-bit scale and min from the 12 bytes at b + 4 (read as three words), and
-// the block's d and dmin (b + 0, one word): blocks of 144 and 176 bytes keep both 4-byte aligned.
-__device__ __forceinline__ void scales_k4(const unsigned char* b, int j, float* d1, float* m1) {
+// Q4_K and Q5_K: sub-block j's 6-bit scale and min from the 12 bytes at b + 4, and the block's d and dmin
+// (b + 0, one word): blocks of 144 and 176 bytes keep it 4-byte aligned.
+__device__ __forceinline__ void scales_k4(const unsigned char* b, unsigned j, float* d1, float* m1) {
+    // Sub-blocks 0..3: the low 6 bits of bytes j (scale) and j + 4 (min). 4..7: the nibbles of byte j + 4
+    // with the top 2 bits of bytes j − 4 (scale) and j (min) above them. Written without a branch on j:
+    // the byte offsets, shift and masks depend on j alone, which a loop over one lane's chunks keeps fixed.
+    const unsigned char* q = b + 4;
+    const bool lo = j < 4;
+    const u32 ls = q[lo ? j : j + 4], lm = q[j + 4], hs = q[lo ? j : j - 4], hm = q[j];
+    const u32 mask = lo ? 63u : 15u, top = lo ? 0u : 0x30u, mshift = lo ? 0u : 4u;
+    const int s = (int)((ls & mask) | (((hs >> 6) << 4) & top));
+    const int m = (int)(((lm >> mshift) & mask) | (((hm >> 6) << 4) & top));
     const u32 dm = *reinterpret_cast<const u32*>(b);
-    const u32* sw = reinterpret_cast<const u32*>(b + 4);
-    const u32 sc[3] = {sw[0], sw[1], sw[2]};
-    auto byte = [&](int i) { return (int)((sc[i / 4] >> (8 * (i % 4))) & 0xffu); };
-    int s, m;
-    if (j < 4) {
-        s = byte(j) & 63;
-        m = byte(j + 4) & 63;
-    } else {
-        s = (byte(j + 4) & 0xf) | ((byte(j - 4) >> 6) << 4);
-        m = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
-    }
     *d1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm & 0xffffu)), small_int_f32(s));
     *m1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm >> 16)), small_int_f32(m));
 }
@@ -150,24 +191,26 @@ __device__ __forceinline__ Bytes8 bytes8_a8(const unsigned char* p) {
 // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, qs[128]; value = (d·sc)·q − dmin·m.
 struct Q4_KW {
     static constexpr int BS = 256, TS = 144;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 144;
-        const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned j = p / 32, l0 = p % 32;
         float d1, m1;
         scales_k4(b, j, &d1, &m1);
-        const Bytes8 q = bytes8_a8(b + 16 + 32 * (j / 2) + l0);
-        const int shift = 4 * (j % 2);
+        float q[8];
+        nibbles_f32(bytes8_a8(b + 16 + 32 * (j / 2) + l0), 4 * (j % 2), 0.0f, q);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, small_int_f32((q[e] >> shift) & 0xf)), m1);
+        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, q[e]), m1);
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
 // Q5_K: Q4_K plus qh[32] (element 32j + l takes bit j of qh[l] as its fifth bit); qs at 48.
 struct Q5_KW {
     static constexpr int BS = 256, TS = 176;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 176;
-        const int p = (8 * c) % 256, j = p / 32, l0 = p % 32;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned j = p / 32, l0 = p % 32;
         float d1, m1;
         scales_k4(b, j, &d1, &m1);
         const Bytes8 qh = bytes8_a8(b + 16 + l0), q = bytes8_a8(b + 48 + 32 * (j / 2) + l0);
@@ -177,32 +220,40 @@ struct Q5_KW {
             w[e] = __fsub_rn(__fmul_rn(d1, small_int_f32(v)), m1);
         }
     }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
+    }
 };
 
 // Q6_K: ql[128], qh[64], 16 int8 scales, d; value = (d·sc)·(q − 32).
 struct Q6_KW {
     static constexpr int BS = 256, TS = 210;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 210;
-        const int p = (8 * c) % 256, n = p / 128, k = (p % 128) / 32, l0 = p % 32;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned n = p / 128, k = (p % 128) / 32, l0 = p % 32;
         const float d = f16_bits_to_f32(u16_at(b + 208));
         const Bytes8 ql(b + n * 64 + (k % 2) * 32 + l0), qh(b + 128 + n * 32 + l0);
         // A chunk of 8 lies in one half of 16, under one scale.
         const float ds = __fmul_rn(d, small_int_f32((signed char)b[192 + n * 8 + 2 * k + l0 / 16]));
+        // Per byte: the low nibble at 4·(k/2), two high bits at 2k above it; the code − 32.
+        const unsigned sl = 4 * (k / 2), sh = 2 * k;
+        float q[8];
+        bytes_f32x4(((ql.lo >> sl) & 0x0f0f0f0fu) | (((qh.lo >> sh) & 0x03030303u) << 4), 32.0f, q);
+        bytes_f32x4(((ql.hi >> sl) & 0x0f0f0f0fu) | (((qh.hi >> sh) & 0x03030303u) << 4), 32.0f, q + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int lo = (ql[e] >> (4 * (k / 2))) & 0xf, hi = (qh[e] >> (2 * k)) & 3;
-            w[e] = __fmul_rn(ds, small_int_f32((lo | (hi << 4)) - 32));
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(ds, q[e]);
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
 // Q3_K: hmask[32], qs[64], 12 bytes of 16 six-bit scales, d; value = (d·(scale − 32))·(q − sub).
 struct Q3_KW {
     static constexpr int BS = 256, TS = 110;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 110;
-        const int p = (8 * c) % 256, n = p / 128, j = (p % 128) / 32, l0 = p % 32;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned n = p / 128, j = (p % 128) / 32, l0 = p % 32;
         const unsigned char* sc = b + 96;
         const int is = n * 8 + 2 * j + l0 / 16;  // a chunk of 8 lies in one half of 16
         const int lo = (sc[is % 8] >> (4 * (is / 8))) & 0xf, hi = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
@@ -215,6 +266,10 @@ struct Q3_KW {
             w[e] = __fmul_rn(dl, small_int_f32(q - sub));
         }
     }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
+    }
 };
 
 // The IQ4 formats' 16 values.
@@ -225,29 +280,35 @@ __device__ const signed char IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -
 // IQ4_NL: blocks of 32 in 18 bytes, Q4_0's nibble layout; value = d·table[q].
 struct IQ4_NLW {
     static constexpr int BS = 32, TS = 18;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 32) * 18;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
         const float d = f16_bits_to_f32(u16_at(b));
-        const int o = (8 * c) % 32;
+        const unsigned o = p;
         const Bytes8 q(b + 2 + o % 16);  // Q4_0's nibble layout
         const int shift = o < 16 ? 0 : 4;
 #pragma unroll
         for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(d, small_int_f32(IQ4_VALUES[(q[e] >> shift) & 0xf]));
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
 // IQ4_XS: d, scales_h (u16), scales_l[4], then 8 runs of 16 bytes; run ib: d·(scale − 32) times the table.
 struct IQ4_XSW {
     static constexpr int BS = 256, TS = 136;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 136;
-        const int p = (8 * c) % 256, ib = p / 32, o = p % 32;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned ib = p / 32, o = p % 32;
         const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (u16_at(b + 2) >> (2 * ib)) & 3;
         const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b)), small_int_f32((lo | (hi << 4)) - 32));
         const Bytes8 q = bytes8_a8(b + 8 + 16 * ib + o % 16);  // blocks of 136 bytes: 8-byte aligned
         const int shift = o < 16 ? 0 : 4;
 #pragma unroll
         for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(dl, small_int_f32(IQ4_VALUES[(q[e] >> shift) & 0xf]));
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };
 
@@ -263,9 +324,8 @@ __device__ __forceinline__ float signed_by(float v, unsigned int negative) {
 // value = d·(0.5 + s)·0.25 · grid · sign.
 struct IQ2_XSW {
     static constexpr int BS = 256, TS = 74;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 74;
-        const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned ib = p / 32, l = (p % 32) / 8;
         const int s = (b[66 + ib] >> (4 * (l / 2))) & 0xf;
         const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, small_int_f32(s))), 0.25f);
         const unsigned int q = u16_at(b + 2 + 2 * (4 * ib + l));
@@ -276,15 +336,18 @@ struct IQ2_XSW {
             w[j] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> j) & 1);
         }
     }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
+    }
 };
 
 // IQ3_XXS: d, qs[64] grid indices (4 elements each), per 32 elements a u32 of four 7-bit sign indices and
 // the scale in the top 4 bits; value = d·(0.5 + s)·0.5 · grid · sign.
 struct IQ3_XXSW {
     static constexpr int BS = 256, TS = 98;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 98;
-        const int p = (8 * c) % 256, ib = p / 32, l = (p % 32) / 8;
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned ib = p / 32, l = (p % 32) / 8;
         const u32 aux = (u32)u16_at(b + 66 + 4 * ib) | ((u32)u16_at(b + 68 + 4 * ib) << 16);
         const float db = __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b)), __fadd_rn(0.5f, small_int_f32(aux >> 28))), 0.5f);
         const unsigned int signs = ksigns((aux >> (7 * l)) & 127);
@@ -299,15 +362,18 @@ struct IQ3_XXSW {
             }
         }
     }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
+    }
 };
 
 // IQ3_S: d, qs[64] (low 8 bits of 9-bit indices), qh[8] (their top bits, a byte per 32), signs[32] (a bit
 // per element), scales[4] (a nibble per 32); value = d·(1 + 2s) · grid · sign.
 struct IQ3_SW {
     static constexpr int BS = 256, TS = 110;
-    __device__ static void chunk(const unsigned char* row, int c, float* w) {
-        const unsigned char* b = row + (8 * c / 256) * 110;
-        const int p = (8 * c) % 256, ib = p / 32, g0 = (p % 32) / 4;  // the chunk's groups: g0, g0 + 1
+    __device__ static void at(const unsigned char* b, unsigned p, float* w) {
+        const unsigned ib = p / 32, g0 = (p % 32) / 4;  // the chunk's groups: g0, g0 + 1
         const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0xf;
         const float db = __fmul_rn(f16_bits_to_f32(u16_at(b)), small_int_f32(1 + 2 * s));
         const u32 qs = u16_at(b + 2 + 8 * ib + g0), qh = b[66 + ib], signs = b[74 + p / 8];
@@ -321,5 +387,9 @@ struct IQ3_SW {
                 w[k] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
             }
         }
+    }
+    __device__ static void chunk(const unsigned char* row, int c, float* w) {
+        const unsigned e = 8u * (unsigned)c;
+        at(row + (size_t)(e / BS) * TS, e % BS, w);
     }
 };

@@ -91,21 +91,39 @@ __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, cons
     matvec_row<W>(r, x + (size_t)t * x_tok + (size_t)s * x_slot, 0, y + (size_t)ts * rows + row, 0, cols, 1);
 }
 
+// Lane `lane`'s chunks c = lane, lane + 32, … of a row lie at one offset p of blocks `step` bytes apart
+// (every block size divides 256), so the decoders' offset arithmetic is made once, outside the loop.
+template <typename W>
+struct LaneChunks {
+    const unsigned char* b;  // the block of chunk `lane`
+    unsigned p;              // its offset in the block
+    size_t step;             // bytes from a chunk's block to the block of the chunk 32 on
+    __device__ __forceinline__ LaneChunks(const unsigned char* row, int lane)
+        : b(row + (size_t)(8u * lane / W::BS) * W::TS), p((8u * lane) % W::BS), step((size_t)(256 / W::BS) * W::TS) {}
+    // Chunk lane + 32·i.
+    __device__ __forceinline__ void get(int i, float* w) const { W::at(b + (size_t)i * step, p, w); }
+};
+
 // One warp's row dotted with the T inputs (x + t·x_stride): lane L adds its chunks L, L + 32, … in order,
 // then the butterfly; lane 0 writes y[t·y_tok]. The row may be in global or shared memory.
 template <typename W>
 __device__ __forceinline__ void warp_row_dots(const unsigned char* row, const float* __restrict__ x,
                                               size_t x_stride, float* __restrict__ y, size_t y_tok, int cols,
                                               int T, int lane) {
+    const LaneChunks<W> lc(row, lane);
     float acc[8];
 #pragma unroll
     for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
-    for (int c = lane; c < cols / CHUNK; c += WARP) {
-        float d[8];
-        chunk_dots<W>(row, c, x, x_stride, T, d);
+    for (int c = lane, i = 0; c < cols / CHUNK; c += WARP, ++i) {
+        float w[8];
+        lc.get(i, w);
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
-            if (t < T) acc[t] = __fadd_rn(acc[t], d[t]);
+            if (t < T) {
+                float xv[8];
+                load8_f32(x + (size_t)t * x_stride + CHUNK * c, xv);
+                acc[t] = __fadd_rn(acc[t], chunk_dot(w, xv));
+            }
         }
     }
 #pragma unroll
@@ -114,6 +132,47 @@ __device__ __forceinline__ void warp_row_dots(const unsigned char* row, const fl
             const float v = warp_butterfly(acc[t]);
             if (lane == 0) y[(size_t)t * y_tok] = v;
         }
+    }
+}
+
+// One token's row dot, lane L's chunks L, L + 32, … two at a time: both decoded and both 8-fma chains in
+// flight together (independent until they are added to the lane's total, in order). Every lane returns
+// the row's sum, and lane 0 is to write it.
+template <typename W>
+__device__ __forceinline__ float row_dot_1(const unsigned char* row, const float* __restrict__ x, int nch) {
+    const int lane = threadIdx.x % WARP;
+    const LaneChunks<W> lc(row, lane);
+    float acc = 0.0f;
+    int c = lane, i = 0;
+    for (; c + WARP < nch; c += 2 * WARP, i += 2) {
+        float w0[8], w1[8], x0[8], x1[8];
+        lc.get(i, w0);
+        lc.get(i + 1, w1);
+        load8_f32(x + CHUNK * c, x0);
+        load8_f32(x + CHUNK * (c + WARP), x1);
+        const float d0 = chunk_dot(w0, x0), d1 = chunk_dot(w1, x1);
+        acc = __fadd_rn(__fadd_rn(acc, d0), d1);
+    }
+    if (c < nch) {
+        float w0[8], x0[8];
+        lc.get(i, w0);
+        load8_f32(x + CHUNK * c, x0);
+        acc = __fadd_rn(acc, chunk_dot(w0, x0));
+    }
+    return warp_butterfly(acc);
+}
+
+// One warp's row (in global or shared memory) dotted with the T inputs: y[t·y_tok] for t < T; a single
+// token's with two chunks in flight.
+template <typename W>
+__device__ __forceinline__ void warp_row(const unsigned char* row, const float* __restrict__ x,
+                                                  size_t x_stride, float* __restrict__ y, size_t y_tok, int cols,
+                                                  int T, int lane) {
+    if (T == 1) {
+        const float v = row_dot_1<W>(row, x, cols / CHUNK);
+        if (lane == 0) y[0] = v;
+    } else {
+        warp_row_dots<W>(row, x, x_stride, y, y_tok, cols, T, lane);
     }
 }
 
@@ -126,7 +185,7 @@ __device__ void matvec_rows_warp(const unsigned char* __restrict__ wbase, const 
     const int row = blockIdx.x * warps + threadIdx.x / WARP;
     if (row >= rows) return;
     const unsigned char* r = wbase + (size_t)row * ((size_t)(cols / W::BS) * W::TS);
-    warp_row_dots<W>(r, x, cols, y + row, rows, cols, T, lane);
+    warp_row<W>(r, x, cols, y + row, rows, cols, T, lane);
 }
 
 // matvec_gather_rows in the warp layout: a warp per row of the slot's expert.
@@ -140,46 +199,7 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
     const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
-    warp_row_dots<W>(r, xv0, 0, y + (size_t)ts * rows + row, 0, cols, 1, lane);
-}
-
-// One token's row dot, lane L's chunks L, L + 32, … two at a time: both decoded and both 8-fma chains in
-// flight together (independent until they are added to the lane's total, in order). Every lane returns
-// the row's sum, and lane 0 is to write it.
-template <typename W>
-__device__ __forceinline__ float row_dot_1(const unsigned char* row, const float* __restrict__ x, int nch) {
-    const int lane = threadIdx.x % WARP;
-    float acc = 0.0f;
-    int c = lane;
-    for (; c + WARP < nch; c += 2 * WARP) {
-        float w0[8], w1[8], x0[8], x1[8];
-        W::chunk(row, c, w0);
-        W::chunk(row, c + WARP, w1);
-        load8_f32(x + CHUNK * c, x0);
-        load8_f32(x + CHUNK * (c + WARP), x1);
-        const float d0 = chunk_dot(w0, x0), d1 = chunk_dot(w1, x1);
-        acc = __fadd_rn(__fadd_rn(acc, d0), d1);
-    }
-    if (c < nch) {
-        float w0[8], x0[8];
-        W::chunk(row, c, w0);
-        load8_f32(x + CHUNK * c, x0);
-        acc = __fadd_rn(acc, chunk_dot(w0, x0));
-    }
-    return warp_butterfly(acc);
-}
-
-// Row r of a staged block, decoded from shared memory: y[t·y_tok] for t < T.
-template <typename W>
-__device__ __forceinline__ void matvec_staged_row(const unsigned char* row, const float* __restrict__ x,
-                                                  size_t x_stride, float* __restrict__ y, size_t y_tok, int cols,
-                                                  int T, int lane) {
-    if (T == 1) {
-        const float v = row_dot_1<W>(row, x, cols / CHUNK);
-        if (lane == 0) y[0] = v;
-    } else {
-        warp_row_dots<W>(row, x, x_stride, y, y_tok, cols, T, lane);
-    }
+    warp_row<W>(r, xv0, 0, y + (size_t)ts * rows + row, 0, cols, 1, lane);
 }
 
 // The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
@@ -214,7 +234,7 @@ __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_b
     __syncthreads();
     const int lane = threadIdx.x % WARP;
     for (int r = threadIdx.x / WARP; r < nr; r += blockDim.x / WARP) {
-        matvec_staged_row<W>((const unsigned char*)stage + a + (size_t)r * row_bytes, x, x_stride, y + r, y_tok,
+        warp_row<W>((const unsigned char*)stage + a + (size_t)r * row_bytes, x, x_stride, y + r, y_tok,
                              cols, T, lane);
     }
 }

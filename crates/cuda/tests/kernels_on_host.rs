@@ -39,6 +39,13 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+// The plain byte selection (selector nibbles 0..7; the sign-replicating mode is not used by the kernels).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
 struct HostDim3 { unsigned x, y, z; };

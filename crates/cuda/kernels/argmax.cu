@@ -1,12 +1,11 @@
 // The greedy token (docs/ARITHMETIC.md § topk; twin of ops/topk.rs argmax): the highest score_key, the
 // lowest id among equals. Each candidate is the 64-bit number (key << 32) | ~id, so the largest number is
-// the answer and any order of comparisons finds it.
-
-// One block: each thread's largest over ids i, i + blockDim, …, then the warps' and the block's largest.
-extern "C" __global__ void argmax(const float* __restrict__ v, int n, int* __restrict__ out) {
+// the answer and any order of comparisons finds it: every block takes its largest into *best by an atomic
+// maximum (*best starts at 0, below every candidate, since a key is never 0).
+extern "C" __global__ void argmax(const float* __restrict__ v, int n, unsigned long long* __restrict__ best_out) {
     __shared__ unsigned long long best_of[32];
-    unsigned long long best = 0;  // below every candidate: a key is never 0
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    unsigned long long best = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         best = max(best, ((unsigned long long)score_key(v[i]) << 32) | (u32)(~i));
     }
 #pragma unroll
@@ -16,6 +15,6 @@ extern "C" __global__ void argmax(const float* __restrict__ v, int n, int* __res
     __syncthreads();
     if (threadIdx.x == 0) {
         for (int w = 1; w < (int)(blockDim.x / WARP); ++w) best = max(best, best_of[w]);
-        *out = n > 0 ? (int)(~(u32)(best & 0xffffffffu)) : 0;
+        atomicMax(best_out, best);
     }
 }

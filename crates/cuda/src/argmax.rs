@@ -12,9 +12,13 @@ pub fn argmax(gpu: &Gpu, v: &Buf<f32>, n: usize) -> Result<u32, CudaError> {
     if n > i32::MAX as usize {
         return Err(CudaError::Shape(format!("argmax over {n} values")));
     }
-    let id = Buf::<i32>::zeros(gpu, 1)?;
+    // A block per 4,096 values (4 a thread), at most 2 per multiprocessor: one pass over the row.
+    let blocks = n.div_ceil(4096).clamp(1, 2 * gpu.sm_count as usize);
+    let best = Buf::<u64>::zeros(gpu, 1)?;
     let f = gpu.function("argmax.cu", crate::compile::ARGMAX, "argmax")?;
-    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
-    launch(gpu, &f, "argmax", cfg, &[Arg::Ptr(v.ptr(gpu)), Arg::I32(n as i32), Arg::Ptr(id.ptr(gpu))])?;
-    Ok(id.read(gpu, 1)?[0] as u32)
+    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+    launch(gpu, &f, "argmax", cfg, &[Arg::Ptr(v.ptr(gpu)), Arg::I32(n as i32), Arg::Ptr(best.ptr(gpu))])?;
+    // The id is the low word, complemented; the word stays 0 only when n is 0.
+    let b = best.read(gpu, 1)?[0];
+    Ok(if b == 0 { 0 } else { !(b as u32) })
 }

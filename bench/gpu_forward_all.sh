@@ -20,9 +20,10 @@ for layout in block warp staged; do
   STRATA_MATVEC=$layout $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
   echo "== moe_parity, STRATA_MATVEC=$layout"; STRATA_MATVEC=$layout $bin parity moe_parity; echo "rc=$?"
 done
-# Each attention-values variant forced (the plan picks one; both must give the CPU's bits).
-for attend in tiles prefetch; do
+# Each attention-values variant forced (the plan picks one; each must give the CPU's bits).
+for attend in tiles prefetch pipe; do
+  kv=int8; [ $attend = pipe ] && kv=fp16  # the pipe kernel reads fp16 caches (others go to tiles)
   echo "== attn_parity, STRATA_ATTEND=$attend"; STRATA_ATTEND=$attend $bin parity attn_parity; echo "rc=$?"
-  echo "== small, 600 tokens, int8, STRATA_ATTEND=$attend"
-  STRATA_ATTEND=$attend $bin parity forward_parity $t/small.gguf --tokens 600 --kv int8; echo "rc=$?"
+  echo "== small, 600 tokens, $kv, STRATA_ATTEND=$attend"
+  STRATA_ATTEND=$attend $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
 done

@@ -333,3 +333,98 @@ extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, 
     }
     values_store(a, o, qg, out, hq, dh);
 }
+
+// attend_values for fp16 caches with the loads decoupled from registers (the plan's `pipe` variant; the same
+// sums): each tile's 64 bytes a cell (the block's 32 dims) go straight from global to shared memory by
+// asynchronous copies, PIPE_STAGES tiles in flight while the warps run their chains through the oldest, so a
+// block waits on memory about once, not once a tile. e_j are read a warp-wide row of 32 at a time, the next
+// row's load in flight, and handed to the chain by shuffles. PIPE_WARPS heads a block: more blocks, each
+// with fewer chains to issue. The host uses it only for fp16 caches with dims in whole slices of 32 and
+// KV groups of 4k heads (so a block is exactly PIPE_WARPS warps).
+#define PIPE_TILE 192
+#define PIPE_STAGES 4
+#define PIPE_WARPS 4
+#define PIPE_PIECES (4 * PIPE_TILE / (PIPE_WARPS * WARP))  // 6 copies a thread a tile
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#else
+    *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void copies_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most PIPE_STAGES − 2 committed groups are still in flight.
+__device__ __forceinline__ void copies_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PIPE_STAGES - 2));
+#endif
+}
+
+extern "C" __global__ void attend_values_pipe(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
+                                             const signed char* __restrict__ vc, const unsigned short* __restrict__ vs,
+                                             const float* __restrict__ vf, int mode, const unsigned int* __restrict__ ids,
+                                             int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
+                                             const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
+                                             int hq, int hkv, int dh) {
+    __shared__ uint4 ring[PIPE_STAGES][PIPE_TILE][4];  // 48 KB: a tile's cells, 32 halves each
+    const int lane = threadIdx.x % WARP;
+    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
+    const int t = a.t, n = a.n, dim = hkv * dh;
+    const unsigned short* base = vh + a.g * dh + blockIdx.x * WARP;  // this block's 32 dims of cell 0
+    const int tiles = (n + PIPE_TILE - 1) / PIPE_TILE;
+    // Thread i of the block copies pieces i, i + 128, … (piece p: cell p / 4, its 16-byte quarter p % 4) of a
+    // tile; the cells' ids are read one tile ahead of their copies, so neither waits on the other.
+    u32 cell[PIPE_PIECES];
+    auto ids_of = [&](int k) {
+#pragma unroll
+        for (int u = 0; u < PIPE_PIECES; ++u) {
+            const int p = threadIdx.x + u * PIPE_WARPS * WARP, j = k * PIPE_TILE + p / 4;
+            cell[u] = k < tiles && p / 4 < PIPE_TILE && j < n ? (u32)attend_cell(ids, ids_stride, lo, t, j) : 0u;
+        }
+    };
+    auto issue = [&](int k) {
+        if (k < tiles) {
+#pragma unroll
+            for (int u = 0; u < PIPE_PIECES; ++u) {
+                const int p = threadIdx.x + u * PIPE_WARPS * WARP, j = k * PIPE_TILE + p / 4;
+                if (p / 4 < PIPE_TILE && j < n) {
+                    copy16_async(&ring[k % PIPE_STAGES][p / 4][p % 4], base + (size_t)cell[u] * dim + 8 * (p % 4));
+                }
+            }
+        }
+        copies_commit();  // an empty group past the last tile keeps the waits' count uniform
+    };
+    for (int k = 0; k < PIPE_STAGES - 1; ++k) {
+        ids_of(k);
+        issue(k);
+    }
+    ids_of(PIPE_STAGES - 1);
+    float o = 0.0f;
+    float e_next = a.live && lane < n ? a.e[lane] : 0.0f;  // the e_j row of the next 32 cells
+    for (int k = 0; k < tiles; ++k) {
+        copies_wait();    // tile k has landed (for this thread's copies)
+        __syncthreads();  // ... and everyone's; every chain is done with tile k − 1's stage
+        issue(k + PIPE_STAGES - 1);
+        ids_of(k + PIPE_STAGES);  // in flight during this tile's chains
+        const int j0 = k * PIPE_TILE, len = min(PIPE_TILE, n - j0);
+        const unsigned short* tile = reinterpret_cast<const unsigned short*>(ring[k % PIPE_STAGES]);
+        if (a.live) {
+            for (int r = 0; r < len; r += WARP) {
+                const float e_row = e_next;
+                const int jn = j0 + r + WARP + lane;
+                e_next = jn < n ? a.e[jn] : 0.0f;
+                const int m = min(WARP, len - r);
+                for (int u = 0; u < m; ++u) {
+                    const float ej = __shfl_sync(0xffffffffu, e_row, u);
+                    o = __fmaf_rn(ej, f16_bits_to_f32(tile[(r + u) * WARP + lane]), o);
+                }
+            }
+        }
+    }
+    values_store(a, o, qg, out, hq, dh);
+}

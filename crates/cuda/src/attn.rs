@@ -334,19 +334,23 @@ pub enum AttendVariant {
     Tiles,
     /// The next tile's loads in flight during the current tile's chains (`attend_values_prefetch`).
     Prefetch,
+    /// fp16 caches: tiles copied to shared memory asynchronously, several in flight, 4 heads a block
+    /// (`attend_values_pipe`); other caches as `Tiles`.
+    Pipe,
 }
 
 impl AttendVariant {
-    pub const ALL: [AttendVariant; 2] = [AttendVariant::Tiles, AttendVariant::Prefetch];
+    pub const ALL: [AttendVariant; 3] = [AttendVariant::Tiles, AttendVariant::Prefetch, AttendVariant::Pipe];
 
     pub fn name(self) -> &'static str {
         match self {
             AttendVariant::Tiles => "tiles",
             AttendVariant::Prefetch => "prefetch",
+            AttendVariant::Pipe => "pipe",
         }
     }
 
-    /// `STRATA_ATTEND=tiles|prefetch` forces one.
+    /// `STRATA_ATTEND=tiles|prefetch|pipe` forces one.
     pub fn from_env() -> Option<AttendVariant> {
         let v = std::env::var("STRATA_ATTEND").ok()?;
         AttendVariant::ALL.into_iter().find(|a| a.name() == v)
@@ -356,6 +360,7 @@ impl AttendVariant {
         match self {
             AttendVariant::Tiles => "attend_values",
             AttendVariant::Prefetch => "attend_values_prefetch",
+            AttendVariant::Pipe => "attend_values_pipe",
         }
     }
 }
@@ -381,9 +386,16 @@ fn attend_values(gpu: &Gpu, variant: AttendVariant, x: &Values, d: AttnDims, t: 
         &[i(d.hq), i(d.hkv), i(d.dh)],
     ]
     .concat();
-    // A warp per query head of a KV group, at most 16 per block.
+    // The pipe kernel copies 16-byte pieces of fp16 cells (whole slices of 32 dims), 4 heads a block.
+    let variant = match variant {
+        AttendVariant::Pipe if x.v.mode_id() != 0 || !d.dh.is_multiple_of(32) || !(d.hq / d.hkv).is_multiple_of(4) => {
+            AttendVariant::Tiles
+        }
+        v => v,
+    };
+    // A warp per query head of a KV group, at most 16 per block (PIPE_WARPS = 4 for the pipe kernel).
     let hpg = d.hq / d.hkv;
-    let warps = hpg.min(16);
+    let warps = if variant == AttendVariant::Pipe { 4 } else { hpg.min(16) };
     let cfg = LaunchConfig {
         grid_dim: (d.dh.div_ceil(32) as u32, (t * d.hkv * hpg.div_ceil(warps)) as u32, 1),
         block_dim: (32 * warps as u32, 1, 1),

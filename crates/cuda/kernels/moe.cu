@@ -75,11 +75,20 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
     for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
 }
 
-// h = silu(g)·u, the product rounded.
+// h = silu(g)·u, the product rounded, for the routed slots' n values and then the shared expert's n2 (one
+// launch for both).
 extern "C" __global__ void moe_act(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ h,
-                                  int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) h[i] = __fmul_rn(s_silu(g[i]), u[i]);
+                                  int n, const float* __restrict__ g2, const float* __restrict__ u2,
+                                  float* __restrict__ h2, int n2) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        i -= n;
+        if (i >= n2) return;
+        g = g2;
+        u = u2;
+        h = h2;
+    }
+    h[i] = __fmul_rn(s_silu(g[i]), u[i]);
 }
 
 // y[t][d] = fma chain over the slots in rank order of w·expert output, from +0, then

@@ -98,26 +98,14 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
     let args = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
     launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)]].concat())?;
-    // The routed experts: gate and up of the token's input, the activation, down of each slot's h.
+    // The routed experts' and the shared expert's gate and up of the token's input, both activations in
+    // one launch, then down of each slot's h and the shared h.
     let (g, u, h, eo) = (
         Buf::uninit(gpu, t * k * f)?,
         Buf::uninit(gpu, t * k * f)?,
         Buf::uninit(gpu, t * k * f)?,
         Buf::uninit(gpu, t * k * n)?,
     );
-    let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
-    let (gate, up) = ((&*w.gate.m, rows(&w.gate, f), &g), (&*w.up.m, rows(&w.up, f), &u));
-    matvec_gather_two(gpu, gate, up, x, (n, 0), &ids, (t, k))?;
-    let act = gpu.function("moe.cu", SRC, "moe_act")?;
-    launch(
-        gpu,
-        &act,
-        "moe_act",
-        elementwise(t * k * f),
-        &[Arg::Ptr(g.ptr(gpu)), Arg::Ptr(u.ptr(gpu)), Arg::Ptr(h.ptr(gpu)), i(t * k * f)],
-    )?;
-    matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
-    // The shared expert and its gate.
     let (gs, us, hs, shared, sg) = (
         Buf::uninit(gpu, t * fs)?,
         Buf::uninit(gpu, t * fs)?,
@@ -125,14 +113,15 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         Buf::uninit(gpu, t * n)?,
         Buf::uninit(gpu, t)?,
     );
+    let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
+    let (gate, up) = ((&*w.gate.m, rows(&w.gate, f), &g), (&*w.up.m, rows(&w.up, f), &u));
+    matvec_gather_two(gpu, gate, up, x, (n, 0), &ids, (t, k))?;
     matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?;
-    launch(
-        gpu,
-        &act,
-        "moe_act",
-        elementwise(t * fs),
-        &[Arg::Ptr(gs.ptr(gpu)), Arg::Ptr(us.ptr(gpu)), Arg::Ptr(hs.ptr(gpu)), i(t * fs)],
-    )?;
+    let act = gpu.function("moe.cu", SRC, "moe_act")?;
+    let ptrs = |a: &Buf<f32>, b: &Buf<f32>, c: &Buf<f32>| [a.ptr(gpu), b.ptr(gpu), c.ptr(gpu)].map(Arg::Ptr);
+    let args = [&ptrs(&g, &u, &h)[..], &[i(t * k * f)], &ptrs(&gs, &us, &hs), &[i(t * fs)]].concat();
+    launch(gpu, &act, "moe_act", elementwise(t * k * f + t * fs), &args)?;
+    matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
     matvec(gpu, &w.down_sh, &hs, &shared, t)?;
     matvec(gpu, &w.sgate, x, &sg, t)?;
     let y = Buf::<f32>::uninit(gpu, t * n)?;

@@ -8,7 +8,7 @@ bin=${STRATA_BIN:-.dev/strata}
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
 out=${OUT:-/tmp}/verify
 mkdir -p $out
-for p in "gr_parity --selftest" gr_multi_parity matvec_parity gdn_parity moe_parity attn_parity qsa_parity \
+for p in "gr_parity --selftest" gr_multi_parity matvec_parity gdn_parity moe_parity attn_parity qsa_parity sample_parity \
   "qsa_topk_parity --selftest"; do
   $bin parity $p > $out/${p%% *}.log 2>&1; echo "$p rc=$? ($(grep -E '^OK|FAIL' $out/${p%% *}.log | tail -1))"
 done

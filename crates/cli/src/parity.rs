@@ -29,6 +29,13 @@ pub enum ParityCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// The device's token draw (temperature, top-k, top-p) against the CPU's on rows built to find order
+    /// and tie mistakes.
+    #[command(name = "sample_parity")]
+    sample_parity {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// A GDN layer over a sequence in windows of T = 1..8 against the CPU (outputs and state).
     #[command(name = "gdn_parity")]
     gdn_parity {
@@ -97,6 +104,7 @@ pub fn run(c: ParityCommand) -> Result<()> {
         ParityCommand::qsa_parity { seed } => parity::qsa_parity(&gpu, seed),
         ParityCommand::matvec_parity { seed } => parity::matvec_parity(&gpu, seed),
         ParityCommand::gdn_parity { seed } => parity::gdn_parity(&gpu, seed),
+        ParityCommand::sample_parity { seed } => parity::sample_parity(&gpu, seed),
         ParityCommand::moe_parity { seed } => parity::moe_parity(&gpu, seed),
         ParityCommand::attn_parity { seed } => parity::attn_parity(&gpu, seed),
         ParityCommand::forward_parity { model, tokens, kv } => {

@@ -33,14 +33,16 @@ pub struct RunArgs {
     /// Wrap the prompt in the model's chat template as a user turn.
     #[arg(long)]
     chat: bool,
-    /// Sampling temperature; 0 is greedy.
+    /// Sampling temperature; 0 is greedy. The draw is made on the device that holds the logits.
     #[arg(long, default_value_t = 0.0)]
     temp: f32,
+    /// Keep the most likely tokens up to this much probability (1 keeps every candidate).
     #[arg(long, default_value_t = 1.0)]
     top_p: f32,
-    /// 0 keeps every token.
+    /// Candidates: the k most likely tokens; 0 (or above 4,096) takes the 4,096 most likely.
     #[arg(long, default_value_t = 0)]
     top_k: usize,
+    /// The sampling seed: the same seed gives the same tokens on the CPU and the GPU.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Context cells (default: the model's trained context).

@@ -38,8 +38,11 @@ pub const MTP: &str = include_str!("../kernels/mtp.cu");
 /// The greedy token of a row of logits (twin of ops/topk.rs argmax).
 pub const ARGMAX: &str = include_str!("../kernels/argmax.cu");
 
+/// A token drawn from a row of logits (twin of ops/sample.rs sample).
+pub const SAMPLE: &str = include_str!("../kernels/sample.cu");
+
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 9] = [
+pub const KERNEL_FILES: [(&str, &str); 10] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
@@ -49,6 +52,7 @@ pub const KERNEL_FILES: [(&str, &str); 9] = [
     ("ple.cu", PLE),
     ("mtp.cu", MTP),
     ("argmax.cu", ARGMAX),
+    ("sample.cu", SAMPLE),
 ];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,

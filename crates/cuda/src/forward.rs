@@ -10,6 +10,7 @@ use strata_model::config::LayerKind;
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::ple_rows;
 use strata_model::model::MTP_WINDOW;
+use strata_model::ops::sample::SampleParams;
 use strata_model::state::{GdnState, LayerState, PleState};
 use strata_model::weights::{Mixer, PleWeights};
 use strata_model::{Model, State};
@@ -486,6 +487,10 @@ impl Backend for CudaForward<'_> {
         self.timed("head", || crate::argmax::argmax(&self.gpu, &self.last_head(fin)?, self.output.rows))
     }
 
+    fn last_sample(&self, fin: &Rows, p: &SampleParams) -> Result<u32, CudaError> {
+        self.timed("head", || crate::sample::sample(&self.gpu, &self.last_head(fin)?, self.output.rows, p))
+    }
+
     fn mtp_input(&self, r: &Rows, next: &[u32]) -> Result<Rows, CudaError> {
         self.timed("mtp", || {
             let (c, g, m) = (&self.model.config, &*self.gpu, self.mtp()?);
@@ -576,6 +581,10 @@ impl Decoder for CudaDecoder<'_> {
 
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
         self.with_trunk(tokens, |fwd, fin| fwd.last_argmax(fin))
+    }
+
+    fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams) -> Result<u32, String> {
+        self.with_trunk(tokens, |fwd, fin| fwd.last_sample(fin, p))
     }
 
     fn report(&self) -> Option<String> {

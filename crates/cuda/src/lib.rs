@@ -19,6 +19,7 @@ pub mod parity;
 pub mod plan;
 pub mod profile;
 pub mod qsa;
+pub mod sample;
 
 pub use device::Gpu;
 pub use error::CudaError;

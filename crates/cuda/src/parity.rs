@@ -141,6 +141,50 @@ fn argmax_cases(gpu: &Gpu, seed: u64) -> Outcome {
     Ok(cases)
 }
 
+/// `sample_parity`: the device's draw (sample.cu) against ops/sample.rs's, token for token, on rows built
+/// to find mistakes in each step: ties across the K-th key (the lowest ids are taken), non-finite logits
+/// (never drawn; all of them: greedy), every value equal, a vocabulary's worth of logits; top-k 0, 1, 40
+/// and past the 4,096 cap; top-p 1, 0.9, 1e-6; temperatures from 0.05 to 100 and 0 (greedy); uniform
+/// numbers at 0, the middle and just below 1.
+pub fn sample_parity(gpu: &Gpu, seed: u64) -> Outcome {
+    use strata_model::ops::sample::{sample, uniform_f32, SampleParams};
+    let mut rng = SplitMix64::new(seed ^ 0x5a3e);
+    let mut cases = 0;
+    for n in [1usize, 7, 1000, 5000, 248_320] {
+        let normal_row: Vec<f32> = (0..n).map(|_| 3.0 * normal(&mut rng)).collect();
+        // Values on a coarse grid: many equal keys, so the K-th key is shared by several ids.
+        let coarse: Vec<f32> = normal_row.iter().map(|v| (v * 2.0).round() / 2.0).collect();
+        let mut odd = normal_row.clone();
+        for (i, v) in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0].into_iter().enumerate() {
+            odd[(i * 7919) % n] = v;
+        }
+        let rows = [normal_row, coarse, odd, vec![0.25; n], vec![f32::NAN; n]];
+        for (r, row) in rows.iter().enumerate() {
+            let v = Buf::from_host(gpu, row).map_err(|e| e.to_string())?;
+            for (temperature, top_k, top_p) in [
+                (1.0, 0, 1.0),
+                (0.7, 40, 0.9),
+                (0.05, 0, 0.9),
+                (100.0, 5000, 1.0),
+                (1.0, 1, 1.0),
+                (1.3, 0, 1e-6),
+                (0.0, 40, 0.9),
+            ] {
+                for u in [0.0f32, 0.5, 0.999_999_94, uniform_f32(rng.next_u64())] {
+                    let p = SampleParams { temperature, top_k, top_p, u };
+                    let got = crate::sample::sample(gpu, &v, n, &p).map_err(|e| e.to_string())?;
+                    let want = sample(row, &p);
+                    if got != want {
+                        return Err(format!("draw from {n} values, row kind {r}, {p:?}: device {got}, CPU {want}"));
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    Ok(cases)
+}
+
 // ---------------------------------------------------------------- QSA
 
 /// `qsa_topk_parity --selftest`: every pattern; 2K–524K cells under 9K–524K capacities; decode calls

@@ -78,14 +78,18 @@ pub fn generate(
 ) -> Result<Generated, GenerateError> {
     check_prompt(&*dec, prompt, cfg.max_context)?;
     let mut sampler = Sampler::new(cfg.sampler.clone());
-    let greedy_on_device = cfg.sampler.temperature <= 0.0 && !cfg.logits;
-    // A window's head: the greedy token (the device's argmax) or the last token's logits.
-    let step = |dec: &mut dyn Decoder, tokens: &[u32]| -> Result<Head, GenerateError> {
-        if greedy_on_device {
-            dec.forward_greedy(tokens).map(Head::Token).map_err(GenerateError::Device)
+    let greedy = cfg.sampler.greedy();
+    // A window's head: the token chosen where the logits are (the device's argmax or draw), or, when the
+    // caller wants them, the last token's logits (then the draw is made here, the same way).
+    let step = |dec: &mut dyn Decoder, tokens: &[u32], sampler: &mut Sampler| -> Result<Head, GenerateError> {
+        let head = if cfg.logits {
+            dec.forward_last(tokens).map(Head::Logits)
+        } else if greedy {
+            dec.forward_greedy(tokens).map(Head::Token)
         } else {
-            dec.forward_last(tokens).map(Head::Logits).map_err(GenerateError::Device)
-        }
+            dec.forward_sample(tokens, &sampler.next_params()).map(Head::Token)
+        };
+        head.map_err(GenerateError::Device)
     };
     let t0 = Instant::now();
     let windows: Vec<&[u32]> = prompt.chunks(dec.window().max(1)).collect();
@@ -97,7 +101,7 @@ pub fn generate(
         done += window.len();
         on_event(Event::Prompt { done, total: prompt.len() })?;
     }
-    let mut head = step(dec, last)?;
+    let mut head = step(dec, last, &mut sampler)?;
     on_event(Event::Prompt { done: prompt.len(), total: prompt.len() })?;
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
@@ -124,7 +128,7 @@ pub fn generate(
         if dec.position() >= cfg.max_context {
             break Stop::ContextFull;
         }
-        head = step(dec, &[next])?;
+        head = step(dec, &[next], &mut sampler)?;
     };
     Ok(Generated { tokens, stop, prompt_tokens: prompt.len(), prompt_time, decode_time: t1.elapsed() })
 }

@@ -1,15 +1,17 @@
 //! Choosing the next token: greedy (the highest logit, the lowest id among equals) or sampling with
-//! temperature, top-k and top-p from a seeded generator, so a seed reproduces a run.
+//! temperature, top-k and top-p (strata_model::ops::sample, the contract a GPU follows too) with a uniform
+//! number a draw from a seeded generator, so a seed reproduces a run on either device.
 
 use strata_gguf::SplitMix64;
+pub use strata_model::ops::sample::SampleParams;
+use strata_model::ops::sample::{sample, uniform_f32};
 pub use strata_model::ops::topk::argmax;
-use strata_model::ops::topk::score_key;
 
 #[derive(Clone, Debug)]
 pub struct SamplerConfig {
     /// 0 is greedy.
     pub temperature: f32,
-    /// 0 keeps every token.
+    /// 0 keeps every token (the 4,096 most likely at most).
     pub top_k: usize,
     /// 1 keeps every token.
     pub top_p: f32,
@@ -19,6 +21,12 @@ pub struct SamplerConfig {
 impl Default for SamplerConfig {
     fn default() -> Self {
         SamplerConfig { temperature: 0.0, top_k: 0, top_p: 1.0, seed: 0 }
+    }
+}
+
+impl SamplerConfig {
+    pub fn greedy(&self) -> bool {
+        self.temperature.is_nan() || self.temperature <= 0.0
     }
 }
 
@@ -33,41 +41,16 @@ impl Sampler {
         Sampler { cfg, rng }
     }
 
+    /// The next draw's settings: one uniform number taken from the generator (none when greedy), so a
+    /// draw made here and one made on a device from the same settings agree.
+    pub fn next_params(&mut self) -> SampleParams {
+        let u = if self.cfg.greedy() { 0.0 } else { uniform_f32(self.rng.next_u64()) };
+        SampleParams { temperature: self.cfg.temperature, top_k: self.cfg.top_k, top_p: self.cfg.top_p, u }
+    }
+
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        if self.cfg.temperature <= 0.0 {
-            return argmax(logits);
-        }
-        let mut idx: Vec<usize> = (0..logits.len()).filter(|&i| logits[i].is_finite()).collect();
-        idx.sort_by(|&a, &b| score_key(logits[b]).cmp(&score_key(logits[a])).then(a.cmp(&b)));
-        if self.cfg.top_k > 0 {
-            idx.truncate(self.cfg.top_k);
-        }
-        if idx.is_empty() {
-            return argmax(logits);
-        }
-        let m = logits[idx[0]] as f64;
-        let t = self.cfg.temperature as f64;
-        let w: Vec<f64> = idx.iter().map(|&i| ((logits[i] as f64 - m) / t).exp()).collect();
-        let total: f64 = w.iter().sum();
-        // top-p: the smallest prefix whose probability reaches p
-        let mut keep = w.len();
-        let mut acc = 0.0;
-        for (j, &x) in w.iter().enumerate() {
-            acc += x / total;
-            if acc >= self.cfg.top_p as f64 {
-                keep = j + 1;
-                break;
-            }
-        }
-        let kept: f64 = w[..keep].iter().sum();
-        let mut r = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * kept;
-        for (j, &x) in w[..keep].iter().enumerate() {
-            if r < x {
-                return idx[j] as u32;
-            }
-            r -= x;
-        }
-        idx[keep - 1] as u32
+        let p = self.next_params();
+        sample(logits, &p)
     }
 }
 

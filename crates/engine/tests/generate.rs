@@ -79,7 +79,7 @@ fn stop_rules_and_events() {
 }
 
 #[test]
-fn greedy_without_logits_takes_the_same_tokens() {
+fn without_logits_the_decoder_chooses_the_same_tokens() {
     // Without logits asked for, greedy tokens come from the decoder's own argmax (the device's on a GPU)
     // and no logits event is sent; the tokens and the state left behind are those of the logits path.
     let m = model();
@@ -88,13 +88,14 @@ fn greedy_without_logits_takes_the_same_tokens() {
     let (without, quiet) = run(&m, &prompt, &GenerateConfig { logits: false, ..cfg(12, vec![], 4096) });
     assert_eq!(with.unwrap().tokens, without.unwrap().tokens);
     assert_eq!((log.matches('L').count(), quiet.matches('L').count()), (12, 0));
-    // Sampling needs the logits, so they are sent even when not asked for.
-    let sampled = GenerateConfig {
-        logits: false,
-        sampler: SamplerConfig { temperature: 0.8, top_k: 0, top_p: 1.0, seed: 3 },
-        ..cfg(5, vec![], 4096)
-    };
-    assert_eq!(run(&m, &prompt, &sampled).1.matches('L').count(), 5);
+    // Sampling draws where the logits are (the decoder's `forward_sample`) with the same uniform numbers
+    // as a draw made here from the logits: the same tokens, and no logits event unless asked for.
+    let sampler = SamplerConfig { temperature: 0.8, top_k: 0, top_p: 0.95, seed: 3 };
+    let here = GenerateConfig { sampler: sampler.clone(), ..cfg(12, vec![], 4096) };
+    let there = GenerateConfig { logits: false, sampler, ..cfg(12, vec![], 4096) };
+    let ((a, la), (b, lb)) = (run(&m, &prompt, &here), run(&m, &prompt, &there));
+    assert_eq!(a.unwrap().tokens, b.unwrap().tokens);
+    assert_eq!((la.matches('L').count(), lb.matches('L').count()), (12, 0));
 }
 
 #[test]

@@ -66,6 +66,8 @@ pub trait Backend {
     fn last_logits(&self, fin: &Self::Rows) -> Result<Vec<f32>, Self::Error>;
     /// The greedy token after the window's last: `argmax` of its logits (ops/topk.rs), where they are.
     fn last_argmax(&self, fin: &Self::Rows) -> Result<u32, Self::Error>;
+    /// The token drawn after the window's last by `sample` (ops/sample.rs) from its logits, where they are.
+    fn last_sample(&self, fin: &Self::Rows, p: &crate::ops::sample::SampleParams) -> Result<u32, Self::Error>;
     /// The MTP layer's input R' from the streams `r` and the next tokens (spec §0.11).
     fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error>;
     /// The MTP layer's dense attention over its own cache, for tokens at positions pos, pos + 1, ….
@@ -165,6 +167,9 @@ pub trait Decoder {
     fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String>;
     /// Runs `tokens`: the greedy token after the last (`argmax` of its logits, on the device that has them).
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String>;
+    /// Runs `tokens`: the token drawn after the last with `p` (ops/sample.rs), on the device that has the
+    /// logits.
+    fn forward_sample(&mut self, tokens: &[u32], p: &crate::ops::sample::SampleParams) -> Result<u32, String>;
     /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
     fn snapshot(&self) -> Result<crate::State, String>;
     /// A device's own report at the end of a run (a profile, when asked for), if any.
@@ -214,6 +219,11 @@ impl Decoder for CpuDecoder<'_> {
 
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
         let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_argmax(fin));
+        Ok(v)
+    }
+
+    fn forward_sample(&mut self, tokens: &[u32], p: &crate::ops::sample::SampleParams) -> Result<u32, String> {
+        let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_sample(fin, p));
         Ok(v)
     }
 

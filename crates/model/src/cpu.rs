@@ -115,6 +115,10 @@ impl Backend for Cpu<'_> {
         Ok(argmax(&self.last_logits(fin)?))
     }
 
+    fn last_sample(&self, fin: &Self::Rows, p: &crate::ops::sample::SampleParams) -> Result<u32, Self::Error> {
+        Ok(crate::ops::sample::sample(&self.last_logits(fin)?, p))
+    }
+
     fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error> {
         let (c, w, m) = (&self.model.config, &self.model.weights, self.mtp());
         let n = c.n_embd;

@@ -6,5 +6,6 @@ pub mod dot;
 pub mod matvec;
 pub mod norm;
 pub mod rope;
+pub mod sample;
 pub mod softmax;
 pub mod topk;

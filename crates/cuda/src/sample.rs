@@ -1,0 +1,32 @@
+//! Host side of kernels/sample.cu: a token drawn from a row of logits on the device, the twin of
+//! strata_model::ops::sample::sample (the same token for the same settings and uniform number).
+
+use cudarc::driver::LaunchConfig;
+use strata_model::ops::sample::{SampleParams, MAX_CANDIDATES};
+
+use crate::buf::{launch, Arg, Buf};
+use crate::device::Gpu;
+use crate::error::CudaError;
+
+/// The token drawn with `p` from the first `n` values of `v`; only the id is copied back.
+pub fn sample(gpu: &Gpu, v: &Buf<f32>, n: usize, p: &SampleParams) -> Result<u32, CudaError> {
+    if n > i32::MAX as usize {
+        return Err(CudaError::Shape(format!("sampling from {n} values")));
+    }
+    let id = Buf::<i32>::zeros(gpu, 1)?;
+    let f = gpu.function("sample.cu", crate::compile::SAMPLE, "sample")?;
+    // One block (SAMPLE_THREADS in sample.cu); a top-k past the cap means the cap.
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+    let top_k = p.top_k.min(MAX_CANDIDATES) as i32;
+    let args = [
+        Arg::Ptr(v.ptr(gpu)),
+        Arg::I32(n as i32),
+        Arg::F32(p.temperature),
+        Arg::I32(top_k),
+        Arg::F32(p.top_p),
+        Arg::F32(p.u),
+        Arg::Ptr(id.ptr(gpu)),
+    ];
+    launch(gpu, &f, "sample", cfg, &args)?;
+    Ok(id.read(gpu, 1)?[0] as u32)
+}

@@ -3,11 +3,11 @@
 # on the GPU (prompt of DEPTH tokens, N new tokens) for prefill and decode rates, and the same run with
 # STRATA_PROFILE=1 for the per-op-family time of a decode step and the bytes it reads; the card's copy
 # bandwidth is measured by torch in the same call, for the floor. Usage: bench/engine.sh [DEPTHS] [N]
-# (default "4096" and 32); PROFILES="1 kernels" adds the per-kernel breakdown (default "1"; PROFILES= none). Run from the repo root with the binary in .dev/strata.
+# (default "4096" and 256); PROFILES="1 kernels" adds the per-kernel breakdown (default "1"; PROFILES= none). Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 bin=${STRATA_BIN:-.dev/strata}
 depths=${1:-4096}
-n=${2:-32}
+n=${2:-256}
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
 t=/tmp/strata-full
 mkdir -p $t

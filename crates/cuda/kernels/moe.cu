@@ -10,8 +10,14 @@
 // order and the lanes' two chunks in ascending order, and the top-k takes the largest (key << 32) | ~id of
 // the entries not yet taken (a taken one becomes 0, below every candidate), which no order changes.
 #define ROUTE_CHUNKS 2
+//
+// The same warp then makes the shared expert's gate logit, dot(shexp_gate, xin) (xin: the block's input),
+// by the reduction contract (the matvec's row dot: lane L's chunks L, L + 32, … in order, then the
+// butterfly), when that one-row matrix is F32 (sg_kind 1) or BF16 (2): one launch fewer than a product of
+// its own (sg_kind 0: the host runs that product).
 extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
-                                    float* __restrict__ weights, int E, int k) {
+                                    float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
+                                    int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
     const int t = blockIdx.x, lane = threadIdx.x;
     const float* x = logits + (size_t)t * E;
     constexpr int PER = ROUTE_CHUNKS * CHUNK;
@@ -73,6 +79,18 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
     __syncwarp();
     const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
     for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
+    if (sg_kind == 0) return;
+    const float* xt = xin + (size_t)t * n;
+    float dot = 0.0f;
+    for (int c = lane; c < n / CHUNK; c += WARP) {
+        float w8[CHUNK], x8[CHUNK];
+        if (sg_kind == 1) load8_f32((const float*)sg_w + CHUNK * c, w8);
+        else load8_bf16((const bf16_t*)sg_w + CHUNK * c, w8);
+        load8_f32(xt + CHUNK * c, x8);
+        dot = __fadd_rn(dot, chunk_dot(w8, x8));
+    }
+    dot = warp_butterfly(dot);
+    if (lane == 0) sg[t] = dot;
 }
 
 // h = silu(g)·u, the product rounded, for the routed slots' n values and then the shared expert's n2 (one

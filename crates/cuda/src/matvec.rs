@@ -228,6 +228,11 @@ pub struct MatrixGpu {
 }
 
 impl MatrixGpu {
+    /// The device address of the weights' first byte.
+    pub fn ptr(&self, gpu: &Gpu) -> u64 {
+        self.bytes.ptr(gpu)
+    }
+
     pub fn upload(gpu: &Gpu, m: &Matrix) -> Result<MatrixGpu, CudaError> {
         if !supported(m.ty) {
             return Err(CudaError::Shape(format!("no GPU matrix-vector kernel for {} weights yet", m.ty)));

@@ -2,6 +2,7 @@
 //! of strata_model::layers::moe (the same bits).
 
 use cudarc::driver::LaunchConfig;
+use strata_gguf::GgmlType;
 use strata_model::weights::{MoeWeights, Stacked};
 
 use crate::buf::{launch, Arg, Buf};
@@ -96,8 +97,16 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     let route = gpu.function("moe.cu", SRC, "moe_route")?;
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    // The shared expert's gate logit is made by the routing warp when its one row is F32 or BF16.
+    let sg = Buf::<f32>::uninit(gpu, t)?;
+    let sg_kind = match (w.sgate.ty, w.sgate.rows, w.sgate.cols) {
+        (GgmlType::F32, 1, c) if c == n => 1,
+        (GgmlType::BF16, 1, c) if c == n => 2,
+        _ => 0,
+    };
     let args = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)]].concat())?;
+    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), i(sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
+    launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)], &sg_args].concat())?;
     // The routed experts' and the shared expert's gate and up of the token's input, both activations in
     // one launch, then down of each slot's h and the shared h.
     let (g, u, h, eo) = (
@@ -106,13 +115,8 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         Buf::uninit(gpu, t * k * f)?,
         Buf::uninit(gpu, t * k * n)?,
     );
-    let (gs, us, hs, shared, sg) = (
-        Buf::uninit(gpu, t * fs)?,
-        Buf::uninit(gpu, t * fs)?,
-        Buf::uninit(gpu, t * fs)?,
-        Buf::uninit(gpu, t * n)?,
-        Buf::uninit(gpu, t)?,
-    );
+    let (gs, us, hs, shared) =
+        (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
     let (gate, up) = ((&*w.gate.m, rows(&w.gate, f), &g), (&*w.up.m, rows(&w.up, f), &u));
     matvec_gather_two(gpu, gate, up, x, (n, 0), &ids, (t, k))?;
@@ -123,7 +127,9 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     launch(gpu, &act, "moe_act", elementwise(t * k * f + t * fs), &args)?;
     matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
     matvec(gpu, &w.down_sh, &hs, &shared, t)?;
-    matvec(gpu, &w.sgate, x, &sg, t)?;
+    if sg_kind == 0 {
+        matvec(gpu, &w.sgate, x, &sg, t)?;
+    }
     let y = Buf::<f32>::uninit(gpu, t * n)?;
     let combine = gpu.function("moe.cu", SRC, "moe_combine")?;
     let args = [eo.ptr(gpu), weights.ptr(gpu), shared.ptr(gpu), sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);

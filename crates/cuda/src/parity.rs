@@ -473,6 +473,19 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     {
         for ty in if ties { &all[..1] } else { &all[..] }.iter().copied() {
             let mut w = random_moe(n, ne, f, fs, ty, &mut rng);
+            // The shared expert's gate row as F32 for the second geometry (BF16 elsewhere): the routing
+            // warp makes its logit for both.
+            if n == 1024 {
+                let mut row = vec![0f32; n];
+                w.shexp_gate.row(0, &mut row);
+                let bytes = row.iter().flat_map(|v| v.to_le_bytes()).collect();
+                w.shexp_gate = strata_model::ops::matvec::Matrix {
+                    ty: GgmlType::F32,
+                    rows: 1,
+                    cols: n,
+                    bytes: strata_gguf::TensorBytes::from_vec(bytes),
+                };
+            }
             if ties {
                 let mut b = w.router.bytes.to_vec();
                 let row = 4 * n;

@@ -2,12 +2,11 @@
 // crates/model/src/layers/gdn.rs: the projections are matvec.cu's; these kernels do the rest with the CPU's
 // operations in the CPU's order, carrying the conv tail and the S×S state from token to token.
 
-// Causal depthwise conv of K taps per channel, then silu: frames are the K − 1 kept ones (oldest first)
-// and the window's tokens in order; the K − 1 newest are kept. One thread per channel.
-extern "C" __global__ void gdn_conv(const float* __restrict__ u, float* __restrict__ tail, const float* __restrict__ w,
-                                   float* __restrict__ out, int C, int K, int T) {
-    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= C) return;
+// Causal depthwise conv of K taps of channel ch, then silu: frames are the K − 1 kept ones (oldest first)
+// and the window's tokens in order; the K − 1 newest are kept.
+__device__ __forceinline__ void conv_channel(const float* __restrict__ u, float* __restrict__ tail,
+                                             const float* __restrict__ w, float* __restrict__ out, int C, int K,
+                                             int T, int ch) {
     float frames[16];  // K ≤ 16 (checked on the host)
     for (int i = 0; i < K - 1; ++i) frames[i] = tail[(size_t)i * C + ch];
     for (int t = 0; t < T; ++t) {
@@ -31,27 +30,38 @@ __device__ __forceinline__ void gdn_gates(const float* __restrict__ alpha, const
     decay[i] = s_exp(__fmul_rn(s_softplus(__fadd_rn(alpha[i], dt_bias[j])), a[j]));
 }
 
-// q and k: each head L2-normalised (x·(1/√(Σx² + eps))), then q scaled by `qscale` (= rsqrt(S), from the
-// host). One warp per (token, head) of the 2·Hk q and k heads, in place.
-// In the same launch, thread i < T·hv also computes the gates of (token, value head) i (gdn_gates above):
-// the two depend on different inputs, and one launch costs less than two.
-extern "C" __global__ void gdn_qk_norm(float* __restrict__ conv, int C, int hk, int S, float qscale, int T,
-                                      const float* __restrict__ alpha, const float* __restrict__ beta,
-                                      const float* __restrict__ dt_bias, const float* __restrict__ a,
-                                      float* __restrict__ decay, float* __restrict__ betas, int hv) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < T * hv) gdn_gates(alpha, beta, dt_bias, a, decay, betas, hv, i);
-    const int gw = i / WARP, lane = threadIdx.x % WARP;
-    if (gw >= T * 2 * hk) return;
-    const int t = gw / (2 * hk), h = gw % (2 * hk);
-    float* v = conv + (size_t)t * C + (size_t)h * S;
+// A q or k head's S values L2-normalised in place by one warp (x·(1/√(Σx² + eps))), then a q head's
+// scaled by `qscale` (= rsqrt(S), from the host).
+__device__ __forceinline__ void qk_norm_head(float* v, int S, bool is_q, float qscale) {
+    const int lane = threadIdx.x % WARP;
     const float rs = s_rsqrt(__fadd_rn(warp_sum_squares(v, S), 1e-6f));
     __syncwarp();
     for (int d = lane; d < S; d += WARP) {
         float x = __fmul_rn(v[d], rs);
-        if (h < hk) x = __fmul_rn(x, qscale);
+        if (is_q) x = __fmul_rn(x, qscale);
         v[d] = x;
     }
+    __syncwarp();
+}
+
+// The conv, the q/k norms and the gates in one launch. Warp h takes head h of the conv's channels (the
+// 2·Hk q and k heads, then the Hv v heads, S channels each): the conv of its channels over the window,
+// then, for a q or k head, each token's norm of them. Thread i < T·hv also computes the gates of (token,
+// value head) i: they depend on other inputs, and one launch costs less than two.
+extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __restrict__ tail,
+                                        const float* __restrict__ w, float* __restrict__ out, int C, int K, int T,
+                                        int hk, int S, float qscale, const float* __restrict__ alpha,
+                                        const float* __restrict__ beta, const float* __restrict__ dt_bias,
+                                        const float* __restrict__ a, float* __restrict__ decay,
+                                        float* __restrict__ betas, int hv) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < T * hv) gdn_gates(alpha, beta, dt_bias, a, decay, betas, hv, i);
+    const int h = i / WARP, lane = threadIdx.x % WARP;
+    if (h >= 2 * hk + hv) return;
+    for (int c = lane; c < S; c += WARP) conv_channel(u, tail, w, out, C, K, T, h * S + c);
+    if (h >= 2 * hk) return;
+    __syncwarp();  // the lanes' conv outputs, before each norm reads them all
+    for (int t = 0; t < T; ++t) qk_norm_head(out + (size_t)t * C + (size_t)h * S, S, h < hk, qscale);
 }
 
 // The gated delta rule, one block per value head j (key head j mod Hk), thread b owning column b of the

@@ -89,17 +89,14 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     matvec_two(gpu, (&w.alpha, &al), (&w.beta, &be), x, t)?;
     let conv = Buf::<f32>::zeros(gpu, t * channels)?;
     let (ci, ti) = (|v: usize| Arg::I32(v as i32), t as i32);
-    let f = gpu.function("gdn.cu", SRC, "gdn_conv")?;
-    let args = [Arg::Ptr(u.ptr(gpu)), Arg::Ptr(st.tail.ptr(gpu)), Arg::Ptr(w.conv.ptr(gpu)), Arg::Ptr(conv.ptr(gpu))];
-    launch(gpu, &f, "gdn_conv", grid(channels, 128), &[&args[..], &[ci(channels), ci(k), Arg::I32(ti)]].concat())?;
-    // The q/k norms and the gates in one launch (kernels/gdn.cu gdn_qk_norm).
+    // The conv, the q/k norms and the gates in one launch (kernels/gdn.cu gdn_conv_norm): a warp a head.
     let (decay, betas) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
-    let f = gpu.function("gdn.cu", SRC, "gdn_qk_norm")?;
-    let qscale = rsqrt(s as f32);
-    let norm = [Arg::Ptr(conv.ptr(gpu)), ci(channels), ci(hk), ci(s), Arg::F32(qscale), Arg::I32(ti)];
+    let f = gpu.function("gdn.cu", SRC, "gdn_conv_norm")?;
+    let conv_args = [u.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu), conv.ptr(gpu)].map(Arg::Ptr);
+    let norm = [ci(channels), ci(k), Arg::I32(ti), ci(hk), ci(s), Arg::F32(rsqrt(s as f32))];
     let gates = [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
-    let cfg = grid((t * 2 * hk * 32).max(t * hv), 128);
-    launch(gpu, &f, "gdn_qk_norm", cfg, &[&norm[..], &gates.map(Arg::Ptr), &[ci(hv)]].concat())?;
+    let cfg = grid(((2 * hk + hv) * 32).max(t * hv), 128);
+    launch(gpu, &f, "gdn_conv_norm", cfg, &[&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)]].concat())?;
     let o = Buf::<f32>::zeros(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).

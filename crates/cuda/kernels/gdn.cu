@@ -64,12 +64,28 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
     for (int t = 0; t < T; ++t) qk_norm_head(out + (size_t)t * C + (size_t)h * S, S, h < hk, qscale);
 }
 
+// y_j = rms_norm(o_j, ssm_norm)·σ(z_j) for value head j of every token of the window, (o·rs)·w then ·σ(z):
+// the block's warps take a token each, after the block has written its o rows (the caller syncs first).
+__device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __restrict__ z,
+                                  const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T, int j) {
+    const int warp = threadIdx.x / WARP, warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    for (int t = warp; t < T; t += warps) {
+        const size_t base = ((size_t)t * hv + j) * S;
+        const float rs = warp_rms_scale(o + base, S);
+        for (int d = lane; d < S; d += WARP) {
+            y[base + d] = __fmul_rn(__fmul_rn(__fmul_rn(o[base + d], rs), w[d]), s_sigmoid(z[base + d]));
+        }
+    }
+}
+
 // The gated delta rule, one block per value head j (key head j mod Hk), thread b owning column b of the
 // S×S state M[a][b]: M ← decay·M; p[b] = Σ_a M[a][b]·k[a] (fma chain, a ascending, from +0);
-// δ = β·(v[b] − p[b]); M[a][b] = fma(k[a], δ, M[a][b]); o[b] = Σ_a M[a][b]·q[a]. Tokens in order.
+// δ = β·(v[b] − p[b]); M[a][b] = fma(k[a], δ, M[a][b]); o[b] = Σ_a M[a][b]·q[a]. Tokens in order; then
+// the head's output norm (gdn_out_norm_rows) in the same launch.
 extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restrict__ conv,
                                     const float* __restrict__ decay, const float* __restrict__ betas,
-                                    float* __restrict__ o, int C, int hk, int hv, int S, int T) {
+                                    float* __restrict__ o, int C, int hk, int hv, int S, int T,
+                                    const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {
     extern __shared__ float qk[];  // q then k of the head's key head, S each
     const int j = blockIdx.x, b = threadIdx.x, i = j % hk;
     float* m = M + (size_t)j * S * S;
@@ -100,6 +116,8 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
             o[(size_t)t * hv * S + (size_t)j * S + b] = out;
         }
     }
+    __syncthreads();  // the block's o rows written
+    gdn_out_norm_rows(o, z, wn, y, hv, S, T, j);
 }
 
 // The same rule with M's column b held in registers for the window (S a compile-time 32, 64 or 128): the
@@ -108,7 +126,8 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // order, its running value handed on by a shuffle, so every sum is the one fma chain of the contract.
 template <int S, int P>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
-                               const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T) {
+                               const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
+                               const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {
     constexpr int R = S / P;
     __shared__ float qk[2 * S];
     const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
@@ -156,26 +175,17 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     }
 #pragma unroll
     for (int a = 0; a < R; ++a) m[(size_t)a * S + b] = col[a];
+    __syncthreads();  // the block's o rows written
+    gdn_out_norm_rows(o, z, wn, y, hv, S, T, j);
 }
 
 #define GDN_DELTA_COLS(S, P)                                                                                   \
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
-        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T) {        \
-        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T);                                         \
+        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {                    \
+        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y);                               \
     }
 GDN_DELTA_COLS(32, 1)
 GDN_DELTA_COLS(64, 1)
 GDN_DELTA_COLS(128, 2)
-
-// y_j = rms_norm(o_j, ssm_norm)·σ(z_j): one warp per (token, value head), (o·rs)·w then ·σ(z).
-extern "C" __global__ void gdn_out_norm(const float* __restrict__ o, const float* __restrict__ z,
-                                       const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T) {
-    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
-    if (gw >= T * hv) return;
-    const size_t base = (size_t)gw * S;  // (t·hv + j)·S
-    const float rs = warp_rms_scale(o + base, S);
-    for (int d = lane; d < S; d += WARP) {
-        y[base + d] = __fmul_rn(__fmul_rn(__fmul_rn(o[base + d], rs), w[d]), s_sigmoid(z[base + d]));
-    }
-}

@@ -112,12 +112,12 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         block_dim: (threads as u32, 1, 1),
         shared_mem_bytes: shared as u32,
     };
-    let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &f, name, cfg, &[&args[..], &[ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)]].concat())?;
+    // The delta rule, then each head's output norm in the same launch (kernels/gdn.cu).
     let y = Buf::<f32>::zeros(gpu, t * hv * s)?;
-    let f = gpu.function("gdn.cu", SRC, "gdn_out_norm")?;
-    let args = [o.ptr(gpu), z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &f, "gdn_out_norm", grid(t * hv * 32, 128), &[&args[..], &[ci(hv), ci(s), Arg::I32(ti)]].concat())?;
+    let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
+    let sizes = [ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)];
+    let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
     matvec(gpu, &w.out, &y, &out, t)?;
     Ok(out)

@@ -249,7 +249,8 @@ pub fn attention(
     matvec(gpu, &w.q, x, &qg, t)?;
     matvec_two(gpu, (&w.k, &kk), (&w.v, &vv), x, t)?;
     let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
-    let q = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;
+    // Written whole by norm_rope (a warp per head writes all its dims): no memset on the stream.
+    let q = Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?;
     let args = [
         Arg::Ptr(qg.ptr(gpu)),
         i(d.hq * 2 * d.dh),
@@ -259,7 +260,7 @@ pub fn attention(
         Arg::Ptr(rows.ptr(gpu)),
     ];
     launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hq), &[&args[..], &[i(d.hq), i(d.dh), i(d.rot), i(t)]].concat())?;
-    let k = Buf::<f32>::zeros(gpu, t * dim)?;
+    let k = Buf::<f32>::uninit(gpu, t * dim)?;
     let args = [
         Arg::Ptr(kk.ptr(gpu)),
         i(dim),
@@ -294,7 +295,8 @@ pub fn attention(
     let max_n = if ids.is_some() { ids_stride } else { pos + t };
     let sbuf_stride = max_n + max_n.div_ceil(CHUNK) + 1;
     let sbuf = Buf::<f32>::zeros(gpu, t * d.hq * sbuf_stride)?;
-    let out = Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?;
+    // Every (token, head, dim) is written by the values kernel.
+    let out = Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?;
     let ids_ptr = ids.as_ref().map_or(0, |b| b.ptr(gpu));
     let cells_args =
         [Arg::I32(st.k.mode_id()), Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))];

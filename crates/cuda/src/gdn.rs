@@ -87,7 +87,8 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     matvec(gpu, &w.qkv, x, &u, t)?;
     matvec(gpu, &w.gate, x, &z, t)?;
     matvec_two(gpu, (&w.alpha, &al), (&w.beta, &be), x, t)?;
-    let conv = Buf::<f32>::zeros(gpu, t * channels)?;
+    // conv, o and y are written whole by their kernels (every channel, column and dim of each token).
+    let conv = Buf::<f32>::uninit(gpu, t * channels)?;
     let (ci, ti) = (|v: usize| Arg::I32(v as i32), t as i32);
     // The conv, the q/k norms and the gates in one launch (kernels/gdn.cu gdn_conv_norm): a warp a head.
     let (decay, betas) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
@@ -97,7 +98,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let gates = [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
     let cfg = grid(((2 * hk + hv) * 32).max(t * hv), 128);
     launch(gpu, &f, "gdn_conv_norm", cfg, &[&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)]].concat())?;
-    let o = Buf::<f32>::zeros(gpu, t * hv * s)?;
+    let o = Buf::<f32>::uninit(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).
     let (name, threads, shared) = match s {
@@ -113,7 +114,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         shared_mem_bytes: shared as u32,
     };
     // The delta rule, then each head's output norm in the same launch (kernels/gdn.cu).
-    let y = Buf::<f32>::zeros(gpu, t * hv * s)?;
+    let y = Buf::<f32>::uninit(gpu, t * hv * s)?;
     let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
     let sizes = [ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)];
     let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);

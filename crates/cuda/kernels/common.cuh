@@ -160,6 +160,22 @@ __device__ __forceinline__ float chunk_dot(const float* w, const float* x) {
     return s;
 }
 
+// One warp's dot of a weight row of n values (F32 when kind is 1, BF16 when 2) with x, by the reduction
+// contract: lane L dots its chunks L, L + 32, … (8 fmas each from +0) and adds them in order, then the
+// butterfly; every lane returns the sum. The same sums as matvec.cu's row dot of that row.
+__device__ __forceinline__ float warp_row_dot(const void* w, int kind, const float* x, int n) {
+    const int lane = threadIdx.x % WARP;
+    float acc = 0.0f;
+    for (int c = lane; c < n / CHUNK; c += WARP) {
+        float w8[CHUNK], x8[CHUNK];
+        if (kind == 1) load8_f32((const float*)w + CHUNK * c, w8);
+        else load8_bf16((const bf16_t*)w + CHUNK * c, w8);
+        load8_f32(x + CHUNK * c, x8);
+        acc = __fadd_rn(acc, chunk_dot(w8, x8));
+    }
+    return warp_butterfly(acc);
+}
+
 // One warp's rms norm pieces (docs/ARITHMETIC.md § norm), n a multiple of 8: the sum of squares by the
 // reduction contract (every lane ends with it), rs = 1/√(Σx²/n + 1e-6), and the norm in place, (x·rs)·w.
 __device__ __forceinline__ float warp_sum_squares(const float* v, int n) {

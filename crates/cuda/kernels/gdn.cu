@@ -21,13 +21,14 @@ __device__ __forceinline__ void conv_channel(const float* __restrict__ u, float*
     for (int i = 0; i < K - 1; ++i) tail[(size_t)i * C + ch] = frames[i];
 }
 
-// Per (token, value head) i: β = σ(b), decay = exp(softplus(α + dt_bias)·a).
-__device__ __forceinline__ void gdn_gates(const float* __restrict__ alpha, const float* __restrict__ beta,
-                                          const float* __restrict__ dt_bias, const float* __restrict__ a,
-                                          float* __restrict__ decay, float* __restrict__ betas, int hv, int i) {
+// The gates of (token, value head) i = t·hv + j from its α and β logits: β = σ(b), decay =
+// exp(softplus(α + dt_bias)·a).
+__device__ __forceinline__ void gdn_gates(float alpha, float beta, const float* __restrict__ dt_bias,
+                                          const float* __restrict__ a, float* __restrict__ decay,
+                                          float* __restrict__ betas, int hv, int i) {
     const int j = i % hv;
-    betas[i] = s_sigmoid(beta[i]);
-    decay[i] = s_exp(__fmul_rn(s_softplus(__fadd_rn(alpha[i], dt_bias[j])), a[j]));
+    betas[i] = s_sigmoid(beta);
+    decay[i] = s_exp(__fmul_rn(s_softplus(__fadd_rn(alpha, dt_bias[j])), a[j]));
 }
 
 // A q or k head's S values L2-normalised in place by one warp (x·(1/√(Σx² + eps))), then a q head's
@@ -44,20 +45,39 @@ __device__ __forceinline__ void qk_norm_head(float* v, int S, bool is_q, float q
     __syncwarp();
 }
 
-// The conv, the q/k norms and the gates in one launch. Warp h takes head h of the conv's channels (the
-// 2·Hk q and k heads, then the Hv v heads, S channels each): the conv of its channels over the window,
-// then, for a q or k head, each token's norm of them. Thread i < T·hv also computes the gates of (token,
-// value head) i: they depend on other inputs, and one launch costs less than two.
+// The conv, the q/k norms and the gates in one launch. Warp h < 2·Hk + Hv takes head h of the conv's
+// channels (the 2·Hk q and k heads, then the Hv v heads, S channels each): the conv of its channels over
+// the window, then, for a q or k head, each token's norm of them. Warp 2·Hk + Hv + j makes the gates of
+// value head j for each token: from the α and β logits the host's products left in `alpha` and `beta`
+// (ab_kind 0), or from its own dots of the input x (n values a token) with row j of W_α and W_β when
+// those are F32 (ab_kind 1) or BF16 (2), by the reduction contract, as the products would.
 extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __restrict__ tail,
                                         const float* __restrict__ w, float* __restrict__ out, int C, int K, int T,
                                         int hk, int S, float qscale, const float* __restrict__ alpha,
                                         const float* __restrict__ beta, const float* __restrict__ dt_bias,
                                         const float* __restrict__ a, float* __restrict__ decay,
-                                        float* __restrict__ betas, int hv) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < T * hv) gdn_gates(alpha, beta, dt_bias, a, decay, betas, hv, i);
-    const int h = i / WARP, lane = threadIdx.x % WARP;
-    if (h >= 2 * hk + hv) return;
+                                        float* __restrict__ betas, int hv, const unsigned char* __restrict__ w_alpha,
+                                        const unsigned char* __restrict__ w_beta, int ab_kind,
+                                        const float* __restrict__ x, int n) {
+    const int h = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    if (h >= 2 * hk + hv) {
+        const int j = h - (2 * hk + hv);
+        if (j >= hv) return;
+        const size_t row = (size_t)j * n * (ab_kind == 1 ? 4 : 2);
+        for (int t = 0; t < T; ++t) {
+            const int i = t * hv + j;
+            float al = 0.0f, be = 0.0f;
+            if (ab_kind == 0) {
+                al = alpha[i];
+                be = beta[i];
+            } else {
+                al = warp_row_dot(w_alpha + row, ab_kind, x + (size_t)t * n, n);
+                be = warp_row_dot(w_beta + row, ab_kind, x + (size_t)t * n, n);
+            }
+            if (lane == 0) gdn_gates(al, be, dt_bias, a, decay, betas, hv, i);
+        }
+        return;
+    }
     for (int c = lane; c < S; c += WARP) conv_channel(u, tail, w, out, C, K, T, h * S + c);
     if (h >= 2 * hk) return;
     __syncwarp();  // the lanes' conv outputs, before each norm reads them all

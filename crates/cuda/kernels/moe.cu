@@ -80,16 +80,7 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
     const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
     for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
     if (sg_kind == 0) return;
-    const float* xt = xin + (size_t)t * n;
-    float dot = 0.0f;
-    for (int c = lane; c < n / CHUNK; c += WARP) {
-        float w8[CHUNK], x8[CHUNK];
-        if (sg_kind == 1) load8_f32((const float*)sg_w + CHUNK * c, w8);
-        else load8_bf16((const bf16_t*)sg_w + CHUNK * c, w8);
-        load8_f32(xt + CHUNK * c, x8);
-        dot = __fadd_rn(dot, chunk_dot(w8, x8));
-    }
-    dot = warp_butterfly(dot);
+    const float dot = warp_row_dot(sg_w, sg_kind, xin + (size_t)t * n, n);
     if (lane == 0) sg[t] = dot;
 }
 

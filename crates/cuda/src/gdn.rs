@@ -2,6 +2,7 @@
 //! twin of strata_model::layers::gdn (the same bits, state carried token to token).
 
 use cudarc::driver::LaunchConfig;
+use strata_gguf::GgmlType;
 use strata_model::ops::act::rsqrt;
 use strata_model::weights::GdnWeights;
 
@@ -86,7 +87,18 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     );
     matvec(gpu, &w.qkv, x, &u, t)?;
     matvec(gpu, &w.gate, x, &z, t)?;
-    matvec_two(gpu, (&w.alpha, &al), (&w.beta, &be), x, t)?;
+    // The α and β logits: made by the gates' warps of gdn_conv_norm when their rows are F32 or BF16 (one
+    // launch fewer), else by the products here.
+    let n = w.alpha.cols;
+    let row_kind = |m: &MatrixGpu| match (m.ty, m.rows, m.cols) {
+        (GgmlType::F32, r, c) if r == hv && c == n => 1,
+        (GgmlType::BF16, r, c) if r == hv && c == n => 2,
+        _ => 0,
+    };
+    let ab_kind = if row_kind(&w.alpha) == row_kind(&w.beta) { row_kind(&w.alpha) } else { 0 };
+    if ab_kind == 0 {
+        matvec_two(gpu, (&w.alpha, &al), (&w.beta, &be), x, t)?;
+    }
     // conv, o and y are written whole by their kernels (every channel, column and dim of each token).
     let conv = Buf::<f32>::uninit(gpu, t * channels)?;
     let (ci, ti) = (|v: usize| Arg::I32(v as i32), t as i32);
@@ -96,8 +108,10 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let conv_args = [u.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu), conv.ptr(gpu)].map(Arg::Ptr);
     let norm = [ci(channels), ci(k), Arg::I32(ti), ci(hk), ci(s), Arg::F32(rsqrt(s as f32))];
     let gates = [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
-    let cfg = grid(((2 * hk + hv) * 32).max(t * hv), 128);
-    launch(gpu, &f, "gdn_conv_norm", cfg, &[&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)]].concat())?;
+    let ab = [Arg::Ptr(w.alpha.ptr(gpu)), Arg::Ptr(w.beta.ptr(gpu)), ci(ab_kind), Arg::Ptr(x.ptr(gpu)), ci(n)];
+    let cfg = grid((2 * hk + 2 * hv) * 32, 128);
+    let args = [&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)], &ab].concat();
+    launch(gpu, &f, "gdn_conv_norm", cfg, &args)?;
     let o = Buf::<f32>::uninit(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).

@@ -372,6 +372,25 @@ fn random_gdn(
     }
 }
 
+/// A matrix's values re-encoded as `ty` (F32 keeps them exactly; a quantized type rounds them).
+fn retype(m: &strata_model::ops::matvec::Matrix, ty: strata_gguf::GgmlType) -> strata_model::ops::matvec::Matrix {
+    if m.ty == ty {
+        return m.clone();
+    }
+    let mut values = vec![0f32; m.rows * m.cols];
+    for (r, row) in values.chunks_mut(m.cols).enumerate() {
+        m.row(r, row);
+    }
+    let mut bytes = Vec::new();
+    strata_gguf::quant::quantize(ty, &values, &mut bytes).expect("whole blocks");
+    strata_model::ops::matvec::Matrix {
+        ty,
+        rows: m.rows,
+        cols: m.cols,
+        bytes: strata_gguf::TensorBytes::from_vec(bytes),
+    }
+}
+
 /// `gdn_parity`: a GDN layer on the GPU over a 13-token sequence in windows of T = 1..8 against the CPU's
 /// `gdn` token by token: every output row and the final conv tail and state matrices, bit for bit, at a
 /// small geometry and the full model's (n 2560, S 128, Hk 16, Hv 48, K 4).
@@ -381,9 +400,18 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let e = |e: crate::CudaError| e.to_string();
     let mut rng = SplitMix64::new(seed);
     let mut cases = 0;
-    for (n, dims, k) in [(64usize, (16usize, 2usize, 4usize), 4usize), (2560, (128, 16, 48), 4)] {
+    // α and β rows as BF16 and F32 (their logits made inside the gates' warps) and as Q8_0 (by the products).
+    use strata_gguf::GgmlType::{BF16, F32, Q8_0};
+    for (n, dims, k, ab) in [
+        (64usize, (16usize, 2usize, 4usize), 4usize, BF16),
+        (2560, (128, 16, 48), 4, BF16),
+        (64, (16, 2, 4), 4, Q8_0),
+        (256, (32, 2, 8), 4, F32),
+    ] {
         let (s, hk, hv) = dims;
-        let w = random_gdn(n, dims, k, &mut rng);
+        let mut w = random_gdn(n, dims, k, &mut rng);
+        w.alpha = retype(&w.alpha, ab);
+        w.beta = retype(&w.beta, ab);
         let wg = crate::gdn::GdnGpu::upload(gpu, &w, dims).map_err(e)?;
         let len = 13;
         let xs: Vec<f32> = (0..len * n).map(|_| normal(&mut rng)).collect();
@@ -476,15 +504,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             // The shared expert's gate row as F32 for the second geometry (BF16 elsewhere): the routing
             // warp makes its logit for both.
             if n == 1024 {
-                let mut row = vec![0f32; n];
-                w.shexp_gate.row(0, &mut row);
-                let bytes = row.iter().flat_map(|v| v.to_le_bytes()).collect();
-                w.shexp_gate = strata_model::ops::matvec::Matrix {
-                    ty: GgmlType::F32,
-                    rows: 1,
-                    cols: n,
-                    bytes: strata_gguf::TensorBytes::from_vec(bytes),
-                };
+                w.shexp_gate = retype(&w.shexp_gate, GgmlType::F32);
             }
             if ties {
                 let mut b = w.router.bytes.to_vec();

@@ -6,9 +6,21 @@
 // Rows of `heads` vectors of `dim` values at in[t·in_stride + h·head_stride ..]: each rms-normed ((x·rs)·w,
 // rs = 1/√(Σx²/dim + eps) by the contract) and roped in NEOX pairs over the first `rot` dims with the (cos,
 // sin) row of its token (rope[t·rot/2 ..] pairs); written to out[(t·heads + h)·dim ..]. One warp each.
+// blockIdx.y = 1 takes the second set of rows (in2 …, the same dim, rot and rope): a layer's q and k heads
+// in one launch.
 extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride, int head_stride,
-                                    float* __restrict__ out, const float* __restrict__ w,
-                                    const float* __restrict__ rope, int heads, int dim, int rot, int T) {
+                                    float* __restrict__ out, const float* __restrict__ w, int heads,
+                                    const float* __restrict__ in2, int in_stride2, int head_stride2,
+                                    float* __restrict__ out2, const float* __restrict__ w2, int heads2,
+                                    const float* __restrict__ rope, int dim, int rot, int T) {
+    if (blockIdx.y) {
+        in = in2;
+        in_stride = in_stride2;
+        head_stride = head_stride2;
+        out = out2;
+        w = w2;
+        heads = heads2;
+    }
     const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (gw >= T * heads) return;
     const int t = gw / heads, h = gw % heads;
@@ -22,10 +34,21 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
 
 // The cache append of T cells from `cell0`: `dim` values each. Mode 0 fp16 (round to nearest even), 1 int8
 // (per 64 values scale = f16(amax/127), code = clamp(rint(v/scale), ±127), 0 for a zero scale), 2 f32.
-// One warp per (token, group of 64) for int8; one thread per value otherwise.
+// One warp per (token, group of 64) for int8; one thread per value otherwise. blockIdx.y = 1 stores v2
+// into the second cache (a layer's k and v in one launch).
 extern "C" __global__ void kv_store(const float* __restrict__ v, unsigned short* __restrict__ halves,
                                    signed char* __restrict__ codes, unsigned short* __restrict__ scales,
-                                   float* __restrict__ floats, int mode, int dim, int cell0, int T) {
+                                   float* __restrict__ floats, const float* __restrict__ v2,
+                                   unsigned short* __restrict__ halves2, signed char* __restrict__ codes2,
+                                   unsigned short* __restrict__ scales2, float* __restrict__ floats2, int mode,
+                                   int dim, int cell0, int T) {
+    if (blockIdx.y) {
+        v = v2;
+        halves = halves2;
+        codes = codes2;
+        scales = scales2;
+        floats = floats2;
+    }
     if (mode == 1) {
         const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
         const int groups = dim / 64;

@@ -248,36 +248,35 @@ pub fn attention(
     );
     matvec(gpu, &w.q, x, &qg, t)?;
     matvec_two(gpu, (&w.k, &kk), (&w.v, &vv), x, t)?;
-    let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
-    // Written whole by norm_rope (a warp per head writes all its dims): no memset on the stream.
-    let q = Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?;
+    // The q and k heads normed and roped in one launch (blockIdx.y picks the set); written whole by
+    // norm_rope (a warp per head writes all its dims), so no memset on the stream.
+    let (q, k) = (Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?, Buf::<f32>::uninit(gpu, t * dim)?);
+    let q_rows = [Arg::Ptr(qg.ptr(gpu)), i(d.hq * 2 * d.dh), i(2 * d.dh), Arg::Ptr(q.ptr(gpu))];
+    let k_rows = [Arg::Ptr(kk.ptr(gpu)), i(dim), i(d.dh), Arg::Ptr(k.ptr(gpu))];
     let args = [
-        Arg::Ptr(qg.ptr(gpu)),
-        i(d.hq * 2 * d.dh),
-        i(2 * d.dh),
-        Arg::Ptr(q.ptr(gpu)),
-        Arg::Ptr(w.q_norm.ptr(gpu)),
-        Arg::Ptr(rows.ptr(gpu)),
-    ];
-    launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hq), &[&args[..], &[i(d.hq), i(d.dh), i(d.rot), i(t)]].concat())?;
-    let k = Buf::<f32>::uninit(gpu, t * dim)?;
-    let args = [
-        Arg::Ptr(kk.ptr(gpu)),
-        i(dim),
-        i(d.dh),
-        Arg::Ptr(k.ptr(gpu)),
-        Arg::Ptr(w.k_norm.ptr(gpu)),
-        Arg::Ptr(rows.ptr(gpu)),
-    ];
-    launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hkv), &[&args[..], &[i(d.hkv), i(d.dh), i(d.rot), i(t)]].concat())?;
+        &q_rows[..],
+        &[Arg::Ptr(w.q_norm.ptr(gpu)), i(d.hq)],
+        &k_rows,
+        &[Arg::Ptr(w.k_norm.ptr(gpu)), i(d.hkv)],
+        &[Arg::Ptr(rows.ptr(gpu)), i(d.dh), i(d.rot), i(t)],
+    ]
+    .concat();
+    let mut cfg = warps_cfg(t * d.hq.max(d.hkv));
+    cfg.grid_dim.1 = 2;
+    launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope")?, "norm_rope", cfg, &args)?;
+    // The k and v cells appended in one launch (blockIdx.y picks the cache).
     let store = gpu.function("attn.cu", SRC, "kv_store")?;
-    for (cache, vals) in [(&st.k, &k), (&st.v, &vv)] {
-        let cfg = if cache.mode == KvMode::Int8 { warps_cfg(t * dim / 64) } else { warps_cfg((t * dim).div_ceil(32)) };
-        let args =
-            [&[Arg::Ptr(vals.ptr(gpu))][..], &cache.args(gpu), &[Arg::I32(cache.mode_id()), i(dim), i(pos), i(t)]]
-                .concat();
-        launch(gpu, &store, "kv_store", cfg, &args)?;
-    }
+    let mut cfg = if st.k.mode == KvMode::Int8 { warps_cfg(t * dim / 64) } else { warps_cfg((t * dim).div_ceil(32)) };
+    cfg.grid_dim.1 = 2;
+    let args = [
+        &[Arg::Ptr(k.ptr(gpu))][..],
+        &st.k.args(gpu),
+        &[Arg::Ptr(vv.ptr(gpu))],
+        &st.v.args(gpu),
+        &[Arg::I32(st.k.mode_id()), i(dim), i(pos), i(t)],
+    ]
+    .concat();
+    launch(gpu, &store, "kv_store", cfg, &args)?;
     let n_cells: Vec<i32> = (1..=t).map(|j| (pos + j) as i32).collect();
     let count_host: Vec<i32>;
     let (ids, ids_stride, count, lo) = match cells {
@@ -535,15 +534,11 @@ fn select(
     matvec(gpu, iq, x, &qraw, t)?;
     let queries = Buf::<f32>::zeros(gpu, t * d.hi * d.di)?;
     let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
-    let args = [
-        Arg::Ptr(qraw.ptr(gpu)),
-        i(d.hi * d.di),
-        i(d.di),
-        Arg::Ptr(queries.ptr(gpu)),
-        Arg::Ptr(qn.ptr(gpu)),
-        Arg::Ptr(rows.ptr(gpu)),
-    ];
-    launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hi), &[&args[..], &[i(d.hi), i(d.di), i(d.rot), i(t)]].concat())?;
+    // One set of rows (the second set repeats it; blockIdx.y stays 0).
+    let set =
+        [Arg::Ptr(qraw.ptr(gpu)), i(d.hi * d.di), i(d.di), Arg::Ptr(queries.ptr(gpu)), Arg::Ptr(qn.ptr(gpu)), i(d.hi)];
+    let args = [&set[..], &set, &[Arg::Ptr(rows.ptr(gpu)), i(d.di), i(d.rot), i(t)]].concat();
+    launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hi), &args)?;
     let stride = (st.capacity / r).max(1);
     let scored: Vec<i32> = n_cells.iter().map(|&n| n / r as i32).collect();
     let (scores, nb, nc) =

@@ -176,6 +176,38 @@ __device__ __forceinline__ void warp_row(const unsigned char* row, const float* 
     }
 }
 
+// A single token's dots with nv ≤ R consecutive rows (row_bytes apart) by one warp: each chunk of x is
+// loaded once for all of them, and each row's sum is its own (lane L's chunks L, L + 32, … in order, then
+// the butterfly). For short rows, where one row leaves a warp little to keep in flight.
+template <typename W, int R>
+__device__ __forceinline__ void warp_rows_1(const unsigned char* first, size_t row_bytes, int nv,
+                                            const float* __restrict__ x, int nch, float* __restrict__ y) {
+    const int lane = threadIdx.x % WARP;
+    const LaneChunks<W> lc(first, lane);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    for (int c = lane, i = 0; c < nch; c += WARP, ++i) {
+        float xv[8];
+        load8_f32(x + CHUNK * c, xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (r < nv) {
+                float w[8];
+                W::at(lc.b + (size_t)r * row_bytes + (size_t)i * lc.step, lc.p, w);
+                acc[r] = __fadd_rn(acc[r], chunk_dot(w, xv));
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if (r < nv) {
+            const float v = warp_butterfly(acc[r]);
+            if (lane == 0) y[r] = v;
+        }
+    }
+}
+
 // The warp layout (the plan picks it per type where it is faster): a warp per row, 8 rows a block, lane L
 // adding its chunks L, L + 32, … in order, then the butterfly; the same sums as matvec_row.
 template <typename W>
@@ -200,6 +232,32 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
     const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
     warp_row<W>(r, xv0, 0, y + (size_t)ts * rows + row, 0, cols, 1, lane);
+}
+
+// The warp layout's kernels for a single token's short rows (the host uses them for rows of at most 1,024
+// values): a warp takes SHORT_ROWS consecutive rows, 8 warps a block.
+#define SHORT_ROWS 4
+template <typename W>
+__device__ void matvec_rows_short(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                  float* __restrict__ y, int rows, int cols) {
+    const int row = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SHORT_ROWS;
+    if (row >= rows) return;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    warp_rows_1<W, SHORT_ROWS>(wbase + (size_t)row * row_bytes, row_bytes, min(SHORT_ROWS, rows - row), x,
+                               cols / CHUNK, y + row);
+}
+
+template <typename W>
+__device__ void matvec_gather_rows_short(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                         float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
+                                         int k, int stride, int offset, int x_tok, int x_slot) {
+    const int row = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SHORT_ROWS;
+    const int ts = blockIdx.y, t = ts / k, s = ts % k;
+    if (row >= rows) return;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    warp_rows_1<W, SHORT_ROWS>(r, row_bytes, min(SHORT_ROWS, rows - row), x + (size_t)t * x_tok + (size_t)s * x_slot,
+                               cols / CHUNK, y + (size_t)ts * rows + row);
 }
 
 // The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
@@ -305,6 +363,18 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                   const unsigned char* w2, int offset2, float* y2) {           \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_short_warp(const unsigned char* w, const float* __restrict__ x, float* y, \
+                                                 int rows, int cols, int T, const unsigned char* w2, float* y2) { \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        matvec_rows_short<W>(w, x, y, rows, cols);                                                            \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_gather_short_warp(const unsigned char* w, const float* __restrict__ x,   \
+                                                        float* y, int rows, int cols, const int* ids, int k,  \
+                                                        int stride, int offset, int x_tok, int x_slot,        \
+                                                        const unsigned char* w2, int offset2, float* y2) {    \
+        if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
+        matvec_gather_rows_short<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);              \
     }                                                                                                         \
     extern "C" __global__ void NAME##_staged(const unsigned char* w, const float* __restrict__ x, float* y,    \
                                              int rows, int cols, int T, int rpb, const unsigned char* w2,     \

@@ -13,8 +13,12 @@ const SRC: &str = crate::compile::MATVEC;
 pub const MAX_T: usize = 8;
 /// The most warps that share a row (kernels/matvec.cu: a block per row).
 const ROW_WARPS: usize = 4;
-/// Rows per block in the warp layout.
+/// Warps per block in the warp layout.
 const WARP_ROWS: u32 = 8;
+/// The warp layout's short rows: a warp takes SHORT_ROWS rows (kernels/matvec.cu) of at most SHORT_COLS
+/// values for a single token.
+const SHORT_COLS: usize = 1024;
+const SHORT_ROWS: usize = 4;
 
 /// How a product's rows are spread over the card; all give the same sums (kernels/matvec.cu), and the
 /// plan picks the fastest per weight type, for the dense products and the experts' apart.
@@ -55,6 +59,12 @@ impl Layout {
         Layout::from_name(&std::env::var("STRATA_MATVEC").ok()?)
     }
 
+    /// Whether the warp layout takes `t` tokens' rows of `cols` values with its short-row kernels (a warp to
+    /// SHORT_ROWS rows).
+    fn short(t: usize, cols: usize) -> bool {
+        t == 1 && cols <= SHORT_COLS
+    }
+
     /// The kernel's name suffix.
     fn suffix(self) -> &'static str {
         match self {
@@ -85,10 +95,14 @@ impl Layout {
 
     /// The launch of `rows` rows of `cols` columns (`row_bytes` bytes each), times `slots` for the experts,
     /// and the staged layout's rows per block (an extra kernel argument; 0 for the others).
-    fn config(self, rows: usize, cols: usize, row_bytes: usize, slots: usize) -> (LaunchConfig, usize) {
+    /// The launch of `rows` rows of `cols` values for `t` tokens (`slots` gathered slots of one token each).
+    fn config(self, rows: usize, cols: usize, row_bytes: usize, t: usize, slots: usize) -> (LaunchConfig, usize) {
         let (grid_x, threads, shared, rpb) = match self {
             Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0, 0),
-            Layout::Warp => ((rows as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0),
+            Layout::Warp => {
+                let per_warp = if Layout::short(t, cols) { SHORT_ROWS } else { 1 };
+                ((rows.div_ceil(per_warp) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0)
+            }
             Layout::Staged => {
                 let (rpb, shared) = Layout::staged_rows(row_bytes).expect("usable() checked");
                 (rows.div_ceil(rpb) as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
@@ -330,9 +344,10 @@ fn matvec_launch(
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
     let layout = layout.usable(w.row_bytes());
-    let name = kernel_name(w.ty, "", layout);
+    let kind = if layout == Layout::Warp && Layout::short(t, w.cols) { "_short" } else { "" };
+    let name = kernel_name(w.ty, kind, layout);
     let f = gpu.function("matvec.cu", SRC, name)?;
-    let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), 1);
+    let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), t, 1);
     let (w2, y2) = second.map_or((w.bytes.ptr(gpu), y), |(b, y2)| (b.bytes.ptr(gpu), y2));
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let mut args = vec![
@@ -427,9 +442,10 @@ fn gather_launch(
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
     let layout = layout.usable(w.row_bytes());
-    let name = kernel_name(w.ty, "_gather", layout);
+    let kind = if layout == Layout::Warp && Layout::short(1, w.cols) { "_gather_short" } else { "_gather" };
+    let name = kernel_name(w.ty, kind, layout);
     let f = gpu.function("matvec.cu", SRC, name)?;
-    let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), t * k);
+    let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), 1, t * k);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let (w2, g2, y2) = second.unwrap_or((w, g, y));
     let i = |v: usize| Arg::I32(v as i32);
@@ -512,9 +528,9 @@ mod tests {
         assert_eq!(Layout::staged_rows(48 << 10), None); // F32 at 12,288 columns: the block layout runs
         assert_eq!(Layout::Staged.usable(48 << 10), Layout::Block);
         assert_eq!(Layout::Staged.usable(40 << 10), Layout::Staged);
-        let (cfg, rpb) = Layout::Staged.config(1000, 2560, 2100, 3);
+        let (cfg, rpb) = Layout::Staged.config(1000, 2560, 2100, 1, 3);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), ((143, 3, 1), 7 * 32, 7 * 2100 + 32, 7));
-        let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 10);
+        let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 1, 10);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, rpb), ((80, 10, 1), 8 * 32, 32));
     }
 }

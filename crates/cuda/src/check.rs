@@ -280,12 +280,28 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
 }
 
 /// For the start-up choice of a type's matvec layout: `Some(µs)` of `layout` at T = 1 with the weights cold
-/// if it gives the block layout's bits everywhere (random weights of type `ty`, T = 1..8, a dense
-/// 2048 × 2560 product; or 10 of 16 experts' 640 × 2560 rows for `gather`); `None` if it does not.
+/// if it gives the block layout's bits everywhere, `None` if it does not. Random weights of type `ty` in
+/// the two shapes a step has: long rows (a dense 2048 × 2560 product, T = 1..8; or, for `gather`, 10 of 16
+/// experts' 640 × 2560 rows) and short ones (2048 × 768, T = 1, of 4 experts for `gather`: the down
+/// products' kind); the time is the two calls' sum.
 pub fn matvec_layout_check(gpu: &Gpu, ty: GgmlType, gather: bool, layout: Layout) -> Result<Option<f64>, CudaError> {
+    let long = shape_check(gpu, ty, gather, layout, (if gather { 640 } else { 2048 }, 2560, 16), crate::matvec::MAX_T)?;
+    let short = shape_check(gpu, ty, gather, layout, (2048, 768, 4), 1)?;
+    Ok(long.zip(short).map(|(a, b)| a + b))
+}
+
+/// [`matvec_layout_check`] for one shape (rows of one expert, cols, experts), checked for T = 1..=`max_t`.
+fn shape_check(
+    gpu: &Gpu,
+    ty: GgmlType,
+    gather: bool,
+    layout: Layout,
+    (rows, cols, experts): (usize, usize, usize),
+    max_t: usize,
+) -> Result<Option<f64>, CudaError> {
     use crate::matvec::{matvec_gather_with, matvec_with, Gather, MatrixGpu};
-    let mut rng = SplitMix64::new(0x3a7 ^ ty as u64);
-    let (cols, rows, experts, k) = (2560, if gather { 640 } else { 2048 }, 16, 10);
+    let mut rng = SplitMix64::new(0x3a7 ^ ty as u64 ^ cols as u64);
+    let k = 10;
     let all_rows = if gather { rows * experts } else { rows };
     let bytes = strata_gguf::quant::random_blocks(ty, all_rows * cols / ty.block_size(), &mut rng);
     let m = Matrix { ty, rows: all_rows, cols, bytes: TensorBytes::from_vec(bytes) };
@@ -303,7 +319,7 @@ pub fn matvec_layout_check(gpu: &Gpu, ty: GgmlType, gather: bool, layout: Layout
             matvec_with(gpu, layout, &w, &x, &y, t)
         }
     };
-    for t in 1..=crate::matvec::MAX_T {
+    for t in 1..=max_t {
         let n = if gather { t * k * rows } else { t * rows };
         run(Layout::Block, t)?;
         let reference = y.read(gpu, n)?;

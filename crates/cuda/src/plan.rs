@@ -158,7 +158,7 @@ fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     let mut notes = Vec::new();
     for ty in crate::matvec::TYPES {
         for gather in [false, true] {
-            let what = format!("{ty} {}, T = 1, cold", if gather { "experts" } else { "dense" });
+            let what = format!("{ty} {}, T = 1, cold, long plus short rows", if gather { "experts" } else { "dense" });
             let c = fastest(&what, &Layout::ALL, Layout::name, |l| matvec_layout_check(gpu, ty, gather, l));
             if c.variant != Layout::Block {
                 if gather { &mut layouts.gather } else { &mut layouts.dense }.push((ty, c.variant));

@@ -12,7 +12,7 @@ use crate::buf::Buf;
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
 use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending};
-use crate::matvec::Layout;
+use crate::matvec::{Layout, MAX_T};
 
 pub fn normal(rng: &mut SplitMix64) -> f32 {
     ((0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0) * 3f32.sqrt()
@@ -285,19 +285,27 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
 /// experts' 640 × 2560 rows) and short ones (2048 × 768, T = 1, of 4 experts for `gather`: the down
 /// products' kind); the time is the two calls' sum.
 pub fn matvec_layout_check(gpu: &Gpu, ty: GgmlType, gather: bool, layout: Layout) -> Result<Option<f64>, CudaError> {
-    let long = shape_check(gpu, ty, gather, layout, (if gather { 640 } else { 2048 }, 2560, 16), crate::matvec::MAX_T)?;
-    let short = shape_check(gpu, ty, gather, layout, (2048, 768, 4), 1)?;
+    let long = shape_check(gpu, ty, gather, layout, (if gather { 640 } else { 2048 }, 2560, 16), (MAX_T, 1))?;
+    let short = shape_check(gpu, ty, gather, layout, (2048, 768, 4), (1, 1))?;
     Ok(long.zip(short).map(|(a, b)| a + b))
 }
 
-/// [`matvec_layout_check`] for one shape (rows of one expert, cols, experts), checked for T = 1..=`max_t`.
+/// For the start-up choice of a type's layout for a prompt window's dense products: `Some(µs)` of a
+/// 2048 × 2560 product of 8 tokens with the weights cold if `layout` gives the block layout's bits (T =
+/// 1..8); `None` if it does not.
+pub fn matvec_window_check(gpu: &Gpu, ty: GgmlType, layout: Layout) -> Result<Option<f64>, CudaError> {
+    shape_check(gpu, ty, false, layout, (2048, 2560, 1), (MAX_T, MAX_T))
+}
+
+/// [`matvec_layout_check`] for one shape (rows of one expert, cols, experts): checked for T = 1..=`max_t`,
+/// timed at T = `time_t`.
 fn shape_check(
     gpu: &Gpu,
     ty: GgmlType,
     gather: bool,
     layout: Layout,
     (rows, cols, experts): (usize, usize, usize),
-    max_t: usize,
+    (max_t, time_t): (usize, usize),
 ) -> Result<Option<f64>, CudaError> {
     use crate::matvec::{matvec_gather_with, matvec_with, Gather, MatrixGpu};
     let mut rng = SplitMix64::new(0x3a7 ^ ty as u64 ^ cols as u64);
@@ -330,7 +338,7 @@ fn shape_check(
     }
     // Timed cold, as a decode step reads its weights: the L2 flushed before each call.
     let mut flush = Buf::<u8>::zeros(gpu, FLUSH_BYTES)?;
-    Ok(Some(time_cold(gpu, 10, &mut flush, &|| run(layout, 1))?))
+    Ok(Some(time_cold(gpu, 10, &mut flush, &|| run(layout, time_t))?))
 }
 
 /// More than any card's L2 (the H200's is 60 MB).

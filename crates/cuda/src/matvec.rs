@@ -170,19 +170,25 @@ fn kernel(ty: GgmlType) -> Option<&'static str> {
     })
 }
 
-/// The layout of each type's products, dense and experts' apart (the plan's choice); a type not listed
-/// runs in the block layout.
+/// The layout of each type's products (the plan's choice): the dense ones of a single token, the dense
+/// ones of a prompt window (T > 1) and the experts' apart; a type not listed runs in the block layout.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layouts {
     pub dense: Vec<(GgmlType, Layout)>,
     pub gather: Vec<(GgmlType, Layout)>,
+    pub window: Vec<(GgmlType, Layout)>,
 }
 
 impl Layouts {
     /// Every type in one layout.
     pub fn all(layout: Layout) -> Layouts {
         let every: Vec<_> = TYPES.iter().map(|&t| (t, layout)).collect();
-        Layouts { dense: every.clone(), gather: every }
+        Layouts { dense: every.clone(), gather: every.clone(), window: every }
+    }
+
+    /// The layout of a dense product of `t` tokens.
+    pub fn dense_for(&self, ty: GgmlType, t: usize) -> Layout {
+        Layouts::find(if t > 1 { &self.window } else { &self.dense }, ty)
     }
 
     fn find(list: &[(GgmlType, Layout)], ty: GgmlType) -> Layout {
@@ -197,7 +203,8 @@ impl Layouts {
         Layouts::find(&self.gather, ty)
     }
 
-    /// `dense=Q6_K:warp+Q4_K:staged,gather=Q2_0:staged` (`-` for an empty list): one word, for the kept plan.
+    /// `dense=Q6_K:warp+Q4_K:staged,gather=Q2_0:staged,window=-` (`-` for an empty list): one word, for the
+    /// kept plan.
     pub fn name(&self) -> String {
         let list = |v: &[(GgmlType, Layout)]| {
             if v.is_empty() {
@@ -206,12 +213,13 @@ impl Layouts {
                 v.iter().map(|(t, l)| format!("{t}:{}", l.name())).collect::<Vec<_>>().join("+")
             }
         };
-        format!("dense={},gather={}", list(&self.dense), list(&self.gather))
+        format!("dense={},gather={},window={}", list(&self.dense), list(&self.gather), list(&self.window))
     }
 
     /// The inverse of [`Layouts::name`]; `None` for anything else.
     pub fn parse(name: &str) -> Option<Layouts> {
-        let (dense, gather) = name.split_once(',')?;
+        let (dense, rest) = name.split_once(',')?;
+        let (gather, window) = rest.split_once(',')?;
         let list = |s: &str, key: &str| -> Option<Vec<(GgmlType, Layout)>> {
             let v = s.strip_prefix(key)?;
             if v == "-" {
@@ -224,7 +232,11 @@ impl Layouts {
                 })
                 .collect()
         };
-        Some(Layouts { dense: list(dense, "dense=")?, gather: list(gather, "gather=")? })
+        Some(Layouts {
+            dense: list(dense, "dense=")?,
+            gather: list(gather, "gather=")?,
+            window: list(window, "window=")?,
+        })
     }
 }
 
@@ -276,7 +288,7 @@ impl MatrixGpu {
 
 /// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, in the plan's layout for the weight type.
 pub fn matvec(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, y: &Buf<f32>, t: usize) -> Result<(), CudaError> {
-    matvec_with(gpu, crate::plan::plan(gpu).matvec.variant.dense(w.ty), w, x, y, t)
+    matvec_with(gpu, crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t), w, x, y, t)
 }
 
 /// [`matvec`] in a given layout.
@@ -294,7 +306,7 @@ pub fn matvec_with(
 /// [`matvec`] on rows inside larger buffers: `t` inputs of `w.cols` values from device address `x`,
 /// `t` outputs of `w.rows` values to `y` (the caller keeps both ranges inside their buffers).
 pub fn matvec_at(gpu: &Gpu, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
-    matvec_ptrs(gpu, crate::plan::plan(gpu).matvec.variant.dense(w.ty), w, x, y, t)
+    matvec_ptrs(gpu, crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t), w, x, y, t)
 }
 
 fn matvec_ptrs(gpu: &Gpu, layout: Layout, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
@@ -310,7 +322,7 @@ pub fn matvec_two(
     x: &Buf<f32>,
     t: usize,
 ) -> Result<(), CudaError> {
-    matvec_two_with(gpu, crate::plan::plan(gpu).matvec.variant.dense(a.0.ty), a, b, x, t)
+    matvec_two_with(gpu, crate::plan::plan(gpu).matvec.variant.dense_for(a.0.ty, t), a, b, x, t)
 }
 
 /// [`matvec_two`] in a given layout.
@@ -495,16 +507,31 @@ mod tests {
             Layouts::default(),
             Layouts::all(Layout::Warp),
             Layouts::all(Layout::Staged),
-            Layouts { dense: vec![(Q6_K, Layout::Warp), (Q4_K, Layout::Staged)], gather: vec![(Q2_0, Layout::Staged)] },
+            Layouts {
+                dense: vec![(Q6_K, Layout::Warp), (Q4_K, Layout::Staged)],
+                gather: vec![(Q2_0, Layout::Staged)],
+                window: vec![(Q4_K, Layout::Block), (Q8_0, Layout::Warp)],
+            },
         ] {
             assert_eq!(Layouts::parse(&l.name()), Some(l.clone()), "{}", l.name());
         }
-        let l = Layouts { dense: vec![(Q6_K, Layout::Warp)], gather: vec![] };
+        let l = Layouts { dense: vec![(Q6_K, Layout::Warp)], gather: vec![], window: vec![(Q6_K, Layout::Staged)] };
         assert_eq!((l.dense(Q6_K), l.dense(Q8_0), l.gather(Q6_K)), (Layout::Warp, Layout::Block, Layout::Block));
-        for bad in ["", "dense=Q6_K", "dense=Q6_K,gather=-", "dense=Q7_K:warp,gather=-", "dense=TQ1_0:warp,gather=-"] {
+        assert_eq!(
+            (l.dense_for(Q6_K, 1), l.dense_for(Q6_K, 2), l.dense_for(Q8_0, 8)),
+            (Layout::Warp, Layout::Staged, Layout::Block)
+        );
+        for bad in [
+            "",
+            "dense=Q6_K",
+            "dense=Q6_K,gather=-",
+            "dense=-,gather=-",
+            "dense=Q7_K:warp,gather=-,window=-",
+            "dense=TQ1_0:warp,gather=-,window=-",
+        ] {
             assert_eq!(Layouts::parse(bad), None, "{bad}");
         }
-        assert_eq!(Layouts::parse("dense=Q6_K:fast,gather=-"), None);
+        assert_eq!(Layouts::parse("dense=Q6_K:fast,gather=-,window=-"), None);
         assert!(TYPES.iter().all(|&t| supported(t)));
     }
 

@@ -11,7 +11,8 @@ use std::sync::OnceLock;
 use crate::attn::{attend_check, AttendVariant};
 use crate::buf::Buf;
 use crate::check::{
-    gpu_read as read, inputs, matvec_layout_check, random_hc, random_hc_as, scores_check, time_calls, topk_check,
+    gpu_read as read, inputs, matvec_layout_check, matvec_window_check, random_hc, random_hc_as, scores_check,
+    time_calls, topk_check,
 };
 use crate::device::Gpu;
 use crate::error::CudaError;
@@ -151,8 +152,9 @@ fn parse(text: &str) -> Option<Plan> {
     })
 }
 
-/// Per weight type, the fastest matvec layout at the full model's shapes (a dense 2048 × 2560 product at
-/// T = 1, and 10 experts' 640 × 2560 rows), among those that give the block layout's bits there.
+/// Per weight type, the fastest matvec layout at the full model's shapes (dense products of one token and
+/// of a prompt window of 8, the experts' rows; long and short rows, see check.rs), among those that give
+/// the block layout's bits there.
 fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     let mut layouts = Layouts::default();
     let mut notes = Vec::new();
@@ -165,6 +167,12 @@ fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
             }
             notes.push(c.reason);
         }
+        let what = format!("{ty} dense, T = 8, cold");
+        let c = fastest(&what, &Layout::ALL, Layout::name, |l| matvec_window_check(gpu, ty, l));
+        if c.variant != Layout::Block {
+            layouts.window.push((ty, c.variant));
+        }
+        notes.push(c.reason);
     }
     Choice { variant: layouts, reason: notes.join("; ") }
 }
@@ -257,11 +265,12 @@ mod tests {
 
     #[test]
     fn a_kept_plan_is_read_back_and_a_damaged_one_is_not() {
-        let text = "matvec dense=Q6_K:warp,gather=-\tself-checked\nattend prefetch\tx\nhc split+tg2\tself-checked\n\
+        let text = "matvec dense=Q6_K:warp,gather=-,window=Q6_K:staged\tself-checked\nattend prefetch\tx\nhc split+tg2\tself-checked\n\
                     scores stream\tself-checked\ntopk cluster\tself-checked\n";
         let p = parse(text).expect("a kept plan");
         assert_eq!(p.hc.variant.name(), "split+tg2");
         assert_eq!(p.matvec.variant.dense, vec![(strata_gguf::GgmlType::Q6_K, Layout::Warp)]);
+        assert_eq!(p.matvec.variant.window, vec![(strata_gguf::GgmlType::Q6_K, Layout::Staged)]);
         assert_eq!(p.attend.variant, AttendVariant::Prefetch);
         assert_eq!(p.scores.variant, ScoresVariant::Stream);
         assert_eq!(p.topk.variant, TopkVariant::Cluster);
@@ -271,7 +280,9 @@ mod tests {
             "hc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "matvec dense=Q6_K:warp\tx\nattend tiles\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "matvec dense=-,gather=-\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
-            "matvec dense=-,gather=-\tx\nattend fast\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            "matvec dense=-,gather=-,window=-\tx\nattend fast\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            // A plan kept before the window layouts existed is made anew.
+            "matvec dense=-,gather=-\tx\nattend tiles\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "hc split\tx\nscores stream\tx\n",
             "hc warp9\tx\nscores stream\tx\ntopk cluster\tx\n",
             "scores stream\tx\nhc split\tx\ntopk cluster\tx\n",

@@ -21,6 +21,9 @@ pub struct GdnGpu {
     gate: MatrixGpu,
     alpha: MatrixGpu,
     beta: MatrixGpu,
+    /// How the α and β logits are made: by gdn_conv_norm's gate warps from F32 (1) or BF16 (2) rows, or
+    /// (0) by the products.
+    ab_kind: i32,
     out: MatrixGpu,
     conv: Buf<f32>,
     a: Buf<f32>,
@@ -41,8 +44,16 @@ impl GdnGpu {
         if !s.is_multiple_of(8) || s > 1024 || !(1..=16).contains(&k) || hk == 0 || !hv.is_multiple_of(hk) {
             return Err(CudaError::Shape(format!("GDN dims: S a multiple of 8 up to 1024, K ≤ 16 (S {s}, K {k})")));
         }
+        // One row per value head over the layer's input width, F32 or BF16 both: the gate warps dot them.
+        let row_kind = |m: &strata_model::ops::matvec::Matrix| match (m.ty, m.rows == hv, m.cols == w.alpha.cols) {
+            (GgmlType::F32, true, true) => 1,
+            (GgmlType::BF16, true, true) => 2,
+            _ => 0,
+        };
+        let ab_kind = if row_kind(&w.alpha) == row_kind(&w.beta) { row_kind(&w.alpha) } else { 0 };
         Ok(GdnGpu {
             dims: (s, hk, hv, k),
+            ab_kind,
             qkv: MatrixGpu::upload(gpu, &w.qkv)?,
             gate: MatrixGpu::upload(gpu, &w.gate)?,
             alpha: MatrixGpu::upload(gpu, &w.alpha)?,
@@ -79,26 +90,18 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let (s, hk, hv, k) = w.dims;
     let channels = 2 * hk * s + hv * s;
     // Buffers that a matrix-vector product fills whole are left unset (no memset on the stream).
-    let (u, z, al, be) = (
-        Buf::<f32>::uninit(gpu, t * channels)?,
-        Buf::<f32>::uninit(gpu, t * hv * s)?,
-        Buf::<f32>::uninit(gpu, t * hv)?,
-        Buf::<f32>::uninit(gpu, t * hv)?,
-    );
+    let (u, z) = (Buf::<f32>::uninit(gpu, t * channels)?, Buf::<f32>::uninit(gpu, t * hv * s)?);
     matvec(gpu, &w.qkv, x, &u, t)?;
     matvec(gpu, &w.gate, x, &z, t)?;
-    // The α and β logits: made by the gates' warps of gdn_conv_norm when their rows are F32 or BF16 (one
-    // launch fewer), else by the products here.
-    let n = w.alpha.cols;
-    let row_kind = |m: &MatrixGpu| match (m.ty, m.rows, m.cols) {
-        (GgmlType::F32, r, c) if r == hv && c == n => 1,
-        (GgmlType::BF16, r, c) if r == hv && c == n => 2,
-        _ => 0,
-    };
-    let ab_kind = if row_kind(&w.alpha) == row_kind(&w.beta) { row_kind(&w.alpha) } else { 0 };
-    if ab_kind == 0 {
+    // The α and β logits: by the products here only when gdn_conv_norm's gate warps cannot make them.
+    let logits = if w.ab_kind == 0 {
+        let (al, be) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
         matvec_two(gpu, (&w.alpha, &al), (&w.beta, &be), x, t)?;
-    }
+        Some((al, be))
+    } else {
+        None
+    };
+    let (al, be) = logits.as_ref().map_or((0, 0), |(a, b)| (a.ptr(gpu), b.ptr(gpu)));
     // conv, o and y are written whole by their kernels (every channel, column and dim of each token).
     let conv = Buf::<f32>::uninit(gpu, t * channels)?;
     let (ci, ti) = (|v: usize| Arg::I32(v as i32), t as i32);
@@ -107,8 +110,14 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let f = gpu.function("gdn.cu", SRC, "gdn_conv_norm")?;
     let conv_args = [u.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu), conv.ptr(gpu)].map(Arg::Ptr);
     let norm = [ci(channels), ci(k), Arg::I32(ti), ci(hk), ci(s), Arg::F32(rsqrt(s as f32))];
-    let gates = [al.ptr(gpu), be.ptr(gpu), w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
-    let ab = [Arg::Ptr(w.alpha.ptr(gpu)), Arg::Ptr(w.beta.ptr(gpu)), ci(ab_kind), Arg::Ptr(x.ptr(gpu)), ci(n)];
+    let gates = [al, be, w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
+    let ab = [
+        Arg::Ptr(w.alpha.ptr(gpu)),
+        Arg::Ptr(w.beta.ptr(gpu)),
+        Arg::I32(w.ab_kind),
+        Arg::Ptr(x.ptr(gpu)),
+        ci(w.alpha.cols),
+    ];
     let cfg = grid((2 * hk + 2 * hv) * 32, 128);
     let args = [&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)], &ab].concat();
     launch(gpu, &f, "gdn_conv_norm", cfg, &args)?;

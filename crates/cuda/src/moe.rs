@@ -48,6 +48,9 @@ pub struct MoeGpu {
     up_sh: MatrixGpu,
     down_sh: MatrixGpu,
     sgate: MatrixGpu,
+    /// How the shared expert's gate logit is made: by the routing warp from an F32 (1) or BF16 (2) row of
+    /// the input's width, or (0) by a product of its own.
+    sg_kind: i32,
 }
 
 /// The most experts the router kernel holds in registers: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu).
@@ -75,6 +78,11 @@ impl MoeGpu {
             up_sh: MatrixGpu::upload(gpu, &w.up_shexp)?,
             down_sh: MatrixGpu::upload(gpu, &w.down_shexp)?,
             sgate: MatrixGpu::upload(gpu, &w.shexp_gate)?,
+            sg_kind: match (w.shexp_gate.ty, w.shexp_gate.rows, w.shexp_gate.cols) {
+                (GgmlType::F32, 1, c) if c == n => 1,
+                (GgmlType::BF16, 1, c) if c == n => 2,
+                _ => 0,
+            },
         })
     }
 }
@@ -99,13 +107,8 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
     // The shared expert's gate logit is made by the routing warp when its one row is F32 or BF16.
     let sg = Buf::<f32>::uninit(gpu, t)?;
-    let sg_kind = match (w.sgate.ty, w.sgate.rows, w.sgate.cols) {
-        (GgmlType::F32, 1, c) if c == n => 1,
-        (GgmlType::BF16, 1, c) if c == n => 2,
-        _ => 0,
-    };
     let args = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
-    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), i(sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
+    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
     launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)], &sg_args].concat())?;
     // The routed experts' and the shared expert's gate and up of the token's input, both activations in
     // one launch, then down of each slot's h and the shared h.
@@ -127,7 +130,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     launch(gpu, &act, "moe_act", elementwise(t * k * f + t * fs), &args)?;
     matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
     matvec(gpu, &w.down_sh, &hs, &shared, t)?;
-    if sg_kind == 0 {
+    if w.sg_kind == 0 {
         matvec(gpu, &w.sgate, x, &sg, t)?;
     }
     let y = Buf::<f32>::uninit(gpu, t * n)?;

@@ -14,6 +14,9 @@ for f in fixtures/real/qwen4exp-real-{f32,bf16,q8_0}.gguf; do
     echo "== $f, 64 tokens, $kv"; $bin parity forward_parity $f --tokens 64 --kv $kv; echo "rc=$?"
   done
 done
+# Every op issued on its own instead of one graph a step (STRATA_GRAPH=0): the same bits.
+echo "== tiny, 140 tokens, fp16, STRATA_GRAPH=0"
+STRATA_GRAPH=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
 for layout in block warp staged; do
   echo "== tiny, 140 tokens, fp16, STRATA_MATVEC=$layout"

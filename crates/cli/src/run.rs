@@ -144,6 +144,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(p) => Some(load_state(&model, p, a.kv)?),
         None => None,
     };
+    let card = gpu.clone();
     let cuda = match gpu {
         Some(gpu) => {
             check_fits(&gpu, &model, a.kv, max_context)?;
@@ -185,6 +186,12 @@ pub fn run(a: RunArgs) -> Result<()> {
         complete_state(dec, &generated, max_context)?;
         let state = dec.snapshot().map_err(|e| anyhow!("reading the state back from the device: {e}"))?;
         save_state(&model, &state, p)?;
+    }
+    if let Some(s) = card.as_ref().and_then(|g| g.graph_stats()).filter(|s| s.steps > 0) {
+        eprintln!(
+            "graphs: {} steps each ran as one CUDA graph ({} captured, the last of {} nodes; {} kernel updates)",
+            s.steps, s.built, s.nodes, s.updated_kernels
+        );
     }
     if generated.stop == Stop::ContextFull {
         eprintln!("stopped: the context is full (--max-context {max_context})");

@@ -9,6 +9,11 @@ use crate::error::CudaError;
 
 /// The greedy id among the first `n` values of `v` (0 for none); only the id is copied back.
 pub fn argmax(gpu: &Gpu, v: &Buf<f32>, n: usize) -> Result<u32, CudaError> {
+    argmax_id(gpu, &argmax_start(gpu, v, n)?)
+}
+
+/// The launch of [`argmax`]: the word [`argmax_id`] reads once it has run.
+pub fn argmax_start(gpu: &Gpu, v: &Buf<f32>, n: usize) -> Result<Buf<u64>, CudaError> {
     if n > i32::MAX as usize {
         return Err(CudaError::Shape(format!("argmax over {n} values")));
     }
@@ -18,6 +23,11 @@ pub fn argmax(gpu: &Gpu, v: &Buf<f32>, n: usize) -> Result<u32, CudaError> {
     let f = gpu.function("argmax.cu", crate::compile::ARGMAX, "argmax")?;
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
     launch(gpu, &f, "argmax", cfg, &[Arg::Ptr(v.ptr(gpu)), Arg::I32(n as i32), Arg::Ptr(best.ptr(gpu))])?;
+    Ok(best)
+}
+
+/// The id in the word an argmax wrote.
+pub fn argmax_id(gpu: &Gpu, best: &Buf<u64>) -> Result<u32, CudaError> {
     // The id is the low word, complemented; the word stays 0 only when n is 0.
     let b = best.read(gpu, 1)?[0];
     Ok(if b == 0 { 0 } else { !(b as u32) })

@@ -506,10 +506,7 @@ fn select(
     // Raw keys of the window's cells, straight into the per-cell buffer.
     let raw_new = Buf::<f32>::zeros(gpu, t * d.di)?;
     matvec(gpu, ik, x, &raw_new, t)?;
-    let mut view = st.raw.slice.slice_mut(pos * d.di..(pos + t) * d.di);
-    gpu.stream
-        .memcpy_dtod(&raw_new.slice, &mut view)
-        .map_err(|e| CudaError::Driver { what: "copying raw keys".into(), err: e })?;
+    st.raw.copy_from(gpu, pos * d.di, &raw_new, t * d.di)?;
     // Blocks completed by the window's cells.
     let (done_before, done_after) = (pos / r, (pos + t) / r);
     if done_after > done_before {

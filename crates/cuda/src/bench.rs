@@ -298,7 +298,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
 pub fn copy_bandwidth(gpu: &Gpu, mib: usize) -> Result<f64, CudaError> {
     let n = mib << 18; // f32 elements
     let (a, mut b) = (Buf::<f32>::zeros(gpu, n)?, Buf::<f32>::zeros(gpu, n)?);
-    let copy = |b: &mut Buf<f32>| gpu.stream.memcpy_dtod(&a.slice, &mut b.slice).check("copying on the device");
+    let copy = |b: &mut Buf<f32>| b.copy_from(gpu, 0, &a, n);
     copy(&mut b)?;
     let start = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
     let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;

@@ -1,40 +1,76 @@
 //! Device buffers and kernel launches. Everything runs on the device's one stream, so kernels take raw
 //! device pointers (which lets a launch read and write the same buffer, as an in-place read does).
+//!
+//! While a step is being recorded (graph.rs), a launch, a zeroing or a copy on the device becomes an op of
+//! the step's graph instead of running, and a buffer made for the step comes from the step's arena (its
+//! temporaries) or its staging area (what the host gives it): memory at the same addresses each step, that
+//! stays valid until the next step is recorded.
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    sys, CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
 
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
+use crate::graph::Op;
 use crate::profile::ProfileMode;
 
 pub struct Buf<T> {
-    pub slice: CudaSlice<T>,
+    mem: Mem<T>,
+}
+
+enum Mem<T> {
+    /// Memory of its own, from the stream-ordered pool.
+    Pool(CudaSlice<T>),
+    /// `len` elements at `ptr` in a step's arena or staging area (owned by the recorder).
+    Step { ptr: u64, len: usize },
+}
+
+/// The bytes of plain-data elements.
+fn bytes_of<T: DeviceRepr>(data: &[T]) -> &[u8] {
+    // SAFETY: DeviceRepr types are plain data (what a kernel reads), so every byte is initialised.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
 }
 
 impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
     pub fn zeros(gpu: &Gpu, len: usize) -> Result<Buf<T>, CudaError> {
-        Ok(Buf { slice: gpu.stream.alloc_zeros::<T>(len.max(1)).check("allocating device memory")? })
+        if let Some(b) = Self::in_step(gpu, len)? {
+            b.zero(gpu)?;
+            return Ok(b);
+        }
+        Ok(Buf { mem: Mem::Pool(gpu.stream.alloc_zeros::<T>(len.max(1)).check("allocating device memory")?) })
     }
 
     /// A buffer left as the memory pool hands it out, for a kernel that writes all of it before anything
     /// reads it (no memset on the stream).
     pub fn uninit(gpu: &Gpu, len: usize) -> Result<Buf<T>, CudaError> {
+        if let Some(b) = Self::in_step(gpu, len)? {
+            return Ok(b);
+        }
         // SAFETY: device memory of plain-data elements; the caller's kernel writes before any read, and a
         // stale value is still a valid bit pattern of T.
-        Ok(Buf { slice: unsafe { gpu.stream.alloc::<T>(len.max(1)) }.check("allocating device memory")? })
+        Ok(Buf { mem: Mem::Pool(unsafe { gpu.stream.alloc::<T>(len.max(1)) }.check("allocating device memory")?) })
+    }
+
+    /// `len` elements of the step's arena while a step is recorded.
+    fn in_step(gpu: &Gpu, len: usize) -> Result<Option<Buf<T>>, CudaError> {
+        let bytes = len.max(1) * std::mem::size_of::<T>();
+        Ok(gpu.step_arena(bytes)?.map(|ptr| Buf { mem: Mem::Step { ptr, len: len.max(1) } }))
     }
 
     pub fn from_host(gpu: &Gpu, data: &[T]) -> Result<Buf<T>, CudaError> {
-        Ok(Buf { slice: gpu.stream.memcpy_stod(data).check("copying to the device")? })
+        if let Some(ptr) = gpu.step_stage(bytes_of(data))? {
+            return Ok(Buf { mem: Mem::Step { ptr, len: data.len().max(1) } });
+        }
+        Ok(Buf { mem: Mem::Pool(gpu.stream.memcpy_stod(data).check("copying to the device")?) })
     }
 
     pub fn write(&mut self, gpu: &Gpu, data: &[T]) -> Result<(), CudaError> {
-        let mut view = self.slice.slice_mut(0..data.len());
-        gpu.stream.memcpy_htod(data, &mut view).check("copying to the device")
+        self.write_at(gpu, 0, data)
     }
 
     pub fn read(&self, gpu: &Gpu, len: usize) -> Result<Vec<T>, CudaError> {
-        gpu.stream.memcpy_dtov(&self.slice.slice(0..len)).check("copying from the device")
+        self.read_at(gpu, 0, len)
     }
 
     /// `data` written at element `offset` (nothing for empty data).
@@ -42,34 +78,130 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
         if data.is_empty() {
             return Ok(());
         }
-        let mut view = self.slice.slice_mut(offset..offset + data.len());
-        gpu.stream.memcpy_htod(data, &mut view).check("copying to the device")
+        self.check_range(offset, data.len())?;
+        if gpu.recording() {
+            return Err(CudaError::Shape("a write from the host inside a recorded step".into()));
+        }
+        let dst = self.ptr(gpu) + (offset * std::mem::size_of::<T>()) as u64;
+        // SAFETY: the range is inside the buffer (checked); the copy is ordered on the stream.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, gpu.stream.cu_stream()) }
+            .check("copying to the device")?;
+        // The source is the caller's memory: wait until it has been read.
+        gpu.sync()
     }
 
-    /// `len` elements from element `offset` (empty for none).
+    /// `len` elements from element `offset` (empty for none). Not while a step is recorded: the step has
+    /// not run yet.
     pub fn read_at(&self, gpu: &Gpu, offset: usize, len: usize) -> Result<Vec<T>, CudaError> {
         if len == 0 {
             return Ok(Vec::new());
         }
-        gpu.stream.memcpy_dtov(&self.slice.slice(offset..offset + len)).check("copying from the device")
+        self.check_range(offset, len)?;
+        if gpu.recording() {
+            return Err(CudaError::Shape("a read from the device inside a recorded step".into()));
+        }
+        let src = self.ptr(gpu) + (offset * std::mem::size_of::<T>()) as u64;
+        let mut out = Vec::with_capacity(len);
+        // SAFETY: the range is inside the buffer (checked); the vector has room for len elements, the copy
+        // fills them all before the synchronisation returns, and any bits are a valid T (plain data).
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr(), len);
+            cudarc::driver::result::memcpy_dtoh_async(dst, src, gpu.stream.cu_stream())
+                .check("copying from the device")?;
+            gpu.sync()?;
+            out.set_len(len);
+        }
+        Ok(out)
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<(), CudaError> {
+        if offset + len > self.len() {
+            return Err(CudaError::Shape(format!("{len} elements at {offset} of a buffer of {}", self.len())));
+        }
+        Ok(())
+    }
+
+    /// Every element zero (ordered on the stream, or an op of the step being recorded).
+    pub fn zero(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        run_op(gpu, Op::Zero { ptr: self.ptr(gpu), bytes: self.len() * std::mem::size_of::<T>() })
+    }
+
+    /// `len` elements of `src` copied into this buffer from element `at` (on the stream).
+    pub fn copy_from(&self, gpu: &Gpu, at: usize, src: &Buf<T>, len: usize) -> Result<(), CudaError> {
+        self.check_range(at, len)?;
+        src.check_range(0, len)?;
+        let size = std::mem::size_of::<T>();
+        run_op(gpu, Op::Copy { dst: self.ptr(gpu) + (at * size) as u64, src: src.ptr(gpu), bytes: len * size })
+    }
+
+    /// No memory: a placeholder for a buffer that is made anew before each use.
+    pub fn empty() -> Buf<T> {
+        Buf { mem: Mem::Step { ptr: 0, len: 0 } }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.mem {
+            Mem::Pool(s) => s.len(),
+            Mem::Step { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     pub fn ptr(&self, gpu: &Gpu) -> u64 {
-        let (p, _sync) = self.slice.device_ptr(&gpu.stream);
-        p
+        match &self.mem {
+            Mem::Pool(s) => {
+                let (p, _sync) = s.device_ptr(&gpu.stream);
+                p
+            }
+            Mem::Step { ptr, .. } => *ptr,
+        }
     }
 }
 
 /// A kernel argument: a device pointer, a 32-bit integer or a float.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub enum Arg {
     Ptr(u64),
     I32(i32),
     F32(f32),
 }
 
-/// Launches `f` with `args`; the launch is checked.
+impl Arg {
+    /// The argument's bytes in the low end of a 64-bit slot (what a kernel parameter pointer points at).
+    pub fn slot(self) -> u64 {
+        match self {
+            Arg::Ptr(p) => p,
+            Arg::I32(v) => v as u32 as u64,
+            Arg::F32(v) => v.to_bits() as u64,
+        }
+    }
+
+    /// The same kind and bits.
+    pub fn same(self, other: Arg) -> bool {
+        std::mem::discriminant(&self) == std::mem::discriminant(&other) && self.slot() == other.slot()
+    }
+}
+
+/// Launches `f` with `args` (or records the launch into the step being recorded); the launch is checked.
 pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), CudaError> {
+    if gpu.recording() {
+        let op = Op::Kernel { name: name.to_string(), f: f.clone(), cfg, args: args.to_vec() };
+        return gpu.record(op);
+    }
+    gpu.timed(ProfileMode::Kernels, name, || launch_now(gpu, f, name, cfg, args))
+}
+
+/// The launch itself, on the stream.
+pub(crate) fn launch_now(
+    gpu: &Gpu,
+    f: &CudaFunction,
+    name: &str,
+    cfg: LaunchConfig,
+    args: &[Arg],
+) -> Result<(), CudaError> {
     let mut b = gpu.stream.launch_builder(f);
     for a in args {
         match a {
@@ -78,11 +210,30 @@ pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: 
             Arg::F32(v) => b.arg(v),
         };
     }
-    gpu.timed(ProfileMode::Kernels, name, || {
-        // SAFETY: every kernel's arguments are listed by its host wrapper in the kernel's order and types,
-        // and the buffers are sized by the same wrapper.
-        // The message is made only on failure: this runs ~1,400 times a step.
-        unsafe { b.launch(cfg) }.map_err(|err| CudaError::Driver { what: format!("launching {name}"), err })?;
-        Ok(())
-    })
+    // SAFETY: every kernel's arguments are listed by its host wrapper in the kernel's order and types,
+    // and the buffers are sized by the same wrapper.
+    // The message is made only on failure: this runs ~1,400 times a step.
+    unsafe { b.launch(cfg) }.map_err(|err| CudaError::Driver { what: format!("launching {name}"), err })?;
+    Ok(())
+}
+
+/// A zeroing or a copy: recorded while a step is, else issued on the stream.
+fn run_op(gpu: &Gpu, op: Op) -> Result<(), CudaError> {
+    if gpu.recording() {
+        return gpu.record(op);
+    }
+    issue_copy(gpu, &op)
+}
+
+/// A zeroing or a copy issued on the stream (a kernel op is not one).
+pub(crate) fn issue_copy(gpu: &Gpu, op: &Op) -> Result<(), CudaError> {
+    let s = gpu.stream.cu_stream();
+    // SAFETY: the pointers and sizes come from live buffers (checked by the callers); ordered on the stream.
+    match *op {
+        Op::Zero { ptr, bytes } => unsafe { sys::cuMemsetD8Async(ptr, 0, bytes, s) }.result().check("zeroing"),
+        Op::Copy { dst, src, bytes } => {
+            unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, s) }.result().check("copying on the device")
+        }
+        Op::Kernel { .. } => Err(CudaError::Shape("a kernel is not a copy".into())),
+    }
 }

@@ -356,7 +356,7 @@ fn time_cold(
     let end = gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
     let mut ms = 0.0;
     for _ in 0..reps {
-        gpu.stream.memset_zeros(&mut flush.slice).check("flushing the L2")?;
+        flush.zero(gpu)?;
         start.record(&gpu.stream).check("recording an event")?;
         f()?;
         end.record(&gpu.stream).check("recording an event")?;

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
@@ -27,6 +28,11 @@ pub struct Gpu {
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     /// Kernels already looked up, per file by name (a decode step launches ~1,400: no allocation per lookup).
     functions: Mutex<HashMap<&'static str, HashMap<String, CudaFunction>>>,
+    /// The step being recorded and the graphs kept (graph.rs).
+    pub(crate) recorder: Mutex<crate::graph::Recorder>,
+    pub(crate) rec_on: AtomicBool,
+    /// Set when a graph could not be made: later steps are issued op by op.
+    pub(crate) graphs_failed: AtomicBool,
 }
 
 /// The stream-ordered allocator keeps freed memory for reuse instead of handing it back to the driver at
@@ -82,6 +88,9 @@ impl Gpu {
             profile: ProfileMode::from_env().map(Profile::new),
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
+            recorder: Mutex::new(Default::default()),
+            rec_on: AtomicBool::new(false),
+            graphs_failed: AtomicBool::new(false),
         }))
     }
 

@@ -20,7 +20,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
-use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending};
+use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
 use crate::profile::ProfileMode;
@@ -308,10 +308,13 @@ impl CudaForward<'_> {
         let w = self.hc(id)?;
         let p = r.buf.ptr(g);
         let mut s = self.scratch.lock().expect("HC scratch lock");
+        // The outputs are made here, fresh for each read (a step's arena while one is recorded), and
+        // leave with the rows.
+        s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
+        s.inj = Buf::uninit(g, MAX_T * c.hc)?;
         hc_read(g, w, p, p, pending, r.t, &s)?;
-        let (mixed_len, inj_len) = (s.mixed.slice.len(), s.inj.slice.len());
-        let mixed = std::mem::replace(&mut s.mixed, Buf::uninit(g, mixed_len)?);
-        let inj = std::mem::replace(&mut s.inj, Buf::uninit(g, inj_len)?);
+        let mixed = std::mem::replace(&mut s.mixed, Buf::empty());
+        let inj = std::mem::replace(&mut s.inj, Buf::empty());
         Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
     }
 
@@ -326,6 +329,14 @@ impl CudaForward<'_> {
                 Ok(rows)
             }
         }
+    }
+
+    /// `f` as one step on the card: one CUDA graph (graph.rs). Buffers it makes stay valid until the next
+    /// step; the window's rope rows are made anew (the last ones were in the last step's memory).
+    pub fn step<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
+        crate::plan::plan(&self.gpu); // chosen (and timed) before anything is recorded
+        *self.rope.lock().expect("rope rows lock") = None;
+        self.gpu.step(f)
     }
 
     /// The logits of the window's last token, on the device.
@@ -541,20 +552,27 @@ pub struct CudaDecoder<'a> {
 }
 
 impl CudaDecoder<'_> {
-    /// Runs `tokens` through the trunk (a decode step when there is one token, for the profile), then
-    /// `head` on their final reads.
-    fn with_trunk<R>(
+    /// Runs `tokens` through the trunk (a decode step when there is one token, for the profile) and
+    /// `head` on their final reads, as one step on the card; then `read` on what the head left there.
+    fn with_trunk<D, R>(
         &mut self,
         tokens: &[u32],
-        head: impl FnOnce(&CudaForward, &Rows) -> Result<R, CudaError>,
+        head: impl FnOnce(&CudaForward, &Rows) -> Result<D, CudaError>,
+        read: impl FnOnce(&CudaForward, D) -> Result<R, CudaError>,
     ) -> Result<R, String> {
+        let e = |e: CudaError| e.to_string();
         if let Some(p) = &self.fwd.gpu.profile {
-            p.begin(tokens.len() == 1).map_err(|e| e.to_string())?;
+            p.begin(tokens.len() == 1).map_err(e)?;
         }
-        let (fin, _) =
-            trunk(&self.fwd, &self.fwd.model.config, &mut self.state, tokens, self.pos).map_err(|e| e.to_string())?;
+        let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
+        let out = fwd
+            .step(|| {
+                let (fin, _) = trunk(fwd, &fwd.model.config, state, tokens, pos)?;
+                head(fwd, &fin)
+            })
+            .map_err(e)?;
         self.pos += tokens.len();
-        head(&self.fwd, &fin).map_err(|e| e.to_string())
+        read(fwd, out).map_err(e)
     }
 }
 
@@ -572,19 +590,29 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
-        self.with_trunk(tokens, |_, _| Ok(()))
+        self.with_trunk(tokens, |_, _| Ok(()), |_, ()| Ok(()))
     }
 
     fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
-        self.with_trunk(tokens, |fwd, fin| fwd.last_logits(fin))
+        let rows = self.fwd.output.rows;
+        let head = |fwd: &CudaForward, fin: &Rows| fwd.timed("head", || fwd.last_head(fin));
+        self.with_trunk(tokens, head, |fwd, y| y.read(&fwd.gpu, rows))
     }
 
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
-        self.with_trunk(tokens, |fwd, fin| fwd.last_argmax(fin))
+        let rows = self.fwd.output.rows;
+        let head = |fwd: &CudaForward, fin: &Rows| {
+            fwd.timed("head", || crate::argmax::argmax_start(&fwd.gpu, &fwd.last_head(fin)?, rows))
+        };
+        self.with_trunk(tokens, head, |fwd, best| crate::argmax::argmax_id(&fwd.gpu, &best))
     }
 
     fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams) -> Result<u32, String> {
-        self.with_trunk(tokens, |fwd, fin| fwd.last_sample(fin, p))
+        let rows = self.fwd.output.rows;
+        let head = |fwd: &CudaForward, fin: &Rows| {
+            fwd.timed("head", || crate::sample::sample_start(&fwd.gpu, &fwd.last_head(fin)?, rows, p))
+        };
+        self.with_trunk(tokens, head, |fwd, id| Ok(id.read(&fwd.gpu, 1)?[0] as u32))
     }
 
     fn report(&self) -> Option<String> {

@@ -12,6 +12,7 @@ pub mod device;
 pub mod error;
 pub mod forward;
 pub mod gdn;
+pub mod graph;
 pub mod hc;
 pub mod matvec;
 pub mod moe;

@@ -665,7 +665,7 @@ pub fn forward_parity(
     len: usize,
     kv: strata_model::KvMode,
 ) -> Outcome {
-    use strata_model::backend::{forward_window, mtp_step};
+    use strata_model::backend::{mtp_step, trunk, Backend};
     let e = |e: crate::CudaError| e.to_string();
     let vocab = model.config.vocab as u32;
     // One token more than the trunk runs: the next token of the last draft.
@@ -690,7 +690,9 @@ pub fn forward_parity(
         let mut st = cuda.new_state(kv, len).map_err(e)?;
         let mut mtp = if has_mtp { Some(cuda.mtp_cache(kv, len).map_err(e)?) } else { None };
         for (wi, window) in tokens[..len].chunks(t).enumerate() {
-            let (logits, r) = forward_window(&cuda, &model.config, &mut st, window, wi * t).map_err(e)?;
+            // The trunk as one step on the card (a graph unless STRATA_GRAPH=0), the head after it.
+            let (fin, r) = cuda.step(|| trunk(&cuda, &model.config, &mut st, window, wi * t)).map_err(e)?;
+            let logits = cuda.logits(&fin).map_err(e)?;
             for (j, row) in logits.iter().enumerate() {
                 let p = wi * t + j;
                 same(&format!("forward, {kv:?}, windows of {t}, token {p}"), row, &want[p])?;

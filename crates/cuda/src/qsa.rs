@@ -302,11 +302,10 @@ fn topk_split(
     q: usize,
     s: &mut TopkScratch,
 ) -> Result<(), CudaError> {
-    use crate::error::Check;
-    if s.chunks < stride.div_ceil(TOPK_CHUNK) || s.hist.slice.len() < q * 1024 {
+    if s.chunks < stride.div_ceil(TOPK_CHUNK) || s.hist.len() < q * 1024 {
         return Err(CudaError::Shape("top-k scratch too small for this call".into()));
     }
-    gpu.stream.memset_zeros(&mut s.hist.slice).check("clearing the top-k histograms")?;
+    s.hist.zero(gpu)?;
     let grid = (s.chunks as u32, q as u32, 1);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (512, 1, 1), shared_mem_bytes: 0 };
     let common = [

@@ -10,6 +10,11 @@ use crate::error::CudaError;
 
 /// The token drawn with `p` from the first `n` values of `v`; only the id is copied back.
 pub fn sample(gpu: &Gpu, v: &Buf<f32>, n: usize, p: &SampleParams) -> Result<u32, CudaError> {
+    Ok(sample_start(gpu, v, n, p)?.read(gpu, 1)?[0] as u32)
+}
+
+/// The launch of [`sample`]: the id it leaves on the device once it has run.
+pub fn sample_start(gpu: &Gpu, v: &Buf<f32>, n: usize, p: &SampleParams) -> Result<Buf<i32>, CudaError> {
     if n > i32::MAX as usize {
         return Err(CudaError::Shape(format!("sampling from {n} values")));
     }
@@ -28,5 +33,5 @@ pub fn sample(gpu: &Gpu, v: &Buf<f32>, n: usize, p: &SampleParams) -> Result<u32
         Arg::Ptr(id.ptr(gpu)),
     ];
     launch(gpu, &f, "sample", cfg, &args)?;
-    Ok(id.read(gpu, 1)?[0] as u32)
+    Ok(id)
 }

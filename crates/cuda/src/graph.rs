@@ -1,0 +1,400 @@
+//! A step as one CUDA graph. The host code of a step (a decode step, a verify window, a prompt window)
+//! runs as always, but each launch, zeroing and device copy is recorded instead of issued; its temporaries
+//! come from an arena and what the host hands it (token ids, PLE rows, rope rows, counts) from a pinned
+//! staging area, both at the same addresses step after step. At the end the recorded ops either match a
+//! graph made before, op for op (the same kernels in the same order), and only the kernels whose arguments
+//! or grid changed (those that take the depth) are updated in it, or they are captured into a new graph.
+//! Then the staging area is copied up and the graph launched: one launch a step instead of ~1,400.
+//!
+//! The bits do not change: the same kernels run with the same arguments in the same order on one stream.
+//! `STRATA_GRAPH=0` issues every op directly instead, and so does a profiled run (it times each launch).
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice};
+
+use crate::buf::{issue_copy, launch_now, Arg};
+use crate::device::Gpu;
+use crate::error::{Check, CudaError};
+
+/// One stream operation of a step.
+pub enum Op {
+    Kernel { name: String, f: CudaFunction, cfg: LaunchConfig, args: Vec<Arg> },
+    Zero { ptr: u64, bytes: usize },
+    Copy { dst: u64, src: u64, bytes: usize },
+}
+
+impl Op {
+    /// The same node in a graph: the same kernel, or the same zeroing or copy.
+    fn same_node(&self, o: &Op) -> bool {
+        match (self, o) {
+            (Op::Kernel { name: a, .. }, Op::Kernel { name: b, .. }) => a == b,
+            (Op::Zero { ptr: a, bytes: n }, Op::Zero { ptr: b, bytes: m }) => a == b && n == m,
+            (Op::Copy { dst: a, src: s, bytes: n }, Op::Copy { dst: b, src: t, bytes: m }) => {
+                a == b && s == t && n == m
+            }
+            _ => false,
+        }
+    }
+
+    /// The same launch: grid, block, shared memory and every argument.
+    fn same_launch(&self, o: &Op) -> bool {
+        match (self, o) {
+            (Op::Kernel { cfg: c, args: a, .. }, Op::Kernel { cfg: d, args: b, .. }) => {
+                (c.grid_dim, c.block_dim, c.shared_mem_bytes) == (d.grid_dim, d.block_dim, d.shared_mem_bytes)
+                    && a.len() == b.len()
+                    && a.iter().zip(b).all(|(x, y)| x.same(*y))
+            }
+            _ => self.same_node(o),
+        }
+    }
+}
+
+/// Device memory handed out in order from chunks kept across steps: the same requests in the same order
+/// get the same addresses.
+const CHUNK: usize = 64 << 20;
+const ALIGN: usize = 256;
+
+#[derive(Default)]
+struct Chunks {
+    dev: Vec<CudaSlice<u8>>,
+    /// The pinned host mirror of each chunk (staging only).
+    host: Vec<PinnedHostSlice<u8>>,
+    used: Vec<usize>,
+    cur: usize,
+}
+
+impl Chunks {
+    fn reset(&mut self) {
+        self.used.iter_mut().for_each(|u| *u = 0);
+        self.cur = 0;
+    }
+
+    /// (chunk, offset) of `bytes` fresh bytes; a new chunk when none has room.
+    fn take(&mut self, gpu: &Gpu, bytes: usize, pinned: bool) -> Result<(usize, usize), CudaError> {
+        let bytes = bytes.div_ceil(ALIGN) * ALIGN;
+        while self.cur < self.dev.len() && self.dev[self.cur].len() - self.used[self.cur] < bytes {
+            self.cur += 1;
+        }
+        if self.cur == self.dev.len() {
+            let size = bytes.max(CHUNK);
+            // SAFETY: plain bytes; every byte a step reads was written earlier in the step.
+            self.dev.push(unsafe { gpu.stream.alloc::<u8>(size) }.check("allocating a step's arena")?);
+            if pinned {
+                // SAFETY: plain bytes, written by the host before each copy up.
+                self.host.push(unsafe { gpu.ctx.alloc_pinned::<u8>(size) }.check("allocating pinned staging")?);
+            }
+            self.used.push(0);
+        }
+        let at = self.used[self.cur];
+        self.used[self.cur] += bytes;
+        Ok((self.cur, at))
+    }
+
+    fn ptr(&self, gpu: &Gpu, chunk: usize, at: usize) -> u64 {
+        use cudarc::driver::DevicePtr;
+        let (p, _sync) = self.dev[chunk].device_ptr(&gpu.stream);
+        p + at as u64
+    }
+}
+
+/// What a process's steps did with graphs (printed by `strata run`).
+#[derive(Default, Clone, Copy)]
+pub struct GraphStats {
+    pub steps: u64,
+    pub built: u64,
+    pub updated_kernels: u64,
+    pub nodes: u64,
+}
+
+/// A captured, instantiated step and the ops it was made from (with any updates since).
+struct StepGraph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    nodes: Vec<sys::CUgraphNode>,
+    /// The driver's function of each kernel node (null for the others), for updates.
+    funcs: Vec<sys::CUfunction>,
+    ops: Vec<Op>,
+}
+
+// SAFETY: driver handles, valid on any thread that binds the context; the recorder's lock serialises use.
+unsafe impl Send for StepGraph {}
+
+impl Drop for StepGraph {
+    fn drop(&mut self) {
+        // SAFETY: handles made by this struct; a graph still running is freed when it completes.
+        unsafe {
+            sys::cuGraphExecDestroy(self.exec);
+            sys::cuGraphDestroy(self.graph);
+        }
+    }
+}
+
+/// Graphs kept, the least recently made dropped first: a decode step and the few shapes around it (a
+/// block's keys made, a prompt window, a verify window).
+const KEPT: usize = 12;
+
+/// The step being recorded and what is kept between steps.
+#[derive(Default)]
+pub struct Recorder {
+    ops: Vec<Op>,
+    arena: Chunks,
+    staging: Chunks,
+    /// Recorded after the last copy up: the staging area is not written again before it.
+    copied: Option<CudaEvent>,
+    graphs: Vec<StepGraph>,
+    stats: GraphStats,
+}
+
+impl Gpu {
+    /// Whether a step is being recorded (ops are kept, not issued).
+    pub fn recording(&self) -> bool {
+        self.rec_on.load(Ordering::Relaxed)
+    }
+
+    fn recorder(&self) -> std::sync::MutexGuard<'_, Recorder> {
+        self.recorder.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn record(&self, op: Op) -> Result<(), CudaError> {
+        self.recorder().ops.push(op);
+        Ok(())
+    }
+
+    /// `bytes` of the step's arena while one is recorded.
+    pub(crate) fn step_arena(&self, bytes: usize) -> Result<Option<u64>, CudaError> {
+        if !self.recording() {
+            return Ok(None);
+        }
+        let mut r = self.recorder();
+        let (c, at) = r.arena.take(self, bytes, false)?;
+        Ok(Some(r.arena.ptr(self, c, at)))
+    }
+
+    /// `data` placed in the staging area (copied up just before the step's graph runs) while a step is
+    /// recorded; its device address.
+    pub(crate) fn step_stage(&self, data: &[u8]) -> Result<Option<u64>, CudaError> {
+        if !self.recording() {
+            return Ok(None);
+        }
+        let mut r = self.recorder();
+        let (c, at) = r.staging.take(self, data.len().max(1), true)?;
+        let host = r.staging.host[c].as_mut_slice().check("writing the staging area")?;
+        host[at..at + data.len()].copy_from_slice(data);
+        Ok(Some(r.staging.ptr(self, c, at)))
+    }
+
+    /// Whether steps run as graphs: on unless `STRATA_GRAPH=0` or a profile times each launch.
+    pub fn graphs_on(&self) -> bool {
+        self.profile.is_none()
+            && !self.graphs_failed.load(Ordering::Relaxed)
+            && std::env::var("STRATA_GRAPH").map_or(true, |v| v != "0")
+    }
+
+    /// `f` as one step: recorded, then run as a graph. Buffers it makes stay valid until the next step.
+    pub fn step<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
+        if !self.graphs_on() || self.recording() {
+            return f();
+        }
+        self.begin()?;
+        let out = f();
+        let ops = std::mem::take(&mut self.recorder().ops);
+        self.rec_on.store(false, Ordering::Relaxed);
+        let out = out?;
+        self.run(ops)?;
+        Ok(out)
+    }
+
+    fn begin(&self) -> Result<(), CudaError> {
+        let mut r = self.recorder();
+        // The last copy up read the staging area: wait for it before writing the area again.
+        if let Some(e) = r.copied.take() {
+            e.synchronize().check("waiting for the last step's inputs")?;
+        }
+        r.arena.reset();
+        r.staging.reset();
+        r.ops.clear();
+        self.rec_on.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The recorded ops on the card: a kept graph updated, or a new one captured; then the inputs copied
+    /// up and the graph launched.
+    fn run(&self, ops: Vec<Op>) -> Result<(), CudaError> {
+        self.ctx.bind_to_thread().check("binding the context")?;
+        let mut r = self.recorder();
+        r.stats.steps += 1;
+        let stream = self.stream.cu_stream();
+        for c in 0..r.staging.used.len() {
+            let used = r.staging.used[c];
+            if used > 0 {
+                let dst = r.staging.ptr(self, c, 0);
+                let src = r.staging.host[c].as_slice().check("reading the staging area")?;
+                // SAFETY: pinned memory kept alive by the recorder, into device memory kept alive by it; the
+                // area is not written again before the event below has passed.
+                unsafe { cudarc::driver::result::memcpy_htod_async(dst, &src[..used], stream) }
+                    .check("copying a step's inputs")?;
+            }
+        }
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        let e = self.ctx.new_event(flags).check("creating an event")?;
+        e.record(&self.stream).check("recording an event")?;
+        r.copied = Some(e);
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let found = r
+            .graphs
+            .iter()
+            .position(|g| g.ops.len() == ops.len() && g.ops.iter().zip(&ops).all(|(a, b)| a.same_node(b)));
+        let i = match found {
+            Some(i) => {
+                let updated = r.graphs[i].update(ops)?;
+                r.stats.updated_kernels += updated;
+                i
+            }
+            None => {
+                drop(r);
+                let mut g = match StepGraph::capture(self, &ops) {
+                    Ok(g) => g,
+                    Err(e) => return self.give_up(e, &ops),
+                };
+                g.ops = ops;
+                r = self.recorder();
+                r.stats.built += 1;
+                r.stats.nodes = g.nodes.len() as u64;
+                if r.graphs.len() == KEPT {
+                    r.graphs.remove(0);
+                }
+                r.graphs.push(g);
+                r.graphs.len() - 1
+            }
+        };
+        // SAFETY: an instantiated graph of this context, launched on its stream.
+        unsafe { sys::cuGraphLaunch(r.graphs[i].exec, stream) }.result().check("launching a step's graph")
+    }
+
+    /// A graph that could not be made: said once, and this step and every later one issued op by op
+    /// (the same kernels in the same order: the same bits, only slower).
+    fn give_up(&self, e: CudaError, ops: &[Op]) -> Result<(), CudaError> {
+        eprintln!("note: CUDA graphs are off for this run: {e}");
+        self.graphs_failed.store(true, Ordering::Relaxed);
+        issue_all(self, ops)
+    }
+
+    /// How many steps ran as graphs, graphs made, kernels updated (None when graphs are off).
+    pub fn graph_stats(&self) -> Option<GraphStats> {
+        self.graphs_on().then(|| self.recorder().stats)
+    }
+}
+
+impl StepGraph {
+    /// `ops` captured from the stream into a graph, instantiated, and its nodes listed in op order.
+    fn capture(gpu: &Gpu, ops: &[Op]) -> Result<StepGraph, CudaError> {
+        let s = gpu.stream.cu_stream();
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        // SAFETY: our own stream, idle on the host side; ended below on every path.
+        unsafe { sys::cuStreamBeginCapture_v2(s, mode) }.result().check("starting a graph capture")?;
+        let issued = issue_all(gpu, ops);
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        // SAFETY: ends the capture begun above, writing the graph handle.
+        let ended = unsafe { sys::cuStreamEndCapture(s, &mut graph) }.result().check("ending a graph capture");
+        issued?;
+        ended?;
+        let mut g =
+            StepGraph { graph, exec: std::ptr::null_mut(), nodes: Vec::new(), funcs: Vec::new(), ops: Vec::new() };
+        // SAFETY: a graph just captured; writes the executable's handle.
+        unsafe { sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0) }
+            .result()
+            .check("instantiating a step's graph")?;
+        g.nodes = chain(graph)?;
+        if g.nodes.len() != ops.len() {
+            return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
+        }
+        for (node, op) in g.nodes.iter().zip(ops) {
+            let mut func = std::ptr::null_mut();
+            if matches!(op, Op::Kernel { .. }) {
+                // SAFETY: a kernel node of this graph; the parameters are written into a zeroed struct.
+                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                unsafe { sys::cuGraphKernelNodeGetParams_v2(*node, &mut p) }.result().check("reading a kernel node")?;
+                func = p.func;
+            }
+            g.funcs.push(func);
+        }
+        Ok(g)
+    }
+
+    /// The kernel nodes whose launch differs from `ops` set anew (the next launch runs them); how many.
+    fn update(&mut self, ops: Vec<Op>) -> Result<u64, CudaError> {
+        let mut n = 0;
+        for (i, op) in ops.into_iter().enumerate() {
+            if self.ops[i].same_launch(&op) {
+                continue;
+            }
+            if let Op::Kernel { cfg, args, .. } = &op {
+                let mut slots: Vec<u64> = args.iter().map(|a| a.slot()).collect();
+                let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
+                // SAFETY: zeroed is a valid value of this plain C struct (null pointers).
+                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                p.func = self.funcs[i];
+                (p.gridDimX, p.gridDimY, p.gridDimZ) = cfg.grid_dim;
+                (p.blockDimX, p.blockDimY, p.blockDimZ) = cfg.block_dim;
+                p.sharedMemBytes = cfg.shared_mem_bytes;
+                p.kernelParams = ptrs.as_mut_ptr();
+                // SAFETY: a kernel node of this executable; the driver copies each argument (the slots hold
+                // it in their low bytes, as many as the kernel's parameter takes) before returning.
+                unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.exec, self.nodes[i], &p) }
+                    .result()
+                    .check("updating a step's kernel")?;
+                n += 1;
+            }
+            self.ops[i] = op;
+        }
+        Ok(n)
+    }
+}
+
+/// Every op issued on the stream, in order.
+fn issue_all(gpu: &Gpu, ops: &[Op]) -> Result<(), CudaError> {
+    ops.iter().try_for_each(|op| match op {
+        Op::Kernel { name, f, cfg, args } => launch_now(gpu, f, name, *cfg, args),
+        _ => issue_copy(gpu, op),
+    })
+}
+
+/// The nodes of a graph captured from one stream, in order: a chain from its one root.
+fn chain(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, CudaError> {
+    let mut n = 0usize;
+    // SAFETY: counting, then reading at most that many handles.
+    unsafe { sys::cuGraphGetRootNodes(graph, std::ptr::null_mut(), &mut n) }.result().check("reading a graph")?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut node = std::ptr::null_mut();
+    let mut one = 1usize;
+    if n != 1 {
+        return Err(CudaError::Shape(format!("a step's graph has {n} roots, not one")));
+    }
+    unsafe { sys::cuGraphGetRootNodes(graph, &mut node, &mut one) }.result().check("reading a graph")?;
+    let mut nodes = vec![node];
+    loop {
+        let mut k = 0usize;
+        let last = *nodes.last().expect("one node at least");
+        // SAFETY: counting the dependents of a node of this graph, then reading the one there is.
+        unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, std::ptr::null_mut(), std::ptr::null_mut(), &mut k) }
+            .result()
+            .check("reading a graph")?;
+        match k {
+            0 => return Ok(nodes),
+            1 => {
+                let mut next = std::ptr::null_mut();
+                unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, &mut next, std::ptr::null_mut(), &mut k) }
+                    .result()
+                    .check("reading a graph")?;
+                nodes.push(next);
+            }
+            _ => return Err(CudaError::Shape(format!("a step's graph branches ({k} dependents)"))),
+        }
+    }
+}

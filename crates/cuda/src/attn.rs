@@ -13,7 +13,7 @@ use strata_model::weights::AttnWeights;
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_two, MatrixGpu, MAX_T};
+use crate::matvec::{matvec, matvec_at, matvec_two, MatrixGpu, MAX_T};
 
 const SRC: &str = crate::compile::ATTN;
 
@@ -504,9 +504,14 @@ fn select(
         w.idx.as_ref().ok_or_else(|| CudaError::Shape("a QSA layer without indexer weights".into()))?;
     let pos = st.cells;
     // Raw keys of the window's cells, straight into the per-cell buffer.
-    let raw_new = Buf::<f32>::zeros(gpu, t * d.di)?;
-    matvec(gpu, ik, x, &raw_new, t)?;
-    st.raw.copy_from(gpu, pos * d.di, &raw_new, t * d.di)?;
+    if (pos + t) * d.di > st.raw.len() {
+        return Err(CudaError::Shape(format!(
+            "the indexer's keys hold {} cells, not {}",
+            st.raw.len() / d.di,
+            pos + t
+        )));
+    }
+    matvec_at(gpu, ik, x.ptr(gpu), st.raw.ptr(gpu) + (pos * d.di * 4) as u64, t)?;
     // Blocks completed by the window's cells.
     let (done_before, done_after) = (pos / r, (pos + t) / r);
     if done_after > done_before {

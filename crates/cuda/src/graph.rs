@@ -147,6 +147,24 @@ pub struct Recorder {
     stats: GraphStats,
 }
 
+impl Recorder {
+    /// Where `ops` first part from the kept graph of the same length (`STRATA_GRAPH=debug`).
+    fn nearest(&self, ops: &[Op]) -> String {
+        let name = |o: &Op| match o {
+            Op::Kernel { name, .. } => name.clone(),
+            Op::Zero { ptr, bytes } => format!("zero {ptr:#x} {bytes}"),
+            Op::Copy { dst, src, bytes } => format!("copy {dst:#x} <- {src:#x} {bytes}"),
+        };
+        let Some(g) = self.graphs.iter().find(|g| g.ops.len() == ops.len()) else {
+            return "no kept graph of that length".into();
+        };
+        match g.ops.iter().zip(ops).position(|(a, b)| !a.same_node(b)) {
+            Some(i) => format!("op {i}: {} was {}", name(&ops[i]), name(&g.ops[i])),
+            None => "the same".into(),
+        }
+    }
+}
+
 impl Gpu {
     /// Whether a step is being recorded (ops are kept, not issued).
     pub fn recording(&self) -> bool {
@@ -255,6 +273,9 @@ impl Gpu {
                 i
             }
             None => {
+                if std::env::var("STRATA_GRAPH").as_deref() == Ok("debug") {
+                    eprintln!("graph: new shape of {} ops ({})", ops.len(), r.nearest(&ops));
+                }
                 drop(r);
                 let mut g = match StepGraph::capture(self, &ops) {
                     Ok(g) => g,

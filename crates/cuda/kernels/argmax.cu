@@ -3,6 +3,7 @@
 // the answer and any order of comparisons finds it: every block takes its largest into *best by an atomic
 // maximum (*best starts at 0, below every candidate, since a key is never 0).
 extern "C" __global__ void argmax(const float* __restrict__ v, int n, unsigned long long* __restrict__ best_out) {
+    grid_dep_wait();
     __shared__ unsigned long long best_of[32];
     unsigned long long best = 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {

@@ -13,6 +13,7 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
                                     const float* __restrict__ in2, int in_stride2, int head_stride2,
                                     float* __restrict__ out2, const float* __restrict__ w2, int heads2,
                                     const float* __restrict__ rope, int dim, int rot, int T) {
+    grid_dep_wait();
     if (blockIdx.y) {
         in = in2;
         in_stride = in_stride2;
@@ -42,6 +43,7 @@ extern "C" __global__ void kv_store(const float* __restrict__ v, unsigned short*
                                    unsigned short* __restrict__ halves2, signed char* __restrict__ codes2,
                                    unsigned short* __restrict__ scales2, float* __restrict__ floats2, int mode,
                                    int dim, int cell0, int T) {
+    grid_dep_wait();
     if (blockIdx.y) {
         v = v2;
         halves = halves2;
@@ -90,6 +92,7 @@ __device__ __forceinline__ float kv_get(const unsigned short* halves, const sign
 extern "C" __global__ void block_keys(const float* __restrict__ raw, float* __restrict__ blocks, int first_block,
                                      int n_new, int r, int di, const float* __restrict__ w,
                                      const float* __restrict__ rope, int rot) {
+    grid_dep_wait();
     const int nb = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (nb >= n_new) return;
     const int b = first_block + nb;
@@ -123,6 +126,7 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
                                         int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
                                         float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
                                         float scale) {
+    grid_dep_wait();
     const int bt = blockIdx.y, t = bt / hq, h = bt % hq, g = h / (hq / hkv), lane = threadIdx.x % WARP;
     const int j0 = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SCORE_CELLS, n = count[t];
     if (j0 >= n) return;
@@ -159,6 +163,7 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
 // lanes' running totals over their chunks in order and the butterfly (warp 0); the sum stored after the parts.
 extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_stride, const int* __restrict__ count,
                                          int hq) {
+    grid_dep_wait();
     const int bt = blockIdx.x, t = bt / hq, n = count[t];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
     const int nch = (n + CHUNK - 1) / CHUNK;
@@ -251,6 +256,7 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
                                         int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
                                         const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
                                         int hq, int hkv, int dh) {
+    grid_dep_wait();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
     const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
     const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
@@ -302,6 +308,7 @@ extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, 
                                                  const int* __restrict__ count, const int* __restrict__ lo,
                                                  const float* __restrict__ sbuf, int sbuf_stride,
                                                  float* __restrict__ out, int hq, int hkv, int dh) {
+    grid_dep_wait();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
     const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
     const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
@@ -394,6 +401,7 @@ extern "C" __global__ void attend_values_pipe(const float* __restrict__ qg, cons
                                              int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
                                              const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
                                              int hq, int hkv, int dh) {
+    grid_dep_wait();
     __shared__ uint4 ring[PIPE_STAGES][PIPE_TILE][4];  // 48 KB: a tile's cells, 32 halves each
     const int lane = threadIdx.x % WARP;
     const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);

@@ -206,3 +206,14 @@ __device__ void warp_rope_neox(float* x, const float* rr, int rot) {
         x[i + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
     }
 }
+
+// Every kernel begins here. Within a step's graph each kernel follows the one before it by a programmatic
+// edge (graph.rs): it may be launched while that one finishes, and waits here until the one before has
+// completed and its writes are visible, so it reads nothing early; then lets the next one launch. Outside
+// such an edge both are no-ops. Nothing computed changes: only when the launch work is done.
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}

@@ -59,6 +59,7 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
                                         float* __restrict__ betas, int hv, const unsigned char* __restrict__ w_alpha,
                                         const unsigned char* __restrict__ w_beta, int ab_kind,
                                         const float* __restrict__ x, int n) {
+    grid_dep_wait();
     const int h = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (h >= 2 * hk + hv) {
         const int j = h - (2 * hk + hv);
@@ -106,6 +107,7 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
                                     const float* __restrict__ decay, const float* __restrict__ betas,
                                     float* __restrict__ o, int C, int hk, int hv, int S, int T,
                                     const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {
+    grid_dep_wait();
     extern __shared__ float qk[];  // q then k of the head's key head, S each
     const int j = blockIdx.x, b = threadIdx.x, i = j % hk;
     float* m = M + (size_t)j * S * S;
@@ -203,7 +205,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {                    \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) { grid_dep_wait(); \
         gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y);                               \
     }
 GDN_DELTA_COLS(32, 1)

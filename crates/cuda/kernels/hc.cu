@@ -20,6 +20,7 @@ __device__ __forceinline__ void load8_w(const float* p, float* w) { load8_f32(p,
 extern "C" __global__ void gr_norm(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                    const float* __restrict__ inj_prev, int pending, const float* __restrict__ w_norm,
                                    float* __restrict__ xn, int n, int hc) {
+    grid_dep_wait();
     const int t = blockIdx.x, c = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (c >= hc) return;
     const size_t base = (size_t)t * hc * n + (size_t)c * n;
@@ -87,7 +88,7 @@ __device__ void gr_down_body(const WT* __restrict__ w_down, const WT* __restrict
 #define GR_DOWN(SUFFIX, WT)                                                                  \
     extern "C" __global__ void gr_down##SUFFIX(const WT* __restrict__ w_down,                \
         const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
-        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {                   \
+        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) { grid_dep_wait();                  \
         gr_down_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);                    \
     }
 GR_DOWN(, bf16_t)
@@ -133,7 +134,7 @@ __device__ void gr_up_body(const WT* __restrict__ w_up, const float* __restrict_
 }
 #define GR_UP(SUFFIX, WT)                                                                                \
     extern "C" __global__ void gr_up##SUFFIX(const WT* __restrict__ w_up, const float* __restrict__ lo,  \
-        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc, int T) {          \
+        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc, int T) { grid_dep_wait(); \
         gr_up_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                                \
     }
 GR_UP(, bf16_t)
@@ -142,6 +143,7 @@ GR_UP(_f32, float)
 // R[t][c][d] += y[t][d]·(2·σ(inj[t][c]/hc)): the write on its own (the last half of a window).
 extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const float* __restrict__ inj, int n, int hc,
                                     int T) {
+    grid_dep_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)T * hc * n) return;
     const int t = (int)(i / ((size_t)hc * n)), c = (int)(i / n % hc), d = (int)(i % n);
@@ -159,6 +161,7 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                          const float* __restrict__ inj_prev, int pending,
                                          const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
+    grid_dep_wait();
     extern __shared__ float part[];  // n/8 chunk sums, then rs
     const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
     const size_t base = (size_t)t * hc * n + (size_t)c * n;
@@ -237,7 +240,7 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
 #define GR_DOWN_SPLIT(SUFFIX, WT)                                                            \
     extern "C" __global__ void gr_down_split##SUFFIX(const WT* __restrict__ w_down,          \
         const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
-        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {           \
+        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) { grid_dep_wait();          \
         gr_down_split_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);          \
     }
 GR_DOWN_SPLIT(, bf16_t)
@@ -301,7 +304,7 @@ __device__ void gr_up75_body(const WT* __restrict__ w_up, const float* __restric
 #define GR_UP75(SUFFIX, WT)                                                                     \
     extern "C" __global__ void gr_up75##SUFFIX(const WT* __restrict__ w_up,                     \
         const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
-        int r, int n, int hc, int T) {                                                          \
+        int r, int n, int hc, int T) { grid_dep_wait();                                                      \
         gr_up75_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                     \
     }
 GR_UP75(, bf16_t)
@@ -363,7 +366,7 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
 #define GR_UP_SPLIT(SUFFIX, WT)                                                                 \
     extern "C" __global__ void gr_up_split##SUFFIX(const WT* __restrict__ w_up,                 \
         const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
-        int r, int n, int hc, int T) {                                                          \
+        int r, int n, int hc, int T) { grid_dep_wait();                                                      \
         gr_up_split_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                 \
     }
 GR_UP_SPLIT(, bf16_t)
@@ -377,6 +380,7 @@ GR_UP_SPLIT(_f32, float)
 extern "C" __global__ void gr_down_staged(const bf16_t* __restrict__ w_down, const bf16_t* __restrict__ w_inj,
                                           const float* __restrict__ xn, float* __restrict__ lo,
                                           float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {
+    grid_dep_wait();
     extern __shared__ float sm[];
     const int nch = K / CHUNK, tid = threadIdx.x, nt = blockDim.x, row = blockIdx.x;
     if (row >= r + n_inj) return;

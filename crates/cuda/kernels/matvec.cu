@@ -341,56 +341,56 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
 // projections, say, at the cost of one launch. The sums are each product's own.
 #define MATVEC(NAME, W)                                                                                       \
     extern "C" __global__ void NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
-                                    int cols, int T, const unsigned char* w2, float* y2) {                    \
+                                    int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait();  \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows<W>(w, x, y, rows, cols, T);                                                               \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y,    \
                                              int rows, int cols, const int* ids, int k, int stride,          \
                                              int offset, int x_tok, int x_slot, const unsigned char* w2,      \
-                                             int offset2, float* y2) {                                        \
+                                             int offset2, float* y2) { grid_dep_wait();                      \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                    \
     }                                                                                                         \
     extern "C" __global__ void NAME##_warp(const unsigned char* w, const float* __restrict__ x, float* y,      \
-                                           int rows, int cols, int T, const unsigned char* w2, float* y2) {    \
+                                           int rows, int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_warp<W>(w, x, y, rows, cols, T);                                                          \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_warp(const unsigned char* w, const float* __restrict__ x,        \
                                                   float* y, int rows, int cols, const int* ids, int k,         \
                                                   int stride, int offset, int x_tok, int x_slot,               \
-                                                  const unsigned char* w2, int offset2, float* y2) {           \
+                                                  const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
     }                                                                                                         \
     extern "C" __global__ void NAME##_short_warp(const unsigned char* w, const float* __restrict__ x, float* y, \
-                                                 int rows, int cols, int T, const unsigned char* w2, float* y2) { \
+                                                 int rows, int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_short<W>(w, x, y, rows, cols);                                                            \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_short_warp(const unsigned char* w, const float* __restrict__ x,   \
                                                         float* y, int rows, int cols, const int* ids, int k,  \
                                                         int stride, int offset, int x_tok, int x_slot,        \
-                                                        const unsigned char* w2, int offset2, float* y2) {    \
+                                                        const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_short<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);              \
     }                                                                                                         \
     extern "C" __global__ void NAME##_staged(const unsigned char* w, const float* __restrict__ x, float* y,    \
                                              int rows, int cols, int T, int rpb, const unsigned char* w2,     \
-                                             float* y2) {                                                     \
+                                             float* y2) { grid_dep_wait();                                   \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_staged<W>(w, x, y, rows, cols, T, rpb);                                                   \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_staged(const unsigned char* w, const float* __restrict__ x,      \
                                                     float* y, int rows, int cols, const int* ids, int k,       \
                                                     int stride, int offset, int x_tok, int x_slot, int rpb,    \
-                                                    const unsigned char* w2, int offset2, float* y2) {         \
+                                                    const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);        \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
-                                            float* __restrict__ out, int cols, int hc) {                       \
+                                            float* __restrict__ out, int cols, int hc) { grid_dep_wait();    \
         embed_rows<W>(w, ids, out, cols, hc);                                                                 \
     }
 

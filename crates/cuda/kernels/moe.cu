@@ -18,6 +18,7 @@
 extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
                                     float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
                                     int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
+    grid_dep_wait();
     const int t = blockIdx.x, lane = threadIdx.x;
     const float* x = logits + (size_t)t * E;
     constexpr int PER = ROUTE_CHUNKS * CHUNK;
@@ -89,6 +90,7 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
 extern "C" __global__ void moe_act(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ h,
                                   int n, const float* __restrict__ g2, const float* __restrict__ u2,
                                   float* __restrict__ h2, int n2) {
+    grid_dep_wait();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         i -= n;
@@ -105,6 +107,7 @@ extern "C" __global__ void moe_act(const float* __restrict__ g, const float* __r
 extern "C" __global__ void moe_combine(const float* __restrict__ eo, const float* __restrict__ weights,
                                       const float* __restrict__ shared, const float* __restrict__ sgate,
                                       float* __restrict__ y, int n, int k, int T) {
+    grid_dep_wait();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= T * n) return;
     const int t = i / n, d = i % n;

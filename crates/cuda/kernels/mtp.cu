@@ -8,6 +8,7 @@
 extern "C" __global__ void mtp_input(const float* __restrict__ e, const float* __restrict__ r,
                                      const float* __restrict__ enorm, const float* __restrict__ hnorm,
                                      float* __restrict__ cat, int n, int hc, int rows) {
+    grid_dep_wait();
     const int ts = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (ts >= rows) return;
     const int t = ts / hc, s = ts % hc;

@@ -9,6 +9,7 @@ extern "C" __global__ void ple_gate_z(float* __restrict__ key, const float* __re
                                      const float* __restrict__ value, const float* __restrict__ nk,
                                      const float* __restrict__ nq, const float* __restrict__ nc,
                                      float* __restrict__ gated, float* __restrict__ z, int n, int hc) {
+    grid_dep_wait();
     const int c = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (c >= hc) return;
     const size_t o = (size_t)c * n;
@@ -34,6 +35,7 @@ extern "C" __global__ void ple_gate_z(float* __restrict__ key, const float* __re
 // them) and this z, by fma from the oldest; then the history moves on by one frame. A thread per value.
 extern "C" __global__ void ple_conv(float* __restrict__ r, const float* __restrict__ gated, const float* __restrict__ z,
                                    float* __restrict__ hist, const float* __restrict__ w, int width, int K, int dil) {
+    grid_dep_wait();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= width) return;
     const int H = (K - 1) * dil;

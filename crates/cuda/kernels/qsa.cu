@@ -14,6 +14,7 @@ __device__ __forceinline__ float scaled_score(float s, int di) {
 extern "C" __global__ void qsa_scores(const float* __restrict__ keys, const float* __restrict__ queries,
                                       float* __restrict__ scores, const int* __restrict__ n_scored, int n_blocks,
                                       int di, int hi, int Q, int stride) {
+    grid_dep_wait();
     const int b = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (b >= n_blocks) return;
     const float* k = keys + (size_t)b * di;
@@ -41,6 +42,7 @@ extern "C" __global__ void qsa_scores(const float* __restrict__ keys, const floa
 extern "C" __global__ void qsa_scores_halve(const float* __restrict__ keys, const float* __restrict__ queries,
                                             float* __restrict__ scores, const int* __restrict__ n_scored,
                                             int n_blocks, int di, int hi, int Q, int stride) {
+    grid_dep_wait();
     extern __shared__ float sq[];  // [Q][hi][di]
     __shared__ int ns[MAXQ];
     const int lane = threadIdx.x % WARP;
@@ -108,6 +110,7 @@ __device__ float tree_dot(const float* k, const float* x, int nch) {
 extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const float* __restrict__ queries,
                                            float* __restrict__ scores, const int* __restrict__ n_scored,
                                            int n_blocks, int di, int hi, int Q, int stride) {
+    grid_dep_wait();
     extern __shared__ float sm[];
     const int pitch = di + 1;
     float* sk = sm;                         // [TILE_KEYS][pitch]
@@ -142,6 +145,7 @@ extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const
 extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, const float* __restrict__ queries,
                                              float* __restrict__ scores, const int* __restrict__ n_scored,
                                              int n_blocks, int di, int hi, int Q, int stride) {
+    grid_dep_wait();
     extern __shared__ float sq[];  // [Q][hi][di]
     const int nt = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
     for (int i = tid; i < Q * hi * di; i += nt) sq[i] = queries[i];
@@ -274,6 +278,7 @@ __device__ void emit_blocks(const float* s, const u32* skeys, int key_base, int 
 extern "C" __global__ void qsa_topk_wide(const float* __restrict__ scores, int stride, const int* __restrict__ n_cells_q,
                                          int top_k, int kpool, u32* __restrict__ out, int out_stride,
                                          int* __restrict__ count) {
+    grid_dep_wait();
     __shared__ u32 hist[32][256];  // one histogram per warp: no contention between warps
     __shared__ u32 prefix, mask;
     __shared__ int need;
@@ -361,6 +366,7 @@ __device__ void derive(const u32* gh, int passes, int budget, u32* prefix, u32* 
 extern "C" __global__ void qsa_topk_split_hist(const float* __restrict__ scores, int stride,
                                                const int* __restrict__ n_cells_q, int top_k, int kpool,
                                                u32* __restrict__ ghist, int pass) {
+    grid_dep_wait();
     __shared__ u32 hist[256];
     const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
@@ -387,6 +393,7 @@ extern "C" __global__ void qsa_topk_split_hist(const float* __restrict__ scores,
 extern "C" __global__ void qsa_topk_split_count(const float* __restrict__ scores, int stride,
                                                 const int* __restrict__ n_cells_q, int top_k, int kpool,
                                                 const u32* __restrict__ ghist, int* __restrict__ gcount, int chunks) {
+    grid_dep_wait();
     const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
     if (sel.all || chunk * TOPK_CHUNK >= sel.tail) return;
@@ -415,6 +422,7 @@ extern "C" __global__ void qsa_topk_split_emit(const float* __restrict__ scores,
                                                const u32* __restrict__ ghist, const int* __restrict__ gcount,
                                                int chunks, u32* __restrict__ out, int out_stride,
                                                int* __restrict__ count) {
+    grid_dep_wait();
     const int q = blockIdx.y, chunk = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
     const Sel sel = sel_of(n_cells_q[q], top_k, kpool);
     u32* o = out + (size_t)q * out_stride;
@@ -476,6 +484,7 @@ __device__ __forceinline__ u32 dsmem_load(const void* p, u32 rank) {
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     qsa_topk_cluster(const float* __restrict__ scores, int stride, const int* __restrict__ n_cells_q, int top_k,
                      int kpool, u32* __restrict__ out, int out_stride, int* __restrict__ count, int keys_in_smem) {
+    grid_dep_wait();
     extern __shared__ u32 skeys[];  // this CTA's keys after the first pass, when they fit (keys_in_smem)
     __shared__ u32 hist[256];
     __shared__ u32 whist[32][256];  // one histogram per warp (no atomic contention between warps)

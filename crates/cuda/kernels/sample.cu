@@ -27,6 +27,7 @@ __device__ unsigned long long block_max(unsigned long long x, unsigned long long
 
 extern "C" __global__ void sample(const float* __restrict__ v, int n, float temp, int top_k, float top_p, float u,
                                   int* __restrict__ out) {
+    grid_dep_wait();
     __shared__ unsigned long long cand[SAMPLE_MAX];  // (key << 32) | ~id, then (w bits << 32) | id
     __shared__ unsigned long long part[SAMPLE_THREADS / WARP];
     __shared__ u32 hist[256];

@@ -325,14 +325,18 @@ impl StepGraph {
         ended?;
         let mut g =
             StepGraph { graph, exec: std::ptr::null_mut(), nodes: Vec::new(), funcs: Vec::new(), ops: Vec::new() };
-        // SAFETY: a graph just captured; writes the executable's handle.
-        unsafe { sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0) }
-            .result()
-            .check("instantiating a step's graph")?;
         g.nodes = chain(graph)?;
         if g.nodes.len() != ops.len() {
             return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
         }
+        let pdl = std::env::var("STRATA_PDL").map_or(true, |v| v != "0") && !PDL_FAILED.load(Ordering::Relaxed);
+        if gpu.arch.0 >= 9 && pdl {
+            programmatic(graph, &g.nodes, ops)?;
+        }
+        // SAFETY: a graph just captured; writes the executable's handle.
+        unsafe { sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0) }
+            .result()
+            .check("instantiating a step's graph")?;
         for (node, op) in g.nodes.iter().zip(ops) {
             let mut func = std::ptr::null_mut();
             if matches!(op, Op::Kernel { .. }) {
@@ -374,6 +378,45 @@ impl StepGraph {
         }
         Ok(n)
     }
+}
+
+/// Set when the driver refused a programmatic edge: later graphs keep plain ones.
+static PDL_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Each edge from a kernel to the kernel after it made programmatic (sm_90+): the second may be launched
+/// while the first finishes, and waits at its top (`grid_dep_wait` in common.cuh) for the first to
+/// complete; the launch latency overlaps the tail of the kernel before. Zeroings and copies keep their
+/// plain edges.
+fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
+    let edge = sys::CUgraphEdgeData {
+        from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
+        to_port: 0,
+        type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
+        reserved: [0; 5],
+    };
+    for i in 1..nodes.len() {
+        if !(matches!(ops[i - 1], Op::Kernel { .. }) && matches!(ops[i], Op::Kernel { .. })) {
+            continue;
+        }
+        let (from, to) = (&nodes[i - 1] as *const _, &nodes[i] as *const _);
+        // SAFETY: two nodes of this graph joined by one plain edge (the chain); it is replaced by one
+        // programmatic edge between the same nodes.
+        unsafe {
+            sys::cuGraphRemoveDependencies_v2(graph, from, to, std::ptr::null(), 1)
+                .result()
+                .check("editing a graph")?;
+            if let Err(e) = sys::cuGraphAddDependencies_v2(graph, from, to, &edge, 1).result() {
+                // The plain edge back, and plain edges from now on: slower, the same bits.
+                sys::cuGraphAddDependencies_v2(graph, from, to, std::ptr::null(), 1)
+                    .result()
+                    .check("editing a graph")?;
+                eprintln!("note: programmatic launches are off for this run: {e}");
+                PDL_FAILED.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every op issued on the stream, in order.

@@ -260,6 +260,55 @@ __device__ void matvec_gather_rows_short(const unsigned char* __restrict__ wbase
                                cols / CHUNK, y + (size_t)ts * rows + row);
 }
 
+// The warp layout's kernels for a window (T > 1): a warp takes MULTI_ROWS consecutive rows, 8 warps a
+// block, so each chunk of each token's input is loaded once for all of them (a warp per row would load the
+// window's inputs again for every row, and at T = 8 those loads, not the weights, bound the product). Each
+// (row, token) sum is lane L's chunks L, L + 32, … in order, then the butterfly: the contract's.
+#define MULTI_ROWS 4
+template <typename W>
+__device__ void matvec_rows_multi(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                  float* __restrict__ y, int rows, int cols, int T) {
+    const int row = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * MULTI_ROWS;
+    if (row >= rows) return;
+    const int nv = min(MULTI_ROWS, rows - row), lane = threadIdx.x % WARP;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    const LaneChunks<W> lc(wbase + (size_t)row * row_bytes, lane);
+    float acc[MULTI_ROWS][8];
+#pragma unroll
+    for (int r = 0; r < MULTI_ROWS; ++r) {
+#pragma unroll
+        for (int t = 0; t < 8; ++t) acc[r][t] = 0.0f;
+    }
+    for (int c = lane, i = 0; c < cols / CHUNK; c += WARP, ++i) {
+        float w[MULTI_ROWS][8];
+#pragma unroll
+        for (int r = 0; r < MULTI_ROWS; ++r) {
+            if (r < nv) W::at(lc.b + (size_t)r * row_bytes + (size_t)i * lc.step, lc.p, w[r]);
+        }
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t < T) {
+                float xv[8];
+                load8_f32(x + (size_t)t * cols + CHUNK * c, xv);
+#pragma unroll
+                for (int r = 0; r < MULTI_ROWS; ++r) {
+                    if (r < nv) acc[r][t] = __fadd_rn(acc[r][t], chunk_dot(w[r], xv));
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < MULTI_ROWS; ++r) {
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (r < nv && t < T) {
+                const float v = warp_butterfly(acc[r][t]);
+                if (lane == 0) y[(size_t)t * rows + row + r] = v;
+            }
+        }
+    }
+}
+
 // The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
 // of bytes (of one slot's expert for the gathers). First the block copies the whole span into shared
 // memory, 16 bytes a load and STAGE_LOADS loads a thread in flight at once, so the card sees wide coalesced
@@ -368,6 +417,11 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                  int rows, int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_short<W>(w, x, y, rows, cols);                                                            \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_multi_warp(const unsigned char* w, const float* __restrict__ x, float* y, \
+                                                 int rows, int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait(); \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        matvec_rows_multi<W>(w, x, y, rows, cols, T);                                                         \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_short_warp(const unsigned char* w, const float* __restrict__ x,   \
                                                         float* y, int rows, int cols, const int* ids, int k,  \

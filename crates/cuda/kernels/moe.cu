@@ -11,7 +11,7 @@
 // the entries not yet taken (a taken one becomes 0, below every candidate), which no order changes.
 #define ROUTE_CHUNKS 2
 //
-// The same warp then makes the shared expert's gate logit, dot(shexp_gate, xin) (xin: the block's input),
+// A second warp makes the shared expert's gate logit meanwhile, dot(shexp_gate, xin) (xin: the block's input),
 // by the reduction contract (the matvec's row dot: lane L's chunks L, L + 32, … in order, then the
 // butterfly), when that one-row matrix is F32 (sg_kind 1) or BF16 (2): one launch fewer than a product of
 // its own (sg_kind 0: the host runs that product).
@@ -19,7 +19,13 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
                                     float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
                                     int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
     grid_dep_wait();
-    const int t = blockIdx.x, lane = threadIdx.x;
+    const int t = blockIdx.x, lane = threadIdx.x % WARP;
+    if (threadIdx.x >= WARP) {
+        // A second warp (launched when sg_kind ≠ 0): the shared expert's gate logit, beside the routing.
+        const float dot = warp_row_dot(sg_w, sg_kind, xin + (size_t)t * n, n);
+        if (lane == 0) sg[t] = dot;
+        return;
+    }
     const float* x = logits + (size_t)t * E;
     constexpr int PER = ROUTE_CHUNKS * CHUNK;
     auto at = [&](int j) { return CHUNK * (lane + WARP * (j / CHUNK)) + j % CHUNK; };  // element of slot j
@@ -80,9 +86,6 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
     __syncwarp();
     const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
     for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
-    if (sg_kind == 0) return;
-    const float dot = warp_row_dot(sg_w, sg_kind, xin + (size_t)t * n, n);
-    if (lane == 0) sg[t] = dot;
 }
 
 // h = silu(g)·u, the product rounded, for the routed slots' n values and then the shared expert's n2 (one

@@ -19,6 +19,8 @@ const WARP_ROWS: u32 = 8;
 /// values for a single token.
 const SHORT_COLS: usize = 1024;
 const SHORT_ROWS: usize = 4;
+/// The warp layout's window kernels (T > 1): a warp takes MULTI_ROWS rows (kernels/matvec.cu).
+const MULTI_ROWS: usize = 4;
 
 /// How a product's rows are spread over the card; all give the same sums (kernels/matvec.cu), and the
 /// plan picks the fastest per weight type, for the dense products and the experts' apart.
@@ -100,7 +102,11 @@ impl Layout {
         let (grid_x, threads, shared, rpb) = match self {
             Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0, 0),
             Layout::Warp => {
-                let per_warp = if Layout::short(t, cols) { SHORT_ROWS } else { 1 };
+                let per_warp = match t {
+                    1 if Layout::short(t, cols) => SHORT_ROWS,
+                    1 => 1,
+                    _ => MULTI_ROWS,
+                };
                 ((rows.div_ceil(per_warp) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0)
             }
             Layout::Staged => {
@@ -356,7 +362,11 @@ fn matvec_launch(
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
     let layout = layout.usable(w.row_bytes());
-    let kind = if layout == Layout::Warp && Layout::short(t, w.cols) { "_short" } else { "" };
+    let kind = match layout {
+        Layout::Warp if Layout::short(t, w.cols) => "_short",
+        Layout::Warp if t > 1 => "_multi",
+        _ => "",
+    };
     let name = kernel_name(w.ty, kind, layout);
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), t, 1);
@@ -559,5 +569,16 @@ mod tests {
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), ((143, 3, 1), 7 * 32, 7 * 2100 + 32, 7));
         let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 1, 10);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, rpb), ((80, 10, 1), 8 * 32, 32));
+    }
+
+    #[test]
+    fn the_warp_layout_gives_each_warp_its_rows() {
+        // One row a warp for a token's long rows; 4 for short rows (≤ 1,024 values) and for any window.
+        let grid = |rows, cols, t| Layout::Warp.config(rows, cols, 0, t, 1).0.grid_dim.0;
+        assert_eq!(grid(1000, 2560, 1), 125);
+        assert_eq!(grid(1000, 640, 1), 32); // 250 warps
+        assert_eq!(grid(1000, 2560, 8), 32);
+        assert_eq!(grid(1001, 2560, 2), 32); // 251 warps, the last with one row
+        assert_eq!(grid(1025, 2560, 2), 33);
     }
 }

@@ -104,8 +104,10 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     matvec(gpu, &w.router, x, &logits, t)?;
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     let route = gpu.function("moe.cu", SRC, "moe_route")?;
-    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-    // The shared expert's gate logit is made by the routing warp when its one row is F32 or BF16.
+    // The shared expert's gate logit is made by a second warp beside the routing one when its one row is
+    // F32 or BF16.
+    let warps = if w.sg_kind == 0 { 1 } else { 2 };
+    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
     let sg = Buf::<f32>::uninit(gpu, t)?;
     let args = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
     let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];

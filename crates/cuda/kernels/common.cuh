@@ -207,10 +207,10 @@ __device__ void warp_rope_neox(float* x, const float* rr, int rot) {
     }
 }
 
-// Every kernel begins here. Within a step's graph each kernel follows the one before it by a programmatic
-// edge (graph.rs): it may be launched while that one finishes, and waits here until the one before has
-// completed and its writes are visible, so it reads nothing early; then lets the next one launch. Outside
-// such an edge both are no-ops. Nothing computed changes: only when the launch work is done.
+// Every kernel begins here. With STRATA_PDL=1 each kernel of a step's graph follows the one before it by a
+// programmatic edge (graph.rs): it may be launched while that one runs, and waits here until the one
+// before has completed and its writes are visible, so it reads nothing early; then lets the next one
+// launch. Without such an edge (the default) both are no-ops. Nothing computed changes either way.
 __device__ __forceinline__ void grid_dep_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

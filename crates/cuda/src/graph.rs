@@ -329,7 +329,8 @@ impl StepGraph {
         if g.nodes.len() != ops.len() {
             return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
         }
-        let pdl = std::env::var("STRATA_PDL").map_or(true, |v| v != "0") && !PDL_FAILED.load(Ordering::Relaxed);
+        // Opt-in: on the H200 a decode step was 7% slower with these edges (docs/DETAILS.md).
+        let pdl = std::env::var("STRATA_PDL").is_ok_and(|v| v == "1") && !PDL_FAILED.load(Ordering::Relaxed);
         if gpu.arch.0 >= 9 && pdl {
             programmatic(graph, &g.nodes, ops)?;
         }
@@ -383,10 +384,10 @@ impl StepGraph {
 /// Set when the driver refused a programmatic edge: later graphs keep plain ones.
 static PDL_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Each edge from a kernel to the kernel after it made programmatic (sm_90+): the second may be launched
-/// while the first finishes, and waits at its top (`grid_dep_wait` in common.cuh) for the first to
-/// complete; the launch latency overlaps the tail of the kernel before. Zeroings and copies keep their
-/// plain edges.
+/// `STRATA_PDL=1`: each edge from a kernel to the kernel after it made programmatic (sm_90+): the second
+/// may be launched while the first runs, and waits at its top (`grid_dep_wait` in common.cuh) for the
+/// first to complete, so its launch overlaps the kernel before. Zeroings and copies keep their plain edges.
+/// Off by default: measured slower on the H200 (the early blocks hold the multiprocessors while they wait).
 fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
     let edge = sys::CUgraphEdgeData {
         from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,

@@ -18,7 +18,7 @@ done
 echo "== tiny, 140 tokens, fp16, STRATA_GRAPH=0"
 STRATA_GRAPH=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
-for layout in block warp staged; do
+for layout in block warp staged multi; do
   echo "== tiny, 140 tokens, fp16, STRATA_MATVEC=$layout"
   STRATA_MATVEC=$layout $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
   echo "== moe_parity, STRATA_MATVEC=$layout"; STRATA_MATVEC=$layout $bin parity moe_parity; echo "rc=$?"

@@ -217,7 +217,7 @@ pub struct MatvecRow {
     /// Weight bytes one call reads.
     pub bytes: usize,
     /// µs per call at T = 1 in each layout of `Layout::ALL` (cold: weight sets rotated).
-    pub us: [f64; 3],
+    pub us: [f64; crate::matvec::Layout::ALL.len()],
     /// Whether every layout wrote the block layout's bits.
     pub same: bool,
 }
@@ -265,7 +265,8 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
         let ids: Vec<Buf<i32>> = (0..4)
             .map(|g| Buf::from_host(gpu, &(0..slots.max(1)).map(|s| (g * slots + s) as i32).collect::<Vec<_>>()))
             .collect::<Result<_, _>>()?;
-        let ys: Vec<Buf<f32>> = (0..3).map(|_| Buf::zeros(gpu, rows * slots.max(1))).collect::<Result<_, _>>()?;
+        let ys: Vec<Buf<f32>> =
+            (0..Layout::ALL.len()).map(|_| Buf::zeros(gpu, rows * slots.max(1))).collect::<Result<_, _>>()?;
         let call = |layout: Layout, y: &Buf<f32>, i: usize| {
             let w = &weights[i % sets];
             if slots > 0 {
@@ -275,7 +276,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
                 matvec_with(gpu, layout, w, &x, y, 1)
             }
         };
-        let mut us = [0f64; 3];
+        let mut us = [0f64; Layout::ALL.len()];
         for (k, layout) in Layout::ALL.into_iter().enumerate() {
             let i = std::cell::Cell::new(0usize);
             us[k] = time_calls(gpu, reps, &|| {

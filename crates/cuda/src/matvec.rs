@@ -34,6 +34,10 @@ pub enum Layout {
     /// memory with wide loads, then each warp decodes its rows from there. Needs one row to fit in shared
     /// memory.
     Staged,
+    /// Four rows a warp, 8 warps a block, at every T: each chunk of the input is loaded once for the four
+    /// rows, and each lane keeps four rows' loads in flight (the warp layout does this only for windows
+    /// and short rows). The experts' gathers take the warp layout's kernels.
+    Multi,
 }
 
 /// Shared memory the staged layout may use per block (the default limit, no opt-in).
@@ -42,13 +46,14 @@ const STAGE_SHARED: usize = 48 << 10;
 const STAGE_TARGET: usize = 16 << 10;
 
 impl Layout {
-    pub const ALL: [Layout; 3] = [Layout::Block, Layout::Warp, Layout::Staged];
+    pub const ALL: [Layout; 4] = [Layout::Block, Layout::Warp, Layout::Staged, Layout::Multi];
 
     pub fn name(self) -> &'static str {
         match self {
             Layout::Block => "block",
             Layout::Warp => "warp",
             Layout::Staged => "staged",
+            Layout::Multi => "multi",
         }
     }
 
@@ -56,7 +61,7 @@ impl Layout {
         Layout::ALL.into_iter().find(|l| l.name() == name)
     }
 
-    /// `STRATA_MATVEC=block|warp|staged` forces one layout for every type.
+    /// `STRATA_MATVEC=block|warp|staged|multi` forces one layout for every type.
     pub fn from_env() -> Option<Layout> {
         Layout::from_name(&std::env::var("STRATA_MATVEC").ok()?)
     }
@@ -73,6 +78,7 @@ impl Layout {
             Layout::Block => "",
             Layout::Warp => "_warp",
             Layout::Staged => "_staged",
+            Layout::Multi => "_multi_warp",
         }
     }
 
@@ -109,6 +115,7 @@ impl Layout {
                 };
                 ((rows.div_ceil(per_warp) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0)
             }
+            Layout::Multi => ((rows.div_ceil(MULTI_ROWS) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0),
             Layout::Staged => {
                 let (rpb, shared) = Layout::staged_rows(row_bytes).expect("usable() checked");
                 (rows.div_ceil(rpb) as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
@@ -363,6 +370,7 @@ fn matvec_launch(
     }
     let layout = layout.usable(w.row_bytes());
     let kind = match layout {
+        // (The multi layout's kernel is named by its suffix.)
         Layout::Warp if Layout::short(t, w.cols) => "_short",
         Layout::Warp if t > 1 => "_multi",
         _ => "",
@@ -463,7 +471,11 @@ fn gather_launch(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
-    let layout = layout.usable(w.row_bytes());
+    // Each slot's rows are one token's: the multi layout's experts are the warp layout's.
+    let layout = match layout.usable(w.row_bytes()) {
+        Layout::Multi => Layout::Warp,
+        l => l,
+    };
     let kind = if layout == Layout::Warp && Layout::short(1, w.cols) { "_gather_short" } else { "_gather" };
     let name = kernel_name(w.ty, kind, layout);
     let f = gpu.function("matvec.cu", SRC, name)?;
@@ -580,5 +592,9 @@ mod tests {
         assert_eq!(grid(1000, 2560, 8), 32);
         assert_eq!(grid(1001, 2560, 2), 32); // 251 warps, the last with one row
         assert_eq!(grid(1025, 2560, 2), 33);
+        // The multi layout: 4 rows a warp at every T.
+        assert_eq!(Layout::Multi.config(1000, 2560, 0, 1, 1).0.grid_dim.0, 32);
+        assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Multi), "matvec_q4_k_multi_warp");
+        assert_eq!(kernel_name(GgmlType::Q4_K, "_multi", Layout::Warp), "matvec_q4_k_multi_warp");
     }
 }

@@ -690,6 +690,18 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
         + c.n_expert_used * (3 * c.expert_ff + c.n_embd)
         + 3 * c.shexp_ff
         + 4 * c.hc * c.n_embd;
-    let scratch = 4 * crate::matvec::MAX_T as u64 * per_token as u64;
+    // A step run as one graph keeps every temporary of its layers at once (graph.rs: its arena does not
+    // reuse memory within a step), about this many floats a token a layer, plus a chunk of arena and one
+    // of staging at least.
+    let per_layer = 4 * (c.n_embd + c.hc)
+        + 2 * c.n_expert
+        + c.n_expert_used * (3 * c.expert_ff + c.n_embd)
+        + 3 * c.shexp_ff
+        + 2 * c.ssm_conv_channels()
+        + 4 * c.n_head * c.head_dim
+        + 4 * c.n_embd;
+    let arena = (c.n_layer * per_layer + c.vocab) as u64 * 4 * crate::matvec::MAX_T as u64;
+    let chunks = 2 * crate::graph::CHUNK as u64;
+    let scratch = 4 * crate::matvec::MAX_T as u64 * per_token as u64 + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
 }

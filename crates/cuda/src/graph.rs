@@ -53,7 +53,7 @@ impl Op {
 
 /// Device memory handed out in order from chunks kept across steps: the same requests in the same order
 /// get the same addresses.
-const CHUNK: usize = 64 << 20;
+pub(crate) const CHUNK: usize = 64 << 20;
 const ALIGN: usize = 256;
 
 #[derive(Default)]
@@ -106,6 +106,9 @@ pub struct GraphStats {
     pub built: u64,
     pub updated_kernels: u64,
     pub nodes: u64,
+    /// Device memory held for steps' temporaries and inputs (the arena and staging chunks).
+    pub arena_bytes: u64,
+    pub staging_bytes: u64,
 }
 
 /// A captured, instantiated step and the ops it was made from (with any updates since).
@@ -306,7 +309,10 @@ impl Gpu {
 
     /// How many steps ran as graphs, graphs made, kernels updated (None when graphs are off).
     pub fn graph_stats(&self) -> Option<GraphStats> {
-        self.graphs_on().then(|| self.recorder().stats)
+        let r = self.recorder();
+        let held = |c: &Chunks| c.dev.iter().map(|d| d.len() as u64).sum();
+        let stats = GraphStats { arena_bytes: held(&r.arena), staging_bytes: held(&r.staging), ..r.stats };
+        self.graphs_on().then_some(stats)
     }
 }
 

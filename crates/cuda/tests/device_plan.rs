@@ -26,6 +26,8 @@ fn plan_and_step_bytes_follow_the_model() {
     // Scratch holds a window's attention scores over every cell: it grows with the cells, the KV mode aside.
     assert!(plan(KvMode::F16, 2000).scratch > plan(KvMode::F16, 1000).scratch);
     assert_eq!(plan(KvMode::Int8, 1000).scratch, plan(KvMode::F16, 1000).scratch);
+    // And a step's graph arena and staging area: a 64 MiB chunk each at least.
+    assert!(plan(KvMode::F16, 1000).scratch >= 128 << 20);
 
     // A step reads the chosen experts only: less than every weight, more than none of them.
     let step0 = decode_bytes(&m, KvMode::F16, 0);

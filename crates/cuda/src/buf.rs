@@ -7,7 +7,7 @@
 //! stays valid until the next step is recorded.
 
 use cudarc::driver::{
-    sys, CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 
 use crate::device::Gpu;
@@ -191,18 +191,19 @@ pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: 
         let op = Op::Kernel { name: name.to_string(), f: f.clone(), cfg, args: args.to_vec() };
         return gpu.record(op);
     }
-    gpu.timed(ProfileMode::Kernels, name, || launch_now(gpu, f, name, cfg, args))
+    gpu.timed(ProfileMode::Kernels, name, || launch_now(gpu, &gpu.stream, f, name, cfg, args))
 }
 
 /// The launch itself, on the stream.
 pub(crate) fn launch_now(
-    gpu: &Gpu,
+    _gpu: &Gpu,
+    stream: &CudaStream,
     f: &CudaFunction,
     name: &str,
     cfg: LaunchConfig,
     args: &[Arg],
 ) -> Result<(), CudaError> {
-    let mut b = gpu.stream.launch_builder(f);
+    let mut b = stream.launch_builder(f);
     for a in args {
         match a {
             Arg::Ptr(p) => b.arg(p),
@@ -222,12 +223,12 @@ fn run_op(gpu: &Gpu, op: Op) -> Result<(), CudaError> {
     if gpu.recording() {
         return gpu.record(op);
     }
-    issue_copy(gpu, &op)
+    issue_copy(&gpu.stream, &op)
 }
 
-/// A zeroing or a copy issued on the stream (a kernel op is not one).
-pub(crate) fn issue_copy(gpu: &Gpu, op: &Op) -> Result<(), CudaError> {
-    let s = gpu.stream.cu_stream();
+/// A zeroing or a copy issued on `stream` (a kernel is not one; the side lane's marks are nothing).
+pub(crate) fn issue_copy(stream: &CudaStream, op: &Op) -> Result<(), CudaError> {
+    let s = stream.cu_stream();
     // SAFETY: the pointers and sizes come from live buffers (checked by the callers); ordered on the stream.
     match *op {
         Op::Zero { ptr, bytes } => unsafe { sys::cuMemsetD8Async(ptr, 0, bytes, s) }.result().check("zeroing"),
@@ -235,5 +236,6 @@ pub(crate) fn issue_copy(gpu: &Gpu, op: &Op) -> Result<(), CudaError> {
             unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, s) }.result().check("copying on the device")
         }
         Op::Kernel { .. } => Err(CudaError::Shape("a kernel is not a copy".into())),
+        Op::Fork | Op::Back | Op::Join => Ok(()),
     }
 }

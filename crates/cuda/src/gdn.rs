@@ -91,8 +91,10 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let channels = 2 * hk * s + hv * s;
     // Buffers that a matrix-vector product fills whole are left unset (no memset on the stream).
     let (u, z) = (Buf::<f32>::uninit(gpu, t * channels)?, Buf::<f32>::uninit(gpu, t * hv * s)?);
+    // The output gate's product on the step graph's side lane, beside the conv and the gates: only the
+    // delta kernel's output norm reads it.
+    gpu.side(|| matvec(gpu, &w.gate, x, &z, t))?;
     matvec(gpu, &w.qkv, x, &u, t)?;
-    matvec(gpu, &w.gate, x, &z, t)?;
     // The α and β logits: by the products here only when gdn_conv_norm's gate warps cannot make them.
     let logits = if w.ab_kind == 0 {
         let (al, be) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
@@ -138,6 +140,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     };
     // The delta rule, then each head's output norm in the same launch (kernels/gdn.cu).
     let y = Buf::<f32>::uninit(gpu, t * hv * s)?;
+    gpu.join()?;
     let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
     let sizes = [ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)];
     let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);

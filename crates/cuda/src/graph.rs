@@ -12,17 +12,23 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice};
+use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice};
 
 use crate::buf::{issue_copy, launch_now, Arg};
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
 
-/// One stream operation of a step.
+/// One stream operation of a step, or a mark of its side lane: `Fork` starts the side lane after
+/// everything recorded so far, the ops up to `Back` go on it, and `Join` makes what follows on the main
+/// lane wait for it (`Gpu::side`, `Gpu::join`). Outside a graph the marks are nothing and every op runs
+/// in the order recorded.
 pub enum Op {
     Kernel { name: String, f: CudaFunction, cfg: LaunchConfig, args: Vec<Arg> },
     Zero { ptr: u64, bytes: usize },
     Copy { dst: u64, src: u64, bytes: usize },
+    Fork,
+    Back,
+    Join,
 }
 
 impl Op {
@@ -34,6 +40,7 @@ impl Op {
             (Op::Copy { dst: a, src: s, bytes: n }, Op::Copy { dst: b, src: t, bytes: m }) => {
                 a == b && s == t && n == m
             }
+            (Op::Fork, Op::Fork) | (Op::Back, Op::Back) | (Op::Join, Op::Join) => true,
             _ => false,
         }
     }
@@ -157,6 +164,9 @@ impl Recorder {
             Op::Kernel { name, .. } => name.clone(),
             Op::Zero { ptr, bytes } => format!("zero {ptr:#x} {bytes}"),
             Op::Copy { dst, src, bytes } => format!("copy {dst:#x} <- {src:#x} {bytes}"),
+            Op::Fork => "fork".into(),
+            Op::Back => "back".into(),
+            Op::Join => "join".into(),
         };
         let Some(g) = self.graphs.iter().find(|g| g.ops.len() == ops.len()) else {
             return "no kept graph of that length".into();
@@ -204,6 +214,28 @@ impl Gpu {
         let host = r.staging.host[c].as_mut_slice().check("writing the staging area")?;
         host[at..at + data.len()].copy_from_slice(data);
         Ok(Some(r.staging.ptr(self, c, at)))
+    }
+
+    /// `f`'s ops on the step's side lane, forked from everything recorded so far: in the graph they may
+    /// run beside the main lane's ops recorded after them, until [`Gpu::join`]. For work that reads only
+    /// what was made before the fork and writes only its own buffers (the shared expert beside the routed
+    /// ones, say), so the order does not matter to the bits. Outside a recorded step `f` just runs.
+    pub fn side<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
+        if !self.recording() {
+            return f();
+        }
+        self.record(Op::Fork)?;
+        let out = f();
+        self.record(Op::Back)?;
+        out
+    }
+
+    /// The main lane waits here for the side lane's ops (nothing outside a recorded step).
+    pub fn join(&self) -> Result<(), CudaError> {
+        if self.recording() {
+            self.record(Op::Join)?;
+        }
+        Ok(())
     }
 
     /// Whether steps run as graphs: on unless `STRATA_GRAPH=0` or a profile times each launch.
@@ -317,27 +349,25 @@ impl Gpu {
 }
 
 impl StepGraph {
-    /// `ops` captured from the stream into a graph, instantiated, and its nodes listed in op order.
+    /// `ops` captured from the streams into a graph (the main lane on the device's stream, the side lane
+    /// on its second one), instantiated, with each op's node (null for the marks).
     fn capture(gpu: &Gpu, ops: &[Op]) -> Result<StepGraph, CudaError> {
         let s = gpu.stream.cu_stream();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         // SAFETY: our own stream, idle on the host side; ended below on every path.
         unsafe { sys::cuStreamBeginCapture_v2(s, mode) }.result().check("starting a graph capture")?;
-        let issued = issue_all(gpu, ops);
+        let nodes = capture_ops(gpu, ops);
         let mut graph: sys::CUgraph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above, writing the graph handle.
         let ended = unsafe { sys::cuStreamEndCapture(s, &mut graph) }.result().check("ending a graph capture");
-        issued?;
-        ended?;
         let mut g =
             StepGraph { graph, exec: std::ptr::null_mut(), nodes: Vec::new(), funcs: Vec::new(), ops: Vec::new() };
-        g.nodes = chain(graph)?;
-        if g.nodes.len() != ops.len() {
-            return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
-        }
-        // Opt-in: on the H200 a decode step was 7% slower with these edges (docs/DETAILS.md).
+        g.nodes = nodes?;
+        ended?;
+        // Opt-in: on the H200 a decode step was 7% slower with these edges (docs/DETAILS.md). They join
+        // consecutive kernels of one chain: not where the step has a side lane.
         let pdl = std::env::var("STRATA_PDL").is_ok_and(|v| v == "1") && !PDL_FAILED.load(Ordering::Relaxed);
-        if gpu.arch.0 >= 9 && pdl {
+        if gpu.arch.0 >= 9 && pdl && !ops.iter().any(|o| matches!(o, Op::Fork)) {
             programmatic(graph, &g.nodes, ops)?;
         }
         // SAFETY: a graph just captured; writes the executable's handle.
@@ -427,45 +457,86 @@ fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> 
 }
 
 /// Every op issued on the stream, in order.
+/// Every op issued on the device's stream, in order (the side lane's marks are nothing there).
 fn issue_all(gpu: &Gpu, ops: &[Op]) -> Result<(), CudaError> {
     ops.iter().try_for_each(|op| match op {
-        Op::Kernel { name, f, cfg, args } => launch_now(gpu, f, name, *cfg, args),
-        _ => issue_copy(gpu, op),
+        Op::Kernel { name, f, cfg, args } => launch_now(gpu, &gpu.stream, f, name, *cfg, args),
+        _ => issue_copy(&gpu.stream, op),
     })
 }
 
-/// The nodes of a graph captured from one stream, in order: a chain from its one root.
-fn chain(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, CudaError> {
-    let mut n = 0usize;
-    // SAFETY: counting, then reading at most that many handles.
-    unsafe { sys::cuGraphGetRootNodes(graph, std::ptr::null_mut(), &mut n) }.result().check("reading a graph")?;
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    let mut node = std::ptr::null_mut();
-    let mut one = 1usize;
-    if n != 1 {
-        return Err(CudaError::Shape(format!("a step's graph has {n} roots, not one")));
-    }
-    unsafe { sys::cuGraphGetRootNodes(graph, &mut node, &mut one) }.result().check("reading a graph")?;
-    let mut nodes = vec![node];
-    loop {
-        let mut k = 0usize;
-        let last = *nodes.last().expect("one node at least");
-        // SAFETY: counting the dependents of a node of this graph, then reading the one there is.
-        unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, std::ptr::null_mut(), std::ptr::null_mut(), &mut k) }
-            .result()
-            .check("reading a graph")?;
-        match k {
-            0 => return Ok(nodes),
-            1 => {
-                let mut next = std::ptr::null_mut();
-                unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, &mut next, std::ptr::null_mut(), &mut k) }
-                    .result()
-                    .check("reading a graph")?;
-                nodes.push(next);
-            }
-            _ => return Err(CudaError::Shape(format!("a step's graph branches ({k} dependents)"))),
+/// Each op issued into the capture on its lane's stream, and the node it made (null for the marks).
+fn capture_ops(gpu: &Gpu, ops: &[Op]) -> Result<Vec<sys::CUgraphNode>, CudaError> {
+    let (main, side) = (&*gpu.stream, &*gpu.side_stream);
+    let flags = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+    let fork = gpu.ctx.new_event(flags).check("creating an event")?;
+    let join = gpu.ctx.new_event(flags).check("creating an event")?;
+    // An event recorded on one stream and waited for on the other: an edge in the captured graph.
+    let edge = |e: &CudaEvent, from: &CudaStream, to: &CudaStream| {
+        // SAFETY: an event of this context, recorded and waited for on this context's streams.
+        unsafe {
+            sys::cuEventRecord(e.cu_event(), from.cu_stream()).result().check("recording an event")?;
+            sys::cuStreamWaitEvent(to.cu_stream(), e.cu_event(), 0).result().check("waiting for an event")
         }
+    };
+    let (mut on_side, mut open) = (false, false);
+    let mut nodes = Vec::with_capacity(ops.len());
+    for op in ops {
+        let lane = if on_side { side } else { main };
+        let node = match op {
+            Op::Fork if !open => {
+                edge(&fork, main, side)?;
+                (on_side, open) = (true, true);
+                std::ptr::null_mut()
+            }
+            Op::Back if on_side => {
+                on_side = false;
+                std::ptr::null_mut()
+            }
+            Op::Join if open && !on_side => {
+                edge(&join, side, main)?;
+                open = false;
+                std::ptr::null_mut()
+            }
+            Op::Kernel { name, f, cfg, args } => {
+                launch_now(gpu, lane, f, name, *cfg, args)?;
+                last_node(lane)?
+            }
+            Op::Zero { .. } | Op::Copy { .. } => {
+                issue_copy(lane, op)?;
+                last_node(lane)?
+            }
+            _ => return Err(CudaError::Shape("a step's side-lane marks out of order".into())),
+        };
+        nodes.push(node);
+    }
+    if open {
+        // A side lane never joined: joined at the end (a capture ends on the stream it began on).
+        edge(&join, side, main)?;
+    }
+    Ok(nodes)
+}
+
+/// The node the last op issued on a capturing stream made (the stream's one dependency now).
+fn last_node(stream: &CudaStream) -> Result<sys::CUgraphNode, CudaError> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let (mut deps, mut n): (*const sys::CUgraphNode, usize) = (std::ptr::null(), 0);
+    // SAFETY: a query on a stream in capture; the dependency array is the driver's, read at once.
+    unsafe {
+        sys::cuStreamGetCaptureInfo_v3(
+            stream.cu_stream(),
+            &mut status,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut deps,
+            std::ptr::null_mut(),
+            &mut n,
+        )
+        .result()
+        .check("reading a capture")?;
+        if n != 1 || deps.is_null() {
+            return Err(CudaError::Shape(format!("an op left {n} dependencies in a capture, not one")));
+        }
+        Ok(*deps)
     }
 }

@@ -155,6 +155,8 @@ pub struct Recorder {
     copied: Option<CudaEvent>,
     graphs: Vec<StepGraph>,
     stats: GraphStats,
+    /// A side lane forked and not yet joined.
+    side_open: bool,
 }
 
 impl Recorder {
@@ -219,21 +221,25 @@ impl Gpu {
     /// `f`'s ops on the step's side lane, forked from everything recorded so far: in the graph they may
     /// run beside the main lane's ops recorded after them, until [`Gpu::join`]. For work that reads only
     /// what was made before the fork and writes only its own buffers (the shared expert beside the routed
-    /// ones, say), so the order does not matter to the bits. Outside a recorded step `f` just runs.
+    /// ones, say), so the order does not matter to the bits. Outside a recorded step `f` just runs, and
+    /// so it does unless `STRATA_SIDE=1`: the side lane has not yet run on a card.
     pub fn side<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
-        if !self.recording() {
+        if !self.recording() || !std::env::var("STRATA_SIDE").is_ok_and(|v| v == "1") {
             return f();
         }
         self.record(Op::Fork)?;
+        self.recorder().side_open = true;
         let out = f();
         self.record(Op::Back)?;
         out
     }
 
-    /// The main lane waits here for the side lane's ops (nothing outside a recorded step).
+    /// The main lane waits here for the side lane's ops (nothing where no side lane is open).
     pub fn join(&self) -> Result<(), CudaError> {
-        if self.recording() {
-            self.record(Op::Join)?;
+        let mut r = self.recorder();
+        if self.recording() && r.side_open {
+            r.ops.push(Op::Join);
+            r.side_open = false;
         }
         Ok(())
     }
@@ -268,6 +274,7 @@ impl Gpu {
         r.arena.reset();
         r.staging.reset();
         r.ops.clear();
+        r.side_open = false;
         self.rec_on.store(true, Ordering::Relaxed);
         Ok(())
     }

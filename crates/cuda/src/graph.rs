@@ -363,18 +363,25 @@ impl StepGraph {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         // SAFETY: our own stream, idle on the host side; ended below on every path.
         unsafe { sys::cuStreamBeginCapture_v2(s, mode) }.result().check("starting a graph capture")?;
-        let nodes = capture_ops(gpu, ops);
+        // One lane: the ops in order, and the graph a chain read back from its root. With a side lane:
+        // each op on its lane's stream, its node read from the capture as it is made.
+        let lanes = ops.iter().any(|o| matches!(o, Op::Fork));
+        let nodes = if lanes { capture_ops(gpu, ops) } else { issue_all(gpu, ops).map(|()| Vec::new()) };
         let mut graph: sys::CUgraph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above, writing the graph handle.
         let ended = unsafe { sys::cuStreamEndCapture(s, &mut graph) }.result().check("ending a graph capture");
         let mut g =
             StepGraph { graph, exec: std::ptr::null_mut(), nodes: Vec::new(), funcs: Vec::new(), ops: Vec::new() };
-        g.nodes = nodes?;
+        let nodes = nodes?;
         ended?;
+        g.nodes = if lanes { nodes } else { chain(graph)? };
+        if g.nodes.len() != ops.len() {
+            return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
+        }
         // Opt-in: on the H200 a decode step was 7% slower with these edges (docs/DETAILS.md). They join
         // consecutive kernels of one chain: not where the step has a side lane.
         let pdl = std::env::var("STRATA_PDL").is_ok_and(|v| v == "1") && !PDL_FAILED.load(Ordering::Relaxed);
-        if gpu.arch.0 >= 9 && pdl && !ops.iter().any(|o| matches!(o, Op::Fork)) {
+        if gpu.arch.0 >= 9 && pdl && !lanes {
             programmatic(graph, &g.nodes, ops)?;
         }
         // SAFETY: a graph just captured; writes the executable's handle.
@@ -545,5 +552,40 @@ fn last_node(stream: &CudaStream) -> Result<sys::CUgraphNode, CudaError> {
             return Err(CudaError::Shape(format!("an op left {n} dependencies in a capture, not one")));
         }
         Ok(*deps)
+    }
+}
+/// The nodes of a graph captured from one stream, in order: a chain from its one root.
+fn chain(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, CudaError> {
+    let mut n = 0usize;
+    // SAFETY: counting, then reading at most that many handles.
+    unsafe { sys::cuGraphGetRootNodes(graph, std::ptr::null_mut(), &mut n) }.result().check("reading a graph")?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut node = std::ptr::null_mut();
+    let mut one = 1usize;
+    if n != 1 {
+        return Err(CudaError::Shape(format!("a step's graph has {n} roots, not one")));
+    }
+    unsafe { sys::cuGraphGetRootNodes(graph, &mut node, &mut one) }.result().check("reading a graph")?;
+    let mut nodes = vec![node];
+    loop {
+        let mut k = 0usize;
+        let last = *nodes.last().expect("one node at least");
+        // SAFETY: counting the dependents of a node of this graph, then reading the one there is.
+        unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, std::ptr::null_mut(), std::ptr::null_mut(), &mut k) }
+            .result()
+            .check("reading a graph")?;
+        match k {
+            0 => return Ok(nodes),
+            1 => {
+                let mut next = std::ptr::null_mut();
+                unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, &mut next, std::ptr::null_mut(), &mut k) }
+                    .result()
+                    .check("reading a graph")?;
+                nodes.push(next);
+            }
+            _ => return Err(CudaError::Shape(format!("a step's graph branches ({k} dependents)"))),
+        }
     }
 }

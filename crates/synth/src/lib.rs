@@ -204,30 +204,44 @@ fn write_tensor<W: std::io::Write>(
     let per_piece = (PIECE / row).max(1) * row;
     let pieces = n.div_ceil(per_piece);
     let base = seed ^ fnv(&t.name);
-    // A batch of pieces is made in parallel, then written in order.
-    let batch = rayon::current_num_threads() as u64 * 4;
-    for first in (0..pieces).step_by(batch as usize) {
-        let made: Vec<Vec<u8>> = (first..(first + batch).min(pieces))
-            .into_par_iter()
-            .map(|i| {
-                let len = per_piece.min(n - i * per_piece) as usize;
-                let mut rng = SplitMix64::new(base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-                if let Some(d) = coded {
-                    return coded::coded_blocks(t.ty, len / t.ty.block_size(), d, &mut rng);
-                }
-                let x: Vec<f32> = (0..len).map(|_| draw(t.init, &mut rng)).collect();
-                let mut q = Vec::new();
-                quant::quantize(t.ty, &x, &mut q).expect("types and shapes were fitted");
-                q
-            })
-            .collect();
-        for q in made {
-            w.write(&q)?;
-            progress(q.len() as u64);
+    let make = |i: u64| {
+        let len = per_piece.min(n - i * per_piece) as usize;
+        let mut rng = SplitMix64::new(base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+        if let Some(d) = coded {
+            return coded::coded_blocks(t.ty, len / t.ty.block_size(), d, &mut rng);
         }
-    }
-    Ok(())
+        let x: Vec<f32> = (0..len).map(|_| draw(t.init, &mut rng)).collect();
+        let mut q = Vec::new();
+        quant::quantize(t.ty, &x, &mut q).expect("types and shapes were fitted");
+        q
+    };
+    // Batches of pieces (about BATCH_BYTES, at least 4 a thread) are made in parallel on one thread
+    // while this one writes the batch before, in order: the file is the same, and the disk and the cores
+    // work at once.
+    let piece_bytes = (bytes_of(t) / pieces.max(1)).max(1);
+    let batch = (rayon::current_num_threads() as u64 * 4).max(BATCH_BYTES / piece_bytes) as usize;
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+        s.spawn(move || {
+            for first in (0..pieces).step_by(batch) {
+                let made = (first..(first + batch as u64).min(pieces)).into_par_iter().map(make).collect();
+                if tx.send(made).is_err() {
+                    return; // the writer stopped on an error
+                }
+            }
+        });
+        for made in rx {
+            for q in made {
+                w.write(&q)?;
+                progress(q.len() as u64);
+            }
+        }
+        Ok(())
+    })
 }
+
+/// Bytes of pieces made in one parallel batch (two batches are held at once: one made, one written).
+const BATCH_BYTES: u64 = 64 << 20;
 
 /// One value: a normal by the sum of four uniforms (exact arithmetic, the same on every machine).
 fn draw(init: Init, rng: &mut SplitMix64) -> f32 {

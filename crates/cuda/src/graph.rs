@@ -9,12 +9,12 @@
 //! The bits do not change: the same kernels run with the same arguments in the same order on one stream.
 //! `STRATA_GRAPH=0` issues every op directly instead, and so does a profiled run (it times each launch).
 
-use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice};
+use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice};
 
-use crate::buf::{issue_copy, launch_now, Arg};
+use crate::buf::Arg;
+use crate::capture::{issue_all, StepGraph};
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
 
@@ -46,7 +46,7 @@ impl Op {
     }
 
     /// The same launch: grid, block, shared memory and every argument.
-    fn same_launch(&self, o: &Op) -> bool {
+    pub(crate) fn same_launch(&self, o: &Op) -> bool {
         match (self, o) {
             (Op::Kernel { cfg: c, args: a, .. }, Op::Kernel { cfg: d, args: b, .. }) => {
                 (c.grid_dim, c.block_dim, c.shared_mem_bytes) == (d.grid_dim, d.block_dim, d.shared_mem_bytes)
@@ -116,29 +116,6 @@ pub struct GraphStats {
     /// Device memory held for steps' temporaries and inputs (the arena and staging chunks).
     pub arena_bytes: u64,
     pub staging_bytes: u64,
-}
-
-/// A captured, instantiated step and the ops it was made from (with any updates since).
-struct StepGraph {
-    graph: sys::CUgraph,
-    exec: sys::CUgraphExec,
-    nodes: Vec<sys::CUgraphNode>,
-    /// The driver's function of each kernel node (null for the others), for updates.
-    funcs: Vec<sys::CUfunction>,
-    ops: Vec<Op>,
-}
-
-// SAFETY: driver handles, valid on any thread that binds the context; the recorder's lock serialises use.
-unsafe impl Send for StepGraph {}
-
-impl Drop for StepGraph {
-    fn drop(&mut self) {
-        // SAFETY: handles made by this struct; a graph still running is freed when it completes.
-        unsafe {
-            sys::cuGraphExecDestroy(self.exec);
-            sys::cuGraphDestroy(self.graph);
-        }
-    }
 }
 
 /// Graphs kept, the least recently made dropped first: a decode step and the few shapes around it (a
@@ -352,240 +329,5 @@ impl Gpu {
         let held = |c: &Chunks| c.dev.iter().map(|d| d.len() as u64).sum();
         let stats = GraphStats { arena_bytes: held(&r.arena), staging_bytes: held(&r.staging), ..r.stats };
         self.graphs_on().then_some(stats)
-    }
-}
-
-impl StepGraph {
-    /// `ops` captured from the streams into a graph (the main lane on the device's stream, the side lane
-    /// on its second one), instantiated, with each op's node (null for the marks).
-    fn capture(gpu: &Gpu, ops: &[Op]) -> Result<StepGraph, CudaError> {
-        let s = gpu.stream.cu_stream();
-        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-        // SAFETY: our own stream, idle on the host side; ended below on every path.
-        unsafe { sys::cuStreamBeginCapture_v2(s, mode) }.result().check("starting a graph capture")?;
-        // One lane: the ops in order, and the graph a chain read back from its root. With a side lane:
-        // each op on its lane's stream, its node read from the capture as it is made.
-        let lanes = ops.iter().any(|o| matches!(o, Op::Fork));
-        let nodes = if lanes { capture_ops(gpu, ops) } else { issue_all(gpu, ops).map(|()| Vec::new()) };
-        let mut graph: sys::CUgraph = std::ptr::null_mut();
-        // SAFETY: ends the capture begun above, writing the graph handle.
-        let ended = unsafe { sys::cuStreamEndCapture(s, &mut graph) }.result().check("ending a graph capture");
-        let mut g =
-            StepGraph { graph, exec: std::ptr::null_mut(), nodes: Vec::new(), funcs: Vec::new(), ops: Vec::new() };
-        let nodes = nodes?;
-        ended?;
-        g.nodes = if lanes { nodes } else { chain(graph)? };
-        if g.nodes.len() != ops.len() {
-            return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
-        }
-        // Opt-in: on the H200 a decode step was 7% slower with these edges (docs/DETAILS.md). They join
-        // consecutive kernels of one chain: not where the step has a side lane.
-        let pdl = std::env::var("STRATA_PDL").is_ok_and(|v| v == "1") && !PDL_FAILED.load(Ordering::Relaxed);
-        if gpu.arch.0 >= 9 && pdl && !lanes {
-            programmatic(graph, &g.nodes, ops)?;
-        }
-        // SAFETY: a graph just captured; writes the executable's handle.
-        unsafe { sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0) }
-            .result()
-            .check("instantiating a step's graph")?;
-        for (node, op) in g.nodes.iter().zip(ops) {
-            let mut func = std::ptr::null_mut();
-            if matches!(op, Op::Kernel { .. }) {
-                // SAFETY: a kernel node of this graph; the parameters are written into a zeroed struct.
-                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
-                unsafe { sys::cuGraphKernelNodeGetParams_v2(*node, &mut p) }.result().check("reading a kernel node")?;
-                func = p.func;
-            }
-            g.funcs.push(func);
-        }
-        Ok(g)
-    }
-
-    /// The kernel nodes whose launch differs from `ops` set anew (the next launch runs them); how many.
-    fn update(&mut self, ops: Vec<Op>) -> Result<u64, CudaError> {
-        let mut n = 0;
-        for (i, op) in ops.into_iter().enumerate() {
-            if self.ops[i].same_launch(&op) {
-                continue;
-            }
-            if let Op::Kernel { cfg, args, .. } = &op {
-                let mut slots: Vec<u64> = args.iter().map(|a| a.slot()).collect();
-                let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
-                // SAFETY: zeroed is a valid value of this plain C struct (null pointers).
-                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
-                p.func = self.funcs[i];
-                (p.gridDimX, p.gridDimY, p.gridDimZ) = cfg.grid_dim;
-                (p.blockDimX, p.blockDimY, p.blockDimZ) = cfg.block_dim;
-                p.sharedMemBytes = cfg.shared_mem_bytes;
-                p.kernelParams = ptrs.as_mut_ptr();
-                // SAFETY: a kernel node of this executable; the driver copies each argument (the slots hold
-                // it in their low bytes, as many as the kernel's parameter takes) before returning.
-                unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.exec, self.nodes[i], &p) }
-                    .result()
-                    .check("updating a step's kernel")?;
-                n += 1;
-            }
-            self.ops[i] = op;
-        }
-        Ok(n)
-    }
-}
-
-/// Set when the driver refused a programmatic edge: later graphs keep plain ones.
-static PDL_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// `STRATA_PDL=1`: each edge from a kernel to the kernel after it made programmatic (sm_90+): the second
-/// may be launched while the first runs, and waits at its top (`grid_dep_wait` in common.cuh) for the
-/// first to complete, so its launch overlaps the kernel before. Zeroings and copies keep their plain edges.
-/// Off by default: measured slower on the H200 (the early blocks hold the multiprocessors while they wait).
-fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
-    let edge = sys::CUgraphEdgeData {
-        from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
-        to_port: 0,
-        type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
-        reserved: [0; 5],
-    };
-    for i in 1..nodes.len() {
-        if !(matches!(ops[i - 1], Op::Kernel { .. }) && matches!(ops[i], Op::Kernel { .. })) {
-            continue;
-        }
-        let (from, to) = (&nodes[i - 1] as *const _, &nodes[i] as *const _);
-        // SAFETY: two nodes of this graph joined by one plain edge (the chain); it is replaced by one
-        // programmatic edge between the same nodes.
-        unsafe {
-            sys::cuGraphRemoveDependencies_v2(graph, from, to, std::ptr::null(), 1)
-                .result()
-                .check("editing a graph")?;
-            if let Err(e) = sys::cuGraphAddDependencies_v2(graph, from, to, &edge, 1).result() {
-                // The plain edge back, and plain edges from now on: slower, the same bits.
-                sys::cuGraphAddDependencies_v2(graph, from, to, std::ptr::null(), 1)
-                    .result()
-                    .check("editing a graph")?;
-                eprintln!("note: programmatic launches are off for this run: {e}");
-                PDL_FAILED.store(true, Ordering::Relaxed);
-                return Ok(());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Every op issued on the stream, in order.
-/// Every op issued on the device's stream, in order (the side lane's marks are nothing there).
-fn issue_all(gpu: &Gpu, ops: &[Op]) -> Result<(), CudaError> {
-    ops.iter().try_for_each(|op| match op {
-        Op::Kernel { name, f, cfg, args } => launch_now(gpu, &gpu.stream, f, name, *cfg, args),
-        _ => issue_copy(&gpu.stream, op),
-    })
-}
-
-/// Each op issued into the capture on its lane's stream, and the node it made (null for the marks).
-fn capture_ops(gpu: &Gpu, ops: &[Op]) -> Result<Vec<sys::CUgraphNode>, CudaError> {
-    let (main, side) = (&*gpu.stream, &*gpu.side_stream);
-    let flags = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
-    let fork = gpu.ctx.new_event(flags).check("creating an event")?;
-    let join = gpu.ctx.new_event(flags).check("creating an event")?;
-    // An event recorded on one stream and waited for on the other: an edge in the captured graph.
-    let edge = |e: &CudaEvent, from: &CudaStream, to: &CudaStream| {
-        // SAFETY: an event of this context, recorded and waited for on this context's streams.
-        unsafe {
-            sys::cuEventRecord(e.cu_event(), from.cu_stream()).result().check("recording an event")?;
-            sys::cuStreamWaitEvent(to.cu_stream(), e.cu_event(), 0).result().check("waiting for an event")
-        }
-    };
-    let (mut on_side, mut open) = (false, false);
-    let mut nodes = Vec::with_capacity(ops.len());
-    for op in ops {
-        let lane = if on_side { side } else { main };
-        let node = match op {
-            Op::Fork if !open => {
-                edge(&fork, main, side)?;
-                (on_side, open) = (true, true);
-                std::ptr::null_mut()
-            }
-            Op::Back if on_side => {
-                on_side = false;
-                std::ptr::null_mut()
-            }
-            Op::Join if open && !on_side => {
-                edge(&join, side, main)?;
-                open = false;
-                std::ptr::null_mut()
-            }
-            Op::Kernel { name, f, cfg, args } => {
-                launch_now(gpu, lane, f, name, *cfg, args)?;
-                last_node(lane)?
-            }
-            Op::Zero { .. } | Op::Copy { .. } => {
-                issue_copy(lane, op)?;
-                last_node(lane)?
-            }
-            _ => return Err(CudaError::Shape("a step's side-lane marks out of order".into())),
-        };
-        nodes.push(node);
-    }
-    if open {
-        // A side lane never joined: joined at the end (a capture ends on the stream it began on).
-        edge(&join, side, main)?;
-    }
-    Ok(nodes)
-}
-
-/// The node the last op issued on a capturing stream made (the stream's one dependency now).
-fn last_node(stream: &CudaStream) -> Result<sys::CUgraphNode, CudaError> {
-    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    let (mut deps, mut n): (*const sys::CUgraphNode, usize) = (std::ptr::null(), 0);
-    // SAFETY: a query on a stream in capture; the dependency array is the driver's, read at once.
-    unsafe {
-        sys::cuStreamGetCaptureInfo_v3(
-            stream.cu_stream(),
-            &mut status,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            &mut deps,
-            std::ptr::null_mut(),
-            &mut n,
-        )
-        .result()
-        .check("reading a capture")?;
-        if n != 1 || deps.is_null() {
-            return Err(CudaError::Shape(format!("an op left {n} dependencies in a capture, not one")));
-        }
-        Ok(*deps)
-    }
-}
-/// The nodes of a graph captured from one stream, in order: a chain from its one root.
-fn chain(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, CudaError> {
-    let mut n = 0usize;
-    // SAFETY: counting, then reading at most that many handles.
-    unsafe { sys::cuGraphGetRootNodes(graph, std::ptr::null_mut(), &mut n) }.result().check("reading a graph")?;
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    let mut node = std::ptr::null_mut();
-    let mut one = 1usize;
-    if n != 1 {
-        return Err(CudaError::Shape(format!("a step's graph has {n} roots, not one")));
-    }
-    unsafe { sys::cuGraphGetRootNodes(graph, &mut node, &mut one) }.result().check("reading a graph")?;
-    let mut nodes = vec![node];
-    loop {
-        let mut k = 0usize;
-        let last = *nodes.last().expect("one node at least");
-        // SAFETY: counting the dependents of a node of this graph, then reading the one there is.
-        unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, std::ptr::null_mut(), std::ptr::null_mut(), &mut k) }
-            .result()
-            .check("reading a graph")?;
-        match k {
-            0 => return Ok(nodes),
-            1 => {
-                let mut next = std::ptr::null_mut();
-                unsafe { sys::cuGraphNodeGetDependentNodes_v2(last, &mut next, std::ptr::null_mut(), &mut k) }
-                    .result()
-                    .check("reading a graph")?;
-                nodes.push(next);
-            }
-            _ => return Err(CudaError::Shape(format!("a step's graph branches ({k} dependents)"))),
-        }
     }
 }

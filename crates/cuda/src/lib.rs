@@ -6,6 +6,7 @@ pub mod argmax;
 pub mod attn;
 pub mod bench;
 pub mod buf;
+pub mod capture;
 pub mod check;
 pub mod compile;
 pub mod device;

@@ -240,6 +240,14 @@ pub fn attention(
     }
     let d = w.dims;
     let (pos, dim, i) = (st.cells, d.hkv * d.dh, |v: usize| Arg::I32(v as i32));
+    let n_cells: Vec<i32> = (1..=t).map(|j| (pos + j) as i32).collect();
+    // The indexer's selection on the step graph's side lane (`Gpu::side`): it reads x and the indexer's
+    // own keys, and writes only those and its outputs, beside the projections and the KV append, which
+    // it does not read.
+    let selected = match cells {
+        Cells::Qsa(r) => Some(gpu.side(|| select(gpu, w, st, x, t, r, rope, &n_cells, rows))?),
+        Cells::Dense(_) => None,
+    };
     // The products' outputs are filled whole: left unset (no memset on the stream).
     let (qg, kk, vv) = (
         Buf::<f32>::uninit(gpu, t * d.hq * 2 * d.dh)?,
@@ -277,17 +285,14 @@ pub fn attention(
     ]
     .concat();
     launch(gpu, &store, "kv_store", cfg, &args)?;
-    let n_cells: Vec<i32> = (1..=t).map(|j| (pos + j) as i32).collect();
-    let count_host: Vec<i32>;
-    let (ids, ids_stride, count, lo) = match cells {
-        Cells::Dense(window) => {
-            count_host = n_cells.iter().map(|&n| (n as usize).min(window) as i32).collect();
+    gpu.join()?;
+    let (ids, ids_stride, count, lo) = match (selected, cells) {
+        (Some((ids, stride, count)), _) => (Some(ids), stride, count, Buf::<i32>::zeros(gpu, t)?),
+        (None, Cells::Qsa(_)) => return Err(CudaError::Shape("a QSA layer made no selection".into())),
+        (None, Cells::Dense(window)) => {
+            let count_host: Vec<i32> = n_cells.iter().map(|&n| (n as usize).min(window) as i32).collect();
             let lo: Vec<i32> = n_cells.iter().zip(&count_host).map(|(n, c)| n - c).collect();
             (None, 0, Buf::from_host(gpu, &count_host)?, Buf::from_host(gpu, &lo)?)
-        }
-        Cells::Qsa(r) => {
-            let (ids, stride, count) = select(gpu, w, st, x, t, r, rope, &n_cells, rows)?;
-            (Some(ids), stride, count, Buf::<i32>::zeros(gpu, t)?)
         }
     };
     // The most cells a token of the window attends to; the scores, the sum's parts and the sum per head.

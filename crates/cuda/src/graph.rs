@@ -260,6 +260,17 @@ impl Gpu {
     /// up and the graph launched.
     fn run(&self, ops: Vec<Op>) -> Result<(), CudaError> {
         self.ctx.bind_to_thread().check("binding the context")?;
+        self.copy_up()?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let Some(exec) = self.graph_for(ops)? else { return Ok(()) };
+        // SAFETY: an instantiated graph of this context, kept by the recorder, launched on its stream.
+        unsafe { sys::cuGraphLaunch(exec, self.stream.cu_stream()) }.result().check("launching a step's graph")
+    }
+
+    /// The staging area's used bytes copied to the device, and an event recorded after them.
+    fn copy_up(&self) -> Result<(), CudaError> {
         let mut r = self.recorder();
         r.stats.steps += 1;
         let stream = self.stream.cu_stream();
@@ -278,9 +289,13 @@ impl Gpu {
         let e = self.ctx.new_event(flags).check("creating an event")?;
         e.record(&self.stream).check("recording an event")?;
         r.copied = Some(e);
-        if ops.is_empty() {
-            return Ok(());
-        }
+        Ok(())
+    }
+
+    /// The executable graph for `ops`: a kept one of the same shape with its changed kernels updated, or
+    /// a new one captured. None when no graph could be made (the ops were then issued one by one).
+    fn graph_for(&self, ops: Vec<Op>) -> Result<Option<sys::CUgraphExec>, CudaError> {
+        let mut r = self.recorder();
         let found = r
             .graphs
             .iter()
@@ -298,7 +313,7 @@ impl Gpu {
                 drop(r);
                 let mut g = match StepGraph::capture(self, &ops) {
                     Ok(g) => g,
-                    Err(e) => return self.give_up(e, &ops),
+                    Err(e) => return self.give_up(e, &ops).map(|()| None),
                 };
                 g.ops = ops;
                 r = self.recorder();
@@ -311,8 +326,7 @@ impl Gpu {
                 r.graphs.len() - 1
             }
         };
-        // SAFETY: an instantiated graph of this context, launched on its stream.
-        unsafe { sys::cuGraphLaunch(r.graphs[i].exec, stream) }.result().check("launching a step's graph")
+        Ok(Some(r.graphs[i].exec))
     }
 
     /// A graph that could not be made: said once, and this step and every later one issued op by op

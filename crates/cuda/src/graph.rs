@@ -201,7 +201,7 @@ impl Gpu {
     /// ones, say), so the order does not matter to the bits. Outside a recorded step `f` just runs, and
     /// so it does unless `STRATA_SIDE=1`: the side lane has not yet run on a card.
     pub fn side<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
-        if !self.recording() || !std::env::var("STRATA_SIDE").is_ok_and(|v| v == "1") {
+        if !self.side_lanes() {
             return f();
         }
         self.record(Op::Fork)?;
@@ -209,6 +209,11 @@ impl Gpu {
         let out = f();
         self.record(Op::Back)?;
         out
+    }
+
+    /// Whether [`Gpu::side`] puts work on a side lane now (a step is recorded and `STRATA_SIDE=1`).
+    pub fn side_lanes(&self) -> bool {
+        self.recording() && std::env::var("STRATA_SIDE").is_ok_and(|v| v == "1")
     }
 
     /// The main lane waits here for the side lane's ops (nothing where no side lane is open).

@@ -99,14 +99,23 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let (e, k, f, fs, n) = w.dims;
     let i = |v: usize| Arg::I32(v as i32);
     // Buffers that a product or an elementwise kernel fills whole are left unset (no memset on the stream).
-    // The shared expert's gate and up (and its gate logit when that is a product of its own) on the step
-    // graph's side lane: they read only x and write only their own buffers, so they run beside the
-    // routing and the routed experts' gate and up (`Gpu::side`; in order outside a graph).
+    let act = gpu.function("moe.cu", SRC, "moe_act")?;
+    let ptrs = |a: &Buf<f32>, b: &Buf<f32>, c: &Buf<f32>| [a.ptr(gpu), b.ptr(gpu), c.ptr(gpu)].map(Arg::Ptr);
+    // The shared expert (and its gate logit when that is a product of its own) on the step graph's side
+    // lane: it reads only x and writes only its own buffers, so it runs beside the routing and the routed
+    // experts (`Gpu::side`). Without a side lane it is made in order, its activation in the routed
+    // experts' launch.
+    let whole = gpu.side_lanes();
     let sg = Buf::<f32>::uninit(gpu, t)?;
     let (gs, us, hs, shared) =
         (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
     gpu.side(|| {
         matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?;
+        if whole {
+            let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
+            launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
+            matvec(gpu, &w.down_sh, &hs, &shared, t)?;
+        }
         if w.sg_kind == 0 {
             matvec(gpu, &w.sgate, x, &sg, t)?;
         }
@@ -135,13 +144,14 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
     let (gate, up) = ((&*w.gate.m, rows(&w.gate, f), &g), (&*w.up.m, rows(&w.up, f), &u));
     matvec_gather_two(gpu, gate, up, x, (n, 0), &ids, (t, k))?;
-    gpu.join()?;
-    let act = gpu.function("moe.cu", SRC, "moe_act")?;
-    let ptrs = |a: &Buf<f32>, b: &Buf<f32>, c: &Buf<f32>| [a.ptr(gpu), b.ptr(gpu), c.ptr(gpu)].map(Arg::Ptr);
-    let args = [&ptrs(&g, &u, &h)[..], &[i(t * k * f)], &ptrs(&gs, &us, &hs), &[i(t * fs)]].concat();
-    launch(gpu, &act, "moe_act", elementwise(t * k * f + t * fs), &args)?;
+    let shared_act = if whole { 0 } else { t * fs };
+    let args = [&ptrs(&g, &u, &h)[..], &[i(t * k * f)], &ptrs(&gs, &us, &hs), &[i(shared_act)]].concat();
+    launch(gpu, &act, "moe_act", elementwise(t * k * f + shared_act), &args)?;
     matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
-    matvec(gpu, &w.down_sh, &hs, &shared, t)?;
+    if !whole {
+        matvec(gpu, &w.down_sh, &hs, &shared, t)?;
+    }
+    gpu.join()?;
     let y = Buf::<f32>::uninit(gpu, t * n)?;
     let combine = gpu.function("moe.cu", SRC, "moe_combine")?;
     let args = [eo.ptr(gpu), weights.ptr(gpu), shared.ptr(gpu), sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call after kernel work: every parity tool (each family, each forced variant, `strata run` on
-# both devices, the whole pass on the presets and the converter's fixtures) and then the matvec bench, so
+# both devices, checkpoints across devices, the whole pass on the presets and the converter's fixtures) and then the matvec bench, so
 # that the engine bench that follows times a binary known to give the CPU's bits. Output to $OUT/verify/ when OUT is set. Run from the repo root
 # with the binary in .dev/strata.
 set -uo pipefail
@@ -15,6 +15,8 @@ done
 bash bench/gpu_run.sh > $out/run.log 2>&1
 echo "strata run cpu vs cuda: $(grep -c ': SAME' $out/run.log) SAME, $(grep -c 'DIFFER\|failed' $out/run.log) not"
 grep 'DIFFER\|failed' $out/run.log | head
+bash bench/gpu_checkpoint.sh > $out/checkpoint.log 2>&1
+echo "checkpoints: $(grep -c ': SAME' $out/checkpoint.log) SAME, $(grep -c 'DIFFER\|failed' $out/checkpoint.log) not"
 bash bench/gpu_forward_all.sh > $out/forward_all.log 2>&1
 echo "forward_all: $(grep -c '^OK' $out/forward_all.log) OK, $(grep -c 'rc=[1-9]' $out/forward_all.log) failed"
 grep -B2 'rc=[1-9]' $out/forward_all.log | head -20

@@ -239,3 +239,21 @@ pub(crate) fn issue_copy(stream: &CudaStream, op: &Op) -> Result<(), CudaError> 
         Op::Fork | Op::Back | Op::Join => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Arg;
+
+    #[test]
+    fn an_argument_is_its_bits_in_the_low_end_of_a_slot() {
+        assert_eq!(Arg::I32(-1).slot(), 0xffff_ffff);
+        assert_eq!(Arg::I32(7).slot(), 7);
+        assert_eq!(Arg::F32(1.0).slot(), 0x3f80_0000);
+        assert_eq!(Arg::Ptr(0x7f00_0000_1000).slot(), 0x7f00_0000_1000);
+        // A graph's kernel is updated when any argument's bits change, and only then.
+        assert!(Arg::F32(f32::NAN).same(Arg::F32(f32::NAN)));
+        assert!(!Arg::F32(0.0).same(Arg::F32(-0.0)));
+        assert!(!Arg::I32(1).same(Arg::Ptr(1)), "a different kind is a different argument");
+        assert!(Arg::Ptr(42).same(Arg::Ptr(42)));
+    }
+}

@@ -199,6 +199,20 @@ impl Layouts {
         Layouts { dense: every.clone(), gather: every.clone(), window: every }
     }
 
+    /// One line: each type's layout where it is not the block one, for one token, the experts and a
+    /// window ("dense: Q4_K staged, …; experts: …; windows: …").
+    pub fn summary(&self) -> String {
+        let list = |v: &[(GgmlType, Layout)]| {
+            let named: Vec<String> = v.iter().map(|(t, l)| format!("{t} {}", l.name())).collect();
+            if named.is_empty() {
+                "block for all".into()
+            } else {
+                named.join(", ")
+            }
+        };
+        format!("dense: {}; experts: {}; windows: {}", list(&self.dense), list(&self.gather), list(&self.window))
+    }
+
     /// The layout of a dense product of `t` tokens.
     pub fn dense_for(&self, ty: GgmlType, t: usize) -> Layout {
         Layouts::find(if t > 1 { &self.window } else { &self.dense }, ty)
@@ -581,6 +595,16 @@ mod tests {
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), ((143, 3, 1), 7 * 32, 7 * 2100 + 32, 7));
         let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 1, 10);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, rpb), ((80, 10, 1), 8 * 32, 32));
+    }
+
+    #[test]
+    fn a_plan_of_layouts_reads_in_one_line() {
+        let l = Layouts {
+            dense: vec![(GgmlType::Q4_K, Layout::Staged)],
+            gather: vec![],
+            window: vec![(GgmlType::Q4_K, Layout::Multi), (GgmlType::Q8_0, Layout::Warp)],
+        };
+        assert_eq!(l.summary(), "dense: Q4_K staged; experts: block for all; windows: Q4_K multi, Q8_0 warp");
     }
 
     #[test]

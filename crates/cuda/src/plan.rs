@@ -39,6 +39,11 @@ pub struct Plan {
 
 static PLAN: OnceLock<Plan> = OnceLock::new();
 
+/// The plan, if this process has made or read it already.
+pub fn kept_plan() -> Option<&'static Plan> {
+    PLAN.get()
+}
+
 /// Whether this card's plan is already kept on disk (else the first [`plan`] runs the checks).
 pub fn is_kept(gpu: &Gpu) -> bool {
     kept(gpu).is_some()

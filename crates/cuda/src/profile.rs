@@ -141,6 +141,9 @@ impl Profile {
             ProfileMode::Kernels => "each kernel's time on the device, none synchronised",
         };
         let mut out = tables[0].report(&format!("decode steps ({how})"), "step");
+        if let Some(p) = crate::plan::kept_plan() {
+            out += &format!("  (matvec layouts: {})\n", p.matvec.variant.summary());
+        }
         if tables[1].calls > 0 {
             out += &tables[1].report(&format!("prompt windows ({how})"), "window");
         }

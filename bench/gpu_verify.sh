@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One device call after kernel work: every parity tool (each family, each forced variant, `strata run` on
-# both devices, checkpoints across devices, the whole pass on the presets and the converter's fixtures) and then the matvec bench, so
-# that the engine bench that follows times a binary known to give the CPU's bits. Output to $OUT/verify/ when OUT is set. Run from the repo root
-# with the binary in .dev/strata.
+# both devices, checkpoints across devices, the whole pass on the presets and the converter's fixtures)
+# and then the matvec bench, so that the engine bench that follows times a binary known to give the CPU's
+# bits. The logs go to /tmp/verify and, packed as one file (a device call returns only a few), to
+# $OUT/verify.tgz when OUT is set. Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 bin=${STRATA_BIN:-.dev/strata}
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
-out=${OUT:-/tmp}/verify
+out=/tmp/verify
 mkdir -p $out
+trap '[ -n "${OUT:-}" ] && tar czf "$OUT/verify.tgz" -C /tmp verify' EXIT
 for p in "gr_parity --selftest" gr_multi_parity matvec_parity gdn_parity moe_parity attn_parity qsa_parity sample_parity \
   "qsa_topk_parity --selftest"; do
   $bin parity $p > $out/${p%% *}.log 2>&1; echo "$p rc=$? ($(grep -E '^OK|FAIL' $out/${p%% *}.log | tail -1))"

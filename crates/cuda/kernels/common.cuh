@@ -45,6 +45,17 @@ __device__ __forceinline__ float bf16_to_f32(bf16_t h) { return __uint_as_float(
 // rate, where a conversion instruction issues at a fraction of it (the decoders convert every weight).
 __device__ __forceinline__ float small_int_f32(int v) { return __fsub_rn(__int_as_float(0x4B400000 + v), 12582912.0f); }
 
+// (x & mask) | bits in one logic instruction (lop3; the compiler makes two of it).
+__device__ __forceinline__ u32 and_or(u32 x, u32 mask, u32 bits) {
+#ifdef __CUDA_ARCH__
+    u32 r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "r"(mask), "r"(bits));
+    return r;
+#else
+    return (x & mask) | bits;
+#endif
+}
+
 // The order key of a score (ops/topk.rs score_key): s + 0 (−0 → +0), NaN ranks as 0; unsigned order is
 // numeric order.
 __device__ __forceinline__ u32 score_key(float s) {

@@ -99,8 +99,14 @@ struct Q8_0W {
     __device__ static void at(const unsigned char* b, unsigned p, float* w) {
         const float d = f16_bits_to_f32(u16_at(b));
         const Bytes8 q(b + 2 + p);
+        // Each code's sign bit flipped, four at a time: the byte read as unsigned is then code + 128, which
+        // bytes_f32x4 turns into the float code (exactly small_int_f32's value, without a sign extension
+        // and an add for each).
+        float v[8];
+        bytes_f32x4(q.lo ^ 0x80808080u, 128.0f, v);
+        bytes_f32x4(q.hi ^ 0x80808080u, 128.0f, v + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((signed char)q[e]), d);
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(v[e], d);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;
@@ -155,8 +161,13 @@ struct Q2_0W {
     __device__ static void at(const unsigned char* b, unsigned p, float* w) {
         const float d = f16_bits_to_f32(u16_at(b));
         const u32 codes = u16_at(b + 2 + p / 4);  // the chunk's 8 codes, 2 bits each
+        // Code e put into the low bits of 1.5·2^23's pattern by one logic op ((x & 3) | pattern), then
+        // 1.5·2^23 + 1 taken off: the float code − 1, exactly small_int_f32's value (an add fewer).
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(small_int_f32((int)((codes >> (2 * e)) & 3) - 1), d);
+        for (int e = 0; e < 8; ++e) {
+            const float q = __fsub_rn(__uint_as_float(and_or(codes >> (2 * e), 3u, 0x4B400000u)), 12582913.0f);
+            w[e] = __fmul_rn(q, d);
+        }
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;

@@ -283,10 +283,25 @@ struct Q3_KW {
     }
 };
 
-// The IQ4 formats' 16 values.
-// The lookup tables live in global memory (cached in L1), not constant memory: the lanes of a warp look up
-// different entries, and constant memory serves one address at a time.
-__device__ const signed char IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// The IQ4 formats' 16 values, {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113},
+// plus 128 (each then an unsigned byte), four to a word: entry i in byte i % 4 of word i / 4, for byte
+// permutes (in registers: no table in memory).
+#define IQ4_T0 0x3f2d1801u
+#define IQ4_T1 0x766a5d4fu
+#define IQ4_T2 0xa6998d81u
+#define IQ4_T3 0xf1d9c5b5u
+
+// Four table values at once, for the indices in the low nibbles of x's bytes (high nibbles 0), as floats:
+// one byte permute looks each index up among entries 0–7 and another among 8–15, the index's bit 3 picks
+// one, and the bytes (value + 128) become floats as bytes_f32x4 makes them: small_int_f32's values of
+// the entries, in about nine integer operations for the four instead of a table load and more each.
+__device__ __forceinline__ void iq4_values4(u32 x, float* v) {
+    const u32 pairs = (x | (x >> 4)) & 0x77777777u;      // byte 0: i0, i1 (3 bits each); byte 2: i2, i3
+    const u32 sel = __byte_perm(pairs, 0, 0x0020);       // the four 3-bit selectors, in its low 16 bits
+    const u32 lo = __byte_perm(IQ4_T0, IQ4_T1, sel), hi = __byte_perm(IQ4_T2, IQ4_T3, sel);
+    const u32 upper = ((x >> 3) & 0x01010101u) * 0xffu;  // 0xff in each byte whose index is 8 or more
+    bytes_f32x4((hi & upper) | (lo & ~upper), 128.0f, v);
+}
 
 // IQ4_NL: blocks of 32 in 18 bytes, Q4_0's nibble layout; value = d·table[q].
 struct IQ4_NLW {
@@ -295,9 +310,12 @@ struct IQ4_NLW {
         const float d = f16_bits_to_f32(u16_at(b));
         const unsigned o = p;
         const Bytes8 q(b + 2 + o % 16);  // Q4_0's nibble layout
-        const int shift = o < 16 ? 0 : 4;
+        const unsigned shift = o < 16 ? 0 : 4;
+        float v[8];
+        iq4_values4((q.lo >> shift) & 0x0f0f0f0fu, v);
+        iq4_values4((q.hi >> shift) & 0x0f0f0f0fu, v + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(d, small_int_f32(IQ4_VALUES[(q[e] >> shift) & 0xf]));
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(d, v[e]);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;
@@ -313,9 +331,12 @@ struct IQ4_XSW {
         const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (u16_at(b + 2) >> (2 * ib)) & 3;
         const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b)), small_int_f32((lo | (hi << 4)) - 32));
         const Bytes8 q = bytes8_a8(b + 8 + 16 * ib + o % 16);  // blocks of 136 bytes: 8-byte aligned
-        const int shift = o < 16 ? 0 : 4;
+        const unsigned shift = o < 16 ? 0 : 4;
+        float v[8];
+        iq4_values4((q.lo >> shift) & 0x0f0f0f0fu, v);
+        iq4_values4((q.hi >> shift) & 0x0f0f0f0fu, v + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(dl, small_int_f32(IQ4_VALUES[(q[e] >> shift) & 0xf]));
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(dl, v[e]);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;

@@ -348,8 +348,18 @@ struct IQ4_XSW {
 // (IQ2XS_GRID, IQ3XXS_GRID, IQ3S_GRID, prepended from strata_gguf's tables), signs from a 7-bit index with
 // even parity (IQ2_XS, IQ3_XXS) or a bit each (IQ3_S). A chunk of 8 is one IQ2 group, two IQ3 groups.
 __device__ __forceinline__ unsigned int ksigns(unsigned int i) { return i | ((__popc(i) & 1u) << 7); }
-__device__ __forceinline__ float signed_by(float v, unsigned int negative) {
-    return __uint_as_float(__float_as_uint(v) ^ (negative << 31));
+
+// The grid bytes of 4 elements (one word of a grid entry) times db, each negated where its bit of
+// `signs` (bits k .. k + 3) is set, by flipping the product's sign bit: the bytes become floats by one
+// byte permute each (bytes_f32x4), and a sign bit is moved to the top and put in by one logic op.
+__device__ __forceinline__ void grid4_signed(u32 grid, float db, u32 signs, int k, float* w) {
+    float g[4];
+    bytes_f32x4(grid, 0.0f, g);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const u32 top = (signs << (31 - (k + j))) & 0x80000000u;
+        w[j] = __uint_as_float(__float_as_uint(__fmul_rn(db, g[j])) ^ top);
+    }
 }
 
 // IQ2_XS: d, qs[32] u16 (9-bit grid index | 7-bit sign index << 9), scales[8] (a nibble per 16);
@@ -363,10 +373,8 @@ struct IQ2_XSW {
         const unsigned int q = u16_at(b + 2 + 2 * (4 * ib + l));
         const unsigned long long grid = IQ2XS_GRID[q & 511];
         const unsigned int signs = ksigns(q >> 9);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            w[j] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> j) & 1);
-        }
+        grid4_signed((u32)grid, db, signs, 0, w);
+        grid4_signed((u32)(grid >> 32), db, signs, 4, w + 4);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;
@@ -386,12 +394,7 @@ struct IQ3_XXSW {
         const u32 idx = u16_at(b + 2 + 8 * ib + 2 * l);  // the chunk's two grid indices
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const unsigned int grid = IQ3XXS_GRID[(idx >> (8 * half)) & 0xff];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int k = 4 * half + j;
-                w[k] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
-            }
+            grid4_signed(IQ3XXS_GRID[(idx >> (8 * half)) & 0xff], db, signs, 4 * half, w + 4 * half);
         }
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
@@ -413,11 +416,7 @@ struct IQ3_SW {
         for (int half = 0; half < 2; ++half) {
             const int g = g0 + half;
             const unsigned int grid = IQ3S_GRID[((qs >> (8 * half)) & 0xff) | (((qh >> g) & 1) << 8)];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int k = 4 * half + j;
-                w[k] = signed_by(__fmul_rn(db, small_int_f32((grid >> (8 * j)) & 0xff)), (signs >> k) & 1);
-            }
+            grid4_signed(grid, db, signs, 4 * half, w + 4 * half);
         }
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {

@@ -225,11 +225,15 @@ struct Q5_KW {
         float d1, m1;
         scales_k4(b, j, &d1, &m1);
         const Bytes8 qh = bytes8_a8(b + 16 + l0), q = bytes8_a8(b + 48 + 32 * (j / 2) + l0);
+        // Four codes a word: each byte's nibble with its fifth bit put above it, then floats by byte
+        // permutes (bytes_f32x4).
+        const unsigned s = 4 * (j % 2);
+        const auto codes = [s, j](u32 q4, u32 h4) { return ((q4 >> s) & 0x0f0f0f0fu) | (((h4 >> j) & 0x01010101u) << 4); };
+        float v[8];
+        bytes_f32x4(codes(q.lo, qh.lo), 0.0f, v);
+        bytes_f32x4(codes(q.hi, qh.hi), 0.0f, v + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int v = ((q[e] >> (4 * (j % 2))) & 0xf) | (((qh[e] >> j) & 1) << 4);
-            w[e] = __fsub_rn(__fmul_rn(d1, small_int_f32(v)), m1);
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, v[e]), m1);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;
@@ -270,12 +274,17 @@ struct Q3_KW {
         const int lo = (sc[is % 8] >> (4 * (is / 8))) & 0xf, hi = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
         const float dl = __fmul_rn(f16_bits_to_f32(u16_at(b + 108)), small_int_f32((lo | (hi << 4)) - 32));
         const Bytes8 qs(b + 32 + n * 32 + l0), hm(b + l0);
+        // q − sub with sub = 4 − 4·h is (q | h << 2) − 4: four a word, each byte's two bits with the mask's
+        // bit above them, then floats by byte permutes (bytes_f32x4) less 4.
+        const unsigned sq = 2 * j, sh = n * 4 + j;
+        const auto codes = [sq, sh](u32 q4, u32 h4) {
+            return ((q4 >> sq) & 0x03030303u) | (((h4 >> sh) & 0x01010101u) << 2);
+        };
+        float v[8];
+        bytes_f32x4(codes(qs.lo, hm.lo), 4.0f, v);
+        bytes_f32x4(codes(qs.hi, hm.hi), 4.0f, v + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int q = (qs[e] >> (2 * j)) & 3;
-            const int sub = 4 - 4 * ((hm[e] >> (n * 4 + j)) & 1);
-            w[e] = __fmul_rn(dl, small_int_f32(q - sub));
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(dl, v[e]);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;

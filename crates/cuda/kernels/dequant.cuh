@@ -141,12 +141,17 @@ struct Q5_0W {
         const u32 qh = (u32)u16_at(b + 2) | ((u32)u16_at(b + 4) << 16);
         const unsigned o = p;
         const Bytes8 lo(b + 6 + o % 16);  // Q4_0's nibble layout
-        const int shift = o < 16 ? 0 : 4;
+        const unsigned shift = o < 16 ? 0 : 4;
+        // Four codes a word: each byte's nibble, and elements e..e+3's high bits spread to bit 4 of
+        // bytes 0..3 by one multiply (the four shifted copies do not overlap, so nothing carries).
+        const auto codes = [shift](u32 q4, u32 h4) {
+            return ((q4 >> shift) & 0x0f0f0f0fu) | (((h4 & 0xfu) * 0x02040810u) & 0x10101010u);
+        };
+        float v[8];
+        bytes_f32x4(codes(lo.lo, qh >> o), 16.0f, v);
+        bytes_f32x4(codes(lo.hi, qh >> (o + 4)), 16.0f, v + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int q = (int)((lo[e] >> shift) & 0xf) | (int)(((qh >> (o + e)) & 1u) << 4);
-            w[e] = __fmul_rn(small_int_f32(q - 16), d);
-        }
+        for (int e = 0; e < 8; ++e) w[e] = __fmul_rn(v[e], d);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;

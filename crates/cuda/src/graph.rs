@@ -136,6 +136,18 @@ pub struct Recorder {
     side_open: bool,
 }
 
+/// `STRATA_SIDE` and `STRATA_GRAPH` ("" when unset), read once per process: `Gpu::side_lanes` is asked
+/// ~100 times a step.
+fn side_switch() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| std::env::var("STRATA_SIDE").unwrap_or_default())
+}
+
+fn graph_switch() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| std::env::var("STRATA_GRAPH").unwrap_or_default())
+}
+
 impl Recorder {
     /// Where `ops` first part from the kept graph of the same length (`STRATA_GRAPH=debug`).
     fn nearest(&self, ops: &[Op]) -> String {
@@ -213,7 +225,7 @@ impl Gpu {
 
     /// Whether [`Gpu::side`] puts work on a side lane now (a step is recorded and `STRATA_SIDE=1`).
     pub fn side_lanes(&self) -> bool {
-        self.recording() && std::env::var("STRATA_SIDE").is_ok_and(|v| v == "1")
+        self.recording() && side_switch() == "1"
     }
 
     /// The main lane waits here for the side lane's ops (nothing where no side lane is open).
@@ -228,9 +240,7 @@ impl Gpu {
 
     /// Whether steps run as graphs: on unless `STRATA_GRAPH=0` or a profile times each launch.
     pub fn graphs_on(&self) -> bool {
-        self.profile.is_none()
-            && !self.graphs_failed.load(Ordering::Relaxed)
-            && std::env::var("STRATA_GRAPH").map_or(true, |v| v != "0")
+        self.profile.is_none() && !self.graphs_failed.load(Ordering::Relaxed) && graph_switch() != "0"
     }
 
     /// `f` as one step: recorded, then run as a graph. Buffers it makes stay valid until the next step.
@@ -312,7 +322,7 @@ impl Gpu {
                 i
             }
             None => {
-                if std::env::var("STRATA_GRAPH").as_deref() == Ok("debug") {
+                if graph_switch() == "debug" {
                     eprintln!("graph: new shape of {} ops ({})", ops.len(), r.nearest(&ops));
                 }
                 drop(r);

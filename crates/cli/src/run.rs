@@ -296,6 +296,7 @@ fn decode(
         );
         bar
     });
+    let mut log = PromptLog::new();
     let generated = generate(dec, prompt, cfg, |event| match event {
         Event::Prompt { done, total } => {
             if let Some(b) = &bar {
@@ -304,6 +305,7 @@ fn decode(
                     b.finish_and_clear();
                 }
             }
+            log.prompt(done, total);
             Ok(())
         }
         Event::Logits(l) => match dump.as_mut() {
@@ -345,6 +347,32 @@ fn save_state(model: &Model, state: &State, p: &std::path::Path) -> Result<()> {
     state.save(&model.config, BufWriter::new(f)).with_context(|| format!("{}", tmp.display()))?;
     std::fs::rename(&tmp, p).with_context(|| format!("{}", p.display()))?;
     Ok(())
+}
+
+/// A long prompt's progress as plain lines when standard error is not a terminal (a log, a pipe), where
+/// the bar draws nothing: one line each time another `EVERY` tokens are read.
+struct PromptLog {
+    start: std::time::Instant,
+    next: usize,
+    on: bool,
+}
+
+impl PromptLog {
+    const EVERY: usize = 16384;
+
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        Self { start: std::time::Instant::now(), next: Self::EVERY, on: !std::io::stderr().is_terminal() }
+    }
+
+    fn prompt(&mut self, done: usize, total: usize) {
+        if !self.on || done < self.next || done == total {
+            return;
+        }
+        let s = self.start.elapsed().as_secs_f64();
+        eprintln!("prompt: {done} of {total} tokens in {s:.1} s ({:.1} tok/s)", done as f64 / s);
+        self.next = (done / Self::EVERY + 1) * Self::EVERY;
+    }
 }
 
 /// Writes generated tokens as text (or as ids without a tokenizer). A multi-byte character can span

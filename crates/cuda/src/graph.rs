@@ -211,7 +211,7 @@ impl Gpu {
     /// run beside the main lane's ops recorded after them, until [`Gpu::join`]. For work that reads only
     /// what was made before the fork and writes only its own buffers (the shared expert beside the routed
     /// ones, say), so the order does not matter to the bits. Outside a recorded step `f` just runs, and
-    /// so it does unless `STRATA_SIDE=1`: the side lane has not yet run on a card.
+    /// so it does with `STRATA_SIDE=0`.
     pub fn side<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
         if !self.side_lanes() {
             return f();
@@ -223,9 +223,9 @@ impl Gpu {
         out
     }
 
-    /// Whether [`Gpu::side`] puts work on a side lane now (a step is recorded and `STRATA_SIDE=1`).
+    /// Whether [`Gpu::side`] puts work on a side lane now (a step is recorded, unless `STRATA_SIDE=0`).
     pub fn side_lanes(&self) -> bool {
-        self.recording() && side_switch() == "1"
+        self.recording() && side_switch() != "0"
     }
 
     /// The main lane waits here for the side lane's ops (nothing where no side lane is open).

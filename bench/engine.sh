@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call: the full-size synthetic model written on the machine, then for each depth a greedy run
 # on the GPU (prompt of DEPTH tokens, N new tokens) for prefill and decode rates, and the same run with
-# STRATA_PROFILE=1 for the per-op-family time of a decode step and the bytes it reads; the card's copy
-# bandwidth is measured by torch in the same call, for the floor. Usage: bench/engine.sh [DEPTHS] [N]
+# STRATA_PROFILE=1 for the per-op-family time of a decode step; the card's copy bandwidth is measured by
+# torch in the same call, and each depth's line gives the bytes a step reads, their floor at that
+# bandwidth and the ratio of the measured step to it. Usage: bench/engine.sh [DEPTHS] [N]
 # (default "4096" and 256); PROFILES="1 kernels" adds the per-kernel breakdown (default "1"; PROFILES= none). Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 bin=${STRATA_BIN:-.dev/strata}
@@ -12,7 +13,7 @@ export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
 t=/tmp/strata-full
 mkdir -p $t
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 - <<'PY'
+bw=$(python3 - <<'PY'
 import torch
 x = torch.empty(2 * 1024**3 // 4, device="cuda"); y = torch.empty_like(x)
 for _ in range(3): y.copy_(x)
@@ -20,8 +21,10 @@ s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True
 torch.cuda.synchronize(); s.record()
 for _ in range(20): y.copy_(x)
 e.record(); torch.cuda.synchronize()
-print(f"copy bandwidth (torch, 2 GiB, read + write): {20 * 2 * x.numel() * 4 / (s.elapsed_time(e) / 1e3) / 1e12:.2f} TB/s")
+print(f"{20 * 2 * x.numel() * 4 / (s.elapsed_time(e) / 1e3) / 1e12:.3f}")
 PY
+)
+echo "copy bandwidth (torch, 2 GiB, read + write): $bw TB/s"
 if [ ! -f $t/full-00001-of-00002.gguf ]; then
   s=$(date +%s)
   $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -2
@@ -32,7 +35,14 @@ for d in $depths; do
   ids=@$t/ids-$d.txt
   echo "== depth $d, $n new tokens"
   $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos --device cuda \
-    --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note'
+    --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note' | tee $t/run-$d.log
+  # The floor of the last decode step (depth d + n − 1) at the bandwidth measured above, and the ratio.
+  floor=$($bin bench step_bytes $t/full-00001-of-00002.gguf $(( d + n - 1 )) --bandwidth $bw)
+  echo "$floor"
+  rate=$(sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p' $t/run-$d.log)
+  ms=$(echo "$floor" | sed -n 's/.*floor \([0-9.]*\) ms.*/\1/p')
+  [ -n "$rate" ] && [ -n "$ms" ] && awk -v r=$rate -v f=$ms -v d=$d \
+    'BEGIN { printf "depth %d: decode %.1f tok/s = %.3f ms a step, %.2f x the floor of %.3f ms\n", d, r, 1000 / r, 1000 / r / f, f }'
   for p in ${PROFILES-1}; do
     echo "-- profiled (STRATA_PROFILE=$p)"
     STRATA_PROFILE=$p $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos \

@@ -31,6 +31,19 @@ pub enum BenchCommand {
         #[arg(default_value_t = 50)]
         reps: usize,
     },
+    /// The bytes one GPU decode step of MODEL reads at a depth of CELLS (every weight it reads, the routed
+    /// experts at their share, the KV cells attended and the block keys scored, the GDN states), and
+    /// with --bandwidth (TB/s) the floor they give; no GPU needed (bench/engine.sh prints it beside
+    /// each rate).
+    #[command(name = "step_bytes")]
+    StepBytes {
+        model: std::path::PathBuf,
+        cells: usize,
+        #[arg(long, default_value = "fp16")]
+        kv: strata_model::KvMode,
+        #[arg(long)]
+        bandwidth: Option<f64>,
+    },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -39,7 +52,27 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::FusedGr { iters, tmin, tmax, sets } => fused_gr(iters, tmin, tmax, sets),
         BenchCommand::QsaSelect { ctx, qmax, reps, capacity } => qsa_select(ctx, qmax, reps, capacity),
         BenchCommand::Matvec { reps } => matvec(reps),
+        BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
     }
+}
+
+fn step_bytes(path: &std::path::Path, cells: usize, kv: strata_model::KvMode, bw: Option<f64>) -> Result<()> {
+    use anyhow::Context;
+    let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
+        .with_context(|| format!("loading {}", path.display()))?;
+    let bytes = strata_cuda::forward::decode_bytes(&model, kv, cells) as f64;
+    match bw {
+        Some(tb) if tb > 0.0 => {
+            println!(
+                "a decode step at depth {cells} reads {:.3} GB; floor {:.3} ms at {tb:.2} TB/s",
+                bytes / 1e9,
+                bytes / (tb * 1e12) * 1e3
+            )
+        }
+        Some(tb) => anyhow::bail!("--bandwidth {tb}: a rate in TB/s above 0"),
+        None => println!("a decode step at depth {cells} reads {:.3} GB", bytes / 1e9),
+    }
+    Ok(())
 }
 
 fn matvec(reps: usize) -> Result<()> {

@@ -62,9 +62,12 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
             None => {
                 let p = Plan {
                     matvec: choose_matvec(gpu),
-                    attend: fastest("T = 1, 2,051 cells", &AttendVariant::ALL, AttendVariant::name, |v| {
-                        attend_check(gpu, v)
-                    }),
+                    attend: fastest(
+                        "T = 1, fp16, 2,051 of 131K cells, cold",
+                        &AttendVariant::ALL,
+                        AttendVariant::name,
+                        |v| attend_check(gpu, v),
+                    ),
                     hc: choose_hc(gpu),
                     scores: fastest("Q = 4, 131K cells", &ScoresVariant::ALL, ScoresVariant::name, |v| {
                         scores_check(gpu, v)

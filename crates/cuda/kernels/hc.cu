@@ -312,26 +312,8 @@ GR_UP75(_f32, float)
 
 // One block per UP_D outputs d (their hc rows c·n + d each): lo staged in shared memory, every chunk sum of
 // the block's rows in parallel, then per (row, token) the lanes add their chunks in order, the butterfly,
-// and the epilogue summing the streams in order. The loads that do not wait for lo are issued first, so
-// their latencies overlap instead of following one another: each thread's first UP_PRE chunks of weights
-// and, for the epilogue's threads, the xn values of the first UP_PRE_C streams. Only the loads moved; the
-// sums are the same.
+// and the epilogue summing the streams in order.
 #define UP_D 4
-#define UP_PRE 4
-#define UP_PRE_C 4
-template <typename WT>
-__device__ __forceinline__ void gr_up_chunk(const float* wv, const float* slo, float* part, int row, int ch,
-                                            int r, int nch, int T) {
-#pragma unroll
-    for (int t = 0; t < MAXT; ++t) {
-        if (t < T) {
-            float xv[CHUNK];
-            load8_f32(slo + t * r + ch * CHUNK, xv);
-            part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
-        }
-    }
-}
-
 template <typename WT>
 __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
@@ -341,40 +323,24 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     float* slo = sm;                      // [T][r]
     float* part = sm + T * r;             // [rows][T][nch]
     float* g = part + rows * T * nch;     // [rows][T]
-    // Weight chunk k: row = k / nch (= c·UP_D + dd), chunk k % nch; rows past n are skipped.
-    auto wsrc = [&](int k) -> const WT* {
-        const int row = k / nch, c = row / UP_D, d = d0 + row % UP_D;
-        return d < n ? w_up + ((size_t)c * n + d) * r + (k % nch) * CHUNK : nullptr;
-    };
-    float wpre[UP_PRE][CHUNK];
-#pragma unroll
-    for (int j = 0; j < UP_PRE; ++j) {
-        const int k = tid + j * blockDim.x;
-        const WT* src = k < rows * nch ? wsrc(k) : nullptr;
-        if (src) load8_w(src, wpre[j]);
-    }
-    // The epilogue's thread p = t·UP_D + dd: its xn values, one per stream.
-    const int ep_dd = tid % UP_D, ep_t = tid / UP_D, ep_d = d0 + ep_dd;
-    const bool ep = tid < UP_D * T && ep_d < n;
-    float xe[UP_PRE_C];
-#pragma unroll
-    for (int c = 0; c < UP_PRE_C; ++c)
-        if (ep && c < hc) xe[c] = xn[(size_t)ep_t * hc * n + (size_t)c * n + ep_d];
     for (int i = tid; i < T * r; i += blockDim.x) slo[i] = lo[i];
     __syncthreads();
-#pragma unroll
-    for (int j = 0; j < UP_PRE; ++j) {
-        const int k = tid + j * blockDim.x;
-        if (k < rows * nch && wsrc(k)) gr_up_chunk<WT>(wpre[j], slo, part, k / nch, k % nch, r, nch, T);
-    }
-    // The chunks past the first UP_PRE a thread (none at the full model's geometry), as they come.
+    // Unrolled so that several chunks' weight loads are issued before their dots (the sums are per chunk).
 #pragma unroll 4
-    for (int k = tid + UP_PRE * blockDim.x; k < rows * nch; k += blockDim.x) {
-        const WT* src = wsrc(k);
-        if (!src) continue;
+    for (int k = tid; k < rows * nch; k += blockDim.x) {
+        const int row = k / nch, ch = k % nch;  // row = c·UP_D + dd
+        const int c = row / UP_D, d = d0 + row % UP_D;
+        if (d >= n) continue;
         float wv[CHUNK];
-        load8_w(src, wv);
-        gr_up_chunk<WT>(wv, slo, part, k / nch, k % nch, r, nch, T);
+        load8_w(w_up + ((size_t)c * n + d) * r + ch * CHUNK, wv);
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                float xv[CHUNK];
+                load8_f32(slo + t * r + ch * CHUNK, xv);
+                part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
+            }
+        }
     }
     __syncthreads();
     const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
@@ -386,21 +352,15 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
         if (lane == 0) g[p] = acc;
     }
     __syncthreads();
-    if (ep) {
+    for (int p = tid; p < UP_D * T; p += blockDim.x) {
+        const int dd = p % UP_D, t = p / UP_D, d = d0 + dd;
+        if (d >= n) continue;
         float s = 0.0f;
-#pragma unroll
-        for (int c = 0; c < UP_PRE_C; ++c) {
-            if (c < hc) {
-                const float term = __fmul_rn(xe[c], s_sigmoid(g[(c * UP_D + ep_dd) * T + ep_t]));
-                s = c == 0 ? term : __fadd_rn(s, term);
-            }
+        for (int c = 0; c < hc; ++c) {
+            const float term = __fmul_rn(xn[(size_t)t * hc * n + (size_t)c * n + d], s_sigmoid(g[(c * UP_D + dd) * T + t]));
+            s = c == 0 ? term : __fadd_rn(s, term);
         }
-        for (int c = UP_PRE_C; c < hc; ++c) {
-            const float term =
-                __fmul_rn(xn[(size_t)ep_t * hc * n + (size_t)c * n + ep_d], s_sigmoid(g[(c * UP_D + ep_dd) * T + ep_t]));
-            s = __fadd_rn(s, term);
-        }
-        mixed[(size_t)ep_t * n + ep_d] = __fdiv_rn(s, (float)hc);
+        mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
     }
 }
 #define GR_UP_SPLIT(SUFFIX, WT)                                                                 \

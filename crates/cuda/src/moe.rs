@@ -116,9 +116,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
             launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
             matvec(gpu, &w.down_sh, &hs, &shared, t)?;
         }
-        // With a side lane the gate logit is always a product of its own there (the same row dot as the
-        // routing kernel's second warp), off the routing's path.
-        if w.sg_kind == 0 || whole {
+        if w.sg_kind == 0 {
             matvec(gpu, &w.sgate, x, &sg, t)?;
         }
         Ok(())
@@ -128,13 +126,12 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     matvec(gpu, &w.router, x, &logits, t)?;
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     let route = gpu.function("moe.cu", SRC, "moe_route")?;
-    // Without a side lane, the shared expert's gate logit is made by a second warp beside the routing one
-    // when its one row is F32 or BF16.
-    let sg_kind = if whole { 0 } else { w.sg_kind };
-    let warps = if sg_kind == 0 { 1 } else { 2 };
+    // The shared expert's gate logit is made by a second warp beside the routing one when its one row is
+    // F32 or BF16.
+    let warps = if w.sg_kind == 0 { 1 } else { 2 };
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
     let args = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
-    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
+    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
     launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)], &sg_args].concat())?;
     // The routed experts' gate and up of the token's input; both activations in one launch; then down of
     // each slot's h and the shared h.

@@ -450,9 +450,25 @@ extern "C" __global__ void attend_values_pipe(const float* __restrict__ qg, cons
                 const int jn = j0 + r + WARP + lane;
                 e_next = jn < n ? a.e[jn] : 0.0f;
                 const int m = min(WARP, len - r);
-                for (int u = 0; u < m; ++u) {
-                    const float ej = __shfl_sync(0xffffffffu, e_row, u);
-                    o = __fmaf_rn(ej, f16_bits_to_f32(tile[(r + u) * WARP + lane]), o);
+                if (m == WARP) {
+                    // A whole row: 8 cells' e_j and values fetched before their 8 fmas, so the chain waits
+                    // on the fmas alone, not on a shared-memory read each (the same fmas in the same order).
+#pragma unroll
+                    for (int u0 = 0; u0 < WARP; u0 += 8) {
+                        float ej[8], vv[8];
+#pragma unroll
+                        for (int u = 0; u < 8; ++u) {
+                            ej[u] = __shfl_sync(0xffffffffu, e_row, u0 + u);
+                            vv[u] = f16_bits_to_f32(tile[(r + u0 + u) * WARP + lane]);
+                        }
+#pragma unroll
+                        for (int u = 0; u < 8; ++u) o = __fmaf_rn(ej[u], vv[u], o);
+                    }
+                } else {
+                    for (int u = 0; u < m; ++u) {
+                        const float ej = __shfl_sync(0xffffffffu, e_row, u);
+                        o = __fmaf_rn(ej, f16_bits_to_f32(tile[(r + u) * WARP + lane]), o);
+                    }
                 }
             }
         }

@@ -187,6 +187,30 @@ __device__ __forceinline__ float warp_row_dot(const void* w, int kind, const flo
     return warp_butterfly(acc);
 }
 
+// Two rows' dots with the same x (each as warp_row_dot: the same sums), in one loop: both rows' loads are in
+// flight together, so two dots cost about one dot's round trips to memory, not two.
+__device__ __forceinline__ void warp_row_dot2(const void* w1, const void* w2, int kind, const float* x, int n,
+                                              float* d1, float* d2) {
+    const int lane = threadIdx.x % WARP;
+    float a1 = 0.0f, a2 = 0.0f;
+#pragma unroll 4
+    for (int c = lane; c < n / CHUNK; c += WARP) {
+        float u8[CHUNK], v8[CHUNK], x8[CHUNK];
+        if (kind == 1) {
+            load8_f32((const float*)w1 + CHUNK * c, u8);
+            load8_f32((const float*)w2 + CHUNK * c, v8);
+        } else {
+            load8_bf16((const bf16_t*)w1 + CHUNK * c, u8);
+            load8_bf16((const bf16_t*)w2 + CHUNK * c, v8);
+        }
+        load8_f32(x + CHUNK * c, x8);
+        a1 = __fadd_rn(a1, chunk_dot(u8, x8));
+        a2 = __fadd_rn(a2, chunk_dot(v8, x8));
+    }
+    *d1 = warp_butterfly(a1);
+    *d2 = warp_butterfly(a2);
+}
+
 // One warp's rms norm pieces (docs/ARITHMETIC.md § norm), n a multiple of 8: the sum of squares by the
 // reduction contract (every lane ends with it), rs = 1/√(Σx²/n + 1e-6), and the norm in place, (x·rs)·w.
 __device__ __forceinline__ float warp_sum_squares(const float* v, int n) {

@@ -72,8 +72,7 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
                 al = alpha[i];
                 be = beta[i];
             } else {
-                al = warp_row_dot(w_alpha + row, ab_kind, x + (size_t)t * n, n);
-                be = warp_row_dot(w_beta + row, ab_kind, x + (size_t)t * n, n);
+                warp_row_dot2(w_alpha + row, w_beta + row, ab_kind, x + (size_t)t * n, n, &al, &be);
             }
             if (lane == 0) gdn_gates(al, be, dt_bias, a, decay, betas, hv, i);
         }

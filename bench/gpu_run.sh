@@ -40,3 +40,18 @@ done
 for q in bf16 q8_0 f32; do
   same "real $q fixture, text" -m fixtures/real/qwen4exp-real-$q.gguf -p "The quick brown fox" -n 32 --ignore-eos
 done
+# A context too large for the card: refused with the numbers under --device cuda; run on the CPU with a note
+# under auto (the same tokens as --device cpu).
+huge=2000000000
+if $bin run -m $t/small.gguf --prompt-tokens 1,2,3 -n 4 --device cuda --max-context $huge >/dev/null 2>$t/huge.err; then
+  echo "too large, cuda: ran (DIFFER: it should be refused)"
+else
+  echo "too large, cuda: refused: $(tail -1 $t/huge.err)"
+fi
+$bin run -m $t/small.gguf --prompt-tokens 1,2,3 -n 4 --device auto --max-context $huge >$t/auto.out 2>$t/auto.err
+$bin run -m $t/small.gguf --prompt-tokens 1,2,3 -n 4 --device cpu --max-context $huge >$t/cpuh.out 2>/dev/null
+if grep -q 'note: running on the CPU' $t/auto.err && cmp -s $t/auto.out $t/cpuh.out; then
+  echo "too large, auto: SAME (on the CPU: $(grep 'note: running on the CPU' $t/auto.err | head -1))"
+else
+  echo "too large, auto: DIFFER"; cat $t/auto.err
+fi

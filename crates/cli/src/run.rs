@@ -147,10 +147,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     let card = gpu.clone();
     let cuda = match gpu {
         Some(gpu) => {
-            check_fits(&gpu, &model, a.kv, max_context)?;
-            match cuda_decoder(gpu, &model, a.kv, max_context, saved.as_ref()) {
+            let dec = check_fits(&gpu, &model, a.kv, max_context)
+                .and_then(|()| cuda_decoder(gpu, &model, a.kv, max_context, saved.as_ref()));
+            match dec {
                 Ok(dec) => Some(dec),
-                // A model with a weight layout the kernels do not take yet still runs, on the CPU.
+                // A model too large for the card, or with a weight layout the kernels do not take yet,
+                // still runs under auto, on the CPU; --device cuda refuses it.
                 Err(e) if a.device == "auto" => {
                     eprintln!("note: running on the CPU: {e:#}");
                     None

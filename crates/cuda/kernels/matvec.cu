@@ -318,9 +318,14 @@ __device__ void matvec_rows_multi(const unsigned char* __restrict__ wbase, const
 // each byte's address mod 16, so the decoders' aligned loads stay aligned; matrices are uploaded with 16
 // bytes of padding, so the copy's rounded-up end stays inside the allocation.
 #define STAGE_LOADS 4
+//
+// `early`: the dense products' weights do not depend on the kernels before, so with programmatic launches
+// (STRATA_PDL=1) the copy runs before grid_dep_wait, while the kernel before finishes; only then are x read
+// and y written. (A gather's rows depend on the routing's ids, so it waits first, at its top.)
 template <typename W>
 __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
-                              size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int cols, int T) {
+                              size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int cols, int T,
+                              bool early) {
     extern __shared__ uint4 stage[];
     const size_t a = (size_t)w0 & 15;
     const uint4* src = (const uint4*)(w0 - a);
@@ -338,6 +343,7 @@ __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_b
             if (i < n16) stage[i] = v[u];
         }
     }
+    if (early) grid_dep_wait();
     __syncthreads();
     const int lane = threadIdx.x % WARP;
     for (int r = threadIdx.x / WARP; r < nr; r += blockDim.x / WARP) {
@@ -352,7 +358,7 @@ __device__ void matvec_rows_staged(const unsigned char* __restrict__ wbase, cons
                                    float* __restrict__ y, int rows, int cols, int T, int rpb) {
     const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    matvec_staged<W>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols, T);
+    matvec_staged<W>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols, T, true);
 }
 
 // The experts' products in the staged layout: blockIdx.y = t·k + s as in matvec_gather_rows.
@@ -365,7 +371,7 @@ __device__ void matvec_gather_rows_staged(const unsigned char* __restrict__ wbas
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* w0 = wbase + ((size_t)ids[ts] * stride + offset + row0) * row_bytes;
     const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
-    matvec_staged<W>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols, 1);
+    matvec_staged<W>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols, 1, false);
 }
 
 // Embedding rows: token t's row of W (cols values) dequantized and written hc times, the residual streams
@@ -432,7 +438,7 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
     }                                                                                                         \
     extern "C" __global__ void NAME##_staged(const unsigned char* w, const float* __restrict__ x, float* y,    \
                                              int rows, int cols, int T, int rpb, const unsigned char* w2,     \
-                                             float* y2) { grid_dep_wait();                                   \
+                                             float* y2) { /* grid_dep_wait after the weights' copy */        \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_staged<W>(w, x, y, rows, cols, T, rpb);                                                   \
     }                                                                                                         \

@@ -58,10 +58,9 @@ impl StepGraph {
         if g.nodes.len() != ops.len() {
             return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
         }
-        // Opt-in: on the H200 a decode step was 7% slower with these edges (docs/DETAILS.md). They join
-        // consecutive kernels of one chain: not where the step has a side lane.
+        // Opt-in: on the H200 a decode step was 7% slower with these edges (docs/DETAILS.md).
         let pdl = std::env::var("STRATA_PDL").is_ok_and(|v| v == "1") && !PDL_FAILED.load(Ordering::Relaxed);
-        if gpu.arch.0 >= 9 && pdl && !lanes {
+        if gpu.arch.0 >= 9 && pdl {
             programmatic(graph, &g.nodes, ops)?;
         }
         // SAFETY: a graph just captured; writes the executable's handle.
@@ -114,10 +113,13 @@ impl StepGraph {
 /// Set when the driver refused a programmatic edge: later graphs keep plain ones.
 static PDL_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// `STRATA_PDL=1`: each edge from a kernel to the kernel after it made programmatic (sm_90+): the second
-/// may be launched while the first runs, and waits at its top (`grid_dep_wait` in common.cuh) for the
-/// first to complete, so its launch overlaps the kernel before. Zeroings and copies keep their plain edges.
-/// Off by default: measured slower on the H200 (the early blocks hold the multiprocessors while they wait).
+/// `STRATA_PDL=1`: each kernel whose one dependency is a kernel follows it by a programmatic edge instead
+/// (sm_90+): it may be launched while that one runs, and waits in `grid_dep_wait` (common.cuh) for it to
+/// complete before it reads anything the kernels before wrote; the dense staged products copy their
+/// weights before that wait. A kernel that joins two lanes, and zeroings and copies, keep plain edges.
+/// Each kernel waits before it lets the next one launch, so when a kernel starts early, every kernel
+/// before the one it follows has completed. Off by default: without the early weight copies a decode step
+/// was 7% slower on the H200 (docs/DETAILS.md).
 fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
     let edge = sys::CUgraphEdgeData {
         from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
@@ -125,20 +127,25 @@ fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> 
         type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
         reserved: [0; 5],
     };
-    for i in 1..nodes.len() {
-        if !(matches!(ops[i - 1], Op::Kernel { .. }) && matches!(ops[i], Op::Kernel { .. })) {
+    let is_kernel: std::collections::HashMap<sys::CUgraphNode, bool> =
+        nodes.iter().zip(ops).map(|(n, op)| (*n, matches!(op, Op::Kernel { .. }))).collect();
+    for (i, to) in nodes.iter().enumerate() {
+        if !matches!(ops[i], Op::Kernel { .. }) || to.is_null() {
             continue;
         }
-        let (from, to) = (&nodes[i - 1] as *const _, &nodes[i] as *const _);
-        // SAFETY: two nodes of this graph joined by one plain edge (the chain); it is replaced by one
-        // programmatic edge between the same nodes.
+        let Some(from) = single_dependency(*to)? else { continue };
+        if !is_kernel.get(&from).copied().unwrap_or(false) {
+            continue;
+        }
+        // SAFETY: two nodes of this graph joined by one plain edge; it is replaced by one programmatic
+        // edge between the same nodes.
         unsafe {
-            sys::cuGraphRemoveDependencies_v2(graph, from, to, std::ptr::null(), 1)
+            sys::cuGraphRemoveDependencies_v2(graph, &from, to, std::ptr::null(), 1)
                 .result()
                 .check("editing a graph")?;
-            if let Err(e) = sys::cuGraphAddDependencies_v2(graph, from, to, &edge, 1).result() {
+            if let Err(e) = sys::cuGraphAddDependencies_v2(graph, &from, to, &edge, 1).result() {
                 // The plain edge back, and plain edges from now on: slower, the same bits.
-                sys::cuGraphAddDependencies_v2(graph, from, to, std::ptr::null(), 1)
+                sys::cuGraphAddDependencies_v2(graph, &from, to, std::ptr::null(), 1)
                     .result()
                     .check("editing a graph")?;
                 eprintln!("note: programmatic launches are off for this run: {e}");
@@ -148,6 +155,23 @@ fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> 
         }
     }
     Ok(())
+}
+
+/// The node `node` depends on, when it depends on exactly one.
+fn single_dependency(node: sys::CUgraphNode) -> Result<Option<sys::CUgraphNode>, CudaError> {
+    let mut k = 0usize;
+    // SAFETY: counting a node's dependencies, then reading the one there is.
+    unsafe { sys::cuGraphNodeGetDependencies_v2(node, std::ptr::null_mut(), std::ptr::null_mut(), &mut k) }
+        .result()
+        .check("reading a graph")?;
+    if k != 1 {
+        return Ok(None);
+    }
+    let mut from = std::ptr::null_mut();
+    unsafe { sys::cuGraphNodeGetDependencies_v2(node, &mut from, std::ptr::null_mut(), &mut k) }
+        .result()
+        .check("reading a graph")?;
+    Ok(Some(from))
 }
 
 /// Every op issued on the stream, in order.

@@ -21,6 +21,8 @@ const SHORT_COLS: usize = 1024;
 const SHORT_ROWS: usize = 4;
 /// The warp layout's window kernels (T > 1): a warp takes MULTI_ROWS rows (kernels/matvec.cu).
 const MULTI_ROWS: usize = 4;
+// The multi layout's gathers run the short-row kernel with the multi layout's grid.
+const _: () = assert!(SHORT_ROWS == MULTI_ROWS);
 
 /// How a product's rows are spread over the card; all give the same sums (kernels/matvec.cu), and the
 /// plan picks the fastest per weight type, for the dense products and the experts' apart.
@@ -485,13 +487,13 @@ fn gather_launch(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
-    // Each slot's rows are one token's: the multi layout's experts are the warp layout's.
-    let layout = match layout.usable(w.row_bytes()) {
-        Layout::Multi => Layout::Warp,
-        l => l,
-    };
-    let kind = if layout == Layout::Warp && Layout::short(1, w.cols) { "_gather_short" } else { "_gather" };
-    let name = kernel_name(w.ty, kind, layout);
+    // Each slot's rows are one token's. The multi layout gathers with the warp layout's short-row kernel
+    // at any row length: a warp takes SHORT_ROWS (= MULTI_ROWS) rows of the slot's expert, each chunk of
+    // the token's input loaded once for all of them.
+    let layout = layout.usable(w.row_bytes());
+    let short = layout == Layout::Multi || (layout == Layout::Warp && Layout::short(1, w.cols));
+    let kind = if short { "_gather_short" } else { "_gather" };
+    let name = kernel_name(w.ty, kind, if layout == Layout::Multi { Layout::Warp } else { layout });
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), 1, t * k);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };

@@ -169,9 +169,7 @@ fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     for ty in crate::matvec::TYPES {
         for gather in [false, true] {
             let what = format!("{ty} {}, T = 1, cold, long plus short rows", if gather { "experts" } else { "dense" });
-            // The experts' rows are one token's each: the multi layout's gathers are the warp layout's.
-            let candidates: Vec<Layout> = Layout::ALL.into_iter().filter(|&l| !gather || l != Layout::Multi).collect();
-            let c = fastest(&what, &candidates, Layout::name, |l| matvec_layout_check(gpu, ty, gather, l));
+            let c = fastest(&what, &Layout::ALL, Layout::name, |l| matvec_layout_check(gpu, ty, gather, l));
             if c.variant != Layout::Block {
                 if gather { &mut layouts.gather } else { &mut layouts.dense }.push((ty, c.variant));
             }

@@ -385,13 +385,16 @@ fn matvec_launch(
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
     let layout = layout.usable(w.row_bytes());
-    let kind = match layout {
-        // (The multi layout's kernel is named by its suffix.)
-        Layout::Warp if Layout::short(t, w.cols) => "_short",
-        Layout::Warp if t > 1 => "_multi",
-        _ => "",
+    let (kind, named) = match layout {
+        Layout::Warp if Layout::short(t, w.cols) => ("_short", layout),
+        Layout::Warp if t > 1 => ("_multi", layout),
+        // One token in the multi layout: the short-row kernel (four rows a warp, each input chunk loaded
+        // once for the four) at any row length, with the multi layout's grid.
+        Layout::Multi if t == 1 => ("_short", Layout::Warp),
+        // (The multi layout's window kernel is named by its suffix.)
+        _ => ("", layout),
     };
-    let name = kernel_name(w.ty, kind, layout);
+    let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), t, 1);
     let (w2, y2) = second.map_or((w.bytes.ptr(gpu), y), |(b, y2)| (b.bytes.ptr(gpu), y2));

@@ -234,6 +234,36 @@ __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase,
     warp_row<W>(r, xv0, 0, y + (size_t)ts * rows + row, 0, cols, 1, lane);
 }
 
+// The experts' gate and up products with the activation (STRATA_GLU=1): a warp takes row i of slot ts's
+// gate and up projections (each chunk of the token's input loaded once for both) and writes
+// h = silu(g)·u, the product rounded, as moe_act does. Each of g and u is the contract's row sum (lane L's
+// chunks L, L + 32, … in order, then the butterfly), as in any layout: the same bits as the two gathers
+// and moe_act, without their g and u in memory and without the activation's launch.
+template <typename W>
+__device__ void matvec_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
+                                       const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
+                                       const int* __restrict__ ids, int k, int stride, int off_g, int off_u,
+                                       int x_tok, int x_slot) {
+    const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    const int row = blockIdx.x * warps + threadIdx.x / WARP, ts = blockIdx.y, t = ts / k, s = ts % k;
+    if (row >= rows) return;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS, e = (size_t)ids[ts] * stride;
+    const LaneChunks<W> g(wg + (e + off_g + row) * row_bytes, lane), u(wu + (e + off_u + row) * row_bytes, lane);
+    const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
+    float ag = 0.0f, au = 0.0f;
+    for (int c = lane, i = 0; c < cols / CHUNK; c += WARP, ++i) {
+        float xv[8], wv[8], uv[8];
+        load8_f32(xs + CHUNK * c, xv);
+        g.get(i, wv);
+        u.get(i, uv);
+        ag = __fadd_rn(ag, chunk_dot(wv, xv));
+        au = __fadd_rn(au, chunk_dot(uv, xv));
+    }
+    ag = warp_butterfly(ag);
+    au = warp_butterfly(au);
+    if (lane == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(ag), au);
+}
+
 // The warp layout's kernels for a single token's short rows (the host uses them for rows of at most 1,024
 // values): a warp takes SHORT_ROWS consecutive rows, 8 warps a block.
 #define SHORT_ROWS 4
@@ -448,6 +478,12 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                     const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);        \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu,              \
+                                                 const float* __restrict__ x, float* h, int rows, int cols,   \
+                                                 const int* ids, int k, int stride, int off_g, int off_u,     \
+                                                 int x_tok, int x_slot) { grid_dep_wait();                   \
+        matvec_gather_glu_rows<W>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);    \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
                                             float* __restrict__ out, int cols, int hc) { grid_dep_wait();    \

@@ -478,6 +478,58 @@ pub fn matvec_gather_two(
     }
 }
 
+/// `STRATA_GLU=1`: the experts' gate and up products and the activation in one launch
+/// ([`matvec_gather_glu`]); off by default until it has run on a card.
+pub fn glu_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_GLU").is_ok_and(|v| v == "1"))
+}
+
+/// For each slot (t·k + s) of the gathers' ids: `h[(t·k + s)·rows ..] = silu(gate·x)·(up·x)`, the gate and
+/// up rows of the slot's expert dotted with the token's input by one warp, the product rounded: the bits of
+/// [`matvec_gather_two`] then the activation kernel (moe.cu's `moe_act`). `false` (nothing launched) when
+/// the two matrices differ in type, shape or expert stride.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_gather_glu(
+    gpu: &Gpu,
+    (wg, gg): (&MatrixGpu, Gather),
+    (wu, gu): (&MatrixGpu, Gather),
+    x: &Buf<f32>,
+    (x_tok, x_slot): (usize, usize),
+    h: &Buf<f32>,
+    ids: &Buf<i32>,
+    (t, k): (usize, usize),
+) -> Result<bool, CudaError> {
+    if !(wg.same_shape(wu) && gg.stride == gu.stride && gg.rows == gu.rows) {
+        return Ok(false);
+    }
+    let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
+    let f = gpu.function("matvec.cu", SRC, name)?;
+    let cfg = LaunchConfig {
+        grid_dim: ((gg.rows as u32).div_ceil(WARP_ROWS), (t * k) as u32, 1),
+        block_dim: (32 * WARP_ROWS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [
+        Arg::Ptr(wg.bytes.ptr(gpu)),
+        Arg::Ptr(wu.bytes.ptr(gpu)),
+        Arg::Ptr(x.ptr(gpu)),
+        Arg::Ptr(h.ptr(gpu)),
+        i(gg.rows),
+        i(wg.cols),
+        Arg::Ptr(ids.ptr(gpu)),
+        i(k),
+        i(gg.stride),
+        i(gg.offset),
+        i(gu.offset),
+        i(x_tok),
+        i(x_slot),
+    ];
+    launch(gpu, &f, name, cfg, &args)?;
+    Ok(true)
+}
+
 /// One gather, or two in one launch (blockIdx.z picks).
 #[allow(clippy::too_many_arguments)]
 fn gather_launch(

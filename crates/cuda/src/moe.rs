@@ -8,7 +8,9 @@ use strata_model::weights::{MoeWeights, Stacked};
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_gather, matvec_gather_two, matvec_two, Gather, MatrixGpu, MAX_T};
+use crate::matvec::{
+    glu_on, matvec, matvec_gather, matvec_gather_glu, matvec_gather_two, matvec_two, Gather, MatrixGpu, MAX_T,
+};
 
 const SRC: &str = crate::compile::MOE;
 
@@ -142,11 +144,18 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         Buf::uninit(gpu, t * k * n)?,
     );
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
-    let (gate, up) = ((&*w.gate.m, rows(&w.gate, f), &g), (&*w.up.m, rows(&w.up, f), &u));
-    matvec_gather_two(gpu, gate, up, x, (n, 0), &ids, (t, k))?;
+    let (gate, up) = ((&*w.gate.m, rows(&w.gate, f)), (&*w.up.m, rows(&w.up, f)));
+    // With STRATA_GLU=1 the routed slots' activation comes out of their gate and up products' launch.
+    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, x, (n, 0), &h, &ids, (t, k))?;
+    if !glu {
+        matvec_gather_two(gpu, (gate.0, gate.1, &g), (up.0, up.1, &u), x, (n, 0), &ids, (t, k))?;
+    }
+    let routed_act = if glu { 0 } else { t * k * f };
     let shared_act = if whole { 0 } else { t * fs };
-    let args = [&ptrs(&g, &u, &h)[..], &[i(t * k * f)], &ptrs(&gs, &us, &hs), &[i(shared_act)]].concat();
-    launch(gpu, &act, "moe_act", elementwise(t * k * f + shared_act), &args)?;
+    if routed_act + shared_act > 0 {
+        let args = [&ptrs(&g, &u, &h)[..], &[i(routed_act)], &ptrs(&gs, &us, &hs), &[i(shared_act)]].concat();
+        launch(gpu, &act, "moe_act", elementwise(routed_act + shared_act), &args)?;
+    }
     matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
     if !whole {
         matvec(gpu, &w.down_sh, &hs, &shared, t)?;

@@ -38,7 +38,8 @@ pub enum Layout {
     Staged,
     /// Four rows a warp, 8 warps a block, at every T: each chunk of the input is loaded once for the four
     /// rows, and each lane keeps four rows' loads in flight (the warp layout does this only for windows
-    /// and short rows). The experts' gathers take the warp layout's kernels.
+    /// and short rows). One token's products, the experts' gathers among them, run the warp layout's
+    /// short-row kernel at any row length.
     Multi,
 }
 

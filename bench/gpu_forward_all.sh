@@ -34,7 +34,7 @@ echo "== small, 600 tokens, int8, STRATA_GLU=1"
 STRATA_GLU=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv int8; echo "rc=$?"
 echo "== moe_parity, STRATA_GLU=1"; STRATA_GLU=1 $bin parity moe_parity; echo "rc=$?"
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
-for layout in block warp staged multi; do
+for layout in block warp staged multi wide; do
   echo "== tiny, 140 tokens, fp16, STRATA_MATVEC=$layout"
   STRATA_MATVEC=$layout $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
   echo "== moe_parity, STRATA_MATVEC=$layout"; STRATA_MATVEC=$layout $bin parity moe_parity; echo "rc=$?"

@@ -41,6 +41,9 @@ pub enum Layout {
     /// and short rows). One token's products, the experts' gathers among them, run the warp layout's
     /// short-row kernel at any row length.
     Multi,
+    /// The staged layout with twice the rows a block (32 KB of them): fewer blocks, so a product of
+    /// many rows (the GDN and attention projections) fits the card in one wave of blocks.
+    Wide,
 }
 
 /// Shared memory the staged layout may use per block (the default limit, no opt-in).
@@ -49,7 +52,7 @@ const STAGE_SHARED: usize = 48 << 10;
 const STAGE_TARGET: usize = 16 << 10;
 
 impl Layout {
-    pub const ALL: [Layout; 4] = [Layout::Block, Layout::Warp, Layout::Staged, Layout::Multi];
+    pub const ALL: [Layout; 5] = [Layout::Block, Layout::Warp, Layout::Staged, Layout::Multi, Layout::Wide];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -57,6 +60,7 @@ impl Layout {
             Layout::Warp => "warp",
             Layout::Staged => "staged",
             Layout::Multi => "multi",
+            Layout::Wide => "wide",
         }
     }
 
@@ -64,7 +68,7 @@ impl Layout {
         Layout::ALL.into_iter().find(|l| l.name() == name)
     }
 
-    /// `STRATA_MATVEC=block|warp|staged|multi` forces one layout for every type.
+    /// `STRATA_MATVEC=block|warp|staged|multi|wide` forces one layout for every type.
     pub fn from_env() -> Option<Layout> {
         Layout::from_name(&std::env::var("STRATA_MATVEC").ok()?)
     }
@@ -80,7 +84,7 @@ impl Layout {
         match self {
             Layout::Block => "",
             Layout::Warp => "_warp",
-            Layout::Staged => "_staged",
+            Layout::Staged | Layout::Wide => "_staged",
             Layout::Multi => "_multi_warp",
         }
     }
@@ -88,20 +92,26 @@ impl Layout {
     /// Rows per block of the staged layout for rows of `row_bytes` bytes, and the shared memory they take
     /// (16 bytes either side for the copy's alignment); `None` when one row does not fit (the block layout
     /// is used instead).
-    fn staged_rows(row_bytes: usize) -> Option<(usize, usize)> {
+    fn staged_rows(self, row_bytes: usize) -> Option<(usize, usize)> {
         // Up to 8 rows, a warp each; past 16, a multiple of the 8 warps, so no warp idles in a last round.
-        let fit = STAGE_TARGET / row_bytes.max(1);
+        let target = if self == Layout::Wide { 2 * STAGE_TARGET } else { STAGE_TARGET };
+        let fit = target / row_bytes.max(1);
         let rows = if fit >= 16 { fit.min(32) / 8 * 8 } else { fit.clamp(1, 8) };
         let shared = rows * row_bytes + 32;
         (shared <= STAGE_SHARED).then_some((rows, shared))
     }
 
-    /// The layout that runs: this one, or the block layout where the staged one cannot.
+    /// The layout that runs: this one, or the block layout where the staged ones cannot.
     fn usable(self, row_bytes: usize) -> Layout {
         match self {
-            Layout::Staged if Layout::staged_rows(row_bytes).is_none() => Layout::Block,
+            Layout::Staged | Layout::Wide if self.staged_rows(row_bytes).is_none() => Layout::Block,
             l => l,
         }
+    }
+
+    /// Whether the kernels take the rows per block (the staged layouts).
+    fn staged(self) -> bool {
+        matches!(self, Layout::Staged | Layout::Wide)
     }
 
     /// The launch of `rows` rows of `cols` columns (`row_bytes` bytes each), times `slots` for the experts,
@@ -119,8 +129,8 @@ impl Layout {
                 ((rows.div_ceil(per_warp) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0)
             }
             Layout::Multi => ((rows.div_ceil(MULTI_ROWS) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0),
-            Layout::Staged => {
-                let (rpb, shared) = Layout::staged_rows(row_bytes).expect("usable() checked");
+            Layout::Staged | Layout::Wide => {
+                let (rpb, shared) = self.staged_rows(row_bytes).expect("usable() checked");
                 (rows.div_ceil(rpb) as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
             }
         };
@@ -408,7 +418,7 @@ fn matvec_launch(
         Arg::I32(w.cols as i32),
         Arg::I32(t as i32),
     ];
-    if layout == Layout::Staged {
+    if layout.staged() {
         args.push(Arg::I32(rpb as i32));
     }
     args.extend([Arg::Ptr(w2), Arg::Ptr(y2)]);
@@ -568,7 +578,7 @@ fn gather_launch(
         i(x_tok),
         i(x_slot),
     ];
-    if layout == Layout::Staged {
+    if layout.staged() {
         args.push(i(rpb));
     }
     args.extend([Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))]);
@@ -640,19 +650,33 @@ mod tests {
     #[test]
     fn the_staged_layout_fits_its_shared_memory_or_gives_way() {
         // Q6_K at 2,560 columns: 2,100 bytes a row, 7 rows fill 16 KB; Q8_0 at 6,144: 6,528 bytes, 2 rows.
-        assert_eq!(Layout::staged_rows(2100), Some((7, 7 * 2100 + 32)));
-        assert_eq!(Layout::staged_rows(6528), Some((2, 2 * 6528 + 32)));
-        assert_eq!(Layout::staged_rows(100), Some((32, 3232)));
-        assert_eq!(Layout::staged_rows(180), Some((32, 32 * 180 + 32))); // Q2_0 at 640 columns
-        assert_eq!(Layout::staged_rows(720), Some((16, 16 * 720 + 32))); // 22 fit: two rounds of the 8 warps
-        assert_eq!(Layout::staged_rows(1440), Some((8, 8 * 1440 + 32))); // 11 fit: one round
-        assert_eq!(Layout::staged_rows(48 << 10), None); // F32 at 12,288 columns: the block layout runs
+        assert_eq!(Layout::Staged.staged_rows(2100), Some((7, 7 * 2100 + 32)));
+        assert_eq!(Layout::Staged.staged_rows(6528), Some((2, 2 * 6528 + 32)));
+        assert_eq!(Layout::Staged.staged_rows(100), Some((32, 3232)));
+        assert_eq!(Layout::Staged.staged_rows(180), Some((32, 32 * 180 + 32))); // Q2_0 at 640 columns
+        assert_eq!(Layout::Staged.staged_rows(720), Some((16, 16 * 720 + 32))); // 22 fit: two rounds of the 8 warps
+        assert_eq!(Layout::Staged.staged_rows(1440), Some((8, 8 * 1440 + 32))); // 11 fit: one round
+        assert_eq!(Layout::Staged.staged_rows(48 << 10), None); // F32 at 12,288 columns: the block layout runs
         assert_eq!(Layout::Staged.usable(48 << 10), Layout::Block);
         assert_eq!(Layout::Staged.usable(40 << 10), Layout::Staged);
         let (cfg, rpb) = Layout::Staged.config(1000, 2560, 2100, 1, 3);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), ((143, 3, 1), 7 * 32, 7 * 2100 + 32, 7));
         let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 1, 10);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, rpb), ((80, 10, 1), 8 * 32, 32));
+    }
+
+    #[test]
+    fn the_wide_layout_takes_twice_the_rows_a_block() {
+        // The GDN qkv product (Q4_K, 10,240 rows of 1,440 bytes): 16 rows a block, 640 blocks, not 1,280.
+        assert_eq!(Layout::Wide.staged_rows(1440), Some((16, 16 * 1440 + 32)));
+        let (cfg, rpb) = Layout::Wide.config(10240, 2560, 1440, 1, 1);
+        assert_eq!((cfg.grid_dim.0, cfg.block_dim.0, rpb), (640, 8 * 32, 16));
+        // Q8_0 at 6,144 columns: 5 rows fill 32 KB; a row of 40 KB still fits alone; 48 KB does not.
+        assert_eq!(Layout::Wide.staged_rows(6528), Some((5, 5 * 6528 + 32)));
+        assert_eq!(Layout::Wide.usable(40 << 10), Layout::Wide);
+        assert_eq!(Layout::Wide.usable(48 << 10), Layout::Block);
+        assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Wide), "matvec_q4_k_staged");
+        assert!(Layout::Wide.staged() && Layout::Staged.staged() && !Layout::Multi.staged());
     }
 
     #[test]

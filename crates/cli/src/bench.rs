@@ -60,17 +60,15 @@ fn step_bytes(path: &std::path::Path, cells: usize, kv: strata_model::KvMode, bw
     use anyhow::Context;
     let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
         .with_context(|| format!("loading {}", path.display()))?;
-    let bytes = strata_cuda::forward::decode_bytes(&model, kv, cells) as f64;
+    let bytes = strata_cuda::forward::decode_bytes(&model, kv, cells);
+    let gb = bytes as f64 / 1e9;
     match bw {
-        Some(tb) if tb > 0.0 => {
-            println!(
-                "a decode step at depth {cells} reads {:.3} GB; floor {:.3} ms at {tb:.2} TB/s",
-                bytes / 1e9,
-                bytes / (tb * 1e12) * 1e3
-            )
-        }
+        Some(tb) if tb > 0.0 && tb.is_finite() => println!(
+            "a decode step at depth {cells} reads {gb:.3} GB ({bytes} bytes); floor {:.3} ms at {tb:.2} TB/s",
+            bytes as f64 / (tb * 1e12) * 1e3
+        ),
         Some(tb) => anyhow::bail!("--bandwidth {tb}: a rate in TB/s above 0"),
-        None => println!("a decode step at depth {cells} reads {:.3} GB", bytes / 1e9),
+        None => println!("a decode step at depth {cells} reads {gb:.3} GB ({bytes} bytes)"),
     }
     Ok(())
 }

@@ -262,3 +262,30 @@ fn a_converter_written_file_writes_what_transformers_writes() {
         assert_eq!(text.strip_suffix('\n'), expected["greedy_text"].as_str(), "--kv {kv}");
     }
 }
+
+/// `strata bench step_bytes`: a decode step's bytes grow with the depth by the indexer's block keys once
+/// selection is sparse, and the floor is those bytes over the bandwidth given.
+#[test]
+fn step_bytes_grow_with_depth_and_give_the_floor() {
+    let bytes = |depth: &str, extra: &[&str]| -> (u64, String) {
+        let mut args = vec!["bench", "step_bytes", tiny().to_str().unwrap(), depth];
+        args.extend_from_slice(extra);
+        let out = strata(&args, dir());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let line = String::from_utf8(out.stdout).unwrap();
+        let n = line.split('(').nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok());
+        (n.unwrap_or_else(|| panic!("no byte count in {line:?}")), line)
+    };
+    let (a, _) = bytes("1000", &[]);
+    let (b, _) = bytes("2000", &[]);
+    let (c, _) = bytes("3000", &[]);
+    assert!(a < b, "deeper steps read more: {a} then {b}");
+    assert_eq!(c - b, b - a, "past the selection's cells, the same bytes per thousand cells");
+    let (d, line) = bytes("2000", &["--bandwidth", "2"]);
+    assert_eq!(d, b);
+    let floor: f64 = line.split("floor ").nth(1).and_then(|s| s.split(' ').next()).unwrap().parse().unwrap();
+    assert!((floor - b as f64 / 2e12 * 1e3).abs() < 1e-3, "{line}");
+    let out = strata(&["bench", "step_bytes", tiny().to_str().unwrap(), "10", "--bandwidth", "0"], dir());
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1, "one line");
+}

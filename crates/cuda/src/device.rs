@@ -25,6 +25,8 @@ pub struct Gpu {
     pub driver_version: i32,
     /// Streaming multiprocessors (read from the card: grid sizes follow it).
     pub sm_count: u32,
+    /// The most shared memory a block may opt into, in bytes (read from the card).
+    pub smem_optin: u32,
     /// The time breakdown asked for by `STRATA_PROFILE`, if any.
     pub profile: Option<Profile>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -68,6 +70,8 @@ impl Gpu {
         let arch = ctx.compute_capability().check("reading the compute capability")?;
         let sms = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
         let sm_count = ctx.attribute(sms).check("reading the multiprocessor count")?.max(1) as u32;
+        let optin = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
+        let smem_optin = ctx.attribute(optin).check("reading the shared memory limit")?.max(0) as u32;
         let mut v = 0i32;
         // SAFETY: a plain query writing one int; the library is loaded (the context exists).
         let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
@@ -89,6 +93,7 @@ impl Gpu {
             arch,
             driver_version: v,
             sm_count,
+            smem_optin,
             profile: ProfileMode::from_env().map(Profile::new),
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),

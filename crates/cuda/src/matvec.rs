@@ -7,7 +7,7 @@ use strata_model::ops::matvec::Matrix;
 
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
-use crate::error::CudaError;
+use crate::error::{Check, CudaError};
 
 const SRC: &str = crate::compile::MATVEC;
 pub const MAX_T: usize = 8;
@@ -396,18 +396,30 @@ fn matvec_launch(
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
     let layout = layout.usable(w.row_bytes());
+    // A window in the multi layout reads its input from shared memory when it fits there and its rows
+    // start 16-byte aligned (the copy's loads): the input read once a block, not once a warp.
+    let xs_bytes = t * w.cols * 4;
+    let xs = layout == Layout::Multi && t > 1 && xs_bytes <= gpu.smem_optin as usize && x.is_multiple_of(16);
     let (kind, named) = match layout {
         Layout::Warp if Layout::short(t, w.cols) => ("_short", layout),
         Layout::Warp if t > 1 => ("_multi", layout),
         // One token in the multi layout: the short-row kernel (four rows a warp, each input chunk loaded
         // once for the four) at any row length, with the multi layout's grid.
         Layout::Multi if t == 1 => ("_short", Layout::Warp),
+        Layout::Multi if xs => ("_window_xs", Layout::Block),
         // (The multi layout's window kernel is named by its suffix.)
         _ => ("", layout),
     };
     let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), t, 1);
+    if xs {
+        cfg.shared_mem_bytes = xs_bytes as u32;
+        if xs_bytes > 48 << 10 {
+            use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
+            f.set_attribute(MAX_SMEM, xs_bytes as i32).check("allowing a window kernel its shared memory")?;
+        }
+    }
     let (w2, y2) = second.map_or((w.bytes.ptr(gpu), y), |(b, y2)| (b.bytes.ptr(gpu), y2));
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let mut args = vec![

@@ -114,6 +114,24 @@ impl Layout {
         matches!(self, Layout::Staged | Layout::Wide)
     }
 
+    /// The kernel this layout runs for `t` tokens' rows of `cols` values (the experts' gathers with
+    /// `gather`; a window's input from shared memory with `xs`): its name's kind and the layout whose
+    /// suffix it has. One token in the multi layout, the experts' rows among them, runs the warp layout's
+    /// short-row kernel at any row length (four rows a warp, each input chunk loaded once for the four).
+    fn kernel(self, t: usize, cols: usize, gather: bool, xs: bool) -> (&'static str, Layout) {
+        match (self, gather) {
+            (Layout::Multi, true) => ("_gather_short", Layout::Warp),
+            (Layout::Warp, true) if Layout::short(1, cols) => ("_gather_short", Layout::Warp),
+            (_, true) => ("_gather", self),
+            (Layout::Warp, false) if Layout::short(t, cols) => ("_short", self),
+            (Layout::Warp, false) if t > 1 => ("_multi", self),
+            (Layout::Multi, false) if t == 1 => ("_short", Layout::Warp),
+            (Layout::Multi, false) if xs => ("_window_xs", Layout::Block),
+            // (The multi layout's window kernel is named by its suffix.)
+            _ => ("", self),
+        }
+    }
+
     /// The launch of `rows` rows of `cols` columns (`row_bytes` bytes each), times `slots` for the experts,
     /// and the staged layout's rows per block (an extra kernel argument; 0 for the others).
     /// The launch of `rows` rows of `cols` values for `t` tokens (`slots` gathered slots of one token each).
@@ -400,16 +418,7 @@ fn matvec_launch(
     // start 16-byte aligned (the copy's loads): the input read once a block, not once a warp.
     let xs_bytes = t * w.cols * 4;
     let xs = layout == Layout::Multi && t > 1 && xs_bytes <= gpu.smem_optin as usize && x.is_multiple_of(16);
-    let (kind, named) = match layout {
-        Layout::Warp if Layout::short(t, w.cols) => ("_short", layout),
-        Layout::Warp if t > 1 => ("_multi", layout),
-        // One token in the multi layout: the short-row kernel (four rows a warp, each input chunk loaded
-        // once for the four) at any row length, with the multi layout's grid.
-        Layout::Multi if t == 1 => ("_short", Layout::Warp),
-        Layout::Multi if xs => ("_window_xs", Layout::Block),
-        // (The multi layout's window kernel is named by its suffix.)
-        _ => ("", layout),
-    };
+    let (kind, named) = layout.kernel(t, w.cols, false, xs);
     let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), t, 1);
@@ -565,13 +574,10 @@ fn gather_launch(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
-    // Each slot's rows are one token's. The multi layout gathers with the warp layout's short-row kernel
-    // at any row length: a warp takes SHORT_ROWS (= MULTI_ROWS) rows of the slot's expert, each chunk of
-    // the token's input loaded once for all of them.
+    // Each slot's rows are one token's.
     let layout = layout.usable(w.row_bytes());
-    let short = layout == Layout::Multi || (layout == Layout::Warp && Layout::short(1, w.cols));
-    let kind = if short { "_gather_short" } else { "_gather" };
-    let name = kernel_name(w.ty, kind, if layout == Layout::Multi { Layout::Warp } else { layout });
+    let (kind, named) = layout.kernel(1, w.cols, true, false);
+    let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), 1, t * k);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
@@ -675,6 +681,27 @@ mod tests {
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), ((143, 3, 1), 7 * 32, 7 * 2100 + 32, 7));
         let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 1, 10);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, rpb), ((80, 10, 1), 8 * 32, 32));
+    }
+
+    #[test]
+    fn each_layout_runs_its_kernel() {
+        let name = |l: Layout, t, cols, gather, xs| {
+            let (kind, named) = l.kernel(t, cols, gather, xs);
+            kernel_name(GgmlType::Q4_K, kind, named)
+        };
+        // One token: multi runs the short-row kernel at any length, dense or gathered.
+        assert_eq!(name(Layout::Multi, 1, 2560, false, false), "matvec_q4_k_short_warp");
+        assert_eq!(name(Layout::Multi, 1, 2560, true, false), "matvec_q4_k_gather_short_warp");
+        assert_eq!(name(Layout::Warp, 1, 2560, true, false), "matvec_q4_k_gather_warp");
+        assert_eq!(name(Layout::Warp, 1, 512, true, false), "matvec_q4_k_gather_short_warp");
+        assert_eq!(name(Layout::Warp, 1, 2560, false, false), "matvec_q4_k_warp");
+        // Windows: warp and multi share the multi kernel unless the input goes to shared memory.
+        assert_eq!(name(Layout::Warp, 8, 2560, false, false), "matvec_q4_k_multi_warp");
+        assert_eq!(name(Layout::Multi, 8, 2560, false, false), "matvec_q4_k_multi_warp");
+        assert_eq!(name(Layout::Multi, 8, 2560, false, true), "matvec_q4_k_window_xs");
+        assert_eq!(name(Layout::Wide, 8, 2560, false, false), "matvec_q4_k_staged");
+        assert_eq!(name(Layout::Wide, 1, 2560, true, false), "matvec_q4_k_gather_staged");
+        assert_eq!(name(Layout::Block, 8, 2560, false, false), "matvec_q4_k");
     }
 
     #[test]

@@ -137,24 +137,22 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)], &sg_args].concat())?;
     // The routed experts' gate and up of the token's input; both activations in one launch; then down of
     // each slot's h and the shared h.
-    let (g, u, h, eo) = (
-        Buf::uninit(gpu, t * k * f)?,
-        Buf::uninit(gpu, t * k * f)?,
-        Buf::uninit(gpu, t * k * f)?,
-        Buf::uninit(gpu, t * k * n)?,
-    );
+    let (h, eo) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * n)?);
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
     let (gate, up) = ((&*w.gate.m, rows(&w.gate, f)), (&*w.up.m, rows(&w.up, f)));
-    // With STRATA_GLU=1 the routed slots' activation comes out of their gate and up products' launch.
+    // With STRATA_GLU=1 the routed slots' activation comes out of their gate and up products' launch (no
+    // g and u in memory); else g and u, then the activation with the shared expert's when it is not on
+    // the side lane.
     let glu = glu_on() && matvec_gather_glu(gpu, gate, up, x, (n, 0), &h, &ids, (t, k))?;
-    if !glu {
-        matvec_gather_two(gpu, (gate.0, gate.1, &g), (up.0, up.1, &u), x, (n, 0), &ids, (t, k))?;
-    }
-    let routed_act = if glu { 0 } else { t * k * f };
     let shared_act = if whole { 0 } else { t * fs };
-    if routed_act + shared_act > 0 {
-        let args = [&ptrs(&g, &u, &h)[..], &[i(routed_act)], &ptrs(&gs, &us, &hs), &[i(shared_act)]].concat();
-        launch(gpu, &act, "moe_act", elementwise(routed_act + shared_act), &args)?;
+    if !glu {
+        let (g, u) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * f)?);
+        matvec_gather_two(gpu, (gate.0, gate.1, &g), (up.0, up.1, &u), x, (n, 0), &ids, (t, k))?;
+        let args = [&ptrs(&g, &u, &h)[..], &[i(t * k * f)], &ptrs(&gs, &us, &hs), &[i(shared_act)]].concat();
+        launch(gpu, &act, "moe_act", elementwise(t * k * f + shared_act), &args)?;
+    } else if shared_act > 0 {
+        let args = [&ptrs(&gs, &us, &hs)[..], &[i(shared_act)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
+        launch(gpu, &act, "moe_act", elementwise(shared_act), &args)?;
     }
     matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
     if !whole {

@@ -23,16 +23,16 @@ for kv in fp16 int8; do
   echo "== small, 600 tokens, $kv, STRATA_SIDE=0"
   STRATA_SIDE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
 done
-# Programmatic launches (opt-in): kernels launched while the one before runs, waiting for it in
-# grid_dep_wait (the dense products' weight copies before that): the same bits, side lanes or none.
-echo "== small, 600 tokens, fp16, STRATA_PDL=1"
-STRATA_PDL=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
-echo "== tiny, 140 tokens, int8, STRATA_PDL=1 STRATA_SIDE=0"
-STRATA_PDL=1 STRATA_SIDE=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv int8; echo "rc=$?"
-# The experts' gate and up products with their activation in one launch (opt-in, STRATA_GLU=1).
-echo "== small, 600 tokens, int8, STRATA_GLU=1"
-STRATA_GLU=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv int8; echo "rc=$?"
-echo "== moe_parity, STRATA_GLU=1"; STRATA_GLU=1 $bin parity moe_parity; echo "rc=$?"
+# Programmatic launches (the default) off: every kernel launched after the one before completes; the
+# same bits, side lanes or none.
+echo "== small, 600 tokens, fp16, STRATA_PDL=0"
+STRATA_PDL=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
+echo "== tiny, 140 tokens, int8, STRATA_PDL=0 STRATA_SIDE=0"
+STRATA_PDL=0 STRATA_SIDE=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv int8; echo "rc=$?"
+# The experts' gate and up products and their activation as three launches (STRATA_GLU=0; one by default).
+echo "== small, 600 tokens, int8, STRATA_GLU=0"
+STRATA_GLU=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv int8; echo "rc=$?"
+echo "== moe_parity, STRATA_GLU=0"; STRATA_GLU=0 $bin parity moe_parity; echo "rc=$?"
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
 for layout in block warp staged multi wide; do
   echo "== tiny, 140 tokens, fp16, STRATA_MATVEC=$layout"

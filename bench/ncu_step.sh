@@ -26,7 +26,7 @@ echo "ncu rc=${PIPESTATUS[0]}, $(wc -l < $out/ncu-step.csv) rows"
 python3 - "$out/ncu-step.csv" <<'PY'
 import csv, sys, collections
 rows = list(csv.DictReader(open(sys.argv[1])))
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 ks = [(r["Kernel Name"].split("(")[0], float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1.0))
       for r in rows if r["Metric Name"] == "gpu__time_duration.sum"]
 marks = [i for i, (n, _) in enumerate(ks) if n == "argmax"]

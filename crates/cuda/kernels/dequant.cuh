@@ -198,6 +198,12 @@ __device__ __forceinline__ void scales_k4(const unsigned char* b, unsigned j, fl
     *m1 = __fmul_rn(f16_bits_to_f32((unsigned short)(dm >> 16)), small_int_f32(m));
 }
 
+// Q4_K's and Q5_K's value (d1·q) − m1, the codec's fsub(fmul(d1, q), m1), in one fma. The product is exact,
+// so the fma's one rounding is the subtraction's: d1 = d·sc is an f16 (11 significant bits) times a 6-bit
+// integer, at most 17 bits, and q < 32 adds at most 5, so d1·q has at most 22 significant bits and no f16
+// scale can make it overflow or leave the normal range of f32. An instruction fewer a weight.
+__device__ __forceinline__ float k_scaled(float d1, float q, float m1) { return __fmaf_rn(d1, q, -m1); }
+
 // Eight bytes at an 8-byte aligned address, in one load.
 __device__ __forceinline__ Bytes8 bytes8_a8(const unsigned char* p) {
     const uint2 v = *reinterpret_cast<const uint2*>(p);
@@ -214,7 +220,7 @@ struct Q4_KW {
         float q[8];
         nibbles_f32(bytes8_a8(b + 16 + 32 * (j / 2) + l0), 4 * (j % 2), 0.0f, q);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, q[e]), m1);
+        for (int e = 0; e < 8; ++e) w[e] = k_scaled(d1, q[e], m1);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;
@@ -238,7 +244,7 @@ struct Q5_KW {
         bytes_f32x4(codes(q.lo, qh.lo), 0.0f, v);
         bytes_f32x4(codes(q.hi, qh.hi), 0.0f, v + 4);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) w[e] = __fsub_rn(__fmul_rn(d1, v[e]), m1);
+        for (int e = 0; e < 8; ++e) w[e] = k_scaled(d1, v[e], m1);
     }
     __device__ static void chunk(const unsigned char* row, int c, float* w) {
         const unsigned e = 8u * (unsigned)c;

@@ -3,22 +3,53 @@
 // operations in the CPU's order, carrying the conv tail and the S×S state from token to token.
 
 // Causal depthwise conv of K taps of channel ch, then silu: frames are the K − 1 kept ones (oldest first)
-// and the window's tokens in order; the K − 1 newest are kept.
+// and the window's tokens in order; the K − 1 newest are kept. KC > 0: K = KC known when compiled, so
+// the frames stay in registers and every load of the channel is issued at once (the model's K = 4);
+// KC = 0: any K ≤ 16 (the host checks). The same fmas in the same order either way.
+template <int KC>
 __device__ __forceinline__ void conv_channel(const float* __restrict__ u, float* __restrict__ tail,
-                                             const float* __restrict__ w, float* __restrict__ out, int C, int K,
+                                             const float* __restrict__ w, float* __restrict__ out, int C, int Kr,
                                              int T, int ch) {
-    float frames[16];  // K ≤ 16 (checked on the host)
-    for (int i = 0; i < K - 1; ++i) frames[i] = tail[(size_t)i * C + ch];
+    constexpr int KMAX = KC > 0 ? KC : 16;
+    const int K = KC > 0 ? KC : Kr;
+    float frames[KMAX];
+#pragma unroll
+    for (int i = 0; i < KMAX - 1; ++i) {
+        if (i < K - 1) frames[i] = tail[(size_t)i * C + ch];
+    }
+    float wk[KMAX];
+#pragma unroll
+    for (int i = 0; i < KMAX; ++i) {
+        if (i < K) wk[i] = w[(size_t)K * ch + i];
+    }
     for (int t = 0; t < T; ++t) {
         const float cur = u[(size_t)t * C + ch];
         float s = 0.0f;
-        for (int i = 0; i < K - 1; ++i) s = __fmaf_rn(w[(size_t)K * ch + i], frames[i], s);
-        s = __fmaf_rn(w[(size_t)K * ch + K - 1], cur, s);
+#pragma unroll
+        for (int i = 0; i < KMAX - 1; ++i) {
+            if (i < K - 1) s = __fmaf_rn(wk[i], frames[i], s);
+        }
+        s = __fmaf_rn(wk[K - 1], cur, s);
         out[(size_t)t * C + ch] = s_silu(s);
-        for (int i = 0; i + 1 < K - 1; ++i) frames[i] = frames[i + 1];
+#pragma unroll
+        for (int i = 0; i + 1 < KMAX - 1; ++i) {
+            if (i + 1 < K - 1) frames[i] = frames[i + 1];
+        }
         if (K > 1) frames[K - 2] = cur;
     }
-    for (int i = 0; i < K - 1; ++i) tail[(size_t)i * C + ch] = frames[i];
+#pragma unroll
+    for (int i = 0; i < KMAX - 1; ++i) {
+        if (i < K - 1) tail[(size_t)i * C + ch] = frames[i];
+    }
+}
+
+// A warp's S channels from channel `first` on (lane L: first + L, first + L + 32, …).
+template <int KC>
+__device__ __forceinline__ void conv_head(const float* __restrict__ u, float* __restrict__ tail,
+                                          const float* __restrict__ w, float* __restrict__ out, int C, int K,
+                                          int T, int S, int first) {
+#pragma unroll 4
+    for (int c = threadIdx.x % WARP; c < S; c += WARP) conv_channel<KC>(u, tail, w, out, C, K, T, first + c);
 }
 
 // The gates of (token, value head) i = t·hv + j from its α and β logits: β = σ(b), decay =
@@ -78,7 +109,8 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
         }
         return;
     }
-    for (int c = lane; c < S; c += WARP) conv_channel(u, tail, w, out, C, K, T, h * S + c);
+    if (K == 4) conv_head<4>(u, tail, w, out, C, K, T, S, h * S);
+    else conv_head<0>(u, tail, w, out, C, K, T, S, h * S);
     if (h >= 2 * hk) return;
     __syncwarp();  // the lanes' conv outputs, before each norm reads them all
     for (int t = 0; t < T; ++t) qk_norm_head(out + (size_t)t * C + (size_t)h * S, S, h < hk, qscale);

@@ -510,11 +510,11 @@ pub fn matvec_gather_two(
     }
 }
 
-/// `STRATA_GLU=1`: the experts' gate and up products and the activation in one launch
-/// ([`matvec_gather_glu`]); off by default until it has run on a card.
+/// The experts' gate and up products and the activation in one launch ([`matvec_gather_glu`]); on by
+/// default, off with `STRATA_GLU=0` (the same bits either way).
 pub fn glu_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_GLU").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("STRATA_GLU").map_or(true, |v| v != "0"))
 }
 
 /// For each slot (t·k + s) of the gathers' ids: `h[(t·k + s)·rows ..] = silu(gate·x)·(up·x)`, the gate and

@@ -14,6 +14,9 @@ for f in fixtures/real/qwen4exp-real-{f32,bf16,q8_0}.gguf; do
     echo "== $f, 64 tokens, $kv"; $bin parity forward_parity $f --tokens 64 --kv $kv; echo "rc=$?"
   done
 done
+# QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
+# not the launch modes and the attention variants.
+if [ -z "${QUICK:-}" ]; then
 # Every op issued on its own instead of one graph a step (STRATA_GRAPH=0): the same bits.
 echo "== tiny, 140 tokens, fp16, STRATA_GRAPH=0"
 STRATA_GRAPH=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
@@ -33,12 +36,14 @@ STRATA_PDL=0 STRATA_SIDE=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 
 echo "== small, 600 tokens, int8, STRATA_GLU=0"
 STRATA_GLU=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv int8; echo "rc=$?"
 echo "== moe_parity, STRATA_GLU=0"; STRATA_GLU=0 $bin parity moe_parity; echo "rc=$?"
+fi
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
-for layout in block warp staged multi wide; do
+for layout in block warp staged multi wide stream; do
   echo "== tiny, 140 tokens, fp16, STRATA_MATVEC=$layout"
   STRATA_MATVEC=$layout $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
   echo "== moe_parity, STRATA_MATVEC=$layout"; STRATA_MATVEC=$layout $bin parity moe_parity; echo "rc=$?"
 done
+[ -n "${QUICK:-}" ] && exit 0
 # Each attention-values variant forced (the plan picks one; each must give the CPU's bits).
 for attend in tiles prefetch pipe; do
   kv=int8; [ $attend = pipe ] && kv=fp16  # the pipe kernel reads fp16 caches (others go to tiles)

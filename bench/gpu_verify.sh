@@ -2,8 +2,8 @@
 # One device call after kernel work: every parity tool (each family, each forced variant, `strata run` on
 # both devices, checkpoints across devices, the whole pass on the presets and the converter's fixtures)
 # and then the matvec bench, so that the engine bench that follows times a binary known to give the CPU's
-# bits. The logs go to /tmp/verify and, packed as one file (a device call returns only a few), to
-# $OUT/verify.tgz when OUT is set. Run from the repo root with the binary in .dev/strata.
+# bits (QUICK=1: the whole pass only on the default path and each forced matvec layout). The logs go to
+# /tmp/verify and, packed as one file (a device call returns only a few), to $OUT/verify.tgz when OUT is set. Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 bin=${STRATA_BIN:-.dev/strata}
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}

@@ -161,15 +161,15 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                          const float* __restrict__ inj_prev, int pending,
                                          const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
-    grid_dep_wait();
     extern __shared__ float part[];  // n/8 chunk sums, then rs
     const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
     const size_t base = (size_t)t * hc * n + (size_t)c * n;
     const int nch = n / CHUNK;
     float v[CHUNK], w[CHUNK];
+    if (ch < nch) load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);  // a weight: before the wait
+    grid_dep_wait();
     if (ch < nch) {
         load8_f32(r_in + base + ch * CHUNK, v);
-        load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
         if (pending) {
             const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc)));
             float yv[CHUNK];
@@ -310,17 +310,19 @@ __device__ void gr_up75_body(const WT* __restrict__ w_up, const float* __restric
                                    const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
                                    int T) {
     extern __shared__ float slo[];  // [T][r]
-    for (int i = threadIdx.x; i < T * r; i += blockDim.x) slo[i] = lo[i];
-    __syncthreads();
     const int d = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
-    if (d >= n) return;
     const int nch = r / CHUNK;
+    // The weights first, before grid_dep_wait: they do not depend on the kernels before.
     float wv[4][UP75_MAXC][CHUNK];
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
         for (int j = 0; j < UP75_MAXC; ++j)
-            if (c < hc && lane + j * WARP < nch) load8_w(w_up + ((size_t)c * n + d) * r + (lane + j * WARP) * CHUNK, wv[c][j]);
+            if (d < n && c < hc && lane + j * WARP < nch) load8_w(w_up + ((size_t)c * n + d) * r + (lane + j * WARP) * CHUNK, wv[c][j]);
+    grid_dep_wait();
+    for (int i = threadIdx.x; i < T * r; i += blockDim.x) slo[i] = lo[i];
+    __syncthreads();
+    if (d >= n) return;
     float sum[MAXT];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
@@ -359,7 +361,7 @@ __device__ void gr_up75_body(const WT* __restrict__ w_up, const float* __restric
 #define GR_UP75(SUFFIX, WT)                                                                     \
     extern "C" __global__ void gr_up75##SUFFIX(const WT* __restrict__ w_up,                     \
         const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
-        int r, int n, int hc, int T) { grid_dep_wait();                                                      \
+        int r, int n, int hc, int T) {                                                                       \
         gr_up75_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                     \
     }
 GR_UP75(, bf16_t)

@@ -187,6 +187,9 @@ __device__ __forceinline__ void warp_rows_1(const unsigned char* first, size_t r
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    // Unrolled so that the loads of several rounds are in flight at once (short rows have few rounds, and a
+    // round's loads waited for one by one leave the card idle); the sums keep their order.
+#pragma unroll 3
     for (int c = lane, i = 0; c < nch; c += WARP, ++i) {
         float xv[8];
         load8_f32(x + CHUNK * c, xv);
@@ -251,6 +254,8 @@ __device__ void matvec_gather_glu_rows(const unsigned char* __restrict__ wg, con
     const LaneChunks<W> g(wg + (e + off_g + row) * row_bytes, lane), u(wu + (e + off_u + row) * row_bytes, lane);
     const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
     float ag = 0.0f, au = 0.0f;
+    // Unrolled so that several rounds' loads are in flight at once (the sums keep their order).
+#pragma unroll 5
     for (int c = lane, i = 0; c < cols / CHUNK; c += WARP, ++i) {
         float xv[8], wv[8], uv[8];
         load8_f32(xs + CHUNK * c, xv);
@@ -395,6 +400,82 @@ __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_b
     }
 }
 
+// Asynchronous copies of 16 bytes from global to shared memory (cp.async, sm_80+: the bytes do not pass
+// through registers, so a block can fetch its next rows while its warps decode the ones before); older
+// cards copy through registers, synchronously, the same bytes.
+__device__ __forceinline__ void copy16_async(uint4* dst, const uint4* src) {
+#if __CUDA_ARCH__ >= 800
+    u32 d;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+#else
+    *dst = *src;
+#endif
+}
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Wait until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// The stream layout: the staged layout's groups of rpb rows, `groups` consecutive ones a block, passed
+// through two shared-memory buffers: while the warps decode group i from one buffer, group i + 1 is
+// already being copied into the other. Each buffer holds a group as the staged layout's copy does (from
+// the 16-byte boundary below it, each byte at its address mod 16), and each row is decoded by the same
+// warp_row: the same sums. Fewer blocks than groups, so the card holds them all at once and each
+// multiprocessor's copies and decoding overlap instead of taking turns. The first group's copy is
+// issued before grid_dep_wait (the weights do not depend on the kernels before).
+template <typename W>
+__device__ void matvec_rows_stream(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                   float* __restrict__ y, int rows, int cols, int T, int rpb, int groups) {
+    extern __shared__ uint4 stage[];
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+    const int buf16 = (int)((rpb * row_bytes + 32) / 16);  // one buffer, in 16-byte words (the host: twice)
+    const int first = blockIdx.x * groups;
+    const int ng = min(groups, (rows + rpb - 1) / rpb - first);
+    // Group i's rows: the first, how many, and their bytes' offset from the 16-byte boundary below.
+    const auto span = [&](int i, int* row0, int* nr) {
+        *row0 = (first + i) * rpb;
+        *nr = min(rpb, rows - *row0);
+        return (size_t)(wbase + (size_t)*row0 * row_bytes) & 15;
+    };
+    const auto fetch = [&](int i) {
+        int row0, nr;
+        const size_t a = span(i, &row0, &nr);
+        const uint4* src = reinterpret_cast<const uint4*>(wbase + (size_t)row0 * row_bytes - a);
+        const int n16 = (int)((a + nr * row_bytes + 15) / 16);
+        uint4* dst = stage + (i % 2) * buf16;
+        for (int k = threadIdx.x; k < n16; k += blockDim.x) copy16_async(dst + k, src + k);
+        copy_commit();
+    };
+    if (ng > 0) fetch(0);
+    grid_dep_wait();
+    const int lane = threadIdx.x % WARP;
+    for (int i = 0; i < ng; ++i) {
+        if (i + 1 < ng) {
+            fetch(i + 1);
+            copy_wait<1>();
+        } else {
+            copy_wait<0>();
+        }
+        __syncthreads();  // group i's bytes, copied by every thread, visible to all
+        int row0, nr;
+        const size_t a = span(i, &row0, &nr);
+        const unsigned char* s = reinterpret_cast<const unsigned char*>(stage + (i % 2) * buf16) + a;
+        for (int r = threadIdx.x / WARP; r < nr; r += blockDim.x / WARP) {
+            warp_row<W>(s + (size_t)r * row_bytes, x, cols, y + row0 + r, rows, cols, T, lane);
+        }
+        __syncthreads();  // buffer i % 2 read by every warp before group i + 2 is copied into it
+    }
+}
+
 // Dense products in the staged layout: blockIdx.x takes rows rpb·x .. rpb·x + rpb − 1.
 template <typename W>
 __device__ void matvec_rows_staged(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
@@ -484,6 +565,12 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                              float* y2) { /* grid_dep_wait after the weights' copy */        \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_staged<W>(w, x, y, rows, cols, T, rpb);                                                   \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_stream(const unsigned char* w, const float* __restrict__ x, float* y,    \
+                                             int rows, int cols, int T, int rpb, int groups,                  \
+                                             const unsigned char* w2, float* y2) { /* waits after a copy */  \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        matvec_rows_stream<W>(w, x, y, rows, cols, T, rpb, groups);                                           \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_staged(const unsigned char* w, const float* __restrict__ x,      \
                                                     float* y, int rows, int cols, const int* ids, int k,       \

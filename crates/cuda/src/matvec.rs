@@ -44,7 +44,15 @@ pub enum Layout {
     /// The staged layout with twice the rows a block (32 KB of them): fewer blocks, so a product of
     /// many rows (the GDN and attention projections) fits the card in one wave of blocks.
     Wide,
+    /// The staged layout's groups of rows, several a block through two shared-memory buffers: the next
+    /// group is copied (asynchronously, on sm_80+) while the warps decode this one, and the grid is about
+    /// STREAM_BLOCKS_PER_SM blocks a multiprocessor, so copies and decoding overlap across the whole
+    /// product. One token's and a window's dense products; the experts' gathers run the staged layout.
+    Stream,
 }
+
+/// The stream layout's target of resident blocks per multiprocessor.
+const STREAM_BLOCKS_PER_SM: usize = 4;
 
 /// Shared memory the staged layout may use per block (the default limit, no opt-in).
 const STAGE_SHARED: usize = 48 << 10;
@@ -52,7 +60,8 @@ const STAGE_SHARED: usize = 48 << 10;
 const STAGE_TARGET: usize = 16 << 10;
 
 impl Layout {
-    pub const ALL: [Layout; 5] = [Layout::Block, Layout::Warp, Layout::Staged, Layout::Multi, Layout::Wide];
+    pub const ALL: [Layout; 6] =
+        [Layout::Block, Layout::Warp, Layout::Staged, Layout::Multi, Layout::Wide, Layout::Stream];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -61,6 +70,7 @@ impl Layout {
             Layout::Staged => "staged",
             Layout::Multi => "multi",
             Layout::Wide => "wide",
+            Layout::Stream => "stream",
         }
     }
 
@@ -68,7 +78,7 @@ impl Layout {
         Layout::ALL.into_iter().find(|l| l.name() == name)
     }
 
-    /// `STRATA_MATVEC=block|warp|staged|multi|wide` forces one layout for every type.
+    /// `STRATA_MATVEC=block|warp|staged|multi|wide|stream` forces one layout for every type.
     pub fn from_env() -> Option<Layout> {
         Layout::from_name(&std::env::var("STRATA_MATVEC").ok()?)
     }
@@ -86,32 +96,52 @@ impl Layout {
             Layout::Warp => "_warp",
             Layout::Staged | Layout::Wide => "_staged",
             Layout::Multi => "_multi_warp",
+            Layout::Stream => "_stream",
         }
     }
 
-    /// Rows per block of the staged layout for rows of `row_bytes` bytes, and the shared memory they take
-    /// (16 bytes either side for the copy's alignment); `None` when one row does not fit (the block layout
+    /// Rows per block of the staged layout (per group of the stream layout) for rows of `row_bytes`
+    /// bytes, and the shared memory they take (16 bytes either side for the copy's alignment; the stream
+    /// layout's two buffers of whole 16-byte words); `None` when one row does not fit (the block layout
     /// is used instead).
     fn staged_rows(self, row_bytes: usize) -> Option<(usize, usize)> {
         // Up to 8 rows, a warp each; past 16, a multiple of the 8 warps, so no warp idles in a last round.
         let target = if self == Layout::Wide { 2 * STAGE_TARGET } else { STAGE_TARGET };
         let fit = target / row_bytes.max(1);
         let rows = if fit >= 16 { fit.min(32) / 8 * 8 } else { fit.clamp(1, 8) };
-        let shared = rows * row_bytes + 32;
+        let shared = match self {
+            Layout::Stream => 2 * ((rows * row_bytes + 32) / 16 * 16),
+            _ => rows * row_bytes + 32,
+        };
         (shared <= STAGE_SHARED).then_some((rows, shared))
+    }
+
+    /// The stream layout's groups a block, for `rows` rows in groups of `rpb`, on `sms` multiprocessors.
+    fn stream_groups(rows: usize, rpb: usize, sms: usize) -> usize {
+        rows.div_ceil(rpb).div_ceil(STREAM_BLOCKS_PER_SM * sms.max(1)).max(1)
+    }
+
+    /// The layout the experts' gathers run for this one (the stream layout has no gather kernel: its
+    /// grid is the rows of one slot, few, and the staged one is its gather).
+    fn for_gather(self) -> Layout {
+        if self == Layout::Stream {
+            Layout::Staged
+        } else {
+            self
+        }
     }
 
     /// The layout that runs: this one, or the block layout where the staged ones cannot.
     fn usable(self, row_bytes: usize) -> Layout {
         match self {
-            Layout::Staged | Layout::Wide if self.staged_rows(row_bytes).is_none() => Layout::Block,
+            Layout::Staged | Layout::Wide | Layout::Stream if self.staged_rows(row_bytes).is_none() => Layout::Block,
             l => l,
         }
     }
 
     /// Whether the kernels take the rows per block (the staged layouts).
     fn staged(self) -> bool {
-        matches!(self, Layout::Staged | Layout::Wide)
+        matches!(self, Layout::Staged | Layout::Wide | Layout::Stream)
     }
 
     /// The kernel this layout runs for `t` tokens' rows of `cols` values (the experts' gathers with
@@ -132,10 +162,17 @@ impl Layout {
         }
     }
 
-    /// The launch of `rows` rows of `cols` columns (`row_bytes` bytes each), times `slots` for the experts,
-    /// and the staged layout's rows per block (an extra kernel argument; 0 for the others).
-    /// The launch of `rows` rows of `cols` values for `t` tokens (`slots` gathered slots of one token each).
-    fn config(self, rows: usize, cols: usize, row_bytes: usize, t: usize, slots: usize) -> (LaunchConfig, usize) {
+    /// The launch of `rows` rows of `cols` values (`row_bytes` bytes each) for `t` tokens (`slots` gathered
+    /// slots of one token each) on `sms` multiprocessors, and the staged layouts' rows per block or group
+    /// (an extra kernel argument; 0 for the others).
+    fn config(
+        self,
+        rows: usize,
+        cols: usize,
+        row_bytes: usize,
+        (t, slots): (usize, usize),
+        sms: usize,
+    ) -> (LaunchConfig, usize) {
         let (grid_x, threads, shared, rpb) = match self {
             Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0, 0),
             Layout::Warp => {
@@ -150,6 +187,11 @@ impl Layout {
             Layout::Staged | Layout::Wide => {
                 let (rpb, shared) = self.staged_rows(row_bytes).expect("usable() checked");
                 (rows.div_ceil(rpb) as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
+            }
+            Layout::Stream => {
+                let (rpb, shared) = self.staged_rows(row_bytes).expect("usable() checked");
+                let blocks = rows.div_ceil(rpb).div_ceil(Layout::stream_groups(rows, rpb, sms));
+                (blocks as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
             }
         };
         let cfg =
@@ -421,7 +463,7 @@ fn matvec_launch(
     let (kind, named) = layout.kernel(t, w.cols, false, xs);
     let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
-    let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), t, 1);
+    let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), (t, 1), gpu.sm_count as usize);
     if xs {
         cfg.shared_mem_bytes = xs_bytes as u32;
         if xs_bytes > 48 << 10 {
@@ -441,6 +483,9 @@ fn matvec_launch(
     ];
     if layout.staged() {
         args.push(Arg::I32(rpb as i32));
+    }
+    if layout == Layout::Stream {
+        args.push(Arg::I32(Layout::stream_groups(w.rows, rpb, gpu.sm_count as usize) as i32));
     }
     args.extend([Arg::Ptr(w2), Arg::Ptr(y2)]);
     launch(gpu, &f, name, cfg, &args)
@@ -575,11 +620,11 @@ fn gather_launch(
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
     // Each slot's rows are one token's.
-    let layout = layout.usable(w.row_bytes());
+    let layout = layout.for_gather().usable(w.row_bytes());
     let (kind, named) = layout.kernel(1, w.cols, true, false);
     let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
-    let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), 1, t * k);
+    let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), (1, t * k), gpu.sm_count as usize);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let (w2, g2, y2) = second.unwrap_or((w, g, y));
     let i = |v: usize| Arg::I32(v as i32);
@@ -677,9 +722,9 @@ mod tests {
         assert_eq!(Layout::Staged.staged_rows(48 << 10), None); // F32 at 12,288 columns: the block layout runs
         assert_eq!(Layout::Staged.usable(48 << 10), Layout::Block);
         assert_eq!(Layout::Staged.usable(40 << 10), Layout::Staged);
-        let (cfg, rpb) = Layout::Staged.config(1000, 2560, 2100, 1, 3);
+        let (cfg, rpb) = Layout::Staged.config(1000, 2560, 2100, (1, 3), 132);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), ((143, 3, 1), 7 * 32, 7 * 2100 + 32, 7));
-        let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, 1, 10);
+        let (cfg, rpb) = Layout::Staged.config(2560, 640, 180, (1, 10), 132);
         assert_eq!((cfg.grid_dim, cfg.block_dim.0, rpb), ((80, 10, 1), 8 * 32, 32));
     }
 
@@ -708,7 +753,7 @@ mod tests {
     fn the_wide_layout_takes_twice_the_rows_a_block() {
         // The GDN qkv product (Q4_K, 10,240 rows of 1,440 bytes): 16 rows a block, 640 blocks, not 1,280.
         assert_eq!(Layout::Wide.staged_rows(1440), Some((16, 16 * 1440 + 32)));
-        let (cfg, rpb) = Layout::Wide.config(10240, 2560, 1440, 1, 1);
+        let (cfg, rpb) = Layout::Wide.config(10240, 2560, 1440, (1, 1), 132);
         assert_eq!((cfg.grid_dim.0, cfg.block_dim.0, rpb), (640, 8 * 32, 16));
         // Q8_0 at 6,144 columns: 5 rows fill 32 KB; a row of 40 KB still fits alone; 48 KB does not.
         assert_eq!(Layout::Wide.staged_rows(6528), Some((5, 5 * 6528 + 32)));
@@ -716,6 +761,30 @@ mod tests {
         assert_eq!(Layout::Wide.usable(48 << 10), Layout::Block);
         assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Wide), "matvec_q4_k_staged");
         assert!(Layout::Wide.staged() && Layout::Staged.staged() && !Layout::Multi.staged());
+    }
+
+    #[test]
+    fn the_stream_layout_gives_each_block_several_groups() {
+        // The GDN qkv product: groups of 8 rows (11.5 KB), two buffers of whole 16-byte words; 1,280 groups
+        // over 4 blocks a multiprocessor on 132: 3 groups a block, 427 blocks, one wave.
+        assert_eq!(Layout::Stream.staged_rows(1440), Some((8, 2 * (8 * 1440 + 32))));
+        assert_eq!(Layout::stream_groups(10240, 8, 132), 3);
+        let (cfg, rpb) = Layout::Stream.config(10240, 2560, 1440, (1, 1), 132);
+        assert_eq!((cfg.grid_dim.0, cfg.block_dim.0, cfg.shared_mem_bytes, rpb), (427, 256, 2 * 11552, 8));
+        // The head (Q6_K, 248,320 rows of 2,100 bytes, 7 a group): 68 groups a block.
+        assert_eq!(Layout::stream_groups(248_320, 7, 132), 68);
+        assert_eq!(Layout::Stream.config(248_320, 2560, 2100, (1, 1), 132).0.grid_dim.0, 522);
+        // A few rows: one group a block. A row of 24 KB does not fit twice: the block layout runs.
+        assert_eq!(Layout::stream_groups(64, 8, 132), 1);
+        assert_eq!(Layout::Stream.usable(24 << 10), Layout::Block);
+        assert_eq!(Layout::Stream.usable(20 << 10), Layout::Stream);
+        // Its kernels: the stream one for dense products at any T, the staged gathers for the experts.
+        assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Stream), "matvec_q4_k_stream");
+        assert_eq!(Layout::Stream.kernel(8, 2560, false, false), ("", Layout::Stream));
+        assert_eq!(Layout::Stream.for_gather(), Layout::Staged);
+        assert_eq!(Layout::Wide.for_gather(), Layout::Wide);
+        assert!(Layout::Stream.staged());
+        assert_eq!(Layout::from_name("stream"), Some(Layout::Stream));
     }
 
     #[test]
@@ -731,14 +800,14 @@ mod tests {
     #[test]
     fn the_warp_layout_gives_each_warp_its_rows() {
         // One row a warp for a token's long rows; 4 for short rows (≤ 1,024 values) and for any window.
-        let grid = |rows, cols, t| Layout::Warp.config(rows, cols, 0, t, 1).0.grid_dim.0;
+        let grid = |rows, cols, t| Layout::Warp.config(rows, cols, 0, (t, 1), 132).0.grid_dim.0;
         assert_eq!(grid(1000, 2560, 1), 125);
         assert_eq!(grid(1000, 640, 1), 32); // 250 warps
         assert_eq!(grid(1000, 2560, 8), 32);
         assert_eq!(grid(1001, 2560, 2), 32); // 251 warps, the last with one row
         assert_eq!(grid(1025, 2560, 2), 33);
         // The multi layout: 4 rows a warp at every T.
-        assert_eq!(Layout::Multi.config(1000, 2560, 0, 1, 1).0.grid_dim.0, 32);
+        assert_eq!(Layout::Multi.config(1000, 2560, 0, (1, 1), 132).0.grid_dim.0, 32);
         assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Multi), "matvec_q4_k_multi_warp");
         assert_eq!(kernel_name(GgmlType::Q4_K, "_multi", Layout::Warp), "matvec_q4_k_multi_warp");
     }

@@ -161,15 +161,15 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                          const float* __restrict__ inj_prev, int pending,
                                          const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
+    grid_dep_wait();
     extern __shared__ float part[];  // n/8 chunk sums, then rs
     const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
     const size_t base = (size_t)t * hc * n + (size_t)c * n;
     const int nch = n / CHUNK;
     float v[CHUNK], w[CHUNK];
-    if (ch < nch) load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);  // a weight: before the wait
-    grid_dep_wait();
     if (ch < nch) {
         load8_f32(r_in + base + ch * CHUNK, v);
+        load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
         if (pending) {
             const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc)));
             float yv[CHUNK];
@@ -200,61 +200,22 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
 // One block per row of W_down / W_inject; warp t adds token t's chunk sums (T ≤ warps per block).
 // Token groups (STRATA_GR_DOWN_TG=g): blockIdx.y takes tokens [y·g, y·g + g), so a window runs on more
 // blocks; every (row, token) is still one warp's ordered sum, as before. tg = 0: one group of all T.
-// A chunk of 8 weights as loaded (one 16-byte load of BF16, two of F32), made floats only when used, so
-// that a thread can hold several across grid_dep_wait in few registers.
-template <typename WT> struct RawChunk;
-template <> struct RawChunk<bf16_t> {
-    uint4 q;
-    __device__ __forceinline__ void load(const bf16_t* p) { q = *reinterpret_cast<const uint4*>(p); }
-    __device__ __forceinline__ void get(float* w) const {
-        const u32 v[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            w[2 * i] = __uint_as_float(v[i] << 16);
-            w[2 * i + 1] = __uint_as_float(v[i] & 0xffff0000u);
-        }
-    }
-};
-template <> struct RawChunk<float> {
-    float4 a, b;
-    __device__ __forceinline__ void load(const float* p) {
-        a = reinterpret_cast<const float4*>(p)[0];
-        b = reinterpret_cast<const float4*>(p)[1];
-    }
-    __device__ __forceinline__ void get(float* w) const {
-        w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
-    }
-};
-
-// The split kernels' first HC_EARLY rounds of weight chunks are loaded before grid_dep_wait: the weights
-// do not depend on the kernels before, so with programmatic launches these loads overlap the kernel
-// before; only the activations wait. Chunks past HC_EARLY rounds (none at the model's widths with 256
-// threads) are loaded after the wait. Either way each chunk's sum is the same 8 fmas.
-#define HC_EARLY 6
-
-// One block per row of W_down / W_inject; warp t adds token t's chunk sums (T ≤ warps per block).
-// Token groups (STRATA_GR_DOWN_TG=g): blockIdx.y takes tokens [y·g, y·g + g), so a window runs on more
-// blocks; every (row, token) is still one warp's ordered sum, as before. tg = 0: one group of all T.
 template <typename WT>
 __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,
                                          const float* __restrict__ xn, float* __restrict__ lo,
                                          float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {
     extern __shared__ float part[];  // [tokens of the group][K/8]
     const int row = blockIdx.x, tid = threadIdx.x;
+    if (row >= r + n_inj) return;
     const int t0 = tg > 0 ? blockIdx.y * tg : 0;
     const int nt = tg > 0 ? min(tg, T - t0) : T;
-    const bool live = row < r + n_inj;
     const WT* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
     const int nch = K / CHUNK;
-    RawChunk<WT> early[HC_EARLY];
-#pragma unroll
-    for (int i = 0; i < HC_EARLY; ++i) {
-        const int ch = tid + i * blockDim.x;
-        if (live && ch < nch) early[i].load(w + ch * CHUNK);
-    }
-    grid_dep_wait();
-    if (!live) return;
-    const auto sums = [&](int ch, const float* wv) {
+    // Unrolled so that several chunks' loads are issued before their dots (the sums are per chunk).
+#pragma unroll 4
+    for (int ch = tid; ch < nch; ch += blockDim.x) {
+        float wv[CHUNK];
+        load8_w(w + ch * CHUNK, wv);
 #pragma unroll
         for (int k = 0; k < MAXT; ++k) {
             if (k < nt) {
@@ -263,22 +224,6 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
                 part[k * nch + ch] = chunk_dot(wv, xv);
             }
         }
-    };
-#pragma unroll
-    for (int i = 0; i < HC_EARLY; ++i) {
-        const int ch = tid + i * blockDim.x;
-        if (ch < nch) {
-            float wv[CHUNK];
-            early[i].get(wv);
-            sums(ch, wv);
-        }
-    }
-    for (int ch = tid + HC_EARLY * blockDim.x; ch < nch; ch += blockDim.x) {
-        RawChunk<WT> c;
-        c.load(w + ch * CHUNK);
-        float wv[CHUNK];
-        c.get(wv);
-        sums(ch, wv);
     }
     __syncthreads();
     const int k = tid / WARP, lane = tid % WARP, t = t0 + k;
@@ -295,7 +240,7 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
 #define GR_DOWN_SPLIT(SUFFIX, WT)                                                            \
     extern "C" __global__ void gr_down_split##SUFFIX(const WT* __restrict__ w_down,          \
         const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
-        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {                           \
+        float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) { grid_dep_wait();          \
         gr_down_split_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);          \
     }
 GR_DOWN_SPLIT(, bf16_t)
@@ -310,19 +255,17 @@ __device__ void gr_up75_body(const WT* __restrict__ w_up, const float* __restric
                                    const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
                                    int T) {
     extern __shared__ float slo[];  // [T][r]
+    for (int i = threadIdx.x; i < T * r; i += blockDim.x) slo[i] = lo[i];
+    __syncthreads();
     const int d = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    if (d >= n) return;
     const int nch = r / CHUNK;
-    // The weights first, before grid_dep_wait: they do not depend on the kernels before.
     float wv[4][UP75_MAXC][CHUNK];
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
         for (int j = 0; j < UP75_MAXC; ++j)
-            if (d < n && c < hc && lane + j * WARP < nch) load8_w(w_up + ((size_t)c * n + d) * r + (lane + j * WARP) * CHUNK, wv[c][j]);
-    grid_dep_wait();
-    for (int i = threadIdx.x; i < T * r; i += blockDim.x) slo[i] = lo[i];
-    __syncthreads();
-    if (d >= n) return;
+            if (c < hc && lane + j * WARP < nch) load8_w(w_up + ((size_t)c * n + d) * r + (lane + j * WARP) * CHUNK, wv[c][j]);
     float sum[MAXT];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
@@ -361,7 +304,7 @@ __device__ void gr_up75_body(const WT* __restrict__ w_up, const float* __restric
 #define GR_UP75(SUFFIX, WT)                                                                     \
     extern "C" __global__ void gr_up75##SUFFIX(const WT* __restrict__ w_up,                     \
         const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
-        int r, int n, int hc, int T) {                                                                       \
+        int r, int n, int hc, int T) { grid_dep_wait();                                                      \
         gr_up75_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                     \
     }
 GR_UP75(, bf16_t)
@@ -380,23 +323,16 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     float* slo = sm;                      // [T][r]
     float* part = sm + T * r;             // [rows][T][nch]
     float* g = part + rows * T * nch;     // [rows][T]
-    // The block's weight chunk k: row k / nch (= c·UP_D + dd: stream c, output d0 + dd), chunk k % nch.
-    const auto chunk_at = [&](int k) {
-        const int row = k / nch, c = row / UP_D, d = d0 + row % UP_D;
-        return d < n ? w_up + ((size_t)c * n + d) * r + (k % nch) * CHUNK : nullptr;
-    };
-    RawChunk<WT> early[HC_EARLY];
-#pragma unroll
-    for (int i = 0; i < HC_EARLY; ++i) {
-        const int k = tid + i * blockDim.x;
-        const WT* p = k < rows * nch ? chunk_at(k) : nullptr;
-        if (p) early[i].load(p);
-    }
-    grid_dep_wait();
     for (int i = tid; i < T * r; i += blockDim.x) slo[i] = lo[i];
     __syncthreads();
-    const auto sums = [&](int k, const float* wv) {
-        const int row = k / nch, ch = k % nch;
+    // Unrolled so that several chunks' weight loads are issued before their dots (the sums are per chunk).
+#pragma unroll 4
+    for (int k = tid; k < rows * nch; k += blockDim.x) {
+        const int row = k / nch, ch = k % nch;  // row = c·UP_D + dd
+        const int c = row / UP_D, d = d0 + row % UP_D;
+        if (d >= n) continue;
+        float wv[CHUNK];
+        load8_w(w_up + ((size_t)c * n + d) * r + ch * CHUNK, wv);
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {
@@ -405,24 +341,6 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
                 part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
             }
         }
-    };
-#pragma unroll
-    for (int i = 0; i < HC_EARLY; ++i) {
-        const int k = tid + i * blockDim.x;
-        if (k < rows * nch && chunk_at(k)) {
-            float wv[CHUNK];
-            early[i].get(wv);
-            sums(k, wv);
-        }
-    }
-    for (int k = tid + HC_EARLY * blockDim.x; k < rows * nch; k += blockDim.x) {
-        const WT* p = chunk_at(k);
-        if (!p) continue;
-        RawChunk<WT> c;
-        c.load(p);
-        float wv[CHUNK];
-        c.get(wv);
-        sums(k, wv);
     }
     __syncthreads();
     const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
@@ -448,7 +366,7 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
 #define GR_UP_SPLIT(SUFFIX, WT)                                                                 \
     extern "C" __global__ void gr_up_split##SUFFIX(const WT* __restrict__ w_up,                 \
         const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
-        int r, int n, int hc, int T) {                                                                       \
+        int r, int n, int hc, int T) { grid_dep_wait();                                                      \
         gr_up_split_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                 \
     }
 GR_UP_SPLIT(, bf16_t)

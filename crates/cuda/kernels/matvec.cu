@@ -187,9 +187,6 @@ __device__ __forceinline__ void warp_rows_1(const unsigned char* first, size_t r
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    // Unrolled so that the loads of several rounds are in flight at once (short rows have few rounds, and a
-    // round's loads waited for one by one leave the card idle); the sums keep their order.
-#pragma unroll 3
     for (int c = lane, i = 0; c < nch; c += WARP, ++i) {
         float xv[8];
         load8_f32(x + CHUNK * c, xv);
@@ -254,8 +251,6 @@ __device__ void matvec_gather_glu_rows(const unsigned char* __restrict__ wg, con
     const LaneChunks<W> g(wg + (e + off_g + row) * row_bytes, lane), u(wu + (e + off_u + row) * row_bytes, lane);
     const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
     float ag = 0.0f, au = 0.0f;
-    // Unrolled so that several rounds' loads are in flight at once (the sums keep their order).
-#pragma unroll 5
     for (int c = lane, i = 0; c < cols / CHUNK; c += WARP, ++i) {
         float xv[8], wv[8], uv[8];
         load8_f32(xs + CHUNK * c, xv);

@@ -113,13 +113,13 @@ impl StepGraph {
 /// Set when the driver refused a programmatic edge: later graphs keep plain ones.
 static PDL_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// Programmatic launches (`STRATA_PDL=0` turns them off): each kernel whose one dependency is a kernel follows it by a programmatic edge instead
-/// (sm_90+): it may be launched while that one runs, and waits in `grid_dep_wait` (common.cuh) for it to
-/// complete before it reads anything the kernels before wrote; the dense staged products copy their
-/// weights before that wait. A kernel that joins two lanes, and zeroings and copies, keep plain edges.
-/// Each kernel waits before it lets the next one launch, so when a kernel starts early, every kernel
-/// before the one it follows has completed. Kernels whose weights do not depend on the kernels before
-/// (the dense staged products, the HC reads) load them before they wait, overlapping the kernel before.
+/// Programmatic launches (on unless `STRATA_PDL=0`): each kernel whose one dependency is a kernel follows it
+/// by a programmatic edge instead (sm_90+): it may be launched while that one runs, and waits in
+/// `grid_dep_wait` (common.cuh) for it to complete before it reads anything the kernels before wrote; the
+/// dense staged and stream products start copying their weights before that wait, so the copy overlaps
+/// the kernel before. A kernel that joins two lanes, and zeroings and copies, keep plain edges. Each
+/// kernel waits before it lets the next one launch, so when a kernel starts early, every kernel before the
+/// one it follows has completed.
 fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
     let edge = sys::CUgraphEdgeData {
         from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,

@@ -140,9 +140,9 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let (h, eo) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * n)?);
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
     let (gate, up) = ((&*w.gate.m, rows(&w.gate, f)), (&*w.up.m, rows(&w.up, f)));
-    // With STRATA_GLU=1 the routed slots' activation comes out of their gate and up products' launch (no
-    // g and u in memory); else g and u, then the activation with the shared expert's when it is not on
-    // the side lane.
+    // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
+    // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
+    // shared expert's when it is not on the side lane.
     let glu = glu_on() && matvec_gather_glu(gpu, gate, up, x, (n, 0), &h, &ids, (t, k))?;
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {

@@ -173,21 +173,71 @@ __device__ __forceinline__ float chunk_dot(const float* w, const float* x) {
 
 // One warp's dot of a weight row of n values (F32 when kind is 1, BF16 when 2) with x, by the reduction
 // contract: lane L dots its chunks L, L + 32, … (8 fmas each from +0) and adds them in order, then the
-// butterfly; every lane returns the sum. The same sums as matvec.cu's row dot of that row.
-__device__ __forceinline__ float warp_row_dot(const void* w, int kind, const float* x, int n) {
-    const int lane = threadIdx.x % WARP;
-    float acc = 0.0f;
-    for (int c = lane; c < n / CHUNK; c += WARP) {
-        float w8[CHUNK], x8[CHUNK];
-        if (kind == 1) load8_f32((const float*)w + CHUNK * c, w8);
-        else load8_bf16((const bf16_t*)w + CHUNK * c, w8);
-        load8_f32(x + CHUNK * c, x8);
-        acc = __fadd_rn(acc, chunk_dot(w8, x8));
+// butterfly; every lane gets the sum: the same sums as matvec.cu's row dot of that row. In two steps, for
+// a kernel that may start while the one before still runs (programmatic launches): `fetch` loads lane L's
+// first ROW_EARLY chunks of the row into registers, before grid_dep_wait (a weight does not depend on the
+// kernels before), and `dot` then loads the chunks of x, all at once, and sums. Chunks past the first
+// ROW_EARLY a lane (rows over 8·32·ROW_EARLY values) are loaded in `dot`.
+#define ROW_EARLY 10
+struct EarlyRow {
+    uint4 raw[ROW_EARLY][2];  // a chunk as loaded: F32 in two 16-byte halves, BF16 in the first
+    __device__ __forceinline__ static void load(const void* w, int kind, int c, uint4* r) {
+        const uint4* p = reinterpret_cast<const uint4*>(w) + (kind == 1 ? 2 * c : c);
+        r[0] = p[0];
+        if (kind == 1) r[1] = p[1];
     }
-    return warp_butterfly(acc);
-}
+    __device__ __forceinline__ static void values(const uint4* r, int kind, float* w8) {
+        if (kind == 1) {
+            const float4 a = *reinterpret_cast<const float4*>(&r[0]), b = *reinterpret_cast<const float4*>(&r[1]);
+            w8[0] = a.x; w8[1] = a.y; w8[2] = a.z; w8[3] = a.w; w8[4] = b.x; w8[5] = b.y; w8[6] = b.z; w8[7] = b.w;
+        } else {
+            const u32 v[4] = {r[0].x, r[0].y, r[0].z, r[0].w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                w8[2 * i] = __uint_as_float(v[i] << 16);
+                w8[2 * i + 1] = __uint_as_float(v[i] & 0xffff0000u);
+            }
+        }
+    }
+    __device__ __forceinline__ void fetch(const void* w, int kind, int n) {
+        const int lane = threadIdx.x % WARP;
+#pragma unroll
+        for (int i = 0; i < ROW_EARLY; ++i) {
+            const int c = lane + WARP * i;
+            if (c < n / CHUNK) load(w, kind, c, raw[i]);
+        }
+    }
+    __device__ __forceinline__ float dot(const void* w, int kind, const float* x, int n) const {
+        const int lane = threadIdx.x % WARP;
+        float x8[ROW_EARLY][CHUNK];
+#pragma unroll
+        for (int i = 0; i < ROW_EARLY; ++i) {
+            const int c = lane + WARP * i;
+            if (c < n / CHUNK) load8_f32(x + CHUNK * c, x8[i]);
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ROW_EARLY; ++i) {
+            const int c = lane + WARP * i;
+            if (c < n / CHUNK) {
+                float w8[CHUNK];
+                values(raw[i], kind, w8);
+                acc = __fadd_rn(acc, chunk_dot(w8, x8[i]));
+            }
+        }
+        for (int c = lane + WARP * ROW_EARLY; c < n / CHUNK; c += WARP) {
+            uint4 r[2];
+            load(w, kind, c, r);
+            float w8[CHUNK], xv[CHUNK];
+            values(r, kind, w8);
+            load8_f32(x + CHUNK * c, xv);
+            acc = __fadd_rn(acc, chunk_dot(w8, xv));
+        }
+        return warp_butterfly(acc);
+    }
+};
 
-// Two rows' dots with the same x (each as warp_row_dot: the same sums), in one loop: both rows' loads are in
+// Two rows' dots with the same x (each as EarlyRow's: the same sums), in one loop: both rows' loads are in
 // flight together, so two dots cost about one dot's round trips to memory, not two.
 __device__ __forceinline__ void warp_row_dot2(const void* w1, const void* w2, int kind, const float* x, int n,
                                               float* d1, float* d2) {

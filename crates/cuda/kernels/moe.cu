@@ -18,14 +18,18 @@
 extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
                                     float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
                                     int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
-    grid_dep_wait();
     const int t = blockIdx.x, lane = threadIdx.x % WARP;
     if (threadIdx.x >= WARP) {
         // A second warp (launched when sg_kind ≠ 0): the shared expert's gate logit, beside the routing.
-        const float dot = warp_row_dot(sg_w, sg_kind, xin + (size_t)t * n, n);
+        // Its weight row is loaded before grid_dep_wait, so only the input's loads wait.
+        EarlyRow row;
+        row.fetch(sg_w, sg_kind, n);
+        grid_dep_wait();
+        const float dot = row.dot(sg_w, sg_kind, xin + (size_t)t * n, n);
         if (lane == 0) sg[t] = dot;
         return;
     }
+    grid_dep_wait();
     const float* x = logits + (size_t)t * E;
     constexpr int PER = ROUTE_CHUNKS * CHUNK;
     auto at = [&](int j) { return CHUNK * (lane + WARP * (j / CHUNK)) + j % CHUNK; };  // element of slot j

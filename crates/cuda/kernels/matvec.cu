@@ -352,49 +352,6 @@ __device__ void matvec_rows_window_xs(const unsigned char* __restrict__ wbase, c
     matvec_rows_multi<W>(wbase, reinterpret_cast<const float*>(xs4), y, rows, cols, T);
 }
 
-// The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
-// of bytes (of one slot's expert for the gathers). First the block copies the whole span into shared
-// memory, 16 bytes a load and STAGE_LOADS loads a thread in flight at once, so the card sees wide coalesced
-// reads with many bytes in flight (a warp decoding its row from global memory keeps only a few small loads
-// in flight). Then each warp decodes its rows from shared memory, lane L its chunks L, L + 32, … in order,
-// and the butterfly: the contract's sums. The copy starts at the 16-byte boundary below the span and keeps
-// each byte's address mod 16, so the decoders' aligned loads stay aligned; matrices are uploaded with 16
-// bytes of padding, so the copy's rounded-up end stays inside the allocation.
-#define STAGE_LOADS 4
-//
-// `early`: the dense products' weights do not depend on the kernels before, so with programmatic launches
-// (STRATA_PDL=1) the copy runs before grid_dep_wait, while the kernel before finishes; only then are x read
-// and y written. (A gather's rows depend on the routing's ids, so it waits first, at its top.)
-template <typename W>
-__device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
-                              size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int cols, int T,
-                              bool early) {
-    extern __shared__ uint4 stage[];
-    const size_t a = (size_t)w0 & 15;
-    const uint4* src = (const uint4*)(w0 - a);
-    const int n16 = (int)((a + nr * row_bytes + 15) / 16);
-    for (int i0 = threadIdx.x; i0 < n16; i0 += STAGE_LOADS * blockDim.x) {
-        uint4 v[STAGE_LOADS];
-#pragma unroll
-        for (int u = 0; u < STAGE_LOADS; ++u) {
-            const int i = i0 + u * blockDim.x;
-            if (i < n16) v[u] = __ldcs(src + i);
-        }
-#pragma unroll
-        for (int u = 0; u < STAGE_LOADS; ++u) {
-            const int i = i0 + u * blockDim.x;
-            if (i < n16) stage[i] = v[u];
-        }
-    }
-    if (early) grid_dep_wait();
-    __syncthreads();
-    const int lane = threadIdx.x % WARP;
-    for (int r = threadIdx.x / WARP; r < nr; r += blockDim.x / WARP) {
-        warp_row<W>((const unsigned char*)stage + a + (size_t)r * row_bytes, x, x_stride, y + r, y_tok,
-                             cols, T, lane);
-    }
-}
-
 // Asynchronous copies of 16 bytes from global to shared memory (cp.async, sm_80+: the bytes do not pass
 // through registers, so a block can fetch its next rows while its warps decode the ones before); older
 // cards copy through registers, synchronously, the same bytes.
@@ -418,6 +375,59 @@ __device__ __forceinline__ void copy_wait() {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
+}
+
+// The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
+// of bytes (of one slot's expert for the gathers). First the block copies the whole span into shared
+// memory, 16 bytes a copy, so the card sees wide coalesced reads with many bytes in flight (a warp
+// decoding its row from global memory keeps only a few small loads in flight). On sm_80+ the copies are
+// asynchronous (cp.async): every thread issues all of its copies at once, so a block of few threads and
+// long rows (Q8_0's 2 rows of 6,528 bytes on 64 threads) waits for memory once, not once per few loads;
+// before sm_80, STAGE_LOADS loads a thread in flight at once, through registers. Then each warp decodes
+// its rows from shared memory, lane L its chunks L, L + 32, … in order, and the butterfly: the contract's
+// sums. The copy starts at the 16-byte boundary below the span and keeps each byte's address mod 16, so
+// the decoders' aligned loads stay aligned; matrices are uploaded with 16 bytes of padding, so the copy's
+// rounded-up end stays inside the allocation.
+#define STAGE_LOADS 4
+//
+// `early`: the dense products' weights do not depend on the kernels before, so with programmatic launches
+// (the default) the copy is issued before grid_dep_wait, while the kernel before finishes; only then are x read
+// and y written. (A gather's rows depend on the routing's ids, so it waits first, at its top.)
+template <typename W>
+__device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
+                              size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int cols, int T,
+                              bool early) {
+    extern __shared__ uint4 stage[];
+    const size_t a = (size_t)w0 & 15;
+    const uint4* src = (const uint4*)(w0 - a);
+    const int n16 = (int)((a + nr * row_bytes + 15) / 16);
+#if __CUDA_ARCH__ >= 800
+    for (int i = threadIdx.x; i < n16; i += blockDim.x) copy16_async(stage + i, src + i);
+    copy_commit();
+    if (early) grid_dep_wait();
+    copy_wait<0>();
+#else
+    for (int i0 = threadIdx.x; i0 < n16; i0 += STAGE_LOADS * blockDim.x) {
+        uint4 v[STAGE_LOADS];
+#pragma unroll
+        for (int u = 0; u < STAGE_LOADS; ++u) {
+            const int i = i0 + u * blockDim.x;
+            if (i < n16) v[u] = __ldcs(src + i);
+        }
+#pragma unroll
+        for (int u = 0; u < STAGE_LOADS; ++u) {
+            const int i = i0 + u * blockDim.x;
+            if (i < n16) stage[i] = v[u];
+        }
+    }
+    if (early) grid_dep_wait();
+#endif
+    __syncthreads();
+    const int lane = threadIdx.x % WARP;
+    for (int r = threadIdx.x / WARP; r < nr; r += blockDim.x / WARP) {
+        warp_row<W>((const unsigned char*)stage + a + (size_t)r * row_bytes, x, x_stride, y + r, y_tok,
+                             cols, T, lane);
+    }
 }
 
 // The stream layout: the staged layout's groups of rpb rows, `groups` consecutive ones a block, passed

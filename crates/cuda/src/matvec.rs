@@ -45,14 +45,15 @@ pub enum Layout {
     /// many rows (the GDN and attention projections) fits the card in one wave of blocks.
     Wide,
     /// The staged layout's groups of rows, several a block through two shared-memory buffers: the next
-    /// group is copied (asynchronously, on sm_80+) while the warps decode this one, and the grid is about
-    /// STREAM_BLOCKS_PER_SM blocks a multiprocessor, so copies and decoding overlap across the whole
+    /// group is copied (asynchronously, on sm_80+) while the warps decode this one, and the grid holds
+    /// about STREAM_WARPS_PER_SM warps a multiprocessor, so copies and decoding overlap across the whole
     /// product. One token's and a window's dense products; the experts' gathers run the staged layout.
     Stream,
 }
 
-/// The stream layout's target of resident blocks per multiprocessor.
-const STREAM_BLOCKS_PER_SM: usize = 4;
+/// The stream layout's target of warps per multiprocessor: fewer blocks than the staged layout's (which
+/// held 64 warps and lost to it at 26 on the H200), enough to keep each block's groups in turn.
+const STREAM_WARPS_PER_SM: usize = 32;
 
 /// Shared memory the staged layout may use per block (the default limit, no opt-in).
 const STAGE_SHARED: usize = 48 << 10;
@@ -116,9 +117,11 @@ impl Layout {
         (shared <= STAGE_SHARED).then_some((rows, shared))
     }
 
-    /// The stream layout's groups a block, for `rows` rows in groups of `rpb`, on `sms` multiprocessors.
+    /// The stream layout's groups a block, for `rows` rows in groups of `rpb` (a warp a row, up to 8), on
+    /// `sms` multiprocessors.
     fn stream_groups(rows: usize, rpb: usize, sms: usize) -> usize {
-        rows.div_ceil(rpb).div_ceil(STREAM_BLOCKS_PER_SM * sms.max(1)).max(1)
+        let blocks_per_sm = (STREAM_WARPS_PER_SM / rpb.clamp(1, 8)).max(1);
+        rows.div_ceil(rpb).div_ceil(blocks_per_sm * sms.max(1)).max(1)
     }
 
     /// The layout the experts' gathers run for this one (the stream layout has no gather kernel: its
@@ -766,7 +769,7 @@ mod tests {
     #[test]
     fn the_stream_layout_gives_each_block_several_groups() {
         // The GDN qkv product: groups of 8 rows (11.5 KB), two buffers of whole 16-byte words; 1,280 groups
-        // over 4 blocks a multiprocessor on 132: 3 groups a block, 427 blocks, one wave.
+        // over 4 blocks of 8 warps a multiprocessor on 132: 3 groups a block, 427 blocks, one wave.
         assert_eq!(Layout::Stream.staged_rows(1440), Some((8, 2 * (8 * 1440 + 32))));
         assert_eq!(Layout::stream_groups(10240, 8, 132), 3);
         let (cfg, rpb) = Layout::Stream.config(10240, 2560, 1440, (1, 1), 132);
@@ -774,7 +777,10 @@ mod tests {
         // The head (Q6_K, 248,320 rows of 2,100 bytes, 7 a group): 68 groups a block.
         assert_eq!(Layout::stream_groups(248_320, 7, 132), 68);
         assert_eq!(Layout::Stream.config(248_320, 2560, 2100, (1, 1), 132).0.grid_dim.0, 522);
-        // A few rows: one group a block. A row of 24 KB does not fit twice: the block layout runs.
+        // The GDN output product (Q8_0, 2 rows of 6,528 bytes a group, 2 warps): 16 blocks a multiprocessor,
+        // one group each. A few rows: one group a block. A row of 24 KB does not fit twice: the block
+        // layout runs.
+        assert_eq!(Layout::stream_groups(2560, 2, 132), 1);
         assert_eq!(Layout::stream_groups(64, 8, 132), 1);
         assert_eq!(Layout::Stream.usable(24 << 10), Layout::Block);
         assert_eq!(Layout::Stream.usable(20 << 10), Layout::Stream);

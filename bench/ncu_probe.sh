@@ -1,22 +1,68 @@
 #!/usr/bin/env bash
-# One device call: Nsight Compute's counters (time, DRAM and issue-slot use, occupancy, instructions, warp
-# stalls) for the decode step's large matrix-vector kernels in `matvec_bench` and the HC read kernels in
-# `fused_gr_bench`, to tell a kernel bound by memory from one bound by instruction issue. Output to
-# $OUT/ncu-*.txt. Clocks are left alone (--clock-control none). Run from the repo root with the binary in
-# .dev/strata.
+# One device call: Nsight Compute's counters for the kernels of real decode steps of the full synthetic
+# model (each launch timed alone, clocks left alone): time, DRAM and issue-slot use, occupancy,
+# instructions, and why the warps stalled (long scoreboard: waiting on global memory; short scoreboard:
+# shared memory; MIO/LG throttle: the load queues full; wait and math throttle: instruction latency and
+# pipes; not selected: issue-bound). This tells a kernel bound by memory from one bound by instruction
+# issue or by latency. Usage: bench/ncu_probe.sh [REGEX] [COUNT] (default: the products, HC, MoE and GDN
+# kernels, 60 launches after the prompt's). Output: $OUT/ncu-probe.txt and a table on stdout. Run from the
+# repo root with the binary in .dev/strata.
 set -uo pipefail
 bin=${STRATA_BIN:-.dev/strata}
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
 out=${OUT:-/tmp}
+regex=${1:-'matvec_|gr_|moe_|gdn_'}
+count=${2:-60}
+t=/tmp/strata-full
+mkdir -p $t
+if [ ! -f $t/full-00001-of-00002.gguf ]; then
+  s=$(date +%s)
+  $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -1
+  echo "full model written in $(( $(date +%s) - s )) s"
+fi
+args="run -m $t/full-00001-of-00002.gguf --prompt-tokens 1 -n 3 --ignore-eos --device cuda --max-context 64"
+$bin $args >/dev/null 2>&1  # the plan made and the kernels compiled first, outside the profile
 M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum
-M=$M,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active
-M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__block_size
-M=$M,launch__registers_per_thread,smsp__inst_executed.sum,l1tex__throughput.avg.pct_of_peak_sustained_active
-M=$M,lts__throughput.avg.pct_of_peak_sustained_elapsed
-$bin bench matvec_bench 2 >/dev/null 2>&1  # the start-up plan made and cached first, outside the profile
-timeout 150 ncu --clock-control none -k regex:'matvec_(q4_k|q6_k|q8_0|bf16)_staged|matvec_q2_0_gather_warp' -c 40 \
-  --metrics $M --section WarpStateStats $bin bench matvec_bench 1 >$out/ncu-matvec.txt 2>&1
-echo "ncu matvec rc=$?"
-timeout 100 ncu --clock-control none -k regex:'gr_' -c 12 --metrics $M --section WarpStateStats \
-  $bin bench fused_gr_bench 2 1 1 1 >$out/ncu-gr.txt 2>&1
-echo "ncu gr rc=$?"
+M=$M,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active
+M=$M,smsp__inst_executed.sum,l1tex__throughput.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+M=$M,launch__grid_size,launch__block_size
+for s in long_scoreboard short_scoreboard mio_throttle lg_throttle wait math_pipe_throttle not_selected \
+  barrier no_instruction; do
+  M=$M,smsp__average_warps_issue_stalled_${s}_per_issue_active.ratio
+done
+# The prompt's one token runs the layer kernels once before the decode steps: skip a step's worth.
+STRATA_GRAPH=0 timeout ${NCU_TIMEOUT:-420} ncu --clock-control none -k "regex:$regex" --launch-skip ${SKIP:-30} \
+  -c $count --metrics $M --csv $bin $args 2>/dev/null | grep '^"' > $out/ncu-probe.csv
+echo "ncu rc=${PIPESTATUS[0]}, $(wc -l < $out/ncu-probe.csv) rows"
+python3 - "$out/ncu-probe.csv" <<'PY'
+import csv, sys, collections
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = collections.OrderedDict()
+for r in rows:
+    key = (r["ID"], r["Kernel Name"].split("(")[0], r["Grid Size"], r["Block Size"])
+    v = r["Metric Value"].replace(",", "")
+    if r["Metric Name"] == "gpu__time_duration.sum":  # to µs, whatever unit ncu chose
+        v = str(float(v) * {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3}.get(r["Metric Unit"], 1.0))
+    by.setdefault(key, {})[r["Metric Name"]] = v
+def f(m, k):
+    try:
+        return float(m.get(k, "nan"))
+    except ValueError:
+        return float("nan")
+stalls = ["long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "wait", "math_pipe_throttle",
+          "not_selected", "barrier", "no_instruction"]
+print("| kernel | grid | µs | DRAM % | issue % | warps % | top stalls (cycles per issue) |")
+print("|---|---|---:|---:|---:|---:|---|")
+seen = set()
+for (i, name, grid, block), m in by.items():
+    if (name, grid) in seen:
+        continue
+    seen.add((name, grid))
+    st = [(f(m, f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio"), s) for s in stalls]
+    st = sorted((v, s) for v, s in st if v == v)[::-1][:3]  # v == v: not NaN (a metric ncu did not give)
+    top = ", ".join(f"{s} {v:.2f}" for v, s in st)
+    print(f"| {name} | {grid}x{block} | {f(m, 'gpu__time_duration.sum'):.2f} | "
+          f"{f(m, 'dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f} | "
+          f"{f(m, 'smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f} | "
+          f"{f(m, 'sm__warps_active.avg.pct_of_peak_sustained_active'):.0f} | {top} |")
+PY

@@ -6,12 +6,8 @@
 # bandwidth and the ratio of the measured step to it. Usage: bench/engine.sh [DEPTHS] [N]
 # (default "4096" and 256); PROFILES="1 kernels" adds the per-kernel breakdown (default "1"; PROFILES= none). Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
-bin=${STRATA_BIN:-.dev/strata}
 depths=${1:-4096}
 n=${2:-256}
-export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
-t=/tmp/strata-full
-mkdir -p $t
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 bw=$(python3 - <<'PY'
 import torch
@@ -25,19 +21,15 @@ print(f"{20 * 2 * x.numel() * 4 / (s.elapsed_time(e) / 1e3) / 1e12:.3f}")
 PY
 )
 echo "copy bandwidth (torch, 2 GiB, read + write): $bw TB/s"
-if [ ! -f $t/full-00001-of-00002.gguf ]; then
-  s=$(date +%s)
-  $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -2
-  echo "full model written in $(( $(date +%s) - s )) s"
-fi
+source "$(dirname "$0")/full_model.sh"
 for d in $depths; do
   seq 1 $d > $t/ids-$d.txt  # a file: 32K ids do not fit one command-line argument
   ids=@$t/ids-$d.txt
   echo "== depth $d, $n new tokens"
-  $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos --device cuda \
+  $bin run -m $model --prompt-tokens $ids -n $n --ignore-eos --device cuda \
     --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note' | tee $t/run-$d.log
   # The floor of the last decode step (depth d + n − 1) at the bandwidth measured above, and the ratio.
-  floor=$($bin bench step_bytes $t/full-00001-of-00002.gguf $(( d + n - 1 )) --bandwidth $bw)
+  floor=$($bin bench step_bytes $model $(( d + n - 1 )) --bandwidth $bw)
   echo "$floor"
   rate=$(sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p' $t/run-$d.log)
   ms=$(echo "$floor" | sed -n 's/.*floor \([0-9.]*\) ms.*/\1/p')
@@ -45,7 +37,7 @@ for d in $depths; do
     'BEGIN { printf "depth %d: decode %.1f tok/s = %.3f ms a step, %.2f x the floor of %.3f ms\n", d, r, 1000 / r, 1000 / r / f, f }'
   for p in ${PROFILES-1}; do
     echo "-- profiled (STRATA_PROFILE=$p)"
-    STRATA_PROFILE=$p $bin run -m $t/full-00001-of-00002.gguf --prompt-tokens $ids -n $n --ignore-eos \
+    STRATA_PROFILE=$p $bin run -m $model --prompt-tokens $ids -n $n --ignore-eos \
       --device cuda --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note\|^device'
   done
 done

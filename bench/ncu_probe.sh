@@ -8,19 +8,11 @@
 # kernels, 60 launches after the prompt's). Output: $OUT/ncu-probe.txt and a table on stdout. Run from the
 # repo root with the binary in .dev/strata.
 set -uo pipefail
-bin=${STRATA_BIN:-.dev/strata}
-export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
+source "$(dirname "$0")/full_model.sh"
 out=${OUT:-/tmp}
 regex=${1:-'matvec_|gr_|moe_|gdn_'}
 count=${2:-60}
-t=/tmp/strata-full
-mkdir -p $t
-if [ ! -f $t/full-00001-of-00002.gguf ]; then
-  s=$(date +%s)
-  $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -1
-  echo "full model written in $(( $(date +%s) - s )) s"
-fi
-args="run -m $t/full-00001-of-00002.gguf --prompt-tokens 1 -n 3 --ignore-eos --device cuda --max-context 64"
+args="run -m $model --prompt-tokens 1 -n 3 --ignore-eos --device cuda --max-context 64"
 $bin $args >/dev/null 2>&1  # the plan made and the kernels compiled first, outside the profile
 M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum
 M=$M,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active
@@ -30,7 +22,7 @@ for s in long_scoreboard short_scoreboard mio_throttle lg_throttle wait math_pip
   barrier no_instruction; do
   M=$M,smsp__average_warps_issue_stalled_${s}_per_issue_active.ratio
 done
-# The prompt's one token runs the layer kernels once before the decode steps: skip a step's worth.
+# The first SKIP launches are left out; the prompt's one token runs the kernels a decode step runs.
 STRATA_GRAPH=0 timeout ${NCU_TIMEOUT:-420} ncu --clock-control none -k "regex:$regex" --launch-skip ${SKIP:-30} \
   -c $count --metrics $M --csv $bin $args 2>/dev/null | grep '^"' > $out/ncu-probe.csv
 echo "ncu rc=${PIPESTATUS[0]}, $(wc -l < $out/ncu-probe.csv) rows"

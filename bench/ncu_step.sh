@@ -8,17 +8,9 @@
 # Output: $OUT/ncu-step.csv (raw) and the summary on stdout. Run from the repo root with the binary in
 # .dev/strata.
 set -uo pipefail
-bin=${STRATA_BIN:-.dev/strata}
-export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
+source "$(dirname "$0")/full_model.sh"
 out=${OUT:-/tmp}
-t=/tmp/strata-full
-mkdir -p $t
-if [ ! -f $t/full-00001-of-00002.gguf ]; then
-  s=$(date +%s)
-  $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -1
-  echo "full model written in $(( $(date +%s) - s )) s"
-fi
-args="run -m $t/full-00001-of-00002.gguf --prompt-tokens 1 -n 3 --ignore-eos --device cuda --max-context 64"
+args="run -m $model --prompt-tokens 1 -n 3 --ignore-eos --device cuda --max-context 64"
 $bin $args >/dev/null 2>&1  # the plan made and the kernels compiled first, outside the profile
 STRATA_GRAPH=0 timeout ${NCU_TIMEOUT:-420} ncu --clock-control none --metrics gpu__time_duration.sum --csv \
   --launch-count ${KCOUNT:-4000} $bin $args 2>/dev/null | grep '^"' > $out/ncu-step.csv

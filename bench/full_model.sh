@@ -1,0 +1,13 @@
+# Sourced by the GPU scripts that run the full-size synthetic model: the binary ($bin, default
+# .dev/strata), the kernel cache, the scratch folder $t (/tmp/strata-full) and the model's first file
+# ($model), written there with the machine's cores unless a call before left it.
+bin=${STRATA_BIN:-.dev/strata}
+export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
+t=/tmp/strata-full
+model=$t/full-00001-of-00002.gguf
+mkdir -p $t
+if [ ! -f $model ]; then
+  s=$(date +%s)
+  $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -2
+  echo "full model written in $(( $(date +%s) - s )) s"
+fi

@@ -7,7 +7,7 @@ source "$(dirname "$0")/presets.sh"
 echo "== tiny, 140 tokens, fp16"; $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
 $bin synth --preset full --layers 4 --ple-rows-per-head 4096 -o $t/full4.gguf | tail -1
 seq 1 512 > $t/ids.txt
-for mode in "STRATA_GRAPH=0" "STRATA_GRAPH=1" "STRATA_PDL=1"; do
+for mode in "STRATA_GRAPH=0" "STRATA_PDL=0" "STRATA_PDL=1"; do
   echo "== full width, 4 layers, 512 + 256 tokens, $mode"
   env $mode $bin run -m $t/full4-00001-of-00002.gguf --prompt-tokens @$t/ids.txt -n 256 --ignore-eos \
     --device cuda --max-context 800 2>&1 >/dev/null | grep -v '^note\|^device'

@@ -163,12 +163,13 @@ __device__ __forceinline__ float row_dot_1(const unsigned char* row, const float
 }
 
 // One warp's row (in global or shared memory) dotted with the T inputs: y[t·y_tok] for t < T; a single
-// token's with two chunks in flight.
-template <typename W>
+// token's with two chunks in flight. ONE: a kernel for a single token only, compiled without the window's
+// code (whose registers would otherwise count for the single token too).
+template <typename W, bool ONE = false>
 __device__ __forceinline__ void warp_row(const unsigned char* row, const float* __restrict__ x,
                                                   size_t x_stride, float* __restrict__ y, size_t y_tok, int cols,
                                                   int T, int lane) {
-    if (T == 1) {
+    if (ONE || T == 1) {
         const float v = row_dot_1<W>(row, x, cols / CHUNK);
         if (lane == 0) y[0] = v;
     } else {
@@ -393,7 +394,7 @@ __device__ __forceinline__ void copy_wait() {
 // `early`: the dense products' weights do not depend on the kernels before, so with programmatic launches
 // (the default) the copy is issued before grid_dep_wait, while the kernel before finishes; only then are x read
 // and y written. (A gather's rows depend on the routing's ids, so it waits first, at its top.)
-template <typename W>
+template <typename W, bool ONE>
 __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_bytes, const float* __restrict__ x,
                               size_t x_stride, float* __restrict__ y, size_t y_tok, int nr, int cols, int T,
                               bool early) {
@@ -425,7 +426,7 @@ __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_b
     __syncthreads();
     const int lane = threadIdx.x % WARP;
     for (int r = threadIdx.x / WARP; r < nr; r += blockDim.x / WARP) {
-        warp_row<W>((const unsigned char*)stage + a + (size_t)r * row_bytes, x, x_stride, y + r, y_tok,
+        warp_row<W, ONE>((const unsigned char*)stage + a + (size_t)r * row_bytes, x, x_stride, y + r, y_tok,
                              cols, T, lane);
     }
 }
@@ -481,13 +482,14 @@ __device__ void matvec_rows_stream(const unsigned char* __restrict__ wbase, cons
     }
 }
 
-// Dense products in the staged layout: blockIdx.x takes rows rpb·x .. rpb·x + rpb − 1.
-template <typename W>
+// Dense products in the staged layout: blockIdx.x takes rows rpb·x .. rpb·x + rpb − 1 (ONE: of a single
+// token).
+template <typename W, bool ONE>
 __device__ void matvec_rows_staged(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
                                    float* __restrict__ y, int rows, int cols, int T, int rpb) {
     const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    matvec_staged<W>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols, T, true);
+    matvec_staged<W, ONE>(wbase + (size_t)row0 * row_bytes, row_bytes, x, cols, y + row0, rows, nr, cols, T, true);
 }
 
 // The experts' products in the staged layout: blockIdx.y = t·k + s as in matvec_gather_rows.
@@ -500,7 +502,7 @@ __device__ void matvec_gather_rows_staged(const unsigned char* __restrict__ wbas
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
     const unsigned char* w0 = wbase + ((size_t)ids[ts] * stride + offset + row0) * row_bytes;
     const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
-    matvec_staged<W>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols, 1, false);
+    matvec_staged<W, true>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols, 1, false);
 }
 
 // Embedding rows: token t's row of W (cols values) dequantized and written hc times, the residual streams
@@ -523,7 +525,18 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
 // Every product kernel computes one product, or two of the same shape, type and input in one launch
 // (blockIdx.z = 1 takes w2 and y2, and for the experts' gathers offset2): a layer's gate and up
 // projections, say, at the cost of one launch. The sums are each product's own.
-#define MATVEC(NAME, W)                                                                                       \
+//
+// MINB: the blocks of 256 threads a multiprocessor is to hold of the single-token staged kernels (the dense
+// `_one_staged` and the experts' `_gather_staged`), which bounds their registers: 6 (40 registers, 48
+// warps) for the quantized types, whose single-token decode needs ~42 unbounded, against the 56 of the
+// kernel that also serves windows (4 blocks, 32 warps, for Q4_K); 1 (no bound) for F32, F16 and BF16,
+// which spill below ~44. Before sm_80 a multiprocessor holds 1,024 threads: no bound there.
+#if __CUDA_ARCH__ >= 800
+#define ONE_TOKEN_BOUNDS(MINB) __launch_bounds__(256, MINB)
+#else
+#define ONE_TOKEN_BOUNDS(MINB) __launch_bounds__(256)
+#endif
+#define MATVEC(NAME, W, MINB)                                                                                       \
     extern "C" __global__ void NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
                                     int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait();  \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
@@ -569,7 +582,13 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                              int rows, int cols, int T, int rpb, const unsigned char* w2,     \
                                              float* y2) { /* grid_dep_wait after the weights' copy */        \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        matvec_rows_staged<W>(w, x, y, rows, cols, T, rpb);                                                   \
+        matvec_rows_staged<W, false>(w, x, y, rows, cols, T, rpb);                                            \
+    }                                                                                                         \
+    extern "C" __global__ void ONE_TOKEN_BOUNDS(MINB) NAME##_one_staged(                                 \
+        const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, int rpb,     \
+        const unsigned char* w2, float* y2) { /* grid_dep_wait after the weights' copy */                     \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        matvec_rows_staged<W, true>(w, x, y, rows, cols, 1, rpb);                                             \
     }                                                                                                         \
     extern "C" __global__ void NAME##_stream(const unsigned char* w, const float* __restrict__ x, float* y,    \
                                              int rows, int cols, int T, int rpb, int groups,                  \
@@ -577,7 +596,8 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_stream<W>(w, x, y, rows, cols, T, rpb, groups);                                           \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather_staged(const unsigned char* w, const float* __restrict__ x,      \
+    extern "C" __global__ void ONE_TOKEN_BOUNDS(MINB) NAME##_gather_staged(const unsigned char* w,      \
+                                                    const float* __restrict__ x,                               \
                                                     float* y, int rows, int cols, const int* ids, int k,       \
                                                     int stride, int offset, int x_tok, int x_slot, int rpb,    \
                                                     const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
@@ -601,19 +621,19 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
         embed_rows<W>(w, ids, out, cols, hc);                                                                 \
     }
 
-MATVEC(matvec_f32, F32W)
-MATVEC(matvec_f16, F16W)
-MATVEC(matvec_bf16, BF16W)
-MATVEC(matvec_q8_0, Q8_0W)
-MATVEC(matvec_q4_0, Q4_0W)
-MATVEC(matvec_q2_0, Q2_0W)
-MATVEC(matvec_q5_0, Q5_0W)
-MATVEC(matvec_iq2_xs, IQ2_XSW)
-MATVEC(matvec_iq3_xxs, IQ3_XXSW)
-MATVEC(matvec_iq3_s, IQ3_SW)
-MATVEC(matvec_q4_k, Q4_KW)
-MATVEC(matvec_q5_k, Q5_KW)
-MATVEC(matvec_q6_k, Q6_KW)
-MATVEC(matvec_q3_k, Q3_KW)
-MATVEC(matvec_iq4_nl, IQ4_NLW)
-MATVEC(matvec_iq4_xs, IQ4_XSW)
+MATVEC(matvec_f32, F32W, 1)
+MATVEC(matvec_f16, F16W, 1)
+MATVEC(matvec_bf16, BF16W, 1)
+MATVEC(matvec_q8_0, Q8_0W, 6)
+MATVEC(matvec_q4_0, Q4_0W, 6)
+MATVEC(matvec_q2_0, Q2_0W, 6)
+MATVEC(matvec_q5_0, Q5_0W, 6)
+MATVEC(matvec_iq2_xs, IQ2_XSW, 6)
+MATVEC(matvec_iq3_xxs, IQ3_XXSW, 6)
+MATVEC(matvec_iq3_s, IQ3_SW, 6)
+MATVEC(matvec_q4_k, Q4_KW, 6)
+MATVEC(matvec_q5_k, Q5_KW, 6)
+MATVEC(matvec_q6_k, Q6_KW, 6)
+MATVEC(matvec_q3_k, Q3_KW, 6)
+MATVEC(matvec_iq4_nl, IQ4_NLW, 6)
+MATVEC(matvec_iq4_xs, IQ4_XSW, 6)

@@ -160,6 +160,9 @@ impl Layout {
             (Layout::Warp, false) if t > 1 => ("_multi", self),
             (Layout::Multi, false) if t == 1 => ("_short", Layout::Warp),
             (Layout::Multi, false) if xs => ("_window_xs", Layout::Block),
+            // One token in the staged layouts: the kernel compiled without the window's code, so fewer
+            // registers and more blocks a multiprocessor.
+            (Layout::Staged | Layout::Wide, false) if t == 1 => ("_one", self),
             // (The multi layout's window kernel is named by its suffix.)
             _ => ("", self),
         }
@@ -748,6 +751,10 @@ mod tests {
         assert_eq!(name(Layout::Multi, 8, 2560, false, false), "matvec_q4_k_multi_warp");
         assert_eq!(name(Layout::Multi, 8, 2560, false, true), "matvec_q4_k_window_xs");
         assert_eq!(name(Layout::Wide, 8, 2560, false, false), "matvec_q4_k_staged");
+        assert_eq!(name(Layout::Wide, 1, 2560, false, false), "matvec_q4_k_one_staged");
+        assert_eq!(name(Layout::Staged, 1, 2560, false, false), "matvec_q4_k_one_staged");
+        assert_eq!(name(Layout::Staged, 2, 2560, false, false), "matvec_q4_k_staged");
+        assert_eq!(name(Layout::Stream, 1, 2560, false, false), "matvec_q4_k_stream");
         assert_eq!(name(Layout::Wide, 1, 2560, true, false), "matvec_q4_k_gather_staged");
         assert_eq!(name(Layout::Block, 8, 2560, false, false), "matvec_q4_k");
     }

@@ -526,17 +526,22 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
 // (blockIdx.z = 1 takes w2 and y2, and for the experts' gathers offset2): a layer's gate and up
 // projections, say, at the cost of one launch. The sums are each product's own.
 //
-// MINB: the blocks of 256 threads a multiprocessor is to hold of the single-token staged kernels (the dense
-// `_one_staged` and the experts' `_gather_staged`), which bounds their registers: 6 (40 registers, 48
-// warps) for the quantized types, whose single-token decode needs ~42 unbounded, against the 56 of the
-// kernel that also serves windows (4 blocks, 32 warps, for Q4_K); 1 (no bound) for F32, F16 and BF16,
-// which spill below ~44. Before sm_80 a multiprocessor holds 1,024 threads: no bound there.
-#if __CUDA_ARCH__ >= 800
+// MINB: the blocks of 256 threads a multiprocessor is to hold of the single-token dense staged kernel
+// (`_one_staged`), which bounds its registers: 6 (40 registers, 48 warps) for the quantized types, whose
+// single-token decode needs ~42 unbounded, against the 56 of the kernel that also serves windows (4
+// blocks, 32 warps, for Q4_K); 1 (no bound) for F32, F16 and BF16, which spill below ~44. GMINB: the same
+// for the experts' staged gathers, 7 (36 registers): their grid of 80 × 10 blocks
+// (Q2_0's down product, 10 slots) fits in one wave at 7 blocks a multiprocessor (924), and 6 (792)
+// would leave 8 blocks for a second. On sm_80–89 at most 6 (some decoders spill at 36 registers there);
+// before sm_80 a multiprocessor holds 1,024 threads: no bound.
+#if __CUDA_ARCH__ >= 900
 #define ONE_TOKEN_BOUNDS(MINB) __launch_bounds__(256, MINB)
+#elif __CUDA_ARCH__ >= 800  // sm_80–89 schedule some decoders into more registers: at most 6 blocks
+#define ONE_TOKEN_BOUNDS(MINB) __launch_bounds__(256, (MINB) < 6 ? (MINB) : 6)
 #else
 #define ONE_TOKEN_BOUNDS(MINB) __launch_bounds__(256)
 #endif
-#define MATVEC(NAME, W, MINB)                                                                                       \
+#define MATVEC(NAME, W, MINB, GMINB)                                                                                       \
     extern "C" __global__ void NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
                                     int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait();  \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
@@ -596,7 +601,7 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_stream<W>(w, x, y, rows, cols, T, rpb, groups);                                           \
     }                                                                                                         \
-    extern "C" __global__ void ONE_TOKEN_BOUNDS(MINB) NAME##_gather_staged(const unsigned char* w,      \
+    extern "C" __global__ void ONE_TOKEN_BOUNDS(GMINB) NAME##_gather_staged(const unsigned char* w,      \
                                                     const float* __restrict__ x,                               \
                                                     float* y, int rows, int cols, const int* ids, int k,       \
                                                     int stride, int offset, int x_tok, int x_slot, int rpb,    \
@@ -621,19 +626,19 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
         embed_rows<W>(w, ids, out, cols, hc);                                                                 \
     }
 
-MATVEC(matvec_f32, F32W, 1)
-MATVEC(matvec_f16, F16W, 1)
-MATVEC(matvec_bf16, BF16W, 1)
-MATVEC(matvec_q8_0, Q8_0W, 6)
-MATVEC(matvec_q4_0, Q4_0W, 6)
-MATVEC(matvec_q2_0, Q2_0W, 6)
-MATVEC(matvec_q5_0, Q5_0W, 6)
-MATVEC(matvec_iq2_xs, IQ2_XSW, 6)
-MATVEC(matvec_iq3_xxs, IQ3_XXSW, 6)
-MATVEC(matvec_iq3_s, IQ3_SW, 6)
-MATVEC(matvec_q4_k, Q4_KW, 6)
-MATVEC(matvec_q5_k, Q5_KW, 6)
-MATVEC(matvec_q6_k, Q6_KW, 6)
-MATVEC(matvec_q3_k, Q3_KW, 6)
-MATVEC(matvec_iq4_nl, IQ4_NLW, 6)
-MATVEC(matvec_iq4_xs, IQ4_XSW, 6)
+MATVEC(matvec_f32, F32W, 1, 1)
+MATVEC(matvec_f16, F16W, 1, 1)
+MATVEC(matvec_bf16, BF16W, 1, 1)
+MATVEC(matvec_q8_0, Q8_0W, 6, 7)
+MATVEC(matvec_q4_0, Q4_0W, 6, 7)
+MATVEC(matvec_q2_0, Q2_0W, 6, 7)
+MATVEC(matvec_q5_0, Q5_0W, 6, 7)
+MATVEC(matvec_iq2_xs, IQ2_XSW, 6, 7)
+MATVEC(matvec_iq3_xxs, IQ3_XXSW, 6, 7)
+MATVEC(matvec_iq3_s, IQ3_SW, 6, 7)
+MATVEC(matvec_q4_k, Q4_KW, 6, 7)
+MATVEC(matvec_q5_k, Q5_KW, 6, 7)
+MATVEC(matvec_q6_k, Q6_KW, 6, 7)
+MATVEC(matvec_q3_k, Q3_KW, 6, 7)
+MATVEC(matvec_iq4_nl, IQ4_NLW, 6, 7)
+MATVEC(matvec_iq4_xs, IQ4_XSW, 6, 7)

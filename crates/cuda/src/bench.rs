@@ -51,7 +51,7 @@ pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: u
                     &weights[i % sets],
                     r_buf.ptr(gpu),
                     out.ptr(gpu),
-                    Some(Pending { y: &y, inj: &inj }),
+                    Some(Pending::of(&y, &inj)),
                     t,
                     &s,
                     only,

@@ -93,7 +93,7 @@ pub fn gpu_read(
     let y = Buf::from_host(gpu, &x.y).map_err(e)?;
     let inj = Buf::from_host(gpu, &x.inj).map_err(e)?;
     let out = if in_place { r_in.ptr(gpu) } else { r_out.ptr(gpu) };
-    let p = pending.then_some(Pending { y: &y, inj: &inj });
+    let p = pending.then_some(Pending::of(&y, &inj));
     hc_read_with(gpu, v, w, r_in.ptr(gpu), out, p, t, s, None).map_err(e)?;
     let r_after = if in_place { r_in.read(gpu, t * hc * n) } else { r_out.read(gpu, t * hc * n) }.map_err(e)?;
     let inj_len = if w_has_inject(w) { t * hc } else { 0 };

@@ -95,6 +95,35 @@ fn elementwise(n: usize) -> LaunchConfig {
 
 /// The block's output for the window's inputs `x` (T rows of n); also the chosen experts (T·k ids).
 pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
+    let (parts, ids) = moe_parts(gpu, w, x, t)?;
+    let y = Buf::<f32>::uninit(gpu, t * parts.n)?;
+    combine(gpu, &parts, &y)?;
+    Ok((y, ids))
+}
+
+/// What the block's last step, the combination, reads: each slot's output, the slots' weights (rank
+/// order), the shared expert's output and its gate logit, for t tokens of n values and k slots.
+pub struct MoeParts {
+    pub eo: Buf<f32>,
+    pub weights: Buf<f32>,
+    pub shared: Buf<f32>,
+    pub sg: Buf<f32>,
+    pub n: usize,
+    pub k: usize,
+    pub t: usize,
+}
+
+/// `y` from the parts (moe.cu's `moe_combine`). An HC read's norm can do the same instead, as it reads
+/// y for the pending write (hc.cu's `gr_norm_split_moe`), one launch fewer.
+pub fn combine(gpu: &Gpu, p: &MoeParts, y: &Buf<f32>) -> Result<(), CudaError> {
+    let i = |v: usize| Arg::I32(v as i32);
+    let f = gpu.function("moe.cu", SRC, "moe_combine")?;
+    let args = [p.eo.ptr(gpu), p.weights.ptr(gpu), p.shared.ptr(gpu), p.sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &f, "moe_combine", elementwise(p.t * p.n), &[&args[..], &[i(p.n), i(p.k), i(p.t)]].concat())
+}
+
+/// Everything of the block but the combination; the side lane joined.
+pub fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoeParts, Buf<i32>), CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -159,9 +188,12 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         matvec(gpu, &w.down_sh, &hs, &shared, t)?;
     }
     gpu.join()?;
-    let y = Buf::<f32>::uninit(gpu, t * n)?;
-    let combine = gpu.function("moe.cu", SRC, "moe_combine")?;
-    let args = [eo.ptr(gpu), weights.ptr(gpu), shared.ptr(gpu), sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &combine, "moe_combine", elementwise(t * n), &[&args[..], &[i(n), i(k), i(t)]].concat())?;
-    Ok((y, ids))
+    Ok((MoeParts { eo, weights, shared, sg, n, k, t }, ids))
+}
+
+/// `STRATA_FUSE_COMBINE=1`: the combination left to the next HC read's norm where that is the split
+/// kernel (opt-in until it has run on a card).
+pub fn fuse_combine() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_FUSE_COMBINE").is_ok_and(|v| v == "1"))
 }

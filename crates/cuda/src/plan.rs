@@ -214,9 +214,8 @@ fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
             let Ok(out) = out else {
                 return Choice { variant: HcVariant::PLAIN, reason: "no memory for the check".into() };
             };
-            let call = || {
-                hc_read_with(gpu, v, &wg, rb.ptr(gpu), out.ptr(gpu), Some(Pending { y: &yb, inj: &ib }), t, &s, None)
-            };
+            let call =
+                || hc_read_with(gpu, v, &wg, rb.ptr(gpu), out.ptr(gpu), Some(Pending::of(&yb, &ib)), t, &s, None);
             secs += time_calls(gpu, 20, &call).unwrap_or(f64::INFINITY);
         }
         notes.push(format!("{} {:.1} µs", v.name(), secs));

@@ -530,10 +530,10 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
 // (`_one_staged`), which bounds its registers: 6 (40 registers, 48 warps) for the quantized types, whose
 // single-token decode needs ~42 unbounded, against the 56 of the kernel that also serves windows (4
 // blocks, 32 warps, for Q4_K); 1 (no bound) for F32, F16 and BF16, which spill below ~44. GMINB: the same
-// for the experts' staged gathers, 7 (36 registers): their grid of 80 × 10 blocks
-// (Q2_0's down product, 10 slots) fits in one wave at 7 blocks a multiprocessor (924), and 6 (792)
-// would leave 8 blocks for a second. On sm_80–89 at most 6 (some decoders spill at 36 registers there);
-// before sm_80 a multiprocessor holds 1,024 threads: no bound.
+// for the experts' staged gathers, 7 (36 registers): their grid of 80 × 10 blocks (Q2_0's down product,
+// 10 slots) fits in one wave at 7 blocks a multiprocessor (924), and 6 (792) would leave 8 blocks for a
+// second. On sm_80–89 at most 6 (some decoders spill at 36 registers there); before sm_80 a
+// multiprocessor holds 1,024 threads: no bound.
 #if __CUDA_ARCH__ >= 900
 #define ONE_TOKEN_BOUNDS(MINB) __launch_bounds__(256, MINB)
 #elif __CUDA_ARCH__ >= 800  // sm_80–89 schedule some decoders into more registers: at most 6 blocks
@@ -541,27 +541,27 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
 #else
 #define ONE_TOKEN_BOUNDS(MINB) __launch_bounds__(256)
 #endif
-#define MATVEC(NAME, W, MINB, GMINB)                                                                                       \
+#define MATVEC(NAME, W, MINB, GMINB)                                                                          \
     extern "C" __global__ void NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
-                                    int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait();  \
+                                    int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait();   \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows<W>(w, x, y, rows, cols, T);                                                               \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y,    \
-                                             int rows, int cols, const int* ids, int k, int stride,          \
+    extern "C" __global__ void NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y,   \
+                                             int rows, int cols, const int* ids, int k, int stride,           \
                                              int offset, int x_tok, int x_slot, const unsigned char* w2,      \
-                                             int offset2, float* y2) { grid_dep_wait();                      \
+                                             int offset2, float* y2) { grid_dep_wait();                       \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                    \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_warp(const unsigned char* w, const float* __restrict__ x, float* y,      \
+    extern "C" __global__ void NAME##_warp(const unsigned char* w, const float* __restrict__ x, float* y,     \
                                            int rows, int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_warp<W>(w, x, y, rows, cols, T);                                                          \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_warp(const unsigned char* w, const float* __restrict__ x,        \
-                                                  float* y, int rows, int cols, const int* ids, int k,         \
-                                                  int stride, int offset, int x_tok, int x_slot,               \
+                                                  float* y, int rows, int cols, const int* ids, int k,        \
+                                                  int stride, int offset, int x_tok, int x_slot,              \
                                                   const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
@@ -576,35 +576,35 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_multi<W>(w, x, y, rows, cols, T);                                                         \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather_short_warp(const unsigned char* w, const float* __restrict__ x,   \
+    extern "C" __global__ void NAME##_gather_short_warp(const unsigned char* w, const float* __restrict__ x,  \
                                                         float* y, int rows, int cols, const int* ids, int k,  \
                                                         int stride, int offset, int x_tok, int x_slot,        \
                                                         const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_short<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);              \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_staged(const unsigned char* w, const float* __restrict__ x, float* y,    \
+    extern "C" __global__ void NAME##_staged(const unsigned char* w, const float* __restrict__ x, float* y,   \
                                              int rows, int cols, int T, int rpb, const unsigned char* w2,     \
-                                             float* y2) { /* grid_dep_wait after the weights' copy */        \
+                                             float* y2) { /* grid_dep_wait after the weights' copy */         \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_staged<W, false>(w, x, y, rows, cols, T, rpb);                                            \
     }                                                                                                         \
-    extern "C" __global__ void ONE_TOKEN_BOUNDS(MINB) NAME##_one_staged(                                 \
-        const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, int rpb,     \
+    extern "C" __global__ void ONE_TOKEN_BOUNDS(MINB) NAME##_one_staged(                                      \
+        const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, int rpb,    \
         const unsigned char* w2, float* y2) { /* grid_dep_wait after the weights' copy */                     \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_staged<W, true>(w, x, y, rows, cols, 1, rpb);                                             \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_stream(const unsigned char* w, const float* __restrict__ x, float* y,    \
+    extern "C" __global__ void NAME##_stream(const unsigned char* w, const float* __restrict__ x, float* y,   \
                                              int rows, int cols, int T, int rpb, int groups,                  \
-                                             const unsigned char* w2, float* y2) { /* waits after a copy */  \
+                                             const unsigned char* w2, float* y2) { /* waits after a copy */   \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_stream<W>(w, x, y, rows, cols, T, rpb, groups);                                           \
     }                                                                                                         \
-    extern "C" __global__ void ONE_TOKEN_BOUNDS(GMINB) NAME##_gather_staged(const unsigned char* w,      \
-                                                    const float* __restrict__ x,                               \
-                                                    float* y, int rows, int cols, const int* ids, int k,       \
-                                                    int stride, int offset, int x_tok, int x_slot, int rpb,    \
+    extern "C" __global__ void ONE_TOKEN_BOUNDS(GMINB) NAME##_gather_staged(const unsigned char* w,           \
+                                                    const float* __restrict__ x,                              \
+                                                    float* y, int rows, int cols, const int* ids, int k,      \
+                                                    int stride, int offset, int x_tok, int x_slot, int rpb,   \
                                                     const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);        \
@@ -615,14 +615,14 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         matvec_rows_window_xs<W>(w, x, y, rows, cols, T);                                                     \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu,              \
+    extern "C" __global__ void NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu,            \
                                                  const float* __restrict__ x, float* h, int rows, int cols,   \
                                                  const int* ids, int k, int stride, int off_g, int off_u,     \
-                                                 int x_tok, int x_slot) { grid_dep_wait();                   \
-        matvec_gather_glu_rows<W>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);    \
+                                                 int x_tok, int x_slot) { grid_dep_wait();                    \
+        matvec_gather_glu_rows<W>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);     \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids,  \
-                                            float* __restrict__ out, int cols, int hc) { grid_dep_wait();    \
+    extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids, \
+                                            float* __restrict__ out, int cols, int hc) { grid_dep_wait();     \
         embed_rows<W>(w, ids, out, cols, hc);                                                                 \
     }
 

@@ -83,17 +83,75 @@ fn grid(n: usize, per_block: usize) -> LaunchConfig {
 }
 
 /// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
+/// Which of gdn_conv_norm's warps a launch runs: every one, the conv's (a warp a q, k or v head), or the
+/// gates' (a warp a value head).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ConvWarps {
+    All,
+    Conv,
+    Gates,
+}
+
+/// The α and β logits of each token and value head, where products made them.
+type Logits = (Buf<f32>, Buf<f32>);
+
+/// gdn_conv_norm (kernels/gdn.cu): the conv of `u` into `conv` with the q/k norms, and the gates into
+/// `decay` and `betas` from `logits` (made by products) or from x's dots with the α and β rows.
+fn conv_norm(
+    gpu: &Gpu,
+    w: &GdnGpu,
+    st: &GdnStateGpu,
+    (u, x, logits): (&Buf<f32>, &Buf<f32>, Option<&Logits>),
+    (decay, betas): (&Buf<f32>, &Buf<f32>),
+    (conv, t): (&Buf<f32>, usize),
+    warps: ConvWarps,
+) -> Result<(), CudaError> {
+    let (s, hk, hv, k) = w.dims;
+    let channels = 2 * hk * s + hv * s;
+    let ci = |v: usize| Arg::I32(v as i32);
+    let (al, be) = logits.map_or((0, 0), |(a, b)| (a.ptr(gpu), b.ptr(gpu)));
+    let f = gpu.function("gdn.cu", SRC, "gdn_conv_norm")?;
+    let conv_args = [u.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu), conv.ptr(gpu)].map(Arg::Ptr);
+    let norm = [ci(channels), ci(k), ci(t), ci(hk), ci(s), Arg::F32(rsqrt(s as f32))];
+    let gates = [al, be, w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
+    let (h0, n_warps) = match warps {
+        ConvWarps::All => (0, 2 * hk + 2 * hv),
+        ConvWarps::Conv => (0, 2 * hk + hv),
+        ConvWarps::Gates => (2 * hk + hv, hv),
+    };
+    let ab = [
+        Arg::Ptr(w.alpha.ptr(gpu)),
+        Arg::Ptr(w.beta.ptr(gpu)),
+        Arg::I32(w.ab_kind),
+        Arg::Ptr(x.ptr(gpu)),
+        ci(w.alpha.cols),
+        ci(h0),
+        ci(h0 + n_warps),
+    ];
+    let args = [&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)], &ab].concat();
+    launch(gpu, &f, "gdn_conv_norm", grid(n_warps * 32, 128), &args)
+}
+
 pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
-    let (s, hk, hv, k) = w.dims;
+    let (s, hk, hv, _) = w.dims;
     let channels = 2 * hk * s + hv * s;
     // Buffers that a matrix-vector product fills whole are left unset (no memset on the stream).
     let (u, z) = (Buf::<f32>::uninit(gpu, t * channels)?, Buf::<f32>::uninit(gpu, t * hv * s)?);
+    // The gates' warps of gdn_conv_norm read only x when they make the α and β logits themselves: on a
+    // step graph's side lane they run there, beside the products, as a launch of their own.
+    let side_gates = w.ab_kind != 0 && gpu.side_lanes();
+    let (decay, betas) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
     // The output gate's product on the step graph's side lane, beside the conv and the gates: only the
     // delta kernel's output norm reads it.
-    gpu.side(|| matvec(gpu, &w.gate, x, &z, t))?;
+    gpu.side(|| {
+        if side_gates {
+            conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&u, t), ConvWarps::Gates)?;
+        }
+        matvec(gpu, &w.gate, x, &z, t)
+    })?;
     matvec(gpu, &w.qkv, x, &u, t)?;
     // The α and β logits: by the products here only when gdn_conv_norm's gate warps cannot make them.
     let logits = if w.ab_kind == 0 {
@@ -103,26 +161,11 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     } else {
         None
     };
-    let (al, be) = logits.as_ref().map_or((0, 0), |(a, b)| (a.ptr(gpu), b.ptr(gpu)));
     // conv, o and y are written whole by their kernels (every channel, column and dim of each token).
     let conv = Buf::<f32>::uninit(gpu, t * channels)?;
-    let (ci, ti) = (|v: usize| Arg::I32(v as i32), t as i32);
-    // The conv, the q/k norms and the gates in one launch (kernels/gdn.cu gdn_conv_norm): a warp a head.
-    let (decay, betas) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
-    let f = gpu.function("gdn.cu", SRC, "gdn_conv_norm")?;
-    let conv_args = [u.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu), conv.ptr(gpu)].map(Arg::Ptr);
-    let norm = [ci(channels), ci(k), Arg::I32(ti), ci(hk), ci(s), Arg::F32(rsqrt(s as f32))];
-    let gates = [al, be, w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
-    let ab = [
-        Arg::Ptr(w.alpha.ptr(gpu)),
-        Arg::Ptr(w.beta.ptr(gpu)),
-        Arg::I32(w.ab_kind),
-        Arg::Ptr(x.ptr(gpu)),
-        ci(w.alpha.cols),
-    ];
-    let cfg = grid((2 * hk + 2 * hv) * 32, 128);
-    let args = [&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)], &ab].concat();
-    launch(gpu, &f, "gdn_conv_norm", cfg, &args)?;
+    let ci = |v: usize| Arg::I32(v as i32);
+    let warps = if side_gates { ConvWarps::Conv } else { ConvWarps::All };
+    conv_norm(gpu, w, st, (&u, x, logits.as_ref()), (&decay, &betas), (&conv, t), warps)?;
     let o = Buf::<f32>::uninit(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).
@@ -142,7 +185,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let y = Buf::<f32>::uninit(gpu, t * hv * s)?;
     gpu.join()?;
     let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
-    let sizes = [ci(channels), ci(hk), ci(hv), ci(s), Arg::I32(ti)];
+    let sizes = [ci(channels), ci(hk), ci(hv), ci(s), ci(t)];
     let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
     launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;

@@ -293,11 +293,12 @@ __device__ void warp_rope_neox(float* x, const float* rr, int rot) {
 }
 
 // Every kernel calls this before it reads anything the kernels before it wrote: at its top, or, for the
-// dense staged products, after copying its weights (which no kernel writes). With STRATA_PDL=1 a kernel of
-// a step's graph may follow the one before it by a programmatic edge (capture.rs): it may be launched
-// while that one runs, and waits here until the one before has completed and its writes are visible; then
-// lets the next one launch. Every thread reaches it, so a kernel never completes before the one it
-// follows. Without such an edge (the default) both are no-ops. Nothing computed changes either way.
+// dense staged products, after starting the copy of their weights (which no kernel writes). A kernel of a
+// step's graph may follow the one before it by a programmatic edge (capture.rs; on by default, off with
+// STRATA_PDL=0): it may be launched while that one runs, and waits here until the one before has
+// completed and its writes are visible; then lets the next one launch. Every thread reaches it, so a
+// kernel never completes before the one it follows. Without such an edge both are no-ops. Nothing
+// computed changes either way.
 __device__ __forceinline__ void grid_dep_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -82,8 +82,9 @@ __device__ __forceinline__ void qk_norm_head(float* v, int S, bool is_q, float q
 // value head j for each token: from the α and β logits the host's products left in `alpha` and `beta`
 // (ab_kind 0), or from its own dots of the input x (n values a token) with row j of W_α and W_β when
 // those are F32 (ab_kind 1) or BF16 (2), by the reduction contract, as the products would. Warps h0 ..
-// h_end − 1 of that numbering run: all of them in one launch, or the conv's and the gates' in two (the gates then on a step graph's side lane, beside the products: they read only
-// x). The same warps either way, so the same bits.
+// h_end − 1 of that numbering run: all of them in one launch, or the conv's and the gates' in two (the
+// gates then on a step graph's side lane, beside the products: they read only x). The same warps either
+// way, so the same bits.
 extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __restrict__ tail,
                                         const float* __restrict__ w, float* __restrict__ out, int C, int K, int T,
                                         int hk, int S, float qscale, const float* __restrict__ alpha,

@@ -82,7 +82,6 @@ fn grid(n: usize, per_block: usize) -> LaunchConfig {
     }
 }
 
-/// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
 /// Which of gdn_conv_norm's warps a launch runs: every one, the conv's (a warp a q, k or v head), or the
 /// gates' (a warp a value head).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -132,6 +131,7 @@ fn conv_norm(
     launch(gpu, &f, "gdn_conv_norm", grid(n_warps * 32, 128), &args)
 }
 
+/// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
 pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
@@ -144,11 +144,13 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     // step graph's side lane they run there, beside the products, as a launch of their own.
     let side_gates = w.ab_kind != 0 && gpu.side_lanes();
     let (decay, betas) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
+    // conv, o and y are written whole by their kernels (every channel, column and dim of each token).
+    let conv = Buf::<f32>::uninit(gpu, t * channels)?;
     // The output gate's product on the step graph's side lane, beside the conv and the gates: only the
     // delta kernel's output norm reads it.
     gpu.side(|| {
         if side_gates {
-            conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&u, t), ConvWarps::Gates)?;
+            conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&conv, t), ConvWarps::Gates)?;
         }
         matvec(gpu, &w.gate, x, &z, t)
     })?;
@@ -161,8 +163,6 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     } else {
         None
     };
-    // conv, o and y are written whole by their kernels (every channel, column and dim of each token).
-    let conv = Buf::<f32>::uninit(gpu, t * channels)?;
     let ci = |v: usize| Arg::I32(v as i32);
     let warps = if side_gates { ConvWarps::Conv } else { ConvWarps::All };
     conv_norm(gpu, w, st, (&u, x, logits.as_ref()), (&decay, &betas), (&conv, t), warps)?;

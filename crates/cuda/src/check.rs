@@ -279,66 +279,91 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
     Ok(Some(us))
 }
 
-/// For the start-up choice of a type's matvec layout: `Some(µs)` of `layout` at T = 1 with the weights cold
-/// if it gives the block layout's bits everywhere, `None` if it does not. Random weights of type `ty` in
-/// the two shapes a step has: long rows (a dense 2048 × 2560 product, T = 1..8; or, for `gather`, 10 of 16
-/// experts' 640 × 2560 rows) and short ones (2048 × 768, T = 1, of 4 experts for `gather`: the down
-/// products' kind); the time is the two calls' sum.
-pub fn matvec_layout_check(gpu: &Gpu, ty: GgmlType, gather: bool, layout: Layout) -> Result<Option<f64>, CudaError> {
-    let long = shape_check(gpu, ty, gather, layout, (if gather { 640 } else { 2048 }, 2560, 16), (MAX_T, 1))?;
-    let short = shape_check(gpu, ty, gather, layout, (2048, 768, 4), (1, 1))?;
-    Ok(long.zip(short).map(|(a, b)| a + b))
-}
-
-/// For the start-up choice of a type's layout for a prompt window's dense products: `Some(µs)` of a
-/// 2048 × 2560 product of 8 tokens with the weights cold if `layout` gives the block layout's bits (T =
-/// 1..8); `None` if it does not.
-pub fn matvec_window_check(gpu: &Gpu, ty: GgmlType, layout: Layout) -> Result<Option<f64>, CudaError> {
-    shape_check(gpu, ty, false, layout, (2048, 2560, 1), (MAX_T, MAX_T))
-}
-
-/// [`matvec_layout_check`] for one shape (rows of one expert, cols, experts): checked for T = 1..=`max_t`,
-/// timed at T = `time_t`.
-fn shape_check(
-    gpu: &Gpu,
-    ty: GgmlType,
+/// One shape of the start-up choice of a type's matvec layout: random weights of type `ty` uploaded once,
+/// then each layout checked against the block layout's bits (T = 1..`max_t`) and timed cold at T = `time_t`.
+pub struct ShapeCase {
     gather: bool,
-    layout: Layout,
-    (rows, cols, experts): (usize, usize, usize),
-    (max_t, time_t): (usize, usize),
-) -> Result<Option<f64>, CudaError> {
-    use crate::matvec::{matvec_gather_with, matvec_with, Gather, MatrixGpu};
-    let mut rng = SplitMix64::new(0x3a7 ^ ty as u64 ^ cols as u64);
-    let k = 10;
-    let all_rows = if gather { rows * experts } else { rows };
-    let bytes = strata_gguf::quant::random_blocks(ty, all_rows * cols / ty.block_size(), &mut rng);
-    let m = Matrix { ty, rows: all_rows, cols, bytes: TensorBytes::from_vec(bytes) };
-    let w = MatrixGpu::upload(gpu, &m)?;
-    let x: Vec<f32> = (0..crate::matvec::MAX_T * cols).map(|_| normal(&mut rng)).collect();
-    let x = Buf::from_host(gpu, &x)?;
-    let ids: Vec<i32> = (0..crate::matvec::MAX_T * k).map(|i| ((i * 7 + i / k) % experts) as i32).collect();
-    let ids = Buf::from_host(gpu, &ids)?;
-    let y = Buf::<f32>::zeros(gpu, crate::matvec::MAX_T * k * rows)?;
-    let g = Gather { stride: rows, offset: 0, rows };
-    let run = |layout: Layout, t: usize| {
-        if gather {
-            matvec_gather_with(gpu, layout, &w, g, &x, (cols, 0), &y, &ids, (t, k))
+    rows: usize,
+    cols: usize,
+    w: crate::matvec::MatrixGpu,
+    x: Buf<f32>,
+    ids: Buf<i32>,
+    y: Buf<f32>,
+    max_t: usize,
+    time_t: usize,
+}
+
+/// The routed slots a gather check takes per token.
+const SLOTS: usize = 10;
+
+impl ShapeCase {
+    /// (rows of one expert, cols, experts): the experts only count for `gather`.
+    pub fn new(
+        gpu: &Gpu,
+        ty: GgmlType,
+        gather: bool,
+        (rows, cols, experts): (usize, usize, usize),
+        (max_t, time_t): (usize, usize),
+    ) -> Result<ShapeCase, CudaError> {
+        let mut rng = SplitMix64::new(0x3a7 ^ ty as u64 ^ cols as u64);
+        let all_rows = if gather { rows * experts } else { rows };
+        let bytes = strata_gguf::quant::random_blocks(ty, all_rows * cols / ty.block_size(), &mut rng);
+        let m = Matrix { ty, rows: all_rows, cols, bytes: TensorBytes::from_vec(bytes) };
+        let w = crate::matvec::MatrixGpu::upload(gpu, &m)?;
+        let x: Vec<f32> = (0..MAX_T * cols).map(|_| normal(&mut rng)).collect();
+        let ids: Vec<i32> = (0..MAX_T * SLOTS).map(|i| ((i * 7 + i / SLOTS) % experts) as i32).collect();
+        let y = Buf::<f32>::zeros(gpu, MAX_T * SLOTS * rows)?;
+        let (x, ids) = (Buf::from_host(gpu, &x)?, Buf::from_host(gpu, &ids)?);
+        Ok(ShapeCase { gather, rows, cols, w, x, ids, y, max_t, time_t })
+    }
+
+    fn run(&self, gpu: &Gpu, layout: Layout, t: usize) -> Result<(), CudaError> {
+        use crate::matvec::{matvec_gather_with, matvec_with, Gather};
+        let (w, x, y) = (&self.w, &self.x, &self.y);
+        if self.gather {
+            let g = Gather { stride: self.rows, offset: 0, rows: self.rows };
+            matvec_gather_with(gpu, layout, w, g, x, (self.cols, 0), y, &self.ids, (t, SLOTS))
         } else {
-            matvec_with(gpu, layout, &w, &x, &y, t)
-        }
-    };
-    for t in 1..=max_t {
-        let n = if gather { t * k * rows } else { t * rows };
-        run(Layout::Block, t)?;
-        let reference = y.read(gpu, n)?;
-        run(layout, t)?;
-        if y.read(gpu, n)?.iter().zip(&reference).any(|(a, b)| a.to_bits() != b.to_bits()) {
-            return Ok(None);
+            matvec_with(gpu, layout, w, x, y, t)
         }
     }
-    // Timed cold, as a decode step reads its weights: the L2 flushed before each call.
-    let mut flush = Buf::<u8>::zeros(gpu, FLUSH_BYTES)?;
-    Ok(Some(time_cold(gpu, 10, &mut flush, &|| run(layout, time_t))?))
+
+    /// `Some(µs)` of `layout` if it gives the block layout's bits here, `None` if it does not.
+    pub fn check(&self, gpu: &Gpu, layout: Layout) -> Result<Option<f64>, CudaError> {
+        for t in 1..=self.max_t {
+            let n = if self.gather { t * SLOTS * self.rows } else { t * self.rows };
+            self.run(gpu, Layout::Block, t)?;
+            let reference = self.y.read(gpu, n)?;
+            self.run(gpu, layout, t)?;
+            if self.y.read(gpu, n)?.iter().zip(&reference).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                return Ok(None);
+            }
+        }
+        // Timed cold, as a decode step reads its weights: the L2 flushed before each call.
+        let mut flush = Buf::<u8>::zeros(gpu, FLUSH_BYTES)?;
+        Ok(Some(time_cold(gpu, 10, &mut flush, &|| self.run(gpu, layout, self.time_t))?))
+    }
+}
+
+/// The shapes of the start-up choice of a type's layout for one token (`gather`: the experts' products),
+/// the time being their sum. Dense: a step's big projections, tall (8192 × 2560, checked for T = 1..8)
+/// and with long rows (2560 × 6144), and short rows (2048 × 768). At 2048 × 2560 alone the `stream` layout
+/// won for Q4_K on the H200 and then lost by 4.5 µs at the model's 10240 × 2560, and Q8_0 took `staged`,
+/// 1.6 µs slower than `warp` at its 2560 × 6144 (2026-12-01). Experts: 10 of 16 experts' 640 × 2560
+/// rows (T = 1..8), and 10 of 4 experts' 2048 × 768.
+pub fn matvec_layout_cases(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Vec<ShapeCase>, CudaError> {
+    let shapes: &[((usize, usize, usize), (usize, usize))] = if gather {
+        &[((640, 2560, 16), (MAX_T, 1)), ((2048, 768, 4), (1, 1))]
+    } else {
+        &[((8192, 2560, 1), (MAX_T, 1)), ((2560, 6144, 1), (1, 1)), ((2048, 768, 1), (1, 1))]
+    };
+    shapes.iter().map(|&(shape, ts)| ShapeCase::new(gpu, ty, gather, shape, ts)).collect()
+}
+
+/// For the start-up choice of a type's layout for a prompt window's dense products: a 2048 × 2560 product
+/// of 8 tokens with the weights cold, checked for T = 1..8.
+pub fn matvec_window_case(gpu: &Gpu, ty: GgmlType) -> Result<ShapeCase, CudaError> {
+    ShapeCase::new(gpu, ty, false, (2048, 2560, 1), (MAX_T, MAX_T))
 }
 
 /// More than any card's L2 (the H200's is 60 MB).

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use crate::attn::{attend_check, AttendVariant};
 use crate::buf::Buf;
 use crate::check::{
-    gpu_read as read, inputs, matvec_layout_check, matvec_window_check, random_hc, random_hc_as, scores_check,
+    gpu_read as read, inputs, matvec_layout_cases, matvec_window_case, random_hc, random_hc_as, scores_check,
     time_calls, topk_check,
 };
 use crate::device::Gpu;
@@ -161,22 +161,30 @@ fn parse(text: &str) -> Option<Plan> {
 }
 
 /// Per weight type, the fastest matvec layout at the full model's shapes (dense products of one token and
-/// of a prompt window of 8, the experts' rows; long and short rows, see check.rs), among those that give
-/// the block layout's bits there.
+/// of a prompt window of 8, the experts' rows; see check.rs), among those that give the block layout's
+/// bits there. Each shape's weights are made once and every layout run on them.
 fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     let mut layouts = Layouts::default();
     let mut notes = Vec::new();
     for ty in crate::matvec::TYPES {
         for gather in [false, true] {
-            let what = format!("{ty} {}, T = 1, cold, long plus short rows", if gather { "experts" } else { "dense" });
-            let c = fastest(&what, &Layout::ALL, Layout::name, |l| matvec_layout_check(gpu, ty, gather, l));
+            let what = format!("{ty} {}, T = 1, cold, the shapes' sum", if gather { "experts" } else { "dense" });
+            let c = match matvec_layout_cases(gpu, ty, gather) {
+                Ok(cases) => fastest(&what, &Layout::ALL, Layout::name, |l| {
+                    cases.iter().try_fold(Some(0.0), |sum, c| Ok(sum.zip(c.check(gpu, l)?).map(|(a, b)| a + b)))
+                }),
+                Err(e) => Choice { variant: Layout::Block, reason: format!("{what}: could not run ({e}): block") },
+            };
             if c.variant != Layout::Block {
                 if gather { &mut layouts.gather } else { &mut layouts.dense }.push((ty, c.variant));
             }
             notes.push(c.reason);
         }
         let what = format!("{ty} dense, T = 8, cold");
-        let c = fastest(&what, &Layout::ALL, Layout::name, |l| matvec_window_check(gpu, ty, l));
+        let c = match matvec_window_case(gpu, ty) {
+            Ok(case) => fastest(&what, &Layout::ALL, Layout::name, |l| case.check(gpu, l)),
+            Err(e) => Choice { variant: Layout::Block, reason: format!("{what}: could not run ({e}): block") },
+        };
         if c.variant != Layout::Block {
             layouts.window.push((ty, c.variant));
         }

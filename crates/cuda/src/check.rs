@@ -367,10 +367,10 @@ pub fn matvec_window_case(gpu: &Gpu, ty: GgmlType) -> Result<ShapeCase, CudaErro
 }
 
 /// More than any card's L2 (the H200's is 60 MB).
-const FLUSH_BYTES: usize = 256 << 20;
+pub(crate) const FLUSH_BYTES: usize = 256 << 20;
 
 /// µs per call of `f`, each call timed alone with the L2 emptied first (a write over `flush`).
-fn time_cold(
+pub(crate) fn time_cold(
     gpu: &Gpu,
     reps: usize,
     flush: &mut Buf<u8>,

@@ -79,11 +79,6 @@ impl Layout {
         Layout::ALL.into_iter().find(|l| l.name() == name)
     }
 
-    /// `STRATA_MATVEC=block|warp|staged|multi|wide|stream` forces one layout for every type.
-    pub fn from_env() -> Option<Layout> {
-        Layout::from_name(&std::env::var("STRATA_MATVEC").ok()?)
-    }
-
     /// Whether the warp layout takes `t` tokens' rows of `cols` values with its short-row kernels (a warp to
     /// SHORT_ROWS rows).
     fn short(t: usize, cols: usize) -> bool {
@@ -323,6 +318,17 @@ impl Layouts {
     }
 
     /// The inverse of [`Layouts::name`]; `None` for anything else.
+    /// `STRATA_MATVEC`: one layout for every type (a layout's name), or a plan's own list
+    /// (`dense=Q4_K:staged+Q8_0:warp,gather=Q2_0:warp,window=-`: a type not named takes `block`).
+    pub fn from_env() -> Option<Layouts> {
+        let v = std::env::var("STRATA_MATVEC").ok()?;
+        let l = Layout::from_name(&v).map(Layouts::all).or_else(|| Layouts::parse(&v));
+        if l.is_none() {
+            eprintln!("note: STRATA_MATVEC={v:?} is neither a layout nor a plan's list: the plan's layouts are used");
+        }
+        l
+    }
+
     pub fn parse(name: &str) -> Option<Layouts> {
         let (dense, rest) = name.split_once(',')?;
         let (gather, window) = rest.split_once(',')?;

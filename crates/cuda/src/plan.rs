@@ -12,7 +12,7 @@ use crate::attn::{attend_check, AttendVariant};
 use crate::buf::Buf;
 use crate::check::{
     gpu_read as read, inputs, matvec_layout_cases, matvec_window_case, random_hc, random_hc_as, scores_check,
-    time_calls, topk_check,
+    time_cold, topk_check, FLUSH_BYTES,
 };
 use crate::device::Gpu;
 use crate::error::CudaError;
@@ -84,8 +84,8 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
         if let Some(v) = AttendVariant::from_env() {
             plan.attend = Choice { variant: v, reason: forced() };
         }
-        if let Some(l) = Layout::from_env() {
-            plan.matvec = Choice { variant: Layouts::all(l), reason: forced() };
+        if let Some(l) = Layouts::from_env() {
+            plan.matvec = Choice { variant: l, reason: forced() };
         }
         if let Some(v) = HcVariant::from_env() {
             plan.hc = Choice { variant: v, reason: forced() };
@@ -203,6 +203,9 @@ fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
     let (Ok(wg), Ok(wg32), Ok(s)) = ups else {
         return Choice { variant: HcVariant::PLAIN, reason: "self-check could not run: plain".into() };
     };
+    let Ok(mut flush) = Buf::<u8>::zeros(gpu, FLUSH_BYTES) else {
+        return Choice { variant: HcVariant::PLAIN, reason: "no memory for the check".into() };
+    };
     let mut best = (HcVariant::PLAIN, f64::INFINITY);
     let mut notes = Vec::new();
     for v in HcVariant::ALL {
@@ -210,7 +213,8 @@ fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
             notes.push(format!("{} differs from plain: never used", v.name()));
             continue;
         }
-        // Device time of T = 1 and T = 4 reads (events around 20 calls each), pending write folded in.
+        // Device time of T = 1 and T = 4 reads, pending write folded in, each call timed alone with the L2
+        // emptied first: a decode step meets its HC weights cold (timed warm, early weight loads lost).
         let mut secs = 0.0;
         for t in [1, 4] {
             let x = inputs(n, hc, t, 9);
@@ -224,7 +228,7 @@ fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
             };
             let call =
                 || hc_read_with(gpu, v, &wg, rb.ptr(gpu), out.ptr(gpu), Some(Pending::of(&yb, &ib)), t, &s, None);
-            secs += time_calls(gpu, 20, &call).unwrap_or(f64::INFINITY);
+            secs += time_cold(gpu, 10, &mut flush, &call).unwrap_or(f64::INFINITY);
         }
         notes.push(format!("{} {:.1} µs", v.name(), secs));
         if secs < best.1 {

@@ -387,6 +387,13 @@ impl MatrixGpu {
         Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes })
     }
 
+    /// A second copy of these weights on the device (benches and checks: sets that overflow the L2).
+    pub fn duplicate(&self, gpu: &Gpu) -> Result<MatrixGpu, CudaError> {
+        let bytes = Buf::zeros(gpu, self.bytes.len())?;
+        bytes.copy_from(gpu, 0, &self.bytes, self.bytes.len())?;
+        Ok(MatrixGpu { ty: self.ty, rows: self.rows, cols: self.cols, bytes })
+    }
+
     /// The same type and shape as `other` (two products in one launch need it).
     pub fn same_shape(&self, other: &MatrixGpu) -> bool {
         (self.ty, self.rows, self.cols) == (other.ty, other.rows, other.cols)

@@ -363,7 +363,9 @@ impl ShapeCase {
 /// 1.6 µs slower than `warp` at its 2560 × 6144 (2026-12-01). Experts: 10 of 16 experts' 640 × 2560
 /// rows (T = 1..8), and 10 of 4 experts' 2048 × 768.
 pub fn matvec_layout_cases(gpu: &Gpu, ty: GgmlType, gather: bool) -> Result<Vec<ShapeCase>, CudaError> {
-    let shapes: &[((usize, usize, usize), (usize, usize))] = if gather {
+    /// (rows, cols, experts) and (checked up to T, timed at T).
+    type Shape = ((usize, usize, usize), (usize, usize));
+    let shapes: &[Shape] = if gather {
         &[((640, 2560, 16), (MAX_T, 1)), ((2048, 768, 4), (1, 1))]
     } else {
         &[((8192, 2560, 1), (MAX_T, 1)), ((2560, 6144, 1), (1, 1)), ((2048, 768, 1), (1, 1))]

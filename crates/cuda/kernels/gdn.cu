@@ -181,6 +181,9 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // column is read once and written once, all its loads in flight together. P threads share a column, each
 // holding S/P of its rows (P = 2 at S = 128 keeps to 64 registers); a chain over a runs through them in
 // order, its running value handed on by a shuffle, so every sum is the one fma chain of the contract.
+// The column is read before grid_dep_wait: M is written only by this kernel, and with programmatic
+// launches every kernel before the one this follows (the conv) has completed when it starts early, so
+// the state's read (3 MB a layer at the model's 48 heads) overlaps the conv instead of following it.
 template <int S, int P>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
@@ -193,6 +196,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     float col[R];
 #pragma unroll
     for (int a = 0; a < R; ++a) col[a] = m[(size_t)a * S + b];
+    grid_dep_wait();
     for (int t = 0; t < T; ++t) {
         const float* row = conv + (size_t)t * C;
         __syncthreads();
@@ -240,7 +244,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) { grid_dep_wait(); \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {                  \
         gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y);                               \
     }
 GDN_DELTA_COLS(32, 1)

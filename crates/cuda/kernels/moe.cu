@@ -15,6 +15,34 @@
 // by the reduction contract (the matvec's row dot: lane L's chunks L, L + 32, … in order, then the
 // butterfly), when that one-row matrix is F32 (sg_kind 1) or BF16 (2): one launch fewer than a product of
 // its own (sg_kind 0: the host runs that product).
+// The largest of a lane's PER keys, as a tree (depth 4 at PER = 16, not a chain of 16).
+template <int N>
+__device__ __forceinline__ unsigned long long tree_max_key(const unsigned long long* key) {
+    if constexpr (N == 1) {
+        return key[0];
+    } else {
+        return max(tree_max_key<N / 2>(key), tree_max_key<N - N / 2>(key + N / 2));
+    }
+}
+__device__ __forceinline__ unsigned long long lane_max_key(const unsigned long long (&key)[ROUTE_CHUNKS * CHUNK]) {
+    return tree_max_key<ROUTE_CHUNKS * CHUNK>(key);
+}
+
+// The warp's largest 64-bit key. sm_80+: the high words' maximum by one warp reduction, then the low
+// words' among the lanes holding it (the others give 0, below any low word that can win: keys are
+// distinct); before sm_80, five shuffles of the whole key.
+__device__ __forceinline__ unsigned long long warp_max_key(unsigned long long v) {
+#if __CUDA_ARCH__ >= 800
+    const u32 hi = __reduce_max_sync(0xffffffffu, (u32)(v >> 32));
+    const u32 lo = __reduce_max_sync(0xffffffffu, (u32)(v >> 32) == hi ? (u32)v : 0u);
+    return ((unsigned long long)hi << 32) | lo;
+#else
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+#endif
+}
+
 extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
                                     float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
                                     int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
@@ -63,21 +91,26 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
         p[j] = __fdiv_rn(p[j], total);
         key[j] = at(j) < E ? ((unsigned long long)score_key(p[j]) << 32) | (u32)(~at(j)) : 0ull;
     }
+    // Each round takes the warp's largest key. A lane keeps the largest of its own (a tree of maxima),
+    // the warp's is found from those (sm_80+: two warp reductions, the key's high word then its low word
+    // among the lanes that hold that high word), and only the winner's lane, which marks its entry taken,
+    // has a new one to find. One chain of 16 maxima and five 64-bit shuffles a round took ~200
+    // instructions; the winners and their order are the same.
+    unsigned long long mine_best = lane_max_key(key);
     float sum = 0.0f;
     for (int r = 0; r < k; ++r) {
-        unsigned long long best = 0;
-#pragma unroll
-        for (int j = 0; j < PER; ++j) best = max(best, key[j]);
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
+        const unsigned long long best = warp_max_key(mine_best);
         // The winner's lane marks it taken and hands its probability round.
         float mine = 0.0f;
+        if (mine_best == best) {
 #pragma unroll
-        for (int j = 0; j < PER; ++j) {
-            if (key[j] == best) {
-                mine = p[j];
-                key[j] = 0;
+            for (int j = 0; j < PER; ++j) {
+                if (key[j] == best) {
+                    mine = p[j];
+                    key[j] = 0;
+                }
             }
+            mine_best = lane_max_key(key);
         }
         const int i = (int)(~(u32)best), owner = (i / CHUNK) % WARP;
         const float v = __shfl_sync(0xffffffffu, mine, owner);

@@ -267,11 +267,19 @@ fn cuda_decoder<'a>(
     cells: usize,
     saved: Option<&State>,
 ) -> Result<CudaDecoder<'a>> {
-    if !strata_cuda::plan::is_kept(&gpu) {
+    let first = !strata_cuda::plan::is_kept(&gpu);
+    if first {
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
     }
+    let started = std::time::Instant::now();
     gpu.load_all().context("compiling the kernels")?;
     strata_cuda::plan::plan(&gpu);
+    if first {
+        eprintln!(
+            "note: kernels compiled and variants chosen in {:.1} s; kept for later starts",
+            started.elapsed().as_secs_f64()
+        );
+    }
     let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;
     let (state, pos) = match saved {
         Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),

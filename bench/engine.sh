@@ -30,7 +30,7 @@ for d in $depths; do
   # more than within one); the line below them takes their median.
   for r in $(seq 1 ${REPEAT:-1}); do
     $bin run -m $model --prompt-tokens $ids -n $n --ignore-eos --device cuda \
-      --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note' | tee $t/run-$d-$r.log
+      --max-context $(( d + n + 8 )) 2>&1 >/dev/null | tee $t/run-$d-$r.log
   done
   # The floor of the last decode step (depth d + n − 1) at the bandwidth measured above, and the ratio.
   floor=$($bin bench step_bytes $model $(( d + n - 1 )) --bandwidth $bw)

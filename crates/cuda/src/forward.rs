@@ -24,6 +24,7 @@ use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
 use crate::moe::{combine, fuse_combine, moe, moe_parts, MoeGpu, MoeParts};
 use crate::profile::ProfileMode;
+use crate::tune::ShapeChoice;
 
 /// A window's rows on the device: `t` rows of `width` values.
 pub struct Rows {
@@ -83,6 +84,8 @@ pub struct CudaForward<'a> {
     /// The last MoE block's output not made yet (`STRATA_FUSE_COMBINE=1`): its buffer's address and the
     /// parts; the next HC read combines them as it reads y, or `hc_write` before its write.
     deferred: Mutex<Option<(u64, MoeParts)>>,
+    /// The layouts tuned per shape for one token's dense products at load (tune.rs).
+    tuned: Vec<ShapeChoice>,
 }
 
 enum LayerStateGpu {
@@ -126,7 +129,7 @@ impl<'a> CudaForward<'a> {
             None => None,
         };
         let embd = Arc::new(MatrixGpu::upload(g, &w.token_embd)?);
-        Ok(CudaForward {
+        let mut fwd = CudaForward {
             output: if std::ptr::eq(&w.output.bytes[..], &w.token_embd.bytes[..]) {
                 embd.clone()
             } else {
@@ -142,7 +145,37 @@ impl<'a> CudaForward<'a> {
             mtp: None,
             model,
             gpu,
-        })
+            tuned: Vec::new(),
+        };
+        fwd.tuned = crate::tune::tune(&fwd.gpu, &fwd.products())?;
+        Ok(fwd)
+    }
+
+    /// The matrices a decode step multiplies one token by: every layer's dense products and the head.
+    fn products(&self) -> Vec<&MatrixGpu> {
+        let mut v = Vec::new();
+        for l in &self.layers {
+            match &l.mixer {
+                MixerGpu::Gdn(g) => v.extend(g.products()),
+                MixerGpu::Attn(a, _) => v.extend(a.products()),
+            }
+            v.extend(l.moe.products());
+        }
+        v.push(&*self.output);
+        v
+    }
+
+    /// One line: each shape's tuned layout (empty when a layout is forced).
+    pub fn tuned_summary(&self) -> String {
+        let shape = |c: &ShapeChoice| format!("{} {}×{} {}", c.shape.0, c.shape.1, c.shape.2, c.layout.name());
+        self.tuned.iter().map(shape).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Each shape's tuned layout with every layout's time, a line each.
+    pub fn tuned_reasons(&self) -> Vec<String> {
+        let line =
+            |c: &ShapeChoice| format!("{} {}×{}: {} ({})", c.shape.0, c.shape.1, c.shape.2, c.layout.name(), c.reason);
+        self.tuned.iter().map(line).collect()
     }
 
     /// Uploads the MTP draft layer (an attention layer run dense over its own cache, spec §9), for

@@ -405,9 +405,18 @@ impl MatrixGpu {
     }
 }
 
-/// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, in the plan's layout for the weight type.
+/// The layout of `w`'s product of `t` tokens: for one token the layout tuned for its shape on the loaded
+/// model's weights (tune.rs), if any; else the plan's for its weight type.
+fn dense_layout(gpu: &Gpu, w: &MatrixGpu, t: usize) -> Layout {
+    match (t, crate::tune::tuned(w)) {
+        (1, Some(l)) => l,
+        _ => crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t),
+    }
+}
+
+/// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, in the layout for the weight's shape and type.
 pub fn matvec(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, y: &Buf<f32>, t: usize) -> Result<(), CudaError> {
-    matvec_with(gpu, crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t), w, x, y, t)
+    matvec_with(gpu, dense_layout(gpu, w, t), w, x, y, t)
 }
 
 /// [`matvec`] in a given layout.
@@ -425,7 +434,7 @@ pub fn matvec_with(
 /// [`matvec`] on rows inside larger buffers: `t` inputs of `w.cols` values from device address `x`,
 /// `t` outputs of `w.rows` values to `y` (the caller keeps both ranges inside their buffers).
 pub fn matvec_at(gpu: &Gpu, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
-    matvec_ptrs(gpu, crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t), w, x, y, t)
+    matvec_ptrs(gpu, dense_layout(gpu, w, t), w, x, y, t)
 }
 
 fn matvec_ptrs(gpu: &Gpu, layout: Layout, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
@@ -441,7 +450,7 @@ pub fn matvec_two(
     x: &Buf<f32>,
     t: usize,
 ) -> Result<(), CudaError> {
-    matvec_two_with(gpu, crate::plan::plan(gpu).matvec.variant.dense_for(a.0.ty, t), a, b, x, t)
+    matvec_two_with(gpu, dense_layout(gpu, a.0, t), a, b, x, t)
 }
 
 /// [`matvec_two`] in a given layout.

@@ -55,6 +55,18 @@ pub struct MoeGpu {
     sg_kind: i32,
 }
 
+impl MoeGpu {
+    /// The dense matrices a step multiplies one token by (the shared gate logit's row only when a product
+    /// makes it).
+    pub(crate) fn products(&self) -> Vec<&MatrixGpu> {
+        let mut v = vec![&self.router, &self.gate_sh, &self.up_sh, &self.down_sh];
+        if self.sg_kind == 0 {
+            v.push(&self.sgate);
+        }
+        v
+    }
+}
+
 /// The most experts the router kernel holds in registers: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu).
 const ROUTE_MAX_EXPERTS: usize = 2 * 8 * 32;
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call: decode rates of several settings side by side, interleaved round by round so that a
+# drift of the card's speed falls on all of them alike; each run is a process of its own (the rate moves
+# by a few percent from one process to the next). Usage:
+#   bench/engine_ab.sh "" "STRATA_PDL_JOIN=1" "STRATA_FUSE_ROUTE=1 STRATA_PDL_JOIN=1"
+# ("" is the default). ROUNDS (3), DEPTH (1024: the prompt; decode speed barely moves with depth, the
+# selection keeping 2,048 cells) and N (256 new tokens). Prints each run and the median of each setting.
+# Run from the repo root with the binary in .dev/strata.
+set -uo pipefail
+source "$(dirname "$0")/full_model.sh"
+depth=${DEPTH:-1024}
+n=${N:-256}
+seq 1 $depth > $t/ids-ab.txt
+rm -f $t/ab.txt
+$bin run -m $model --prompt-tokens @$t/ids-ab.txt -n 4 --ignore-eos --device cuda >/dev/null 2>&1  # the plan
+for r in $(seq 1 ${ROUNDS:-3}); do
+  for i in $(seq 1 $#); do
+    setting=${!i}
+    rate=$(env $setting $bin run -m $model --prompt-tokens @$t/ids-ab.txt -n $n --ignore-eos --device cuda \
+      --max-context $(( depth + n + 8 )) 2>&1 >/dev/null | sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p')
+    echo "round $r, setting $i (${setting:-default}): ${rate:-failed} tok/s"
+    echo "$i ${rate:-0}" >> $t/ab.txt
+  done
+done
+echo "| setting | decode tok/s (median of ${ROUNDS:-3}) |"
+echo "|---|---:|"
+for i in $(seq 1 $#); do
+  setting=${!i}
+  med=$(awk -v i=$i '$1 == i { print $2 }' $t/ab.txt | sort -n \
+    | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+  echo "| ${setting:-default} | $med |"
+done
+rm -f $t/ab.txt

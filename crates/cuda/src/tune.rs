@@ -77,16 +77,27 @@ fn choose(gpu: &Gpu, group: &[&MatrixGpu]) -> Result<(Layout, String), CudaError
     let mut best: Option<(Layout, f64)> = None;
     let mut notes = Vec::new();
     for layout in Layout::ALL {
-        if bits(layout)? != reference {
-            notes.push(format!("{} differs: never used", layout.name()));
-            continue;
+        match bits(layout) {
+            Ok(b) if b == reference => {}
+            Ok(_) => {
+                notes.push(format!("{} differs: never used", layout.name()));
+                continue;
+            }
+            Err(e) => {
+                notes.push(format!("{} failed: {e}", layout.name()));
+                continue;
+            }
         }
         let next = std::cell::Cell::new(0usize);
         let reps = (2 * group.len()).clamp(20, 100);
-        let us = time_calls(gpu, reps, &|| {
+        let timed = time_calls(gpu, reps, &|| {
             next.set(next.get() + 1);
             matvec_with(gpu, layout, group[next.get() % group.len()], &x, &y, 1)
-        })?;
+        });
+        let Ok(us) = timed else {
+            notes.push(format!("{} failed to time", layout.name()));
+            continue;
+        };
         notes.push(format!("{} {us:.1} µs", layout.name()));
         if best.is_none_or(|(_, b)| us < b) {
             best = Some((layout, us));

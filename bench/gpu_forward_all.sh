@@ -23,15 +23,6 @@ done
 echo "== tiny, 140 tokens, int8, STRATA_FUSE_COMBINE=1 STRATA_SIDE=0 STRATA_HC_SPLIT=0"
 STRATA_FUSE_COMBINE=1 STRATA_SIDE=0 STRATA_HC_SPLIT=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv int8
 echo "rc=$?"
-# Programmatic edges into the kernels that join the side lane too (opt-in, STRATA_PDL_JOIN=1): the same bits.
-echo "== small, 600 tokens, fp16, STRATA_PDL_JOIN=1"
-STRATA_PDL_JOIN=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
-# The router's product and the routing in one launch (opt-in, STRATA_FUSE_ROUTE=1): the same bits.
-echo "== moe_parity, STRATA_FUSE_ROUTE=1"; STRATA_FUSE_ROUTE=1 $bin parity moe_parity; echo "rc=$?"
-for kv in fp16 int8; do
-  echo "== small, 600 tokens, $kv, STRATA_FUSE_ROUTE=1"
-  STRATA_FUSE_ROUTE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
-done
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

@@ -23,6 +23,9 @@ done
 echo "== tiny, 140 tokens, int8, STRATA_FUSE_COMBINE=1 STRATA_SIDE=0 STRATA_HC_SPLIT=0"
 STRATA_FUSE_COMBINE=1 STRATA_SIDE=0 STRATA_HC_SPLIT=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv int8
 echo "rc=$?"
+# One token's dense layouts tuned per shape on the model's own matrices (opt-in, STRATA_TUNE=1): the same bits.
+echo "== small, 600 tokens, fp16, STRATA_TUNE=1"
+STRATA_TUNE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

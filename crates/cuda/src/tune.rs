@@ -6,6 +6,7 @@
 //! each call on the next layer's matrix of that shape. A layout is used only if it gives the block layout's
 //! bits on the shape's first matrix, so the bits never depend on the choice. A forced layout
 //! (`STRATA_MATVEC`) is not tuned over. The choice takes a fraction of a second and is made at each load.
+//! Opt-in (`STRATA_TUNE=1`) until it has run on a card.
 
 use std::sync::RwLock;
 
@@ -39,7 +40,8 @@ pub struct ShapeChoice {
 /// Chooses and keeps a layout for each shape among `mats` (the matrices a decode step multiplies one token
 /// by, every layer's): the fastest of those that give the block layout's bits.
 pub fn tune(gpu: &Gpu, mats: &[&MatrixGpu]) -> Result<Vec<ShapeChoice>, CudaError> {
-    if std::env::var_os("STRATA_MATVEC").is_some() {
+    let on = std::env::var("STRATA_TUNE").is_ok_and(|v| v == "1");
+    if !on || std::env::var_os("STRATA_MATVEC").is_some() {
         return Ok(Vec::new());
     }
     let mut groups: Vec<(Shape, Vec<&MatrixGpu>)> = Vec::new();

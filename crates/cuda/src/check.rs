@@ -338,22 +338,36 @@ impl ShapeCase {
 
     /// `Some(µs)` of `layout` if it gives the block layout's bits here, `None` if it does not.
     pub fn check(&self, gpu: &Gpu, layout: Layout) -> Result<Option<f64>, CudaError> {
-        for t in 1..=self.max_t {
-            let n = if self.gather { t * SLOTS * self.rows } else { t * self.rows };
-            self.run(gpu, Layout::Block, t, 0)?;
-            let reference = self.y.read(gpu, n)?;
-            self.run(gpu, layout, t, 0)?;
-            if self.y.read(gpu, n)?.iter().zip(&reference).any(|(a, b)| a.to_bits() != b.to_bits()) {
-                return Ok(None);
-            }
-        }
-        let set = std::cell::Cell::new(0);
-        let reps = self.w.len().max(20);
-        Ok(Some(time_calls(gpu, reps, &|| {
-            set.set(set.get() + 1);
-            self.run(gpu, layout, self.time_t, set.get())
-        })?))
+        let outputs = |t: usize| if self.gather { t * SLOTS * self.rows } else { t * self.rows };
+        let run = |l: Layout, t: usize, set: usize| self.run(gpu, l, t, set);
+        check_then_time(gpu, layout, (&self.y, &outputs), (self.max_t, self.time_t, self.w.len()), &run)
     }
+}
+
+/// `Some(µs)` of `layout` if `run(layout, t, 0)` writes into `y` the block layout's bits (its first
+/// `outputs(t)` values) for T = 1..=`max_t`, timed at T = `time_t` back to back with each call on the next
+/// of `sets` weight sets (so each reads its weights from memory while the one before runs, as in a step);
+/// `None` if the bits differ.
+pub(crate) fn check_then_time(
+    gpu: &Gpu,
+    layout: Layout,
+    (y, outputs): (&Buf<f32>, &dyn Fn(usize) -> usize),
+    (max_t, time_t, sets): (usize, usize, usize),
+    run: &dyn Fn(Layout, usize, usize) -> Result<(), CudaError>,
+) -> Result<Option<f64>, CudaError> {
+    for t in 1..=max_t {
+        run(Layout::Block, t, 0)?;
+        let reference = y.read(gpu, outputs(t))?;
+        run(layout, t, 0)?;
+        if y.read(gpu, outputs(t))?.iter().zip(&reference).any(|(a, b)| a.to_bits() != b.to_bits()) {
+            return Ok(None);
+        }
+    }
+    let set = std::cell::Cell::new(0);
+    Ok(Some(time_calls(gpu, sets.max(20), &|| {
+        set.set(set.get() + 1);
+        run(layout, time_t, set.get() % sets)
+    })?))
 }
 
 /// The shapes of the start-up choice of a type's layout for one token (`gather`: the experts' products),

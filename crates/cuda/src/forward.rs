@@ -165,17 +165,14 @@ impl<'a> CudaForward<'a> {
         v
     }
 
-    /// One line: each shape's tuned layout (empty when a layout is forced).
+    /// One line: each shape's tuned layout (empty unless `STRATA_TUNE=1`).
     pub fn tuned_summary(&self) -> String {
-        let shape = |c: &ShapeChoice| format!("{} {}×{} {}", c.shape.0, c.shape.1, c.shape.2, c.layout.name());
-        self.tuned.iter().map(shape).collect::<Vec<_>>().join(", ")
+        self.tuned.iter().map(ShapeChoice::name).collect::<Vec<_>>().join(", ")
     }
 
-    /// Each shape's tuned layout with every layout's time, a line each.
+    /// Each shape's tuned layout with why, a line each.
     pub fn tuned_reasons(&self) -> Vec<String> {
-        let line =
-            |c: &ShapeChoice| format!("{} {}×{}: {} ({})", c.shape.0, c.shape.1, c.shape.2, c.layout.name(), c.reason);
-        self.tuned.iter().map(line).collect()
+        self.tuned.iter().map(|c| format!("{}: {}", c.name(), c.reason)).collect()
     }
 
     /// Uploads the MTP draft layer (an attention layer run dense over its own cache, spec §9), for

@@ -254,7 +254,7 @@ fn bits(o: &crate::parity::ReadOut) -> Vec<u32> {
 
 /// The fastest of `variants` whose check passes: `check` gives `Some(µs)` for a variant that agrees with the
 /// reference, `None` for one that differs (never used). Returns the choice and a line saying why.
-fn fastest<V: Copy>(
+pub(crate) fn fastest<V: Copy>(
     what: &str,
     variants: &[V],
     name: fn(V) -> &'static str,

@@ -35,8 +35,7 @@ for d in $depths; do
   # The floor of the last decode step (depth d + n − 1) at the bandwidth measured above, and the ratio.
   floor=$($bin bench step_bytes $model $(( d + n - 1 )) --bandwidth $bw)
   echo "$floor"
-  rate=$(cat $t/run-$d-*.log | sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p' | sort -n \
-    | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+  rate=$(cat $t/run-$d-*.log | sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p' | median)
   rm -f $t/run-$d-*.log
   ms=$(echo "$floor" | sed -n 's/.*floor \([0-9.]*\) ms.*/\1/p')
   [ -n "$rate" ] && [ -n "$ms" ] && awk -v r=$rate -v f=$ms -v d=$d \

@@ -26,8 +26,7 @@ echo "| setting | decode tok/s (median of ${ROUNDS:-3}) |"
 echo "|---|---:|"
 for i in $(seq 1 $#); do
   setting=${!i}
-  med=$(awk -v i=$i '$1 == i { print $2 }' $t/ab.txt | sort -n \
-    | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+  med=$(awk -v i=$i '$1 == i { print $2 }' $t/ab.txt | median)
   echo "| ${setting:-default} | $med |"
 done
 rm -f $t/ab.txt

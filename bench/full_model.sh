@@ -11,3 +11,7 @@ if [ ! -f $model ]; then
   $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -2
   echo "full model written in $(( $(date +%s) - s )) s"
 fi
+# The median of the numbers on standard input, one a line (nothing for none).
+median() {
+  sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}

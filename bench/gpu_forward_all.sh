@@ -26,6 +26,15 @@ echo "rc=$?"
 # One token's dense layouts tuned per shape on the model's own matrices (opt-in, STRATA_TUNE=1): the same bits.
 echo "== small, 600 tokens, fp16, STRATA_TUNE=1"
 STRATA_TUNE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
+# Programmatic edges into the kernels that join the side lane too (opt-in, STRATA_PDL_JOIN=1): the same bits.
+echo "== small, 600 tokens, fp16, STRATA_PDL_JOIN=1"
+STRATA_PDL_JOIN=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
+# The router's product and the routing in one launch (opt-in, STRATA_FUSE_ROUTE=1): the same bits.
+echo "== moe_parity, STRATA_FUSE_ROUTE=1"; STRATA_FUSE_ROUTE=1 $bin parity moe_parity; echo "rc=$?"
+for kv in fp16 int8; do
+  echo "== small, 600 tokens, $kv, STRATA_FUSE_ROUTE=1"
+  STRATA_FUSE_ROUTE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
+done
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

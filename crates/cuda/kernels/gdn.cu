@@ -7,40 +7,56 @@
 // the frames stay in registers and every load of the channel is issued at once (the model's K = 4);
 // KC = 0: any K ≤ 16 (the host checks). The same fmas in the same order either way.
 template <int KC>
+struct ConvFrames {
+    static constexpr int KMAX = KC > 0 ? KC : 16;
+    float frames[KMAX];
+    float wk[KMAX];
+    // The channel's kept frames and its taps: neither depends on the kernels of this step before the conv
+    // (the tail is this kernel's own, from the step before), so they may be read before grid_dep_wait.
+    __device__ __forceinline__ void load(const float* __restrict__ tail, const float* __restrict__ w, int C, int K,
+                                         int ch) {
+#pragma unroll
+        for (int i = 0; i < KMAX - 1; ++i) {
+            if (i < K - 1) frames[i] = tail[(size_t)i * C + ch];
+        }
+#pragma unroll
+        for (int i = 0; i < KMAX; ++i) {
+            if (i < K) wk[i] = w[(size_t)K * ch + i];
+        }
+    }
+    // The window's tokens through the channel, then the K − 1 newest frames kept.
+    __device__ __forceinline__ void run(const float* __restrict__ u, float* __restrict__ tail, float* __restrict__ out,
+                                        int C, int K, int T, int ch) {
+        for (int t = 0; t < T; ++t) {
+            const float cur = u[(size_t)t * C + ch];
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < KMAX - 1; ++i) {
+                if (i < K - 1) s = __fmaf_rn(wk[i], frames[i], s);
+            }
+            s = __fmaf_rn(wk[K - 1], cur, s);
+            out[(size_t)t * C + ch] = s_silu(s);
+#pragma unroll
+            for (int i = 0; i + 1 < KMAX - 1; ++i) {
+                if (i + 1 < K - 1) frames[i] = frames[i + 1];
+            }
+            if (K > 1) frames[K - 2] = cur;
+        }
+#pragma unroll
+        for (int i = 0; i < KMAX - 1; ++i) {
+            if (i < K - 1) tail[(size_t)i * C + ch] = frames[i];
+        }
+    }
+};
+
+template <int KC>
 __device__ __forceinline__ void conv_channel(const float* __restrict__ u, float* __restrict__ tail,
                                              const float* __restrict__ w, float* __restrict__ out, int C, int Kr,
                                              int T, int ch) {
-    constexpr int KMAX = KC > 0 ? KC : 16;
+    ConvFrames<KC> f;
     const int K = KC > 0 ? KC : Kr;
-    float frames[KMAX];
-#pragma unroll
-    for (int i = 0; i < KMAX - 1; ++i) {
-        if (i < K - 1) frames[i] = tail[(size_t)i * C + ch];
-    }
-    float wk[KMAX];
-#pragma unroll
-    for (int i = 0; i < KMAX; ++i) {
-        if (i < K) wk[i] = w[(size_t)K * ch + i];
-    }
-    for (int t = 0; t < T; ++t) {
-        const float cur = u[(size_t)t * C + ch];
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < KMAX - 1; ++i) {
-            if (i < K - 1) s = __fmaf_rn(wk[i], frames[i], s);
-        }
-        s = __fmaf_rn(wk[K - 1], cur, s);
-        out[(size_t)t * C + ch] = s_silu(s);
-#pragma unroll
-        for (int i = 0; i + 1 < KMAX - 1; ++i) {
-            if (i + 1 < K - 1) frames[i] = frames[i + 1];
-        }
-        if (K > 1) frames[K - 2] = cur;
-    }
-#pragma unroll
-    for (int i = 0; i < KMAX - 1; ++i) {
-        if (i < K - 1) tail[(size_t)i * C + ch] = frames[i];
-    }
+    f.load(tail, w, C, K, ch);
+    f.run(u, tail, out, C, K, T, ch);
 }
 
 // A warp's S channels from channel `first` on (lane L: first + L, first + L + 32, …).
@@ -50,6 +66,25 @@ __device__ __forceinline__ void conv_head(const float* __restrict__ u, float* __
                                           int T, int S, int first) {
 #pragma unroll 4
     for (int c = threadIdx.x % WARP; c < S; c += WARP) conv_channel<KC>(u, tail, w, out, C, K, T, first + c);
+}
+
+// conv_head for K = 4 and S ≤ 128 (the model's 128) with every channel's frames and taps read before
+// grid_dep_wait, so those loads overlap the kernel before; only the input's wait. The same fmas.
+#define CONV_EARLY_CH 4  // channels a lane: S ≤ 128
+__device__ __forceinline__ void conv_head_early(const float* __restrict__ u, float* __restrict__ tail,
+                                                const float* __restrict__ w, float* __restrict__ out, int C, int T,
+                                                int S, int first) {
+    const int lane = threadIdx.x % WARP;
+    ConvFrames<4> f[CONV_EARLY_CH];
+#pragma unroll
+    for (int i = 0; i < CONV_EARLY_CH; ++i) {
+        if (lane + i * WARP < S) f[i].load(tail, w, C, 4, first + lane + i * WARP);
+    }
+    grid_dep_wait();
+#pragma unroll
+    for (int i = 0; i < CONV_EARLY_CH; ++i) {
+        if (lane + i * WARP < S) f[i].run(u, tail, out, C, 4, T, first + lane + i * WARP);
+    }
 }
 
 // The gates of (token, value head) i = t·hv + j from its α and β logits: β = σ(b), decay =
@@ -76,6 +111,28 @@ __device__ __forceinline__ void qk_norm_head(float* v, int S, bool is_q, float q
     __syncwarp();
 }
 
+// A gate warp of gdn_conv_norm: value head j's gates for each token of the window.
+__device__ __forceinline__ void gate_warp(const float* __restrict__ alpha, const float* __restrict__ beta,
+                                          const float* __restrict__ dt_bias, const float* __restrict__ a,
+                                          float* __restrict__ decay, float* __restrict__ betas, int hv,
+                                          const unsigned char* __restrict__ w_alpha,
+                                          const unsigned char* __restrict__ w_beta, int ab_kind,
+                                          const float* __restrict__ x, int n, int T, int j) {
+    if (j >= hv) return;
+    const size_t row = (size_t)j * n * (ab_kind == 1 ? 4 : 2);
+    for (int t = 0; t < T; ++t) {
+        const int i = t * hv + j;
+        float al = 0.0f, be = 0.0f;
+        if (ab_kind == 0) {
+            al = alpha[i];
+            be = beta[i];
+        } else {
+            warp_row_dot2(w_alpha + row, w_beta + row, ab_kind, x + (size_t)t * n, n, &al, &be);
+        }
+        if (threadIdx.x % WARP == 0) gdn_gates(al, be, dt_bias, a, decay, betas, hv, i);
+    }
+}
+
 // The conv, the q/k norms and the gates in one launch. Warp h < 2·Hk + Hv takes head h of the conv's
 // channels (the 2·Hk q and k heads, then the Hv v heads, S channels each): the conv of its channels over
 // the window, then, for a q or k head, each token's norm of them. Warp 2·Hk + Hv + j makes the gates of
@@ -93,28 +150,19 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
                                         float* __restrict__ betas, int hv, const unsigned char* __restrict__ w_alpha,
                                         const unsigned char* __restrict__ w_beta, int ab_kind,
                                         const float* __restrict__ x, int n, int h0, int h_end) {
-    grid_dep_wait();
-    const int h = h0 + (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    const int h = h0 + (blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     if (h >= h_end) return;
-    if (h >= 2 * hk + hv) {
-        const int j = h - (2 * hk + hv);
-        if (j >= hv) return;
-        const size_t row = (size_t)j * n * (ab_kind == 1 ? 4 : 2);
-        for (int t = 0; t < T; ++t) {
-            const int i = t * hv + j;
-            float al = 0.0f, be = 0.0f;
-            if (ab_kind == 0) {
-                al = alpha[i];
-                be = beta[i];
-            } else {
-                warp_row_dot2(w_alpha + row, w_beta + row, ab_kind, x + (size_t)t * n, n, &al, &be);
-            }
-            if (lane == 0) gdn_gates(al, be, dt_bias, a, decay, betas, hv, i);
+    if (h < 2 * hk + hv && K == 4 && S <= CONV_EARLY_CH * WARP) {
+        conv_head_early(u, tail, w, out, C, T, S, h * S);  // waits inside, after its early loads
+    } else {
+        grid_dep_wait();
+        if (h >= 2 * hk + hv) {
+            gate_warp(alpha, beta, dt_bias, a, decay, betas, hv, w_alpha, w_beta, ab_kind, x, n, T, h - (2 * hk + hv));
+            return;
         }
-        return;
+        if (K == 4) conv_head<4>(u, tail, w, out, C, K, T, S, h * S);
+        else conv_head<0>(u, tail, w, out, C, K, T, S, h * S);
     }
-    if (K == 4) conv_head<4>(u, tail, w, out, C, K, T, S, h * S);
-    else conv_head<0>(u, tail, w, out, C, K, T, S, h * S);
     if (h >= 2 * hk) return;
     __syncwarp();  // the lanes' conv outputs, before each norm reads them all
     for (int t = 0; t < T; ++t) qk_norm_head(out + (size_t)t * C + (size_t)h * S, S, h < hk, qscale);
@@ -181,6 +229,9 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // column is read once and written once, all its loads in flight together. P threads share a column, each
 // holding S/P of its rows (P = 2 at S = 128 keeps to 64 registers); a chain over a runs through them in
 // order, its running value handed on by a shuffle, so every sum is the one fma chain of the contract.
+// The column is read before grid_dep_wait: M is written only by this kernel, and with programmatic
+// launches every kernel before the one this follows (the conv) has completed when it starts early, so
+// the state's read (3 MB a layer at the model's 48 heads) overlaps the conv instead of following it.
 template <int S, int P>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
@@ -193,6 +244,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     float col[R];
 #pragma unroll
     for (int a = 0; a < R; ++a) col[a] = m[(size_t)a * S + b];
+    grid_dep_wait();
     for (int t = 0; t < T; ++t) {
         const float* row = conv + (size_t)t * C;
         __syncthreads();
@@ -240,7 +292,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) { grid_dep_wait(); \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {                  \
         gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y);                               \
     }
 GDN_DELTA_COLS(32, 1)

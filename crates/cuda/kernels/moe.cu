@@ -15,29 +15,45 @@
 // by the reduction contract (the matvec's row dot: lane L's chunks L, L + 32, … in order, then the
 // butterfly), when that one-row matrix is F32 (sg_kind 1) or BF16 (2): one launch fewer than a product of
 // its own (sg_kind 0: the host runs that product).
-extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
-                                    float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
-                                    int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
-    const int t = blockIdx.x, lane = threadIdx.x % WARP;
-    if (threadIdx.x >= WARP) {
-        // A second warp (launched when sg_kind ≠ 0): the shared expert's gate logit, beside the routing.
-        // Its weight row is loaded before grid_dep_wait, so only the input's loads wait.
-        EarlyRow row;
-        row.fetch(sg_w, sg_kind, n);
-        grid_dep_wait();
-        const float dot = row.dot(sg_w, sg_kind, xin + (size_t)t * n, n);
-        if (lane == 0) sg[t] = dot;
-        return;
+// The largest of a lane's PER keys, as a tree (depth 4 at PER = 16, not a chain of 16).
+template <int N>
+__device__ __forceinline__ unsigned long long tree_max_key(const unsigned long long* key) {
+    if constexpr (N == 1) {
+        return key[0];
+    } else {
+        return max(tree_max_key<N / 2>(key), tree_max_key<N - N / 2>(key + N / 2));
     }
-    grid_dep_wait();
-    const float* x = logits + (size_t)t * E;
+}
+__device__ __forceinline__ unsigned long long lane_max_key(const unsigned long long (&key)[ROUTE_CHUNKS * CHUNK]) {
+    return tree_max_key<ROUTE_CHUNKS * CHUNK>(key);
+}
+
+// The warp's largest 64-bit key. sm_80+: the high words' maximum by one warp reduction, then the low
+// words' among the lanes holding it (the others give 0, below any low word that can win: keys are
+// distinct); before sm_80, five shuffles of the whole key.
+__device__ __forceinline__ unsigned long long warp_max_key(unsigned long long v) {
+#if __CUDA_ARCH__ >= 800
+    const u32 hi = __reduce_max_sync(0xffffffffu, (u32)(v >> 32));
+    const u32 lo = __reduce_max_sync(0xffffffffu, (u32)(v >> 32) == hi ? (u32)v : 0u);
+    return ((unsigned long long)hi << 32) | lo;
+#else
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+#endif
+}
+
+// One token's routing by one warp (moe_route's body): `x` its E logits (read through L2: in
+// moe_router_route other blocks wrote them in this launch), `ids` and `weights` its k slots.
+__device__ void route_token(const float* x, int E, int k, int* __restrict__ ids, float* __restrict__ weights) {
+    const int lane = threadIdx.x % WARP;
     constexpr int PER = ROUTE_CHUNKS * CHUNK;
     auto at = [&](int j) { return CHUNK * (lane + WARP * (j / CHUNK)) + j % CHUNK; };  // element of slot j
     float p[PER];
     float m = -__int_as_float(0x7f800000);
 #pragma unroll
     for (int j = 0; j < PER; ++j) {
-        p[j] = at(j) < E ? x[at(j)] : 0.0f;
+        p[j] = at(j) < E ? __ldcg(x + at(j)) : 0.0f;
         if (at(j) < E) m = fmaxf(m, p[j]);
     }
 #pragma unroll
@@ -63,33 +79,97 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
         p[j] = __fdiv_rn(p[j], total);
         key[j] = at(j) < E ? ((unsigned long long)score_key(p[j]) << 32) | (u32)(~at(j)) : 0ull;
     }
+    // Each round takes the warp's largest key. A lane keeps the largest of its own (a tree of maxima),
+    // the warp's is found from those (sm_80+: two warp reductions, the key's high word then its low word
+    // among the lanes that hold that high word), and only the winner's lane, which marks its entry taken,
+    // has a new one to find. One chain of 16 maxima and five 64-bit shuffles a round took ~200
+    // instructions; the winners and their order are the same.
+    unsigned long long mine_best = lane_max_key(key);
     float sum = 0.0f;
     for (int r = 0; r < k; ++r) {
-        unsigned long long best = 0;
-#pragma unroll
-        for (int j = 0; j < PER; ++j) best = max(best, key[j]);
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
+        const unsigned long long best = warp_max_key(mine_best);
         // The winner's lane marks it taken and hands its probability round.
         float mine = 0.0f;
+        if (mine_best == best) {
 #pragma unroll
-        for (int j = 0; j < PER; ++j) {
-            if (key[j] == best) {
-                mine = p[j];
-                key[j] = 0;
+            for (int j = 0; j < PER; ++j) {
+                if (key[j] == best) {
+                    mine = p[j];
+                    key[j] = 0;
+                }
             }
+            mine_best = lane_max_key(key);
         }
         const int i = (int)(~(u32)best), owner = (i / CHUNK) % WARP;
         const float v = __shfl_sync(0xffffffffu, mine, owner);
         sum = __fadd_rn(sum, v);
         if (lane == 0) {
-            ids[t * k + r] = i;
-            weights[t * k + r] = v;
+            ids[r] = i;
+            weights[r] = v;
         }
     }
     __syncwarp();
     const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
-    for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
+    for (int r = lane; r < k; r += WARP) weights[r] = __fdiv_rn(weights[r], denom);
+}
+
+extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
+                                    float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
+                                    int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
+    const int t = blockIdx.x, lane = threadIdx.x % WARP;
+    if (threadIdx.x >= WARP) {
+        // A second warp (launched when sg_kind ≠ 0): the shared expert's gate logit, beside the routing.
+        // Its weight row is loaded before grid_dep_wait, so only the input's loads wait.
+        EarlyRow row;
+        row.fetch(sg_w, sg_kind, n);
+        grid_dep_wait();
+        const float dot = row.dot(sg_w, sg_kind, xin + (size_t)t * n, n);
+        if (lane == 0) sg[t] = dot;
+        return;
+    }
+    grid_dep_wait();
+    route_token(logits + (size_t)t * E, E, k, ids + t * k, weights + t * k);
+}
+
+// The router's logits and the routing in one launch (STRATA_FUSE_ROUTE=1), for router rows of F32
+// (r_kind 1) or BF16 (2) of n ≤ 8·32·ROW_EARLY values. Warp w of block b makes row b·warps + w of each
+// token's logits, its weights loaded before grid_dep_wait (EarlyRow: the sums of the product's row dot);
+// row E, when sg_kind ≠ 0, is the shared expert's gate logit. The last block to finish (a count in
+// `done`, set back to 0 by that block for the next launch) routes the tokens as moe_route does, a warp a
+// token, reading the logits from L2 (other blocks wrote them). One launch fewer on the routing chain.
+extern "C" __global__ void moe_router_route(const void* __restrict__ rw, int r_kind, const float* __restrict__ xin,
+                                           int n, float* logits, int* __restrict__ ids,
+                                           float* __restrict__ weights, int E, int k, int T,
+                                           const void* __restrict__ sg_w, int sg_kind, float* __restrict__ sg,
+                                           unsigned* done) {
+    const int warps = blockDim.x / WARP, warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int row = blockIdx.x * warps + warp;
+    const bool is_sg = row == E && sg_kind != 0, live = row < E || is_sg;
+    const void* w = is_sg ? sg_w : (const void*)((const unsigned char*)rw + (size_t)row * n * (r_kind == 1 ? 4 : 2));
+    const int kind = is_sg ? sg_kind : r_kind;
+    EarlyRow r;
+    if (live) r.fetch(w, kind, n);
+    grid_dep_wait();
+    if (live) {
+        for (int t = 0; t < T; ++t) {
+            const float d = r.dot(w, kind, xin + (size_t)t * n, n);
+            if (lane == 0) {
+                if (is_sg) sg[t] = d;
+                else logits[(size_t)t * E + row] = d;
+            }
+        }
+    }
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // this block's logits visible before its count
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int t = warp; t < T; t += warps) route_token(logits + (size_t)t * E, E, k, ids + t * k, weights + t * k);
+    if (threadIdx.x == 0) *done = 0u;
 }
 
 // h = silu(g)·u, the product rounded, for the routed slots' n values and then the shared expert's n2 (one

@@ -112,44 +112,48 @@ impl StepGraph {
 
 /// Set when the driver refused a programmatic edge: later graphs keep plain ones.
 static PDL_FAILED: AtomicBool = AtomicBool::new(false);
+/// Set when the driver refused a programmatic edge into a kernel that joins two lanes: later graphs keep
+/// those plain (and the others programmatic).
+static JOIN_PDL_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// `STRATA_PDL_JOIN=1`: a kernel that joins the side lane follows its main-lane kernel by a programmatic
+/// edge too (the side lane's edge stays plain), so it may start while that kernel runs once the side lane
+/// has completed. Off until measured on a card.
+fn join_pdl() -> bool {
+    std::env::var("STRATA_PDL_JOIN").is_ok_and(|v| v == "1") && !JOIN_PDL_FAILED.load(Ordering::Relaxed)
+}
 
 /// Programmatic launches (on unless `STRATA_PDL=0`): each kernel whose one dependency is a kernel follows it
 /// by a programmatic edge instead (sm_90+): it may be launched while that one runs, and waits in
 /// `grid_dep_wait` (common.cuh) for it to complete before it reads anything the kernels before wrote; the
 /// dense staged and stream products start copying their weights before that wait, so the copy overlaps
-/// the kernel before. A kernel that joins two lanes, and zeroings and copies, keep plain edges. Each
-/// kernel waits before it lets the next one launch, so when a kernel starts early, every kernel before the
-/// one it follows has completed.
+/// the kernel before. A kernel that joins two lanes keeps plain edges (unless `STRATA_PDL_JOIN=1`: then
+/// only its side lane's), and zeroings and copies keep theirs. Each kernel waits before it lets the next
+/// one launch, so when a kernel starts early, every kernel before the one it follows has completed.
 fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
-    let edge = sys::CUgraphEdgeData {
-        from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
-        to_port: 0,
-        type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
-        reserved: [0; 5],
-    };
-    let is_kernel: std::collections::HashMap<sys::CUgraphNode, bool> =
-        nodes.iter().zip(ops).map(|(n, op)| (*n, matches!(op, Op::Kernel { .. }))).collect();
+    // Each node's op index: of a join's dependencies, the main lane's is the one recorded last (the side
+    // lane's ops were all recorded before the main lane's that follow its fork).
+    let index: std::collections::HashMap<sys::CUgraphNode, usize> =
+        nodes.iter().enumerate().filter(|(_, n)| !n.is_null()).map(|(i, n)| (*n, i)).collect();
+    let joins = join_pdl();
     for (i, to) in nodes.iter().enumerate() {
         if !matches!(ops[i], Op::Kernel { .. }) || to.is_null() {
             continue;
         }
-        let Some(from) = single_dependency(*to)? else { continue };
-        if !is_kernel.get(&from).copied().unwrap_or(false) {
+        let deps = dependencies(*to)?;
+        let join = deps.len() > 1;
+        if join && !joins {
             continue;
         }
-        // SAFETY: two nodes of this graph joined by one plain edge; it is replaced by one programmatic
-        // edge between the same nodes.
-        unsafe {
-            sys::cuGraphRemoveDependencies_v2(graph, &from, to, std::ptr::null(), 1)
-                .result()
-                .check("editing a graph")?;
-            if let Err(e) = sys::cuGraphAddDependencies_v2(graph, &from, to, &edge, 1).result() {
-                // The plain edge back, and plain edges from now on: slower, the same bits.
-                sys::cuGraphAddDependencies_v2(graph, &from, to, std::ptr::null(), 1)
-                    .result()
-                    .check("editing a graph")?;
-                eprintln!("note: programmatic launches are off for this run: {e}");
-                PDL_FAILED.store(true, Ordering::Relaxed);
+        let Some(from) = deps.iter().copied().max_by_key(|d| index.get(d).copied()) else { continue };
+        if !index.get(&from).is_some_and(|&k| matches!(ops[k], Op::Kernel { .. })) {
+            continue;
+        }
+        if !make_programmatic(graph, from, *to)? {
+            let (flag, what) = if join { (&JOIN_PDL_FAILED, "into a joining kernel ") } else { (&PDL_FAILED, "") };
+            flag.store(true, Ordering::Relaxed);
+            eprintln!("note: programmatic launches {what}are off for this run: the driver refused the edge");
+            if !join {
                 return Ok(());
             }
         }
@@ -157,21 +161,42 @@ fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> 
     Ok(())
 }
 
-/// The node `node` depends on, when it depends on exactly one.
-fn single_dependency(node: sys::CUgraphNode) -> Result<Option<sys::CUgraphNode>, CudaError> {
+/// The plain edge `from` → `to` replaced by a programmatic one; false (the plain edge put back) when the
+/// driver refuses it.
+fn make_programmatic(graph: sys::CUgraph, from: sys::CUgraphNode, to: sys::CUgraphNode) -> Result<bool, CudaError> {
+    let edge = sys::CUgraphEdgeData {
+        from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
+        to_port: 0,
+        type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
+        reserved: [0; 5],
+    };
+    // SAFETY: two nodes of this graph joined by one plain edge; it is replaced by one programmatic edge
+    // between the same nodes, or put back as it was.
+    unsafe {
+        sys::cuGraphRemoveDependencies_v2(graph, &from, &to, std::ptr::null(), 1).result().check("editing a graph")?;
+        if sys::cuGraphAddDependencies_v2(graph, &from, &to, &edge, 1).result().is_ok() {
+            return Ok(true);
+        }
+        sys::cuGraphAddDependencies_v2(graph, &from, &to, std::ptr::null(), 1).result().check("editing a graph")?;
+    }
+    Ok(false)
+}
+
+/// The nodes `node` depends on.
+fn dependencies(node: sys::CUgraphNode) -> Result<Vec<sys::CUgraphNode>, CudaError> {
     let mut k = 0usize;
-    // SAFETY: counting a node's dependencies, then reading the one there is.
+    // SAFETY: counting a node's dependencies, then reading them into a buffer of that many.
     unsafe { sys::cuGraphNodeGetDependencies_v2(node, std::ptr::null_mut(), std::ptr::null_mut(), &mut k) }
         .result()
         .check("reading a graph")?;
-    if k != 1 {
-        return Ok(None);
+    let mut deps = vec![std::ptr::null_mut(); k];
+    if k > 0 {
+        unsafe { sys::cuGraphNodeGetDependencies_v2(node, deps.as_mut_ptr(), std::ptr::null_mut(), &mut k) }
+            .result()
+            .check("reading a graph")?;
     }
-    let mut from = std::ptr::null_mut();
-    unsafe { sys::cuGraphNodeGetDependencies_v2(node, &mut from, std::ptr::null_mut(), &mut k) }
-        .result()
-        .check("reading a graph")?;
-    Ok(Some(from))
+    deps.truncate(k);
+    Ok(deps)
 }
 
 /// Every op issued on the stream, in order.

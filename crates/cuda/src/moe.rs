@@ -53,6 +53,8 @@ pub struct MoeGpu {
     /// How the shared expert's gate logit is made: by the routing warp from an F32 (1) or BF16 (2) row of
     /// the input's width, or (0) by a product of its own.
     sg_kind: i32,
+    /// moe_router_route's count of finished blocks (0 between launches).
+    done: Buf<u32>,
 }
 
 impl MoeGpu {
@@ -97,6 +99,7 @@ impl MoeGpu {
                 (GgmlType::BF16, 1, c) if c == n => 2,
                 _ => 0,
             },
+            done: Buf::zeros(gpu, 1)?,
         })
     }
 }
@@ -139,7 +142,7 @@ pub fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoePa
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
-    let (e, k, f, fs, n) = w.dims;
+    let (_, k, f, fs, n) = w.dims;
     let i = |v: usize| Arg::I32(v as i32);
     // Buffers that a product or an elementwise kernel fills whole are left unset (no memset on the stream).
     let act = gpu.function("moe.cu", SRC, "moe_act")?;
@@ -165,17 +168,8 @@ pub fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoePa
         Ok(())
     })?;
     // Routing.
-    let logits = Buf::<f32>::uninit(gpu, t * e)?;
-    matvec(gpu, &w.router, x, &logits, t)?;
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
-    let route = gpu.function("moe.cu", SRC, "moe_route")?;
-    // The shared expert's gate logit is made by a second warp beside the routing one when its one row is
-    // F32 or BF16.
-    let warps = if w.sg_kind == 0 { 1 } else { 2 };
-    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
-    let args = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
-    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
-    launch(gpu, &route, "moe_route", cfg, &[&args[..], &[i(e), i(k)], &sg_args].concat())?;
+    route(gpu, w, x, t, (&ids, &weights, &sg))?;
     // The routed experts' gate and up of the token's input; both activations in one launch; then down of
     // each slot's h and the shared h.
     let (h, eo) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * n)?);
@@ -201,6 +195,53 @@ pub fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoePa
     }
     gpu.join()?;
     Ok((MoeParts { eo, weights, shared, sg, n, k, t }, ids))
+}
+
+/// The router's logits, then each token's k experts and their weights (moe.cu): the product and
+/// `moe_route`, or with `STRATA_FUSE_ROUTE=1` and an F32 or BF16 router, both in one launch
+/// (`moe_router_route`). The shared expert's gate logit comes with them when its row is F32 or BF16.
+fn route(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    x: &Buf<f32>,
+    t: usize,
+    (ids, weights, sg): (&Buf<i32>, &Buf<f32>, &Buf<f32>),
+) -> Result<(), CudaError> {
+    let (e, k, _, _, n) = w.dims;
+    let i = |v: usize| Arg::I32(v as i32);
+    let logits = Buf::<f32>::uninit(gpu, t * e)?;
+    let r_kind = match w.router.ty {
+        GgmlType::F32 => 1,
+        GgmlType::BF16 => 2,
+        _ => 0,
+    };
+    let outs = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
+    if fuse_route() && r_kind != 0 {
+        // A warp a row (and one for the shared gate logit), 4 a block.
+        let rows = e + usize::from(w.sg_kind != 0);
+        let f = gpu.function("moe.cu", SRC, "moe_router_route")?;
+        let cfg =
+            LaunchConfig { grid_dim: (rows.div_ceil(4) as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        let input = [Arg::Ptr(w.router.ptr(gpu)), i(r_kind), Arg::Ptr(x.ptr(gpu)), i(n)];
+        let sg_args =
+            [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(sg.ptr(gpu)), Arg::Ptr(w.done.ptr(gpu))];
+        return launch(gpu, &f, "moe_router_route", cfg, &[&input[..], &outs, &[i(e), i(k), i(t)], &sg_args].concat());
+    }
+    matvec(gpu, &w.router, x, &logits, t)?;
+    let f = gpu.function("moe.cu", SRC, "moe_route")?;
+    // The shared expert's gate logit is made by a second warp beside the routing one when its one row is
+    // F32 or BF16.
+    let warps = if w.sg_kind == 0 { 1 } else { 2 };
+    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
+    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
+    launch(gpu, &f, "moe_route", cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
+}
+
+/// `STRATA_FUSE_ROUTE=1`: the router's product and the routing in one launch (opt-in until it has run on
+/// a card).
+fn fuse_route() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_FUSE_ROUTE").is_ok_and(|v| v == "1"))
 }
 
 /// `STRATA_FUSE_COMBINE=1`: the combination left to the next HC read's norm where that is the split

@@ -14,27 +14,12 @@ for f in fixtures/real/qwen4exp-real-{f32,bf16,q8_0}.gguf; do
     echo "== $f, 64 tokens, $kv"; $bin parity forward_parity $f --tokens 64 --kv $kv; echo "rc=$?"
   done
 done
-# The MoE's combination left to the next HC read's norm (opt-in, STRATA_FUSE_COMBINE=1): the split norm
-# kernel makes y as it reads it; the plain one (STRATA_HC_SPLIT=0) runs the combination first.
-for kv in fp16 int8; do
-  echo "== small, 600 tokens, $kv, STRATA_FUSE_COMBINE=1"
-  STRATA_FUSE_COMBINE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
-done
-echo "== tiny, 140 tokens, int8, STRATA_FUSE_COMBINE=1 STRATA_SIDE=0 STRATA_HC_SPLIT=0"
-STRATA_FUSE_COMBINE=1 STRATA_SIDE=0 STRATA_HC_SPLIT=0 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv int8
-echo "rc=$?"
 # One token's dense layouts tuned per shape on the model's own matrices (opt-in, STRATA_TUNE=1): the same bits.
 echo "== small, 600 tokens, fp16, STRATA_TUNE=1"
 STRATA_TUNE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
-# Programmatic edges into the kernels that join the side lane too (opt-in, STRATA_PDL_JOIN=1): the same bits.
-echo "== small, 600 tokens, fp16, STRATA_PDL_JOIN=1"
-STRATA_PDL_JOIN=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
-# The router's product and the routing in one launch (opt-in, STRATA_FUSE_ROUTE=1): the same bits.
-echo "== moe_parity, STRATA_FUSE_ROUTE=1"; STRATA_FUSE_ROUTE=1 $bin parity moe_parity; echo "rc=$?"
-for kv in fp16 int8; do
-  echo "== small, 600 tokens, $kv, STRATA_FUSE_ROUTE=1"
-  STRATA_FUSE_ROUTE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
-done
+# Plain edges into the kernels that join the side lane (STRATA_PDL_JOIN=0): the same bits.
+echo "== small, 600 tokens, fp16, STRATA_PDL_JOIN=0"
+STRATA_PDL_JOIN=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

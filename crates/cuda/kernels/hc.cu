@@ -156,43 +156,11 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 // parallel, into shared memory; then each lane adds its chunks' sums in ascending order exactly as the
 // plain kernel does, and the butterfly finishes. Same operations, same order, same bits.
 
-// The pending write's y (a half's output, T rows of n), chunk ch of token t: read from memory ...
-struct YStored {
-    const float* y;
-    __device__ __forceinline__ void chunk(int t, int n, int ch, bool, float* v) const {
-        load8_f32(y + (size_t)t * n + ch * CHUNK, v);
-    }
-};
-
-// ... or made from the MoE's parts by moe_combine's operations in its order (the same bits): the fma
-// chain over the slots in rank order of weight · slot output from +0, then fma(σ(shared gate), shared
-// output, ·). `write`: this block also stores the chunk, so y exists for whatever reads it later.
-struct YFromMoe {
-    const float* eo;
-    const float* weights;
-    const float* shared;
-    const float* sgate;
-    float* y;
-    int k;
-    __device__ __forceinline__ void chunk(int t, int n, int ch, bool write, float* v) const {
-        const float g = s_sigmoid(sgate[t]);
-#pragma unroll
-        for (int e = 0; e < CHUNK; ++e) {
-            const int d = ch * CHUNK + e;
-            float a = 0.0f;
-            for (int s = 0; s < k; ++s) a = __fmaf_rn(weights[t * k + s], eo[((size_t)t * k + s) * n + d], a);
-            v[e] = __fmaf_rn(g, shared[(size_t)t * n + d], a);
-        }
-        if (write) store8_f32(y + (size_t)t * n + ch * CHUNK, v);
-    }
-};
-
 // One block per (stream, token) with a thread per chunk (n/8 ≤ 1024 threads): the chunk's values and gammas
-// stay in registers from the load to the xn store. Y: where the pending write's y comes from.
-template <typename Y>
-__device__ void gr_norm_split_body(const float* __restrict__ r_in, float* r_out, const Y& ysrc,
-                                   const float* __restrict__ inj_prev, int pending,
-                                   const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
+// stay in registers from the load to the xn store.
+extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
+                                         const float* __restrict__ inj_prev, int pending,
+                                         const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
     grid_dep_wait();
     extern __shared__ float part[];  // n/8 chunk sums, then rs
     const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
@@ -205,7 +173,7 @@ __device__ void gr_norm_split_body(const float* __restrict__ r_in, float* r_out,
         if (pending) {
             const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc)));
             float yv[CHUNK];
-            ysrc.chunk(t, n, ch, c == 0, yv);
+            load8_f32(y_prev + (size_t)t * n + ch * CHUNK, yv);
 #pragma unroll
             for (int e = 0; e < CHUNK; ++e) v[e] = __fadd_rn(v[e], __fmul_rn(yv[e], f));
         }
@@ -227,22 +195,6 @@ __device__ void gr_norm_split_body(const float* __restrict__ r_in, float* r_out,
         for (int e = 0; e < CHUNK; ++e) x[e] = __fmul_rn(__fmul_rn(v[e], rs), w[e]);
         store8_f32(xn + base + ch * CHUNK, x);
     }
-}
-
-extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
-                                         const float* __restrict__ inj_prev, int pending,
-                                         const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
-    gr_norm_split_body(r_in, r_out, YStored{y_prev}, inj_prev, pending, w_norm, xn, n, hc);
-}
-
-// gr_norm_split after an MoE block whose combination was left to it (STRATA_FUSE_COMBINE=1): y made from
-// the MoE's parts here (and stored by stream 0's blocks), so the combination is no launch of its own.
-extern "C" __global__ void gr_norm_split_moe(const float* __restrict__ r_in, float* r_out,
-                                             const float* __restrict__ inj_prev, const float* __restrict__ w_norm,
-                                             float* __restrict__ xn, int n, int hc, const float* __restrict__ eo,
-                                             const float* __restrict__ weights, const float* __restrict__ shared,
-                                             const float* __restrict__ sgate, float* y, int k) {
-    gr_norm_split_body(r_in, r_out, YFromMoe{eo, weights, shared, sgate, y, k}, inj_prev, 1, w_norm, xn, n, hc);
 }
 
 // A chunk of 8 weights as loaded (one 16-byte load of BF16, two of F32), made floats only when used, so

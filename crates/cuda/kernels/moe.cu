@@ -43,8 +43,7 @@ __device__ __forceinline__ unsigned long long warp_max_key(unsigned long long v)
 #endif
 }
 
-// One token's routing by one warp (moe_route's body): `x` its E logits (read through L2: in
-// moe_router_route other blocks wrote them in this launch), `ids` and `weights` its k slots.
+// One token's routing by one warp (moe_route's body): `x` its E logits, `ids` and `weights` its k slots.
 __device__ void route_token(const float* x, int E, int k, int* __restrict__ ids, float* __restrict__ weights) {
     const int lane = threadIdx.x % WARP;
     constexpr int PER = ROUTE_CHUNKS * CHUNK;
@@ -129,47 +128,6 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
     }
     grid_dep_wait();
     route_token(logits + (size_t)t * E, E, k, ids + t * k, weights + t * k);
-}
-
-// The router's logits and the routing in one launch (STRATA_FUSE_ROUTE=1), for router rows of F32
-// (r_kind 1) or BF16 (2) of n ≤ 8·32·ROW_EARLY values. Warp w of block b makes row b·warps + w of each
-// token's logits, its weights loaded before grid_dep_wait (EarlyRow: the sums of the product's row dot);
-// row E, when sg_kind ≠ 0, is the shared expert's gate logit. The last block to finish (a count in
-// `done`, set back to 0 by that block for the next launch) routes the tokens as moe_route does, a warp a
-// token, reading the logits from L2 (other blocks wrote them). One launch fewer on the routing chain.
-extern "C" __global__ void moe_router_route(const void* __restrict__ rw, int r_kind, const float* __restrict__ xin,
-                                           int n, float* logits, int* __restrict__ ids,
-                                           float* __restrict__ weights, int E, int k, int T,
-                                           const void* __restrict__ sg_w, int sg_kind, float* __restrict__ sg,
-                                           unsigned* done) {
-    const int warps = blockDim.x / WARP, warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const int row = blockIdx.x * warps + warp;
-    const bool is_sg = row == E && sg_kind != 0, live = row < E || is_sg;
-    const void* w = is_sg ? sg_w : (const void*)((const unsigned char*)rw + (size_t)row * n * (r_kind == 1 ? 4 : 2));
-    const int kind = is_sg ? sg_kind : r_kind;
-    EarlyRow r;
-    if (live) r.fetch(w, kind, n);
-    grid_dep_wait();
-    if (live) {
-        for (int t = 0; t < T; ++t) {
-            const float d = r.dot(w, kind, xin + (size_t)t * n, n);
-            if (lane == 0) {
-                if (is_sg) sg[t] = d;
-                else logits[(size_t)t * E + row] = d;
-            }
-        }
-    }
-    __shared__ bool last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();  // this block's logits visible before its count
-        last = atomicAdd(done, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int t = warp; t < T; t += warps) route_token(logits + (size_t)t * E, E, k, ids + t * k, weights + t * k);
-    if (threadIdx.x == 0) *done = 0u;
 }
 
 // h = silu(g)·u, the product rounded, for the routed slots' n values and then the shared expert's n2 (one

@@ -116,19 +116,19 @@ static PDL_FAILED: AtomicBool = AtomicBool::new(false);
 /// those plain (and the others programmatic).
 static JOIN_PDL_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// `STRATA_PDL_JOIN=1`: a kernel that joins the side lane follows its main-lane kernel by a programmatic
-/// edge too (the side lane's edge stays plain), so it may start while that kernel runs once the side lane
-/// has completed. Off until measured on a card.
+/// A kernel that joins the side lane follows its main-lane kernel by a programmatic edge too (the side
+/// lane's edge stays plain), so it may start while that kernel runs once the side lane has completed. On
+/// unless `STRATA_PDL_JOIN=0` (133.6 against 131.1 tok/s at 4K on the H200, bench/results/2026-12-01-h200-speed-8/).
 fn join_pdl() -> bool {
-    std::env::var("STRATA_PDL_JOIN").is_ok_and(|v| v == "1") && !JOIN_PDL_FAILED.load(Ordering::Relaxed)
+    std::env::var("STRATA_PDL_JOIN").map_or(true, |v| v != "0") && !JOIN_PDL_FAILED.load(Ordering::Relaxed)
 }
 
 /// Programmatic launches (on unless `STRATA_PDL=0`): each kernel whose one dependency is a kernel follows it
 /// by a programmatic edge instead (sm_90+): it may be launched while that one runs, and waits in
 /// `grid_dep_wait` (common.cuh) for it to complete before it reads anything the kernels before wrote; the
 /// dense staged and stream products start copying their weights before that wait, so the copy overlaps
-/// the kernel before. A kernel that joins two lanes keeps plain edges (unless `STRATA_PDL_JOIN=1`: then
-/// only its side lane's), and zeroings and copies keep theirs. Each kernel waits before it lets the next
+/// the kernel before. A kernel that joins two lanes keeps a plain edge from its side lane (and from its
+/// main lane too under `STRATA_PDL_JOIN=0`), and zeroings and copies keep theirs. Each kernel waits before it lets the next
 /// one launch, so when a kernel starts early, every kernel before the one it follows has completed.
 fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
     // Each node's op index: of a join's dependencies, the main lane's is the one recorded last (the side

@@ -22,7 +22,7 @@ use crate::error::CudaError;
 use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
 use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
-use crate::moe::{combine, fuse_combine, moe, moe_parts, MoeGpu, MoeParts};
+use crate::moe::{moe, MoeGpu};
 use crate::profile::ProfileMode;
 use crate::tune::ShapeChoice;
 
@@ -81,9 +81,6 @@ pub struct CudaForward<'a> {
     scratch: Mutex<HcScratch>,
     /// The rope rows of the last window's positions (first, tokens), which all its attention layers share.
     rope: Mutex<Option<WindowRope>>,
-    /// The last MoE block's output not made yet (`STRATA_FUSE_COMBINE=1`): its buffer's address and the
-    /// parts; the next HC read combines them as it reads y, or `hc_write` before its write.
-    deferred: Mutex<Option<(u64, MoeParts)>>,
     /// The layouts tuned per shape for one token's dense products at load (tune.rs).
     tuned: Vec<ShapeChoice>,
 }
@@ -139,7 +136,6 @@ impl<'a> CudaForward<'a> {
             head: HcGpu::upload(g, &w.output_hc, c.hc)?,
             scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
             rope: Mutex::new(None),
-            deferred: Mutex::new(None),
             layers,
             ple,
             mtp: None,
@@ -352,15 +348,6 @@ impl CudaForward<'_> {
         Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
     }
 
-    /// The MoE parts of `y` when its combination was left for later (taken: whoever gets them makes y).
-    fn deferred_for(&self, y: &Rows) -> Option<MoeParts> {
-        let mut d = self.deferred.lock().expect("deferred combine lock");
-        match &*d {
-            Some((ptr, _)) if *ptr == y.buf.ptr(&self.gpu) => d.take().map(|(_, parts)| parts),
-            _ => None,
-        }
-    }
-
     /// The rope rows of positions `first .. first + t`: made once a window, shared by its attention layers.
     fn window_rope(&self, first: usize, t: usize) -> Result<Arc<Buf<f32>>, CudaError> {
         let mut kept = self.rope.lock().expect("rope rows lock");
@@ -485,15 +472,11 @@ impl Backend for CudaForward<'_> {
 
     /// The pending write done by the read's first kernel (gr_norm adds y·2σ(inj/hc) into R as it reads it).
     fn hc_write_read(&self, r: &mut Rows, (y, inj): (&Rows, &Rows), id: HcId) -> Result<(Rows, Rows), CudaError> {
-        let parts = self.deferred_for(y);
-        let pending = Pending { y: &y.buf, inj: &inj.buf, moe: parts.as_ref() };
+        let pending = Pending::of(&y.buf, &inj.buf);
         self.timed("hc read", || self.read_streams(r, Some(pending), id))
     }
 
     fn hc_write(&self, r: &mut Rows, y: &Rows, inj: &Rows) -> Result<(), CudaError> {
-        if let Some(parts) = self.deferred_for(y) {
-            combine(&self.gpu, &parts, &y.buf)?;
-        }
         self.timed("hc write", || {
             let c = &self.model.config;
             hc_write(&self.gpu, r.buf.ptr(&self.gpu), &y.buf, &inj.buf, c.n_embd, c.hc, r.t)
@@ -522,13 +505,6 @@ impl Backend for CudaForward<'_> {
                 MoeId::Mtp => &self.mtp()?.layer.moe,
             };
             let n = self.model.config.n_embd;
-            if fuse_combine() {
-                // y made by the next HC read's norm (or before hc_write), not here.
-                let (parts, _) = moe_parts(&self.gpu, w, &x.buf, x.t)?;
-                let buf = Buf::<f32>::uninit(&self.gpu, x.t * n)?;
-                *self.deferred.lock().expect("deferred combine lock") = Some((buf.ptr(&self.gpu), parts));
-                return Ok(Rows { buf, t: x.t, width: n });
-            }
             let (buf, _) = moe(&self.gpu, w, &x.buf, x.t)?;
             Ok(Rows { buf, t: x.t, width: n })
         })

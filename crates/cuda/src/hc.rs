@@ -6,7 +6,6 @@ use strata_model::weights::HcWeights;
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
-use crate::moe::{combine, MoeParts};
 
 const SRC: &str = crate::compile::HC;
 pub const MAX_T: usize = 8;
@@ -99,19 +98,16 @@ impl HcScratch {
     }
 }
 
-/// The previous half's output and inject scalars, written into R before this read. `moe`: y is not made
-/// yet; these are the MoE's parts, combined here (by the split norm kernel, which also stores y, or by
-/// `moe_combine` before the plain one).
+/// The previous half's output and inject scalars, written into R before this read.
 pub struct Pending<'a> {
     pub y: &'a Buf<f32>,
     pub inj: &'a Buf<f32>,
-    pub moe: Option<&'a MoeParts>,
 }
 
 impl<'a> Pending<'a> {
     /// A pending write of a y that is made.
     pub fn of(y: &'a Buf<f32>, inj: &'a Buf<f32>) -> Pending<'a> {
-        Pending { y, inj, moe: None }
+        Pending { y, inj }
     }
 }
 
@@ -231,12 +227,7 @@ pub fn hc_read_with(
     let wide = hc * n;
     let run = |stage| only.is_none() || only == Some(stage);
     if run(Stage::Norm) {
-        match &pending {
-            Some(Pending { y, inj, moe: Some(m) }) if v.split => {
-                norm_split_moe(gpu, w, (r_in, r_out), (y, inj, m), s, t)?
-            }
-            _ => norm(gpu, v, w, (r_in, r_out), pending.as_ref(), s, t)?,
-        }
+        norm(gpu, v, w, (r_in, r_out), pending.as_ref(), s, t)?;
     }
     let n_inj = if w.inject.is_some() { hc } else { 0 };
     let rows = (r + n_inj) as u32;
@@ -344,7 +335,7 @@ pub fn hc_read_with(
     Ok(())
 }
 
-/// The read's first kernel: the pending write (y made first where it is the MoE's parts) and the norms.
+/// The read's first kernel: the pending write and the norms.
 fn norm(
     gpu: &Gpu,
     v: HcVariant,
@@ -355,9 +346,6 @@ fn norm(
     t: usize,
 ) -> Result<(), CudaError> {
     let (n, hc) = (w.n, w.hc);
-    if let Some(Pending { y, moe: Some(m), .. }) = pending {
-        combine(gpu, m, y)?;
-    }
     let (py, pinj, has) = match &pending {
         Some(p) => (p.y.ptr(gpu), p.inj.ptr(gpu), 1),
         None => (0, 0, 0),
@@ -381,37 +369,6 @@ fn norm(
         true => ("gr_norm_split", split_norm_config(n, hc, t)),
     };
     launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)
-}
-
-/// The split norm kernel making the pending y from the MoE's parts as it reads it (`gr_norm_split_moe`):
-/// the combination's bits, and no launch of its own.
-fn norm_split_moe(
-    gpu: &Gpu,
-    w: &HcGpu,
-    (r_in, r_out): (u64, u64),
-    (y, inj, m): (&Buf<f32>, &Buf<f32>, &MoeParts),
-    s: &HcScratch,
-    t: usize,
-) -> Result<(), CudaError> {
-    let (n, hc) = (w.n, w.hc);
-    let p = |b: &Buf<f32>| Arg::Ptr(b.ptr(gpu));
-    let args = [
-        Arg::Ptr(r_in),
-        Arg::Ptr(r_out),
-        p(inj),
-        p(&w.norm),
-        p(&s.xn),
-        Arg::I32(n as i32),
-        Arg::I32(hc as i32),
-        p(&m.eo),
-        p(&m.weights),
-        p(&m.shared),
-        p(&m.sg),
-        p(y),
-        Arg::I32(m.k as i32),
-    ];
-    let name = "gr_norm_split_moe";
-    launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, split_norm_config(n, hc, t), &args)
 }
 
 /// The split norm kernels' launch: a block per (stream, token), a thread per chunk of the stream.

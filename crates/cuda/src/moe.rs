@@ -53,8 +53,6 @@ pub struct MoeGpu {
     /// How the shared expert's gate logit is made: by the routing warp from an F32 (1) or BF16 (2) row of
     /// the input's width, or (0) by a product of its own.
     sg_kind: i32,
-    /// moe_router_route's count of finished blocks (0 between launches).
-    done: Buf<u32>,
 }
 
 impl MoeGpu {
@@ -99,7 +97,6 @@ impl MoeGpu {
                 (GgmlType::BF16, 1, c) if c == n => 2,
                 _ => 0,
             },
-            done: Buf::zeros(gpu, 1)?,
         })
     }
 }
@@ -118,7 +115,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
 
 /// What the block's last step, the combination, reads: each slot's output, the slots' weights (rank
 /// order), the shared expert's output and its gate logit, for t tokens of n values and k slots.
-pub struct MoeParts {
+struct MoeParts {
     pub eo: Buf<f32>,
     pub weights: Buf<f32>,
     pub shared: Buf<f32>,
@@ -128,9 +125,8 @@ pub struct MoeParts {
     pub t: usize,
 }
 
-/// `y` from the parts (moe.cu's `moe_combine`). An HC read's norm can do the same instead, as it reads
-/// y for the pending write (hc.cu's `gr_norm_split_moe`), one launch fewer.
-pub fn combine(gpu: &Gpu, p: &MoeParts, y: &Buf<f32>) -> Result<(), CudaError> {
+/// `y` from the parts (moe.cu's `moe_combine`).
+fn combine(gpu: &Gpu, p: &MoeParts, y: &Buf<f32>) -> Result<(), CudaError> {
     let i = |v: usize| Arg::I32(v as i32);
     let f = gpu.function("moe.cu", SRC, "moe_combine")?;
     let args = [p.eo.ptr(gpu), p.weights.ptr(gpu), p.shared.ptr(gpu), p.sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
@@ -138,7 +134,7 @@ pub fn combine(gpu: &Gpu, p: &MoeParts, y: &Buf<f32>) -> Result<(), CudaError> {
 }
 
 /// Everything of the block but the combination; the side lane joined.
-pub fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoeParts, Buf<i32>), CudaError> {
+fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoeParts, Buf<i32>), CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -198,8 +194,7 @@ pub fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoePa
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and
-/// `moe_route`, or with `STRATA_FUSE_ROUTE=1` and an F32 or BF16 router, both in one launch
-/// (`moe_router_route`). The shared expert's gate logit comes with them when its row is F32 or BF16.
+/// `moe_route`. The shared expert's gate logit comes with them when its row is F32 or BF16.
 fn route(
     gpu: &Gpu,
     w: &MoeGpu,
@@ -210,23 +205,7 @@ fn route(
     let (e, k, _, _, n) = w.dims;
     let i = |v: usize| Arg::I32(v as i32);
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
-    let r_kind = match w.router.ty {
-        GgmlType::F32 => 1,
-        GgmlType::BF16 => 2,
-        _ => 0,
-    };
     let outs = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
-    if fuse_route() && r_kind != 0 {
-        // A warp a row (and one for the shared gate logit), 4 a block.
-        let rows = e + usize::from(w.sg_kind != 0);
-        let f = gpu.function("moe.cu", SRC, "moe_router_route")?;
-        let cfg =
-            LaunchConfig { grid_dim: (rows.div_ceil(4) as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-        let input = [Arg::Ptr(w.router.ptr(gpu)), i(r_kind), Arg::Ptr(x.ptr(gpu)), i(n)];
-        let sg_args =
-            [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(sg.ptr(gpu)), Arg::Ptr(w.done.ptr(gpu))];
-        return launch(gpu, &f, "moe_router_route", cfg, &[&input[..], &outs, &[i(e), i(k), i(t)], &sg_args].concat());
-    }
     matvec(gpu, &w.router, x, &logits, t)?;
     let f = gpu.function("moe.cu", SRC, "moe_route")?;
     // The shared expert's gate logit is made by a second warp beside the routing one when its one row is
@@ -235,18 +214,4 @@ fn route(
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
     let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
     launch(gpu, &f, "moe_route", cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
-}
-
-/// `STRATA_FUSE_ROUTE=1`: the router's product and the routing in one launch (opt-in until it has run on
-/// a card).
-fn fuse_route() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_FUSE_ROUTE").is_ok_and(|v| v == "1"))
-}
-
-/// `STRATA_FUSE_COMBINE=1`: the combination left to the next HC read's norm where that is the split
-/// kernel (opt-in until it has run on a card).
-pub fn fuse_combine() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_FUSE_COMBINE").is_ok_and(|v| v == "1"))
 }

@@ -6,7 +6,8 @@
 //! (check.rs `check_then_time`), the calls rotating over the model's layers' matrices of that shape. A
 //! layout is used only if it gives the block layout's bits, so the bits never depend on the choice. A
 //! forced layout (`STRATA_MATVEC`) is not tuned over. The choice takes a fraction of a second and is made
-//! at each load. Opt-in (`STRATA_TUNE=1`) until it has run on a card.
+//! at each load. Opt-in (`STRATA_TUNE=1`): on the H200 it gives the same bits but a slower step than the
+//! plan's choice (bench/results/2026-12-01-h200-speed-8/).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;

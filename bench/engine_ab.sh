@@ -2,9 +2,11 @@
 # One device call: decode rates of several settings side by side, interleaved round by round so that a
 # drift of the card's speed falls on all of them alike; each run is a process of its own (the rate moves
 # by a few percent from one process to the next). Usage:
-#   bench/engine_ab.sh "" STRATA_TUNE=1 "STRATA_TUNE=1 STRATA_PDL_JOIN=0"
-# ("" is the default). ROUNDS (3), DEPTH (1024: the prompt; decode speed barely moves with depth, the
-# selection keeping 2,048 cells) and N (256 new tokens). Prints each run and the median of each setting.
+#   bench/engine_ab.sh "" STRATA_TUNE=1 "STRATA_TUNE=1 STRATA_PDL_JOIN=0" ".dev/strata-b STRATA_TUNE=1"
+# ("" is the default; a setting whose first word is an executable runs that binary instead of $bin, so
+# two builds are compared in one call). ROUNDS (3), DEPTH (1024: the prompt; decode speed barely moves
+# with depth, the selection keeping 2,048 cells) and N (256 new tokens). Prints each run and the median
+# of each setting.
 # Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 source "$(dirname "$0")/full_model.sh"
@@ -12,11 +14,20 @@ depth=${DEPTH:-1024}
 n=${N:-256}
 seq 1 $depth > $t/ids-ab.txt
 rm -f $t/ab.txt
-$bin run -m $model --prompt-tokens @$t/ids-ab.txt -n 4 --ignore-eos --device cuda >/dev/null 2>&1  # the plan
+# The binary and the environment of setting i.
+split() {
+  read -r first rest <<< "$1"
+  if [ -n "$first" ] && [ -x "$first" ]; then b=$first; vars=$rest; else b=$bin; vars=$1; fi
+}
+for i in $(seq 1 $#); do  # each binary's plan, made once before the timed runs
+  split "${!i}"
+  env $vars $b run -m $model --prompt-tokens @$t/ids-ab.txt -n 4 --ignore-eos --device cuda >/dev/null 2>&1
+done
 for r in $(seq 1 ${ROUNDS:-3}); do
   for i in $(seq 1 $#); do
     setting=${!i}
-    rate=$(env $setting $bin run -m $model --prompt-tokens @$t/ids-ab.txt -n $n --ignore-eos --device cuda \
+    split "$setting"
+    rate=$(env $vars $b run -m $model --prompt-tokens @$t/ids-ab.txt -n $n --ignore-eos --device cuda \
       --max-context $(( depth + n + 8 )) 2>&1 >/dev/null | sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p')
     echo "round $r, setting $i (${setting:-default}): ${rate:-failed} tok/s"
     echo "$i ${rate:-0}" >> $t/ab.txt

@@ -159,6 +159,73 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
     }
 }
 
+// Chunk i0 .. i0 + 7 of a cell's key in any KV mode, as kv_get gives each value, by wide loads (16 bytes of
+// fp16, 8 of int8 codes under one scale, or 32 of f32): i0 is a multiple of 8 and the cache rows are too.
+__device__ __forceinline__ void kv_chunk(const unsigned short* halves, const signed char* codes,
+                                         const unsigned short* scales, const float* floats, int mode, int dim,
+                                         size_t cell, int i0, float* v) {
+    if (mode == 0) {
+        const uint4 h = *reinterpret_cast<const uint4*>(halves + cell * dim + i0);
+        const u32 w[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            v[2 * e] = f16_bits_to_f32((unsigned short)(w[e] & 0xffffu));
+            v[2 * e + 1] = f16_bits_to_f32((unsigned short)(w[e] >> 16));
+        }
+    } else if (mode == 2) {
+        load8_f32(floats + cell * dim + i0, v);
+    } else {
+        const uint2 c = *reinterpret_cast<const uint2*>(codes + cell * dim + i0);
+        const float sc = f16_bits_to_f32(scales[cell * (dim / 64) + i0 / 64]);
+        const u32 w[2] = {c.x, c.y};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = __fmul_rn((float)(signed char)(w[e / 4] >> (8 * (e % 4))), sc);
+    }
+}
+
+// attend_scores for the query heads of one KV group together (dh ≤ 256: a lane holds at most one chunk of
+// a key). The group's heads read the same keys, so a warp loads its SCORE_CELLS cells' keys once, by wide
+// loads, and dots them with each head's query (the group's queries staged in shared memory); each dot is
+// attend_scores' (lane L's chunk L into +0, the butterfly, times the scale). blockIdx.y = t·hkv + g, warp w
+// of block b takes cells (b·warps + w)·SCORE_CELLS + u.
+extern "C" __global__ void attend_scores_group(const float* __restrict__ q, const unsigned short* __restrict__ kh,
+                                              const signed char* __restrict__ kc, const unsigned short* __restrict__ ks,
+                                              const float* __restrict__ kf, int mode, const unsigned int* __restrict__ ids,
+                                              int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
+                                              float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
+                                              float scale) {
+    extern __shared__ float qs[];  // the group's hq/hkv queries of dh
+    grid_dep_wait();
+    const int t = blockIdx.y / hkv, g = blockIdx.y % hkv, hpg = hq / hkv, lane = threadIdx.x % WARP;
+    const float* qg = q + ((size_t)t * hq + (size_t)g * hpg) * dh;
+    for (int i = threadIdx.x; i < hpg * dh; i += blockDim.x) qs[i] = qg[i];
+    __syncthreads();
+    const int j0 = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SCORE_CELLS, n = count[t];
+    if (j0 >= n) return;
+    const bool has = lane < dh / CHUNK;
+    float k8[SCORE_CELLS][8];
+#pragma unroll
+    for (int u = 0; u < SCORE_CELLS; ++u) {
+        if (has && j0 + u < n) {
+            kv_chunk(kh, kc, ks, kf, mode, hkv * dh, attend_cell(ids, ids_stride, lo, t, j0 + u),
+                     g * dh + CHUNK * lane, k8[u]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) k8[u][e] = 0.0f;
+        }
+    }
+    for (int hi = 0; hi < hpg; ++hi) {
+        float q8[8];
+        if (has) load8_f32(qs + hi * dh + CHUNK * lane, q8);
+        float* out = sbuf + ((size_t)t * hq + (size_t)g * hpg + hi) * sbuf_stride;
+#pragma unroll
+        for (int u = 0; u < SCORE_CELLS; ++u) {
+            const float d = warp_butterfly(has ? __fadd_rn(0.0f, chunk_dot(q8, k8[u])) : 0.0f);
+            if (lane == 0 && j0 + u < n) out[j0 + u] = __fmul_rn(d, scale);
+        }
+    }
+}
+
 // Per bt (a block each): the max, e_j in place of s_j, each chunk's part of the sum (all threads), then the
 // lanes' running totals over their chunks in order and the butterfly (warp 0); the sum stored after the parts.
 extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_stride, const int* __restrict__ count,

@@ -20,10 +20,6 @@ STRATA_TUNE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; e
 # Plain edges into the kernels that join the side lane (STRATA_PDL_JOIN=0): the same bits.
 echo "== small, 600 tokens, fp16, STRATA_PDL_JOIN=0"
 STRATA_PDL_JOIN=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
-# The attention scores a head at a time (STRATA_SCORES=head) instead of a KV group's heads together: the same bits.
-echo "== attn_parity, STRATA_SCORES=head"; STRATA_SCORES=head $bin parity attn_parity; echo "rc=$?"
-echo "== small, 600 tokens, int8, STRATA_SCORES=head"
-STRATA_SCORES=head $bin parity forward_parity $t/small.gguf --tokens 600 --kv int8; echo "rc=$?"
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

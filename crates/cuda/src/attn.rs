@@ -321,9 +321,7 @@ pub fn attention(
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
-    let group = scores_by_group(&d);
-    let name = if group { "attend_scores_group" } else { "attend_scores" };
-    let f = gpu.function("attn.cu", SRC, name)?;
+    let f = gpu.function("attn.cu", SRC, "attend_scores")?;
     let args = [
         &[Arg::Ptr(q.ptr(gpu))][..],
         &st.k.args(gpu),
@@ -333,18 +331,8 @@ pub fn attention(
         &[Arg::F32(rsqrt(d.dh as f32))],
     ]
     .concat();
-    // SCORE_CELLS = 4 cells a warp (kernels/attn.cu): 8 warps a block for a head's cells, or 4 for a KV
-    // group's heads together with the group's queries in shared memory.
-    if group {
-        let cfg = LaunchConfig {
-            grid_dim: (max_n.div_ceil(4 * 4) as u32, (t * d.hkv) as u32, 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: (d.hq / d.hkv * d.dh * 4) as u32,
-        };
-        launch(gpu, &f, name, cfg, &args)?;
-    } else {
-        launch(gpu, &f, name, block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
-    }
+    // 8 warps a block, SCORE_CELLS = 4 cells a warp (kernels/attn.cu).
+    launch(gpu, &f, "attend_scores", block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
     let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
     let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
     launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
@@ -354,16 +342,6 @@ pub fn attention(
     let y = Buf::<f32>::uninit(gpu, t * w.o.rows)?;
     matvec(gpu, &w.o, &out, &y, t)?;
     Ok(y)
-}
-
-/// Whether the scores are made a KV group at a time (`attend_scores_group`: each key loaded once for the
-/// group's query heads) rather than a head at a time (`attend_scores`): for heads of at most 256 dims (a
-/// lane holds one chunk of a key) whose group's queries fit 48 KB of shared memory, unless
-/// `STRATA_SCORES=head`. Both give the same sums.
-fn scores_by_group(d: &AttnDims) -> bool {
-    static HEAD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let head = *HEAD.get_or_init(|| std::env::var("STRATA_SCORES").is_ok_and(|v| v == "head"));
-    !head && d.dh <= 256 && d.hq / d.hkv * d.dh * 4 <= 48 * 1024
 }
 
 /// How the attention values are read (kernels/attn.cu); both give the same sums, the plan picks one.

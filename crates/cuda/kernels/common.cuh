@@ -305,3 +305,14 @@ __device__ __forceinline__ void grid_dep_wait() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+
+// Ask for the 128-byte lines of bytes [p, p + bytes) into the L2, thread i of n taking lines i, i + n, …
+// A prefetch waits for nothing and changes no value: a loop that then reads the span meets its bytes in
+// the cache instead of waiting out memory at each step, and weights (which no kernel writes) may be asked
+// for before grid_dep_wait, while the kernel before still runs.
+__device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes, int i, int n) {
+    const size_t end = (size_t)p + bytes;
+    for (size_t a = ((size_t)p & ~(size_t)127) + 128u * (size_t)i; a < end; a += 128u * (size_t)n) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+    }
+}

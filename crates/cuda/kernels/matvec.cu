@@ -25,21 +25,19 @@ __device__ __forceinline__ void chunk_dots(const unsigned char* r, int c, const 
 // The experts' gathers in the warp layouts read a short span of bytes per warp (a row, or a few rows, of
 // one expert: 720 bytes for a Q2_0 row of 2,560) in a loop of a few steps, each step's loads waiting for
 // the last step's sums: a memory round trip per step. The warp first asks for every cache line of its span
-// at once (a lane a 128-byte line; a prefetch waits for nothing), so the loop meets its bytes in the cache.
-// MATVEC_PREFETCH: 1 into L1, 2 into L2, 0 none.
+// at once (common.cuh's prefetch_l2, a lane a line). MATVEC_PREFETCH: 1 into L1, 2 into L2 (+1.0% in
+// decode at depth 1,024 against none, L1 −0.5%: bench/results/2026-12-01-h200-speed-8/), 0 none.
 #ifndef MATVEC_PREFETCH
 #define MATVEC_PREFETCH 2
 #endif
 __device__ __forceinline__ void prefetch_span(const unsigned char* p, size_t bytes, int lane) {
-#if MATVEC_PREFETCH
+#if MATVEC_PREFETCH == 1
     const size_t end = (size_t)p + bytes;
     for (size_t a = ((size_t)p & ~(size_t)127) + 128u * lane; a < end; a += 128u * WARP) {
-#if MATVEC_PREFETCH == 1
         asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
-#else
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-#endif
     }
+#elif MATVEC_PREFETCH == 2
+    prefetch_l2(p, bytes, lane, WARP);
 #endif
 }
 
@@ -316,6 +314,36 @@ __device__ void matvec_gather_rows_short(const unsigned char* __restrict__ wbase
     prefetch_span(r, nv * row_bytes, threadIdx.x % WARP);
     warp_rows_1<W, SHORT_ROWS>(r, row_bytes, nv, x + (size_t)t * x_tok + (size_t)s * x_slot,
                                cols / CHUNK, y + (size_t)ts * rows + row);
+}
+
+// The experts' down products and the MoE combination in one launch (STRATA_DOWN_COMBINE=1): a block takes
+// SHORT_ROWS output rows of one token (blockIdx.y) for all k slots, warp s making slot s's rows as
+// matvec_gather_rows_short does (the same sums) into shared memory; then y[t][d] of those rows exactly as
+// moe.cu's moe_combine: the fma chain over the slots in rank order of weight · slot output from +0, then
+// fma(σ(shared gate), shared[t][d], ·). The slots' outputs never reach memory, and the combination is no
+// launch of its own. At most 32 slots (a warp each).
+template <typename W>
+__device__ void matvec_gather_combine_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
+                                           int rows, int cols, const int* __restrict__ ids, int k, int stride,
+                                           int offset, int x_tok, int x_slot, const float* __restrict__ weights,
+                                           const float* __restrict__ shared, const float* __restrict__ sgate,
+                                           float* __restrict__ y) {
+    __shared__ float e[WARP][SHORT_ROWS];
+    const int s = threadIdx.x / WARP, t = blockIdx.y, row = blockIdx.x * SHORT_ROWS;
+    const int nv = min(SHORT_ROWS, rows - row);
+    if (s < k && nv > 0) {
+        const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
+        const unsigned char* r = wbase + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
+        prefetch_span(r, nv * row_bytes, threadIdx.x % WARP);
+        warp_rows_1<W, SHORT_ROWS>(r, row_bytes, nv, x + (size_t)t * x_tok + (size_t)s * x_slot, cols / CHUNK, e[s]);
+    }
+    __syncthreads();
+    if (threadIdx.x < nv) {
+        const size_t i = (size_t)t * rows + row + threadIdx.x;
+        float v = 0.0f;
+        for (int q = 0; q < k; ++q) v = __fmaf_rn(weights[t * k + q], e[q][threadIdx.x], v);
+        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], v);
+    }
 }
 
 // The warp layout's kernels for a window (T > 1): a warp takes MULTI_ROWS consecutive rows, 8 warps a
@@ -647,6 +675,14 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                  const int* ids, int k, int stride, int off_g, int off_u,     \
                                                  int x_tok, int x_slot) { grid_dep_wait();                    \
         matvec_gather_glu_rows<W>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);     \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,      \
+                                                     int rows, int cols, const int* ids, int k, int stride,   \
+                                                     int offset, int x_tok, int x_slot, const float* weights, \
+                                                     const float* shared, const float* sgate, float* y) {     \
+        grid_dep_wait();                                                                                      \
+        matvec_gather_combine_rows<W>(w, x, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights, shared, \
+                                      sgate, y);                                                              \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids, \
                                             float* __restrict__ out, int cols, int hc) { grid_dep_wait();     \

@@ -59,11 +59,41 @@ pub const KERNEL_FILES: [(&str, &str); 10] = [
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.
 pub const SUPPORTED_ARCHS: [(i32, i32); 5] = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)];
 
-/// The source NVRTC sees for a kernel file: the contract's functions, the lattice grids for the
-/// matrix-vector kernels (written from strata_gguf's tables, the one copy of those constants), the file.
+/// The source NVRTC sees for a kernel file: the macros of `STRATA_DEFINES`, the contract's functions, the
+/// lattice grids for the matrix-vector kernels (written from strata_gguf's tables, the one copy of those
+/// constants), the file. The kernel and plan caches are keyed by it.
 pub fn full_source(file: &str, source: &str) -> String {
     let decoders = if file == "matvec.cu" { grid_tables() + DEQUANT } else { String::new() };
-    format!("{COMMON}\n{decoders}\n{source}")
+    format!("{}{COMMON}\n{decoders}\n{source}", env_defines())
+}
+
+/// `STRATA_DEFINES="NAME=VALUE NAME …"`: macros defined before every kernel file, so that a kernel's
+/// compile-time variant (`MATVEC_PREFETCH=0`, `HC_PREFETCH=1`) is tried without a rebuild. An entry that
+/// is not a name (letters, digits, `_`) with an optional value of the same characters is said and ignored.
+fn env_defines() -> &'static str {
+    static DEFINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DEFINES.get_or_init(|| {
+        let (text, bad) = defines(&std::env::var("STRATA_DEFINES").unwrap_or_default());
+        for b in bad {
+            eprintln!("STRATA_DEFINES: `{b}` is not NAME or NAME=VALUE (letters, digits, _); ignored");
+        }
+        text
+    })
+}
+
+/// The `#define` lines of a `STRATA_DEFINES` value, and the entries refused.
+pub fn defines(value: &str) -> (String, Vec<String>) {
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let (mut text, mut bad) = (String::new(), Vec::new());
+    for entry in value.split_whitespace() {
+        let (name, val) = entry.split_once('=').unwrap_or((entry, ""));
+        if word(name) && !name.starts_with(|c: char| c.is_ascii_digit()) && (val.is_empty() || word(val)) {
+            text += &format!("#define {name} {val}\n");
+        } else {
+            bad.push(entry.to_string());
+        }
+    }
+    (text, bad)
 }
 
 /// The IQ grids as CUDA arrays in global memory.
@@ -115,4 +145,23 @@ pub(crate) fn no_panic<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Res
 /// cudarc's load failures list every library name tried; the first part says what matters.
 pub(crate) fn first_sentence(m: &str) -> &str {
     m.split(" - searched").next().unwrap_or(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defines;
+
+    #[test]
+    fn defines_are_names_with_optional_values() {
+        let (text, bad) = defines(" HC_PREFETCH=1  MATVEC_PREFETCH=0 FLAG ");
+        assert_eq!(text, "#define HC_PREFETCH 1\n#define MATVEC_PREFETCH 0\n#define FLAG \n");
+        assert!(bad.is_empty());
+    }
+
+    #[test]
+    fn defines_refuse_what_could_inject_code() {
+        let (text, bad) = defines("1X=2 A=b;c =3 B=(1) OK=2");
+        assert_eq!(text, "#define OK 2\n");
+        assert_eq!(bad, ["1X=2", "A=b;c", "=3", "B=(1)"]);
+    }
 }

@@ -635,6 +635,54 @@ pub fn matvec_gather_glu(
     Ok(true)
 }
 
+/// The routed experts' down products and the MoE combination in one launch (matvec.cu's
+/// `_gather_combine`): `y[t][d] = fma chain over the slots s < k of weights[t·k + s]·(W[ids[t·k + s]]·x)[d]`
+/// from +0, then `fma(σ(sg[t]), shared[t][d], ·)`, the bits of [`matvec_gather`] then moe.cu's
+/// `moe_combine`. A block of k warps takes four output rows of one token.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_gather_combine(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    g: Gather,
+    x: &Buf<f32>,
+    (x_tok, x_slot): (usize, usize),
+    ids: &Buf<i32>,
+    (t, k): (usize, usize),
+    (weights, shared, sg): (&Buf<f32>, &Buf<f32>, &Buf<f32>),
+    y: &Buf<f32>,
+) -> Result<(), CudaError> {
+    if k == 0 || k > 32 {
+        return Err(CudaError::Shape(format!("the fused down product and combination take 1..=32 slots, not {k}")));
+    }
+    let name = kernel_name(w.ty, "_gather_combine", Layout::Block);
+    let f = gpu.function("matvec.cu", SRC, name)?;
+    // SHORT_ROWS = 4 rows a block (kernels/matvec.cu).
+    let cfg = LaunchConfig {
+        grid_dim: (g.rows.div_ceil(4) as u32, t as u32, 1),
+        block_dim: (32 * k as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let i = |v: usize| Arg::I32(v as i32);
+    let p = |b: &Buf<f32>| Arg::Ptr(b.ptr(gpu));
+    let args = [
+        Arg::Ptr(w.bytes.ptr(gpu)),
+        p(x),
+        i(g.rows),
+        i(w.cols),
+        Arg::Ptr(ids.ptr(gpu)),
+        i(k),
+        i(g.stride),
+        i(g.offset),
+        i(x_tok),
+        i(x_slot),
+        p(weights),
+        p(shared),
+        p(sg),
+        p(y),
+    ];
+    launch(gpu, &f, name, cfg, &args)
+}
+
 /// One gather, or two in one launch (blockIdx.z picks).
 #[allow(clippy::too_many_arguments)]
 fn gather_launch(

@@ -9,7 +9,8 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::matvec::{
-    glu_on, matvec, matvec_gather, matvec_gather_glu, matvec_gather_two, matvec_two, Gather, MatrixGpu, MAX_T,
+    glu_on, matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather,
+    MatrixGpu, MAX_T,
 };
 
 const SRC: &str = crate::compile::MOE;
@@ -107,34 +108,64 @@ fn elementwise(n: usize) -> LaunchConfig {
 
 /// The block's output for the window's inputs `x` (T rows of n); also the chosen experts (T·k ids).
 pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
-    let (parts, ids) = moe_parts(gpu, w, x, t)?;
-    let y = Buf::<f32>::uninit(gpu, t * parts.n)?;
-    combine(gpu, &parts, &y)?;
-    Ok((y, ids))
+    let (_, k, f, _, n) = w.dims;
+    let p = moe_hidden(gpu, w, x, t)?;
+    let y = Buf::<f32>::uninit(gpu, t * n)?;
+    let down = Gather { stride: w.down.stride, offset: w.down.offset, rows: n };
+    let finish_shared = || match &p.shared_h {
+        Some(hs) => matvec(gpu, &w.down_sh, hs, &p.shared, t),
+        None => Ok(()),
+    };
+    if down_combine() && k <= 32 {
+        finish_shared()?;
+        gpu.join()?;
+        let mix = (&p.weights, &p.shared, &p.sg);
+        matvec_gather_combine(gpu, &w.down.m, down, &p.h, (k * f, f), &p.ids, (t, k), mix, &y)?;
+    } else {
+        let eo = Buf::uninit(gpu, t * k * n)?;
+        matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, &p.ids, (t, k))?;
+        finish_shared()?;
+        gpu.join()?;
+        combine(gpu, (&eo, &p.weights, &p.shared, &p.sg), (n, k, t), &y)?;
+    }
+    Ok((y, p.ids))
 }
 
-/// What the block's last step, the combination, reads: each slot's output, the slots' weights (rank
-/// order), the shared expert's output and its gate logit, for t tokens of n values and k slots.
-struct MoeParts {
-    pub eo: Buf<f32>,
-    pub weights: Buf<f32>,
-    pub shared: Buf<f32>,
-    pub sg: Buf<f32>,
-    pub n: usize,
-    pub k: usize,
-    pub t: usize,
+/// `STRATA_DOWN_COMBINE=1`: the routed experts' down products and the combination in one launch
+/// (matvec.cu's `_gather_combine`: the same sums; opt-in until it has run on a card).
+fn down_combine() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_DOWN_COMBINE").is_ok_and(|v| v == "1"))
 }
 
-/// `y` from the parts (moe.cu's `moe_combine`).
-fn combine(gpu: &Gpu, p: &MoeParts, y: &Buf<f32>) -> Result<(), CudaError> {
+/// `y` from the slots' outputs `eo`, their weights (rank order), the shared expert's output and its gate
+/// logit, for t tokens of n values and k slots (moe.cu's `moe_combine`).
+fn combine(
+    gpu: &Gpu,
+    (eo, weights, shared, sg): (&Buf<f32>, &Buf<f32>, &Buf<f32>, &Buf<f32>),
+    (n, k, t): (usize, usize, usize),
+    y: &Buf<f32>,
+) -> Result<(), CudaError> {
     let i = |v: usize| Arg::I32(v as i32);
     let f = gpu.function("moe.cu", SRC, "moe_combine")?;
-    let args = [p.eo.ptr(gpu), p.weights.ptr(gpu), p.shared.ptr(gpu), p.sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &f, "moe_combine", elementwise(p.t * p.n), &[&args[..], &[i(p.n), i(p.k), i(p.t)]].concat())
+    let args = [eo.ptr(gpu), weights.ptr(gpu), shared.ptr(gpu), sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
+    launch(gpu, &f, "moe_combine", elementwise(t * n), &[&args[..], &[i(n), i(k), i(t)]].concat())
 }
 
-/// Everything of the block but the combination; the side lane joined.
-fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoeParts, Buf<i32>), CudaError> {
+/// The block up to the routed experts' down products: the slots' activations `h` (T·k rows of f), their
+/// experts and weights, the shared expert's gate logit and its output, which is made on the side lane, or
+/// (`shared_h`) is still to be made from its activation when there is no side lane.
+struct Hidden {
+    h: Buf<f32>,
+    ids: Buf<i32>,
+    weights: Buf<f32>,
+    shared: Buf<f32>,
+    shared_h: Option<Buf<f32>>,
+    sg: Buf<f32>,
+}
+
+/// Everything of the block before the routed experts' down products (see [`Hidden`]).
+fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -166,9 +197,9 @@ fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoeParts,
     // Routing.
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     route(gpu, w, x, t, (&ids, &weights, &sg))?;
-    // The routed experts' gate and up of the token's input; both activations in one launch; then down of
-    // each slot's h and the shared h.
-    let (h, eo) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * n)?);
+    // The routed experts' gate and up of the token's input; both activations in one launch (the down
+    // products follow in `moe`).
+    let h = Buf::uninit(gpu, t * k * f)?;
     let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
     let (gate, up) = ((&*w.gate.m, rows(&w.gate, f)), (&*w.up.m, rows(&w.up, f)));
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
@@ -185,12 +216,7 @@ fn moe_parts(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(MoeParts,
         let args = [&ptrs(&gs, &us, &hs)[..], &[i(shared_act)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
         launch(gpu, &act, "moe_act", elementwise(shared_act), &args)?;
     }
-    matvec_gather(gpu, &w.down.m, rows(&w.down, n), &h, (k * f, f), &eo, &ids, (t, k))?;
-    if !whole {
-        matvec(gpu, &w.down_sh, &hs, &shared, t)?;
-    }
-    gpu.join()?;
-    Ok((MoeParts { eo, weights, shared, sg, n, k, t }, ids))
+    Ok(Hidden { h, ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and

@@ -101,12 +101,13 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
 }
 
 /// `$STRATA_CACHE/plans/<card>-drv<driver>-<binary>.txt`: the binary is named by its size and
-/// modification time, and the kernels by the hash of their sources, so a rebuilt binary checks again.
+/// modification time, and the kernels by the hash of their sources (with `STRATA_DEFINES`), so a rebuilt
+/// binary or other macros check again.
 fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
     let exe = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
     let mtime = exe.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    let kernels = crate::compile::KERNEL_FILES.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, (_, src)| {
-        src.bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    let kernels = crate::compile::KERNEL_FILES.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, (file, src)| {
+        crate::compile::full_source(file, src).bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
     });
     let card: String = gpu.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let name = format!("{card}-{}-drv{}-{}-{mtime}-{kernels:016x}.txt", gpu.arch_name(), gpu.driver_version, exe.len());

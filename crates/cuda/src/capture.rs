@@ -118,7 +118,8 @@ static JOIN_PDL_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// A kernel that joins the side lane follows its main-lane kernel by a programmatic edge too (the side
 /// lane's edge stays plain), so it may start while that kernel runs once the side lane has completed. On
-/// unless `STRATA_PDL_JOIN=0` (133.6 against 131.1 tok/s at 4K on the H200, bench/results/2026-12-01-h200-speed-8/).
+/// unless `STRATA_PDL_JOIN=0` (133.6 against 131.1 tok/s decoding after 1,024 tokens on the H200,
+/// bench/results/2026-12-01-h200-speed-8/).
 fn join_pdl() -> bool {
     std::env::var("STRATA_PDL_JOIN").map_or(true, |v| v != "0") && !JOIN_PDL_FAILED.load(Ordering::Relaxed)
 }

@@ -19,9 +19,10 @@ split() {
   read -r first rest <<< "$1"
   if [ -n "$first" ] && [ -x "$first" ]; then b=$first; vars=$rest; else b=$bin; vars=$1; fi
 }
-for i in $(seq 1 $#); do  # each binary's plan, made once before the timed runs
+for i in $(seq 1 $#); do  # each binary's plan, made once before the timed runs (its layouts said)
   split "${!i}"
-  env $vars $b run -m $model --prompt-tokens @$t/ids-ab.txt -n 4 --ignore-eos --device cuda >/dev/null 2>&1
+  env $vars $b run -m $model --prompt-tokens @$t/ids-ab.txt -n 4 --ignore-eos --device cuda 2>&1 >/dev/null \
+    | sed -n "s/.*(matvec layouts: \(.*\))$/setting $i's plan: \1/p"
 done
 for r in $(seq 1 ${ROUNDS:-3}); do
   for i in $(seq 1 $#); do

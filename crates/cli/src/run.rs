@@ -273,11 +273,12 @@ fn cuda_decoder<'a>(
     }
     let started = std::time::Instant::now();
     gpu.load_all().context("compiling the kernels")?;
-    strata_cuda::plan::plan(&gpu);
+    let plan = strata_cuda::plan::plan(&gpu);
     if first {
         eprintln!(
-            "note: kernels compiled and variants chosen in {:.1} s; kept for later starts",
-            started.elapsed().as_secs_f64()
+            "note: kernels compiled and variants chosen in {:.1} s; kept for later starts (matvec layouts: {})",
+            started.elapsed().as_secs_f64(),
+            plan.matvec.variant.summary()
         );
     }
     let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;

@@ -324,10 +324,10 @@ __device__ void matvec_gather_rows_short(const unsigned char* __restrict__ wbase
 // launch of its own. At most 32 slots (a warp each).
 template <typename W>
 __device__ void matvec_gather_combine_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
-                                           int rows, int cols, const int* __restrict__ ids, int k, int stride,
-                                           int offset, int x_tok, int x_slot, const float* __restrict__ weights,
-                                           const float* __restrict__ shared, const float* __restrict__ sgate,
-                                           float* __restrict__ y) {
+                                           float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
+                                           int k, int stride, int offset, int x_tok, int x_slot,
+                                           const float* __restrict__ weights, const float* __restrict__ shared,
+                                           const float* __restrict__ sgate) {
     __shared__ float e[WARP][SHORT_ROWS];
     const int s = threadIdx.x / WARP, t = blockIdx.y, row = blockIdx.x * SHORT_ROWS;
     const int nv = min(SHORT_ROWS, rows - row);
@@ -676,13 +676,14 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                  int x_tok, int x_slot) { grid_dep_wait();                    \
         matvec_gather_glu_rows<W>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);     \
     }                                                                                                         \
-    extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,      \
-                                                     int rows, int cols, const int* ids, int k, int stride,   \
-                                                     int offset, int x_tok, int x_slot, const float* weights, \
-                                                     const float* shared, const float* sgate, float* y) {     \
+    extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,     \
+                                                     float* y, int rows, int cols, const int* ids, int k,     \
+                                                     int stride, int offset, int x_tok, int x_slot,           \
+                                                     const float* weights, const float* shared,               \
+                                                     const float* sgate) {                                    \
         grid_dep_wait();                                                                                      \
-        matvec_gather_combine_rows<W>(w, x, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights, shared, \
-                                      sgate, y);                                                              \
+        matvec_gather_combine_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights,    \
+                                      shared, sgate);                                                         \
     }                                                                                                         \
     extern "C" __global__ void NAME##_embed(const unsigned char* __restrict__ w, const int* __restrict__ ids, \
                                             float* __restrict__ out, int cols, int hc) { grid_dep_wait();     \

@@ -662,24 +662,8 @@ pub fn matvec_gather_combine(
         block_dim: (32 * k as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let i = |v: usize| Arg::I32(v as i32);
-    let p = |b: &Buf<f32>| Arg::Ptr(b.ptr(gpu));
-    let args = [
-        Arg::Ptr(w.bytes.ptr(gpu)),
-        p(x),
-        i(g.rows),
-        i(w.cols),
-        Arg::Ptr(ids.ptr(gpu)),
-        i(k),
-        i(g.stride),
-        i(g.offset),
-        i(x_tok),
-        i(x_slot),
-        p(weights),
-        p(shared),
-        p(sg),
-        p(y),
-    ];
+    let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
+    args.extend([weights, shared, sg].map(|b| Arg::Ptr(b.ptr(gpu))));
     launch(gpu, &f, name, cfg, &args)
 }
 
@@ -704,7 +688,27 @@ fn gather_launch(
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let (w2, g2, y2) = second.unwrap_or((w, g, y));
     let i = |v: usize| Arg::I32(v as i32);
-    let mut args = vec![
+    let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
+    if layout.staged() {
+        args.push(i(rpb));
+    }
+    args.extend([Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))]);
+    launch(gpu, &f, name, cfg, &args)
+}
+
+/// The gather kernels' leading arguments: the stacked matrix, the input, the output, the rows and columns
+/// of one expert, the ids and slots, the expert stride and offset, and the input's token and slot strides.
+fn gather_args(
+    gpu: &Gpu,
+    (w, g): (&MatrixGpu, Gather),
+    x: &Buf<f32>,
+    y: &Buf<f32>,
+    ids: &Buf<i32>,
+    k: usize,
+    (x_tok, x_slot): (usize, usize),
+) -> Vec<Arg> {
+    let i = |v: usize| Arg::I32(v as i32);
+    vec![
         Arg::Ptr(w.bytes.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
@@ -716,12 +720,7 @@ fn gather_launch(
         i(g.offset),
         i(x_tok),
         i(x_slot),
-    ];
-    if layout.staged() {
-        args.push(i(rpb));
-    }
-    args.extend([Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))]);
-    launch(gpu, &f, name, cfg, &args)
+    ]
 }
 
 /// The residual streams of each token: its row of `w` (the embedding) repeated `hc` times.

@@ -127,10 +127,10 @@ fn join_pdl() -> bool {
 /// Programmatic launches (on unless `STRATA_PDL=0`): each kernel whose one dependency is a kernel follows it
 /// by a programmatic edge instead (sm_90+): it may be launched while that one runs, and waits in
 /// `grid_dep_wait` (common.cuh) for it to complete before it reads anything the kernels before wrote; the
-/// dense staged and stream products start copying their weights before that wait, so the copy overlaps
-/// the kernel before. A kernel that joins two lanes keeps a plain edge from its side lane (and from its
-/// main lane too under `STRATA_PDL_JOIN=0`), and zeroings and copies keep theirs. Each kernel waits before it lets the next
-/// one launch, so when a kernel starts early, every kernel before the one it follows has completed.
+/// dense staged and stream products start copying their weights before that wait, so the copy overlaps the
+/// kernel before. A kernel that joins two lanes keeps a plain edge from its side lane (and from its main lane
+/// too under `STRATA_PDL_JOIN=0`), and zeroings and copies keep theirs. Each kernel waits before it lets the
+/// next one launch, so when a kernel starts early, every kernel before the one it follows has completed.
 fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
     // Each node's op index: of a join's dependencies, the main lane's is the one recorded last (the side
     // lane's ops were all recorded before the main lane's that follow its fork).

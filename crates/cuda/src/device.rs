@@ -243,6 +243,6 @@ fn cache_dir() -> Option<PathBuf> {
     Some(cache_root()?.join("kernels"))
 }
 
-fn fnv(s: &str) -> u64 {
+pub(crate) fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }

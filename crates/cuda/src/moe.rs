@@ -28,6 +28,11 @@ impl StackedGpu {
         Ok(StackedGpu { m: std::sync::Arc::new(MatrixGpu::upload(gpu, &s.m)?), stride: s.stride, offset: s.offset })
     }
 
+    /// The gathers' view of one expert's `rows` rows.
+    fn gather(&self, rows: usize) -> Gather {
+        Gather { stride: self.stride, offset: self.offset, rows }
+    }
+
     /// `s` viewing the same tensor as `other` (a fused file's up half beside its gate half) shares its
     /// device copy; else its own upload.
     fn upload_beside(gpu: &Gpu, s: &Stacked, other: (&Stacked, &StackedGpu)) -> Result<StackedGpu, CudaError> {
@@ -111,7 +116,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     let (_, k, f, _, n) = w.dims;
     let p = moe_hidden(gpu, w, x, t)?;
     let y = Buf::<f32>::uninit(gpu, t * n)?;
-    let down = Gather { stride: w.down.stride, offset: w.down.offset, rows: n };
+    let down = w.down.gather(n);
     let finish_shared = || match &p.shared_h {
         Some(hs) => matvec(gpu, &w.down_sh, hs, &p.shared, t),
         None => Ok(()),
@@ -200,8 +205,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // The routed experts' gate and up of the token's input; both activations in one launch (the down
     // products follow in `moe`).
     let h = Buf::uninit(gpu, t * k * f)?;
-    let rows = |s: &StackedGpu, rows| Gather { stride: s.stride, offset: s.offset, rows };
-    let (gate, up) = ((&*w.gate.m, rows(&w.gate, f)), (&*w.up.m, rows(&w.up, f)));
+    let (gate, up) = ((&*w.gate.m, w.gate.gather(f)), (&*w.up.m, w.up.gather(f)));
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
     // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
     // shared expert's when it is not on the side lane.

@@ -106,9 +106,9 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
 fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
     let exe = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
     let mtime = exe.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    let kernels = crate::compile::KERNEL_FILES.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, (file, src)| {
-        crate::compile::full_source(file, src).bytes().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
-    });
+    let sources: String =
+        crate::compile::KERNEL_FILES.iter().map(|(file, src)| crate::compile::full_source(file, src)).collect();
+    let kernels = crate::device::fnv(&sources);
     let card: String = gpu.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let name = format!("{card}-{}-drv{}-{}-{mtime}-{kernels:016x}.txt", gpu.arch_name(), gpu.driver_version, exe.len());
     Some(crate::device::cache_root()?.join("plans").join(name))

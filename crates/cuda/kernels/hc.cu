@@ -285,20 +285,10 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
         }
     }
 }
-// HC_PREFETCH=1 (STRATA_DEFINES; off until measured on a card): the split kernels ask for their block's
-// weight rows into the L2 before grid_dep_wait, so that fetch overlaps the kernel before (the weights are
-// no kernel's output). The sums are untouched.
-#ifndef HC_PREFETCH
-#define HC_PREFETCH 0
-#endif
 #define GR_DOWN_SPLIT(SUFFIX, WT)                                                            \
     extern "C" __global__ void __launch_bounds__(256, 3) gr_down_split##SUFFIX(const WT* __restrict__ w_down, \
         const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {           \
-        if (HC_PREFETCH && blockIdx.x < r + n_inj) {                                         \
-            const WT* w = blockIdx.x < r ? w_down + (size_t)blockIdx.x * K : w_inj + (size_t)(blockIdx.x - r) * K; \
-            prefetch_l2(w, (size_t)K * sizeof(WT), threadIdx.x, blockDim.x);                 \
-        }                                                                                    \
         grid_dep_wait();                                                                     \
         gr_down_split_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);          \
     }
@@ -440,11 +430,6 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     extern "C" __global__ void gr_up_split##SUFFIX(const WT* __restrict__ w_up,                 \
         const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
         int r, int n, int hc, int T) {                                                          \
-        if (HC_PREFETCH) {  /* stream c's rows d0 .. d0 + UP_D − 1 are one span */             \
-            const int d0 = blockIdx.x * UP_D, nd = min(UP_D, n - d0);                           \
-            for (int c = threadIdx.x / WARP; c < hc; c += blockDim.x / WARP)                    \
-                prefetch_l2(w_up + ((size_t)c * n + d0) * r, (size_t)nd * r * sizeof(WT), threadIdx.x % WARP, WARP); \
-        }                                                                                       \
         grid_dep_wait();                                                                        \
         gr_up_split_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                 \
     }

@@ -68,7 +68,7 @@ pub fn full_source(file: &str, source: &str) -> String {
 }
 
 /// `STRATA_DEFINES="NAME=VALUE NAME …"`: macros defined before every kernel file, so that a kernel's
-/// compile-time variant (`MATVEC_PREFETCH=0`, `HC_PREFETCH=1`) is tried without a rebuild. An entry that
+/// compile-time variant (`MATVEC_PREFETCH=0`) is tried without a rebuild. An entry that
 /// is not a name (letters, digits, `_`) with an optional value of the same characters is said and ignored.
 fn env_defines() -> &'static str {
     static DEFINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -153,8 +153,8 @@ mod tests {
 
     #[test]
     fn defines_are_names_with_optional_values() {
-        let (text, bad) = defines(" HC_PREFETCH=1  MATVEC_PREFETCH=0 FLAG ");
-        assert_eq!(text, "#define HC_PREFETCH 1\n#define MATVEC_PREFETCH 0\n#define FLAG \n");
+        let (text, bad) = defines(" MATVEC_PREFETCH=1  LEVEL=0 FLAG ");
+        assert_eq!(text, "#define MATVEC_PREFETCH 1\n#define LEVEL 0\n#define FLAG \n");
         assert!(bad.is_empty());
     }
 

@@ -86,6 +86,31 @@ __device__ __forceinline__ float kv_get(const unsigned short* halves, const sign
     return __fmul_rn((float)codes[cell * dim + i], f16_bits_to_f32(scales[cell * (dim / 64) + i / 64]));
 }
 
+// Eight consecutive values i0 .. i0 + 7 of a cell (i0 a multiple of 8), each as kv_get gives it, by one
+// vector load: 16 bytes of fp16, 8 bytes of codes (one scale covers them: 8 divides 64) or 32 of f32.
+// Scalar loads took eight load instructions, each touching four cache lines for the warp.
+__device__ __forceinline__ void kv_get8(const unsigned short* halves, const signed char* codes,
+                                        const unsigned short* scales, const float* floats, int mode, int dim,
+                                        size_t cell, int i0, float* v) {
+    if (mode == 0) {
+        const uint4 q = *reinterpret_cast<const uint4*>(halves + cell * dim + i0);
+        const u32 w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] = f16_bits_to_f32((unsigned short)(w[i] & 0xffffu));
+            v[2 * i + 1] = f16_bits_to_f32((unsigned short)(w[i] >> 16));
+        }
+    } else if (mode == 2) {
+        load8_f32(floats + cell * dim + i0, v);
+    } else {
+        const uint2 q = *reinterpret_cast<const uint2*>(codes + cell * dim + i0);
+        const float scale = f16_bits_to_f32(scales[cell * (dim / 64) + i0 / 64]);
+        const u32 w[2] = {q.x, q.y};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = __fmul_rn((float)(signed char)(w[i / 4] >> (8 * (i % 4))), scale);
+    }
+}
+
 // Block keys of the blocks that complete in this window: block b's key is the mean of raw keys b·r ..
 // b·r + r − 1 (added in cell order, then divided by r), rms-normed with k_norm and roped at the block's
 // first position (rope row given per new block). One warp per new block.
@@ -140,13 +165,14 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
     for (int u = 0; u < SCORE_CELLS; ++u) acc[u] = 0.0f;
     for (int c = lane; c < dh / CHUNK; c += WARP) {
         float q8[8], kv8[SCORE_CELLS][8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) q8[e] = qv[CHUNK * c + e];
+        load8_f32(qv + CHUNK * c, q8);
 #pragma unroll
         for (int u = 0; u < SCORE_CELLS; ++u) {
+            if (j0 + u < n) {
+                kv_get8(kh, kc, ks, kf, mode, dim, cell[u], g * dh + CHUNK * c, kv8[u]);
+            } else {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                kv8[u][e] = j0 + u < n ? kv_get(kh, kc, ks, kf, mode, dim, cell[u], g * dh + CHUNK * c + e) : 0.0f;
+                for (int e = 0; e < 8; ++e) kv8[u][e] = 0.0f;
             }
         }
 #pragma unroll
@@ -435,21 +461,35 @@ extern "C" __global__ void attend_values_pipe(const float* __restrict__ qg, cons
         issue(k);
     }
     ids_of(PIPE_STAGES - 1);
+    // Lane L holds e_j of cells L, L + 32, … of a tile, loaded a tile ahead: a load a row ahead waited out
+    // the L2's latency at each row of 32 cells, longer than the row's chains.
+    constexpr int EROWS = PIPE_TILE / WARP;
+    float e_next[EROWS];
+    auto e_of = [&](int k) {
+#pragma unroll
+        for (int u = 0; u < EROWS; ++u) {
+            const int j = k * PIPE_TILE + u * WARP + lane;
+            e_next[u] = a.live && k < tiles && j < n ? a.e[j] : 0.0f;
+        }
+    };
+    e_of(0);
     float o = 0.0f;
-    float e_next = a.live && lane < n ? a.e[lane] : 0.0f;  // the e_j row of the next 32 cells
     for (int k = 0; k < tiles; ++k) {
         copies_wait();    // tile k has landed (for this thread's copies)
         __syncthreads();  // ... and everyone's; every chain is done with tile k − 1's stage
         issue(k + PIPE_STAGES - 1);
         ids_of(k + PIPE_STAGES);  // in flight during this tile's chains
+        float e_tile[EROWS];
+#pragma unroll
+        for (int u = 0; u < EROWS; ++u) e_tile[u] = e_next[u];
+        e_of(k + 1);  // likewise
         const int j0 = k * PIPE_TILE, len = min(PIPE_TILE, n - j0);
         const unsigned short* tile = reinterpret_cast<const unsigned short*>(ring[k % PIPE_STAGES]);
         if (a.live) {
-            for (int r = 0; r < len; r += WARP) {
-                const float e_row = e_next;
-                const int jn = j0 + r + WARP + lane;
-                e_next = jn < n ? a.e[jn] : 0.0f;
-                const int m = min(WARP, len - r);
+#pragma unroll
+            for (int ri = 0; ri < EROWS; ++ri) {
+                const int r = ri * WARP, m = min(WARP, len - r);
+                const float e_row = e_tile[ri];
                 if (m == WARP) {
                     // A whole row: 8 cells' e_j and values fetched before their 8 fmas, so the chain waits
                     // on the fmas alone, not on a shared-memory read each (the same fmas in the same order).

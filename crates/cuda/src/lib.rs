@@ -22,6 +22,7 @@ pub mod plan;
 pub mod profile;
 pub mod qsa;
 pub mod sample;
+pub mod skip;
 pub mod tune;
 
 pub use device::Gpu;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use strata_cuda::forward::{plan_bytes, CudaDecoder, CudaForward};
+use strata_cuda::graph::GraphStats;
 use strata_cuda::Gpu;
 use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
@@ -178,7 +179,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             &mut cpu
         }
     };
-    let generated = decode(dec, &prompt, &cfg, &mut dump, &mut printer)?;
+    let (generated, at_prompt_end) = decode(dec, &prompt, &cfg, &mut dump, &mut printer, card.as_deref())?;
     if let Some(report) = dec.report() {
         let bytes = strata_cuda::forward::decode_bytes(&model, a.kv, dec.position());
         eprintln!("{report}  a decode step at depth {} reads {:.3} GB", dec.position(), bytes as f64 / 1e9);
@@ -192,13 +193,14 @@ pub fn run(a: RunArgs) -> Result<()> {
     if let Some(s) = card.as_ref().and_then(|g| g.graph_stats()).filter(|s| s.steps > 0) {
         eprintln!(
             "graphs: {} steps each ran as one CUDA graph ({} captured, the last of {} nodes; {} kernel updates; \
-             {} MiB of arena, {} MiB of staging)",
+             {} MiB of arena, {} MiB of staging){}",
             s.steps,
             s.built,
             s.nodes,
             s.updated_kernels,
             s.arena_bytes >> 20,
-            s.staging_bytes >> 20
+            s.staging_bytes >> 20,
+            decode_host(at_prompt_end, s)
         );
     }
     if generated.stop == Stop::ContextFull {
@@ -294,13 +296,28 @@ fn cuda_decoder<'a>(
 }
 
 /// Runs the generation loop, printing tokens and writing logits rows as they come.
+/// The host's time a decode step before its graph's launch (the steps after the prompt's), said after
+/// the graphs' figures: the card waits that long for each step's graph, with nothing queued.
+fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
+    match at_prompt_end {
+        Some(p) if end.steps > p.steps => {
+            let us = (end.host_ns - p.host_ns) as f64 / (end.steps - p.steps) as f64 / 1e3;
+            format!("; the host {us:.0} µs a decode step before its launch")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Runs the generation, printing as it goes; also returns the card's graph figures as the prompt ended
+/// (so the decode steps' own can be told apart).
 fn decode(
     dec: &mut dyn Decoder,
     prompt: &[u32],
     cfg: &GenerateConfig,
     dump: &mut Option<BufWriter<File>>,
     printer: &mut Printer,
-) -> Result<Generated> {
+    card: Option<&Gpu>,
+) -> Result<(Generated, Option<GraphStats>)> {
     let mut out = std::io::stdout().lock();
     // A long prompt shows its progress (on a terminal only: indicatif draws nothing to a pipe).
     let bar = (prompt.len() >= 256).then(|| {
@@ -312,6 +329,7 @@ fn decode(
         bar
     });
     let mut log = PromptLog::new();
+    let mut at_prompt_end = None;
     let generated = generate(dec, prompt, cfg, |event| match event {
         Event::Prompt { done, total } => {
             if let Some(b) = &bar {
@@ -321,6 +339,9 @@ fn decode(
                 }
             }
             log.prompt(done, total);
+            if done == total {
+                at_prompt_end = card.and_then(|g| g.graph_stats());
+            }
             Ok(())
         }
         Event::Logits(l) => match dump.as_mut() {
@@ -343,7 +364,7 @@ fn decode(
     if let Some(d) = dump.as_mut() {
         d.flush()?;
     }
-    Ok(generated)
+    Ok((generated, at_prompt_end))
 }
 
 fn load_state(model: &Model, p: &std::path::Path, kv: KvMode) -> Result<State> {

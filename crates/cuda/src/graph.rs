@@ -116,6 +116,10 @@ pub struct GraphStats {
     /// Device memory held for steps' temporaries and inputs (the arena and staging chunks).
     pub arena_bytes: u64,
     pub staging_bytes: u64,
+    /// The host's time in steps, from a step's start to its graph's launch (recording the ops, matching
+    /// a kept graph, updating it, copying the inputs up): in a decode step, which waits for the token
+    /// before it, the card has nothing queued meanwhile.
+    pub host_ns: u64,
 }
 
 /// Graphs kept, the least recently made dropped first: a decode step and the few shapes around it (a
@@ -248,12 +252,14 @@ impl Gpu {
         if !self.graphs_on() || self.recording() {
             return f();
         }
+        let t0 = std::time::Instant::now();
         self.begin()?;
         let out = f();
         let ops = std::mem::take(&mut self.recorder().ops);
         self.rec_on.store(false, Ordering::Relaxed);
         let out = out?;
         self.run(ops)?;
+        self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
         Ok(out)
     }
 

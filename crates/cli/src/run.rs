@@ -292,7 +292,7 @@ fn cuda_decoder<'a>(
         Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),
         None => (fwd.new_state(kv, cells).context("allocating the caches")?, 0),
     };
-    Ok(CudaDecoder { fwd, state, pos })
+    Ok(CudaDecoder::new(fwd, state, pos))
 }
 
 /// Runs the generation loop, printing tokens and writing logits rows as they come.

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use strata_model::backend::{trunk, Backend, Decoder, HcId, MoeId};
-use strata_model::config::LayerKind;
+use strata_model::config::{LayerKind, PleConfig};
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::ple_rows;
 use strata_model::model::MTP_WINDOW;
@@ -20,6 +20,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
+use crate::graph::Prepared;
 use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
@@ -83,6 +84,17 @@ pub struct CudaForward<'a> {
     rope: Mutex<Option<WindowRope>>,
     /// The layouts tuned per shape for one token's dense products at load (tune.rs).
     tuned: Vec<ShapeChoice>,
+    /// While a step is prepared ahead (`STRATA_OVERLAP`): the staged inputs that depend on its token,
+    /// left as placeholders and written once the token is known.
+    late: Mutex<Option<Vec<Late>>>,
+}
+
+/// A staged input of a step prepared ahead that depends on its token: the device address of its bytes.
+enum Late {
+    /// The embedding's token id.
+    Id(u64),
+    /// The PLE table rows of the token (and the PLE history moves on by it).
+    PleRows(u64),
 }
 
 enum LayerStateGpu {
@@ -136,6 +148,7 @@ impl<'a> CudaForward<'a> {
             head: HcGpu::upload(g, &w.output_hc, c.hc)?,
             scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
             rope: Mutex::new(None),
+            late: Mutex::new(None),
             layers,
             ple,
             mtp: None,
@@ -369,6 +382,44 @@ impl CudaForward<'_> {
         self.gpu.step(f)
     }
 
+    /// Keeps a late input's place while a step is prepared ahead.
+    fn note_late(&self, late: impl FnOnce() -> Late) {
+        if let Some(v) = self.late.lock().expect("late inputs lock").as_mut() {
+            v.push(late());
+        }
+    }
+
+    /// `f` recorded as the next step (of one token, at the decoder's next position) without its token:
+    /// the step and its late inputs (`Gpu::prepare`).
+    fn prepare<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<(R, Prepared, Vec<Late>), CudaError> {
+        crate::plan::plan(&self.gpu);
+        *self.rope.lock().expect("rope rows lock") = None;
+        *self.late.lock().expect("late inputs lock") = Some(Vec::new());
+        let out = self.gpu.prepare(f);
+        let late = self.late.lock().expect("late inputs lock").take().unwrap_or_default();
+        let (r, p) = out?;
+        Ok((r, p, late))
+    }
+
+    /// A prepared step's late inputs written for its token `t` (the PLE history moves on by it).
+    fn write_late(&self, late: &[Late], t: u32, st: &mut CudaState) -> Result<(), CudaError> {
+        for l in late {
+            match *l {
+                Late::Id(ptr) => self.gpu.write_staged(ptr, &(t as i32).to_le_bytes())?,
+                Late::PleRows(ptr) => {
+                    let (Some(p), Some(pw)) = (&self.model.config.ple, &self.model.weights.ple) else {
+                        return Err(CudaError::Shape("PLE rows staged for a model without PLE".into()));
+                    };
+                    let mut emb = vec![0f32; p.embd_dim()];
+                    ple_table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
+                    let bytes: Vec<u8> = emb.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    self.gpu.write_staged(ptr, &bytes)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The logits of the window's last token, on the device.
     fn last_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
         let (g, n) = (&*self.gpu, self.model.config.n_embd);
@@ -377,6 +428,17 @@ impl CudaForward<'_> {
         matvec_at(g, &self.output, last, y.ptr(g), 1)?;
         Ok(y)
     }
+}
+
+/// Token `t`'s PLE table rows into `emb` (read on the host, from the memory-mapped file), and the PLE
+/// history moved on by it.
+fn ple_table_rows(p: &PleConfig, pw: &PleWeights, t: u32, prev: &mut [u64], emb: &mut [f32]) {
+    let m = p.row_dim;
+    for (h, row) in ple_rows(p, t, prev).into_iter().enumerate() {
+        pw.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
+    }
+    prev.rotate_right(1);
+    prev[0] = t as u64;
 }
 
 /// The QSA block size of an attention layer (0: dense).
@@ -399,7 +461,9 @@ impl Backend for CudaForward<'_> {
             let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
             let (t, width) = (tokens.len(), c.hc * c.n_embd);
             let buf = Buf::uninit(&self.gpu, t * width)?; // embed writes every stream of every token
-            embed(&self.gpu, &self.embd, &Buf::from_host(&self.gpu, &ids)?, &buf, t, c.hc)?;
+            let staged = Buf::from_host(&self.gpu, &ids)?;
+            self.note_late(|| Late::Id(staged.ptr(&self.gpu)));
+            embed(&self.gpu, &self.embd, &staged, &buf, t, c.hc)?;
             Ok(Rows { buf, t, width })
         })
     }
@@ -411,17 +475,18 @@ impl Backend for CudaForward<'_> {
             else {
                 return Ok(());
             };
-            let (n, hc, m) = (c.n_embd, c.hc, p.row_dim);
+            let (n, hc) = (c.n_embd, c.hc);
             let wide = hc * n;
+            let late = self.late.lock().expect("late inputs lock").is_some();
             for (i, &t) in tokens.iter().enumerate() {
-                // The table rows are read on the host, from the memory-mapped file.
+                // The table rows are read on the host, from the memory-mapped file (when the step is
+                // prepared ahead, once its token is known: `write_late`).
                 let mut emb = vec![0f32; p.embd_dim()];
-                for (h, row) in ple_rows(p, t, &st.ple_prev).into_iter().enumerate() {
-                    pw.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
+                if !late {
+                    ple_table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
                 }
-                st.ple_prev.rotate_right(1);
-                st.ple_prev[0] = t as u64;
                 let eb = Buf::from_host(g, &emb)?;
+                self.note_late(|| Late::PleRows(eb.ptr(g)));
                 let (key, value) = (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, n)?);
                 matvec(g, &pg.key, &eb, &key, 1)?;
                 matvec(g, &pg.value, &eb, &value, 1)?;
@@ -581,6 +646,93 @@ pub struct CudaDecoder<'a> {
     pub fwd: CudaForward<'a>,
     pub state: CudaState,
     pub pos: usize,
+    /// The next greedy step, recorded while this one ran (`STRATA_OVERLAP=1`).
+    ahead: Option<Ahead>,
+}
+
+/// A greedy decode step of one token recorded ahead, while the step before it ran on the card: the
+/// host's recording (about 1,400 ops) then overlaps the card's work instead of following it. Its token
+/// goes in once known (the embedding's id and the PLE rows, staged as placeholders). Recording moved the
+/// attention layers' cell counts on; they are put back at once and set again when the step runs, so
+/// the decoder's state is the one it shows until then. Any other call drops it.
+struct Ahead {
+    step: Prepared,
+    late: Vec<Late>,
+    /// Where the step's argmax leaves its word.
+    best: Buf<u64>,
+    /// The position it was recorded for, and the cell counts after it.
+    pos: usize,
+    cells: Vec<usize>,
+}
+
+/// `STRATA_OVERLAP=1`: greedy decode steps recorded a step ahead (opt-in until measured on a card).
+fn overlap_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_OVERLAP").is_ok_and(|v| v == "1"))
+}
+
+impl CudaState {
+    /// The attention layers' cell counts (0 for a GDN layer): the host's part of the state that a step's
+    /// recording moves on.
+    fn cells(&self) -> Vec<usize> {
+        self.layers
+            .iter()
+            .map(|l| match l {
+                LayerStateGpu::Attn(s) => s.cells,
+                LayerStateGpu::Gdn(_) => 0,
+            })
+            .collect()
+    }
+
+    fn set_cells(&mut self, cells: &[usize]) {
+        for (l, &c) in self.layers.iter_mut().zip(cells) {
+            if let LayerStateGpu::Attn(s) = l {
+                s.cells = c;
+            }
+        }
+    }
+}
+
+impl<'a> CudaDecoder<'a> {
+    pub fn new(fwd: CudaForward<'a>, state: CudaState, pos: usize) -> CudaDecoder<'a> {
+        CudaDecoder { fwd, state, pos, ahead: None }
+    }
+}
+
+impl CudaDecoder<'_> {
+    /// A greedy step of one token with the next one recorded while it runs (`STRATA_OVERLAP`): this
+    /// step is the one recorded ahead when it was recorded for this position, else recorded now.
+    fn greedy_overlapped(&mut self, t: u32) -> Result<u32, CudaError> {
+        let rows = self.fwd.output.rows;
+        let best = match self.ahead.take() {
+            Some(a) if a.pos == self.pos => {
+                self.fwd.write_late(&a.late, t, &mut self.state)?;
+                self.state.set_cells(&a.cells);
+                self.fwd.gpu.run_prepared(a.step)?;
+                a.best
+            }
+            _ => {
+                let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
+                fwd.step(|| {
+                    let (fin, _) = trunk(fwd, &fwd.model.config, state, &[t], pos)?;
+                    crate::argmax::argmax_start(&fwd.gpu, &fwd.last_head(&fin)?, rows)
+                })?
+            }
+        };
+        self.pos += 1;
+        // The next step, recorded while this one runs; its token is a placeholder until written.
+        let before = self.state.cells();
+        let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
+        let ahead = fwd.prepare(|| {
+            let (fin, _) = trunk(fwd, &fwd.model.config, state, &[0], pos)?;
+            crate::argmax::argmax_start(&fwd.gpu, &fwd.last_head(&fin)?, rows)
+        });
+        let cells = self.state.cells();
+        self.state.set_cells(&before);
+        let (next_best, step, late) = ahead?;
+        self.ahead = Some(Ahead { step, late, best: next_best, pos: self.pos, cells });
+        crate::argmax::argmax_id(&self.fwd.gpu, &best)
+    }
 }
 
 impl CudaDecoder<'_> {
@@ -593,6 +745,7 @@ impl CudaDecoder<'_> {
         read: impl FnOnce(&CudaForward, D) -> Result<R, CudaError>,
     ) -> Result<R, String> {
         let e = |e: CudaError| e.to_string();
+        self.ahead = None; // a step recorded ahead runs only as the next greedy step
         if let Some(p) = &self.fwd.gpu.profile {
             p.begin(tokens.len() == 1).map_err(e)?;
         }
@@ -632,6 +785,10 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
+        let g = &self.fwd.gpu;
+        if overlap_on() && tokens.len() == 1 && g.graphs_on() && !g.recording() {
+            return self.greedy_overlapped(tokens[0]).map_err(|e| e.to_string());
+        }
         let rows = self.fwd.output.rows;
         let head = |fwd: &CudaForward, fin: &Rows| {
             fwd.timed("head", || crate::argmax::argmax_start(&fwd.gpu, &fwd.last_head(fin)?, rows))

@@ -106,6 +106,11 @@ impl Chunks {
     }
 }
 
+/// A step recorded ahead of its run ([`Gpu::prepare`]).
+pub struct Prepared {
+    ops: Vec<Op>,
+}
+
 /// What a process's steps did with graphs (printed by `strata run`).
 #[derive(Default, Clone, Copy)]
 pub struct GraphStats {
@@ -261,6 +266,45 @@ impl Gpu {
         self.run(ops)?;
         self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
         Ok(out)
+    }
+
+    /// `f` recorded as the next step but not run: the ops are kept in the returned [`Prepared`] until
+    /// [`Gpu::run_prepared`], so the host's recording overlaps the step the card is still running
+    /// (`STRATA_OVERLAP`). Nothing is issued, not even a graph capture. Inputs the recording could not
+    /// know yet are written into the staging area afterwards ([`Gpu::write_staged`]).
+    pub fn prepare<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<(R, Prepared), CudaError> {
+        if !self.graphs_on() || self.recording() {
+            return Err(CudaError::Shape("a step prepared ahead needs graphs on and no step recording".into()));
+        }
+        self.begin()?;
+        let out = f();
+        let ops = std::mem::take(&mut self.recorder().ops);
+        self.rec_on.store(false, Ordering::Relaxed);
+        Ok((out?, Prepared { ops }))
+    }
+
+    /// A prepared step on the card: its graph matched or captured, the inputs copied up, launched.
+    pub fn run_prepared(&self, p: Prepared) -> Result<(), CudaError> {
+        let t0 = std::time::Instant::now();
+        self.run(p.ops)?;
+        self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
+        Ok(())
+    }
+
+    /// `bytes` written at the device address `ptr` of the staging area (a prepared step's input that
+    /// was not known when it was recorded); copied up when the step runs.
+    pub fn write_staged(&self, ptr: u64, bytes: &[u8]) -> Result<(), CudaError> {
+        let mut r = self.recorder();
+        for c in 0..r.staging.dev.len() {
+            let base = r.staging.ptr(self, c, 0);
+            if ptr >= base && ptr + bytes.len() as u64 <= base + r.staging.used[c] as u64 {
+                let at = (ptr - base) as usize;
+                let host = r.staging.host[c].as_mut_slice().check("writing the staging area")?;
+                host[at..at + bytes.len()].copy_from_slice(bytes);
+                return Ok(());
+            }
+        }
+        Err(CudaError::Shape(format!("{ptr:#x}: not a staged input of the prepared step")))
     }
 
     fn begin(&self) -> Result<(), CudaError> {

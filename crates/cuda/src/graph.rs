@@ -125,6 +125,10 @@ pub struct GraphStats {
     /// a kept graph, updating it, copying the inputs up): in a decode step, which waits for the token
     /// before it, the card has nothing queued meanwhile.
     pub host_ns: u64,
+    /// The host's time recording steps ahead (`Gpu::prepare`), while the card ran the step before, and
+    /// how many.
+    pub ahead_ns: u64,
+    pub ahead: u64,
 }
 
 /// Graphs kept, the least recently made dropped first: a decode step and the few shapes around it (a
@@ -276,10 +280,15 @@ impl Gpu {
         if !self.graphs_on() || self.recording() {
             return Err(CudaError::Shape("a step prepared ahead needs graphs on and no step recording".into()));
         }
+        let t0 = std::time::Instant::now();
         self.begin()?;
         let out = f();
-        let ops = std::mem::take(&mut self.recorder().ops);
+        let mut r = self.recorder();
+        let ops = std::mem::take(&mut r.ops);
         self.rec_on.store(false, Ordering::Relaxed);
+        r.stats.ahead_ns += t0.elapsed().as_nanos() as u64;
+        r.stats.ahead += 1;
+        drop(r);
         Ok((out?, Prepared { ops }))
     }
 

@@ -35,6 +35,8 @@ for kv in fp16 int8 f32; do
 done
 same "tiny chat text" -m $t/tiny.gguf -p "Hello there, how are you?" --chat -n 48 --ignore-eos
 same "tiny yarn 2x context" -m $t/tiny.gguf --prompt-tokens $ids -n 32 --ignore-eos --max-context 16384
+# Generation up to a full context (the step recorded ahead under STRATA_OVERLAP must not be made there).
+same "tiny full context" -m $t/tiny.gguf --prompt-tokens $ids -n 64 --ignore-eos --max-context 60
 same "tiny sampled" -m $t/tiny.gguf --prompt-tokens $ids -n 32 --ignore-eos --temp 0.8 --top-p 0.9 --seed 7
 for kv in fp16 int8; do
   same "small ids --kv $kv" -m $t/small.gguf --prompt-tokens $ids -n 64 --ignore-eos --kv $kv --max-context 4096

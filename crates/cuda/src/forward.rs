@@ -684,6 +684,14 @@ impl CudaState {
             .collect()
     }
 
+    /// Whether every attention layer's cache has room for one more cell.
+    fn room_for_one(&self) -> bool {
+        self.layers.iter().all(|l| match l {
+            LayerStateGpu::Attn(s) => s.cells < s.capacity,
+            LayerStateGpu::Gdn(_) => true,
+        })
+    }
+
     fn set_cells(&mut self, cells: &[usize]) {
         for (l, &c) in self.layers.iter_mut().zip(cells) {
             if let LayerStateGpu::Attn(s) = l {
@@ -720,7 +728,11 @@ impl CudaDecoder<'_> {
             }
         };
         self.pos += 1;
-        // The next step, recorded while this one runs; its token is a placeholder until written.
+        // The next step, recorded while this one runs; its token is a placeholder until written. None
+        // when the context is full (the caller stops there).
+        if !self.state.room_for_one() {
+            return crate::argmax::argmax_id(&self.fwd.gpu, &best);
+        }
         let before = self.state.cells();
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let ahead = fwd.prepare(|| {

@@ -295,7 +295,6 @@ fn cuda_decoder<'a>(
     Ok(CudaDecoder::new(fwd, state, pos))
 }
 
-/// Runs the generation loop, printing tokens and writing logits rows as they come.
 /// The host's time a decode step before its graph's launch (the steps after the prompt's), said after
 /// the graphs' figures: the card waits that long for each step's graph, with nothing queued.
 fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
@@ -314,8 +313,8 @@ fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
     }
 }
 
-/// Runs the generation, printing as it goes; also returns the card's graph figures as the prompt ended
-/// (so the decode steps' own can be told apart).
+/// Runs the generation loop, printing tokens and writing logits rows as they come; also returns the
+/// card's graph figures as the prompt ended (so the decode steps' own can be told apart).
 fn decode(
     dec: &mut dyn Decoder,
     prompt: &[u32],

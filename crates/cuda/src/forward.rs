@@ -420,6 +420,17 @@ impl CudaForward<'_> {
         Ok(())
     }
 
+    /// The greedy token after the window's last, left on the device (argmax.rs's word).
+    fn greedy_head(&self, fin: &Rows) -> Result<Buf<u64>, CudaError> {
+        self.timed("head", || crate::argmax::argmax_start(&self.gpu, &self.last_head(fin)?, self.output.rows))
+    }
+
+    /// `tokens` through the trunk at `pos`, then the greedy head: what one greedy step records.
+    fn greedy_trunk(&self, st: &mut CudaState, tokens: &[u32], pos: usize) -> Result<Buf<u64>, CudaError> {
+        let (fin, _) = trunk(self, &self.model.config, st, tokens, pos)?;
+        self.greedy_head(&fin)
+    }
+
     /// The logits of the window's last token, on the device.
     fn last_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
         let (g, n) = (&*self.gpu, self.model.config.n_embd);
@@ -711,7 +722,6 @@ impl CudaDecoder<'_> {
     /// A greedy step of one token with the next one recorded while it runs (`STRATA_OVERLAP`): this
     /// step is the one recorded ahead when it was recorded for this position, else recorded now.
     fn greedy_overlapped(&mut self, t: u32) -> Result<u32, CudaError> {
-        let rows = self.fwd.output.rows;
         let best = match self.ahead.take() {
             Some(a) if a.pos == self.pos => {
                 self.fwd.write_late(&a.late, t, &mut self.state)?;
@@ -721,10 +731,7 @@ impl CudaDecoder<'_> {
             }
             _ => {
                 let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
-                fwd.step(|| {
-                    let (fin, _) = trunk(fwd, &fwd.model.config, state, &[t], pos)?;
-                    crate::argmax::argmax_start(&fwd.gpu, &fwd.last_head(&fin)?, rows)
-                })?
+                fwd.step(|| fwd.greedy_trunk(state, &[t], pos))?
             }
         };
         self.pos += 1;
@@ -735,10 +742,7 @@ impl CudaDecoder<'_> {
         }
         let before = self.state.cells();
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
-        let ahead = fwd.prepare(|| {
-            let (fin, _) = trunk(fwd, &fwd.model.config, state, &[0], pos)?;
-            crate::argmax::argmax_start(&fwd.gpu, &fwd.last_head(&fin)?, rows)
-        });
+        let ahead = fwd.prepare(|| fwd.greedy_trunk(state, &[0], pos));
         let cells = self.state.cells();
         self.state.set_cells(&before);
         let (next_best, step, late) = ahead?;
@@ -801,10 +805,7 @@ impl Decoder for CudaDecoder<'_> {
         if overlap_on() && tokens.len() == 1 && g.graphs_on() && !g.recording() {
             return self.greedy_overlapped(tokens[0]).map_err(|e| e.to_string());
         }
-        let rows = self.fwd.output.rows;
-        let head = |fwd: &CudaForward, fin: &Rows| {
-            fwd.timed("head", || crate::argmax::argmax_start(&fwd.gpu, &fwd.last_head(fin)?, rows))
-        };
+        let head = |fwd: &CudaForward, fin: &Rows| fwd.greedy_head(fin);
         self.with_trunk(tokens, head, |fwd, best| crate::argmax::argmax_id(&fwd.gpu, &best))
     }
 

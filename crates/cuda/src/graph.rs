@@ -262,10 +262,7 @@ impl Gpu {
             return f();
         }
         let t0 = std::time::Instant::now();
-        self.begin()?;
-        let out = f();
-        let ops = std::mem::take(&mut self.recorder().ops);
-        self.rec_on.store(false, Ordering::Relaxed);
+        let (out, ops) = self.record_step(f)?;
         let out = out?;
         self.run(ops)?;
         self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
@@ -281,11 +278,8 @@ impl Gpu {
             return Err(CudaError::Shape("a step prepared ahead needs graphs on and no step recording".into()));
         }
         let t0 = std::time::Instant::now();
-        self.begin()?;
-        let out = f();
+        let (out, ops) = self.record_step(f)?;
         let mut r = self.recorder();
-        let ops = std::mem::take(&mut r.ops);
-        self.rec_on.store(false, Ordering::Relaxed);
         r.stats.ahead_ns += t0.elapsed().as_nanos() as u64;
         r.stats.ahead += 1;
         drop(r);
@@ -298,6 +292,18 @@ impl Gpu {
         self.run(p.ops)?;
         self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
+    }
+
+    /// `f`'s ops recorded as a step (begun afresh), and what `f` returned.
+    fn record_step<R>(
+        &self,
+        f: impl FnOnce() -> Result<R, CudaError>,
+    ) -> Result<(Result<R, CudaError>, Vec<Op>), CudaError> {
+        self.begin()?;
+        let out = f();
+        let ops = std::mem::take(&mut self.recorder().ops);
+        self.rec_on.store(false, Ordering::Relaxed);
+        Ok((out, ops))
     }
 
     /// `bytes` written at the device address `ptr` of the staging area (a prepared step's input that

@@ -28,9 +28,11 @@ for r in $(seq 1 ${ROUNDS:-3}); do
   for i in $(seq 1 $#); do
     setting=${!i}
     split "$setting"
-    rate=$(env $vars $b run -m $model --prompt-tokens @$t/ids-ab.txt -n $n --ignore-eos --device cuda \
-      --max-context $(( depth + n + 8 )) 2>&1 >/dev/null | sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p')
-    echo "round $r, setting $i (${setting:-default}): ${rate:-failed} tok/s"
+    log=$(env $vars $b run -m $model --prompt-tokens @$t/ids-ab.txt -n $n --ignore-eos --device cuda \
+      --max-context $(( depth + n + 8 )) 2>&1 >/dev/null)
+    rate=$(sed -n 's/.*decode: .*(\([0-9.]*\) tok\/s).*/\1/p' <<< "$log")
+    host=$(sed -n 's/^graphs: .*; the host \(.*\)$/; the host \1/p' <<< "$log")
+    echo "round $r, setting $i (${setting:-default}): ${rate:-failed} tok/s$host"
     echo "$i ${rate:-0}" >> $t/ab.txt
   done
 done

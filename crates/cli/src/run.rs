@@ -300,14 +300,19 @@ fn cuda_decoder<'a>(
 fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
     match at_prompt_end {
         Some(p) if end.steps > p.steps => {
-            let us = (end.host_ns - p.host_ns) as f64 / (end.steps - p.steps) as f64 / 1e3;
+            let per_step = |ns: u64| ns as f64 / (end.steps - p.steps) as f64 / 1e3;
             let ahead = match end.ahead - p.ahead {
                 0 => String::new(),
                 n => {
                     format!(", and {:.0} µs recording each ahead", (end.ahead_ns - p.ahead_ns) as f64 / n as f64 / 1e3)
                 }
             };
-            format!("; the host {us:.0} µs a decode step before its launch{ahead}")
+            format!(
+                "; the host {:.0} µs a decode step before its launch{ahead} ({:.0} µs a step matching and updating \
+                 its graph)",
+                per_step(end.host_ns - p.host_ns),
+                per_step(end.graph_ns - p.graph_ns)
+            )
         }
         _ => String::new(),
     }

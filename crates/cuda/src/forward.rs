@@ -657,7 +657,7 @@ pub struct CudaDecoder<'a> {
     pub fwd: CudaForward<'a>,
     pub state: CudaState,
     pub pos: usize,
-    /// The next greedy step, recorded while this one ran (`STRATA_OVERLAP=1`).
+    /// The next greedy step, recorded while this one ran (`STRATA_OVERLAP`).
     ahead: Option<Ahead>,
 }
 
@@ -676,10 +676,10 @@ struct Ahead {
     cells: Vec<usize>,
 }
 
-/// `STRATA_OVERLAP=1`: greedy decode steps recorded a step ahead (opt-in until measured on a card).
+/// Greedy decode steps recorded a step ahead, unless `STRATA_OVERLAP=0`.
 fn overlap_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_OVERLAP").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("STRATA_OVERLAP").map_or(true, |v| v != "0"))
 }
 
 impl CudaState {

@@ -106,10 +106,19 @@ impl Chunks {
     }
 }
 
-/// A step recorded ahead of its run ([`Gpu::prepare`]).
+/// A step recorded ahead of its run ([`Gpu::prepare`]): its graph, matched and updated (or captured)
+/// ahead too, or its ops when no graph could be made.
 pub struct Prepared {
-    ops: Vec<Op>,
+    ready: Ready,
 }
+
+enum Ready {
+    Graph(sys::CUgraphExec),
+    Ops(Vec<Op>),
+}
+
+/// A step's executable graph, or why none could be captured and its ops.
+type Found = Result<sys::CUgraphExec, (CudaError, Vec<Op>)>;
 
 /// What a process's steps did with graphs (printed by `strata run`).
 #[derive(Default, Clone, Copy)]
@@ -125,13 +134,16 @@ pub struct GraphStats {
     /// a kept graph, updating it, copying the inputs up): in a decode step, which waits for the token
     /// before it, the card has nothing queued meanwhile.
     pub host_ns: u64,
+    /// The host's time matching the recorded ops with a kept graph and updating it (or capturing a new
+    /// one), wherever it ran: before the launch, or ahead.
+    pub graph_ns: u64,
     /// The host's time recording steps ahead (`Gpu::prepare`), while the card ran the step before, and
     /// how many.
     pub ahead_ns: u64,
     pub ahead: u64,
 }
 
-/// Graphs kept, the least recently made dropped first: a decode step and the few shapes around it (a
+/// Graphs kept, the least recently used dropped first: a decode step and the few shapes around it (a
 /// block's keys made, a prompt window, a verify window).
 const KEPT: usize = 12;
 
@@ -271,25 +283,40 @@ impl Gpu {
 
     /// `f` recorded as the next step but not run: the ops are kept in the returned [`Prepared`] until
     /// [`Gpu::run_prepared`], so the host's recording overlaps the step the card is still running
-    /// (`STRATA_OVERLAP`). Nothing is issued, not even a graph capture. Inputs the recording could not
-    /// know yet are written into the staging area afterwards ([`Gpu::write_staged`]).
+    /// (`STRATA_OVERLAP`). Its graph is matched and updated, or captured, now too; nothing is issued.
+    /// Inputs the recording could not know yet are written into the staging area afterwards
+    /// ([`Gpu::write_staged`]).
     pub fn prepare<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<(R, Prepared), CudaError> {
         if !self.graphs_on() || self.recording() {
             return Err(CudaError::Shape("a step prepared ahead needs graphs on and no step recording".into()));
         }
         let t0 = std::time::Instant::now();
         let (out, ops) = self.record_step(f)?;
+        let out = out?;
+        // The graph is matched and updated now too: an update changes only later launches of an
+        // executable graph, not the one of the step still running (cuGraphExecKernelNodeSetParams).
+        self.ctx.bind_to_thread().check("binding the context")?;
+        let ready = match self.graph_ahead(ops)? {
+            Ok(exec) => Ready::Graph(exec),
+            Err(ops) => Ready::Ops(ops),
+        };
         let mut r = self.recorder();
         r.stats.ahead_ns += t0.elapsed().as_nanos() as u64;
         r.stats.ahead += 1;
-        drop(r);
-        Ok((out?, Prepared { ops }))
+        Ok((out, Prepared { ready }))
     }
 
-    /// A prepared step on the card: its graph matched or captured, the inputs copied up, launched.
+    /// A prepared step on the card: its inputs copied up and its graph launched.
     pub fn run_prepared(&self, p: Prepared) -> Result<(), CudaError> {
         let t0 = std::time::Instant::now();
-        self.run(p.ops)?;
+        match p.ready {
+            Ready::Graph(exec) => {
+                self.ctx.bind_to_thread().check("binding the context")?;
+                self.copy_up()?;
+                self.launch_graph(exec)?;
+            }
+            Ready::Ops(ops) => self.run(ops)?,
+        }
         self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
     }
@@ -345,8 +372,21 @@ impl Gpu {
             return Ok(());
         }
         let Some(exec) = self.graph_for(ops)? else { return Ok(()) };
+        self.launch_graph(exec)
+    }
+
+    fn launch_graph(&self, exec: sys::CUgraphExec) -> Result<(), CudaError> {
         // SAFETY: an instantiated graph of this context, kept by the recorder, launched on its stream.
         unsafe { sys::cuGraphLaunch(exec, self.stream.cu_stream()) }.result().check("launching a step's graph")
+    }
+
+    /// The executable graph for a step recorded ahead, or its ops back when none could be captured (they
+    /// are then issued one by one when the step runs, after its inputs are written).
+    fn graph_ahead(&self, ops: Vec<Op>) -> Result<Result<sys::CUgraphExec, Vec<Op>>, CudaError> {
+        if ops.is_empty() {
+            return Ok(Err(ops));
+        }
+        Ok(self.find_or_capture(ops)?.map_err(|(_, ops)| ops))
     }
 
     /// The staging area's used bytes copied to the device, and an event recorded after them.
@@ -375,16 +415,29 @@ impl Gpu {
     /// The executable graph for `ops`: a kept one of the same shape with its changed kernels updated, or
     /// a new one captured. None when no graph could be made (the ops were then issued one by one).
     fn graph_for(&self, ops: Vec<Op>) -> Result<Option<sys::CUgraphExec>, CudaError> {
+        match self.find_or_capture(ops)? {
+            Ok(exec) => Ok(Some(exec)),
+            Err((e, ops)) => self.give_up(e, &ops).map(|()| None),
+        }
+    }
+
+    /// A kept graph of the same shape as `ops` with its changed kernels updated, or a new one captured
+    /// and kept; the capture's error and the ops back when it failed.
+    fn find_or_capture(&self, ops: Vec<Op>) -> Result<Found, CudaError> {
+        let t0 = std::time::Instant::now();
         let mut r = self.recorder();
         let found = r
             .graphs
             .iter()
             .position(|g| g.ops.len() == ops.len() && g.ops.iter().zip(&ops).all(|(a, b)| a.same_node(b)));
-        let i = match found {
+        let exec = match found {
             Some(i) => {
                 let updated = r.graphs[i].update(ops)?;
                 r.stats.updated_kernels += updated;
-                i
+                let g = r.graphs.remove(i); // the most recently used last: dropped last
+                let exec = g.exec;
+                r.graphs.push(g);
+                exec
             }
             None => {
                 if graph_switch() == "debug" {
@@ -393,20 +446,24 @@ impl Gpu {
                 drop(r);
                 let mut g = match StepGraph::capture(self, &ops) {
                     Ok(g) => g,
-                    Err(e) => return self.give_up(e, &ops).map(|()| None),
+                    Err(e) => return Ok(Err((e, ops))),
                 };
                 g.ops = ops;
                 r = self.recorder();
                 r.stats.built += 1;
                 r.stats.nodes = g.nodes.len() as u64;
                 if r.graphs.len() == KEPT {
+                    // A step recorded ahead may be capturing while the step before still runs.
+                    self.stream.synchronize().check("waiting for the step before")?;
                     r.graphs.remove(0);
                 }
+                let exec = g.exec;
                 r.graphs.push(g);
-                r.graphs.len() - 1
+                exec
             }
         };
-        Ok(Some(r.graphs[i].exec))
+        r.stats.graph_ns += t0.elapsed().as_nanos() as u64;
+        Ok(Ok(exec))
     }
 
     /// A graph that could not be made: said once, and this step and every later one issued op by op

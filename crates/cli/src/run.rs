@@ -308,9 +308,10 @@ fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
                 }
             };
             format!(
-                "; the host {:.0} µs a decode step before its launch{ahead} ({:.0} µs a step matching and updating \
-                 its graph)",
+                "; the host {:.0} µs a decode step before its launch ({:.0} µs of it launching){ahead}; {:.0} µs a \
+                 step matching and updating its graph",
                 per_step(end.host_ns - p.host_ns),
+                per_step(end.launch_ns - p.launch_ns),
                 per_step(end.graph_ns - p.graph_ns)
             )
         }

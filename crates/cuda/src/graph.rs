@@ -137,6 +137,8 @@ pub struct GraphStats {
     /// The host's time matching the recorded ops with a kept graph and updating it (or capturing a new
     /// one), wherever it ran: before the launch, or ahead.
     pub graph_ns: u64,
+    /// The host's time in the graphs' launches (part of `host_ns`).
+    pub launch_ns: u64,
     /// The host's time recording steps ahead (`Gpu::prepare`), while the card ran the step before, and
     /// how many.
     pub ahead_ns: u64,
@@ -166,6 +168,12 @@ pub struct Recorder {
 fn side_switch() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     V.get_or_init(|| std::env::var("STRATA_SIDE").unwrap_or_default())
+}
+
+/// A step's graph recorded ahead is also uploaded ahead, unless `STRATA_UPLOAD=0`.
+fn upload_ahead() -> bool {
+    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("STRATA_UPLOAD").map_or(true, |v| v != "0"))
 }
 
 fn graph_switch() -> &'static str {
@@ -376,8 +384,11 @@ impl Gpu {
     }
 
     fn launch_graph(&self, exec: sys::CUgraphExec) -> Result<(), CudaError> {
+        let t0 = std::time::Instant::now();
         // SAFETY: an instantiated graph of this context, kept by the recorder, launched on its stream.
-        unsafe { sys::cuGraphLaunch(exec, self.stream.cu_stream()) }.result().check("launching a step's graph")
+        unsafe { sys::cuGraphLaunch(exec, self.stream.cu_stream()) }.result().check("launching a step's graph")?;
+        self.recorder().stats.launch_ns += t0.elapsed().as_nanos() as u64;
+        Ok(())
     }
 
     /// The executable graph for a step recorded ahead, or its ops back when none could be captured (they
@@ -386,7 +397,16 @@ impl Gpu {
         if ops.is_empty() {
             return Ok(Err(ops));
         }
-        Ok(self.find_or_capture(ops)?.map_err(|(_, ops)| ops))
+        let found = self.find_or_capture(ops)?.map_err(|(_, ops)| ops);
+        if let (Ok(exec), true) = (&found, upload_ahead()) {
+            // The updated graph sent to the card now, not at its launch: ordered behind the launch of the
+            // step still running, the host's part of it is done while that step runs.
+            let t0 = std::time::Instant::now();
+            // SAFETY: an instantiated graph of this context, kept by the recorder, on its stream.
+            unsafe { sys::cuGraphUpload(*exec, self.stream.cu_stream()) }.result().check("uploading a graph")?;
+            self.recorder().stats.graph_ns += t0.elapsed().as_nanos() as u64;
+        }
+        Ok(found)
     }
 
     /// The staging area's used bytes copied to the device, and an event recorded after them.

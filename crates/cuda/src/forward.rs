@@ -425,10 +425,21 @@ impl CudaForward<'_> {
         self.timed("head", || crate::argmax::argmax_start(&self.gpu, &self.last_head(fin)?, self.output.rows))
     }
 
-    /// `tokens` through the trunk at `pos`, then the greedy head: what one greedy step records.
-    fn greedy_trunk(&self, st: &mut CudaState, tokens: &[u32], pos: usize) -> Result<Buf<u64>, CudaError> {
+    /// The token after the window's last chosen on the device, left there.
+    fn choose_head(&self, fin: &Rows, how: Choice) -> Result<Chosen, CudaError> {
+        Ok(match how {
+            Choice::Greedy => Chosen::Argmax(self.greedy_head(fin)?),
+            Choice::Draw(p) => Chosen::Drawn(self.timed("head", || {
+                crate::sample::sample_start(&self.gpu, &self.last_head(fin)?, self.output.rows, &p)
+            })?),
+        })
+    }
+
+    /// `tokens` through the trunk at `pos`, then the token after them chosen: what one decode step
+    /// records.
+    fn choose_trunk(&self, st: &mut CudaState, tokens: &[u32], pos: usize, how: Choice) -> Result<Chosen, CudaError> {
         let (fin, _) = trunk(self, &self.model.config, st, tokens, pos)?;
-        self.greedy_head(&fin)
+        self.choose_head(&fin, how)
     }
 
     /// The logits of the window's last token, on the device.
@@ -661,22 +672,46 @@ pub struct CudaDecoder<'a> {
     ahead: Option<Ahead>,
 }
 
-/// A greedy decode step of one token recorded ahead, while the step before it ran on the card: the
-/// host's recording (about 1,400 ops) then overlaps the card's work instead of following it. Its token
-/// goes in once known (the embedding's id and the PLE rows, staged as placeholders). Recording moved the
+/// A decode step of one token recorded ahead, while the step before it ran on the card: the host's
+/// recording (about 1,400 ops) then overlaps the card's work instead of following it. Its token goes in
+/// once known (the embedding's id and the PLE rows, staged as placeholders). Recording moved the
 /// attention layers' cell counts on; they are put back at once and set again when the step runs, so
-/// the decoder's state is the one it shows until then. Any other call drops it.
+/// the decoder's state is the one it shows until then. Any other call drops it, and so does a step
+/// that chooses its token otherwise than it was recorded to.
 struct Ahead {
     step: Prepared,
     late: Vec<Late>,
-    /// Where the step's argmax leaves its word.
-    best: Buf<u64>,
+    /// How it chooses its token, and where it leaves it.
+    how: Choice,
+    chosen: Chosen,
     /// The position it was recorded for, and the cell counts after it.
     pos: usize,
     cells: Vec<usize>,
 }
 
-/// Greedy decode steps recorded a step ahead, unless `STRATA_OVERLAP=0`.
+/// How a decode step chooses its token on the device.
+#[derive(Clone, Copy, PartialEq)]
+enum Choice {
+    Greedy,
+    Draw(SampleParams),
+}
+
+/// Where a step left its token: an argmax's word or a draw's id.
+enum Chosen {
+    Argmax(Buf<u64>),
+    Drawn(Buf<i32>),
+}
+
+impl Chosen {
+    fn read(&self, gpu: &Gpu) -> Result<u32, CudaError> {
+        match self {
+            Chosen::Argmax(best) => crate::argmax::argmax_id(gpu, best),
+            Chosen::Drawn(id) => Ok(id.read(gpu, 1)?[0] as u32),
+        }
+    }
+}
+
+/// Decode steps recorded a step ahead, unless `STRATA_OVERLAP=0`.
 fn overlap_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("STRATA_OVERLAP").map_or(true, |v| v != "0"))
@@ -719,35 +754,42 @@ impl<'a> CudaDecoder<'a> {
 }
 
 impl CudaDecoder<'_> {
-    /// A greedy step of one token with the next one recorded while it runs (`STRATA_OVERLAP`): this
-    /// step is the one recorded ahead when it was recorded for this position, else recorded now.
-    fn greedy_overlapped(&mut self, t: u32) -> Result<u32, CudaError> {
-        let best = match self.ahead.take() {
-            Some(a) if a.pos == self.pos => {
+    /// A decode step of token `t`, choosing its token as `how`, with the next step (choosing as `next`)
+    /// recorded while it runs (`STRATA_OVERLAP`): this step is the one recorded ahead when it was
+    /// recorded for this position and choice, else recorded now.
+    fn overlapped(&mut self, t: u32, how: Choice, next: Choice) -> Result<u32, CudaError> {
+        let chosen = match self.ahead.take() {
+            Some(a) if a.pos == self.pos && a.how == how => {
                 self.fwd.write_late(&a.late, t, &mut self.state)?;
                 self.state.set_cells(&a.cells);
                 self.fwd.gpu.run_prepared(a.step)?;
-                a.best
+                a.chosen
             }
             _ => {
                 let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
-                fwd.step(|| fwd.greedy_trunk(state, &[t], pos))?
+                fwd.step(|| fwd.choose_trunk(state, &[t], pos, how))?
             }
         };
         self.pos += 1;
         // The next step, recorded while this one runs; its token is a placeholder until written. None
         // when the context is full (the caller stops there).
         if !self.state.room_for_one() {
-            return crate::argmax::argmax_id(&self.fwd.gpu, &best);
+            return chosen.read(&self.fwd.gpu);
         }
         let before = self.state.cells();
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
-        let ahead = fwd.prepare(|| fwd.greedy_trunk(state, &[0], pos));
+        let ahead = fwd.prepare(|| fwd.choose_trunk(state, &[0], pos, next));
         let cells = self.state.cells();
         self.state.set_cells(&before);
-        let (next_best, step, late) = ahead?;
-        self.ahead = Some(Ahead { step, late, best: next_best, pos: self.pos, cells });
-        crate::argmax::argmax_id(&self.fwd.gpu, &best)
+        let (next_chosen, step, late) = ahead?;
+        self.ahead = Some(Ahead { step, late, how: next, chosen: next_chosen, pos: self.pos, cells });
+        chosen.read(&self.fwd.gpu)
+    }
+
+    /// Whether a step of `tokens` runs [`CudaDecoder::overlapped`].
+    fn overlaps(&self, tokens: &[u32]) -> bool {
+        let g = &self.fwd.gpu;
+        overlap_on() && tokens.len() == 1 && g.graphs_on() && !g.recording()
     }
 }
 
@@ -761,7 +803,7 @@ impl CudaDecoder<'_> {
         read: impl FnOnce(&CudaForward, D) -> Result<R, CudaError>,
     ) -> Result<R, String> {
         let e = |e: CudaError| e.to_string();
-        self.ahead = None; // a step recorded ahead runs only as the next greedy step
+        self.ahead = None; // a step recorded ahead runs only as the next decode step
         if let Some(p) = &self.fwd.gpu.profile {
             p.begin(tokens.len() == 1).map_err(e)?;
         }
@@ -801,20 +843,19 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
-        let g = &self.fwd.gpu;
-        if overlap_on() && tokens.len() == 1 && g.graphs_on() && !g.recording() {
-            return self.greedy_overlapped(tokens[0]).map_err(|e| e.to_string());
+        if self.overlaps(tokens) {
+            return self.overlapped(tokens[0], Choice::Greedy, Choice::Greedy).map_err(|e| e.to_string());
         }
         let head = |fwd: &CudaForward, fin: &Rows| fwd.greedy_head(fin);
         self.with_trunk(tokens, head, |fwd, best| crate::argmax::argmax_id(&fwd.gpu, &best))
     }
 
-    fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams) -> Result<u32, String> {
-        let rows = self.fwd.output.rows;
-        let head = |fwd: &CudaForward, fin: &Rows| {
-            fwd.timed("head", || crate::sample::sample_start(&fwd.gpu, &fwd.last_head(fin)?, rows, p))
-        };
-        self.with_trunk(tokens, head, |fwd, id| Ok(id.read(&fwd.gpu, 1)?[0] as u32))
+    fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, next: &SampleParams) -> Result<u32, String> {
+        if self.overlaps(tokens) {
+            return self.overlapped(tokens[0], Choice::Draw(*p), Choice::Draw(*next)).map_err(|e| e.to_string());
+        }
+        let head = |fwd: &CudaForward, fin: &Rows| fwd.choose_head(fin, Choice::Draw(*p));
+        self.with_trunk(tokens, head, |fwd, chosen| chosen.read(&fwd.gpu))
     }
 
     fn report(&self) -> Option<String> {

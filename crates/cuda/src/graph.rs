@@ -170,12 +170,6 @@ fn side_switch() -> &'static str {
     V.get_or_init(|| std::env::var("STRATA_SIDE").unwrap_or_default())
 }
 
-/// A step's graph recorded ahead is also uploaded ahead, unless `STRATA_UPLOAD=0`.
-fn upload_ahead() -> bool {
-    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var("STRATA_UPLOAD").map_or(true, |v| v != "0"))
-}
-
 fn graph_switch() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     V.get_or_init(|| std::env::var("STRATA_GRAPH").unwrap_or_default())
@@ -397,16 +391,7 @@ impl Gpu {
         if ops.is_empty() {
             return Ok(Err(ops));
         }
-        let found = self.find_or_capture(ops)?.map_err(|(_, ops)| ops);
-        if let (Ok(exec), true) = (&found, upload_ahead()) {
-            // The updated graph sent to the card now, not at its launch: ordered behind the launch of the
-            // step still running, the host's part of it is done while that step runs.
-            let t0 = std::time::Instant::now();
-            // SAFETY: an instantiated graph of this context, kept by the recorder, on its stream.
-            unsafe { sys::cuGraphUpload(*exec, self.stream.cu_stream()) }.result().check("uploading a graph")?;
-            self.recorder().stats.graph_ns += t0.elapsed().as_nanos() as u64;
-        }
-        Ok(found)
+        Ok(self.find_or_capture(ops)?.map_err(|(_, ops)| ops))
     }
 
     /// The staging area's used bytes copied to the device, and an event recorded after them.

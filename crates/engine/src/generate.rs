@@ -79,15 +79,21 @@ pub fn generate(
     check_prompt(&*dec, prompt, cfg.max_context)?;
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let greedy = cfg.sampler.greedy();
+    // A device draw's settings are taken from the sampler a step ahead (the same numbers in the same
+    // order), so the decoder knows the next step's too.
+    let mut next_draw = None;
     // A window's head: the token chosen where the logits are (the device's argmax or draw), or, when the
     // caller wants them, the last token's logits (then the draw is made here, the same way).
-    let step = |dec: &mut dyn Decoder, tokens: &[u32], sampler: &mut Sampler| -> Result<Head, GenerateError> {
+    let mut step = |dec: &mut dyn Decoder, tokens: &[u32], sampler: &mut Sampler| -> Result<Head, GenerateError> {
         let head = if cfg.logits {
             dec.forward_last(tokens).map(Head::Logits)
         } else if greedy {
             dec.forward_greedy(tokens).map(Head::Token)
         } else {
-            dec.forward_sample(tokens, &sampler.next_params()).map(Head::Token)
+            let p = next_draw.take().unwrap_or_else(|| sampler.next_params());
+            let next = sampler.next_params();
+            next_draw = Some(next);
+            dec.forward_sample(tokens, &p, &next).map(Head::Token)
         };
         head.map_err(GenerateError::Device)
     };

@@ -8,6 +8,7 @@
 //! window of T tokens equals T single-token steps, on every back-end.
 
 use crate::config::Config;
+use crate::ops::sample::SampleParams;
 
 /// Which hyper-connection read: a layer's two halves, the final read, or the MTP layer's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,8 +169,9 @@ pub trait Decoder {
     /// Runs `tokens`: the greedy token after the last (`argmax` of its logits, on the device that has them).
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String>;
     /// Runs `tokens`: the token drawn after the last with `p` (ops/sample.rs), on the device that has the
-    /// logits.
-    fn forward_sample(&mut self, tokens: &[u32], p: &crate::ops::sample::SampleParams) -> Result<u32, String>;
+    /// logits. `next` is what the following step, if one comes, draws with: a device may record that step
+    /// while this one runs.
+    fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, next: &SampleParams) -> Result<u32, String>;
     /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
     fn snapshot(&self) -> Result<crate::State, String>;
     /// A device's own report at the end of a run (a profile, when asked for), if any.
@@ -222,7 +224,7 @@ impl Decoder for CpuDecoder<'_> {
         Ok(v)
     }
 
-    fn forward_sample(&mut self, tokens: &[u32], p: &crate::ops::sample::SampleParams) -> Result<u32, String> {
+    fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, _next: &SampleParams) -> Result<u32, String> {
         let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_sample(fin, p));
         Ok(v)
     }

@@ -26,6 +26,14 @@ for kv in fp16 int8; do
   echo "== small, 600 tokens, $kv, STRATA_DOWN_COMBINE=0"
   STRATA_DOWN_COMBINE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
 done
+# The routing by a thread per expert (STRATA_ROUTE=block, opt-in): the same ids and weights.
+echo "== moe_parity, STRATA_ROUTE=block"; STRATA_ROUTE=block $bin parity moe_parity; echo "rc=$?"
+for kv in fp16 int8; do
+  echo "== small, 600 tokens, $kv, STRATA_ROUTE=block"
+  STRATA_ROUTE=block $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
+done
+echo "== tiny, 140 tokens, fp16, STRATA_ROUTE=block"
+STRATA_ROUTE=block $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

@@ -73,8 +73,11 @@ impl MoeGpu {
     }
 }
 
-/// The most experts the router kernel holds in registers: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu).
+/// The most experts the router kernels hold: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu); moe_route_block
+/// holds as many.
 const ROUTE_MAX_EXPERTS: usize = 2 * 8 * 32;
+/// The routing warps of moe_route_block (ROUTE_WARPS in moe.cu).
+const ROUTE_BLOCK_WARPS: usize = 7;
 
 impl MoeGpu {
     pub fn upload(gpu: &Gpu, w: &MoeWeights, k: usize, f: usize) -> Result<MoeGpu, CudaError> {
@@ -237,11 +240,18 @@ fn route(
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
     let outs = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
     matvec(gpu, &w.router, x, &logits, t)?;
-    let f = gpu.function("moe.cu", SRC, "moe_route")?;
-    // The shared expert's gate logit is made by a second warp beside the routing one when its one row is
-    // F32 or BF16.
-    let warps = if w.sg_kind == 0 { 1 } else { 2 };
-    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps, 1, 1), shared_mem_bytes: 0 };
+    // The routing by one warp, or with `STRATA_ROUTE=block` by a thread per expert (moe_route_block); the
+    // shared expert's gate logit by one more warp when its one row is F32 or BF16.
+    let (name, warps) = if route_block() { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
+    let f = gpu.function("moe.cu", SRC, name)?;
+    let warps = warps + usize::from(w.sg_kind != 0);
+    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps as u32, 1, 1), shared_mem_bytes: 0 };
     let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
-    launch(gpu, &f, "moe_route", cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
+    launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
+}
+
+/// `STRATA_ROUTE=block`: the routing by a thread per expert (opt-in until run on a card).
+fn route_block() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_ROUTE").is_ok_and(|v| v == "block"))
 }

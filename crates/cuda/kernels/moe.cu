@@ -112,18 +112,24 @@ __device__ void route_token(const float* x, int E, int k, int* __restrict__ ids,
     for (int r = lane; r < k; r += WARP) weights[r] = __fdiv_rn(weights[r], denom);
 }
 
+// One warp's dot of the shared expert's gate row with the token's input x into *sg. The row is loaded
+// before grid_dep_wait, so only the input's loads wait.
+__device__ __forceinline__ void shared_gate_logit(const void* __restrict__ sg_w, int sg_kind,
+                                                  const float* __restrict__ x, int n, float* __restrict__ sg) {
+    EarlyRow row;
+    row.fetch(sg_w, sg_kind, n);
+    grid_dep_wait();
+    const float dot = row.dot(sg_w, sg_kind, x, n);
+    if (threadIdx.x % WARP == 0) *sg = dot;
+}
+
 extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __restrict__ ids,
                                     float* __restrict__ weights, int E, int k, const void* __restrict__ sg_w,
                                     int sg_kind, const float* __restrict__ xin, int n, float* __restrict__ sg) {
-    const int t = blockIdx.x, lane = threadIdx.x % WARP;
+    const int t = blockIdx.x;
     if (threadIdx.x >= WARP) {
         // A second warp (launched when sg_kind ≠ 0): the shared expert's gate logit, beside the routing.
-        // Its weight row is loaded before grid_dep_wait, so only the input's loads wait.
-        EarlyRow row;
-        row.fetch(sg_w, sg_kind, n);
-        grid_dep_wait();
-        const float dot = row.dot(sg_w, sg_kind, xin + (size_t)t * n, n);
-        if (lane == 0) sg[t] = dot;
+        shared_gate_logit(sg_w, sg_kind, xin + (size_t)t * n, n, sg + t);
         return;
     }
     grid_dep_wait();
@@ -153,11 +159,7 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS + WARP)
     __shared__ unsigned long long cand[MAXE];
     const int t = blockIdx.x, i = threadIdx.x, lane = i % WARP, w = i / WARP;
     if (i >= ROUTE_THREADS) {
-        EarlyRow row;
-        row.fetch(sg_w, sg_kind, n);
-        grid_dep_wait();
-        const float dot = row.dot(sg_w, sg_kind, xin + (size_t)t * n, n);
-        if (lane == 0) sg[t] = dot;
+        shared_gate_logit(sg_w, sg_kind, xin + (size_t)t * n, n, sg + t);
         return;
     }
     grid_dep_wait();

@@ -34,6 +34,10 @@ for kv in fp16 int8; do
 done
 echo "== tiny, 140 tokens, fp16, STRATA_ROUTE=block"
 STRATA_ROUTE=block $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
+# The HC split kernels' first weights loaded before grid_dep_wait (STRATA_DEFINES=HC_EARLY=2, opt-in).
+echo "== gr_parity --selftest, HC_EARLY=2"; STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest; echo "rc=$?"
+echo "== small, 600 tokens, fp16, HC_EARLY=2"
+STRATA_DEFINES=HC_EARLY=2 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

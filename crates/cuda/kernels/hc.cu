@@ -231,6 +231,16 @@ template <> struct RawChunk<float> {
 // A loop of one chunk at a time waited out a memory round trip per chunk (the compiler did not hoist the
 // next chunk's loads over the shared-memory stores). F32 weights take twice the registers: batches of 3.
 // Three blocks of 256 threads a multiprocessor (the bounds below), so the 324 rows run in one wave.
+//
+// HC_EARLY (STRATA_DEFINES; 0 by default, off until measured on a card): 1 or more, the split down kernel
+// loads its first batch of weights into registers before grid_dep_wait, so with programmatic launches those
+// loads (at the model's shapes, the whole of W_down across the grid) run while the norm kernel before it
+// does, and after the wait only xn (from the L2) is read; 2 also the split up kernel's first batch, before
+// it waits for lo. A weight is no kernel's output; every thread still waits once, and the sums are untouched.
+// (HC_PREFETCH, which asked for both kernels' rows into the L2 instead, measured 1.2% slower.)
+#ifndef HC_EARLY
+#define HC_EARLY 0
+#endif
 template <typename WT> struct DownBatch { static constexpr int n = 5; };
 template <> struct DownBatch<float> { static constexpr int n = 3; };
 template <typename WT>
@@ -239,7 +249,11 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
                                          float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {
     extern __shared__ float part[];  // [tokens of the group][K/8]
     const int row = blockIdx.x, tid = threadIdx.x;
-    if (row >= r + n_inj) return;
+    bool waited = HC_EARLY < 1;  // else this thread waits after its first batch's weight loads
+    if (row >= r + n_inj) {
+        if (!waited) grid_dep_wait();
+        return;
+    }
     const int t0 = tg > 0 ? blockIdx.y * tg : 0;
     const int nt = tg > 0 ? min(tg, T - t0) : T;
     const WT* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
@@ -251,6 +265,10 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
         for (int b = 0; b < DOWN_B; ++b) {
             const int ch = c0 + b * blockDim.x;
             if (ch < nch) raw[b].load(w + ch * CHUNK);
+        }
+        if (!waited) {
+            grid_dep_wait();
+            waited = true;
         }
 #pragma unroll
         for (int k = 0; k < MAXT; ++k) {
@@ -273,6 +291,7 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
             }
         }
     }
+    if (!waited) grid_dep_wait();  // a thread with no chunk
     __syncthreads();
     const int k = tid / WARP, lane = tid % WARP, t = t0 + k;
     if (k < nt) {
@@ -289,7 +308,7 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
     extern "C" __global__ void __launch_bounds__(256, 3) gr_down_split##SUFFIX(const WT* __restrict__ w_down, \
         const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {           \
-        grid_dep_wait();                                                                     \
+        if (HC_EARLY < 1) grid_dep_wait();                                                   \
         gr_down_split_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);          \
     }
 GR_DOWN_SPLIT(, bf16_t)
@@ -364,12 +383,28 @@ GR_UP75(_f32, float)
 // and the epilogue summing the streams in order.
 #define UP_D 4
 #define UP_B 3  // tasks a thread loads at once
+// The weights of tasks k0, k0 + blockDim.x, … (UP_B of them) of the block whose first output is d0.
+template <typename WT>
+__device__ __forceinline__ void up_batch_load(RawChunk<WT>* raw, const WT* __restrict__ w_up, int k0, int tasks,
+                                              int nch, int d0, int n, int r) {
+#pragma unroll
+    for (int b = 0; b < UP_B; ++b) {
+        const int k = k0 + b * blockDim.x, row = k / nch, d = d0 + row % UP_D;
+        if (k < tasks && d < n) raw[b].load(w_up + ((size_t)(row / UP_D) * n + d) * r + (k % nch) * CHUNK);
+    }
+}
 template <typename WT>
 __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
                                        int T) {
     extern __shared__ float sm[];
     const int tid = threadIdx.x, d0 = blockIdx.x * UP_D, nch = r / CHUNK, rows = UP_D * hc;
+    const int tasks = rows * nch;
+    RawChunk<WT> early[UP_B];  // HC_EARLY ≥ 2: the first batch, loaded before grid_dep_wait
+    if (HC_EARLY >= 2) {
+        up_batch_load<WT>(early, w_up, tid, tasks, nch, d0, n, r);
+        grid_dep_wait();
+    }
     float* slo = sm;                      // [T][r]
     float* part = sm + T * r;             // [rows][T][nch]
     float* g = part + rows * T * nch;     // [rows][T]
@@ -380,14 +415,14 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     // A thread's tasks go in batches of UP_B (all of them at the model's 16 rows of r = 320 and 256
     // threads): the batch's weight loads issued together, then the dots. One task at a time waited out a
     // memory round trip per task. (Issuing the weight loads before lo is staged measured slower on the
-    // H200: 8.30 against 7.73 µs.)
-    const int tasks = rows * nch;
+    // H200: 8.30 against 7.73 µs, timed alone: HC_EARLY=2 is that order where the kernel before overlaps.)
     for (int k0 = tid; k0 < tasks; k0 += UP_B * blockDim.x) {
         RawChunk<WT> raw[UP_B];
+        if (HC_EARLY >= 2 && k0 == tid) {
 #pragma unroll
-        for (int b = 0; b < UP_B; ++b) {
-            const int k = k0 + b * blockDim.x, row = k / nch, d = d0 + row % UP_D;
-            if (k < tasks && d < n) raw[b].load(w_up + ((size_t)(row / UP_D) * n + d) * r + (k % nch) * CHUNK);
+            for (int b = 0; b < UP_B; ++b) raw[b] = early[b];
+        } else {
+            up_batch_load<WT>(raw, w_up, k0, tasks, nch, d0, n, r);
         }
 #pragma unroll
         for (int b = 0; b < UP_B; ++b) {
@@ -430,7 +465,7 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     extern "C" __global__ void gr_up_split##SUFFIX(const WT* __restrict__ w_up,                 \
         const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,  \
         int r, int n, int hc, int T) {                                                          \
-        grid_dep_wait();                                                                        \
+        if (HC_EARLY < 2) grid_dep_wait();                                                      \
         gr_up_split_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                 \
     }
 GR_UP_SPLIT(, bf16_t)

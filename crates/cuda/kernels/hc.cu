@@ -383,28 +383,22 @@ GR_UP75(_f32, float)
 // and the epilogue summing the streams in order.
 #define UP_D 4
 #define UP_B 3  // tasks a thread loads at once
-// The weights of tasks k0, k0 + blockDim.x, … (UP_B of them) of the block whose first output is d0.
-template <typename WT>
-__device__ __forceinline__ void up_batch_load(RawChunk<WT>* raw, const WT* __restrict__ w_up, int k0, int tasks,
-                                              int nch, int d0, int n, int r) {
-#pragma unroll
-    for (int b = 0; b < UP_B; ++b) {
-        const int k = k0 + b * blockDim.x, row = k / nch, d = d0 + row % UP_D;
-        if (k < tasks && d < n) raw[b].load(w_up + ((size_t)(row / UP_D) * n + d) * r + (k % nch) * CHUNK);
-    }
-}
 template <typename WT>
 __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
                                        int T) {
     extern __shared__ float sm[];
     const int tid = threadIdx.x, d0 = blockIdx.x * UP_D, nch = r / CHUNK, rows = UP_D * hc;
-    const int tasks = rows * nch;
-    RawChunk<WT> early[UP_B];  // HC_EARLY ≥ 2: the first batch, loaded before grid_dep_wait
-    if (HC_EARLY >= 2) {
-        up_batch_load<WT>(early, w_up, tid, tasks, nch, d0, n, r);
-        grid_dep_wait();
+#if HC_EARLY >= 2  // (#if, so that the default's code is the one measured before)
+    // The first batch of weights (the loop's k0 = tid), loaded before grid_dep_wait.
+    RawChunk<WT> early[UP_B];
+#pragma unroll
+    for (int b = 0; b < UP_B; ++b) {
+        const int k = tid + b * blockDim.x, row = k / nch, d = d0 + row % UP_D;
+        if (k < rows * nch && d < n) early[b].load(w_up + ((size_t)(row / UP_D) * n + d) * r + (k % nch) * CHUNK);
     }
+    grid_dep_wait();
+#endif
     float* slo = sm;                      // [T][r]
     float* part = sm + T * r;             // [rows][T][nch]
     float* g = part + rows * T * nch;     // [rows][T]
@@ -416,14 +410,23 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     // threads): the batch's weight loads issued together, then the dots. One task at a time waited out a
     // memory round trip per task. (Issuing the weight loads before lo is staged measured slower on the
     // H200: 8.30 against 7.73 µs, timed alone: HC_EARLY=2 is that order where the kernel before overlaps.)
+    const int tasks = rows * nch;
     for (int k0 = tid; k0 < tasks; k0 += UP_B * blockDim.x) {
         RawChunk<WT> raw[UP_B];
-        if (HC_EARLY >= 2 && k0 == tid) {
+#if HC_EARLY >= 2
+        if (k0 == tid) {
 #pragma unroll
             for (int b = 0; b < UP_B; ++b) raw[b] = early[b];
         } else {
-            up_batch_load<WT>(raw, w_up, k0, tasks, nch, d0, n, r);
+#endif
+#pragma unroll
+        for (int b = 0; b < UP_B; ++b) {
+            const int k = k0 + b * blockDim.x, row = k / nch, d = d0 + row % UP_D;
+            if (k < tasks && d < n) raw[b].load(w_up + ((size_t)(row / UP_D) * n + d) * r + (k % nch) * CHUNK);
         }
+#if HC_EARLY >= 2
+        }
+#endif
 #pragma unroll
         for (int b = 0; b < UP_B; ++b) {
             const int k = k0 + b * blockDim.x, row = k / nch, ch = k % nch;  // row = c·UP_D + dd

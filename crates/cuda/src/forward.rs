@@ -668,7 +668,7 @@ pub struct CudaDecoder<'a> {
     pub fwd: CudaForward<'a>,
     pub state: CudaState,
     pub pos: usize,
-    /// The next greedy step, recorded while this one ran (`STRATA_OVERLAP`).
+    /// The next decode step, recorded while this one ran (`STRATA_OVERLAP`).
     ahead: Option<Ahead>,
 }
 

@@ -192,11 +192,14 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if let Some(s) = card.as_ref().and_then(|g| g.graph_stats()).filter(|s| s.steps > 0) {
         eprintln!(
-            "graphs: {} steps each ran as one CUDA graph ({} captured, the last of {} nodes; {} kernel updates; \
-             {} MiB of arena, {} MiB of staging){}",
+            "graphs: {} steps each ran as one CUDA graph ({} captured, the last of {} ops: {} kernels, {} zeroings, \
+             {} copies; {} kernel updates; {} MiB of arena, {} MiB of staging){}",
             s.steps,
             s.built,
             s.nodes,
+            s.kernels,
+            s.zeroings,
+            s.copies,
             s.updated_kernels,
             s.arena_bytes >> 20,
             s.staging_bytes >> 20,

@@ -126,7 +126,13 @@ pub struct GraphStats {
     pub steps: u64,
     pub built: u64,
     pub updated_kernels: u64,
+    /// The last captured graph's ops (the side lane's marks among them, which make no node), and of
+    /// those its kernels, zeroings and copies: a zeroing or copy keeps plain edges, so the kernel after
+    /// it cannot start early.
     pub nodes: u64,
+    pub kernels: u64,
+    pub zeroings: u64,
+    pub copies: u64,
     /// Device memory held for steps' temporaries and inputs (the arena and staging chunks).
     pub arena_bytes: u64,
     pub staging_bytes: u64,
@@ -457,6 +463,10 @@ impl Gpu {
                 r = self.recorder();
                 r.stats.built += 1;
                 r.stats.nodes = g.nodes.len() as u64;
+                let count = |f: fn(&Op) -> bool| g.ops.iter().filter(|o| f(o)).count() as u64;
+                r.stats.kernels = count(|o| matches!(o, Op::Kernel { .. }));
+                r.stats.zeroings = count(|o| matches!(o, Op::Zero { .. }));
+                r.stats.copies = count(|o| matches!(o, Op::Copy { .. }));
                 if r.graphs.len() == KEPT {
                     // A step recorded ahead may be capturing while the step before still runs.
                     self.stream.synchronize().check("waiting for the step before")?;

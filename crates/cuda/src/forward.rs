@@ -420,18 +420,16 @@ impl CudaForward<'_> {
         Ok(())
     }
 
-    /// The greedy token after the window's last, left on the device (argmax.rs's word).
-    fn greedy_head(&self, fin: &Rows) -> Result<Buf<u64>, CudaError> {
-        self.timed("head", || crate::argmax::argmax_start(&self.gpu, &self.last_head(fin)?, self.output.rows))
-    }
-
-    /// The token after the window's last chosen on the device, left there.
+    /// The token after the window's last chosen on the device (argmax.rs's word or sample.rs's id), left
+    /// there.
     fn choose_head(&self, fin: &Rows, how: Choice) -> Result<Chosen, CudaError> {
-        Ok(match how {
-            Choice::Greedy => Chosen::Argmax(self.greedy_head(fin)?),
-            Choice::Draw(p) => Chosen::Drawn(self.timed("head", || {
-                crate::sample::sample_start(&self.gpu, &self.last_head(fin)?, self.output.rows, &p)
-            })?),
+        let (g, rows) = (&self.gpu, self.output.rows);
+        self.timed("head", || {
+            let logits = self.last_head(fin)?;
+            Ok(match how {
+                Choice::Greedy => Chosen::Argmax(crate::argmax::argmax_start(g, &logits, rows)?),
+                Choice::Draw(p) => Chosen::Drawn(crate::sample::sample_start(g, &logits, rows, &p)?),
+            })
         })
     }
 
@@ -786,10 +784,14 @@ impl CudaDecoder<'_> {
         chosen.read(&self.fwd.gpu)
     }
 
-    /// Whether a step of `tokens` runs [`CudaDecoder::overlapped`].
-    fn overlaps(&self, tokens: &[u32]) -> bool {
+    /// `tokens` through the model and the token after them chosen on the device as `how`; a decode step
+    /// of one token runs [`CudaDecoder::overlapped`], telling it that the next one chooses as `next`.
+    fn choose(&mut self, tokens: &[u32], how: Choice, next: Choice) -> Result<u32, String> {
         let g = &self.fwd.gpu;
-        overlap_on() && tokens.len() == 1 && g.graphs_on() && !g.recording()
+        if overlap_on() && tokens.len() == 1 && g.graphs_on() && !g.recording() {
+            return self.overlapped(tokens[0], how, next).map_err(|e| e.to_string());
+        }
+        self.with_trunk(tokens, |fwd, fin| fwd.choose_head(fin, how), |fwd, chosen| chosen.read(&fwd.gpu))
     }
 }
 
@@ -843,19 +845,11 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
-        if self.overlaps(tokens) {
-            return self.overlapped(tokens[0], Choice::Greedy, Choice::Greedy).map_err(|e| e.to_string());
-        }
-        let head = |fwd: &CudaForward, fin: &Rows| fwd.greedy_head(fin);
-        self.with_trunk(tokens, head, |fwd, best| crate::argmax::argmax_id(&fwd.gpu, &best))
+        self.choose(tokens, Choice::Greedy, Choice::Greedy)
     }
 
     fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, next: &SampleParams) -> Result<u32, String> {
-        if self.overlaps(tokens) {
-            return self.overlapped(tokens[0], Choice::Draw(*p), Choice::Draw(*next)).map_err(|e| e.to_string());
-        }
-        let head = |fwd: &CudaForward, fin: &Rows| fwd.choose_head(fin, Choice::Draw(*p));
-        self.with_trunk(tokens, head, |fwd, chosen| chosen.read(&fwd.gpu))
+        self.choose(tokens, Choice::Draw(*p), Choice::Draw(*next))
     }
 
     fn report(&self) -> Option<String> {

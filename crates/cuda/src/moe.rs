@@ -240,7 +240,7 @@ fn route(
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
     let outs = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
     matvec(gpu, &w.router, x, &logits, t)?;
-    // The routing by one warp, or with `STRATA_ROUTE=block` by a thread per expert (moe_route_block); the
+    // The routing by one warp, or with `STRATA_ROUTE=block` by ROUTE_BLOCK_WARPS (moe_route_block); the
     // shared expert's gate logit by one more warp when its one row is F32 or BF16.
     let (name, warps) = if route_block() { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
     let f = gpu.function("moe.cu", SRC, name)?;
@@ -250,7 +250,7 @@ fn route(
     launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
 }
 
-/// `STRATA_ROUTE=block`: the routing by a thread per expert (opt-in until run on a card).
+/// `STRATA_ROUTE=block`: the routing by several warps, three experts a thread (opt-in until run on a card).
 fn route_block() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("STRATA_ROUTE").is_ok_and(|v| v == "block"))

@@ -26,14 +26,12 @@ for kv in fp16 int8; do
   echo "== small, 600 tokens, $kv, STRATA_DOWN_COMBINE=0"
   STRATA_DOWN_COMBINE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
 done
-# The routing by a thread per expert (STRATA_ROUTE=block, opt-in): the same ids and weights.
-echo "== moe_parity, STRATA_ROUTE=block"; STRATA_ROUTE=block $bin parity moe_parity; echo "rc=$?"
+# The routing by one warp (STRATA_ROUTE=warp; the default is moe_route_block): the same ids and weights.
+echo "== moe_parity, STRATA_ROUTE=warp"; STRATA_ROUTE=warp $bin parity moe_parity; echo "rc=$?"
 for kv in fp16 int8; do
-  echo "== small, 600 tokens, $kv, STRATA_ROUTE=block"
-  STRATA_ROUTE=block $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
+  echo "== small, 600 tokens, $kv, STRATA_ROUTE=warp"
+  STRATA_ROUTE=warp $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
 done
-echo "== tiny, 140 tokens, fp16, STRATA_ROUTE=block"
-STRATA_ROUTE=block $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
 # The HC split kernels' first weights loaded before grid_dep_wait (STRATA_DEFINES=HC_EARLY=2, opt-in).
 echo "== gr_parity --selftest, HC_EARLY=2"; STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest; echo "rc=$?"
 echo "== small, 600 tokens, fp16, HC_EARLY=2"

@@ -232,12 +232,13 @@ template <> struct RawChunk<float> {
 // next chunk's loads over the shared-memory stores). F32 weights take twice the registers: batches of 3.
 // Three blocks of 256 threads a multiprocessor (the bounds below), so the 324 rows run in one wave.
 //
-// HC_EARLY (STRATA_DEFINES; 0 by default, off until measured on a card): 1 or more, the split down kernel
+// HC_EARLY (STRATA_DEFINES; 0 by default): 1 or more, the split down kernel
 // loads its first batch of weights into registers before grid_dep_wait, so with programmatic launches those
 // loads (at the model's shapes, the whole of W_down across the grid) run while the norm kernel before it
 // does, and after the wait only xn (from the L2) is read; 2 also the split up kernel's first batch, before
 // it waits for lo. A weight is no kernel's output; every thread still waits once, and the sums are untouched.
-// (HC_PREFETCH, which asked for both kernels' rows into the L2 instead, measured 1.2% slower.)
+// (HC_PREFETCH, which asked for both kernels' rows into the L2 instead, measured 1.2% slower. On the H200,
+// speed-11: 1 gave +1.2% in a run whose matvec plan may have differed, 2 −3.0%.)
 #ifndef HC_EARLY
 #define HC_EARLY 0
 #endif

@@ -136,7 +136,7 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
     route_token(logits + (size_t)t * E, E, k, ids + t * k, weights + t * k);
 }
 
-// moe_route's block layout (STRATA_ROUTE=block; off until run on a card): the same routing by ROUTE_WARPS
+// moe_route's block layout (the default; STRATA_ROUTE=warp for moe_route): the same routing by ROUTE_WARPS
 // warps, ROUTE_EPT experts a thread (i, i + ROUTE_THREADS, …: E ≤ 512 as above), instead of one warp holding
 // 16 a lane, so each step is a short chain: each thread's e^(x − max) and p; the chunk sums by a thread per
 // chunk, in element order; warp 0 adds chunks L and L + 32 in order and the butterfly; then each warp's

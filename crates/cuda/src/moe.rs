@@ -227,7 +227,8 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and
-/// `moe_route`. The shared expert's gate logit comes with them when its row is F32 or BF16.
+/// `moe_route_block` (or `moe_route`). The shared expert's gate logit comes with them when its row is F32 or
+/// BF16.
 fn route(
     gpu: &Gpu,
     w: &MoeGpu,
@@ -240,8 +241,8 @@ fn route(
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
     let outs = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
     matvec(gpu, &w.router, x, &logits, t)?;
-    // The routing by one warp, or with `STRATA_ROUTE=block` by ROUTE_BLOCK_WARPS (moe_route_block); the
-    // shared expert's gate logit by one more warp when its one row is F32 or BF16.
+    // The routing by ROUTE_BLOCK_WARPS (moe_route_block), or with `STRATA_ROUTE=warp` by one warp
+    // (moe_route); the shared expert's gate logit by one more warp when its one row is F32 or BF16.
     let (name, warps) = if route_block() { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
     let f = gpu.function("moe.cu", SRC, name)?;
     let warps = warps + usize::from(w.sg_kind != 0);
@@ -250,8 +251,9 @@ fn route(
     launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
 }
 
-/// `STRATA_ROUTE=block`: the routing by several warps, three experts a thread (opt-in until run on a card).
+/// The routing by several warps, three experts a thread, unless `STRATA_ROUTE=warp` (the same ids and
+/// weights; +2.2% at depth 1,024 on the H200, bench/results/2026-12-01-h200-speed-11/).
 fn route_block() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_ROUTE").is_ok_and(|v| v == "block"))
+    *ON.get_or_init(|| std::env::var("STRATA_ROUTE").map_or(true, |v| v != "warp"))
 }

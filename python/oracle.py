@@ -89,13 +89,35 @@ def dequant_q2_0(raw):
     return ((codes.reshape(-1, 64).astype(np.float64) - 1.0) * d).ravel()
 
 
+# The types whose products take the input quantized to int8 (docs/ARITHMETIC.md § qdot): Q4_0, Q8_0,
+# IQ4_NL, Q2_0.
+QDOT_TYPES = {2, 8, 20, Q2_0}
+
+
+def quantize_input(x):
+    """§ qdot: blocks of 32, d = amax/127, codes round-half-even(x·127/amax) clamped to ±127."""
+    g = x.reshape(-1, 32)
+    amax = np.abs(g).max(axis=1, keepdims=True)
+    safe = np.where(amax > 0, amax, 1.0)
+    q = np.where(amax > 0, np.clip(np.round(g * (127.0 / safe)), -127, 127), 0.0)
+    return (q * (amax / 127.0)).reshape(x.shape)
+
+
+class QdotWeight(np.ndarray):
+    """A weight of a qdot type: `W @ x` quantizes the vector x first, as the engine does."""
+
+    def __matmul__(self, x):
+        return np.asarray(self) @ quantize_input(np.asarray(x))
+
+
 def tensor(tensors, name):
     dims, ty, raw = tensors[name]
     if ty == Q2_0:
         flat = dequant_q2_0(raw)
     else:
         flat = dequantize(raw, GGMLQuantizationType(ty)).astype(np.float64).ravel()
-    return flat.reshape(list(reversed(dims)))  # [.., ne1, ne0]: rows of ne0
+    w = flat.reshape(list(reversed(dims)))  # [.., ne1, ne0]: rows of ne0
+    return w.view(QdotWeight) if ty in QDOT_TYPES else w
 
 
 # ---------------------------------------------------------------- math
@@ -359,7 +381,7 @@ class Oracle:
     def forward(self, t):
         self.trace = []  # R after each layer (for debugging against other implementations)
         self.trace_parts = []  # per layer: the mixer's output, the MoE's input and output
-        e = self.w("token_embd.weight")[t]
+        e = np.asarray(self.w("token_embd.weight"))[t]
         R = np.tile(e, (self.hc, 1))
         for l in range(self.L):
             if l == self.ple_layer:
@@ -387,7 +409,7 @@ class Oracle:
         """One draft step from streams R at cell pos with the token at pos + 1: (draft logits, R')."""
         hc, n = self.hc, self.n
         b = f"blk.{self.L}"
-        e = rms(self.w("token_embd.weight")[nxt]) * self.w(b + ".nextn.enorm.weight")
+        e = rms(np.asarray(self.w("token_embd.weight"))[nxt]) * self.w(b + ".nextn.enorm.weight")
         wh = self.w(b + ".nextn.hnorm.weight").reshape(-1)
         wh = np.tile(wh, hc).reshape(hc, n) if wh.size == n else wh.reshape(hc, n)
         eh = self.w(b + ".nextn.eh_proj.weight")

@@ -170,43 +170,81 @@ fn tiny_dense() -> &'static Path {
     })
 }
 
-/// The numpy oracle (python/oracle.py, float64, written from the spec) against the engine: the same 32
-/// greedy tokens and max |Δlogit| / max |logit| ≤ 2e-3 in every row, for both KV modes, with sparse QSA
-/// selection and with dense attention layers (block size 0).
+/// The engine's logits against the numpy oracle's (python/oracle.py, float64, written from the spec) for
+/// `n` greedy tokens after `prompt`: the worst max |Δlogit| / max |logit| of a row, and how many rows
+/// chose the same token. Rows are compared up to the first token the two choose differently, which must
+/// be a near tie of the oracle's (its two tokens' logits within `tie` of max |logit|); after it each
+/// side continues another text.
+fn oracle_worst(model: &Path, kv: &str, prompt: &str, n: usize, tie: f32) -> (f32, usize) {
+    let tag = format!("{}-{kv}-{}", model.file_stem().unwrap().to_str().unwrap(), prompt.len());
+    let out_path = dir().join(format!("engine-{tag}.f32"));
+    let ns = n.to_string();
+    let args = ["run", "-m", model.to_str().unwrap(), "--prompt-tokens", prompt, "-n", &ns, "--ignore-eos"];
+    let out = strata(&[&args[..], &["--dump-logits", out_path.to_str().unwrap(), "--kv", kv]].concat(), dir());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/oracle.py");
+    let theirs_path = dir().join(format!("oracle-{tag}.f32"));
+    let out = Command::new("python3")
+        .arg(&oracle)
+        .args([model.to_str().unwrap(), "--prompt-tokens", prompt, "-n", &ns, "--kv", kv])
+        .args(["--out", theirs_path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let f = |p: &Path| {
+        let b = std::fs::read(p).unwrap();
+        b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>()
+    };
+    let (a, b) = (f(&out_path), f(&theirs_path));
+    assert_eq!(a.len(), b.len());
+    let (mut worst, mut same) = (0f32, 0);
+    for (ra, rb) in a.chunks(4096).zip(b.chunks(4096)) {
+        let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |m, (i, v)| if *v > r[m] { i } else { m });
+        let scale = rb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let diff = ra.iter().zip(rb).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        worst = worst.max(diff / scale);
+        let (ta, tb) = (argmax(ra), argmax(rb));
+        if ta != tb {
+            let gap = (rb[tb] - rb[ta]) / scale;
+            assert!(gap <= tie, "{tag}: token {same} differs ({ta} against {tb}) by {gap:.3e}, not a near tie");
+            break;
+        }
+        same += 1;
+    }
+    println!("{tag}: worst max|Δlogit|/max|logit| = {worst:.3e}, {same} of {n} tokens the same");
+    (worst, same)
+}
+
+/// The oracle against the engine over 32 greedy tokens after a 100-token prompt, for both KV modes, with
+/// sparse QSA selection and with dense attention layers (block size 0). The products over Q8_0, Q4_0,
+/// Q2_0 and IQ4_NL quantize their input to int8 (docs/ARITHMETIC.md § qdot), and the oracle does too;
+/// where the f32 engine and the f64 oracle fall on either side of a rounding boundary one code moves by
+/// a step, and over 100 tokens those moves reach ~1e-2 (measured; 8e-7 before § qdot) and can turn a
+/// near tie: the dense file's 27th token (26 the same, then a tie within 2e-2). So the bound is 2e-2,
+/// at least 24 tokens the same; a misread layout reaches O(1). The short prompt below, where no code
+/// moves, holds float error.
 #[test]
 fn engine_agrees_with_the_numpy_oracle() {
     if !python_ready() {
         return;
     }
-    let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/oracle.py");
     for (model, kv) in [(tiny(), "fp16"), (tiny(), "int8"), (tiny_dense(), "fp16")] {
-        let tag = format!("{}-{kv}", model.file_stem().unwrap().to_str().unwrap());
-        let ours = dump_of(model, &["--kv", kv], &format!("engine-{tag}.f32"));
-        let theirs_path = dir().join(format!("oracle-{tag}.f32"));
-        let out = Command::new("python3")
-            .arg(&oracle)
-            .args([model.to_str().unwrap(), "--prompt-tokens", &prompt(), "-n", "32", "--kv", kv])
-            .args(["--out", theirs_path.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let theirs = std::fs::read(&theirs_path).unwrap();
-        assert_eq!(ours.len(), theirs.len());
-        let f = |b: &[u8]| b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
-        let (a, b) = (f(&ours), f(&theirs));
-        let mut worst = 0f32;
-        for (row, (ra, rb)) in a.chunks(4096).zip(b.chunks(4096)).enumerate() {
-            let argmax = |r: &[f32]| r.iter().enumerate().fold(0, |m, (i, v)| if *v > r[m] { i } else { m });
-            assert_eq!(argmax(ra), argmax(rb), "{tag}: greedy token {row} differs");
-            let scale = rb.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let diff = ra.iter().zip(rb).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-            worst = worst.max(diff / scale);
-        }
-        println!("{tag}: worst max|Δlogit|/max|logit| = {worst:.3e}");
-        assert!(worst <= 2e-3, "{tag}: {worst}");
+        let (worst, same) = oracle_worst(model, kv, &prompt(), 32, 2e-2);
+        assert!(worst <= 2e-2 && same >= 24, "{kv}: {worst}, {same} the same");
     }
     // The dense file computes something else than the sparse one (selection matters at 100 tokens).
     assert_ne!(dump_of(tiny_dense(), &[], "dense.f32"), dump(&[], "sparse.f32"));
+}
+
+/// On a 4-token prompt no input code falls near a rounding boundary, and the engine is the oracle to
+/// float error (1.7e-7 measured; the oracle without the input's int8 rounding differs by 3e-3 here).
+#[test]
+fn engine_is_the_numpy_oracle_to_float_error_on_a_short_prompt() {
+    if !python_ready() {
+        return;
+    }
+    let (worst, same) = oracle_worst(tiny(), "fp16", "5,17,99,1000", 3, 0.0);
+    assert!(worst <= 1e-5 && same == 3, "{worst}, {same} the same");
 }
 
 #[test]

@@ -15,6 +15,16 @@ pub fn dequant_iq4_nl(b: &[u8], y: &mut [f32]) {
     }
 }
 
+/// IQ4_NL as d and integer weights table[q].
+pub fn ints_iq4_nl(b: &[u8], w: &mut [i8]) -> f32 {
+    for j in 0..16 {
+        let q = b[2 + j];
+        w[j] = IQ4_NL_VALUES[(q & 0xf) as usize];
+        w[j + 16] = IQ4_NL_VALUES[(q >> 4) as usize];
+    }
+    f16_at(b, 0)
+}
+
 /// IQ4_XS: d, 8 six-bit scales (low 4 bits in `scales_l`, high 2 in the u16 `scales_h`), then 8 runs of
 /// 16 bytes in IQ4_NL's nibble layout, each run 32 elements at d·(scale − 32).
 pub fn dequant_iq4_xs(b: &[u8], y: &mut [f32]) {

@@ -11,6 +11,14 @@ pub fn dequant_q8_0(b: &[u8], y: &mut [f32]) {
     }
 }
 
+/// Q8_0 as d and integer weights (value = d·w, the dequantizer's bits).
+pub fn ints_q8_0(b: &[u8], w: &mut [i8]) -> f32 {
+    for (v, &q) in w.iter_mut().zip(&b[2..34]) {
+        *v = q as i8;
+    }
+    f16_at(b, 0)
+}
+
 /// Q8_0 as ggml's reference quantizer: d = amax/127, q = round-half-away(x/d).
 pub fn quant_q8_0(x: &[f32], b: &mut [u8]) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -30,6 +38,16 @@ pub fn dequant_q4_0(b: &[u8], y: &mut [f32]) {
         y[j] = ((q & 0xf) as i32 - 8) as f32 * d;
         y[j + 16] = ((q >> 4) as i32 - 8) as f32 * d;
     }
+}
+
+/// Q4_0 as d and integer weights q − 8.
+pub fn ints_q4_0(b: &[u8], w: &mut [i8]) -> f32 {
+    for j in 0..16 {
+        let q = b[2 + j];
+        w[j] = (q & 0xf) as i8 - 8;
+        w[j + 16] = (q >> 4) as i8 - 8;
+    }
+    f16_at(b, 0)
 }
 
 /// Q4_0 as ggml's reference quantizer: the largest-magnitude element maps to −8.
@@ -65,6 +83,16 @@ pub fn dequant_q2_0(b: &[u8], y: &mut [f32]) {
             *v = (((byte >> (2 * k)) & 3) as i32 - 1) as f32 * d;
         }
     }
+}
+
+/// Q2_0 as d and integer weights code − 1.
+pub fn ints_q2_0(b: &[u8], w: &mut [i8]) -> f32 {
+    for (w4, &byte) in w.chunks_exact_mut(4).zip(&b[2..18]) {
+        for (k, v) in w4.iter_mut().enumerate() {
+            *v = ((byte >> (2 * k)) & 3) as i8 - 1;
+        }
+    }
+    f16_at(b, 0)
 }
 
 /// Q2_0 by a small search over scales: the largest-magnitude element goes to the code of 2 (d of its

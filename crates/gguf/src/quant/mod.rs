@@ -69,6 +69,19 @@ pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), Stri
     Ok(())
 }
 
+/// Reads one block of a type whose values are one scale times small integers (Q8_0, Q4_0, Q2_0, IQ4_NL):
+/// fills `w` (one per element) and returns d, so that element i is `d·w[i]` with the dequantizer's bits.
+/// None for every other type (their blocks carry several scales or no integer codes).
+pub fn int_weights(ty: GgmlType) -> Option<fn(&[u8], &mut [i8]) -> f32> {
+    Some(match ty {
+        GgmlType::Q8_0 => legacy::ints_q8_0,
+        GgmlType::Q4_0 => legacy::ints_q4_0,
+        GgmlType::Q2_0 => legacy::ints_q2_0,
+        GgmlType::IQ4_NL => iq4::ints_iq4_nl,
+        _ => return None,
+    })
+}
+
 /// Whether [`quantize`] can write `ty`.
 pub fn can_quantize(ty: GgmlType) -> bool {
     quantizer(ty).is_some()

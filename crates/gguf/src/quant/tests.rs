@@ -127,3 +127,28 @@ fn random_blocks_are_valid_and_deterministic() {
         assert!(y.iter().any(|&v| v != 0.0), "{ty}");
     }
 }
+
+#[test]
+fn int_weights_times_d_are_the_dequantizers_values() {
+    let mut rng = Rng::new(11);
+    for ty in GgmlType::ALL {
+        let Some(ints) = int_weights(ty) else { continue };
+        let (bs, ts) = (ty.block_size(), ty.type_size());
+        let bytes = random_blocks(ty, 64, &mut rng);
+        let mut want = vec![0f32; 64 * bs];
+        dequantize(ty, &bytes, &mut want).unwrap();
+        let mut w = vec![0i8; bs];
+        for (b, y) in bytes.chunks_exact(ts).zip(want.chunks_exact(bs)) {
+            let d = ints(b, &mut w);
+            for (i, (&wi, &yi)) in w.iter().zip(y).enumerate() {
+                let got = wi as f32 * d;
+                assert!(
+                    got.to_bits() == yi.to_bits() || (got.is_nan() && yi.is_nan()),
+                    "{ty} element {i}: {got} against {yi}"
+                );
+            }
+        }
+    }
+    let with = GgmlType::ALL.into_iter().filter(|&t| int_weights(t).is_some()).count();
+    assert_eq!(with, 4);
+}

@@ -1,11 +1,13 @@
 //! Matrix-vector products over quantized weights (docs/ARITHMETIC.md § matvec): each weight row is
-//! dequantized exactly (the codec's bits) and dotted with the f32 input by the reduction contract. Rows
-//! are independent, so splitting them over threads changes nothing in the result.
+//! dequantized exactly (the codec's bits) and dotted with the f32 input by the reduction contract, or, for
+//! the types of § qdot, dotted in integers with the input quantized to int8. Rows are independent, so
+//! splitting them over threads changes nothing in the result.
 
 use rayon::prelude::*;
 use strata_gguf::{quant, GgmlType, TensorBytes};
 
 use super::dot::dot;
+use super::qdot::{qdot_row, quantize_input, uses_qdot};
 
 /// A weight matrix `[cols, rows]` in GGUF terms: `rows` rows of `cols` inputs, any ggml type.
 #[derive(Clone)]
@@ -43,11 +45,19 @@ impl Matrix {
     /// `out = W·x` for rows `first..first + out.len()`.
     pub fn matvec_rows(&self, x: &[f32], first: usize, out: &mut [f32]) {
         debug_assert_eq!(x.len(), self.cols);
+        let qx = uses_qdot(self.ty).then(|| quantize_input(x));
+        let rb = self.row_bytes();
         let rows = |t: usize, o: &mut [f32]| {
-            let mut w = vec![0f32; self.cols];
+            let mut w = vec![0f32; if qx.is_some() { 0 } else { self.cols }];
             for (i, v) in o.iter_mut().enumerate() {
-                self.row(first + t * ROWS_PER_TASK + i, &mut w);
-                *v = dot(&w, x);
+                let r = first + t * ROWS_PER_TASK + i;
+                *v = match &qx {
+                    Some(qx) => qdot_row(self.ty, &self.bytes[r * rb..(r + 1) * rb], qx),
+                    None => {
+                        self.row(r, &mut w);
+                        dot(&w, x)
+                    }
+                };
             }
         };
         // Handing a small product to the pool costs more than computing it here.

@@ -5,6 +5,7 @@ pub mod act;
 pub mod dot;
 pub mod matvec;
 pub mod norm;
+pub mod qdot;
 pub mod rope;
 pub mod sample;
 pub mod softmax;

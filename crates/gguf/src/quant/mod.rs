@@ -69,10 +69,13 @@ pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<(), Stri
     Ok(())
 }
 
+/// Fills a block's integer weights and returns its scale (see [`int_weights`]).
+pub type IntWeightsFn = fn(&[u8], &mut [i8]) -> f32;
+
 /// Reads one block of a type whose values are one scale times small integers (Q8_0, Q4_0, Q2_0, IQ4_NL):
 /// fills `w` (one per element) and returns d, so that element i is `d·w[i]` with the dequantizer's bits.
 /// None for every other type (their blocks carry several scales or no integer codes).
-pub fn int_weights(ty: GgmlType) -> Option<fn(&[u8], &mut [i8]) -> f32> {
+pub fn int_weights(ty: GgmlType) -> Option<IntWeightsFn> {
     Some(match ty {
         GgmlType::Q8_0 => legacy::ints_q8_0,
         GgmlType::Q4_0 => legacy::ints_q4_0,

@@ -127,16 +127,14 @@ mod tests {
             let dw = ints(block, &mut w);
             for wp in w.chunks(QBLOCK) {
                 let j = pieces.len();
-                let mut s = 0i64;
-                for i in 0..QBLOCK {
-                    s += wp[i] as i64 * x.q[j * QBLOCK + i] as i64;
-                }
+                let xq = &x.q[j * QBLOCK..(j + 1) * QBLOCK];
+                let s: i64 = wp.iter().zip(xq).map(|(&a, &b)| a as i64 * b as i64).sum();
                 pieces.push((dw * x.d[j]) * s as f32);
             }
         }
         let mut lane = [0f32; LANES];
         for (j, v) in pieces.iter().enumerate() {
-            lane[j % LANES] = lane[j % LANES] + v;
+            lane[j % LANES] += v;
         }
         let mut v = lane;
         for off in [16, 8, 4, 2, 1] {

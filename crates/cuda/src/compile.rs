@@ -9,8 +9,10 @@ use crate::error::CudaError;
 
 /// The contract's device functions, prepended to every kernel file.
 pub const COMMON: &str = include_str!("../kernels/common.cuh");
-/// The weight decoders, prepended to matvec.cu (after the IQ grids).
+/// The weight decoders, prepended to matvec.cu and qdot.cu (after the IQ grids).
 pub const DEQUANT: &str = include_str!("../kernels/dequant.cuh");
+/// The integer dot products' functions (§ qdot), prepended to qdot.cu after the decoders.
+pub const QDOT: &str = include_str!("../kernels/qdot.cuh");
 
 /// The hyper-connection read and write (twin of crates/model/src/layers/hc.rs).
 pub const HC: &str = include_str!("../kernels/hc.cu");
@@ -96,14 +98,20 @@ pub fn defines(value: &str) -> (String, Vec<String>) {
     (text, bad)
 }
 
-/// The IQ grids as CUDA arrays in global memory.
+/// The IQ grids as CUDA arrays in global memory, and IQ4_NL's table as four words (`IQ4_NL_W0..3`).
 pub fn grid_tables() -> String {
-    use strata_gguf::quant::{IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+    use strata_gguf::quant::{IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID, IQ4_NL_VALUES};
+    let iq4: String = (0..4)
+        .map(|w| {
+            let b = |i: usize| (IQ4_NL_VALUES[4 * w + i] as u8 as u32) << (8 * i);
+            format!("#define IQ4_NL_W{w} {:#010x}u\n", b(0) | b(1) | b(2) | b(3))
+        })
+        .collect();
     let table = |name: &str, ty: &str, values: Vec<String>| {
         // Global memory, not constant: each lane looks up its own entry (see dequant.cuh).
         format!("__device__ const {ty} {name}[{}] = {{{}}};\n", values.len(), values.join(","))
     };
-    table("IQ2XS_GRID", "unsigned long long", IQ2XS_GRID.iter().map(|v| format!("{v:#x}ull")).collect())
+    iq4 + &table("IQ2XS_GRID", "unsigned long long", IQ2XS_GRID.iter().map(|v| format!("{v:#x}ull")).collect())
         + &table("IQ3XXS_GRID", "unsigned int", IQ3XXS_GRID.iter().map(|v| format!("{v:#x}u")).collect())
         + &table("IQ3S_GRID", "unsigned int", IQ3S_GRID.iter().map(|v| format!("{v:#x}u")).collect())
 }

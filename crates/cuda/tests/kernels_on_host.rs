@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use strata_cuda::compile::{grid_tables, COMMON, DEQUANT};
+use strata_cuda::compile::{grid_tables, COMMON, DEQUANT, QDOT};
 use strata_gguf::{quant, SplitMix64};
-use strata_model::ops::act;
+use strata_model::ops::{act, qdot};
 
 /// The intrinsics the two files use, as host functions. Those that need a warp (`__shfl_xor_sync`,
 /// `__syncwarp`, the thread indices) are never called here and only let the file compile.
@@ -39,6 +39,11 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __float2int_rn(float v) { return (int)nearbyintf(v); }  // round half to even, the default mode
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; ++i) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+    return c;
+}
 // The plain byte selection (selector nibbles 0..7; the sign-replicating mode is not used by the kernels).
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long v = ((unsigned long long)y << 32) | x;
@@ -77,8 +82,62 @@ template <typename W> static int decode(const std::vector<unsigned char>& in, in
     return 0;
 }
 
+// A row's § qdot sum on the host: the input quantized piece by piece (qd_scale, qd_code, the codes laid
+// out by Q::pos), each piece's integer sum and value by qdot.cuh's functions, lane j mod 32's total in
+// piece order, the butterfly.
+template <typename Q>
+static int qdot_rows(const std::vector<unsigned char>& w, const std::vector<unsigned char>& xb, int cols, FILE* out) {
+    const int P = cols / QBLOCK;
+    std::vector<int> codes(8 * P), sum(P);
+    std::vector<float> d(P), x(cols);
+    memcpy(x.data(), xb.data(), 4 * (size_t)cols);
+    for (int j = 0; j < P; ++j) {
+        float amax = 0.0f;
+        for (int i = 0; i < QBLOCK; ++i) amax = fmaxf(amax, fabsf(x[QBLOCK * j + i]));
+        const float id = qd_scale(amax, &d[j]);
+        unsigned char* cb = reinterpret_cast<unsigned char*>(&codes[8 * j]);
+        sum[j] = 0;
+        for (int i = 0; i < QBLOCK; ++i) {
+            const int c = qd_code(__fmul_rn(x[QBLOCK * j + i], id));
+            cb[Q::pos(i)] = (unsigned char)(signed char)c;
+            sum[j] += c;
+        }
+    }
+    const size_t rb = (size_t)(cols / Q::BS) * Q::TS;
+    for (size_t r = 0; (r + 1) * rb <= w.size(); ++r) {
+        float lane[WARP] = {};
+        for (int j = 0; j < P; ++j) {
+            const unsigned char* blk = w.data() + r * rb + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+            int wv[8];
+            Q::piece(blk, QBLOCK * j % Q::BS / QBLOCK, wv);
+            const float v = qd_piece_value(f16_bits_to_f32(u16_at(blk)), d[j], qd_piece_sum<Q>(wv, &codes[8 * j], sum[j]));
+            lane[j % WARP] = __fadd_rn(lane[j % WARP], v);
+        }
+        for (int off = 16; off > 0; off /= 2) {
+            float next[WARP];
+            for (int l = 0; l < WARP; ++l) next[l] = __fadd_rn(lane[l], lane[l ^ off]);
+            memcpy(lane, next, sizeof lane);
+        }
+        fwrite(lane, 4, 1, out);
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const std::string mode = argv[1];
+    if (mode == "qdot") {  // qdot TYPE COLS W X OUT
+        const std::string ty = argv[2];
+        const int cols = atoi(argv[3]);
+        std::vector<unsigned char> w = slurp(argv[4]), x = slurp(argv[5]);
+        FILE* out = fopen(argv[6], "wb");
+        int rc = 2;
+        if (ty == "Q8_0") rc = qdot_rows<Q8_0Q>(w, x, cols, out);
+        if (ty == "Q4_0") rc = qdot_rows<Q4_0Q>(w, x, cols, out);
+        if (ty == "Q2_0") rc = qdot_rows<Q2_0Q>(w, x, cols, out);
+        if (ty == "IQ4_NL") rc = qdot_rows<IQ4_NLQ>(w, x, cols, out);
+        fclose(out);
+        return rc;
+    }
     if (mode == "math") {
         std::vector<unsigned char> in = slurp(argv[2]);
         FILE* out = fopen(argv[3], "wb");
@@ -119,7 +178,7 @@ fn build(dir: &Path) -> Option<PathBuf> {
         return None;
     }
     let src = dir.join("kernels_on_host.cpp");
-    let text = format!("{SHIM}\n{COMMON}\n{}\n{DEQUANT}\n{MAIN}", grid_tables());
+    let text = format!("{SHIM}\n{COMMON}\n{}\n{DEQUANT}\n{QDOT}\n{MAIN}", grid_tables());
     std::fs::write(&src, text).unwrap();
     let exe = dir.join("kernels_on_host");
     let out = Command::new(&cxx)
@@ -191,5 +250,48 @@ fn the_contract_functions_give_the_cpu_ops_bits() {
             let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
             assert!(same, "{}({x:e} = {:#x}): host kernel {g:e}, CPU {w:e}", names[k], x.to_bits());
         }
+    }
+}
+
+#[test]
+fn every_qdot_row_gives_the_cpu_ops_bits() {
+    let dir = scratch("qdot");
+    let Some(exe) = build(&dir) else { return };
+    let mut rng = SplitMix64::new(0x9d07);
+    let cols = 2560;
+    // The input: roughly normal, with an all-zero piece, a NaN, a huge value's piece, a negative amax,
+    // values on rounding boundaries (amax 127: each code is its own rounding) and a subnormal piece.
+    let mut x: Vec<f32> = (0..cols).map(|_| (0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0).collect();
+    x[32..64].fill(0.0);
+    x[70] = f32::NAN;
+    x[100] = 1e6;
+    x[130] = -9.0;
+    for (i, v) in x[160..192].iter_mut().enumerate() {
+        *v = i as f32 - 16.5 + if i == 0 { -110.0 } else { 0.0 };
+    }
+    x[192..224].fill(1e-40);
+    let want_q = qdot::quantize_input(&x);
+    for ty in strata_gguf::GgmlType::ALL.into_iter().filter(|&t| qdot::uses_qdot(t)) {
+        let rows = 24;
+        let bytes = quant::random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
+        let (w_in, x_in, out) =
+            (dir.join(format!("{ty}.w")), dir.join(format!("{ty}.x")), dir.join(format!("{ty}.out")));
+        std::fs::write(&w_in, &bytes).unwrap();
+        std::fs::write(&x_in, x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        let status =
+            Command::new(&exe).args(["qdot", &ty.to_string(), &cols.to_string()]).args([&w_in, &x_in, &out]).status();
+        assert!(status.unwrap().success(), "{ty}: the host program failed");
+        let got = floats(&std::fs::read(&out).unwrap());
+        assert_eq!(got.len(), rows, "{ty}");
+        let rb = cols / ty.block_size() * ty.type_size();
+        for (r, g) in got.iter().enumerate() {
+            let w = qdot::qdot_row(ty, &bytes[r * rb..(r + 1) * rb], &want_q);
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{ty} row {r}: host kernel {g:e}, CPU {w:e}"
+            );
+        }
+        // Numbers, so that the comparison means something.
+        assert!(got.iter().all(|v| v.is_finite()), "{ty}: {got:?}");
     }
 }

@@ -223,10 +223,11 @@ class Oracle:
         hc, n = self.hc, self.n
         xn = rms(R) * self.w(p + "_norm.weight").reshape(hc, n)
         v = xn.ravel()
-        lo = silu((self.w(p + "_down.weight") @ v) / hc)
-        g = (self.w(p + "_up.weight") @ lo).reshape(hc, n)
+        # The HC read's products take their input unquantized whatever the weights' type (§ hc).
+        lo = silu((np.asarray(self.w(p + "_down.weight")) @ v) / hc)
+        g = (np.asarray(self.w(p + "_up.weight")) @ lo).reshape(hc, n)
         mixed = (xn * sigmoid(g)).sum(axis=0) / hc
-        inj = self.w(p + "_inject.weight") @ v if inject else None
+        inj = np.asarray(self.w(p + "_inject.weight")) @ v if inject else None
         return mixed, inj
 
     def hc_write(self, R, y, inj):

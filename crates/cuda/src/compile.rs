@@ -13,6 +13,8 @@ pub const COMMON: &str = include_str!("../kernels/common.cuh");
 pub const DEQUANT: &str = include_str!("../kernels/dequant.cuh");
 /// The integer dot products' functions (§ qdot), prepended to qdot.cu after the decoders.
 pub const QDOT: &str = include_str!("../kernels/qdot.cuh");
+/// The § qdot products (int8 inputs) of Q8_0, Q4_0, Q2_0 and IQ4_NL weights.
+pub const QDOT_CU: &str = include_str!("../kernels/qdot.cu");
 
 /// The hyper-connection read and write (twin of crates/model/src/layers/hc.rs).
 pub const HC: &str = include_str!("../kernels/hc.cu");
@@ -44,10 +46,11 @@ pub const ARGMAX: &str = include_str!("../kernels/argmax.cu");
 pub const SAMPLE: &str = include_str!("../kernels/sample.cu");
 
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 10] = [
+pub const KERNEL_FILES: [(&str, &str); 11] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
+    ("qdot.cu", QDOT_CU),
     ("gdn.cu", GDN),
     ("moe.cu", MOE),
     ("attn.cu", ATTN),
@@ -62,10 +65,14 @@ pub const KERNEL_FILES: [(&str, &str); 10] = [
 pub const SUPPORTED_ARCHS: [(i32, i32); 5] = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)];
 
 /// The source NVRTC sees for a kernel file: the macros of `STRATA_DEFINES`, the contract's functions, the
-/// lattice grids for the matrix-vector kernels (written from strata_gguf's tables, the one copy of those
-/// constants), the file. The kernel and plan caches are keyed by it.
+/// lattice grids and the weight decoders for the matrix-vector kernels (written from strata_gguf's tables,
+/// the one copy of those constants; qdot.cu also gets qdot.cuh), the file. The kernel and plan caches are keyed by it.
 pub fn full_source(file: &str, source: &str) -> String {
-    let decoders = if file == "matvec.cu" { grid_tables() + DEQUANT } else { String::new() };
+    let decoders = match file {
+        "matvec.cu" => grid_tables() + DEQUANT,
+        "qdot.cu" => grid_tables() + DEQUANT + QDOT,
+        _ => String::new(),
+    };
     format!("{}{COMMON}\n{decoders}\n{source}", env_defines())
 }
 

@@ -20,6 +20,7 @@ pub mod moe;
 pub mod parity;
 pub mod plan;
 pub mod profile;
+pub mod qdot;
 pub mod qsa;
 pub mod sample;
 pub mod skip;

@@ -1,5 +1,6 @@
 //! Host side of kernels/matvec.cu: `y = W·x` for a window of T = 1..8 tokens over a weight matrix of a
-//! supported type, the twin of strata_model::ops::matvec (the same bits).
+//! supported type, the twin of strata_model::ops::matvec (the same bits). The products of the § qdot types
+//! (int8 inputs) go to qdot.rs from each entry point here, whatever the layout asked for.
 
 use cudarc::driver::LaunchConfig;
 use strata_gguf::GgmlType;
@@ -483,6 +484,9 @@ fn matvec_launch(
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
+    if crate::qdot::uses(w.ty) {
+        return crate::qdot::dense(gpu, w, x, (y, second), t);
+    }
     let layout = layout.usable(w.row_bytes());
     // A window in the multi layout reads its input from shared memory when it fits there and its rows
     // start 16-byte aligned (the copy's loads): the input read once a block, not once a warp.
@@ -608,13 +612,6 @@ pub fn matvec_gather_glu(
     if !(wg.same_shape(wu) && gg.stride == gu.stride && gg.rows == gu.rows) {
         return Ok(false);
     }
-    let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
-    let f = gpu.function("matvec.cu", SRC, name)?;
-    let cfg = LaunchConfig {
-        grid_dim: ((gg.rows as u32).div_ceil(WARP_ROWS), (t * k) as u32, 1),
-        block_dim: (32 * WARP_ROWS, 1, 1),
-        shared_mem_bytes: 0,
-    };
     let i = |v: usize| Arg::I32(v as i32);
     let args = [
         Arg::Ptr(wg.bytes.ptr(gpu)),
@@ -631,6 +628,17 @@ pub fn matvec_gather_glu(
         i(x_tok),
         i(x_slot),
     ];
+    if crate::qdot::uses(wg.ty) {
+        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args)?;
+        return Ok(true);
+    }
+    let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
+    let f = gpu.function("matvec.cu", SRC, name)?;
+    let cfg = LaunchConfig {
+        grid_dim: ((gg.rows as u32).div_ceil(WARP_ROWS), (t * k) as u32, 1),
+        block_dim: (32 * WARP_ROWS, 1, 1),
+        shared_mem_bytes: 0,
+    };
     launch(gpu, &f, name, cfg, &args)?;
     Ok(true)
 }
@@ -654,6 +662,11 @@ pub fn matvec_gather_combine(
     if k == 0 || k > 32 {
         return Err(CudaError::Shape(format!("the fused down product and combination take 1..=32 slots, not {k}")));
     }
+    let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
+    args.extend([weights, shared, sg].map(|b| Arg::Ptr(b.ptr(gpu))));
+    if crate::qdot::uses(w.ty) {
+        return crate::qdot::gather_combine(gpu, w, g, (t, k), &args);
+    }
     let name = kernel_name(w.ty, "_gather_combine", Layout::Block);
     let f = gpu.function("matvec.cu", SRC, name)?;
     // SHORT_ROWS = 4 rows a block (kernels/matvec.cu).
@@ -662,8 +675,6 @@ pub fn matvec_gather_combine(
         block_dim: (32 * k as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
-    args.extend([weights, shared, sg].map(|b| Arg::Ptr(b.ptr(gpu))));
     launch(gpu, &f, name, cfg, &args)
 }
 
@@ -679,6 +690,14 @@ fn gather_launch(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
+    let (w2, g2, y2) = second.unwrap_or((w, g, y));
+    let i = |v: usize| Arg::I32(v as i32);
+    let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
+    let tail = [Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))];
+    if crate::qdot::uses(w.ty) {
+        args.extend(tail);
+        return crate::qdot::gather(gpu, w, g, t * k, second.is_some(), &args);
+    }
     // Each slot's rows are one token's.
     let layout = layout.for_gather().usable(w.row_bytes());
     let (kind, named) = layout.kernel(1, w.cols, true, false);
@@ -686,13 +705,10 @@ fn gather_launch(
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), (1, t * k), gpu.sm_count as usize);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
-    let (w2, g2, y2) = second.unwrap_or((w, g, y));
-    let i = |v: usize| Arg::I32(v as i32);
-    let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
     if layout.staged() {
         args.push(i(rpb));
     }
-    args.extend([Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))]);
+    args.extend(tail);
     launch(gpu, &f, name, cfg, &args)
 }
 

@@ -167,7 +167,8 @@ fn parse(text: &str) -> Option<Plan> {
 fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     let mut layouts = Layouts::default();
     let mut notes = Vec::new();
-    for ty in crate::matvec::TYPES {
+    // The § qdot types have one layout (qdot.rs): nothing to time.
+    for ty in crate::matvec::TYPES.into_iter().filter(|&t| !crate::qdot::uses(t)) {
         for gather in [false, true] {
             let what = format!("{ty} {}, T = 1, cold, the shapes' sum", if gather { "experts" } else { "dense" });
             let c = match matvec_layout_cases(gpu, ty, gather) {

@@ -61,7 +61,8 @@ pub fn tune(gpu: &Gpu, mats: &[&MatrixGpu]) -> Result<Vec<ShapeChoice>, CudaErro
         return Ok(Vec::new());
     }
     let mut groups: Vec<(Shape, Vec<&MatrixGpu>)> = Vec::new();
-    for m in mats {
+    // The § qdot types have one layout (qdot.rs): nothing to choose.
+    for m in mats.iter().filter(|m| !crate::qdot::uses(m.ty)) {
         let shape = (m.ty, m.rows, m.cols);
         match groups.iter_mut().find(|(s, _)| *s == shape) {
             Some((_, g)) => g.push(m),

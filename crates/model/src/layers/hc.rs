@@ -25,10 +25,10 @@ pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize) -> HcRead {
             *o = (v * rs) * g;
         }
     }
-    // 2. lo = silu((W_down·xn)/hc)
-    let lo: Vec<f32> = w.down.matvec(&xn).into_iter().map(|v| silu(v / hcf)).collect();
+    // 2. lo = silu((W_down·xn)/hc) (§ hc: dequantize-then-dot for every weight type)
+    let lo: Vec<f32> = w.down.matvec_dequantized(&xn).into_iter().map(|v| silu(v / hcf)).collect();
     // 3. g = W_up·lo
-    let g = w.up.matvec(&lo);
+    let g = w.up.matvec_dequantized(&lo);
     // 4. mixed[d] = (Σ_c xn[c][d]·σ(g[c][d])) / hc, c in order
     let mixed = (0..n)
         .map(|d| {

@@ -44,8 +44,20 @@ impl Matrix {
 
     /// `out = W·x` for rows `first..first + out.len()`.
     pub fn matvec_rows(&self, x: &[f32], first: usize, out: &mut [f32]) {
+        self.rows_into(x, first, out, uses_qdot(self.ty));
+    }
+
+    /// `W·x` by § matvec's dequantize-then-dot whatever the type, § qdot's included: the HC read's
+    /// products keep it (a file's HC weights are BF16; any other type is dequantized to f32 on a GPU).
+    pub fn matvec_dequantized(&self, x: &[f32]) -> Vec<f32> {
+        let mut out = vec![0f32; self.rows];
+        self.rows_into(x, 0, &mut out, false);
+        out
+    }
+
+    fn rows_into(&self, x: &[f32], first: usize, out: &mut [f32], qdot: bool) {
         debug_assert_eq!(x.len(), self.cols);
-        let qx = uses_qdot(self.ty).then(|| quantize_input(x));
+        let qx = qdot.then(|| quantize_input(x));
         let rb = self.row_bytes();
         let rows = |t: usize, o: &mut [f32]| {
             let mut w = vec![0f32; if qx.is_some() { 0 } else { self.cols }];

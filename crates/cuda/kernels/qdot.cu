@@ -1,0 +1,217 @@
+// The products of docs/ARITHMETIC.md § qdot (Q8_0, Q4_0, Q2_0, IQ4_NL weights; the twin of
+// crates/model/src/ops/qdot.rs), for a window of T = 1..8 tokens and for the experts' gathers. Each block
+// first quantizes the inputs it needs into shared memory: a warp a piece of 32, lane l its element l; the
+// piece's amax by a butterfly of maxima (exact, so any order gives the CPU's), the codes laid out in the
+// type's order (Q::pos) and their sum. Then each warp takes rows: lane L its pieces L, L + 32, … in
+// order, each piece's integer sum by __dp4a and its value (qdot.cuh), added to the lane's total from +0;
+// then the butterfly. qdot.cuh (prepended, after common.cuh and dequant.cuh) holds the per-type unpacking.
+
+#define FULL 0xffffffffu
+// Warps a block in the dense and gather kernels: a warp a row.
+#define QD_WARPS 8
+// Output rows a block in the fused down product and combination (all k slots of one token).
+#define QD_COMBINE_ROWS 4
+
+// The quantized inputs in shared memory: n vectors of P pieces, as codes [n][P][8 words], then the
+// scales d [n][P] and the codes' sums [n][P]. 40 bytes a piece.
+struct QIn {
+    int* codes;
+    float* d;
+    int* sum;
+    int P;
+    __device__ QIn(int4* smem, int n, int pieces)
+        : codes(reinterpret_cast<int*>(smem)), d(reinterpret_cast<float*>(codes + 8 * n * pieces)),
+          sum(reinterpret_cast<int*>(d + n * pieces)), P(pieces) {}
+};
+
+// Vector v (P pieces of 32 values at x) quantized into q by the block's warps, warp w its pieces w,
+// w + warps, … (ops/qdot.rs quantize_input).
+template <typename Q>
+__device__ void qd_quantize(const float* __restrict__ x, int v, const QIn& q) {
+    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int j = threadIdx.x / WARP; j < q.P; j += warps) {
+        const float e = x[QBLOCK * j + lane];
+        float amax = fmaxf(0.0f, fabsf(e));  // a NaN is passed over
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
+        float d;
+        const float id = qd_scale(amax, &d);
+        const int c = qd_code(__fmul_rn(e, id));
+        reinterpret_cast<signed char*>(q.codes + 8 * (v * q.P + j))[Q::pos(lane)] = (signed char)c;
+        int s = c;
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(FULL, s, o);
+        if (lane == 0) {
+            q.d[v * q.P + j] = d;
+            q.sum[v * q.P + j] = s;
+        }
+    }
+}
+
+// One warp's row (bytes at r) against the quantized vectors v0 .. v0 + T − 1 (T ≤ TMAX): lane L adds its
+// pieces L, L + 32, … in order, then the butterfly; every lane gets out[t].
+template <typename Q, int TMAX>
+__device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, const QIn& q, int v0, int T, float* out) {
+    const int lane = threadIdx.x % WARP;
+    float acc[TMAX];
+#pragma unroll
+    for (int t = 0; t < TMAX; ++t) acc[t] = 0.0f;
+    for (int j = lane; j < q.P; j += WARP) {
+        const unsigned char* b = r + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+        int w[8];
+        Q::piece(b, QBLOCK * j % Q::BS / QBLOCK, w);
+        const float dw = f16_bits_to_f32(u16_at(b));
+#pragma unroll
+        for (int t = 0; t < TMAX; ++t) {
+            if (t < T) {
+                const int i = (v0 + t) * q.P + j;
+                const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
+                const int4 lo = a4[0], hi = a4[1];
+                const int a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+                acc[t] = __fadd_rn(acc[t], qd_piece_value(dw, q.d[i], qd_piece_sum<Q>(w, a, q.sum[i])));
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TMAX; ++t) {
+        if (t < T) out[t] = warp_butterfly(acc[t]);
+    }
+}
+
+// Dense: y[t·rows + row] = W[row]·x[t] for t < T, a warp a row.
+template <typename Q>
+__device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
+                          int rows, int cols, int T) {
+    extern __shared__ int4 qd_smem[];
+    const QIn q(qd_smem, T, cols / QBLOCK);
+    for (int t = 0; t < T; ++t) qd_quantize<Q>(x + (size_t)t * cols, t, q);
+    __syncthreads();
+    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    if (row >= rows) return;
+    float s[8];
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    if (T == 1) {
+        qd_row<Q, 1>(w + (size_t)row * row_bytes, q, 0, 1, s);
+    } else {
+        qd_row<Q, 8>(w + (size_t)row * row_bytes, q, 0, T, s);
+    }
+    if (threadIdx.x % WARP == 0) {
+        for (int t = 0; t < T; ++t) y[(size_t)t * rows + row] = s[t];
+    }
+}
+
+// The experts' products: for slot ts = t·k + s (blockIdx.y), the `rows` rows of expert ids[ts] (from row
+// id·stride + offset of the stacked matrix) times the input at x + t·x_tok + s·x_slot, to y[ts·rows + row].
+template <typename Q>
+__device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                                 float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
+                                 int stride, int offset, int x_tok, int x_slot) {
+    extern __shared__ int4 qd_smem[];
+    const int ts = blockIdx.y, t = ts / k, s = ts % k;
+    const QIn q(qd_smem, 1, cols / QBLOCK);
+    qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)s * x_slot, 0, q);
+    __syncthreads();
+    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    if (row >= rows) return;
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    float v;
+    qd_row<Q, 1>(w + ((size_t)ids[ts] * stride + offset + row) * row_bytes, q, 0, 1, &v);
+    if (threadIdx.x % WARP == 0) y[(size_t)ts * rows + row] = v;
+}
+
+// The experts' gate and up products with the activation: h[ts·rows + row] = silu(g)·u, the product
+// rounded (matvec.cu's _gather_glu, moe.cu's moe_act).
+template <typename Q>
+__device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
+                                     const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
+                                     const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
+                                     int x_slot) {
+    extern __shared__ int4 qd_smem[];
+    const int ts = blockIdx.y, t = ts / k, s = ts % k;
+    const QIn q(qd_smem, 1, cols / QBLOCK);
+    qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)s * x_slot, 0, q);
+    __syncthreads();
+    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    if (row >= rows) return;
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
+    float g, u;
+    qd_row<Q, 1>(wg + (e + off_g + row) * row_bytes, q, 0, 1, &g);
+    qd_row<Q, 1>(wu + (e + off_u + row) * row_bytes, q, 0, 1, &u);
+    if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
+}
+
+// The experts' down products and the MoE combination (matvec.cu's _gather_combine): a block of k warps
+// takes QD_COMBINE_ROWS output rows of token t = blockIdx.y; warp s makes slot s's rows into shared
+// memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
+// fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine.
+template <typename Q>
+__device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                                         float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
+                                         int k, int stride, int offset, int x_tok, int x_slot,
+                                         const float* __restrict__ weights, const float* __restrict__ shared,
+                                         const float* __restrict__ sgate) {
+    extern __shared__ int4 qd_smem[];
+    __shared__ float e[WARP][QD_COMBINE_ROWS];
+    const int s = threadIdx.x / WARP, t = blockIdx.y, row = blockIdx.x * QD_COMBINE_ROWS;
+    const QIn q(qd_smem, k, cols / QBLOCK);
+    for (int v = 0; v < k; ++v) qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)v * x_slot, v, q);
+    __syncthreads();
+    const int nv = min(QD_COMBINE_ROWS, rows - row);
+    if (s < k) {
+        const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+        const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
+        for (int i = 0; i < nv; ++i) {
+            float v;
+            qd_row<Q, 1>(r + (size_t)i * row_bytes, q, s, 1, &v);
+            if (threadIdx.x % WARP == 0) e[s][i] = v;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < nv) {
+        const size_t i = (size_t)t * rows + row + threadIdx.x;
+        float v = 0.0f;
+        for (int p = 0; p < k; ++p) v = __fmaf_rn(weights[t * k + p], e[p][threadIdx.x], v);
+        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], v);
+    }
+}
+
+// Each dense and gather kernel makes one product, or two of the same shape, type and input in one launch
+// (blockIdx.z = 1 takes w2 and y2, and for the gathers offset2). The shared memory is the host's: 40 bytes
+// a piece of each quantized input.
+#define QDOT(NAME, Q)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,        \
+             const unsigned char* w2, float* y2) {                                                            \
+        grid_dep_wait();                                                                                      \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows<Q>(w, x, y, rows, cols, T);                                                                 \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
+                      const int* ids, int k, int stride, int offset, int x_tok, int x_slot,                   \
+                      const unsigned char* w2, int offset2, float* y2) {                                      \
+        grid_dep_wait();                                                                                      \
+        if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
+        qdot_gather_rows<Q>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                      \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,       \
+                          float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,         \
+                          int off_u, int x_tok, int x_slot) {                                                 \
+        grid_dep_wait();                                                                                      \
+        qdot_gather_glu_rows<Q>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);       \
+    }                                                                                                         \
+    extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,     \
+                                                     float* y, int rows, int cols, const int* ids, int k,     \
+                                                     int stride, int offset, int x_tok, int x_slot,           \
+                                                     const float* weights, const float* shared,               \
+                                                     const float* sgate) {                                    \
+        grid_dep_wait();                                                                                      \
+        qdot_gather_combine_rows<Q>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights,      \
+                                    shared, sgate);                                                           \
+    }
+
+QDOT(qdot_q8_0, Q8_0Q)
+QDOT(qdot_q4_0, Q4_0Q)
+QDOT(qdot_q2_0, Q2_0Q)
+QDOT(qdot_iq4_nl, IQ4_NLQ)

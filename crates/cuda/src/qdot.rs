@@ -1,0 +1,110 @@
+//! Host side of kernels/qdot.cu: the products of Q8_0, Q4_0, Q2_0 and IQ4_NL weights, which take their
+//! input quantized to int8 (docs/ARITHMETIC.md § qdot; the twin of strata_model::ops::qdot). matvec.rs
+//! sends those types here whatever the plan's layout: one layout serves them, so the plan does not time
+//! them.
+
+use cudarc::driver::LaunchConfig;
+use strata_gguf::GgmlType;
+
+use crate::buf::{launch, Arg};
+use crate::device::Gpu;
+use crate::error::{Check, CudaError};
+use crate::matvec::{Gather, MatrixGpu};
+
+const SRC: &str = crate::compile::QDOT_CU;
+/// Warps a block of the dense and gather kernels, a row each (QD_WARPS in qdot.cu).
+const WARPS: u32 = 8;
+/// Output rows a block of the fused down product and combination (QD_COMBINE_ROWS).
+const COMBINE_ROWS: usize = 4;
+/// Shared memory a piece of 32 inputs takes: 32 codes, the scale and the codes' sum.
+const PIECE_BYTES: usize = 40;
+
+/// Whether products over `ty` take the § qdot kernels.
+pub fn uses(ty: GgmlType) -> bool {
+    strata_model::ops::qdot::uses_qdot(ty)
+}
+
+fn base(ty: GgmlType) -> &'static str {
+    match ty {
+        GgmlType::Q8_0 => "qdot_q8_0",
+        GgmlType::Q4_0 => "qdot_q4_0",
+        GgmlType::Q2_0 => "qdot_q2_0",
+        GgmlType::IQ4_NL => "qdot_iq4_nl",
+        _ => unreachable!("{ty} is not a qdot type"),
+    }
+}
+
+/// A kernel's name, made once and kept (a step launches hundreds).
+fn name(ty: GgmlType, kind: &'static str) -> &'static str {
+    type Names = std::collections::HashMap<(GgmlType, &'static str), &'static str>;
+    static NAMES: std::sync::Mutex<Option<Names>> = std::sync::Mutex::new(None);
+    let mut names = NAMES.lock().expect("kernel names lock");
+    names
+        .get_or_insert_with(Names::new)
+        .entry((ty, kind))
+        .or_insert_with(|| Box::leak(format!("{}{kind}", base(ty)).into_boxed_str()))
+}
+
+/// The kernel and its launch shape: `vectors` quantized inputs of `cols` values in shared memory, allowed
+/// past the default 48 KB where the card has it.
+fn prepare(
+    gpu: &Gpu,
+    name: &'static str,
+    grid: (u32, u32, u32),
+    threads: u32,
+    vectors: usize,
+    cols: usize,
+) -> Result<(cudarc::driver::CudaFunction, LaunchConfig), CudaError> {
+    if !cols.is_multiple_of(32) {
+        return Err(CudaError::Shape(format!("{name}: rows of {cols} values are not whole pieces of 32")));
+    }
+    let smem = vectors * cols / 32 * PIECE_BYTES;
+    if smem > gpu.smem_optin as usize {
+        return Err(CudaError::Shape(format!(
+            "{name}: {vectors} quantized inputs of {cols} values need {smem} bytes of shared memory; the card has {}",
+            gpu.smem_optin
+        )));
+    }
+    let f = gpu.function("qdot.cu", SRC, name)?;
+    if smem > 48 << 10 {
+        use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
+        f.set_attribute(MAX_SMEM, smem as i32).check("allowing a qdot kernel its shared memory")?;
+    }
+    Ok((f, LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 }))
+}
+
+/// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, and the same for a second matrix of the same type and
+/// shape into its own output when given (blockIdx.z picks).
+pub fn dense(gpu: &Gpu, w: &MatrixGpu, x: u64, (y, second): (u64, Option<(&MatrixGpu, u64)>), t: usize) -> Result<(), CudaError> {
+    let name = name(w.ty, "");
+    let z = if second.is_some() { 2 } else { 1 };
+    let (f, cfg) = prepare(gpu, name, ((w.rows as u32).div_ceil(WARPS), 1, z), 32 * WARPS, t, w.cols)?;
+    let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
+    launch(gpu, &f, name, cfg, &args)
+}
+
+/// The experts' gathers (matvec.rs `gather_launch`'s arguments: `args` are the kernels' leading ones, then
+/// the second product's matrix, offset and output).
+pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, args: &[Arg]) -> Result<(), CudaError> {
+    let name = name(w.ty, "_gather");
+    let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, if second { 2 } else { 1 });
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, 1, w.cols)?;
+    launch(gpu, &f, name, cfg, args)
+}
+
+/// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments).
+pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg]) -> Result<(), CudaError> {
+    let name = name(w.ty, "_gather_glu");
+    let (f, cfg) = prepare(gpu, name, ((g.rows as u32).div_ceil(WARPS), slots as u32, 1), 32 * WARPS, 1, w.cols)?;
+    launch(gpu, &f, name, cfg, args)
+}
+
+/// The experts' down products and the combination (matvec.rs `matvec_gather_combine`'s arguments): a
+/// block of k warps takes COMBINE_ROWS output rows of one token and quantizes its k inputs.
+pub fn gather_combine(gpu: &Gpu, w: &MatrixGpu, g: Gather, (t, k): (usize, usize), args: &[Arg]) -> Result<(), CudaError> {
+    let name = name(w.ty, "_gather_combine");
+    let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, k, w.cols)?;
+    launch(gpu, &f, name, cfg, args)
+}

@@ -90,8 +90,8 @@ def dequant_q2_0(raw):
 
 
 # The types whose products take the input quantized to int8 (docs/ARITHMETIC.md § qdot): Q4_0, Q8_0,
-# IQ4_NL, Q2_0.
-QDOT_TYPES = {2, 8, 20, Q2_0}
+# Q4_K, Q6_K, IQ4_NL, Q2_0.
+QDOT_TYPES = {2, 8, 12, 14, 20, Q2_0}
 
 
 def quantize_input(x):

@@ -1,16 +1,17 @@
 // The products of docs/ARITHMETIC.md § qdot (Q8_0, Q4_0, Q2_0, IQ4_NL weights; the twin of
 // crates/model/src/ops/qdot.rs), for a window of T = 1..8 tokens and for the experts' gathers. Each block
-// first quantizes the inputs it needs into shared memory: a warp a piece of 32, lane l its element l; the
-// piece's amax by a butterfly of maxima (exact, so any order gives the CPU's), the codes laid out in the
-// type's order (Q::pos) and their sum. Then each warp takes rows: lane L its pieces L, L + 32, … in
+// first quantizes the inputs it needs into shared memory: 8 lanes a piece of 32; the piece's amax by a
+// butterfly of maxima (exact, so any order gives the CPU's), the codes laid out in the type's order
+// (Q::pos) and their sum. Then each warp takes rows: lane L its pieces L, L + 32, … in
 // order, each piece's integer sum by __dp4a and its value (qdot.cuh), added to the lane's total from +0;
 // then the butterfly. qdot.cuh (prepended, after common.cuh and dequant.cuh) holds the per-type unpacking.
 
 #define FULL 0xffffffffu
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
-// Output rows a block in the fused down product and combination (all k slots of one token).
-#define QD_COMBINE_ROWS 4
+// The most output rows a block of the fused down product and combination takes (all k slots of one
+// token); the host says how many (rpb): more rows a block spread the quantization of its k inputs.
+#define QD_COMBINE_ROWS 16
 
 // The quantized inputs in shared memory: n vectors of P pieces, as codes [n][P][8 words], then the
 // scales d [n][P] and the codes' sums [n][P]. 40 bytes a piece.
@@ -24,24 +25,38 @@ struct QIn {
           sum(reinterpret_cast<int*>(d + n * pieces)), P(pieces) {}
 };
 
-// Vector v (P pieces of 32 values at x) quantized into q by the block's warps, warp w its pieces w,
-// w + warps, … (ops/qdot.rs quantize_input).
+// Vector v (P pieces of 32 values at x) quantized into q by the block (ops/qdot.rs quantize_input): 8
+// lanes a piece, lane l of a group its elements 4l .. 4l + 3, so a warp takes 4 pieces at once and a
+// thread's share of the work is a quarter of a lane-per-element split's. The piece's amax and the codes'
+// sum by butterflies inside the group of 8 (lanes 8g .. 8g + 7: offsets 4, 2, 1 stay inside it).
 template <typename Q>
 __device__ void qd_quantize(const float* __restrict__ x, int v, const QIn& q) {
-    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
-    for (int j = threadIdx.x / WARP; j < q.P; j += warps) {
-        const float e = x[QBLOCK * j + lane];
-        float amax = fmaxf(0.0f, fabsf(e));  // a NaN is passed over
+    const int g = threadIdx.x / 8, l = threadIdx.x % 8, groups = blockDim.x / 8;
+    for (int j0 = 0; j0 < q.P; j0 += groups) {  // every lane of a warp in each round, for the shuffles
+        const int j = j0 + g;
+        const bool live = j < q.P;
+        float e[4];
+        float amax = 0.0f;  // from +0; a NaN is passed over
 #pragma unroll
-        for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
+        for (int i = 0; i < 4; ++i) {
+            e[i] = live ? x[QBLOCK * j + 4 * l + i] : 0.0f;
+            amax = fmaxf(amax, fabsf(e[i]));
+        }
+#pragma unroll
+        for (int o = 4; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
         float d;
         const float id = qd_scale(amax, &d);
-        const int c = qd_code(__fmul_rn(e, id));
-        reinterpret_cast<signed char*>(q.codes + 8 * (v * q.P + j))[Q::pos(lane)] = (signed char)c;
-        int s = c;
+        int s = 0;
+        signed char* codes = reinterpret_cast<signed char*>(q.codes + 8 * (v * q.P + j));
 #pragma unroll
-        for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(FULL, s, o);
-        if (lane == 0) {
+        for (int i = 0; i < 4; ++i) {
+            const int c = qd_code(__fmul_rn(e[i], id));
+            if (live) codes[Q::pos(4 * l + i)] = (signed char)c;
+            s += c;
+        }
+#pragma unroll
+        for (int o = 4; o > 0; o /= 2) s += __shfl_xor_sync(FULL, s, o);
+        if (live && l == 0) {
             q.d[v * q.P + j] = d;
             q.sum[v * q.P + j] = s;
         }
@@ -141,7 +156,7 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
 }
 
 // The experts' down products and the MoE combination (matvec.cu's _gather_combine): a block of k warps
-// takes QD_COMBINE_ROWS output rows of token t = blockIdx.y; warp s makes slot s's rows into shared
+// takes rpb ≤ QD_COMBINE_ROWS output rows of token t = blockIdx.y; warp s makes slot s's rows into shared
 // memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
 // fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine.
 template <typename Q>
@@ -149,14 +164,14 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
                                          float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
                                          int k, int stride, int offset, int x_tok, int x_slot,
                                          const float* __restrict__ weights, const float* __restrict__ shared,
-                                         const float* __restrict__ sgate) {
+                                         const float* __restrict__ sgate, int rpb) {
     extern __shared__ int4 qd_smem[];
     __shared__ float e[WARP][QD_COMBINE_ROWS];
-    const int s = threadIdx.x / WARP, t = blockIdx.y, row = blockIdx.x * QD_COMBINE_ROWS;
+    const int s = threadIdx.x / WARP, t = blockIdx.y, row = blockIdx.x * rpb;
     const QIn q(qd_smem, k, cols / QBLOCK);
     for (int v = 0; v < k; ++v) qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)v * x_slot, v, q);
     __syncthreads();
-    const int nv = min(QD_COMBINE_ROWS, rows - row);
+    const int nv = min(rpb, rows - row);
     if (s < k) {
         const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
         const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
@@ -167,10 +182,10 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
         }
     }
     __syncthreads();
-    if (threadIdx.x < nv) {
-        const size_t i = (size_t)t * rows + row + threadIdx.x;
+    for (int d = threadIdx.x; d < nv; d += blockDim.x) {
+        const size_t i = (size_t)t * rows + row + d;
         float v = 0.0f;
-        for (int p = 0; p < k; ++p) v = __fmaf_rn(weights[t * k + p], e[p][threadIdx.x], v);
+        for (int p = 0; p < k; ++p) v = __fmaf_rn(weights[t * k + p], e[p][d], v);
         y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], v);
     }
 }
@@ -205,10 +220,10 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
                                                      float* y, int rows, int cols, const int* ids, int k,     \
                                                      int stride, int offset, int x_tok, int x_slot,           \
                                                      const float* weights, const float* shared,               \
-                                                     const float* sgate) {                                    \
+                                                     const float* sgate, int rpb) {                           \
         grid_dep_wait();                                                                                      \
         qdot_gather_combine_rows<Q>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights,      \
-                                    shared, sgate);                                                           \
+                                    shared, sgate, rpb);                                                      \
     }
 
 QDOT(qdot_q8_0, Q8_0Q)

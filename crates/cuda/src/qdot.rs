@@ -14,8 +14,10 @@ use crate::matvec::{Gather, MatrixGpu};
 const SRC: &str = crate::compile::QDOT_CU;
 /// Warps a block of the dense and gather kernels, a row each (QD_WARPS in qdot.cu).
 const WARPS: u32 = 8;
-/// Output rows a block of the fused down product and combination (QD_COMBINE_ROWS).
-const COMBINE_ROWS: usize = 4;
+/// Output rows a block of the fused down product and combination (at most QD_COMBINE_ROWS = 16): each
+/// block quantizes its token's k inputs, so more rows a block spread that work; 8 keeps 320 blocks a token
+/// at the full model's 2,560 rows.
+const COMBINE_ROWS: usize = 8;
 /// Shared memory a piece of 32 inputs takes: 32 codes, the scale and the codes' sum.
 const PIECE_BYTES: usize = 40;
 
@@ -106,5 +108,5 @@ pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg
 pub fn gather_combine(gpu: &Gpu, w: &MatrixGpu, g: Gather, (t, k): (usize, usize), args: &[Arg]) -> Result<(), CudaError> {
     let name = name(w.ty, "_gather_combine");
     let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, k, w.cols)?;
-    launch(gpu, &f, name, cfg, args)
+    launch(gpu, &f, name, cfg, &[args, &[Arg::I32(COMBINE_ROWS as i32)]].concat())
 }

@@ -60,6 +60,50 @@ pub fn dequant_q4_k(b: &[u8], y: &mut [f32]) {
     }
 }
 
+/// A Q4_K or Q6_K block as integers: element i is `(d·scale[i / sub])·w[i] − (dmin·min[i / sub])`,
+/// sub = 32 for Q4_K (8 scales and mins; w the 4-bit code) and 16 for Q6_K (16 scales, no min, dmin 0;
+/// w the 6-bit code − 32), with the dequantizers' bits.
+pub struct KInts {
+    pub d: f32,
+    pub dmin: f32,
+    pub scale: [i32; 16],
+    pub min: [i32; 8],
+    pub w: [i8; 256],
+}
+
+/// Q4_K's block as [`KInts`].
+pub fn ints_q4_k(b: &[u8]) -> KInts {
+    let mut k = KInts { d: f16_at(b, 0), dmin: f16_at(b, 2), scale: [0; 16], min: [0; 8], w: [0; 256] };
+    let (sc, qs) = (&b[4..16], &b[16..144]);
+    for j in 0..8 {
+        let (s, m) = scale_min_k4(j, sc);
+        (k.scale[j], k.min[j]) = (s as i32, m as i32);
+        for l in 0..32 {
+            k.w[32 * j + l] = ((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf) as i8;
+        }
+    }
+    k
+}
+
+/// Q6_K's block as [`KInts`].
+pub fn ints_q6_k(b: &[u8]) -> KInts {
+    let (ql, qh, sc) = (&b[0..128], &b[128..192], &b[192..208]);
+    let mut k = KInts { d: f16_at(b, 208), dmin: 0.0, scale: [0; 16], min: [0; 8], w: [0; 256] };
+    for (s, &v) in k.scale.iter_mut().zip(sc) {
+        *s = v as i8 as i32;
+    }
+    for n in 0..2 {
+        for j in 0..4 {
+            for l in 0..32 {
+                let lo = (ql[n * 64 + (j % 2) * 32 + l] >> (4 * (j / 2))) & 0xf;
+                let hi = (qh[n * 32 + l] >> (2 * j)) & 3;
+                k.w[n * 128 + j * 32 + l] = (lo | (hi << 4)) as i8 - 32;
+            }
+        }
+    }
+    k
+}
+
 /// Q5_K: Q4_K plus qh[32]: element 32j + l takes bit j of qh[l] as its fifth bit.
 pub fn dequant_q5_k(b: &[u8], y: &mut [f32]) {
     let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));

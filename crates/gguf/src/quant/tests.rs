@@ -152,3 +152,21 @@ fn int_weights_times_d_are_the_dequantizers_values() {
     let with = GgmlType::ALL.into_iter().filter(|&t| int_weights(t).is_some()).count();
     assert_eq!(with, 4);
 }
+
+#[test]
+fn k_ints_give_the_dequantizers_values() {
+    let mut rng = Rng::new(13);
+    for (ty, ints, sub) in [(GgmlType::Q4_K, ints_q4_k as fn(&[u8]) -> KInts, 32), (GgmlType::Q6_K, ints_q6_k, 16)] {
+        let bytes = random_blocks(ty, 32, &mut rng);
+        let mut want = vec![0f32; 32 * 256];
+        dequantize(ty, &bytes, &mut want).unwrap();
+        for (b, y) in bytes.chunks_exact(ty.type_size()).zip(want.chunks_exact(256)) {
+            let k = ints(b);
+            for (i, &yi) in y.iter().enumerate() {
+                let scaled = (k.d * k.scale[i / sub] as f32) * k.w[i] as f32;
+                let got = if sub == 32 { scaled - k.dmin * k.min[i / 32] as f32 } else { scaled };
+                assert!(got.to_bits() == yi.to_bits() || (got.is_nan() && yi.is_nan()), "{ty} element {i}: {got} against {yi}");
+            }
+        }
+    }
+}

@@ -1,8 +1,8 @@
 //! Integer dot products over int8 activations (docs/ARITHMETIC.md § qdot): the matrix-vector products of
-//! the types whose blocks are one scale times small integers (Q8_0, Q4_0, Q2_0, IQ4_NL). The input is
-//! quantized once per product, 32 elements to a block with an f32 scale; each 32-element piece of a row
-//! is then one exact integer sum and two float products, so a GPU does it with four-way integer dot
-//! instructions instead of decoding every weight into a float.
+//! the types whose blocks are scales times small integers (Q8_0, Q4_0, Q2_0, IQ4_NL, Q4_K, Q6_K). The
+//! input is quantized once per product, 32 elements to a block with an f32 scale; each 32-element piece
+//! of a row is then exact integer sums and a few float products, so a GPU does it with four-way integer
+//! dot instructions instead of decoding every weight into a float.
 
 use strata_gguf::{quant, GgmlType};
 
@@ -22,7 +22,7 @@ pub struct QInput {
 
 /// Whether products over `ty` follow this contract instead of § matvec's dequantize-then-dot.
 pub fn uses_qdot(ty: GgmlType) -> bool {
-    quant::int_weights(ty).is_some()
+    quant::int_weights(ty).is_some() || matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
 }
 
 /// `x` (a whole number of blocks) quantized by the contract: per block, `amax = max |x|` (NaNs passed
@@ -56,26 +56,60 @@ fn code(v: f32) -> i8 {
     v.round_ties_even().clamp(-QMAX, QMAX) as i8
 }
 
-/// One row (`bytes`: whole blocks of `ty`, a uses_qdot type) times the quantized input. Piece j (the row's
-/// elements 32j .. 32j + 32, inside one weight block of scale dw) is `v_j = (dw · d[j]) · s_j` with
-/// `s_j = Σ w·q` exact in integers; lane `j mod 32` adds its pieces in ascending order from +0.0, and the
-/// butterfly adds the 32 lanes (§ dot).
+/// One row (`bytes`: whole blocks of `ty`, a uses_qdot type) times the quantized input: each piece j (the
+/// row's elements 32j .. 32j + 32) has a value v_j ([`block_values`]); lane `j mod 32` adds its pieces in
+/// ascending order from +0.0, and the butterfly adds the 32 lanes (§ dot).
 pub fn qdot_row(ty: GgmlType, bytes: &[u8], x: &QInput) -> f32 {
-    let ints = quant::int_weights(ty).expect("a qdot type");
     let (bs, ts) = (ty.block_size(), ty.type_size());
-    let mut w = [0i8; 64];
-    let w = &mut w[..bs];
+    let pieces = bs / QBLOCK;
+    let mut v = [0f32; 8];
     let mut lane = [0f32; LANES];
     for (b, block) in bytes.chunks_exact(ts).enumerate() {
-        let dw = ints(block, w);
-        for (p, wp) in w.chunks_exact(QBLOCK).enumerate() {
-            let j = b * bs / QBLOCK + p;
-            let xq = &x.q[j * QBLOCK..(j + 1) * QBLOCK];
-            let s: i32 = wp.iter().zip(xq).map(|(&a, &b)| a as i32 * b as i32).sum();
-            lane[j % LANES] += (dw * x.d[j]) * s as f32;
+        block_values(ty, block, x, b * pieces, &mut v[..pieces]);
+        for (p, &vp) in v[..pieces].iter().enumerate() {
+            lane[(b * pieces + p) % LANES] += vp;
         }
     }
     butterfly(lane)
+}
+
+/// The values of one block's pieces j0, j0 + 1, … (out: one per piece):
+/// - one scale dw and integer weights w (Q8_0, Q4_0, Q2_0, IQ4_NL): `(dw · d[j]) · Σ w·q`;
+/// - Q6_K (a scale sc per 16 weights): `(d · d[j]) · (sc_a·Σ_a w·q + sc_b·Σ_b w·q)` over the piece's two
+///   halves, the integer sum exact (at most 16,646,144 in magnitude, below 2^24);
+/// - Q4_K (a scale sc and a min m per piece): `fma((d·sc)·d[j], Σ w·q, −(((dmin·m)·d[j])·Σ q))`.
+fn block_values(ty: GgmlType, block: &[u8], x: &QInput, j0: usize, out: &mut [f32]) {
+    let codes = |j: usize| &x.q[j * QBLOCK..(j + 1) * QBLOCK];
+    let isum = |w: &[i8], q: &[i8]| -> i32 { w.iter().zip(q).map(|(&a, &b)| a as i32 * b as i32).sum() };
+    match ty {
+        GgmlType::Q6_K => {
+            let k = quant::ints_q6_k(block);
+            for (p, v) in out.iter_mut().enumerate() {
+                let (w, q) = (&k.w[QBLOCK * p..QBLOCK * (p + 1)], codes(j0 + p));
+                let s = k.scale[2 * p] * isum(&w[..16], &q[..16]) + k.scale[2 * p + 1] * isum(&w[16..], &q[16..]);
+                *v = (k.d * x.d[j0 + p]) * s as f32;
+            }
+        }
+        GgmlType::Q4_K => {
+            let k = quant::ints_q4_k(block);
+            for (p, v) in out.iter_mut().enumerate() {
+                let (w, q, da) = (&k.w[QBLOCK * p..QBLOCK * (p + 1)], codes(j0 + p), x.d[j0 + p]);
+                let a = (k.d * k.scale[p] as f32) * da;
+                let b = (k.dmin * k.min[p] as f32) * da;
+                let qsum: i32 = q.iter().map(|&c| c as i32).sum();
+                *v = a.mul_add(isum(w, q) as f32, -(b * qsum as f32));
+            }
+        }
+        _ => {
+            let ints = quant::int_weights(ty).expect("a qdot type");
+            let mut w = [0i8; 64];
+            let w = &mut w[..ty.block_size()];
+            let dw = ints(block, w);
+            for (p, v) in out.iter_mut().enumerate() {
+                *v = (dw * x.d[j0 + p]) * isum(&w[QBLOCK * p..QBLOCK * (p + 1)], codes(j0 + p)) as f32;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -117,19 +151,41 @@ mod tests {
         assert_eq!(&q[..5], &[127, 2, 4, -2, 0]);
     }
 
-    /// The contract written out literally: dequantized integers, pieces in order, lanes, butterfly.
+    /// The contract written out literally: integers element by element, pieces in order, lanes, butterfly.
     fn literal(ty: GgmlType, bytes: &[u8], x: &QInput) -> f32 {
-        let ints = quant::int_weights(ty).unwrap();
         let (bs, ts) = (ty.block_size(), ty.type_size());
         let mut pieces = Vec::new();
         for block in bytes.chunks_exact(ts) {
+            let k = match ty {
+                GgmlType::Q4_K => Some(quant::ints_q4_k(block)),
+                GgmlType::Q6_K => Some(quant::ints_q6_k(block)),
+                _ => None,
+            };
             let mut w = vec![0i8; bs];
-            let dw = ints(block, &mut w);
-            for wp in w.chunks(QBLOCK) {
+            let dw = match &k {
+                Some(k) => {
+                    w.copy_from_slice(&k.w);
+                    k.d
+                }
+                None => quant::int_weights(ty).unwrap()(block, &mut w),
+            };
+            for (p, wp) in w.chunks(QBLOCK).enumerate() {
                 let j = pieces.len();
                 let xq = &x.q[j * QBLOCK..(j + 1) * QBLOCK];
-                let s: i64 = wp.iter().zip(xq).map(|(&a, &b)| a as i64 * b as i64).sum();
-                pieces.push((dw * x.d[j]) * s as f32);
+                let dot = |r: std::ops::Range<usize>| -> i64 { r.map(|i| wp[i] as i64 * xq[i] as i64).sum() };
+                let da = x.d[j];
+                pieces.push(match (ty, &k) {
+                    (GgmlType::Q6_K, Some(k)) => {
+                        let s = k.scale[2 * p] as i64 * dot(0..16) + k.scale[2 * p + 1] as i64 * dot(16..32);
+                        (dw * da) * s as f32
+                    }
+                    (GgmlType::Q4_K, Some(k)) => {
+                        let qsum: i64 = xq.iter().map(|&c| c as i64).sum();
+                        let (a, b) = ((dw * k.scale[p] as f32) * da, (k.dmin * k.min[p] as f32) * da);
+                        a.mul_add(dot(0..32) as f32, -(b * qsum as f32))
+                    }
+                    _ => (dw * da) * dot(0..32) as f32,
+                });
             }
         }
         let mut lane = [0f32; LANES];
@@ -150,7 +206,7 @@ mod tests {
     fn qdot_follows_the_literal_contract_and_is_accurate() {
         let mut rng = SplitMix64::new(5);
         for ty in GgmlType::ALL.into_iter().filter(|&t| uses_qdot(t)) {
-            for cols in [64, 640, 2560, 6144] {
+            for cols in [256, 768, 2560, 6144] {
                 let x = normal(&mut rng, cols);
                 let mut bytes = Vec::new();
                 quant::quantize(ty, &normal(&mut rng, cols), &mut bytes).unwrap();
@@ -165,6 +221,26 @@ mod tests {
                 let bound: f64 = w.iter().enumerate().map(|(i, &a)| (a as f64).abs() * qi.d[i / QBLOCK] as f64).sum();
                 assert!((got as f64 - exact).abs() <= 0.51 * bound + 1e-6, "{ty} × {cols}: {got} against {exact}");
             }
+        }
+    }
+
+    #[test]
+    fn qdot_is_the_dequantized_row_times_the_dequantized_input() {
+        // Only float rounding apart: the contract's sums are the exact ones, rounded a few times.
+        let mut rng = SplitMix64::new(21);
+        for ty in GgmlType::ALL.into_iter().filter(|&t| uses_qdot(t)) {
+            let cols = 2560;
+            let x = normal(&mut rng, cols);
+            let mut bytes = Vec::new();
+            quant::quantize(ty, &normal(&mut rng, cols), &mut bytes).unwrap();
+            let qi = quantize_input(&x);
+            let got = qdot_row(ty, &bytes, &qi) as f64;
+            let mut w = vec![0f32; cols];
+            quant::dequantize(ty, &bytes, &mut w).unwrap();
+            let terms: Vec<f64> = (0..cols).map(|i| w[i] as f64 * (qi.q[i] as f64 * qi.d[i / QBLOCK] as f64)).collect();
+            let exact: f64 = terms.iter().sum();
+            let scale: f64 = terms.iter().map(|t| t.abs()).sum();
+            assert!((got - exact).abs() <= 1e-5 * scale, "{ty}: {got} against {exact} (scale {scale})");
         }
     }
 

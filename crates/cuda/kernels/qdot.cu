@@ -1,9 +1,9 @@
-// The products of docs/ARITHMETIC.md § qdot (Q8_0, Q4_0, Q2_0, IQ4_NL weights; the twin of
+// The products of docs/ARITHMETIC.md § qdot (Q8_0, Q4_0, Q2_0, IQ4_NL, Q4_K, Q6_K weights; the twin of
 // crates/model/src/ops/qdot.rs), for a window of T = 1..8 tokens and for the experts' gathers. Each block
 // first quantizes the inputs it needs into shared memory: 8 lanes a piece of 32; the piece's amax by a
 // butterfly of maxima (exact, so any order gives the CPU's), the codes laid out in the type's order
 // (Q::pos) and their sum. Then each warp takes rows: lane L its pieces L, L + 32, … in
-// order, each piece's integer sum by __dp4a and its value (qdot.cuh), added to the lane's total from +0;
+// order, each piece's value by __dp4a sums (qdot.cuh's Q::value), added to the lane's total from +0;
 // then the butterfly. qdot.cuh (prepended, after common.cuh and dequant.cuh) holds the per-type unpacking.
 
 #define FULL 0xffffffffu
@@ -14,15 +14,15 @@
 #define QD_COMBINE_ROWS 16
 
 // The quantized inputs in shared memory: n vectors of P pieces, as codes [n][P][8 words], then the
-// scales d [n][P] and the codes' sums [n][P]. 40 bytes a piece.
+// scales d [n][P] and the codes' sums over each piece's halves [n][P][2]. 44 bytes a piece.
 struct QIn {
     int* codes;
     float* d;
-    int* sum;
+    int2* sum;
     int P;
     __device__ QIn(int4* smem, int n, int pieces)
         : codes(reinterpret_cast<int*>(smem)), d(reinterpret_cast<float*>(codes + 8 * n * pieces)),
-          sum(reinterpret_cast<int*>(d + n * pieces)), P(pieces) {}
+          sum(reinterpret_cast<int2*>(d + n * pieces)), P(pieces) {}
 };
 
 // Vector v (P pieces of 32 values at x) quantized into q by the block (ops/qdot.rs quantize_input): 8
@@ -54,11 +54,13 @@ __device__ void qd_quantize(const float* __restrict__ x, int v, const QIn& q) {
             if (live) codes[Q::pos(4 * l + i)] = (signed char)c;
             s += c;
         }
+        // The halves' sums: lanes 0..3 of the group hold elements 0..15, lanes 4..7 the rest.
 #pragma unroll
-        for (int o = 4; o > 0; o /= 2) s += __shfl_xor_sync(FULL, s, o);
+        for (int o = 2; o > 0; o /= 2) s += __shfl_xor_sync(FULL, s, o);
+        const int other = __shfl_xor_sync(FULL, s, 4);
         if (live && l == 0) {
             q.d[v * q.P + j] = d;
-            q.sum[v * q.P + j] = s;
+            q.sum[v * q.P + j] = make_int2(s, other);
         }
     }
 }
@@ -73,17 +75,16 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
     for (int t = 0; t < TMAX; ++t) acc[t] = 0.0f;
     for (int j = lane; j < q.P; j += WARP) {
         const unsigned char* b = r + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-        int w[8];
-        Q::piece(b, QBLOCK * j % Q::BS / QBLOCK, w);
-        const float dw = f16_bits_to_f32(u16_at(b));
+        const int p = QBLOCK * j % Q::BS / QBLOCK;
 #pragma unroll
         for (int t = 0; t < TMAX; ++t) {
             if (t < T) {
                 const int i = (v0 + t) * q.P + j;
                 const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
-                const int4 lo = a4[0], hi = a4[1];
-                const int a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-                acc[t] = __fadd_rn(acc[t], qd_piece_value(dw, q.d[i], qd_piece_sum<Q>(w, a, q.sum[i])));
+                const int4 c0 = a4[0], c1 = a4[1];
+                const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+                const int2 h = q.sum[i];
+                acc[t] = __fadd_rn(acc[t], Q::value(b, p, a, h.x, h.y, q.d[i]));
             }
         }
     }
@@ -191,7 +192,7 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
 }
 
 // Each dense and gather kernel makes one product, or two of the same shape, type and input in one launch
-// (blockIdx.z = 1 takes w2 and y2, and for the gathers offset2). The shared memory is the host's: 40 bytes
+// (blockIdx.z = 1 takes w2 and y2, and for the gathers offset2). The shared memory is the host's: 44 bytes
 // a piece of each quantized input.
 #define QDOT(NAME, Q)                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
@@ -230,3 +231,5 @@ QDOT(qdot_q8_0, Q8_0Q)
 QDOT(qdot_q4_0, Q4_0Q)
 QDOT(qdot_q2_0, Q2_0Q)
 QDOT(qdot_iq4_nl, IQ4_NLQ)
+QDOT(qdot_q4_k, Q4_KQ)
+QDOT(qdot_q6_k, Q6_KQ)

@@ -1,13 +1,15 @@
 // Integer dot products over int8 inputs (docs/ARITHMETIC.md § qdot), the twin of
-// crates/model/src/ops/qdot.rs, for the types whose blocks are one fp16 scale times small integers (Q8_0,
-// Q4_0, Q2_0, IQ4_NL). Prepended to qdot.cu (after common.cuh and dequant.cuh); also compiled on the host
+// crates/model/src/ops/qdot.rs, for the types whose blocks are scales times small integers (Q8_0, Q4_0,
+// Q2_0, IQ4_NL, Q4_K, Q6_K). Prepended to qdot.cu (after common.cuh and dequant.cuh); also compiled on the host
 // by crates/cuda/tests/kernels_on_host.rs, which checks these functions against the CPU without a GPU.
 //
-// A piece is 32 consecutive elements of a row, the input's quantization block. For each type, `piece`
-// unpacks a piece's integer weights into 8 words of 4 bytes in whatever order its bit layout gives
-// cheaply, and `pos(i)` says at which byte of those 32 element i sits; the input's codes are laid out in
-// the same order, so that four-way integer dot instructions (`__dp4a`) pair each weight with its input.
-// Integer sums are exact in any order; only the float combination of the pieces has a fixed order.
+// A piece is 32 consecutive elements of a row, the input's quantization block. For each type,
+// `value(b, p, a, lo, hi, da)` is piece p of the block at b against the input's codes a (8 words of 4
+// bytes, laid out in the type's order: `pos(i)` is the byte of element i), whose sums over the piece's
+// elements 0..15 and 16..31 are lo and hi and whose scale is da: ops/qdot.rs block_values. The weights
+// are unpacked into 8 words in whatever order their bit layout gives cheaply, so that four-way integer
+// dot instructions (`__dp4a`) pair each weight with its input. Integer sums are exact in any order; only
+// the float combination has a fixed order.
 
 #define QBLOCK 32
 #define QMAX 127.0f
@@ -32,6 +34,30 @@ __device__ __forceinline__ int qd_word(const unsigned char* p) {
     return (int)((u32)h[0] | ((u32)h[1] << 16));
 }
 
+// A piece's integer sum: the 8 words of weights against the 8 words of codes, less OFF times the codes'
+// sum (the weights were stored as code + OFF). Exact.
+template <typename Q>
+__device__ __forceinline__ int qd_piece_sum(const int* w, const int* a, int asum) {
+    int s = 0;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) s = __dp4a(w[m], a[m], s);
+    return s - Q::OFF * asum;
+}
+
+// The piece's value: (dw · da) · s, two rounded products (s is exact in f32).
+__device__ __forceinline__ float qd_piece_value(float dw, float da, int s) {
+    return __fmul_rn(__fmul_rn(dw, da), (float)s);
+}
+
+// A type of one scale dw (the block's first two bytes) and integer weights (Q8_0, Q4_0, Q2_0, IQ4_NL).
+template <typename Q>
+__device__ __forceinline__ float qd_one_scale_value(const unsigned char* b, int p, const int* a, int lo, int hi,
+                                                   float da) {
+    int w[8];
+    Q::piece(b, p, w);
+    return qd_piece_value(f16_bits_to_f32(u16_at(b)), da, qd_piece_sum<Q>(w, a, lo + hi));
+}
+
 // Q8_0: the 32 int8 codes in element order.
 struct Q8_0Q {
     static constexpr int BS = 32, TS = 34, OFF = 0;
@@ -39,6 +65,9 @@ struct Q8_0Q {
     __device__ static void piece(const unsigned char* b, int, int* w) {
 #pragma unroll
         for (int m = 0; m < 8; ++m) w[m] = qd_word(b + 2 + 4 * m);
+    }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<Q8_0Q>(b, p, a, lo, hi, da);
     }
 };
 
@@ -55,11 +84,14 @@ struct Q4_0Q {
             w[4 + m] = (int)((q >> 4) & 0x0f0f0f0fu);
         }
     }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<Q4_0Q>(b, p, a, lo, hi, da);
+    }
 };
 
-// Q2_0: a block of 64 is two pieces; piece h's 16 bytes of codes hold element 4k + s of byte k in bits
-// 2s..2s + 1. Word 4g + s is (bytes 4g .. 4g + 3 >> 2s) & 3 in each byte: byte k of it is element
-// 16g + 4k + s. The weight is the code − 1 (OFF).
+// Q2_0: a block of 64 is two pieces; its 16 bytes of codes hold element 4k + s in bits 2s..2s + 1 of
+// byte k, piece h in bytes 8h .. 8h + 7. Word 4g + s is (the piece's bytes 4g .. 4g + 3 >> 2s) & 3 in
+// each byte: byte k of it is the piece's element 16g + 4k + s. The weight is the code − 1 (OFF).
 struct Q2_0Q {
     static constexpr int BS = 64, TS = 18, OFF = 1;
     __device__ static int pos(int i) { return 4 * (4 * (i / 16) + i % 4) + (i % 16) / 4; }
@@ -70,6 +102,9 @@ struct Q2_0Q {
 #pragma unroll
             for (int s = 0; s < 4; ++s) w[4 * g + s] = (int)((c >> (2 * s)) & 0x03030303u);
         }
+    }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<Q2_0Q>(b, p, a, lo, hi, da);
     }
 };
 
@@ -98,19 +133,57 @@ struct IQ4_NLQ {
             w[2 * m + 1] = lookup(q >> 16);
         }
     }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<IQ4_NLQ>(b, p, a, lo, hi, da);
+    }
 };
 
-// A piece's integer sum: the 8 words of weights against the 8 words of codes, less OFF times the codes'
-// sum (the weights were stored as code + OFF). Exact.
-template <typename Q>
-__device__ __forceinline__ int qd_piece_sum(const int* w, const int* a, int asum) {
-    int s = 0;
+// Q4_K: blocks of 256 in 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles;
+// piece p's codes are the nibbles (p odd: high) of bytes 32·(p/2) .. + 31 of the nibbles, in element
+// order, with a scale sc and a min m: v = fma((d·sc)·da, Σ w·q, −(((dmin·m)·da)·Σ q)).
+struct Q4_KQ {
+    static constexpr int BS = 256, TS = 144;
+    __device__ static int pos(int i) { return i; }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        const unsigned char* sc = b + 4;
+        int s, m;
+        if (p < 4) {
+            s = sc[p] & 63;
+            m = sc[p + 4] & 63;
+        } else {
+            s = (sc[p + 4] & 0xf) | ((sc[p - 4] >> 6) << 4);
+            m = (sc[p + 4] >> 4) | ((sc[p] >> 6) << 4);
+        }
+        const unsigned shift = 4 * (p % 2);
+        int S = 0;
 #pragma unroll
-    for (int m = 0; m < 8; ++m) s = __dp4a(w[m], a[m], s);
-    return s - Q::OFF * asum;
-}
+        for (int k = 0; k < 8; ++k) S = __dp4a((int)(((u32)qd_word(b + 16 + 32 * (p / 2) + 4 * k) >> shift) & 0x0f0f0f0fu), a[k], S);
+        const float d = f16_bits_to_f32(u16_at(b)), dmin = f16_bits_to_f32(u16_at(b + 2));
+        const float x = __fmul_rn(__fmul_rn(d, (float)s), da), y = __fmul_rn(__fmul_rn(dmin, (float)m), da);
+        return __fmaf_rn(x, (float)S, -__fmul_rn(y, (float)(lo + hi)));
+    }
+};
 
-// The piece's value: (dw · da) · s, two rounded products (s is exact in f32).
-__device__ __forceinline__ float qd_piece_value(float dw, float da, int s) {
-    return __fmul_rn(__fmul_rn(dw, da), (float)s);
-}
+// Q6_K: blocks of 256 in 210 bytes: ql[128] (low nibbles), qh[64] (two high bits each), 16 int8 scales,
+// d last. Piece p = 4n + k is elements 128n + 32k .. + 31: the low nibbles of ql[64n + 32(k % 2) + l]
+// (high nibble for k ≥ 2) and bits 2k of qh[32n + l], in element order; the weight is the code − 32,
+// with scale sc[8n + 2k] for its first 16 elements and sc[8n + 2k + 1] for the rest:
+// v = (d·da) · (sc_a·(Σ_a q·w − 32·lo) + sc_b·(Σ_b q·w − 32·hi)).
+struct Q6_KQ {
+    static constexpr int BS = 256, TS = 210;
+    __device__ static int pos(int i) { return i; }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        const int n = p / 4, k = p % 4;
+        const unsigned char *ql = b + 64 * n + 32 * (k % 2), *qh = b + 128 + 32 * n;
+        const unsigned ls = 4 * (k / 2), hs = 2 * k;
+        int S[2] = {0, 0};
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+            const u32 q = (((u32)qd_word(ql + 4 * m) >> ls) & 0x0f0f0f0fu) | ((((u32)qd_word(qh + 4 * m) >> hs) & 0x03030303u) << 4);
+            S[m / 4] = __dp4a((int)q, a[m], S[m / 4]);
+        }
+        const signed char* sc = reinterpret_cast<const signed char*>(b + 192 + 8 * n + 2 * k);
+        const int I = (int)sc[0] * (S[0] - 32 * lo) + (int)sc[1] * (S[1] - 32 * hi);
+        return __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b + 208)), da), (float)I);
+    }
+};

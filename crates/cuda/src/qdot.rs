@@ -1,4 +1,4 @@
-//! Host side of kernels/qdot.cu: the products of Q8_0, Q4_0, Q2_0 and IQ4_NL weights, which take their
+//! Host side of kernels/qdot.cu: the products of Q8_0, Q4_0, Q2_0, IQ4_NL, Q4_K and Q6_K weights, which take their
 //! input quantized to int8 (docs/ARITHMETIC.md § qdot; the twin of strata_model::ops::qdot). matvec.rs
 //! sends those types here whatever the plan's layout: one layout serves them, so the plan does not time
 //! them.
@@ -18,8 +18,8 @@ const WARPS: u32 = 8;
 /// block quantizes its token's k inputs, so more rows a block spread that work; 8 keeps 320 blocks a token
 /// at the full model's 2,560 rows.
 const COMBINE_ROWS: usize = 8;
-/// Shared memory a piece of 32 inputs takes: 32 codes, the scale and the codes' sum.
-const PIECE_BYTES: usize = 40;
+/// Shared memory a piece of 32 inputs takes: 32 codes, the scale and the codes' sums over its halves.
+const PIECE_BYTES: usize = 44;
 
 /// Whether products over `ty` take the § qdot kernels.
 pub fn uses(ty: GgmlType) -> bool {
@@ -32,6 +32,8 @@ fn base(ty: GgmlType) -> &'static str {
         GgmlType::Q4_0 => "qdot_q4_0",
         GgmlType::Q2_0 => "qdot_q2_0",
         GgmlType::IQ4_NL => "qdot_iq4_nl",
+        GgmlType::Q4_K => "qdot_q4_k",
+        GgmlType::Q6_K => "qdot_q6_k",
         _ => unreachable!("{ty} is not a qdot type"),
     }
 }
@@ -77,7 +79,13 @@ fn prepare(
 
 /// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, and the same for a second matrix of the same type and
 /// shape into its own output when given (blockIdx.z picks).
-pub fn dense(gpu: &Gpu, w: &MatrixGpu, x: u64, (y, second): (u64, Option<(&MatrixGpu, u64)>), t: usize) -> Result<(), CudaError> {
+pub fn dense(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    x: u64,
+    (y, second): (u64, Option<(&MatrixGpu, u64)>),
+    t: usize,
+) -> Result<(), CudaError> {
     let name = name(w.ty, "");
     let z = if second.is_some() { 2 } else { 1 };
     let (f, cfg) = prepare(gpu, name, ((w.rows as u32).div_ceil(WARPS), 1, z), 32 * WARPS, t, w.cols)?;
@@ -105,7 +113,13 @@ pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg
 
 /// The experts' down products and the combination (matvec.rs `matvec_gather_combine`'s arguments): a
 /// block of k warps takes COMBINE_ROWS output rows of one token and quantizes its k inputs.
-pub fn gather_combine(gpu: &Gpu, w: &MatrixGpu, g: Gather, (t, k): (usize, usize), args: &[Arg]) -> Result<(), CudaError> {
+pub fn gather_combine(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    g: Gather,
+    (t, k): (usize, usize),
+    args: &[Arg],
+) -> Result<(), CudaError> {
     let name = name(w.ty, "_gather_combine");
     let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, k, w.cols)?;
     launch(gpu, &f, name, cfg, &[args, &[Arg::I32(COMBINE_ROWS as i32)]].concat())

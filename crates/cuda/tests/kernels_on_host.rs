@@ -83,12 +83,12 @@ template <typename W> static int decode(const std::vector<unsigned char>& in, in
 }
 
 // A row's § qdot sum on the host: the input quantized piece by piece (qd_scale, qd_code, the codes laid
-// out by Q::pos), each piece's integer sum and value by qdot.cuh's functions, lane j mod 32's total in
+// out by Q::pos, the halves' sums), each piece's value by qdot.cuh's Q::value, lane j mod 32's total in
 // piece order, the butterfly.
 template <typename Q>
 static int qdot_rows(const std::vector<unsigned char>& w, const std::vector<unsigned char>& xb, int cols, FILE* out) {
     const int P = cols / QBLOCK;
-    std::vector<int> codes(8 * P), sum(P);
+    std::vector<int> codes(8 * P), lo(P), hi(P);
     std::vector<float> d(P), x(cols);
     memcpy(x.data(), xb.data(), 4 * (size_t)cols);
     for (int j = 0; j < P; ++j) {
@@ -96,11 +96,11 @@ static int qdot_rows(const std::vector<unsigned char>& w, const std::vector<unsi
         for (int i = 0; i < QBLOCK; ++i) amax = fmaxf(amax, fabsf(x[QBLOCK * j + i]));
         const float id = qd_scale(amax, &d[j]);
         unsigned char* cb = reinterpret_cast<unsigned char*>(&codes[8 * j]);
-        sum[j] = 0;
+        lo[j] = hi[j] = 0;
         for (int i = 0; i < QBLOCK; ++i) {
             const int c = qd_code(__fmul_rn(x[QBLOCK * j + i], id));
             cb[Q::pos(i)] = (unsigned char)(signed char)c;
-            sum[j] += c;
+            (i < 16 ? lo[j] : hi[j]) += c;
         }
     }
     const size_t rb = (size_t)(cols / Q::BS) * Q::TS;
@@ -108,9 +108,7 @@ static int qdot_rows(const std::vector<unsigned char>& w, const std::vector<unsi
         float lane[WARP] = {};
         for (int j = 0; j < P; ++j) {
             const unsigned char* blk = w.data() + r * rb + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-            int wv[8];
-            Q::piece(blk, QBLOCK * j % Q::BS / QBLOCK, wv);
-            const float v = qd_piece_value(f16_bits_to_f32(u16_at(blk)), d[j], qd_piece_sum<Q>(wv, &codes[8 * j], sum[j]));
+            const float v = Q::value(blk, QBLOCK * j % Q::BS / QBLOCK, &codes[8 * j], lo[j], hi[j], d[j]);
             lane[j % WARP] = __fadd_rn(lane[j % WARP], v);
         }
         for (int off = 16; off > 0; off /= 2) {
@@ -135,6 +133,8 @@ int main(int argc, char** argv) {
         if (ty == "Q4_0") rc = qdot_rows<Q4_0Q>(w, x, cols, out);
         if (ty == "Q2_0") rc = qdot_rows<Q2_0Q>(w, x, cols, out);
         if (ty == "IQ4_NL") rc = qdot_rows<IQ4_NLQ>(w, x, cols, out);
+        if (ty == "Q4_K") rc = qdot_rows<Q4_KQ>(w, x, cols, out);
+        if (ty == "Q6_K") rc = qdot_rows<Q6_KQ>(w, x, cols, out);
         fclose(out);
         return rc;
     }

@@ -237,3 +237,30 @@ fn put_array(out: &mut Vec<u8>, a: &Array) {
         _ => (0..a.len()).for_each(|i| put_value(out, &a.get(i).expect("index in range"))),
     }
 }
+
+/// A copy of the file at `src` with every tensor whose type `which` picks dequantized to F32 (the same
+/// values; the rest byte for byte): a model whose products all run in f32, for comparisons with a float
+/// reference.
+pub fn dequantized_copy(src: &Path, dst: &Path, which: impl Fn(GgmlType) -> bool) -> Result<()> {
+    let f = crate::file::GgufFile::open(src)?;
+    let ty = |t: GgmlType| if which(t) { GgmlType::F32 } else { t };
+    let mut b = GgufBuilder::new();
+    for (k, v) in f.metadata() {
+        b.add(k, v.clone());
+    }
+    for t in f.tensors() {
+        b.add_tensor(&t.name, &t.shape, ty(t.ty))?;
+    }
+    let mut w = b.create(dst)?;
+    for t in f.tensors() {
+        let data = f.require(&t.name)?.data;
+        if ty(t.ty) == t.ty {
+            w.write_tensor(&t.name, data)?;
+        } else {
+            let mut v = vec![0f32; data.len() / t.ty.type_size() * t.ty.block_size()];
+            crate::quant::dequantize(t.ty, data, &mut v).map_err(|e| Error::new(src, ErrorKind::Write(e)))?;
+            w.write_tensor(&t.name, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())?;
+        }
+    }
+    w.finish().map(|_| ())
+}

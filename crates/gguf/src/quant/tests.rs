@@ -165,7 +165,10 @@ fn k_ints_give_the_dequantizers_values() {
             for (i, &yi) in y.iter().enumerate() {
                 let scaled = (k.d * k.scale[i / sub] as f32) * k.w[i] as f32;
                 let got = if sub == 32 { scaled - k.dmin * k.min[i / 32] as f32 } else { scaled };
-                assert!(got.to_bits() == yi.to_bits() || (got.is_nan() && yi.is_nan()), "{ty} element {i}: {got} against {yi}");
+                assert!(
+                    got.to_bits() == yi.to_bits() || (got.is_nan() && yi.is_nan()),
+                    "{ty} element {i}: {got} against {yi}"
+                );
             }
         }
     }

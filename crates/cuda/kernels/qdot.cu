@@ -14,15 +14,16 @@
 #define QD_COMBINE_ROWS 16
 
 // The quantized inputs in shared memory: n vectors of P pieces, as codes [n][P][8 words], then the
-// scales d [n][P] and the codes' sums over each piece's halves [n][P][2]. 44 bytes a piece.
+// codes' sums over each piece's halves [n][P] (8-byte aligned after the codes' 32 bytes a piece), then
+// the scales d [n][P]. 44 bytes a piece.
 struct QIn {
     int* codes;
-    float* d;
     int2* sum;
+    float* d;
     int P;
     __device__ QIn(int4* smem, int n, int pieces)
-        : codes(reinterpret_cast<int*>(smem)), d(reinterpret_cast<float*>(codes + 8 * n * pieces)),
-          sum(reinterpret_cast<int2*>(d + n * pieces)), P(pieces) {}
+        : codes(reinterpret_cast<int*>(smem)), sum(reinterpret_cast<int2*>(codes + 8 * n * pieces)),
+          d(reinterpret_cast<float*>(sum + n * pieces)), P(pieces) {}
 };
 
 // Vector v (P pieces of 32 values at x) quantized into q by the block (ops/qdot.rs quantize_input): 8

@@ -95,25 +95,30 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
     }
 }
 
-// Dense: y[t·rows + row] = W[row]·x[t] for t < T, a warp a row.
+// Dense: y[t·rows + row] = W[row]·x[t] for t < T. A block takes QD_WARPS·rpw rows, warp w its rows
+// base + w, base + w + QD_WARPS, …: more rows a block spread the quantization of the inputs (the head's
+// 248,320 rows would otherwise quantize the same input in 31,040 blocks).
 template <typename Q>
 __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
-                          int rows, int cols, int T) {
+                          int rows, int cols, int T, int rpw) {
     extern __shared__ int4 qd_smem[];
     const QIn q(qd_smem, T, cols / QBLOCK);
     for (int t = 0; t < T; ++t) qd_quantize<Q>(x + (size_t)t * cols, t, q);
     __syncthreads();
-    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    if (row >= rows) return;
-    float s[8];
+    const int warps = blockDim.x / WARP;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
-    if (T == 1) {
-        qd_row<Q, 1>(w + (size_t)row * row_bytes, q, 0, 1, s);
-    } else {
-        qd_row<Q, 8>(w + (size_t)row * row_bytes, q, 0, T, s);
-    }
-    if (threadIdx.x % WARP == 0) {
-        for (int t = 0; t < T; ++t) y[(size_t)t * rows + row] = s[t];
+    for (int i = 0; i < rpw; ++i) {
+        const int row = (blockIdx.x * rpw + i) * warps + threadIdx.x / WARP;
+        if (row >= rows) return;
+        float s[8];
+        if (T == 1) {
+            qd_row<Q, 1>(w + (size_t)row * row_bytes, q, 0, 1, s);
+        } else {
+            qd_row<Q, 8>(w + (size_t)row * row_bytes, q, 0, T, s);
+        }
+        if (threadIdx.x % WARP == 0) {
+            for (int t = 0; t < T; ++t) y[(size_t)t * rows + row] = s[t];
+        }
     }
 }
 
@@ -198,10 +203,10 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
 #define QDOT(NAME, Q)                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,        \
-             const unsigned char* w2, float* y2) {                                                            \
+             int rpw, const unsigned char* w2, float* y2) {                                                   \
         grid_dep_wait();                                                                                      \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows<Q>(w, x, y, rows, cols, T);                                                                 \
+        qdot_rows<Q>(w, x, y, rows, cols, T, rpw);                                                            \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \

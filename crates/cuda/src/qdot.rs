@@ -77,6 +77,12 @@ fn prepare(
     Ok((f, LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 }))
 }
 
+/// Rows a warp of the dense kernel takes: one, unless the product has rows for more than 32 blocks a
+/// multiprocessor, then up to 8 (each block quantizes the input, so fewer blocks do that less often).
+fn rows_per_warp(rows: usize, sms: usize) -> usize {
+    (rows / (WARPS as usize * 32 * sms.max(1))).clamp(1, 8)
+}
+
 /// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, and the same for a second matrix of the same type and
 /// shape into its own output when given (blockIdx.z picks).
 pub fn dense(
@@ -88,10 +94,22 @@ pub fn dense(
 ) -> Result<(), CudaError> {
     let name = name(w.ty, "");
     let z = if second.is_some() { 2 } else { 1 };
-    let (f, cfg) = prepare(gpu, name, ((w.rows as u32).div_ceil(WARPS), 1, z), 32 * WARPS, t, w.cols)?;
+    let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
+    let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, t, w.cols)?;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
-    let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
+    let args = [
+        Arg::Ptr(w.ptr(gpu)),
+        Arg::Ptr(x),
+        Arg::Ptr(y),
+        i(w.rows),
+        i(w.cols),
+        i(t),
+        i(rpw),
+        Arg::Ptr(w2),
+        Arg::Ptr(y2),
+    ];
     launch(gpu, &f, name, cfg, &args)
 }
 
@@ -123,4 +141,17 @@ pub fn gather_combine(
     let name = name(w.ty, "_gather_combine");
     let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, k, w.cols)?;
     launch(gpu, &f, name, cfg, &[args, &[Arg::I32(COMBINE_ROWS as i32)]].concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_takes_several_rows_a_warp_and_a_layer_one() {
+        assert_eq!(rows_per_warp(248_320, 132), 7);
+        assert_eq!(rows_per_warp(1_000_000, 132), 8);
+        assert_eq!(rows_per_warp(2560, 132), 1);
+        assert_eq!(rows_per_warp(12_288, 0), 8);
+    }
 }

@@ -117,7 +117,10 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
             qd_row<Q, 8>(w + (size_t)row * row_bytes, q, 0, T, s);
         }
         if (threadIdx.x % WARP == 0) {
-            for (int t = 0; t < T; ++t) y[(size_t)t * rows + row] = s[t];
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                if (t < T) y[(size_t)t * rows + row] = s[t];  // unrolled: s stays in registers
+            }
         }
     }
 }

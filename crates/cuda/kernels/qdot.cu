@@ -95,10 +95,33 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
     }
 }
 
+// Two rows' sums with one quantized vector v (a slot's gate and up rows): each piece's codes read once for
+// both, and both rows' loads in flight together; each sum is qd_row's.
+template <typename Q>
+__device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, const unsigned char* __restrict__ r2,
+                                        const QIn& q, int v, float* o1, float* o2) {
+    float a1 = 0.0f, a2 = 0.0f;
+    for (int j = threadIdx.x % WARP; j < q.P; j += WARP) {
+        const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+        const int p = QBLOCK * j % Q::BS / QBLOCK, i = v * q.P + j;
+        const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
+        const int4 c0 = a4[0], c1 = a4[1];
+        const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+        const int2 h = q.sum[i];
+        const float v1 = Q::value(r1 + at, p, a, h.x, h.y, q.d[i]), v2 = Q::value(r2 + at, p, a, h.x, h.y, q.d[i]);
+        a1 = __fadd_rn(a1, v1);
+        a2 = __fadd_rn(a2, v2);
+    }
+    *o1 = warp_butterfly(a1);
+    *o2 = warp_butterfly(a2);
+}
+
 // Dense: y[t·rows + row] = W[row]·x[t] for t < T. A block takes QD_WARPS·rpw rows, warp w its rows
 // base + w, base + w + QD_WARPS, …: more rows a block spread the quantization of the inputs (the head's
 // 248,320 rows would otherwise quantize the same input in 31,040 blocks).
-template <typename Q>
+// ONE: a kernel for a single token, compiled without the window's code, whose registers (eight sums a
+// lane) would otherwise bound the single token's occupancy too.
+template <typename Q, bool ONE>
 __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
                           int rows, int cols, int T, int rpw) {
     extern __shared__ int4 qd_smem[];
@@ -111,7 +134,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
         const int row = (blockIdx.x * rpw + i) * warps + threadIdx.x / WARP;
         if (row >= rows) return;
         float s[8];
-        if (T == 1) {
+        if (ONE || T == 1) {
             qd_row<Q, 1>(w + (size_t)row * row_bytes, q, 0, 1, s);
         } else {
             qd_row<Q, 8>(w + (size_t)row * row_bytes, q, 0, T, s);
@@ -160,8 +183,7 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
     if (row >= rows) return;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
     float g, u;
-    qd_row<Q, 1>(wg + (e + off_g + row) * row_bytes, q, 0, 1, &g);
-    qd_row<Q, 1>(wu + (e + off_u + row) * row_bytes, q, 0, 1, &u);
+    qd_row2<Q>(wg + (e + off_g + row) * row_bytes, wu + (e + off_u + row) * row_bytes, q, 0, &g, &u);
     if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
 }
 
@@ -185,7 +207,16 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     if (s < k) {
         const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
         const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
-        for (int i = 0; i < nv; ++i) {
+        int i = 0;
+        for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
+            float v1, v2;
+            qd_row2<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, q, s, &v1, &v2);
+            if (threadIdx.x % WARP == 0) {
+                e[s][i] = v1;
+                e[s][i + 1] = v2;
+            }
+        }
+        if (i < nv) {
             float v;
             qd_row<Q, 1>(r + (size_t)i * row_bytes, q, s, 1, &v);
             if (threadIdx.x % WARP == 0) e[s][i] = v;
@@ -209,7 +240,14 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
              int rpw, const unsigned char* w2, float* y2) {                                                   \
         grid_dep_wait();                                                                                      \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows<Q>(w, x, y, rows, cols, T, rpw);                                                            \
+        qdot_rows<Q, false>(w, x, y, rows, cols, T, rpw);                                                     \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_one(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,  \
+                   int rpw, const unsigned char* w2, float* y2) {                                             \
+        grid_dep_wait();                                                                                      \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows<Q, true>(w, x, y, rows, cols, 1, rpw);                                                      \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \

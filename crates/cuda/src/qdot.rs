@@ -92,7 +92,7 @@ pub fn dense(
     (y, second): (u64, Option<(&MatrixGpu, u64)>),
     t: usize,
 ) -> Result<(), CudaError> {
-    let name = name(w.ty, "");
+    let name = name(w.ty, if t == 1 { "_one" } else { "" });
     let z = if second.is_some() { 2 } else { 1 };
     let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;

@@ -148,17 +148,26 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     }
 }
 
+// The input of slot ts = t·k + s (blockIdx.y: token t, slot s), at x + t·x_tok + s·x_slot, quantized
+// into shared memory by the block.
+template <typename Q>
+__device__ QIn qd_slot_input(const float* __restrict__ x, int cols, int k, int x_tok, int x_slot) {
+    extern __shared__ int4 qd_smem[];
+    const int ts = blockIdx.y;
+    const QIn q(qd_smem, 1, cols / QBLOCK);
+    qd_quantize<Q>(x + (size_t)(ts / k) * x_tok + (size_t)(ts % k) * x_slot, 0, q);
+    __syncthreads();
+    return q;
+}
+
 // The experts' products: for slot ts = t·k + s (blockIdx.y), the `rows` rows of expert ids[ts] (from row
-// id·stride + offset of the stacked matrix) times the input at x + t·x_tok + s·x_slot, to y[ts·rows + row].
+// id·stride + offset of the stacked matrix) times the slot's input, to y[ts·rows + row].
 template <typename Q>
 __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
                                  int stride, int offset, int x_tok, int x_slot) {
-    extern __shared__ int4 qd_smem[];
-    const int ts = blockIdx.y, t = ts / k, s = ts % k;
-    const QIn q(qd_smem, 1, cols / QBLOCK);
-    qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)s * x_slot, 0, q);
-    __syncthreads();
+    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
+    const int ts = blockIdx.y;
     const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     if (row >= rows) return;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
@@ -174,11 +183,8 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
                                      const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
                                      const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
                                      int x_slot) {
-    extern __shared__ int4 qd_smem[];
-    const int ts = blockIdx.y, t = ts / k, s = ts % k;
-    const QIn q(qd_smem, 1, cols / QBLOCK);
-    qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)s * x_slot, 0, q);
-    __syncthreads();
+    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
+    const int ts = blockIdx.y;
     const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     if (row >= rows) return;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;

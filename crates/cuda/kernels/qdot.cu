@@ -7,6 +7,12 @@
 // then the butterfly. qdot.cuh (prepended, after common.cuh and dequant.cuh) holds the per-type unpacking.
 
 #define FULL 0xffffffffu
+// QDOT_EARLY (STRATA_DEFINES; 0 by default until timed on a card): 1, the dense kernels ask for their
+// block's weight rows into the L2 before grid_dep_wait, so that with programmatic launches those reads
+// start while the kernel before still runs (a weight is no kernel's output). The sums are untouched.
+#ifndef QDOT_EARLY
+#define QDOT_EARLY 0
+#endif
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
 // The most output rows a block of the fused down product and combination takes (all k slots of one
@@ -125,11 +131,19 @@ template <typename Q, bool ONE>
 __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
                           int rows, int cols, int T, int rpw) {
     extern __shared__ int4 qd_smem[];
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    if (QDOT_EARLY) {  // the block's rows are one span: QD_WARPS·rpw rows from the block's first
+        const size_t first = (size_t)blockIdx.x * rpw * (blockDim.x / WARP);
+        if (first < (size_t)rows) {
+            const size_t n = min((size_t)rpw * (blockDim.x / WARP), (size_t)rows - first);
+            prefetch_l2(w + first * row_bytes, n * row_bytes, threadIdx.x, blockDim.x);
+        }
+    }
+    grid_dep_wait();
     const QIn q(qd_smem, T, cols / QBLOCK);
     for (int t = 0; t < T; ++t) qd_quantize<Q>(x + (size_t)t * cols, t, q);
     __syncthreads();
     const int warps = blockDim.x / WARP;
-    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     for (int i = 0; i < rpw; ++i) {
         const int row = (blockIdx.x * rpw + i) * warps + threadIdx.x / WARP;
         if (row >= rows) return;
@@ -243,15 +257,13 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
 #define QDOT(NAME, Q)                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,        \
-             int rpw, const unsigned char* w2, float* y2) {                                                   \
-        grid_dep_wait();                                                                                      \
+             int rpw, const unsigned char* w2, float* y2) { /* grid_dep_wait in qdot_rows */                   \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows<Q, false>(w, x, y, rows, cols, T, rpw);                                                     \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_one(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,  \
-                   int rpw, const unsigned char* w2, float* y2) {                                             \
-        grid_dep_wait();                                                                                      \
+                   int rpw, const unsigned char* w2, float* y2) { /* grid_dep_wait in qdot_rows */             \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows<Q, true>(w, x, y, rows, cols, 1, rpw);                                                      \
     }                                                                                                         \

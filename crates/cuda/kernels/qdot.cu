@@ -180,13 +180,15 @@ template <typename Q>
 __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
                                  int stride, int offset, int x_tok, int x_slot) {
-    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
-    const int ts = blockIdx.y;
-    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    if (row >= rows) return;
+    const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    const unsigned char* r = w + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    // The row's lines asked for before the input is quantized, so that their fetch overlaps it.
+    if (row < rows) prefetch_l2(r, row_bytes, threadIdx.x % WARP, WARP);
+    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
+    if (row >= rows) return;
     float v;
-    qd_row<Q, 1>(w + ((size_t)ids[ts] * stride + offset + row) * row_bytes, q, 0, 1, &v);
+    qd_row<Q, 1>(r, q, 0, 1, &v);
     if (threadIdx.x % WARP == 0) y[(size_t)ts * rows + row] = v;
 }
 
@@ -197,13 +199,17 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
                                      const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
                                      const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
                                      int x_slot) {
-    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
-    const int ts = blockIdx.y;
-    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    if (row >= rows) return;
+    const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
+    const unsigned char *rg = wg + (e + off_g + row) * row_bytes, *ru = wu + (e + off_u + row) * row_bytes;
+    if (row < rows) {  // the rows' lines asked for before the input is quantized
+        prefetch_l2(rg, row_bytes, threadIdx.x % WARP, WARP);
+        prefetch_l2(ru, row_bytes, threadIdx.x % WARP, WARP);
+    }
+    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
+    if (row >= rows) return;
     float g, u;
-    qd_row2<Q>(wg + (e + off_g + row) * row_bytes, wu + (e + off_u + row) * row_bytes, q, 0, &g, &u);
+    qd_row2<Q>(rg, ru, q, 0, &g, &u);
     if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
 }
 
@@ -220,13 +226,15 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     extern __shared__ int4 qd_smem[];
     __shared__ float e[WARP][QD_COMBINE_ROWS];
     const int s = threadIdx.x / WARP, t = blockIdx.y, row = blockIdx.x * rpb;
+    const int nv = min(rpb, rows - row);
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
+    // Slot s's rows (one span) asked for before the inputs are quantized.
+    if (s < k && nv > 0) prefetch_l2(r, nv * row_bytes, threadIdx.x % WARP, WARP);
     const QIn q(qd_smem, k, cols / QBLOCK);
     for (int v = 0; v < k; ++v) qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)v * x_slot, v, q);
     __syncthreads();
-    const int nv = min(rpb, rows - row);
     if (s < k) {
-        const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
-        const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
             float v1, v2;

@@ -8,8 +8,9 @@
 
 #define FULL 0xffffffffu
 // QDOT_EARLY (STRATA_DEFINES; 0 by default until timed on a card): 1, the dense kernels ask for their
-// block's weight rows into the L2 before grid_dep_wait, so that with programmatic launches those reads
-// start while the kernel before still runs (a weight is no kernel's output). The sums are untouched.
+// block's weight rows into the L2 before grid_dep_wait (0: right after it), so that with programmatic
+// launches those reads start while the kernel before still runs (a weight is no kernel's output). The
+// sums are untouched.
 #ifndef QDOT_EARLY
 #define QDOT_EARLY 0
 #endif
@@ -32,42 +33,52 @@ struct QIn {
           d(reinterpret_cast<float*>(sum + n * pieces)), P(pieces) {}
 };
 
-// Vector v (P pieces of 32 values at x) quantized into q by the block (ops/qdot.rs quantize_input): 8
-// lanes a piece, lane l of a group its elements 4l .. 4l + 3, so a warp takes 4 pieces at once and a
-// thread's share of the work is a quarter of a lane-per-element split's. The piece's amax and the codes'
-// sum by butterflies inside the group of 8 (lanes 8g .. 8g + 7: offsets 4, 2, 1 stay inside it).
+// The n vectors x + v·stride (v < n, P pieces of 32 values each) quantized into q by the block
+// (ops/qdot.rs quantize_input): 8 lanes a piece, lane l of a group its elements 4l .. 4l + 3, so a warp
+// takes 4 pieces at once. The pieces of all n vectors are one list (piece f is vector f / P's piece
+// f % P), and a group takes QD_ROUNDS of them at a time, their loads issued together and their chains of
+// shuffles interleaved: the block's inputs are ready after a few memory round trips, not one a piece.
+// The piece's amax and the codes' sums by butterflies inside the group of 8 (lanes 8g .. 8g + 7:
+// offsets 4, 2, 1 stay inside it); the maxima are exact, so any order gives the CPU's.
+#define QD_ROUNDS 4
 template <typename Q>
-__device__ void qd_quantize(const float* __restrict__ x, int v, const QIn& q) {
-    const int g = threadIdx.x / 8, l = threadIdx.x % 8, groups = blockDim.x / 8;
-    for (int j0 = 0; j0 < q.P; j0 += groups) {  // every lane of a warp in each round, for the shuffles
-        const int j = j0 + g;
-        const bool live = j < q.P;
-        float e[4];
-        float amax = 0.0f;  // from +0; a NaN is passed over
+__device__ void qd_quantize(const float* __restrict__ x, size_t stride, int n, const QIn& q) {
+    const int g = threadIdx.x / 8, l = threadIdx.x % 8, groups = blockDim.x / 8, total = n * q.P;
+    for (int f0 = 0; f0 < total; f0 += QD_ROUNDS * groups) {  // every lane of a warp in each round
+        float e[QD_ROUNDS][4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            e[i] = live ? x[QBLOCK * j + 4 * l + i] : 0.0f;
-            amax = fmaxf(amax, fabsf(e[i]));
+        for (int r = 0; r < QD_ROUNDS; ++r) {
+            const int f = f0 + r * groups + g;
+            const float* src = x + (size_t)(f / q.P) * stride + QBLOCK * (f % q.P) + 4 * l;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) e[r][i] = f < total ? src[i] : 0.0f;
         }
 #pragma unroll
-        for (int o = 4; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
-        float d;
-        const float id = qd_scale(amax, &d);
-        int s = 0;
-        signed char* codes = reinterpret_cast<signed char*>(q.codes + 8 * (v * q.P + j));
+        for (int r = 0; r < QD_ROUNDS; ++r) {
+            const int f = f0 + r * groups + g;
+            float amax = 0.0f;  // from +0; a NaN is passed over
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int c = qd_code(__fmul_rn(e[i], id));
-            if (live) codes[Q::pos(4 * l + i)] = (signed char)c;
-            s += c;
-        }
-        // The halves' sums: lanes 0..3 of the group hold elements 0..15, lanes 4..7 the rest.
+            for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(e[r][i]));
 #pragma unroll
-        for (int o = 2; o > 0; o /= 2) s += __shfl_xor_sync(FULL, s, o);
-        const int other = __shfl_xor_sync(FULL, s, 4);
-        if (live && l == 0) {
-            q.d[v * q.P + j] = d;
-            q.sum[v * q.P + j] = make_int2(s, other);
+            for (int o = 4; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
+            float d;
+            const float id = qd_scale(amax, &d);
+            int s = 0;
+            signed char* codes = reinterpret_cast<signed char*>(q.codes + 8 * f);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int c = qd_code(__fmul_rn(e[r][i], id));
+                if (f < total) codes[Q::pos(4 * l + i)] = (signed char)c;
+                s += c;
+            }
+            // The halves' sums: lanes 0..3 of the group hold elements 0..15, lanes 4..7 the rest.
+#pragma unroll
+            for (int o = 2; o > 0; o /= 2) s += __shfl_xor_sync(FULL, s, o);
+            const int other = __shfl_xor_sync(FULL, s, 4);
+            if (f < total && l == 0) {
+                q.d[f] = d;
+                q.sum[f] = make_int2(s, other);
+            }
         }
     }
 }
@@ -132,16 +143,20 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
                           int rows, int cols, int T, int rpw) {
     extern __shared__ int4 qd_smem[];
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
-    if (QDOT_EARLY) {  // the block's rows are one span: QD_WARPS·rpw rows from the block's first
+    // The block's rows (one span: QD_WARPS·rpw rows from its first) asked for into the L2, so that their
+    // fetch overlaps the inputs' quantization: before grid_dep_wait with QDOT_EARLY, else after it.
+    const auto fetch = [&] {
         const size_t first = (size_t)blockIdx.x * rpw * (blockDim.x / WARP);
         if (first < (size_t)rows) {
             const size_t n = min((size_t)rpw * (blockDim.x / WARP), (size_t)rows - first);
             prefetch_l2(w + first * row_bytes, n * row_bytes, threadIdx.x, blockDim.x);
         }
-    }
+    };
+    if (QDOT_EARLY) fetch();
     grid_dep_wait();
+    if (!QDOT_EARLY) fetch();
     const QIn q(qd_smem, T, cols / QBLOCK);
-    for (int t = 0; t < T; ++t) qd_quantize<Q>(x + (size_t)t * cols, t, q);
+    qd_quantize<Q>(x, cols, T, q);
     __syncthreads();
     const int warps = blockDim.x / WARP;
     for (int i = 0; i < rpw; ++i) {
@@ -169,7 +184,7 @@ __device__ QIn qd_slot_input(const float* __restrict__ x, int cols, int k, int x
     extern __shared__ int4 qd_smem[];
     const int ts = blockIdx.y;
     const QIn q(qd_smem, 1, cols / QBLOCK);
-    qd_quantize<Q>(x + (size_t)(ts / k) * x_tok + (size_t)(ts % k) * x_slot, 0, q);
+    qd_quantize<Q>(x + (size_t)(ts / k) * x_tok + (size_t)(ts % k) * x_slot, 0, 1, q);
     __syncthreads();
     return q;
 }
@@ -232,7 +247,7 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     // Slot s's rows (one span) asked for before the inputs are quantized.
     if (s < k && nv > 0) prefetch_l2(r, nv * row_bytes, threadIdx.x % WARP, WARP);
     const QIn q(qd_smem, k, cols / QBLOCK);
-    for (int v = 0; v < k; ++v) qd_quantize<Q>(x + (size_t)t * x_tok + (size_t)v * x_slot, v, q);
+    qd_quantize<Q>(x + (size_t)t * x_tok, x_slot, k, q);
     __syncthreads();
     if (s < k) {
         int i = 0;

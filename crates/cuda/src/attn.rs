@@ -298,7 +298,8 @@ pub fn attention(
     launch(gpu, &store, "kv_store", cfg, &args)?;
     gpu.join()?;
     let (ids, ids_stride, count, lo) = match (selected, cells) {
-        (Some((ids, stride, count)), _) => (Some(ids), stride, count, Buf::<i32>::zeros(gpu, t)?),
+        // With the selection's ids the kernels never read lo (attend_cell), so it is left unset.
+        (Some((ids, stride, count)), _) => (Some(ids), stride, count, Buf::<i32>::uninit(gpu, t)?),
         (None, Cells::Qsa(_)) => return Err(CudaError::Shape("a QSA layer made no selection".into())),
         (None, Cells::Dense(window)) => {
             let count_host: Vec<i32> = n_cells.iter().map(|&n| (n as usize).min(window) as i32).collect();
@@ -309,7 +310,9 @@ pub fn attention(
     // The most cells a token of the window attends to; the scores, the sum's parts and the sum per head.
     let max_n = if ids.is_some() { ids_stride } else { pos + t };
     let sbuf_stride = max_n + max_n.div_ceil(CHUNK) + 1;
-    let sbuf = Buf::<f32>::zeros(gpu, t * d.hq * sbuf_stride)?;
+    // Left unset: per (token, head) attend_scores writes the n scores (its grid covers max_n ≥ n),
+    // attend_softmax the chunks' parts and the sum after them, and every reader stays below those.
+    let sbuf = Buf::<f32>::uninit(gpu, t * d.hq * sbuf_stride)?;
     // Every (token, head, dim) is written by the values kernel.
     let out = Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?;
     let ids_ptr = ids.as_ref().map_or(0, |b| b.ptr(gpu));
@@ -589,9 +592,11 @@ fn select(
         launch(gpu, &f, "block_keys", warps_cfg(n_new), &args)?;
     }
     // Queries, scores of every complete block, selection.
-    let qraw = Buf::<f32>::zeros(gpu, t * d.hi * d.di)?;
+    // Both filled whole (the product writes every row of every token; norm_rope, a warp a head, every
+    // dim): left unset, no memset on the stream.
+    let qraw = Buf::<f32>::uninit(gpu, t * d.hi * d.di)?;
     matvec(gpu, iq, x, &qraw, t)?;
-    let queries = Buf::<f32>::zeros(gpu, t * d.hi * d.di)?;
+    let queries = Buf::<f32>::uninit(gpu, t * d.hi * d.di)?;
     let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
     // One set of rows (the second set repeats it; blockIdx.y stays 0).
     let set =

@@ -605,15 +605,17 @@ fn select(
     launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hi), &args)?;
     let stride = (st.capacity / r).max(1);
     let scored: Vec<i32> = n_cells.iter().map(|&n| n / r as i32).collect();
+    // Left unset: a query's scores are written for its n/r complete blocks, the only ones top-k reads.
     let (scores, nb, nc) =
-        (Buf::<f32>::zeros(gpu, t * stride)?, Buf::from_host(gpu, &scored)?, Buf::from_host(gpu, n_cells)?);
+        (Buf::<f32>::uninit(gpu, t * stride)?, Buf::from_host(gpu, &scored)?, Buf::from_host(gpu, n_cells)?);
     // Every scorer gives the same bits; the plan's fastest where it takes this shape, else the reference.
     let plan = crate::plan::plan(gpu);
     let fits = plan.scores.variant.fits(d.hi, d.di);
     let scorer = if fits { plan.scores.variant } else { crate::qsa::ScoresVariant::Butterfly };
     crate::qsa::scores(gpu, scorer, &st.blocks, &queries, &scores, &nb, done_after, d.di, d.hi, t, stride)?;
     let out_stride = d.top_k + r - 1;
-    let (ids, count) = (Buf::<u32>::zeros(gpu, t * out_stride)?, Buf::<i32>::zeros(gpu, t)?);
+    // Left unset: top-k writes every query's count and its first count ids, and the attention reads no more.
+    let (ids, count) = (Buf::<u32>::uninit(gpu, t * out_stride)?, Buf::<i32>::uninit(gpu, t)?);
     let mut scratch = crate::qsa::TopkScratch::new(gpu, t, stride)?;
     crate::qsa::topk(
         gpu,

@@ -208,9 +208,11 @@ pub struct TopkScratch {
 }
 
 impl TopkScratch {
+    /// Left unset: the split top-k zeroes the histograms itself before use, writes each live chunk's counts
+    /// before they are read, and the other variants use neither.
     pub fn new(gpu: &Gpu, q: usize, stride: usize) -> Result<TopkScratch, CudaError> {
         let chunks = stride.div_ceil(TOPK_CHUNK).max(1);
-        Ok(TopkScratch { hist: Buf::zeros(gpu, q * 4 * 256)?, count: Buf::zeros(gpu, q * chunks * 2)?, chunks })
+        Ok(TopkScratch { hist: Buf::uninit(gpu, q * 4 * 256)?, count: Buf::uninit(gpu, q * chunks * 2)?, chunks })
     }
 }
 

@@ -13,7 +13,7 @@ pub const COMMON: &str = include_str!("../kernels/common.cuh");
 pub const DEQUANT: &str = include_str!("../kernels/dequant.cuh");
 /// The integer dot products' functions (§ qdot), prepended to qdot.cu after the decoders.
 pub const QDOT: &str = include_str!("../kernels/qdot.cuh");
-/// The § qdot products (int8 inputs) of Q8_0, Q4_0, Q2_0 and IQ4_NL weights.
+/// The § qdot products (int8 inputs) of Q8_0, Q4_0, Q2_0, IQ4_NL, Q4_K and Q6_K weights.
 pub const QDOT_CU: &str = include_str!("../kernels/qdot.cu");
 
 /// The hyper-connection read and write (twin of crates/model/src/layers/hc.rs).

@@ -14,10 +14,12 @@ pub const QBLOCK: usize = 32;
 /// The largest code: an activation block's codes are in −127..=127.
 const QMAX: f32 = 127.0;
 
-/// An input vector quantized: block j's elements are `d[j]·q[32j + i]`.
+/// An input vector quantized: block j's elements are `d[j]·q[32j + i]`, and `sum[j]` is the sum of its
+/// codes (Q4_K's min term needs it in every row; made once here).
 pub struct QInput {
     pub d: Vec<f32>,
     pub q: Vec<i8>,
+    pub sum: Vec<i32>,
 }
 
 /// Whether products over `ty` follow this contract instead of § matvec's dequantize-then-dot.
@@ -44,7 +46,8 @@ pub fn quantize_input(x: &[f32]) -> QInput {
         }
         d.push(amax / QMAX);
     }
-    QInput { d, q }
+    let sum = q.chunks_exact(QBLOCK).map(|b| b.iter().map(|&c| c as i32).sum()).collect();
+    QInput { d, q, sum }
 }
 
 /// A scaled element as its code: rounded half to even, clamped to ±127; NaN becomes 0.
@@ -96,8 +99,7 @@ fn block_values(ty: GgmlType, block: &[u8], x: &QInput, j0: usize, out: &mut [f3
                 let (w, q, da) = (&k.w[QBLOCK * p..QBLOCK * (p + 1)], codes(j0 + p), x.d[j0 + p]);
                 let a = (k.d * k.scale[p] as f32) * da;
                 let b = (k.dmin * k.min[p] as f32) * da;
-                let qsum: i32 = q.iter().map(|&c| c as i32).sum();
-                *v = a.mul_add(isum(w, q) as f32, -(b * qsum as f32));
+                *v = a.mul_add(isum(w, q) as f32, -(b * x.sum[j0 + p] as f32));
             }
         }
         _ => {

@@ -32,6 +32,11 @@ for kv in fp16 int8; do
   echo "== small, 600 tokens, $kv, STRATA_ROUTE=warp"
   STRATA_ROUTE=warp $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
 done
+# Each block of a qdot product quantizing its own inputs (STRATA_QDOT_ONCE=0; the default quantizes once).
+echo "== matvec_parity, STRATA_QDOT_ONCE=0"; STRATA_QDOT_ONCE=0 $bin parity matvec_parity; echo "rc=$?"
+echo "== moe_parity, STRATA_QDOT_ONCE=0"; STRATA_QDOT_ONCE=0 $bin parity moe_parity; echo "rc=$?"
+echo "== small, 600 tokens, fp16, STRATA_QDOT_ONCE=0"
+STRATA_QDOT_ONCE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The qdot dense kernels' weights asked for before grid_dep_wait (STRATA_DEFINES=QDOT_EARLY=1, opt-in).
 echo "== matvec_parity, QDOT_EARLY=1"; STRATA_DEFINES=QDOT_EARLY=1 $bin parity matvec_parity; echo "rc=$?"
 # The HC split kernels' first weights loaded before grid_dep_wait (STRATA_DEFINES=HC_EARLY=2, opt-in).

@@ -1,10 +1,12 @@
 // The products of docs/ARITHMETIC.md § qdot (Q8_0, Q4_0, Q2_0, IQ4_NL, Q4_K, Q6_K weights; the twin of
-// crates/model/src/ops/qdot.rs), for a window of T = 1..8 tokens and for the experts' gathers. Each block
-// first quantizes the inputs it needs into shared memory: 8 lanes a piece of 32; the piece's amax by a
-// butterfly of maxima (exact, so any order gives the CPU's), the codes laid out in the type's order
-// (Q::pos) and their sum. Then each warp takes rows: lane L its pieces L, L + 32, … in
-// order, each piece's value by __dp4a sums (qdot.cuh's Q::value), added to the lane's total from +0;
-// then the butterfly. qdot.cuh (prepended, after common.cuh and dequant.cuh) holds the per-type unpacking.
+// crates/model/src/ops/qdot.rs), for a window of T = 1..8 tokens and for the experts' gathers. The inputs
+// are quantized 8 lanes a piece of 32: the piece's amax by a butterfly of maxima (exact, so any order
+// gives the CPU's), the codes laid out in the type's order (Q::pos) and their sum. By default one small
+// kernel (NAME_quantize) does that once before each product, whose _g kernels read the pieces from global
+// memory; with STRATA_QDOT_ONCE=0 each block of the product quantizes the inputs it needs into its shared
+// memory. Then each warp takes rows: lane L its pieces L, L + 32, … in order, each piece's value by
+// __dp4a sums (qdot.cuh's Q::value), added to the lane's total from +0; then the butterfly. qdot.cuh
+// (prepended, after common.cuh and dequant.cuh) holds the per-type unpacking.
 
 #define FULL 0xffffffffu
 // QDOT_EARLY (STRATA_DEFINES; 0 by default until timed on a card): 1, the dense kernels ask for their
@@ -20,38 +22,47 @@
 // token); the host says how many (rpb): more rows a block spread the quantization of its k inputs.
 #define QD_COMBINE_ROWS 16
 
-// The quantized inputs in shared memory: n vectors of P pieces, as codes [n][P][8 words], then the
-// codes' sums over each piece's halves [n][P] (8-byte aligned after the codes' 32 bytes a piece), then
-// the scales d [n][P]. 44 bytes a piece.
+// Quantized inputs, in a block's shared memory or (made once by the _quantize kernel) in global memory:
+// n vectors of P pieces, as codes [n][P][8 words], then the codes' sums over each piece's halves [n][P]
+// (8-byte aligned after the codes' 32 bytes a piece), then the scales d [n][P]. 44 bytes a piece.
 struct QIn {
     int* codes;
     int2* sum;
     float* d;
     int P;
-    __device__ QIn(int4* smem, int n, int pieces)
-        : codes(reinterpret_cast<int*>(smem)), sum(reinterpret_cast<int2*>(codes + 8 * n * pieces)),
+    __device__ QIn(int4* base, int n, int pieces)
+        : codes(reinterpret_cast<int*>(base)), sum(reinterpret_cast<int2*>(codes + 8 * n * pieces)),
           d(reinterpret_cast<float*>(sum + n * pieces)), P(pieces) {}
 };
 
-// The n vectors x + v·stride (v < n, P pieces of 32 values each) quantized into q by the block
-// (ops/qdot.rs quantize_input): 8 lanes a piece, lane l of a group its elements 4l .. 4l + 3, so a warp
-// takes 4 pieces at once. The pieces of all n vectors are one list (piece f is vector f / P's piece
+// Where input vector v lies: x + (v / kd)·tok + (v % kd)·slot (a gather's slot ts = t·k + s reads its
+// token's row, kd = k, or its own).
+struct QSrc {
+    const float* x;
+    size_t tok, slot;
+    int kd;
+    __device__ const float* at(int v) const { return x + (size_t)(v / kd) * tok + (size_t)(v % kd) * slot; }
+};
+
+// Pieces begin .. end − 1 of the vectors at src (P pieces of 32 values each) quantized into q by the
+// block (ops/qdot.rs quantize_input): 8 lanes a piece, lane l of a group its elements 4l .. 4l + 3, so a
+// warp takes 4 pieces at once. The pieces of all vectors are one list (piece f is vector f / P's piece
 // f % P), and a group takes QD_ROUNDS of them at a time, their loads issued together and their chains of
 // shuffles interleaved: the block's inputs are ready after a few memory round trips, not one a piece.
 // The piece's amax and the codes' sums by butterflies inside the group of 8 (lanes 8g .. 8g + 7:
 // offsets 4, 2, 1 stay inside it); the maxima are exact, so any order gives the CPU's.
 #define QD_ROUNDS 4
 template <typename Q>
-__device__ void qd_quantize(const float* __restrict__ x, size_t stride, int n, const QIn& q) {
-    const int g = threadIdx.x / 8, l = threadIdx.x % 8, groups = blockDim.x / 8, total = n * q.P;
-    for (int f0 = 0; f0 < total; f0 += QD_ROUNDS * groups) {  // every lane of a warp in each round
+__device__ void qd_quantize(const QSrc& src, int begin, int total, const QIn& q) {
+    const int g = threadIdx.x / 8, l = threadIdx.x % 8, groups = blockDim.x / 8;
+    for (int f0 = begin; f0 < total; f0 += QD_ROUNDS * groups) {  // every lane of a warp in each round
         float e[QD_ROUNDS][4];
 #pragma unroll
         for (int r = 0; r < QD_ROUNDS; ++r) {
             const int f = f0 + r * groups + g;
-            const float* src = x + (size_t)(f / q.P) * stride + QBLOCK * (f % q.P) + 4 * l;
+            const float* at = src.at(f / q.P) + QBLOCK * (f % q.P) + 4 * l;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) e[r][i] = f < total ? src[i] : 0.0f;
+            for (int i = 0; i < 4; ++i) e[r][i] = f < total ? at[i] : 0.0f;
         }
 #pragma unroll
         for (int r = 0; r < QD_ROUNDS; ++r) {
@@ -133,15 +144,27 @@ __device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, co
     *o2 = warp_butterfly(a2);
 }
 
+// The block's inputs: with G (the _g kernels) x is already quantized (n vectors, made once by the
+// _quantize kernel before the product), else the block quantizes the n vectors at src into its shared
+// memory. The same codes, sums and scales either way.
+template <typename Q, bool G>
+__device__ QIn qd_inputs(const float* x, const QSrc& src, int n, int cols) {
+    if (G) return QIn(reinterpret_cast<int4*>(const_cast<float*>(x)), n, cols / QBLOCK);
+    extern __shared__ int4 qd_smem[];
+    const QIn q(qd_smem, n, cols / QBLOCK);
+    qd_quantize<Q>(src, 0, n * q.P, q);
+    __syncthreads();
+    return q;
+}
+
 // Dense: y[t·rows + row] = W[row]·x[t] for t < T. A block takes QD_WARPS·rpw rows, warp w its rows
 // base + w, base + w + QD_WARPS, …: more rows a block spread the quantization of the inputs (the head's
 // 248,320 rows would otherwise quantize the same input in 31,040 blocks).
 // ONE: a kernel for a single token, compiled without the window's code, whose registers (eight sums a
 // lane) would otherwise bound the single token's occupancy too.
-template <typename Q, bool ONE>
+template <typename Q, bool ONE, bool G>
 __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
                           int rows, int cols, int T, int rpw) {
-    extern __shared__ int4 qd_smem[];
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     // The block's rows (one span: QD_WARPS·rpw rows from its first) asked for into the L2, so that their
     // fetch overlaps the inputs' quantization: before grid_dep_wait with QDOT_EARLY, else after it.
@@ -155,9 +178,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     if (QDOT_EARLY) fetch();
     grid_dep_wait();
     if (!QDOT_EARLY) fetch();
-    const QIn q(qd_smem, T, cols / QBLOCK);
-    qd_quantize<Q>(x, cols, T, q);
-    __syncthreads();
+    const QIn q = qd_inputs<Q, G>(x, QSrc{x, (size_t)cols, 0, 1}, T, cols);
     const int warps = blockDim.x / WARP;
     for (int i = 0; i < rpw; ++i) {
         const int row = (blockIdx.x * rpw + i) * warps + threadIdx.x / WARP;
@@ -178,20 +199,25 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 }
 
 // The input of slot ts = t·k + s (blockIdx.y: token t, slot s), at x + t·x_tok + s·x_slot, quantized
-// into shared memory by the block.
-template <typename Q>
-__device__ QIn qd_slot_input(const float* __restrict__ x, int cols, int k, int x_tok, int x_slot) {
-    extern __shared__ int4 qd_smem[];
+// into shared memory by the block; with G, x holds the quantized vectors and x_tok says how many slots
+// share one (k where the slots read their token's input, else 1).
+template <typename Q, bool G>
+__device__ QIn qd_slot_input(const float* x, int cols, int k, int x_tok, int x_slot) {
     const int ts = blockIdx.y;
-    const QIn q(qd_smem, 1, cols / QBLOCK);
-    qd_quantize<Q>(x + (size_t)(ts / k) * x_tok + (size_t)(ts % k) * x_slot, 0, 1, q);
-    __syncthreads();
-    return q;
+    if (G) {
+        QIn q = qd_inputs<Q, true>(x, QSrc{}, gridDim.y / x_tok, cols);
+        const int v = ts / x_tok;  // the slot's vector first: qd_row reads vector 0
+        q.codes += 8 * v * q.P;
+        q.sum += v * q.P;
+        q.d += v * q.P;
+        return q;
+    }
+    return qd_inputs<Q, false>(x, QSrc{x + (size_t)(ts / k) * x_tok + (size_t)(ts % k) * x_slot, 0, 0, 1}, 1, cols);
 }
 
 // The experts' products: for slot ts = t·k + s (blockIdx.y), the `rows` rows of expert ids[ts] (from row
 // id·stride + offset of the stacked matrix) times the slot's input, to y[ts·rows + row].
-template <typename Q>
+template <typename Q, bool G>
 __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
                                  int stride, int offset, int x_tok, int x_slot) {
@@ -200,7 +226,7 @@ __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const floa
     const unsigned char* r = w + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
     // The row's lines asked for before the input is quantized, so that their fetch overlaps it.
     if (row < rows) prefetch_l2(r, row_bytes, threadIdx.x % WARP, WARP);
-    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
+    const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
     if (row >= rows) return;
     float v;
     qd_row<Q, 1>(r, q, 0, 1, &v);
@@ -209,7 +235,7 @@ __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const floa
 
 // The experts' gate and up products with the activation: h[ts·rows + row] = silu(g)·u, the product
 // rounded (matvec.cu's _gather_glu, moe.cu's moe_act).
-template <typename Q>
+template <typename Q, bool G>
 __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
                                      const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
                                      const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
@@ -221,7 +247,7 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
         prefetch_l2(rg, row_bytes, threadIdx.x % WARP, WARP);
         prefetch_l2(ru, row_bytes, threadIdx.x % WARP, WARP);
     }
-    const QIn q = qd_slot_input<Q>(x, cols, k, x_tok, x_slot);
+    const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
     if (row >= rows) return;
     float g, u;
     qd_row2<Q>(rg, ru, q, 0, &g, &u);
@@ -231,14 +257,14 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
 // The experts' down products and the MoE combination (matvec.cu's _gather_combine): a block of k warps
 // takes rpb ≤ QD_COMBINE_ROWS output rows of token t = blockIdx.y; warp s makes slot s's rows into shared
 // memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
-// fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine.
-template <typename Q>
+// fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine. With G, x holds the quantized inputs of
+// every slot (t·k + s).
+template <typename Q, bool G>
 __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                          float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
                                          int k, int stride, int offset, int x_tok, int x_slot,
                                          const float* __restrict__ weights, const float* __restrict__ shared,
                                          const float* __restrict__ sgate, int rpb) {
-    extern __shared__ int4 qd_smem[];
     __shared__ float e[WARP][QD_COMBINE_ROWS];
     const int s = threadIdx.x / WARP, t = blockIdx.y, row = blockIdx.x * rpb;
     const int nv = min(rpb, rows - row);
@@ -246,49 +272,61 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
     // Slot s's rows (one span) asked for before the inputs are quantized.
     if (s < k && nv > 0) prefetch_l2(r, nv * row_bytes, threadIdx.x % WARP, WARP);
-    const QIn q(qd_smem, k, cols / QBLOCK);
-    qd_quantize<Q>(x + (size_t)t * x_tok, x_slot, k, q);
-    __syncthreads();
+    const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
+                    : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
+    const int v = G ? t * k + s : s;
     if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
             float v1, v2;
-            qd_row2<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, q, s, &v1, &v2);
+            qd_row2<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, q, v, &v1, &v2);
             if (threadIdx.x % WARP == 0) {
                 e[s][i] = v1;
                 e[s][i + 1] = v2;
             }
         }
         if (i < nv) {
-            float v;
-            qd_row<Q, 1>(r + (size_t)i * row_bytes, q, s, 1, &v);
-            if (threadIdx.x % WARP == 0) e[s][i] = v;
+            float o;
+            qd_row<Q, 1>(r + (size_t)i * row_bytes, q, v, 1, &o);
+            if (threadIdx.x % WARP == 0) e[s][i] = o;
         }
     }
     __syncthreads();
     for (int d = threadIdx.x; d < nv; d += blockDim.x) {
         const size_t i = (size_t)t * rows + row + d;
-        float v = 0.0f;
-        for (int p = 0; p < k; ++p) v = __fmaf_rn(weights[t * k + p], e[p][d], v);
-        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], v);
+        float o = 0.0f;
+        for (int p = 0; p < k; ++p) o = __fmaf_rn(weights[t * k + p], e[p][d], o);
+        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], o);
     }
+}
+
+// The inputs quantized once for the _g kernels: pieces of the n vectors at x (vector v at
+// x + (v / kd)·tok + (v % kd)·slot, P pieces each) into q (44 bytes a piece, QIn's layout), a block
+// QD_ROUNDS pieces a group of 8 lanes.
+template <typename Q>
+__device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int slot, int kd, int n, int P,
+                                     int4* __restrict__ out) {
+    grid_dep_wait();
+    const QIn q(out, n, P);
+    const int span = QD_ROUNDS * (blockDim.x / 8), begin = blockIdx.x * span;
+    qd_quantize<Q>(QSrc{x, (size_t)tok, (size_t)slot, kd}, begin, min(n * P, begin + span), q);
 }
 
 // Each dense and gather kernel makes one product, or two of the same shape, type and input in one launch
 // (blockIdx.z = 1 takes w2 and y2, and for the gathers offset2). The shared memory is the host's: 44 bytes
-// a piece of each quantized input.
-#define QDOT(NAME, Q)                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+// a piece of each quantized input (none for the _g kernels, whose inputs were quantized once before them).
+#define QDOT_KERNELS(NAME, Q, G)                                                                              \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2) /* ptxas's own pick spilled */           \
         NAME(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,        \
              int rpw, const unsigned char* w2, float* y2) { /* grid_dep_wait in qdot_rows */                   \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows<Q, false>(w, x, y, rows, cols, T, rpw);                                                     \
+        qdot_rows<Q, false, G>(w, x, y, rows, cols, T, rpw);                                                  \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_one(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,  \
                    int rpw, const unsigned char* w2, float* y2) { /* grid_dep_wait in qdot_rows */             \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows<Q, true>(w, x, y, rows, cols, 1, rpw);                                                      \
+        qdot_rows<Q, true, G>(w, x, y, rows, cols, 1, rpw);                                                   \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
@@ -296,14 +334,14 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
                       const unsigned char* w2, int offset2, float* y2) {                                      \
         grid_dep_wait();                                                                                      \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
-        qdot_gather_rows<Q>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                      \
+        qdot_gather_rows<Q, G>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                   \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,       \
                           float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,         \
                           int off_u, int x_tok, int x_slot) {                                                 \
         grid_dep_wait();                                                                                      \
-        qdot_gather_glu_rows<Q>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);       \
+        qdot_gather_glu_rows<Q, G>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);    \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,     \
                                                      float* y, int rows, int cols, const int* ids, int k,     \
@@ -311,8 +349,16 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
                                                      const float* weights, const float* shared,               \
                                                      const float* sgate, int rpb) {                           \
         grid_dep_wait();                                                                                      \
-        qdot_gather_combine_rows<Q>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights,      \
-                                    shared, sgate, rpb);                                                      \
+        qdot_gather_combine_rows<Q, G>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights,   \
+                                       shared, sgate, rpb);                                                   \
+    }
+
+#define QDOT(NAME, Q)                                                                                         \
+    QDOT_KERNELS(NAME, Q, false)                                                                              \
+    QDOT_KERNELS(NAME##_g, Q, true)                                                                           \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \
+        qdot_quantize_pieces<Q>(x, tok, slot, kd, n, P, out);                                                 \
     }
 
 QDOT(qdot_q8_0, Q8_0Q)

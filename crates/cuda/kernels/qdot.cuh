@@ -28,10 +28,19 @@ __device__ __forceinline__ float qd_scale(float amax, float* d) {
     return amax == 0.0f ? 0.0f : __fdiv_rn(QMAX, amax);
 }
 
-// Four bytes at an even address (blocks are 2-byte aligned), read 16 bits at a time.
-__device__ __forceinline__ int qd_word(const unsigned char* p) {
-    const unsigned short* h = reinterpret_cast<const unsigned short*>(p);
-    return (int)((u32)h[0] | ((u32)h[1] << 16));
+// N words of 4 bytes from p, an even address (blocks are 2-byte aligned): the N + 1 aligned words
+// around them loaded, each word then cut out by a funnel shift (a 32-bit load a word, not two 16-bit
+// ones). When p is 4-aligned the last load is not needed; it stays inside the matrix's buffer, which
+// has 16 bytes of padding (matvec.rs MatrixGpu::upload).
+template <int N>
+__device__ __forceinline__ void qd_words(const unsigned char* p, u32* out) {
+    const u32* a = reinterpret_cast<const u32*>((size_t)p & ~(size_t)3);
+    const unsigned sh = 8u * (unsigned)((size_t)p & 3);
+    u32 w[N + 1];
+#pragma unroll
+    for (int i = 0; i <= N; ++i) w[i] = a[i];
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], sh);
 }
 
 // A piece's integer sum: the 8 words of weights against the 8 words of codes, less OFF times the codes'
@@ -63,8 +72,7 @@ struct Q8_0Q {
     static constexpr int BS = 32, TS = 34, OFF = 0;
     __device__ static int pos(int i) { return i; }
     __device__ static void piece(const unsigned char* b, int, int* w) {
-#pragma unroll
-        for (int m = 0; m < 8; ++m) w[m] = qd_word(b + 2 + 4 * m);
+        qd_words<8>(b + 2, reinterpret_cast<u32*>(w));
     }
     __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
         return qd_one_scale_value<Q8_0Q>(b, p, a, lo, hi, da);
@@ -77,9 +85,11 @@ struct Q4_0Q {
     static constexpr int BS = 32, TS = 18, OFF = 8;
     __device__ static int pos(int i) { return i; }
     __device__ static void piece(const unsigned char* b, int, int* w) {
+        u32 c[4];
+        qd_words<4>(b + 2, c);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-            const u32 q = (u32)qd_word(b + 2 + 4 * m);
+            const u32 q = c[m];
             w[m] = (int)(q & 0x0f0f0f0fu);
             w[4 + m] = (int)((q >> 4) & 0x0f0f0f0fu);
         }
@@ -96,9 +106,11 @@ struct Q2_0Q {
     static constexpr int BS = 64, TS = 18, OFF = 1;
     __device__ static int pos(int i) { return 4 * (4 * (i / 16) + i % 4) + (i % 16) / 4; }
     __device__ static void piece(const unsigned char* b, int h, int* w) {
+        u32 cw[2];
+        qd_words<2>(b + 2 + 8 * h, cw);
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
-            const u32 c = (u32)qd_word(b + 2 + 8 * h + 4 * g);
+            const u32 c = cw[g];
 #pragma unroll
             for (int s = 0; s < 4; ++s) w[4 * g + s] = (int)((c >> (2 * s)) & 0x03030303u);
         }
@@ -126,9 +138,11 @@ struct IQ4_NLQ {
         return (int)__byte_perm(lo, hi, 0x3210u | ((sel & 0x8888u) >> 1));
     }
     __device__ static void piece(const unsigned char* b, int, int* w) {
+        u32 c[4];
+        qd_words<4>(b + 2, c);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-            const u32 q = (u32)qd_word(b + 2 + 4 * m);
+            const u32 q = c[m];
             w[2 * m] = lookup(q & 0xffffu);
             w[2 * m + 1] = lookup(q >> 16);
         }
@@ -140,25 +154,33 @@ struct IQ4_NLQ {
 
 // Q4_K: blocks of 256 in 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles;
 // piece p's codes are the nibbles (p odd: high) of bytes 32·(p/2) .. + 31 of the nibbles, in element
-// order, with a scale sc and a min m: v = fma((d·sc)·da, Σ w·q, −(((dmin·m)·da)·Σ q)).
+// order, with a scale sc and a min m: v = fma((d·sc)·da, Σ w·q, −(((dmin·m)·da)·Σ q)). A row is a whole
+// number of 144-byte blocks from a 16-byte aligned start, so each block is 16-byte aligned: the header
+// and the piece's 32 bytes of nibbles are three 16-byte loads.
 struct Q4_KQ {
     static constexpr int BS = 256, TS = 144;
     __device__ static int pos(int i) { return i; }
     __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
-        const unsigned char* sc = b + 4;
+        const uint4 h = *reinterpret_cast<const uint4*>(b);
+        const uint4* n = reinterpret_cast<const uint4*>(b + 16 + 32 * (p / 2));
+        const uint4 n0 = n[0], n1 = n[1];
+        // Scale bytes sc[0..11] are h.y, h.z, h.w; byte q of a word by a shift.
+        const unsigned q8 = 8u * (unsigned)(p % 4);
+        const u32 s0 = (h.y >> q8) & 0xffu, s4 = (h.z >> q8) & 0xffu, s8 = (h.w >> q8) & 0xffu;
         int s, m;
         if (p < 4) {
-            s = sc[p] & 63;
-            m = sc[p + 4] & 63;
+            s = (int)(s0 & 63);  // sc[p]
+            m = (int)(s4 & 63);  // sc[p + 4]
         } else {
-            s = (sc[p + 4] & 0xf) | ((sc[p - 4] >> 6) << 4);
-            m = (sc[p + 4] >> 4) | ((sc[p] >> 6) << 4);
+            s = (int)((s8 & 0xf) | ((s0 >> 6) << 4));  // sc[p + 4], sc[p − 4]
+            m = (int)((s8 >> 4) | ((s4 >> 6) << 4));   // sc[p + 4], sc[p]
         }
         const unsigned shift = 4 * (p % 2);
+        const u32 c[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
         int S = 0;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) S = __dp4a((int)(((u32)qd_word(b + 16 + 32 * (p / 2) + 4 * k) >> shift) & 0x0f0f0f0fu), a[k], S);
-        const float d = f16_bits_to_f32(u16_at(b)), dmin = f16_bits_to_f32(u16_at(b + 2));
+        for (int k = 0; k < 8; ++k) S = __dp4a((int)((c[k] >> shift) & 0x0f0f0f0fu), a[k], S);
+        const float d = f16_bits_to_f32((unsigned short)(h.x & 0xffffu)), dmin = f16_bits_to_f32((unsigned short)(h.x >> 16));
         const float x = __fmul_rn(__fmul_rn(d, (float)s), da), y = __fmul_rn(__fmul_rn(dmin, (float)m), da);
         return __fmaf_rn(x, (float)S, -__fmul_rn(y, (float)(lo + hi)));
     }
@@ -176,14 +198,17 @@ struct Q6_KQ {
         const int n = p / 4, k = p % 4;
         const unsigned char *ql = b + 64 * n + 32 * (k % 2), *qh = b + 128 + 32 * n;
         const unsigned ls = 4 * (k / 2), hs = 2 * k;
+        u32 L[8], H[8];
+        qd_words<8>(ql, L);
+        qd_words<8>(qh, H);
         int S[2] = {0, 0};
 #pragma unroll
         for (int m = 0; m < 8; ++m) {
-            const u32 q = (((u32)qd_word(ql + 4 * m) >> ls) & 0x0f0f0f0fu) | ((((u32)qd_word(qh + 4 * m) >> hs) & 0x03030303u) << 4);
+            const u32 q = ((L[m] >> ls) & 0x0f0f0f0fu) | (((H[m] >> hs) & 0x03030303u) << 4);
             S[m / 4] = __dp4a((int)q, a[m], S[m / 4]);
         }
-        const signed char* sc = reinterpret_cast<const signed char*>(b + 192 + 8 * n + 2 * k);
-        const int I = (int)sc[0] * (S[0] - 32 * lo) + (int)sc[1] * (S[1] - 32 * hi);
+        const unsigned short sc = u16_at(b + 192 + 8 * n + 2 * k);  // the two int8 scales, one load
+        const int I = (int)(signed char)(sc & 0xff) * (S[0] - 32 * lo) + (int)(signed char)(sc >> 8) * (S[1] - 32 * hi);
         return __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b + 208)), da), (float)I);
     }
 };

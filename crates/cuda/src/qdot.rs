@@ -6,7 +6,7 @@
 use cudarc::driver::LaunchConfig;
 use strata_gguf::GgmlType;
 
-use crate::buf::{launch, Arg};
+use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
 use crate::matvec::{Gather, MatrixGpu};
@@ -20,6 +20,39 @@ const WARPS: u32 = 8;
 const COMBINE_ROWS: usize = 8;
 /// Shared memory a piece of 32 inputs takes: 32 codes, the scale and the codes' sums over its halves.
 const PIECE_BYTES: usize = 44;
+
+/// Whether each product's input is quantized once, by a kernel of its own before it (the `_g` kernels read
+/// those pieces from global memory): the default, +6.8% at depth 1,024 on the H200
+/// (bench/results/2026-12-01-h200-speed-12/). `STRATA_QDOT_ONCE=0`: every block of the product quantizes
+/// the inputs it needs into its shared memory. The same codes, sums and bits either way.
+pub fn once() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_QDOT_ONCE").map_or(true, |v| v != "0"))
+}
+
+/// Where a product's input vectors lie: vector v at `x + (v / kd)·tok + (v % kd)·slot` (floats).
+#[derive(Clone, Copy)]
+pub struct Src {
+    pub x: u64,
+    pub tok: usize,
+    pub slot: usize,
+    pub kd: usize,
+}
+
+/// The `n` input vectors of `cols` values at `src` quantized once (qdot.cu's `_quantize`, the layout of
+/// `ty`'s products): a buffer of 44 bytes a piece for the `_g` kernels.
+fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<Buf<i32>, CudaError> {
+    let pieces = n * cols / 32;
+    let q = Buf::<i32>::uninit(gpu, pieces * PIECE_BYTES / 4)?;
+    let name = name(ty, "_quantize");
+    let f = gpu.function("qdot.cu", SRC, name)?;
+    // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a block of 256 threads.
+    let cfg = LaunchConfig { grid_dim: (pieces.div_ceil(128) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [Arg::Ptr(src.x), i(src.tok), i(src.slot), i(src.kd), i(n), i(cols / 32), Arg::Ptr(q.ptr(gpu))];
+    launch(gpu, &f, name, cfg, &args)?;
+    Ok(q)
+}
 
 /// Whether products over `ty` take the § qdot kernels.
 pub fn uses(ty: GgmlType) -> bool {
@@ -92,16 +125,18 @@ pub fn dense(
     (y, second): (u64, Option<(&MatrixGpu, u64)>),
     t: usize,
 ) -> Result<(), CudaError> {
-    let name = name(w.ty, if t == 1 { "_one" } else { "" });
+    let g = once();
+    let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
+    let q = g.then(|| quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)).transpose()?;
     let z = if second.is_some() { 2 } else { 1 };
     let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
-    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, t, w.cols)?;
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, if g { 0 } else { t }, w.cols)?;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
     let args = [
         Arg::Ptr(w.ptr(gpu)),
-        Arg::Ptr(x),
+        Arg::Ptr(q.as_ref().map_or(x, |q| q.ptr(gpu))),
         Arg::Ptr(y),
         i(w.rows),
         i(w.cols),
@@ -113,24 +148,74 @@ pub fn dense(
     launch(gpu, &f, name, cfg, &args)
 }
 
+/// Where a gather kernel's arguments hold its input, k, and the input's token and slot strides.
+struct GatherArgs {
+    x: usize,
+    k: usize,
+    tok: usize,
+    slot: usize,
+}
+
+/// matvec.rs `gather_args` (the plain and fused down gathers).
+const GATHER: GatherArgs = GatherArgs { x: 1, k: 6, tok: 9, slot: 10 };
+/// matvec.rs `matvec_gather_glu`'s arguments.
+const GLU: GatherArgs = GatherArgs { x: 2, k: 7, tok: 11, slot: 12 };
+
+/// With [`once`], a gather's inputs quantized before it, its arguments pointed at them: one vector a token
+/// where its slots all read the token's input (slot stride 0) and `per_token`, the kernel told so through
+/// the token stride (k slots a vector, else 1); else one a slot. `None` without [`once`].
+fn gather_input(
+    gpu: &Gpu,
+    ty: GgmlType,
+    (args, at): (&mut [Arg], GatherArgs),
+    slots: usize,
+    cols: usize,
+    per_token: bool,
+) -> Result<Option<Buf<i32>>, CudaError> {
+    if !once() {
+        return Ok(None);
+    }
+    let int = |a: Arg| match a {
+        Arg::I32(v) => v as usize,
+        _ => unreachable!("a gather's integer argument"),
+    };
+    let Arg::Ptr(x) = args[at.x] else { unreachable!("a gather's input pointer") };
+    let (k, tok, slot) = (int(args[at.k]), int(args[at.tok]), int(args[at.slot]));
+    let (n, src, vdiv) = if per_token && slot == 0 {
+        (slots / k, Src { x, tok, slot: 0, kd: 1 }, k)
+    } else {
+        (slots, Src { x, tok, slot, kd: k }, 1)
+    };
+    let q = quantize(gpu, ty, src, n, cols)?;
+    args[at.x] = Arg::Ptr(q.ptr(gpu));
+    args[at.tok] = Arg::I32(vdiv as i32);
+    Ok(Some(q))
+}
+
 /// The experts' gathers (matvec.rs `gather_launch`'s arguments: `args` are the kernels' leading ones, then
 /// the second product's matrix, offset and output).
 pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, args: &[Arg]) -> Result<(), CudaError> {
-    let name = name(w.ty, "_gather");
+    let mut args = args.to_vec();
+    let q = gather_input(gpu, w.ty, (&mut args, GATHER), slots, w.cols, true)?;
+    let name = name(w.ty, ["_gather", "_g_gather"][q.is_some() as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, if second { 2 } else { 1 });
-    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, 1, w.cols)?;
-    launch(gpu, &f, name, cfg, args)
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, q.is_none() as usize, w.cols)?;
+    launch(gpu, &f, name, cfg, &args)
 }
 
 /// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments).
 pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg]) -> Result<(), CudaError> {
-    let name = name(w.ty, "_gather_glu");
-    let (f, cfg) = prepare(gpu, name, ((g.rows as u32).div_ceil(WARPS), slots as u32, 1), 32 * WARPS, 1, w.cols)?;
-    launch(gpu, &f, name, cfg, args)
+    let mut args = args.to_vec();
+    let q = gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?;
+    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][q.is_some() as usize]);
+    let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, q.is_none() as usize, w.cols)?;
+    launch(gpu, &f, name, cfg, &args)
 }
 
 /// The experts' down products and the combination (matvec.rs `matvec_gather_combine`'s arguments): a
-/// block of k warps takes COMBINE_ROWS output rows of one token and quantizes its k inputs.
+/// block of k warps takes COMBINE_ROWS output rows of one token and quantizes its k inputs (with
+/// [`once`], reads them: every slot's, quantized before it).
 pub fn gather_combine(
     gpu: &Gpu,
     w: &MatrixGpu,
@@ -138,9 +223,13 @@ pub fn gather_combine(
     (t, k): (usize, usize),
     args: &[Arg],
 ) -> Result<(), CudaError> {
-    let name = name(w.ty, "_gather_combine");
-    let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, k, w.cols)?;
-    launch(gpu, &f, name, cfg, &[args, &[Arg::I32(COMBINE_ROWS as i32)]].concat())
+    let mut args = args.to_vec();
+    let q = gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?;
+    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][q.is_some() as usize]);
+    let vectors = if q.is_some() { 0 } else { k };
+    let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
+    args.push(Arg::I32(COMBINE_ROWS as i32));
+    launch(gpu, &f, name, cfg, &args)
 }
 
 #[cfg(test)]

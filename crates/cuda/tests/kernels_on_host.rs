@@ -51,6 +51,9 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
     return r;
 }
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+    return (unsigned)((((unsigned long long)hi << 32) | lo) >> (s & 31));
+}
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
 struct HostDim3 { unsigned x, y, z; };
@@ -86,7 +89,7 @@ template <typename W> static int decode(const std::vector<unsigned char>& in, in
 // out by Q::pos, the halves' sums), each piece's value by qdot.cuh's Q::value, lane j mod 32's total in
 // piece order, the butterfly.
 template <typename Q>
-static int qdot_rows(const std::vector<unsigned char>& w, const std::vector<unsigned char>& xb, int cols, FILE* out) {
+static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const std::vector<unsigned char>& xb, int cols, FILE* out) {
     const int P = cols / QBLOCK;
     std::vector<int> codes(8 * P), lo(P), hi(P);
     std::vector<float> d(P), x(cols);
@@ -104,7 +107,7 @@ static int qdot_rows(const std::vector<unsigned char>& w, const std::vector<unsi
         }
     }
     const size_t rb = (size_t)(cols / Q::BS) * Q::TS;
-    for (size_t r = 0; (r + 1) * rb <= w.size(); ++r) {
+    for (size_t r = 0; (r + 1) * rb <= wsize; ++r) {
         float lane[WARP] = {};
         for (int j = 0; j < P; ++j) {
             const unsigned char* blk = w.data() + r * rb + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
@@ -127,14 +130,16 @@ int main(int argc, char** argv) {
         const std::string ty = argv[2];
         const int cols = atoi(argv[3]);
         std::vector<unsigned char> w = slurp(argv[4]), x = slurp(argv[5]);
+        const size_t wsize = w.size();
+        w.resize(wsize + 16);  // the device matrix's padding: a piece's last aligned load may reach into it
         FILE* out = fopen(argv[6], "wb");
         int rc = 2;
-        if (ty == "Q8_0") rc = qdot_rows<Q8_0Q>(w, x, cols, out);
-        if (ty == "Q4_0") rc = qdot_rows<Q4_0Q>(w, x, cols, out);
-        if (ty == "Q2_0") rc = qdot_rows<Q2_0Q>(w, x, cols, out);
-        if (ty == "IQ4_NL") rc = qdot_rows<IQ4_NLQ>(w, x, cols, out);
-        if (ty == "Q4_K") rc = qdot_rows<Q4_KQ>(w, x, cols, out);
-        if (ty == "Q6_K") rc = qdot_rows<Q6_KQ>(w, x, cols, out);
+        if (ty == "Q8_0") rc = qdot_rows<Q8_0Q>(w, wsize, x, cols, out);
+        if (ty == "Q4_0") rc = qdot_rows<Q4_0Q>(w, wsize, x, cols, out);
+        if (ty == "Q2_0") rc = qdot_rows<Q2_0Q>(w, wsize, x, cols, out);
+        if (ty == "IQ4_NL") rc = qdot_rows<IQ4_NLQ>(w, wsize, x, cols, out);
+        if (ty == "Q4_K") rc = qdot_rows<Q4_KQ>(w, wsize, x, cols, out);
+        if (ty == "Q6_K") rc = qdot_rows<Q6_KQ>(w, wsize, x, cols, out);
         fclose(out);
         return rc;
     }

@@ -37,11 +37,6 @@ echo "== matvec_parity, STRATA_QDOT_ONCE=0"; STRATA_QDOT_ONCE=0 $bin parity matv
 echo "== moe_parity, STRATA_QDOT_ONCE=0"; STRATA_QDOT_ONCE=0 $bin parity moe_parity; echo "rc=$?"
 echo "== small, 600 tokens, fp16, STRATA_QDOT_ONCE=0"
 STRATA_QDOT_ONCE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
-# The experts' activations quantized by a launch of their own, not by the gate and up launch
-# (STRATA_QDOT_PUBLISH=0): the same bits.
-echo "== moe_parity, STRATA_QDOT_PUBLISH=0"; STRATA_QDOT_PUBLISH=0 $bin parity moe_parity; echo "rc=$?"
-echo "== small, 600 tokens, fp16, STRATA_QDOT_PUBLISH=0"
-STRATA_QDOT_PUBLISH=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The qdot dense kernels' weights asked for before grid_dep_wait (STRATA_DEFINES=QDOT_EARLY=1, opt-in).
 echo "== matvec_parity, QDOT_EARLY=1"; STRATA_DEFINES=QDOT_EARLY=1 $bin parity matvec_parity; echo "rc=$?"
 # The HC split kernels' first weights loaded before grid_dep_wait (STRATA_DEFINES=HC_EARLY=2, opt-in).

@@ -43,49 +43,15 @@ pub struct Src {
 /// `ty`'s products): a buffer of 44 bytes a piece for the `_g` kernels.
 fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<Buf<i32>, CudaError> {
     let pieces = n * cols / 32;
-    let q = Buf::<i32>::uninit(gpu, quantized_bytes(n, cols) / 4)?;
+    let q = Buf::<i32>::uninit(gpu, pieces * PIECE_BYTES / 4)?;
     let name = name(ty, "_quantize");
     let f = gpu.function("qdot.cu", SRC, name)?;
     // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a block of 256 threads.
-    let cfg =
-        LaunchConfig { grid_dim: (pieces.div_ceil(128) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let cfg = LaunchConfig { grid_dim: (pieces.div_ceil(128) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let i = |v: usize| Arg::I32(v as i32);
     let args = [Arg::Ptr(src.x), i(src.tok), i(src.slot), i(src.kd), i(n), i(cols / 32), Arg::Ptr(q.ptr(gpu))];
     launch(gpu, &f, name, cfg, &args)?;
     Ok(q)
-}
-
-/// The order a type's products want the input codes in (qdot.cuh's `Q::pos`): element order, Q2_0's,
-/// IQ4_NL's.
-fn layout(ty: GgmlType) -> u8 {
-    match ty {
-        GgmlType::Q2_0 => 1,
-        GgmlType::IQ4_NL => 2,
-        _ => 0,
-    }
-}
-
-/// Where the experts' gate and up launch also quantizes its output h for the down products
-/// (qdot.cu's `_g_gather_glu_q`): the pieces (44 bytes each, every slot's) and the arrival counts of the
-/// pieces' blocks (zero between launches).
-#[derive(Clone, Copy)]
-pub struct Publish {
-    pub hq: u64,
-    pub done: u64,
-}
-
-/// Whether gate and up products over `gate` can hand their output quantized to down products over `down`
-/// of `f` columns: inputs quantized once, both § qdot types wanting the codes in one order, whole pieces;
-/// and not turned off (`STRATA_QDOT_PUBLISH=0`: h quantized by a launch of its own, as other inputs are).
-pub fn can_publish(gate: GgmlType, down: GgmlType, f: usize) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_QDOT_PUBLISH").map_or(true, |v| v != "0"));
-    on && once() && uses(gate) && uses(down) && layout(gate) == layout(down) && f.is_multiple_of(32)
-}
-
-/// Bytes of the quantized inputs of `n` vectors of `cols` values.
-pub fn quantized_bytes(n: usize, cols: usize) -> usize {
-    n * cols / 32 * PIECE_BYTES
 }
 
 /// Whether products over `ty` take the § qdot kernels.
@@ -237,33 +203,11 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
     launch(gpu, &f, name, cfg, &args)
 }
 
-/// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments), and
-/// with `publish` (made where [`can_publish`] holds) h quantized too.
-pub fn gather_glu(
-    gpu: &Gpu,
-    w: &MatrixGpu,
-    g: Gather,
-    slots: usize,
-    args: &[Arg],
-    publish: Option<Publish>,
-) -> Result<(), CudaError> {
+/// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments).
+pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg]) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let q = gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?;
-    let kind = match (&q, publish) {
-        (None, None) => "_gather_glu",
-        (Some(_), None) => "_g_gather_glu",
-        (Some(_), Some(p)) if g.rows.is_multiple_of(32) => {
-            args.extend([Arg::Ptr(p.hq), Arg::Ptr(p.done)]);
-            "_g_gather_glu_q"
-        }
-        _ => {
-            return Err(CudaError::Shape(format!(
-                "gate and up products of {} rows cannot quantize their output",
-                g.rows
-            )))
-        }
-    };
-    let name = name(w.ty, kind);
+    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][q.is_some() as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, q.is_none() as usize, w.cols)?;
     launch(gpu, &f, name, cfg, &args)
@@ -278,22 +222,12 @@ pub fn gather_combine(
     g: Gather,
     (t, k): (usize, usize),
     args: &[Arg],
-    xq: Option<&Buf<i32>>,
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let q = match xq {
-        Some(xq) if once() => {
-            args[GATHER.x] = Arg::Ptr(xq.ptr(gpu));
-            None
-        }
-        Some(_) => return Err(CudaError::Shape("quantized down inputs without STRATA_QDOT_ONCE".into())),
-        None => gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?,
-    };
-    let g_kernel = q.is_some() || xq.is_some();
-    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
-    let vectors = if g_kernel { 0 } else { k };
-    let (f, cfg) =
-        prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
+    let q = gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?;
+    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][q.is_some() as usize]);
+    let vectors = if q.is_some() { 0 } else { k };
+    let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
     args.push(Arg::I32(COMBINE_ROWS as i32));
     launch(gpu, &f, name, cfg, &args)
 }

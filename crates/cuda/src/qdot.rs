@@ -47,7 +47,8 @@ fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<
     let name = name(ty, "_quantize");
     let f = gpu.function("qdot.cu", SRC, name)?;
     // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a block of 256 threads.
-    let cfg = LaunchConfig { grid_dim: (pieces.div_ceil(128) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let cfg =
+        LaunchConfig { grid_dim: (pieces.div_ceil(128) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let i = |v: usize| Arg::I32(v as i32);
     let args = [Arg::Ptr(src.x), i(src.tok), i(src.slot), i(src.kd), i(n), i(cols / 32), Arg::Ptr(q.ptr(gpu))];
     launch(gpu, &f, name, cfg, &args)?;
@@ -227,7 +228,8 @@ pub fn gather_combine(
     let q = gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?;
     let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][q.is_some() as usize]);
     let vectors = if q.is_some() { 0 } else { k };
-    let (f, cfg) = prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
+    let (f, cfg) =
+        prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
     args.push(Arg::I32(COMBINE_ROWS as i32));
     launch(gpu, &f, name, cfg, &args)
 }

@@ -97,7 +97,8 @@ fn matvec(reps: usize) -> Result<()> {
         } else {
             format!("{} × {}", r.rows, r.cols)
         };
-        let times: String = r.us.iter().map(|us| format!(" {us:.2} |")).collect();
+        let times: String =
+            r.us.iter().map(|us| if us.is_nan() { " — |".to_string() } else { format!(" {us:.2} |") }).collect();
         println!(
             "| {} | {} | {shape} | {:.2} |{times} {floor:.2} | {:.1} | {:.0} | {} |",
             r.what,

@@ -216,7 +216,8 @@ pub struct MatvecRow {
     pub slots: usize,
     /// Weight bytes one call reads.
     pub bytes: usize,
-    /// µs per call at T = 1 in each layout of `Layout::ALL` (cold: weight sets rotated).
+    /// µs per call at T = 1 in each layout of `Layout::ALL` (cold: weight sets rotated); NaN for a layout
+    /// not timed (the § qdot types have one kernel, timed in the first column).
     pub us: [f64; crate::matvec::Layout::ALL.len()],
     /// Whether every layout wrote the block layout's bits.
     pub same: bool,
@@ -278,8 +279,11 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
                 matvec_with(gpu, layout, w, &x, y, 1)
             }
         };
-        let mut us = [0f64; Layout::ALL.len()];
-        for (k, layout) in Layout::ALL.into_iter().enumerate() {
+        // The § qdot types take one kernel whatever the layout asked for: timed once, the other columns
+        // NaN (printed as a dash).
+        let timed = if crate::qdot::uses(ty) { 1 } else { Layout::ALL.len() };
+        let mut us = [f64::NAN; Layout::ALL.len()];
+        for (k, layout) in Layout::ALL.into_iter().enumerate().take(timed) {
             let i = std::cell::Cell::new(0usize);
             us[k] = time_calls(gpu, reps, &|| {
                 i.set(i.get() + 1);
@@ -291,7 +295,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
         let bits =
             |y: &Buf<f32>| -> Result<Vec<u32>, CudaError> { Ok(y.read(gpu, n)?.iter().map(|v| v.to_bits()).collect()) };
         let reference = bits(&ys[0])?;
-        let same = ys[1..].iter().map(bits).collect::<Result<Vec<_>, _>>()?.iter().all(|b| *b == reference);
+        let same = ys[1..timed].iter().map(bits).collect::<Result<Vec<_>, _>>()?.iter().all(|b| *b == reference);
         out.push(MatvecRow { what, ty, rows, cols, slots, bytes, us, same });
     }
     Ok(out)

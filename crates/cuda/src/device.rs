@@ -246,3 +246,12 @@ fn cache_dir() -> Option<PathBuf> {
 pub(crate) fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
+
+/// A kernel's name from its parts (base, kind, layout suffix), made once and kept for the process: a step
+/// launches hundreds of kernels, and the launches and the graphs' records keep names as `&'static str`.
+pub(crate) fn kernel_name(parts: [&'static str; 3]) -> &'static str {
+    type Names = std::collections::HashMap<[&'static str; 3], &'static str>;
+    static NAMES: std::sync::Mutex<Option<Names>> = std::sync::Mutex::new(None);
+    let mut names = NAMES.lock().expect("kernel names lock");
+    names.get_or_insert_with(Names::new).entry(parts).or_insert_with(|| Box::leak(parts.concat().into_boxed_str()))
+}

@@ -225,14 +225,7 @@ pub const TYPES: [GgmlType; 16] = [
 /// The name of a type's kernel of one kind (`""` the dense products, `"_gather"` the experts') in a
 /// layout: made once and kept, since a step launches ~600 of them.
 fn kernel_name(ty: GgmlType, kind: &'static str, layout: Layout) -> &'static str {
-    type Names = std::collections::HashMap<(GgmlType, &'static str, &'static str), &'static str>;
-    static NAMES: std::sync::Mutex<Option<Names>> = std::sync::Mutex::new(None);
-    let mut names = NAMES.lock().expect("kernel names lock");
-    let key = (ty, kind, layout.suffix());
-    names.get_or_insert_with(Names::new).entry(key).or_insert_with(|| {
-        let base = kernel(ty).expect("checked at upload");
-        Box::leak(format!("{base}{kind}{}", layout.suffix()).into_boxed_str())
-    })
+    crate::device::kernel_name([kernel(ty).expect("checked at upload"), kind, layout.suffix()])
 }
 
 /// The kernel for a weight type, or `None` where there is none yet.

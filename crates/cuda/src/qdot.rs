@@ -72,15 +72,9 @@ fn base(ty: GgmlType) -> &'static str {
     }
 }
 
-/// A kernel's name, made once and kept (a step launches hundreds).
+/// A kernel's name (`device::kernel_name`).
 fn name(ty: GgmlType, kind: &'static str) -> &'static str {
-    type Names = std::collections::HashMap<(GgmlType, &'static str), &'static str>;
-    static NAMES: std::sync::Mutex<Option<Names>> = std::sync::Mutex::new(None);
-    let mut names = NAMES.lock().expect("kernel names lock");
-    names
-        .get_or_insert_with(Names::new)
-        .entry((ty, kind))
-        .or_insert_with(|| Box::leak(format!("{}{kind}", base(ty)).into_boxed_str()))
+    crate::device::kernel_name([base(ty), kind, ""])
 }
 
 /// The kernel and its launch shape: `vectors` quantized inputs of `cols` values in shared memory, allowed

@@ -300,6 +300,58 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     }
 }
 
+// The experts' down products and the combination as qdot_gather_combine_rows, each warp quantizing its
+// slot's input itself, in registers (`_gather_combine_w`, STRATA_QDOT_WARP=1; inputs of at most 32
+// pieces): lane j takes piece j (qd_piece: the same codes as the block's or the _quantize kernel's) and
+// keeps it for every row, so no shared memory, no barrier before the dots and no launch before this one.
+// Each row's sum is qd_row's: lane j's total is +0 plus its one piece, lanes past the last piece hold +0,
+// then the butterfly.
+template <typename Q>
+__device__ void qdot_gather_combine_w_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                                           float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
+                                           int k, int stride, int offset, int x_tok, int x_slot,
+                                           const float* __restrict__ weights, const float* __restrict__ shared,
+                                           const float* __restrict__ sgate, int rpb) {
+    __shared__ float e[WARP][QD_COMBINE_ROWS];
+    const int s = threadIdx.x / WARP, lane = threadIdx.x % WARP, t = blockIdx.y, row = blockIdx.x * rpb;
+    const int nv = min(rpb, rows - row);
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    if (s < k) {
+        const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
+        if (nv > 0) prefetch_l2(r, nv * row_bytes, lane, WARP);
+        const bool mine = lane < cols / QBLOCK;
+        QPiece p = {};
+        if (mine) {
+            const float4* src = reinterpret_cast<const float4*>(x + (size_t)t * x_tok + (size_t)s * x_slot) + 8 * lane;
+            float v[QBLOCK];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float4 f = src[i];
+                v[4 * i] = f.x;
+                v[4 * i + 1] = f.y;
+                v[4 * i + 2] = f.z;
+                v[4 * i + 3] = f.w;
+            }
+            p = qd_piece<Q>(v);
+        }
+        const unsigned char* b = r + (size_t)(QBLOCK * lane / Q::BS) * Q::TS;
+        const int pb = QBLOCK * lane % Q::BS / QBLOCK;
+#pragma unroll 2
+        for (int i = 0; i < nv; ++i) {
+            const float v = mine ? __fadd_rn(0.0f, Q::value(b + (size_t)i * row_bytes, pb, p.a, p.lo, p.hi, p.d)) : 0.0f;
+            const float sum = warp_butterfly(v);
+            if (lane == 0) e[s][i] = sum;
+        }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < nv; d += blockDim.x) {
+        const size_t i = (size_t)t * rows + row + d;
+        float o = 0.0f;
+        for (int q = 0; q < k; ++q) o = __fmaf_rn(weights[t * k + q], e[q][d], o);
+        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], o);
+    }
+}
+
 // The inputs quantized once for the _g kernels: pieces of the n vectors at x (vector v at
 // x + (v / kd)·tok + (v % kd)·slot, P pieces each) into q (44 bytes a piece, QIn's layout), a block
 // QD_ROUNDS pieces a group of 8 lanes.
@@ -356,6 +408,15 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
 #define QDOT(NAME, Q)                                                                                         \
     QDOT_KERNELS(NAME, Q, false)                                                                              \
     QDOT_KERNELS(NAME##_g, Q, true)                                                                           \
+    extern "C" __global__ void NAME##_gather_combine_w(const unsigned char* w, const float* __restrict__ x,   \
+                                                       float* y, int rows, int cols, const int* ids, int k,   \
+                                                       int stride, int offset, int x_tok, int x_slot,         \
+                                                       const float* weights, const float* shared,             \
+                                                       const float* sgate, int rpb) {                         \
+        grid_dep_wait();                                                                                      \
+        qdot_gather_combine_w_rows<Q>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights,    \
+                                      shared, sgate, rpb);                                                    \
+    }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \
         qdot_quantize_pieces<Q>(x, tok, slot, kd, n, P, out);                                                 \

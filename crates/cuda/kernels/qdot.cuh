@@ -28,6 +28,35 @@ __device__ __forceinline__ float qd_scale(float amax, float* d) {
     return amax == 0.0f ? 0.0f : __fdiv_rn(QMAX, amax);
 }
 
+// One piece of the input quantized by one thread, in registers (ops/qdot.rs quantize_input): the same
+// amax (maxima are exact in any order), scale, codes laid out by Q::pos, and the sums of the codes over
+// elements 0..15 and 16..31 as qdot.cu's qd_quantize makes with 8 lanes.
+struct QPiece {
+    int a[8];
+    int lo, hi;
+    float d;
+};
+template <typename Q>
+__device__ __forceinline__ QPiece qd_piece(const float* e) {
+    QPiece p;
+    float amax = 0.0f;  // from +0; a NaN is passed over
+#pragma unroll
+    for (int i = 0; i < QBLOCK; ++i) amax = fmaxf(amax, fabsf(e[i]));
+    const float id = qd_scale(amax, &p.d);
+    u32 w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    p.lo = p.hi = 0;
+#pragma unroll
+    for (int i = 0; i < QBLOCK; ++i) {
+        const int c = qd_code(__fmul_rn(e[i], id)), b = Q::pos(i);  // b is known when compiled
+        w[b / 4] |= ((u32)c & 0xffu) << (8 * (b % 4));
+        if (i < 16) p.lo += c;
+        else p.hi += c;
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) p.a[m] = (int)w[m];
+    return p;
+}
+
 // N words of 4 bytes from p, an even address (blocks are 2-byte aligned): the N + 1 aligned words
 // around them loaded, each word then cut out by a funnel shift (a 32-bit load a word, not two 16-bit
 // ones). When p is 4-aligned the last load is not needed; it stays inside the matrix's buffer, which

@@ -30,6 +30,14 @@ pub fn once() -> bool {
     *ON.get_or_init(|| std::env::var("STRATA_QDOT_ONCE").map_or(true, |v| v != "0"))
 }
 
+/// Whether the experts' down products and combination over inputs of `cols` values have each warp
+/// quantize its slot's input in registers (`_gather_combine_w`: lane j piece j, so at most 32 pieces),
+/// with no launch before them (`STRATA_QDOT_WARP=1`; off until timed on a card). The same bits.
+fn warp_quantized(cols: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_QDOT_WARP").is_ok_and(|v| v == "1")) && cols <= 32 * 32
+}
+
 /// Where a product's input vectors lie: vector v at `x + (v / kd)·tok + (v % kd)·slot` (floats).
 #[derive(Clone, Copy)]
 pub struct Src {
@@ -219,12 +227,17 @@ pub fn gather_combine(
     args: &[Arg],
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
+    args.push(Arg::I32(COMBINE_ROWS as i32));
+    let grid = (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1);
+    if warp_quantized(w.cols) {
+        let name = name(w.ty, "_gather_combine_w");
+        let (f, cfg) = prepare(gpu, name, grid, 32 * k as u32, 0, w.cols)?;
+        return launch(gpu, &f, name, cfg, &args);
+    }
     let q = gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?;
     let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][q.is_some() as usize]);
     let vectors = if q.is_some() { 0 } else { k };
-    let (f, cfg) =
-        prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
-    args.push(Arg::I32(COMBINE_ROWS as i32));
+    let (f, cfg) = prepare(gpu, name, grid, 32 * k as u32, vectors, w.cols)?;
     launch(gpu, &f, name, cfg, &args)
 }
 

@@ -38,6 +38,53 @@ fn warp_quantized(cols: usize) -> bool {
     *ON.get_or_init(|| std::env::var("STRATA_QDOT_WARP").is_ok_and(|v| v == "1")) && cols <= 32 * 32
 }
 
+/// Whether the router's product over `router` rows and the quantization of the experts' input for their
+/// `experts` products go in one launch ([`router_quantize`]; `STRATA_ROUTER_QUANTIZE=1`, off until timed
+/// on a card): F32 or BF16 router rows, § qdot experts whose inputs are quantized once. The same bits.
+pub fn can_router_quantize(router: GgmlType, experts: GgmlType) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_ROUTER_QUANTIZE").is_ok_and(|v| v == "1"));
+    on && once() && uses(experts) && matches!(router, GgmlType::F32 | GgmlType::BF16)
+}
+
+/// The router's logits (`logits[t·E + e]`) and the t inputs at `x` quantized for `ty`'s products, in one
+/// launch (qdot.cu's `_router`): the quantized inputs, for [`gather_glu`].
+pub fn router_quantize(
+    gpu: &Gpu,
+    router: &MatrixGpu,
+    x: &Buf<f32>,
+    logits: &Buf<f32>,
+    t: usize,
+    ty: GgmlType,
+) -> Result<Buf<i32>, CudaError> {
+    let n = router.cols;
+    let kind = match router.ty {
+        GgmlType::F32 => 1,
+        GgmlType::BF16 => 2,
+        other => return Err(CudaError::Shape(format!("a router of {other} rows is not fused with the quantization"))),
+    };
+    let q = Buf::<i32>::uninit(gpu, quantized_bytes(t, n) / 4)?;
+    // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a quantizing block; then a warp a router row.
+    let qb = (t * n / 32).div_ceil(128);
+    let grid = (qb + router.rows.div_ceil(WARPS as usize)) as u32;
+    let name = name(ty, "_router");
+    let (f, cfg) = prepare(gpu, name, (grid, 1, 1), 32 * WARPS, 0, n)?;
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [
+        Arg::Ptr(router.ptr(gpu)),
+        i(kind),
+        Arg::Ptr(x.ptr(gpu)),
+        Arg::Ptr(logits.ptr(gpu)),
+        i(router.rows),
+        i(n),
+        i(t),
+        i(qb),
+        Arg::Ptr(q.ptr(gpu)),
+    ];
+    launch(gpu, &f, name, cfg, &args)?;
+    Ok(q)
+}
+
 /// Where a product's input vectors lie: vector v at `x + (v / kd)·tok + (v % kd)·slot` (floats).
 #[derive(Clone, Copy)]
 pub struct Src {
@@ -51,7 +98,7 @@ pub struct Src {
 /// `ty`'s products): a buffer of 44 bytes a piece for the `_g` kernels.
 fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<Buf<i32>, CudaError> {
     let pieces = n * cols / 32;
-    let q = Buf::<i32>::uninit(gpu, pieces * PIECE_BYTES / 4)?;
+    let q = Buf::<i32>::uninit(gpu, quantized_bytes(n, cols) / 4)?;
     let name = name(ty, "_quantize");
     let f = gpu.function("qdot.cu", SRC, name)?;
     // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a block of 256 threads.
@@ -61,6 +108,11 @@ fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<
     let args = [Arg::Ptr(src.x), i(src.tok), i(src.slot), i(src.kd), i(n), i(cols / 32), Arg::Ptr(q.ptr(gpu))];
     launch(gpu, &f, name, cfg, &args)?;
     Ok(q)
+}
+
+/// Bytes of `n` quantized input vectors of `cols` values (44 a piece of 32).
+fn quantized_bytes(n: usize, cols: usize) -> usize {
+    n * cols / 32 * PIECE_BYTES
 }
 
 /// Whether products over `ty` take the § qdot kernels.
@@ -206,13 +258,31 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
     launch(gpu, &f, name, cfg, &args)
 }
 
-/// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments).
-pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg]) -> Result<(), CudaError> {
+/// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments); `xq`:
+/// each token's input already quantized ([`router_quantize`]).
+pub fn gather_glu(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    g: Gather,
+    slots: usize,
+    args: &[Arg],
+    xq: Option<&Buf<i32>>,
+) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let q = gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?;
-    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][q.is_some() as usize]);
+    let q = match xq {
+        Some(xq) if once() => {
+            // One quantized vector a token: the kernel reads vector ts / k for slot ts (the token stride).
+            args[GLU.x] = Arg::Ptr(xq.ptr(gpu));
+            args[GLU.tok] = args[GLU.k];
+            None
+        }
+        Some(_) => return Err(CudaError::Shape("a quantized input without STRATA_QDOT_ONCE".into())),
+        None => gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?,
+    };
+    let g_kernel = q.is_some() || xq.is_some();
+    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
-    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, q.is_none() as usize, w.cols)?;
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, (!g_kernel) as usize, w.cols)?;
     launch(gpu, &f, name, cfg, &args)
 }
 

@@ -254,6 +254,20 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
     if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
 }
 
+// The MoE combination of a block's nv output rows (from row) of token t, once every slot's outputs are in
+// e[slot][d]: y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
+// fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine.
+__device__ __forceinline__ void qd_combine(const float (*e)[QD_COMBINE_ROWS], int nv, int t, int k, int row, int rows,
+                                           const float* __restrict__ weights, const float* __restrict__ shared,
+                                           const float* __restrict__ sgate, float* __restrict__ y) {
+    for (int d = threadIdx.x; d < nv; d += blockDim.x) {
+        const size_t i = (size_t)t * rows + row + d;
+        float o = 0.0f;
+        for (int p = 0; p < k; ++p) o = __fmaf_rn(weights[t * k + p], e[p][d], o);
+        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], o);
+    }
+}
+
 // The experts' down products and the MoE combination (matvec.cu's _gather_combine): a block of k warps
 // takes rpb ≤ QD_COMBINE_ROWS output rows of token t = blockIdx.y; warp s makes slot s's rows into shared
 // memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
@@ -292,12 +306,7 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
         }
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < nv; d += blockDim.x) {
-        const size_t i = (size_t)t * rows + row + d;
-        float o = 0.0f;
-        for (int p = 0; p < k; ++p) o = __fmaf_rn(weights[t * k + p], e[p][d], o);
-        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], o);
-    }
+    qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
 }
 
 // The experts' down products and the combination as qdot_gather_combine_rows, each warp quantizing its
@@ -344,12 +353,7 @@ __device__ void qdot_gather_combine_w_rows(const unsigned char* __restrict__ w, 
         }
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < nv; d += blockDim.x) {
-        const size_t i = (size_t)t * rows + row + d;
-        float o = 0.0f;
-        for (int q = 0; q < k; ++q) o = __fmaf_rn(weights[t * k + q], e[q][d], o);
-        y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], o);
-    }
+    qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
 }
 
 // The inputs quantized once for the _g kernels: pieces of the n vectors at x (vector v at

@@ -49,8 +49,12 @@ echo "== matvec_parity, QDOT_EARLY=1"; STRATA_DEFINES=QDOT_EARLY=1 $bin parity m
 # The router's product and the experts' input quantization in one launch (STRATA_ROUTER_QUANTIZE=1,
 # opt-in until timed): the same bits.
 echo "== moe_parity, STRATA_ROUTER_QUANTIZE=1"; STRATA_ROUTER_QUANTIZE=1 $bin parity moe_parity; echo "rc=$?"
-echo "== small, 600 tokens, fp16, STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1"
-STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
+# The GDN delta kernel quantizing its output for the output product (STRATA_GDN_QUANTIZE=1, opt-in until
+# timed): the same bits.
+echo "== gdn_parity, STRATA_GDN_QUANTIZE=1"; STRATA_GDN_QUANTIZE=1 $bin parity gdn_parity; echo "rc=$?"
+echo "== small, 600 tokens, fp16, STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1 STRATA_GDN_QUANTIZE=1"
+STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1 STRATA_GDN_QUANTIZE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16
+echo "rc=$?"
 # The HC norm's gammas loaded before grid_dep_wait (STRATA_DEFINES=NORM_EARLY=1, opt-in until timed).
 echo "== gr_parity --selftest, NORM_EARLY=1"; STRATA_DEFINES=NORM_EARLY=1 $bin parity gr_parity --selftest; echo "rc=$?"
 echo "== small, 600 tokens, fp16, NORM_EARLY=1"

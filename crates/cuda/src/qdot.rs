@@ -180,9 +180,32 @@ pub fn dense(
     (y, second): (u64, Option<(&MatrixGpu, u64)>),
     t: usize,
 ) -> Result<(), CudaError> {
-    let g = once();
+    if once() {
+        let q = quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)?;
+        return dense_launch(gpu, w, (q.ptr(gpu), true), (y, second), t);
+    }
+    dense_launch(gpu, w, (x, false), (y, second), t)
+}
+
+/// [`dense`] over inputs already quantized for `w`'s type (`xq`: t vectors of `w.cols` values, made by
+/// the kernel that wrote them: gdn.cu's `_q` delta kernels).
+pub fn dense_quantized(gpu: &Gpu, w: &MatrixGpu, xq: &Buf<i32>, y: u64, t: usize) -> Result<(), CudaError> {
+    if xq.len() * 4 < quantized_bytes(t, w.cols) {
+        return Err(CudaError::Shape(format!("{} quantized inputs of {} values in {} words", t, w.cols, xq.len())));
+    }
+    dense_launch(gpu, w, (xq.ptr(gpu), true), (y, None), t)
+}
+
+/// The dense kernel over `x`: floats, or (`quantized`) pieces for the `_g` kernels.
+fn dense_launch(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    (x, quantized): (u64, bool),
+    (y, second): (u64, Option<(&MatrixGpu, u64)>),
+    t: usize,
+) -> Result<(), CudaError> {
+    let g = quantized;
     let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
-    let q = g.then(|| quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)).transpose()?;
     let z = if second.is_some() { 2 } else { 1 };
     let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
@@ -191,7 +214,7 @@ pub fn dense(
     let i = |v: usize| Arg::I32(v as i32);
     let args = [
         Arg::Ptr(w.ptr(gpu)),
-        Arg::Ptr(q.as_ref().map_or(x, |q| q.ptr(gpu))),
+        Arg::Ptr(x),
         Arg::Ptr(y),
         i(w.rows),
         i(w.cols),
@@ -201,6 +224,30 @@ pub fn dense(
         Arg::Ptr(y2),
     ];
     launch(gpu, &f, name, cfg, &args)
+}
+
+/// Whether the GDN delta kernel also quantizes its output for the output product over `out` (gdn.cu's
+/// `_q` kernels; `STRATA_GDN_QUANTIZE=1`, off until timed on a card): a § qdot type that wants the codes in
+/// element order, inputs quantized once, and a head width the register kernels take (32, 64, 128).
+pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_QUANTIZE").is_ok_and(|v| v == "1"));
+    on && once() && uses(out) && layout(out) == 0 && matches!(s, 32 | 64 | 128)
+}
+
+/// The order a type's products want the input codes in (qdot.cuh's `Q::pos`): element order (0), Q2_0's
+/// (1), IQ4_NL's (2).
+fn layout(ty: GgmlType) -> u8 {
+    match ty {
+        GgmlType::Q2_0 => 1,
+        GgmlType::IQ4_NL => 2,
+        _ => 0,
+    }
+}
+
+/// The 32-bit words of `n` quantized vectors of `cols` values, for a buffer the `_q` kernels fill.
+pub fn quantized_words(n: usize, cols: usize) -> usize {
+    quantized_bytes(n, cols) / 4
 }
 
 /// Where a gather kernel's arguments hold its input, k, and the input's token and slot strides.

@@ -63,7 +63,7 @@ pub fn router_quantize(
         GgmlType::BF16 => 2,
         other => return Err(CudaError::Shape(format!("a router of {other} rows is not fused with the quantization"))),
     };
-    let q = Buf::<i32>::uninit(gpu, quantized_bytes(t, n) / 4)?;
+    let q = Buf::<i32>::uninit(gpu, quantized_words(t, n))?;
     // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a quantizing block; then a warp a router row.
     let qb = (t * n / 32).div_ceil(128);
     let grid = (qb + router.rows.div_ceil(WARPS as usize)) as u32;
@@ -87,18 +87,18 @@ pub fn router_quantize(
 
 /// Where a product's input vectors lie: vector v at `x + (v / kd)·tok + (v % kd)·slot` (floats).
 #[derive(Clone, Copy)]
-pub struct Src {
-    pub x: u64,
-    pub tok: usize,
-    pub slot: usize,
-    pub kd: usize,
+struct Src {
+    x: u64,
+    tok: usize,
+    slot: usize,
+    kd: usize,
 }
 
 /// The `n` input vectors of `cols` values at `src` quantized once (qdot.cu's `_quantize`, the layout of
 /// `ty`'s products): a buffer of 44 bytes a piece for the `_g` kernels.
 fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<Buf<i32>, CudaError> {
     let pieces = n * cols / 32;
-    let q = Buf::<i32>::uninit(gpu, quantized_bytes(n, cols) / 4)?;
+    let q = Buf::<i32>::uninit(gpu, quantized_words(n, cols))?;
     let name = name(ty, "_quantize");
     let f = gpu.function("qdot.cu", SRC, name)?;
     // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a block of 256 threads.

@@ -167,13 +167,16 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                          const float* __restrict__ inj_prev, int pending,
                                          const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
+    if (!NORM_EARLY) grid_dep_wait();  // at the top, as before the switch
     extern __shared__ float part[];  // n/8 chunk sums, then rs
     const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
     const size_t base = (size_t)t * hc * n + (size_t)c * n;
     const int nch = n / CHUNK;
     float v[CHUNK], w[CHUNK];
-    if (NORM_EARLY && ch < nch) load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
-    grid_dep_wait();
+    if (NORM_EARLY) {
+        if (ch < nch) load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
+        grid_dep_wait();
+    }
     if (ch < nch) {
         load8_f32(r_in + base + ch * CHUNK, v);
         if (!NORM_EARLY) load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);

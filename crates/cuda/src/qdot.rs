@@ -18,6 +18,9 @@ const WARPS: u32 = 8;
 /// block quantizes its token's k inputs, so more rows a block spread that work; 8 keeps 320 blocks a token
 /// at the full model's 2,560 rows.
 const COMBINE_ROWS: usize = 8;
+/// Pieces a block of 256 threads of the `_quantize` kernel (and the `_router` kernel's quantizing blocks)
+/// takes: QD_ROUNDS (4) a group of 8 lanes.
+const QUANTIZE_BLOCK_PIECES: usize = 128;
 /// Shared memory a piece of 32 inputs takes: 32 codes, the scale and the codes' sums over its halves.
 const PIECE_BYTES: usize = 44;
 
@@ -64,8 +67,8 @@ pub fn router_quantize(
         other => return Err(CudaError::Shape(format!("a router of {other} rows is not fused with the quantization"))),
     };
     let q = Buf::<i32>::uninit(gpu, quantized_words(t, n))?;
-    // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a quantizing block; then a warp a router row.
-    let qb = (t * n / 32).div_ceil(128);
+    // The quantizing blocks first, then a warp a router row.
+    let qb = (t * n / 32).div_ceil(QUANTIZE_BLOCK_PIECES);
     let grid = (qb + router.rows.div_ceil(WARPS as usize)) as u32;
     let name = name(ty, "_router");
     let (f, cfg) = prepare(gpu, name, (grid, 1, 1), 32 * WARPS, 0, n)?;
@@ -101,9 +104,8 @@ fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<
     let q = Buf::<i32>::uninit(gpu, quantized_words(n, cols))?;
     let name = name(ty, "_quantize");
     let f = gpu.function("qdot.cu", SRC, name)?;
-    // QD_ROUNDS (4) pieces a group of 8 lanes: 128 pieces a block of 256 threads.
-    let cfg =
-        LaunchConfig { grid_dim: (pieces.div_ceil(128) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let blocks = pieces.div_ceil(QUANTIZE_BLOCK_PIECES) as u32;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 };
     let i = |v: usize| Arg::I32(v as i32);
     let args = [Arg::Ptr(src.x), i(src.tok), i(src.slot), i(src.kd), i(n), i(cols / 32), Arg::Ptr(q.ptr(gpu))];
     launch(gpu, &f, name, cfg, &args)?;

@@ -485,6 +485,235 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
 GR_UP_SPLIT(, bf16_t)
 GR_UP_SPLIT(_f32, float)
 
+// ---- The one-launch read (STRATA_HC_SPLIT=3, or the start-up choice): the split kernels' three stages in
+// one launch, apart by two grid-wide barriers, so a read pays one launch and not three. The sums are the
+// split kernels' own, in their order: the same bits.
+// - Before grid_dep_wait, while the kernel before still runs, each block starts copying its weights (no
+//   kernel writes them) into shared memory (cp.async on sm_80+): its row of W_down and its outputs' rows
+//   of W_up. The stages after meet them on chip.
+// - The norm: block b < hc·T takes (stream, token) b; the down rows: block b takes row b; the up
+//   outputs: block b takes [b·dper, b·dper + dper).
+// - A barrier waits for every block of the grid, so every block must be resident at once: the host sizes
+//   the grid by the card's occupancy and uses the three launches where the read does not fit. The next
+//   kernel cannot take a block's place first: it is launched only once every block of this one has passed
+//   grid_dep_wait, that is, has started.
+// Data another block wrote in this launch is read through the L2 (__ldcg), never a stale L1 line.
+
+// Every block of the grid arrives, then all go on. One counter: block 0 adds 2^31 − (blocks − 1), the
+// others 1, so its top bit flips once all have arrived and its low bits are back where they were. Nothing
+// resets it, so a graph replays the kernel as it is.
+__device__ void grid_barrier(unsigned* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        __threadfence();
+        const unsigned old = atomicAdd(bar, add);
+        while (((old ^ *(volatile unsigned*)bar) & 0x80000000u) == 0) {
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void load8_f32_cg(const float* p, float* x) {
+    const float4 a = __ldcg(reinterpret_cast<const float4*>(p)), b = __ldcg(reinterpret_cast<const float4*>(p) + 1);
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+// A chunk of weights copied into shared memory without passing through registers (16 bytes a copy).
+template <typename WT>
+__device__ __forceinline__ void copy_chunk_async(RawChunk<WT>* dst, const WT* src) {
+    constexpr int n = sizeof(RawChunk<WT>) / 16;
+#pragma unroll
+    for (int i = 0; i < n; ++i) copy16_async(reinterpret_cast<uint4*>(dst) + i, reinterpret_cast<const uint4*>(src) + i);
+}
+
+// Chunks of a stream a thread of the norm keeps in registers: n/8 ≤ ONE_NORM_PT · threads (the host checks).
+#define ONE_NORM_PT 2
+
+// gr_norm_split's (stream c, token t) with the block's threads over the chunks: the same chunk sums, the
+// same ordered lanes, the same xn.
+__device__ void one_norm(const float* r_in, float* r_out, const float* y_prev, const float* inj_prev, int pending,
+                         const float* w_norm, float* xn, int n, int hc, int c, int t, float* part) {
+    const size_t base = (size_t)t * hc * n + (size_t)c * n;
+    const int nch = n / CHUNK, tid = threadIdx.x;
+    float v[ONE_NORM_PT][CHUNK], w[ONE_NORM_PT][CHUNK];
+#pragma unroll
+    for (int j = 0; j < ONE_NORM_PT; ++j) {
+        const int ch = tid + j * blockDim.x;
+        if (ch >= nch) continue;
+        load8_f32(r_in + base + ch * CHUNK, v[j]);
+        load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w[j]);
+        if (pending) {
+            const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc)));
+            float yv[CHUNK];
+            load8_f32(y_prev + (size_t)t * n + ch * CHUNK, yv);
+#pragma unroll
+            for (int e = 0; e < CHUNK; ++e) v[j][e] = __fadd_rn(v[j][e], __fmul_rn(yv[e], f));
+        }
+        store8_f32(r_out + base + ch * CHUNK, v[j]);
+        part[ch] = chunk_dot(v[j], v[j]);
+    }
+    __syncthreads();
+    if (tid < WARP) {
+        float acc = 0.0f;
+        for (int k = tid; k < nch; k += WARP) acc = __fadd_rn(acc, part[k]);
+        acc = warp_butterfly(acc);
+        if (tid == 0) part[nch] = s_rsqrt(__fadd_rn(__fdiv_rn(acc, (float)n), 1e-6f));
+    }
+    __syncthreads();
+    const float rs = part[nch];
+#pragma unroll
+    for (int j = 0; j < ONE_NORM_PT; ++j) {
+        const int ch = tid + j * blockDim.x;
+        if (ch >= nch) continue;
+        float x[CHUNK];
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) x[e] = __fmul_rn(__fmul_rn(v[j][e], rs), w[j][e]);
+        store8_f32(xn + base + ch * CHUNK, x);
+    }
+}
+
+// gr_down_split_body's row (all T tokens in one group), the row's weights `w` in shared memory.
+template <typename WT>
+__device__ void one_down_row(const WT* w, const float* xn, float* lo, float* inj, int row, int K, int r, int hc,
+                             int T, float* part) {
+    constexpr int B = DownBatch<WT>::n;
+    const int tid = threadIdx.x, nch = K / CHUNK;
+    // Per token a batch of B chunks of xn is asked of the L2 at once; the weights, already in shared
+    // memory, are read as each dot needs them.
+    for (int c0 = tid; c0 < nch; c0 += B * blockDim.x) {
+#pragma unroll
+        for (int k = 0; k < MAXT; ++k) {
+            if (k >= T) break;
+            float xv[B][CHUNK];
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                const int ch = c0 + b * blockDim.x;
+                if (ch < nch) load8_f32_cg(xn + (size_t)k * K + ch * CHUNK, xv[b]);
+            }
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                const int ch = c0 + b * blockDim.x;
+                if (ch < nch) {
+                    RawChunk<WT> raw;
+                    raw.load(w + ch * CHUNK);
+                    float wv[CHUNK];
+                    raw.get(wv);
+                    part[k * nch + ch] = chunk_dot(wv, xv[b]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    const int k = tid / WARP, lane = tid % WARP;
+    if (k < T) {
+        float acc = 0.0f;
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[k * nch + ch]);
+        acc = warp_butterfly(acc);
+        if (lane == 0) {
+            if (row < r) lo[k * r + row] = s_silu(__fdiv_rn(acc, (float)hc));
+            else inj[k * hc + (row - r)] = acc;
+        }
+    }
+}
+
+// gr_up_split_body's outputs [d0, d0 + dn), their weights already in shared memory (`upw`, task order:
+// task k is chunk k % (r/8) of row k / (r/8), row = c·dn + dd for output d0 + dd of stream c).
+template <typename WT>
+__device__ void one_up(const RawChunk<WT>* upw, const float* lo, const float* xn, float* mixed, int d0, int dn, int r,
+                       int n, int hc, int T, float* sm) {
+    const int tid = threadIdx.x, nch = r / CHUNK, rows = dn * hc, tasks = rows * nch;
+    float* slo = sm;                   // [T][r]
+    float* part = sm + T * r;          // [rows][T][nch]
+    float* g = part + rows * T * nch;  // [rows][T]
+    for (int i = tid; i < T * r / 4; i += blockDim.x)
+        reinterpret_cast<float4*>(slo)[i] = __ldcg(reinterpret_cast<const float4*>(lo) + i);
+    copy_wait<0>();
+    __syncthreads();  // lo staged, and every thread's copies of the weights landed
+    for (int k = tid; k < tasks; k += blockDim.x) {
+        const int row = k / nch, ch = k % nch;
+        float wv[CHUNK];
+        upw[k].get(wv);
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                float xv[CHUNK];
+                load8_f32(slo + t * r + ch * CHUNK, xv);
+                part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
+            }
+        }
+    }
+    __syncthreads();
+    const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
+    for (int p = warp; p < rows * T; p += warps) {
+        const float* q = part + p * nch;
+        float acc = 0.0f;
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, q[ch]);
+        acc = warp_butterfly(acc);
+        if (lane == 0) g[p] = acc;
+    }
+    __syncthreads();
+    for (int p = tid; p < dn * T; p += blockDim.x) {
+        const int dd = p % dn, t = p / dn, d = d0 + dd;
+        float s = 0.0f;
+        for (int c = 0; c < hc; ++c) {
+            const float x = __ldcg(xn + (size_t)t * hc * n + (size_t)c * n + d);
+            const float term = __fmul_rn(x, s_sigmoid(g[(c * dn + dd) * T + t]));
+            s = c == 0 ? term : __fadd_rn(s, term);
+        }
+        mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
+    }
+}
+
+// Shared memory: the block's row of W_down / W_inject (K values), its outputs' up weights (dper·hc·r/8
+// chunks), then the stages' floats (the host sizes all three). The grid has a block per down row at least.
+template <typename WT>
+__device__ void gr_read_one_body(const float* r_in, float* r_out, const float* y_prev, const float* inj_prev,
+                                 int pending, const float* w_norm, float* xn, const WT* w_down, const WT* w_inj,
+                                 float* lo, float* inj, const WT* w_up, float* mixed, int n, int hc, int r, int n_inj,
+                                 int T, int dper, unsigned* bar) {
+    extern __shared__ __align__(16) unsigned char one_smem[];
+    const int b = blockIdx.x, tid = threadIdx.x, K = hc * n, rows = r + n_inj, nch_up = r / CHUNK;
+    const int d0 = b * dper, dn = max(0, min(dper, n - d0)), up_tasks = dn * hc * nch_up;
+    WT* wd = reinterpret_cast<WT*>(one_smem);
+    RawChunk<WT>* upw = reinterpret_cast<RawChunk<WT>*>(one_smem + (size_t)K * sizeof(WT));
+    float* sm = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(upw) +
+                                         (size_t)dper * hc * nch_up * sizeof(RawChunk<WT>));
+    // The weights first, two groups of copies: the block's row of W_down / W_inject ...
+    if (b < rows) {
+        const WT* w = b < r ? w_down + (size_t)b * K : w_inj + (size_t)(b - r) * K;
+        for (int ch = tid; ch < K / CHUNK; ch += blockDim.x)
+            copy_chunk_async(reinterpret_cast<RawChunk<WT>*>(wd + ch * CHUNK), w + ch * CHUNK);
+    }
+    copy_commit();
+    // ... and its outputs' rows of W_up (row c·dn + dd is W_up's row c·n + d0 + dd).
+    for (int k = tid; k < up_tasks; k += blockDim.x) {
+        const int row = k / nch_up, ch = k % nch_up, c = row / dn, d = d0 + row % dn;
+        copy_chunk_async(upw + k, w_up + ((size_t)c * n + d) * r + ch * CHUNK);
+    }
+    copy_commit();
+    grid_dep_wait();
+    if (b < hc * T) one_norm(r_in, r_out, y_prev, inj_prev, pending, w_norm, xn, n, hc, b % hc, b / hc, sm);
+    copy_wait<1>();   // this thread's copies of the down row landed (the up rows may still be coming)
+    grid_barrier(bar);  // (its __syncthreads also makes every thread's copies visible to the block)
+    if (b < rows) one_down_row<WT>(wd, xn, lo, inj, b, K, r, hc, T, sm);
+    grid_barrier(bar);
+    if (dn > 0) one_up<WT>(upw, lo, xn, mixed, d0, dn, r, n, hc, T, sm);
+    else copy_wait<0>();
+}
+#define GR_READ_ONE(SUFFIX, WT)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 3) gr_read_one##SUFFIX(const float* __restrict__ r_in, \
+        float* r_out, const float* __restrict__ y_prev, const float* __restrict__ inj_prev, int pending,   \
+        const float* __restrict__ w_norm, float* xn, const WT* __restrict__ w_down,                        \
+        const WT* __restrict__ w_inj, float* lo, float* inj, const WT* __restrict__ w_up,                  \
+        float* __restrict__ mixed, int n, int hc, int r, int n_inj, int T, int dper, unsigned* bar) {      \
+        gr_read_one_body<WT>(r_in, r_out, y_prev, inj_prev, pending, w_norm, xn, w_down, w_inj, lo, inj,   \
+                             w_up, mixed, n, hc, r, n_inj, T, dper, bar);                                  \
+    }
+GR_READ_ONE(, bf16_t)
+GR_READ_ONE(_f32, float)
+
 // ---- The staged down kernel (STRATA_HC_SPLIT=2): one block per row; xn and the row's weights pass through
 // shared memory in tiles of STAGE_CH chunks, double-buffered: while a tile's chunk sums are computed from
 // one buffer, the next tile's activations and weights are already loaded into registers, then stored into

@@ -502,15 +502,41 @@ GR_UP_SPLIT(_f32, float)
 // Every block of the grid arrives, then all go on. One counter: block 0 adds 2^31 − (blocks − 1), the
 // others 1, so its top bit flips once all have arrived and its low bits are back where they were. Nothing
 // resets it, so a graph replays the kernel as it is.
+// Timing switches (STRATA_DEFINES), for finding where the launch's time goes: ONE_SLEEP=1 sleeps between
+// polls, ONE_ACQREL=1 arrives by a release add and polls by acquire loads instead of fences,
+// ONE_UP_LATE=1 copies the up weights after the first barrier, ONE_NO_SYNC=1 leaves the barriers out
+// (wrong results: for timing only).
+#ifndef ONE_SLEEP
+#define ONE_SLEEP 0
+#endif
+#ifndef ONE_ACQREL
+#define ONE_ACQREL 0
+#endif
+#ifndef ONE_UP_LATE
+#define ONE_UP_LATE 0
+#endif
+#ifndef ONE_NO_SYNC
+#define ONE_NO_SYNC 0
+#endif
 __device__ void grid_barrier(unsigned* bar) {
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (!ONE_NO_SYNC && threadIdx.x == 0) {
         const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+#if ONE_ACQREL
+        unsigned old, cur;
+        asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(bar), "r"(add) : "memory");
+        do {
+            if (ONE_SLEEP) __nanosleep(64);
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(cur) : "l"(bar) : "memory");
+        } while (((old ^ cur) & 0x80000000u) == 0);
+#else
         __threadfence();
         const unsigned old = atomicAdd(bar, add);
         while (((old ^ *(volatile unsigned*)bar) & 0x80000000u) == 0) {
+            if (ONE_SLEEP) __nanosleep(64);
         }
         __threadfence();
+#endif
     }
     __syncthreads();
 }
@@ -688,15 +714,20 @@ __device__ void gr_read_one_body(const float* r_in, float* r_out, const float* y
     }
     copy_commit();
     // ... and its outputs' rows of W_up (row c·dn + dd is W_up's row c·n + d0 + dd).
-    for (int k = tid; k < up_tasks; k += blockDim.x) {
-        const int row = k / nch_up, ch = k % nch_up, c = row / dn, d = d0 + row % dn;
-        copy_chunk_async(upw + k, w_up + ((size_t)c * n + d) * r + ch * CHUNK);
-    }
-    copy_commit();
+    auto copy_up = [&] {
+        for (int k = tid; k < up_tasks; k += blockDim.x) {
+            const int row = k / nch_up, ch = k % nch_up, c = row / dn, d = d0 + row % dn;
+            copy_chunk_async(upw + k, w_up + ((size_t)c * n + d) * r + ch * CHUNK);
+        }
+        copy_commit();
+    };
+    if (!ONE_UP_LATE) copy_up();
     grid_dep_wait();
     if (b < hc * T) one_norm(r_in, r_out, y_prev, inj_prev, pending, w_norm, xn, n, hc, b % hc, b / hc, sm);
-    copy_wait<1>();   // this thread's copies of the down row landed (the up rows may still be coming)
-    grid_barrier(bar);  // (its __syncthreads also makes every thread's copies visible to the block)
+    if (ONE_UP_LATE) copy_wait<0>();
+    else copy_wait<1>();  // this thread's copies of the down row landed (the up rows may still be coming)
+    grid_barrier(bar);    // (its __syncthreads also makes every thread's copies visible to the block)
+    if (ONE_UP_LATE) copy_up();
     if (b < rows) one_down_row<WT>(wd, xn, lo, inj, b, K, r, hc, T, sm);
     grid_barrier(bar);
     if (dn > 0) one_up<WT>(upw, lo, xn, mixed, d0, dn, r, n, hc, T, sm);

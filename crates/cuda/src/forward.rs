@@ -306,6 +306,16 @@ impl<'a> CudaForward<'a> {
         self.gpu.timed(ProfileMode::Families, family, f)
     }
 
+    /// The trunk's read after `id` (None after the head's, and in the MTP layer).
+    fn next_read(&self, id: HcId) -> Option<HcId> {
+        match id {
+            HcId::Attn(l) => Some(HcId::Ffn(l)),
+            HcId::Ffn(l) if l + 1 < self.layers.len() => Some(HcId::Attn(l + 1)),
+            HcId::Ffn(_) => Some(HcId::Head),
+            _ => None,
+        }
+    }
+
     fn hc(&self, id: HcId) -> Result<&HcGpu, CudaError> {
         match id {
             HcId::Attn(l) => Ok(&self.layers[l].hc_attn),
@@ -356,6 +366,11 @@ impl CudaForward<'_> {
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
         hc_read(g, w, p, p, pending, r.t, &s)?;
+        if crate::hc::ahead() {
+            if let Some(next) = self.next_read(id) {
+                crate::hc::prefetch(g, self.hc(next)?)?;
+            }
+        }
         let mixed = std::mem::replace(&mut s.mixed, Buf::empty());
         let inj = std::mem::replace(&mut s.inj, Buf::empty());
         Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))

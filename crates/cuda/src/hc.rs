@@ -440,6 +440,33 @@ pub fn reads_in_one_launch(gpu: &Gpu, v: HcVariant, w: &HcGpu, t: usize) -> bool
     v.one && (1..=MAX_T).contains(&t) && fits_once(gpu, w, t)
 }
 
+/// `STRATA_HC_AHEAD=1`: after each read, the next read's weights are asked into the L2 (hc_prefetch).
+pub fn ahead() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_HC_AHEAD").is_ok_and(|v| v == "1"))
+}
+
+/// hc_prefetch: `w`'s three matrices asked into the L2 (a launch that changes no value).
+pub fn prefetch(gpu: &Gpu, w: &HcGpu) -> Result<(), CudaError> {
+    let bytes = |b: &Buf<u8>| b.len() as i32;
+    let (inj, inj_bytes) = w.inject.as_ref().map(|b| (b.ptr(gpu), bytes(b))).unwrap_or((0, 0));
+    let lines = (w.down.len() + w.up.len()) / 128 + 1;
+    let cfg = LaunchConfig {
+        grid_dim: ((lines as u32).div_ceil(256).min(8 * gpu.sm_count), 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let args = [
+        Arg::Ptr(w.down.ptr(gpu)),
+        Arg::I32(bytes(&w.down)),
+        Arg::Ptr(w.up.ptr(gpu)),
+        Arg::I32(bytes(&w.up)),
+        Arg::Ptr(inj),
+        Arg::I32(inj_bytes),
+    ];
+    launch(gpu, &gpu.function("hc.cu", SRC, "hc_prefetch")?, "hc_prefetch", cfg, &args)
+}
+
 /// The read's first kernel: the pending write and the norms.
 fn norm(
     gpu: &Gpu,

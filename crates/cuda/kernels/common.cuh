@@ -306,31 +306,6 @@ __device__ __forceinline__ void grid_dep_wait() {
 #endif
 }
 
-// Asynchronous copies of 16 bytes from global to shared memory (cp.async, sm_80+: the bytes do not pass
-// through registers, so a block can fetch its next rows while its warps decode the ones before); older
-// cards copy through registers, synchronously, the same bytes.
-__device__ __forceinline__ void copy16_async(uint4* dst, const uint4* src) {
-#if __CUDA_ARCH__ >= 800
-    u32 d;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-#else
-    *dst = *src;
-#endif
-}
-__device__ __forceinline__ void copy_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-// Wait until at most N of this thread's committed copy groups are still in flight.
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
 // Ask for the 128-byte lines of bytes [p, p + bytes) into the L2, thread i of n taking lines i, i + n, …
 // A prefetch waits for nothing and changes no value: a loop that then reads the span meets its bytes in
 // the cache instead of waiting out memory at each step, and weights (which no kernel writes) may be asked

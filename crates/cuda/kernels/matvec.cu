@@ -408,6 +408,31 @@ __device__ void matvec_rows_window_xs(const unsigned char* __restrict__ wbase, c
     matvec_rows_multi<W>(wbase, reinterpret_cast<const float*>(xs4), y, rows, cols, T);
 }
 
+// Asynchronous copies of 16 bytes from global to shared memory (cp.async, sm_80+: the bytes do not pass
+// through registers, so a block can fetch its next rows while its warps decode the ones before); older
+// cards copy through registers, synchronously, the same bytes.
+__device__ __forceinline__ void copy16_async(uint4* dst, const uint4* src) {
+#if __CUDA_ARCH__ >= 800
+    u32 d;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+#else
+    *dst = *src;
+#endif
+}
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Wait until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
 // of bytes (of one slot's expert for the gathers). First the block copies the whole span into shared
 // memory, 16 bytes a copy, so the card sees wide coalesced reads with many bytes in flight (a warp

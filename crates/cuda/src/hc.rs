@@ -24,8 +24,6 @@ pub struct HcGpu {
     down: Buf<u8>,
     up: Buf<u8>,
     inject: Option<Buf<u8>>,
-    /// Per T, whether the one-launch read fits this card (see `one_launch`), found at its first use.
-    one_fits: [OnceLock<bool>; MAX_T],
 }
 
 /// A matrix's bytes for the kernels: as stored for BF16, else every row dequantized to f32.
@@ -64,7 +62,6 @@ impl HcGpu {
             down: upload(&w.down)?,
             up: upload(&w.up)?,
             inject: w.inject.as_ref().map(upload).transpose()?,
-            one_fits: [const { OnceLock::new() }; MAX_T],
         })
     }
 
@@ -90,8 +87,6 @@ pub struct HcScratch {
     pub lo: Buf<f32>,
     pub inj: Buf<f32>,
     pub mixed: Buf<f32>,
-    /// gr_read_one's grid barrier counter (zeroed once; it resets itself).
-    bar: Buf<u32>,
 }
 
 impl HcScratch {
@@ -101,7 +96,6 @@ impl HcScratch {
             lo: Buf::zeros(gpu, MAX_T * r)?,
             inj: Buf::zeros(gpu, MAX_T * hc)?,
             mixed: Buf::zeros(gpu, MAX_T * n)?,
-            bar: Buf::zeros(gpu, 1)?,
         })
     }
 }
@@ -135,24 +129,19 @@ pub struct HcVariant {
     pub staged: bool,
     pub up75: bool,
     pub down_tg: u8,
-    /// `STRATA_HC_SPLIT=3`: the split stages in one launch (gr_read_one), where the read fits the card
-    /// (else the three launches of split).
-    pub one: bool,
 }
 
 impl HcVariant {
-    pub const PLAIN: HcVariant = HcVariant { split: false, staged: false, up75: false, down_tg: 0, one: false };
-    pub const SPLIT: HcVariant = HcVariant { split: true, ..HcVariant::PLAIN };
-    pub const ONE: HcVariant = HcVariant { one: true, ..HcVariant::SPLIT };
+    pub const PLAIN: HcVariant = HcVariant { split: false, staged: false, up75: false, down_tg: 0 };
+    pub const SPLIT: HcVariant = HcVariant { split: true, staged: false, up75: false, down_tg: 0 };
     /// The candidates of the start-up choice (and of the parity tools).
-    pub const ALL: [HcVariant; 7] = [
+    pub const ALL: [HcVariant; 6] = [
         HcVariant::PLAIN,
         HcVariant::SPLIT,
-        HcVariant { staged: true, ..HcVariant::SPLIT },
-        HcVariant { up75: true, ..HcVariant::SPLIT },
-        HcVariant { down_tg: 2, ..HcVariant::SPLIT },
-        HcVariant { up75: true, ..HcVariant::PLAIN },
-        HcVariant::ONE,
+        HcVariant { split: true, staged: true, up75: false, down_tg: 0 },
+        HcVariant { split: true, staged: false, up75: true, down_tg: 0 },
+        HcVariant { split: true, staged: false, up75: false, down_tg: 2 },
+        HcVariant { split: false, staged: false, up75: true, down_tg: 0 },
     ];
 
     /// The variant the switches force, if any is set.
@@ -164,7 +153,6 @@ impl HcVariant {
             return None;
         }
         Some(HcVariant {
-            one: split.as_deref() == Some("3"),
             staged: split.as_deref() == Some("2"),
             split: split.map(|v| v != "0").unwrap_or(true),
             up75: up75.map(|v| v != "0").unwrap_or(sm75),
@@ -173,9 +161,7 @@ impl HcVariant {
     }
 
     pub fn name(self) -> String {
-        let mut n = if self.one {
-            "one"
-        } else if self.staged {
+        let mut n = if self.staged {
             "staged"
         } else if self.split {
             "split"
@@ -207,8 +193,6 @@ const SPLIT_THREADS: u32 = 256;
 const STAGE_CH: usize = 64;
 /// Outputs per block of gr_up_split (UP_D in hc.cu).
 const UP_D: usize = 4;
-/// Chunks of a stream each thread of gr_read_one's norm holds (ONE_NORM_PT in hc.cu).
-const ONE_NORM_PT: usize = 2;
 
 /// The read of `t` tokens with this card's chosen variant (see `select`): `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
 /// `s.mixed` (t·n) and `s.inj` (t·hc, with inject rows).
@@ -240,9 +224,6 @@ pub fn hc_read_with(
 ) -> Result<(), CudaError> {
     if t == 0 || t > MAX_T {
         return Err(CudaError::Shape(format!("an HC read takes 1..={MAX_T} tokens, not {t}")));
-    }
-    if v.one && only.is_none() && one_launch(gpu, w, (r_in, r_out), pending.as_ref(), t, s)? {
-        return Ok(());
     }
     let (n, hc, r) = (w.n, w.hc, w.r);
     let wide = hc * n;
@@ -354,90 +335,6 @@ pub fn hc_read_with(
         launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
     }
     Ok(())
-}
-
-/// gr_read_one's geometry for `t` tokens: (grid, outputs per block, shared bytes). A block per down row,
-/// and the up outputs spread evenly over them.
-fn one_geometry(w: &HcGpu, t: usize) -> (usize, usize, usize) {
-    let (n, hc, r) = (w.n, w.hc, w.r);
-    let rows = r + if w.inject.is_some() { hc } else { 0 };
-    let dper = n.div_ceil(rows);
-    let (value, chunk) = if w.f32_weights { (4, 32) } else { (2, 16) };
-    let floats = (n / 8 + 1).max(t * hc * n / 8).max(t * (r + dper * hc * (r / 8) + dper * hc));
-    (rows, dper, hc * n * value + dper * hc * (r / 8) * chunk + floats * 4)
-}
-
-/// Whether gr_read_one can run `t` tokens here: every block resident at once (its barriers wait for all),
-/// the norm's chunks in its registers, a block for each (stream, token) of the norm. The kernel may use all
-/// the shared memory a block can opt into (set once to the card's limit, so no read's size undoes
-/// another's).
-fn one_fits(gpu: &Gpu, w: &HcGpu, t: usize) -> Result<bool, CudaError> {
-    let (grid, _, smem) = one_geometry(w, t);
-    if w.n / 8 > ONE_NORM_PT * SPLIT_THREADS as usize || w.hc * t > grid || smem > gpu.smem_optin as usize {
-        return Ok(false);
-    }
-    let f = gpu.function("hc.cu", SRC, &w.kernel("gr_read_one"))?;
-    use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
-    f.set_attribute(MAX_SMEM, gpu.smem_optin as i32).check("allowing gr_read_one its shared memory")?;
-    let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(SPLIT_THREADS, smem, None).unwrap_or(0);
-    Ok(per_sm as usize * gpu.sm_count as usize >= grid)
-}
-
-/// [`one_fits`], found once per read and T.
-fn fits_once(gpu: &Gpu, w: &HcGpu, t: usize) -> bool {
-    *w.one_fits[t - 1].get_or_init(|| one_fits(gpu, w, t).unwrap_or(false))
-}
-
-/// The read in one launch (gr_read_one), if it fits (else false: the caller launches the stages).
-fn one_launch(
-    gpu: &Gpu,
-    w: &HcGpu,
-    (r_in, r_out): (u64, u64),
-    pending: Option<&Pending>,
-    t: usize,
-    s: &HcScratch,
-) -> Result<bool, CudaError> {
-    if !fits_once(gpu, w, t) {
-        return Ok(false);
-    }
-    let (n, hc, r) = (w.n, w.hc, w.r);
-    let (grid, dper, smem) = one_geometry(w, t);
-    let (py, pinj, has) = match pending {
-        Some(p) => (p.y.ptr(gpu), p.inj.ptr(gpu), 1),
-        None => (0, 0, 0),
-    };
-    let args = [
-        Arg::Ptr(r_in),
-        Arg::Ptr(r_out),
-        Arg::Ptr(py),
-        Arg::Ptr(pinj),
-        Arg::I32(has),
-        Arg::Ptr(w.norm.ptr(gpu)),
-        Arg::Ptr(s.xn.ptr(gpu)),
-        Arg::Ptr(w.down.ptr(gpu)),
-        Arg::Ptr(w.inject.as_ref().map(|b| b.ptr(gpu)).unwrap_or(0)),
-        Arg::Ptr(s.lo.ptr(gpu)),
-        Arg::Ptr(s.inj.ptr(gpu)),
-        Arg::Ptr(w.up.ptr(gpu)),
-        Arg::Ptr(s.mixed.ptr(gpu)),
-        Arg::I32(n as i32),
-        Arg::I32(hc as i32),
-        Arg::I32(r as i32),
-        Arg::I32(grid as i32 - r as i32),
-        Arg::I32(t as i32),
-        Arg::I32(dper as i32),
-        Arg::Ptr(s.bar.ptr(gpu)),
-    ];
-    let cfg =
-        LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (SPLIT_THREADS, 1, 1), shared_mem_bytes: smem as u32 };
-    let name = w.kernel("gr_read_one");
-    launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
-    Ok(true)
-}
-
-/// Whether variant `v` reads `t` tokens in one launch here (the parity tools say which path they checked).
-pub fn reads_in_one_launch(gpu: &Gpu, v: HcVariant, w: &HcGpu, t: usize) -> bool {
-    v.one && (1..=MAX_T).contains(&t) && fits_once(gpu, w, t)
 }
 
 /// `STRATA_HC_AHEAD=1`: after each read, the next read's weights are asked into the L2 (hc_prefetch).

@@ -9,7 +9,7 @@ use crate::buf::Buf;
 use crate::check::normal;
 pub use crate::check::{gpu_read, inputs, random_hc, random_hc_as, topk_case, topk_case_of, Inputs, Pattern, ReadOut};
 use crate::device::Gpu;
-use crate::hc::{reads_in_one_launch, HcGpu, HcScratch, HcVariant, MAX_T};
+use crate::hc::{HcGpu, HcScratch, HcVariant, MAX_T};
 
 pub type Outcome = Result<usize, String>;
 
@@ -33,7 +33,7 @@ fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
 /// `gr_parity`: the GPU read against the CPU reference, T = 1..8, with and without the pending write and
 /// the inject rows, at the given geometries.
 pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcome {
-    let (mut cases, mut one) = (0, 0);
+    let mut cases = 0;
     use strata_gguf::GgmlType::{BF16, F32, Q8_0};
     // BF16 weights in every variant; F32 and Q8_0 (the `_f32` kernels) with and without inject.
     let kinds = [(BF16, true), (BF16, false), (F32, true), (Q8_0, false)];
@@ -61,12 +61,10 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
                     same(&format!("{case}: mixed"), &mixed_gpu, &mixed_cpu)?;
                     same(&format!("{case}: inj"), &inj_gpu, &inj_cpu)?;
                     cases += 1;
-                    one += reads_in_one_launch(gpu, v, &wg, t) as usize;
                 }
             }
         }
     }
-    eprintln!("gr_parity: {one} of the cases read in one launch (gr_read_one)");
     Ok(cases)
 }
 
@@ -75,9 +73,8 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
     let w = random_hc(n, hc, r, true, seed);
     let wg = HcGpu::upload(gpu, &w, hc).map_err(|e| e.to_string())?;
     let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
-    let (mut cases, mut one) = (0, 0);
+    let mut cases = 0;
     for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
-        one += 2 * reads_in_one_launch(gpu, v, &wg, t) as usize;
         for in_place in [false, true] {
             let x = inputs(n, hc, t, seed.wrapping_add(t as u64));
             let (r_all, m_all, i_all) = gpu_read(gpu, v, &wg, &s, &x, t, true, in_place)?;
@@ -104,7 +101,6 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
             cases += 1;
         }
     }
-    eprintln!("gr_multi_parity: {one} of the cases read in one launch (gr_read_one)");
     Ok(cases)
 }
 

@@ -53,10 +53,6 @@ echo "== gdn_parity, STRATA_GDN_QUANTIZE=1"; STRATA_GDN_QUANTIZE=1 $bin parity g
 echo "== small, 600 tokens, fp16, STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1 STRATA_GDN_QUANTIZE=1"
 STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1 STRATA_GDN_QUANTIZE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16
 echo "rc=$?"
-# The HC norm's gammas loaded before grid_dep_wait (STRATA_DEFINES=NORM_EARLY=1, opt-in until timed).
-echo "== gr_parity --selftest, NORM_EARLY=1"; STRATA_DEFINES=NORM_EARLY=1 $bin parity gr_parity --selftest; echo "rc=$?"
-echo "== small, 600 tokens, fp16, NORM_EARLY=1"
-STRATA_DEFINES=NORM_EARLY=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The HC split kernels' first weights loaded before grid_dep_wait (STRATA_DEFINES=HC_EARLY=2, opt-in).
 echo "== gr_parity --selftest, HC_EARLY=2"; STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest; echo "rc=$?"
 echo "== small, 600 tokens, fp16, HC_EARLY=2"

@@ -158,28 +158,18 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 
 // One block per (stream, token) with a thread per chunk (n/8 ≤ 1024 threads): the chunk's values and gammas
 // stay in registers from the load to the xn store.
-// NORM_EARLY (STRATA_DEFINES; 0 by default until timed on a card): 1, each thread loads its gammas (a
-// weight, no kernel's output) before grid_dep_wait, so that with programmatic launches their memory
-// round trip runs while the kernel before does. The sums are untouched.
-#ifndef NORM_EARLY
-#define NORM_EARLY 0
-#endif
 extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                          const float* __restrict__ inj_prev, int pending,
                                          const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
-    if (!NORM_EARLY) grid_dep_wait();  // at the top, as before the switch
+    grid_dep_wait();
     extern __shared__ float part[];  // n/8 chunk sums, then rs
     const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
     const size_t base = (size_t)t * hc * n + (size_t)c * n;
     const int nch = n / CHUNK;
     float v[CHUNK], w[CHUNK];
-    if (NORM_EARLY) {
-        if (ch < nch) load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
-        grid_dep_wait();
-    }
     if (ch < nch) {
         load8_f32(r_in + base + ch * CHUNK, v);
-        if (!NORM_EARLY) load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
+        load8_f32(w_norm + (size_t)c * n + ch * CHUNK, w);
         if (pending) {
             const float f = __fmul_rn(2.0f, s_sigmoid(__fdiv_rn(inj_prev[t * hc + c], (float)hc)));
             float yv[CHUNK];

@@ -37,22 +37,11 @@ echo "== matvec_parity, STRATA_QDOT_ONCE=0"; STRATA_QDOT_ONCE=0 $bin parity matv
 echo "== moe_parity, STRATA_QDOT_ONCE=0"; STRATA_QDOT_ONCE=0 $bin parity moe_parity; echo "rc=$?"
 echo "== small, 600 tokens, fp16, STRATA_QDOT_ONCE=0"
 STRATA_QDOT_ONCE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
-# The experts' down products with each warp quantizing its slot's input in registers (STRATA_QDOT_WARP=1,
-# opt-in until timed): the same bits.
-echo "== moe_parity, STRATA_QDOT_WARP=1"; STRATA_QDOT_WARP=1 $bin parity moe_parity; echo "rc=$?"
-echo "== small, 600 tokens, fp16, STRATA_QDOT_WARP=1"
-STRATA_QDOT_WARP=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The qdot dense kernels' weights asked for before grid_dep_wait (STRATA_DEFINES=QDOT_EARLY=1, opt-in).
 echo "== matvec_parity, QDOT_EARLY=1"; STRATA_DEFINES=QDOT_EARLY=1 $bin parity matvec_parity; echo "rc=$?"
-# The router's product and the experts' input quantization in one launch (STRATA_ROUTER_QUANTIZE=1,
-# opt-in until timed): the same bits.
-echo "== moe_parity, STRATA_ROUTER_QUANTIZE=1"; STRATA_ROUTER_QUANTIZE=1 $bin parity moe_parity; echo "rc=$?"
-# The GDN delta kernel quantizing its output for the output product (STRATA_GDN_QUANTIZE=1, opt-in until
-# timed): the same bits.
-echo "== gdn_parity, STRATA_GDN_QUANTIZE=1"; STRATA_GDN_QUANTIZE=1 $bin parity gdn_parity; echo "rc=$?"
-echo "== small, 600 tokens, fp16, STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1 STRATA_GDN_QUANTIZE=1"
-STRATA_ROUTER_QUANTIZE=1 STRATA_QDOT_WARP=1 STRATA_GDN_QUANTIZE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16
-echo "rc=$?"
+# Each HC read followed by hc_prefetch of the next read's weights (STRATA_HC_AHEAD=1, opt-in): the same bits.
+echo "== small, 600 tokens, fp16, STRATA_HC_AHEAD=1"
+STRATA_HC_AHEAD=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The HC split kernels' first weights loaded before grid_dep_wait (STRATA_DEFINES=HC_EARLY=2, opt-in).
 echo "== gr_parity --selftest, HC_EARLY=2"; STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest; echo "rc=$?"
 echo "== small, 600 tokens, fp16, HC_EARLY=2"

@@ -309,53 +309,6 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
 }
 
-// The experts' down products and the combination as qdot_gather_combine_rows, each warp quantizing its
-// slot's input itself, in registers (`_gather_combine_w`, STRATA_QDOT_WARP=1; inputs of at most 32
-// pieces): lane j takes piece j (qd_piece: the same codes as the block's or the _quantize kernel's) and
-// keeps it for every row, so no shared memory, no barrier before the dots and no launch before this one.
-// Each row's sum is qd_row's: lane j's total is +0 plus its one piece, lanes past the last piece hold +0,
-// then the butterfly.
-template <typename Q>
-__device__ void qdot_gather_combine_w_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
-                                           float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
-                                           int k, int stride, int offset, int x_tok, int x_slot,
-                                           const float* __restrict__ weights, const float* __restrict__ shared,
-                                           const float* __restrict__ sgate, int rpb) {
-    __shared__ float e[WARP][QD_COMBINE_ROWS];
-    const int s = threadIdx.x / WARP, lane = threadIdx.x % WARP, t = blockIdx.y, row = blockIdx.x * rpb;
-    const int nv = min(rpb, rows - row);
-    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
-    if (s < k) {
-        const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
-        if (nv > 0) prefetch_l2(r, nv * row_bytes, lane, WARP);
-        const bool mine = lane < cols / QBLOCK;
-        QPiece p = {};
-        if (mine) {
-            const float4* src = reinterpret_cast<const float4*>(x + (size_t)t * x_tok + (size_t)s * x_slot) + 8 * lane;
-            float v[QBLOCK];
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const float4 f = src[i];
-                v[4 * i] = f.x;
-                v[4 * i + 1] = f.y;
-                v[4 * i + 2] = f.z;
-                v[4 * i + 3] = f.w;
-            }
-            p = qd_piece<Q>(v);
-        }
-        const unsigned char* b = r + (size_t)(QBLOCK * lane / Q::BS) * Q::TS;
-        const int pb = QBLOCK * lane % Q::BS / QBLOCK;
-#pragma unroll 2
-        for (int i = 0; i < nv; ++i) {
-            const float v = mine ? __fadd_rn(0.0f, Q::value(b + (size_t)i * row_bytes, pb, p.a, p.lo, p.hi, p.d)) : 0.0f;
-            const float sum = warp_butterfly(v);
-            if (lane == 0) e[s][i] = sum;
-        }
-    }
-    __syncthreads();
-    qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
-}
-
 // The inputs quantized once for the _g kernels: pieces of the n vectors at x (vector v at
 // x + (v / kd)·tok + (v % kd)·slot, P pieces each) into q (44 bytes a piece, QIn's layout), a block
 // QD_ROUNDS pieces a group of 8 lanes.
@@ -366,41 +319,6 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
     const QIn q(out, n, P);
     const int span = QD_ROUNDS * (blockDim.x / 8), begin = blockIdx.x * span;
     qd_quantize<Q>(QSrc{x, (size_t)tok, (size_t)slot, kd}, begin, min(n * P, begin + span), q);
-}
-
-// The MoE router's logits and the experts' input quantized for their gate and up products, in one launch
-// (`NAME_router`, STRATA_ROUTER_QUANTIZE=1): blocks 0 .. qb − 1 quantize the T inputs as the _quantize
-// kernel does, the others take the router's rows (F32, kind 1, or BF16), a warp a row: lane L dots its
-// chunks L, L + 32, … (8 fmas each from +0) and adds them in order, then the butterfly, matvec.cu's sums
-// for those types (as common.cuh's EarlyRow). The row is asked for into the L2 before grid_dep_wait. So no
-// launch of its own sits between the routing and the experts' products.
-template <typename Q>
-__device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const float* __restrict__ x,
-                                 float* __restrict__ logits, int E, int n, int T, int qb, int4* __restrict__ out) {
-    if ((int)blockIdx.x < qb) {
-        qdot_quantize_pieces<Q>(x, n, 0, 1, T, n / QBLOCK, out);
-        return;
-    }
-    const int r = ((int)blockIdx.x - qb) * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const size_t row_bytes = (size_t)n * (kind == 1 ? 4 : 2);
-    const unsigned char* row = reinterpret_cast<const unsigned char*>(wr) + (size_t)r * row_bytes;
-    if (r < E) prefetch_l2(row, row_bytes, lane, WARP);
-    grid_dep_wait();
-    if (r >= E) return;
-    for (int t = 0; t < T; ++t) {
-        const float* xt = x + (size_t)t * n;
-        float acc = 0.0f;
-#pragma unroll 4
-        for (int c = lane; c < n / CHUNK; c += WARP) {
-            float w8[CHUNK], x8[CHUNK];
-            if (kind == 1) load8_f32(reinterpret_cast<const float*>(row) + CHUNK * c, w8);
-            else load8_bf16(reinterpret_cast<const bf16_t*>(row) + CHUNK * c, w8);
-            load8_f32(xt + CHUNK * c, x8);
-            acc = __fadd_rn(acc, chunk_dot(w8, x8));
-        }
-        acc = warp_butterfly(acc);
-        if (lane == 0) logits[(size_t)t * E + r] = acc;
-    }
 }
 
 // Each dense and gather kernel makes one product, or two of the same shape, type and input in one launch
@@ -447,20 +365,6 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
 #define QDOT(NAME, Q)                                                                                         \
     QDOT_KERNELS(NAME, Q, false)                                                                              \
     QDOT_KERNELS(NAME##_g, Q, true)                                                                           \
-    extern "C" __global__ void NAME##_gather_combine_w(const unsigned char* w, const float* __restrict__ x,   \
-                                                       float* y, int rows, int cols, const int* ids, int k,   \
-                                                       int stride, int offset, int x_tok, int x_slot,         \
-                                                       const float* weights, const float* shared,             \
-                                                       const float* sgate, int rpb) {                         \
-        grid_dep_wait();                                                                                      \
-        qdot_gather_combine_w_rows<Q>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, weights,    \
-                                      shared, sgate, rpb);                                                    \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2) /* ptxas's own pick spilled */           \
-        NAME##_router(const void* wr, int kind, const float* x, float* logits, int E, int n, int T, int qb,    \
-                      int4* out) {                                                                            \
-        qdot_router_rows<Q>(wr, kind, x, logits, E, n, T, qb, out);                                           \
-    }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \
         qdot_quantize_pieces<Q>(x, tok, slot, kd, n, P, out);                                                 \

@@ -180,20 +180,10 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let o = Buf::<f32>::uninit(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).
-    // With STRATA_GDN_QUANTIZE=1 (qdot.rs `can_gdn_quantize`) the `_q` kernels also quantize y for the
-    // output product, which then takes those pieces (no quantizing launch of its own).
-    let yq = if crate::qdot::can_gdn_quantize(w.out.ty, s) {
-        Some(Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, hv * s))?)
-    } else {
-        None
-    };
-    let (name, threads, shared) = match (s, yq.is_some()) {
-        (32, false) => ("gdn_delta_32", 32, 0),
-        (64, false) => ("gdn_delta_64", 64, 0),
-        (128, false) => ("gdn_delta_128", 256, 0),
-        (32, true) => ("gdn_delta_32_q", 32, 0),
-        (64, true) => ("gdn_delta_64_q", 64, 0),
-        (128, true) => ("gdn_delta_128_q", 256, 0),
+    let (name, threads, shared) = match s {
+        32 => ("gdn_delta_32", 32, 0),
+        64 => ("gdn_delta_64", 64, 0),
+        128 => ("gdn_delta_128", 256, 0),
         _ => ("gdn_delta", s.max(32), 2 * s * 4),
     };
     let f = gpu.function("gdn.cu", SRC, name)?;
@@ -208,12 +198,8 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
     let sizes = [ci(channels), ci(hk), ci(hv), ci(s), ci(t)];
     let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
-    let quantized = yq.as_ref().map(|q| Arg::Ptr(q.ptr(gpu)));
-    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, quantized.as_slice()].concat())?;
+    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
-    match &yq {
-        Some(yq) => crate::qdot::dense_quantized(gpu, &w.out, yq, out.ptr(gpu), t)?,
-        None => matvec(gpu, &w.out, &y, &out, t)?,
-    }
+    matvec(gpu, &w.out, &y, &out, t)?;
     Ok(out)
 }

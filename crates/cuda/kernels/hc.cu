@@ -549,27 +549,3 @@ extern "C" __global__ void gr_down_staged(const bf16_t* __restrict__ w_down, con
         }
     }
 }
-
-// ---- A later read's weights asked into the L2 (STRATA_HC_AHEAD=1, opt-in): launched after a read, with
-// the next read's three matrices, so their bytes come from memory while the sublayer between runs (its
-// kernels wait on memory round trips more than on bandwidth), and the next read meets them in the L2.
-// Marked evict_last on sm_80+, so the sublayer's streamed weights do not push them out first. A prefetch
-// changes no value; the kernel reads nothing a kernel wrote, and waits like every kernel so the chain's
-// order holds.
-__device__ __forceinline__ void prefetch_keep(const unsigned char* p, int bytes, int i, int n) {
-    for (long a = 128L * i; a < bytes; a += 128L * n) {
-#if __CUDA_ARCH__ >= 800
-        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p + a));
-#else
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + a));
-#endif
-    }
-}
-extern "C" __global__ void hc_prefetch(const unsigned char* a, int na, const unsigned char* b, int nb,
-                                       const unsigned char* c, int nc) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x, n = gridDim.x * blockDim.x;
-    prefetch_keep(a, na, i, n);
-    prefetch_keep(b, nb, i, n);
-    if (c) prefetch_keep(c, nc, i, n);
-    grid_dep_wait();
-}

@@ -306,6 +306,19 @@ impl<'a> CudaForward<'a> {
         self.gpu.timed(ProfileMode::Families, family, f)
     }
 
+    /// The dense products of the trunk's sublayer that follows read `id`, in the order it runs them (none
+    /// after the head's read and in the MTP layer).
+    fn products_after(&self, id: HcId) -> Vec<&MatrixGpu> {
+        match id {
+            HcId::Attn(l) => match &self.layers[l].mixer {
+                MixerGpu::Gdn(w) => w.products(),
+                MixerGpu::Attn(w, _) => w.products(),
+            },
+            HcId::Ffn(l) => self.layers[l].moe.products(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The trunk's read after `id` (None after the head's, and in the MTP layer).
     fn next_read(&self, id: HcId) -> Option<HcId> {
         match id {
@@ -365,10 +378,15 @@ impl CudaForward<'_> {
         // leave with the rows.
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
+        let ahead = crate::prefetch::ahead();
+        if ahead.products {
+            let spans: Vec<_> = self.products_after(id).iter().map(|m| (m.ptr(g), m.byte_len())).collect();
+            crate::prefetch::prefetch(g, &spans, ahead.budget, false)?;
+        }
         hc_read(g, w, p, p, pending, r.t, &s)?;
-        if crate::hc::ahead() {
+        if ahead.hc {
             if let Some(next) = self.next_read(id) {
-                crate::hc::prefetch(g, self.hc(next)?)?;
+                crate::prefetch::prefetch(g, &self.hc(next)?.spans(g), usize::MAX, true)?;
             }
         }
         let mixed = std::mem::replace(&mut s.mixed, Buf::empty());

@@ -1,7 +1,5 @@
 //! Host side of kernels/hc.cu: the hyper-connection read and write for a window of T = 1..8 tokens.
 
-use std::sync::OnceLock;
-
 use cudarc::driver::LaunchConfig;
 use strata_model::weights::HcWeights;
 
@@ -63,6 +61,13 @@ impl HcGpu {
             up: upload(&w.up)?,
             inject: w.inject.as_ref().map(upload).transpose()?,
         })
+    }
+
+    /// The three matrices' device spans (address, bytes), for asking them into the L2 ahead.
+    pub fn spans(&self, gpu: &Gpu) -> Vec<(u64, usize)> {
+        let mut v = vec![(self.down.ptr(gpu), self.down.len()), (self.up.ptr(gpu), self.up.len())];
+        v.extend(self.inject.as_ref().map(|b| (b.ptr(gpu), b.len())));
+        v
     }
 
     /// The kernel `name` for this read's weight type.
@@ -335,33 +340,6 @@ pub fn hc_read_with(
         launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
     }
     Ok(())
-}
-
-/// `STRATA_HC_AHEAD=1`: after each read, the next read's weights are asked into the L2 (hc_prefetch).
-pub fn ahead() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_HC_AHEAD").is_ok_and(|v| v == "1"))
-}
-
-/// hc_prefetch: `w`'s three matrices asked into the L2 (a launch that changes no value).
-pub fn prefetch(gpu: &Gpu, w: &HcGpu) -> Result<(), CudaError> {
-    let bytes = |b: &Buf<u8>| b.len() as i32;
-    let (inj, inj_bytes) = w.inject.as_ref().map(|b| (b.ptr(gpu), bytes(b))).unwrap_or((0, 0));
-    let lines = (w.down.len() + w.up.len()) / 128 + 1;
-    let cfg = LaunchConfig {
-        grid_dim: ((lines as u32).div_ceil(256).min(8 * gpu.sm_count), 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let args = [
-        Arg::Ptr(w.down.ptr(gpu)),
-        Arg::I32(bytes(&w.down)),
-        Arg::Ptr(w.up.ptr(gpu)),
-        Arg::I32(bytes(&w.up)),
-        Arg::Ptr(inj),
-        Arg::I32(inj_bytes),
-    ];
-    launch(gpu, &gpu.function("hc.cu", SRC, "hc_prefetch")?, "hc_prefetch", cfg, &args)
 }
 
 /// The read's first kernel: the pending write and the norms.

@@ -1,0 +1,99 @@
+//! Host side of kernels/prefetch.cu: weights asked into the L2 ahead of the kernels that read them, while
+//! the step's chain of kernels leaves the memory mostly idle. Opt-in, `STRATA_AHEAD` (a comma list):
+//! - `hc`: after each HC read, the next read's three matrices, marked to be kept (evict_last);
+//! - `products`: before each HC read, the dense products of the sublayer after it (in its order, up to
+//!   `STRATA_AHEAD_MB`, 24 by default, of an L2 of 50 MB on the H100 and H200), unmarked.
+//!
+//! A prefetch changes no value: the bits are the same with any setting.
+
+use std::sync::OnceLock;
+
+use cudarc::driver::LaunchConfig;
+
+use crate::buf::{launch, Arg};
+use crate::device::Gpu;
+use crate::error::CudaError;
+
+const SRC: &str = crate::compile::PREFETCH;
+/// Spans one launch takes (prefetch_spans's arguments).
+const SPANS: usize = 6;
+
+/// What `STRATA_AHEAD` asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ahead {
+    pub hc: bool,
+    pub products: bool,
+    /// Bytes of a sublayer's products asked for at most.
+    pub budget: usize,
+}
+
+impl Ahead {
+    fn parse(list: &str, mb: Option<&str>) -> Ahead {
+        let has = |w: &str| list.split(',').any(|v| v.trim() == w);
+        let mb = mb.and_then(|v| v.parse::<usize>().ok()).unwrap_or(24);
+        Ahead { hc: has("hc"), products: has("products"), budget: mb << 20 }
+    }
+}
+
+/// The process's `STRATA_AHEAD` and `STRATA_AHEAD_MB`, read once.
+pub fn ahead() -> Ahead {
+    static A: OnceLock<Ahead> = OnceLock::new();
+    *A.get_or_init(|| {
+        let var = |k: &str| std::env::var(k).ok();
+        Ahead::parse(&var("STRATA_AHEAD").unwrap_or_default(), var("STRATA_AHEAD_MB").as_deref())
+    })
+}
+
+/// `spans` (device address, bytes) cut to `budget` bytes in their order: the last one kept partly.
+fn within(spans: &[(u64, usize)], budget: usize) -> Vec<(u64, usize)> {
+    let mut left = budget;
+    let mut out = Vec::new();
+    for &(p, n) in spans {
+        if left == 0 {
+            break;
+        }
+        out.push((p, n.min(left)));
+        left -= n.min(left);
+    }
+    out
+}
+
+/// prefetch_spans over `spans` (six a launch), up to `budget` bytes; `keep` marks the lines evict_last.
+pub fn prefetch(gpu: &Gpu, spans: &[(u64, usize)], budget: usize, keep: bool) -> Result<(), CudaError> {
+    let f = gpu.function("prefetch.cu", SRC, "prefetch_spans")?;
+    for group in within(spans, budget).chunks(SPANS) {
+        let lines: usize = group.iter().map(|s| s.1.div_ceil(128)).sum();
+        let mut args = Vec::with_capacity(2 * SPANS + 1);
+        for k in 0..SPANS {
+            let (p, n) = group.get(k).copied().unwrap_or((0, 0));
+            let n = i32::try_from(n).map_err(|_| CudaError::Shape(format!("a prefetch span of {n} bytes")))?;
+            args.extend([Arg::Ptr(p), Arg::I32(n)]);
+        }
+        args.push(Arg::I32(keep as i32));
+        // Two blocks a multiprocessor at most, each thread taking several lines: a light launch on the chain.
+        let blocks = (lines as u32).div_ceil(256).clamp(1, 2 * gpu.sm_count);
+        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        launch(gpu, &f, "prefetch_spans", cfg, &args)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_switch_reads_its_words() {
+        assert_eq!(Ahead::parse("", None), Ahead { hc: false, products: false, budget: 24 << 20 });
+        assert_eq!(Ahead::parse("hc", Some("8")), Ahead { hc: true, products: false, budget: 8 << 20 });
+        let both = Ahead::parse("products, hc", Some("x"));
+        assert!(both.hc && both.products && both.budget == 24 << 20);
+    }
+
+    #[test]
+    fn spans_are_cut_to_the_budget_in_order() {
+        assert_eq!(within(&[(0, 10), (100, 10), (200, 10)], 15), vec![(0, 10), (100, 5)]);
+        assert_eq!(within(&[(0, 10)], 0), vec![]);
+        assert_eq!(within(&[(0, 10), (100, 10)], 50), vec![(0, 10), (100, 10)]);
+    }
+}

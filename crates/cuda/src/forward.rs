@@ -306,8 +306,8 @@ impl<'a> CudaForward<'a> {
         self.gpu.timed(ProfileMode::Families, family, f)
     }
 
-    /// The dense products of the trunk's sublayer that follows read `id`, in the order it runs them (none
-    /// after the head's read and in the MTP layer).
+    /// The dense products of the trunk's sublayer that follows read `id`, those on the step's main lane
+    /// first (none after the head's read and in the MTP layer).
     fn products_after(&self, id: HcId) -> Vec<&MatrixGpu> {
         match id {
             HcId::Attn(l) => match &self.layers[l].mixer {
@@ -381,7 +381,7 @@ impl CudaForward<'_> {
         let ahead = crate::prefetch::ahead();
         if ahead.products {
             let spans: Vec<_> = self.products_after(id).iter().map(|m| (m.ptr(g), m.byte_len())).collect();
-            crate::prefetch::prefetch(g, &spans, ahead.budget, false)?;
+            crate::prefetch::prefetch(g, &spans, ahead.budget(g), false)?;
         }
         hc_read(g, w, p, p, pending, r.t, &s)?;
         if ahead.hc {

@@ -32,9 +32,11 @@ pub struct GdnGpu {
 }
 
 impl GdnGpu {
-    /// The matrices a step multiplies one token by (α and β only when products make their logits).
+    /// The matrices a step multiplies one token by (α and β only when products make their logits), the
+    /// main lane's first (qkv and out: the output gate's product runs on a step graph's side lane), as
+    /// prefetch.rs asks for them.
     pub(crate) fn products(&self) -> Vec<&MatrixGpu> {
-        let mut v = vec![&self.qkv, &self.gate, &self.out];
+        let mut v = vec![&self.qkv, &self.out, &self.gate];
         if self.ab_kind == 0 {
             v.extend([&self.alpha, &self.beta]);
         }

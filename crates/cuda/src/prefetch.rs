@@ -1,8 +1,8 @@
 //! Host side of kernels/prefetch.cu: weights asked into the L2 ahead of the kernels that read them, while
 //! the step's chain of kernels leaves the memory mostly idle. Opt-in, `STRATA_AHEAD` (a comma list):
 //! - `hc`: after each HC read, the next read's three matrices, marked to be kept (evict_last);
-//! - `products`: before each HC read, the dense products of the sublayer after it (in its order, up to
-//!   `STRATA_AHEAD_MB`, 24 by default, of an L2 of 50 MB on the H100 and H200), unmarked.
+//! - `products`: before each HC read, the dense products of the sublayer after it (those on the step's
+//!   main lane first, up to `STRATA_AHEAD_MB`, by default half the card's L2), unmarked.
 //!
 //! A prefetch changes no value: the bits are the same with any setting.
 
@@ -23,15 +23,20 @@ const SPANS: usize = 6;
 pub struct Ahead {
     pub hc: bool,
     pub products: bool,
-    /// Bytes of a sublayer's products asked for at most.
-    pub budget: usize,
+    /// Bytes of a sublayer's products asked for at most (None: half the card's L2).
+    pub budget: Option<usize>,
 }
 
 impl Ahead {
     fn parse(list: &str, mb: Option<&str>) -> Ahead {
         let has = |w: &str| list.split(',').any(|v| v.trim() == w);
-        let mb = mb.and_then(|v| v.parse::<usize>().ok()).unwrap_or(24);
-        Ahead { hc: has("hc"), products: has("products"), budget: mb << 20 }
+        let budget = mb.and_then(|v| v.parse::<usize>().ok()).map(|mb| mb << 20);
+        Ahead { hc: has("hc"), products: has("products"), budget }
+    }
+
+    /// The products' budget on this card.
+    pub fn budget(&self, gpu: &Gpu) -> usize {
+        self.budget.unwrap_or(gpu.l2_bytes / 2)
     }
 }
 
@@ -84,10 +89,10 @@ mod tests {
 
     #[test]
     fn the_switch_reads_its_words() {
-        assert_eq!(Ahead::parse("", None), Ahead { hc: false, products: false, budget: 24 << 20 });
-        assert_eq!(Ahead::parse("hc", Some("8")), Ahead { hc: true, products: false, budget: 8 << 20 });
+        assert_eq!(Ahead::parse("", None), Ahead { hc: false, products: false, budget: None });
+        assert_eq!(Ahead::parse("hc", Some("8")), Ahead { hc: true, products: false, budget: Some(8 << 20) });
         let both = Ahead::parse("products, hc", Some("x"));
-        assert!(both.hc && both.products && both.budget == 24 << 20);
+        assert!(both.hc && both.products && both.budget.is_none());
     }
 
     #[test]

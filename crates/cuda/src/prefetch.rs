@@ -65,8 +65,12 @@ fn within(spans: &[(u64, usize)], budget: usize) -> Vec<(u64, usize)> {
 
 /// prefetch_spans over `spans` (six a launch), up to `budget` bytes; `keep` marks the lines evict_last.
 pub fn prefetch(gpu: &Gpu, spans: &[(u64, usize)], budget: usize, keep: bool) -> Result<(), CudaError> {
+    let spans = within(spans, budget);
+    if spans.is_empty() {
+        return Ok(());
+    }
     let f = gpu.function("prefetch.cu", SRC, "prefetch_spans")?;
-    for group in within(spans, budget).chunks(SPANS) {
+    for group in spans.chunks(SPANS) {
         let lines: usize = group.iter().map(|s| s.1.div_ceil(128)).sum();
         let mut args = Vec::with_capacity(2 * SPANS + 1);
         for k in 0..SPANS {

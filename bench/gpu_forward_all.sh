@@ -39,9 +39,9 @@ echo "== small, 600 tokens, fp16, STRATA_QDOT_ONCE=0"
 STRATA_QDOT_ONCE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The qdot dense kernels' weights asked for before grid_dep_wait (STRATA_DEFINES=QDOT_EARLY=1, opt-in).
 echo "== matvec_parity, QDOT_EARLY=1"; STRATA_DEFINES=QDOT_EARLY=1 $bin parity matvec_parity; echo "rc=$?"
-# Weights asked into the L2 ahead (STRATA_AHEAD=hc,products, opt-in): the same bits.
-echo "== small, 600 tokens, fp16, STRATA_AHEAD=hc,products"
-STRATA_AHEAD=hc,products $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
+# Weights asked into the L2 ahead (STRATA_AHEAD=hc,products,experts, opt-in): the same bits.
+echo "== small, 600 tokens, fp16, STRATA_AHEAD=hc,products,experts"
+STRATA_AHEAD=hc,products,experts $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The HC split kernels' first weights loaded before grid_dep_wait (STRATA_DEFINES=HC_EARLY=2, opt-in).
 echo "== gr_parity --selftest, HC_EARLY=2"; STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest; echo "rc=$?"
 echo "== small, 600 tokens, fp16, HC_EARLY=2"

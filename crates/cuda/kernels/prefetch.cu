@@ -31,3 +31,12 @@ extern "C" __global__ void prefetch_spans(const unsigned char* p0, int n0, const
     prefetch_span(p5, n5, keep, i, n);
     grid_dep_wait();
 }
+
+// The routed experts' rows of a stacked matrix asked for once the routing has chosen them: slot
+// blockIdx.y's expert ids[slot], its `rows` rows from row ids[slot]·stride + offset, `row_bytes` each.
+extern "C" __global__ void prefetch_experts(const unsigned char* w, const int* __restrict__ ids, int stride,
+                                            int offset, int rows, int row_bytes) {
+    grid_dep_wait();  // the ids are the routing's
+    const unsigned char* p = w + ((size_t)ids[blockIdx.y] * stride + offset) * row_bytes;
+    prefetch_span(p, rows * row_bytes, 0, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}

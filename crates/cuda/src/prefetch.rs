@@ -2,7 +2,9 @@
 //! the step's chain of kernels leaves the memory mostly idle. Opt-in, `STRATA_AHEAD` (a comma list):
 //! - `hc`: after each HC read, the next read's three matrices, marked to be kept (evict_last);
 //! - `products`: before each HC read, the dense products of the sublayer after it (those on the step's
-//!   main lane first, up to `STRATA_AHEAD_MB`, by default half the card's L2), unmarked.
+//!   main lane first, up to `STRATA_AHEAD_MB`, by default half the card's L2), unmarked;
+//! - `experts`: once the routing has chosen them, the routed experts' down rows (read two launches
+//!   later, after their gate and up products).
 //!
 //! A prefetch changes no value: the bits are the same with any setting.
 
@@ -10,9 +12,10 @@ use std::sync::OnceLock;
 
 use cudarc::driver::LaunchConfig;
 
-use crate::buf::{launch, Arg};
+use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
+use crate::matvec::{Gather, MatrixGpu};
 
 const SRC: &str = crate::compile::PREFETCH;
 /// Spans one launch takes (prefetch_spans's arguments).
@@ -23,6 +26,7 @@ const SPANS: usize = 6;
 pub struct Ahead {
     pub hc: bool,
     pub products: bool,
+    pub experts: bool,
     /// Bytes of a sublayer's products asked for at most (None: half the card's L2).
     pub budget: Option<usize>,
 }
@@ -31,7 +35,7 @@ impl Ahead {
     fn parse(list: &str, mb: Option<&str>) -> Ahead {
         let has = |w: &str| list.split(',').any(|v| v.trim() == w);
         let budget = mb.and_then(|v| v.parse::<usize>().ok()).map(|mb| mb << 20);
-        Ahead { hc: has("hc"), products: has("products"), budget }
+        Ahead { hc: has("hc"), products: has("products"), experts: has("experts"), budget }
     }
 
     /// The products' budget on this card.
@@ -87,16 +91,38 @@ pub fn prefetch(gpu: &Gpu, spans: &[(u64, usize)], budget: usize, keep: bool) ->
     Ok(())
 }
 
+/// prefetch_experts: the rows `g` of each slot's expert in the stacked matrix `m` (slot i's expert
+/// `ids[i]`), once the routing has written the ids.
+pub fn experts(gpu: &Gpu, m: &MatrixGpu, g: Gather, ids: &Buf<i32>, slots: usize) -> Result<(), CudaError> {
+    let row_bytes = m.cols / m.ty.block_size() * m.ty.type_size();
+    let bytes = g.rows * row_bytes;
+    let f = gpu.function("prefetch.cu", SRC, "prefetch_experts")?;
+    let i = |v: usize| i32::try_from(v).map_err(|_| CudaError::Shape(format!("an expert of {bytes} bytes")));
+    let args = [
+        Arg::Ptr(m.ptr(gpu)),
+        Arg::Ptr(ids.ptr(gpu)),
+        Arg::I32(i(g.stride)?),
+        Arg::I32(i(g.offset)?),
+        Arg::I32(i(g.rows)?),
+        Arg::I32(i(row_bytes)?),
+    ];
+    i(bytes)?;
+    let blocks = (bytes.div_ceil(128) as u32).div_ceil(256).clamp(1, 8);
+    let cfg = LaunchConfig { grid_dim: (blocks, slots as u32, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    launch(gpu, &f, "prefetch_experts", cfg, &args)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_switch_reads_its_words() {
-        assert_eq!(Ahead::parse("", None), Ahead { hc: false, products: false, budget: None });
-        assert_eq!(Ahead::parse("hc", Some("8")), Ahead { hc: true, products: false, budget: Some(8 << 20) });
-        let both = Ahead::parse("products, hc", Some("x"));
-        assert!(both.hc && both.products && both.budget.is_none());
+        let none = Ahead { hc: false, products: false, experts: false, budget: None };
+        assert_eq!(Ahead::parse("", None), none);
+        assert_eq!(Ahead::parse("hc", Some("8")), Ahead { hc: true, budget: Some(8 << 20), ..none });
+        let all = Ahead::parse("products, hc,experts", Some("x"));
+        assert!(all.hc && all.products && all.experts && all.budget.is_none());
     }
 
     #[test]

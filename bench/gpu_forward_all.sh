@@ -39,6 +39,13 @@ echo "== small, 600 tokens, fp16, STRATA_QDOT_ONCE=0"
 STRATA_QDOT_ONCE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The qdot dense kernels' weights asked for before grid_dep_wait (STRATA_DEFINES=QDOT_EARLY=1, opt-in).
 echo "== matvec_parity, QDOT_EARLY=1"; STRATA_DEFINES=QDOT_EARLY=1 $bin parity matvec_parity; echo "rc=$?"
+# The PLE gate by a block a stream (STRATA_PLE_SPLIT=1, opt-in): the same bits.
+for kv in fp16 int8; do
+  echo "== small, 600 tokens, $kv, STRATA_PLE_SPLIT=1"
+  STRATA_PLE_SPLIT=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
+done
+echo "== tiny, 140 tokens, fp16, STRATA_PLE_SPLIT=1"
+STRATA_PLE_SPLIT=1 $bin parity forward_parity $t/tiny.gguf --tokens 140 --kv fp16; echo "rc=$?"
 # Weights asked into the L2 ahead (STRATA_AHEAD=hc,products,experts, opt-in): the same bits.
 echo "== small, 600 tokens, fp16, STRATA_AHEAD=hc,products,experts"
 STRATA_AHEAD=hc,products,experts $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"

@@ -31,6 +31,79 @@ extern "C" __global__ void ple_gate_z(float* __restrict__ key, const float* __re
     warp_rms_norm(z + o, nc + o, n);
 }
 
+// The sum of the block's chunk sums by the reduction contract (warp_sum_squares's order): thread ch holds
+// chunk ch's sum `v` (ch < nch); warp 0's lane L adds chunks L, L + 32, … in ascending order from +0, then
+// the butterfly. Every thread gets the total.
+__device__ float block_chunk_sum(float v, float* part, int nch) {
+    const int ch = threadIdx.x;
+    if (ch < nch) part[ch] = v;
+    __syncthreads();
+    if (ch < WARP) {
+        float acc = 0.0f;
+        for (int k = ch; k < nch; k += WARP) acc = __fadd_rn(acc, part[k]);
+        acc = warp_butterfly(acc);
+        if (ch == 0) part[nch] = acc;
+    }
+    __syncthreads();
+    const float total = part[nch];
+    __syncthreads();  // part is written again by the next sum
+    return total;
+}
+
+// ple_gate_z with a block per stream c and a thread per chunk of 8 values (n/8 ≤ 1024 threads;
+// STRATA_PLE_SPLIT=1, opt-in until run on a card). ple_gate_z's warp walks each stream's n values seven
+// times, a load waited out at each step; here each chunk's sums of 8 are its own thread's, in parallel, and
+// block_chunk_sum adds them in the contract's order. The values stay in registers from step to step. The
+// same operations in the same order: the same bits.
+extern "C" __global__ void ple_gate_z_split(float* __restrict__ key, const float* __restrict__ r,
+                                           float* __restrict__ query, const float* __restrict__ value,
+                                           const float* __restrict__ nk, const float* __restrict__ nq,
+                                           const float* __restrict__ nc, float* __restrict__ gated,
+                                           float* __restrict__ z, int n, int hc) {
+    extern __shared__ float part[];  // n/8 chunk sums, then their total
+    grid_dep_wait();
+    const int ch = threadIdx.x, nch = n / CHUNK;
+    const bool mine = ch < nch;
+    const size_t o = (size_t)blockIdx.x * n + (size_t)ch * CHUNK;
+    const auto rms_scale = [&](const float* x) {
+        const float ss = block_chunk_sum(mine ? chunk_dot(x, x) : 0.0f, part, nch);
+        return s_rsqrt(__fadd_rn(__fdiv_rn(ss, (float)n), 1e-6f));
+    };
+    float k8[CHUNK], q8[CHUNK], w8[CHUNK];
+    if (mine) {
+        load8_f32(key + o, k8);
+        load8_f32(r + o, q8);
+    }
+    const float rs_k = rms_scale(k8), rs_q = rms_scale(q8);
+    if (mine) {
+        load8_f32(nk + o, w8);
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) k8[e] = __fmul_rn(__fmul_rn(k8[e], rs_k), w8[e]);
+        store8_f32(key + o, k8);
+        load8_f32(nq + o, w8);
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) q8[e] = __fmul_rn(__fmul_rn(q8[e], rs_q), w8[e]);
+        store8_f32(query + o, q8);
+    }
+    const float s = __fdiv_rn(block_chunk_sum(mine ? chunk_dot(k8, q8) : 0.0f, part, nch), __fsqrt_rn((float)n));
+    const float sign = s > 0.0f ? 1.0f : (s < 0.0f ? -1.0f : 0.0f);
+    const float gate = s_sigmoid(__fmul_rn(sign, __fsqrt_rn(fmaxf(fabsf(s), 1e-6f))));
+    float g8[CHUNK];
+    if (mine) {
+        load8_f32(value + (size_t)ch * CHUNK, g8);
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) g8[e] = __fmul_rn(g8[e], gate);
+        store8_f32(gated + o, g8);
+    }
+    const float rs_z = rms_scale(g8);
+    if (mine) {
+        load8_f32(nc + o, w8);
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) g8[e] = __fmul_rn(__fmul_rn(g8[e], rs_z), w8[e]);
+        store8_f32(z + o, g8);
+    }
+}
+
 // R += gated + silu(conv): conv of K taps at dilation d over the history frames (oldest first, H = (K−1)·d of
 // them) and this z, by fma from the oldest; then the history moves on by one frame. A thread per value.
 extern "C" __global__ void ple_conv(float* __restrict__ r, const float* __restrict__ gated, const float* __restrict__ z,

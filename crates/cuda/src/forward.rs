@@ -352,6 +352,12 @@ fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
     })
 }
 
+/// `STRATA_PLE_SPLIT=1`: the PLE gate by ple_gate_z_split (opt-in until run on a card).
+fn ple_split() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_PLE_SPLIT").is_ok_and(|v| v == "1"))
+}
+
 fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
     AttnDims {
         hq: c.n_head,
@@ -546,12 +552,26 @@ impl Backend for CudaForward<'_> {
                 let (query, gated, z) =
                     (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?);
                 let row = r.buf.ptr(g) + (i * wide * 4) as u64;
-                let f = g.function("ple.cu", crate::compile::PLE, "ple_gate_z")?;
-                let cfg = cudarc::driver::LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (32 * hc as u32, 1, 1),
-                    shared_mem_bytes: 0,
+                // A warp a stream (ple_gate_z), or with STRATA_PLE_SPLIT=1 a block a stream and a thread a
+                // chunk of 8 (ple_gate_z_split): the same bits.
+                let (name, cfg) = if ple_split() {
+                    let threads = (n / 8).next_multiple_of(32) as u32;
+                    let smem = (n / 8 + 1) as u32 * 4;
+                    let cfg = cudarc::driver::LaunchConfig {
+                        grid_dim: (hc as u32, 1, 1),
+                        block_dim: (threads, 1, 1),
+                        shared_mem_bytes: smem,
+                    };
+                    ("ple_gate_z_split", cfg)
+                } else {
+                    let cfg = cudarc::driver::LaunchConfig {
+                        grid_dim: (1, 1, 1),
+                        block_dim: (32 * hc as u32, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    ("ple_gate_z", cfg)
                 };
+                let f = g.function("ple.cu", crate::compile::PLE, name)?;
                 let args = [
                     key.ptr(g),
                     row,
@@ -566,7 +586,7 @@ impl Backend for CudaForward<'_> {
                 launch(
                     g,
                     &f,
-                    "ple_gate_z",
+                    name,
                     cfg,
                     &[&args.map(Arg::Ptr)[..], &[Arg::I32(n as i32), Arg::I32(hc as i32)]].concat(),
                 )?;

@@ -39,6 +39,13 @@ echo "== small, 600 tokens, fp16, STRATA_QDOT_ONCE=0"
 STRATA_QDOT_ONCE=0 $bin parity forward_parity $t/small.gguf --tokens 600 --kv fp16; echo "rc=$?"
 # The qdot dense kernels' weights asked for before grid_dep_wait (STRATA_DEFINES=QDOT_EARLY=1, opt-in).
 echo "== matvec_parity, QDOT_EARLY=1"; STRATA_DEFINES=QDOT_EARLY=1 $bin parity matvec_parity; echo "rc=$?"
+# The GDN conv in the qkv product's epilogue and the q/k norms in the delta kernel (STRATA_GDN_FUSE=1,
+# opt-in): the same bits.
+echo "== gdn_parity, STRATA_GDN_FUSE=1"; STRATA_GDN_FUSE=1 $bin parity gdn_parity; echo "rc=$?"
+for kv in fp16 int8; do
+  echo "== small, 600 tokens, $kv, STRATA_GDN_FUSE=1"
+  STRATA_GDN_FUSE=1 $bin parity forward_parity $t/small.gguf --tokens 600 --kv $kv; echo "rc=$?"
+done
 # The PLE gate by a block a stream (STRATA_PLE_SPLIT=1, opt-in): the same bits.
 for kv in fp16 int8; do
   echo "== small, 600 tokens, $kv, STRATA_PLE_SPLIT=1"

@@ -306,6 +306,80 @@ __device__ __forceinline__ void grid_dep_wait() {
 #endif
 }
 
+// Causal depthwise conv of K taps of channel ch, then silu (docs/ARITHMETIC.md § gdn; gdn.cu's conv and
+// qdot.cu's conv epilogue): frames are the K − 1 kept ones (oldest first)
+// and the window's tokens in order; the K − 1 newest are kept. KC > 0: K = KC known when compiled, so
+// the frames stay in registers and every load of the channel is issued at once (the model's K = 4);
+// KC = 0: any K ≤ 16 (the host checks). The same fmas in the same order either way.
+template <int KC>
+struct ConvFrames {
+    static constexpr int KMAX = KC > 0 ? KC : 16;
+    float frames[KMAX];
+    float wk[KMAX];
+    // The channel's kept frames and its taps: neither depends on the kernels of this step before the conv
+    // (the tail is this kernel's own, from the step before), so they may be read before grid_dep_wait.
+    __device__ __forceinline__ void load(const float* __restrict__ tail, const float* __restrict__ w, int C, int K,
+                                         int ch) {
+#pragma unroll
+        for (int i = 0; i < KMAX - 1; ++i) {
+            if (i < K - 1) frames[i] = tail[(size_t)i * C + ch];
+        }
+#pragma unroll
+        for (int i = 0; i < KMAX; ++i) {
+            if (i < K) wk[i] = w[(size_t)K * ch + i];
+        }
+    }
+    // The window's tokens through the channel, then the K − 1 newest frames kept.
+    __device__ __forceinline__ void run(const float* __restrict__ u, float* __restrict__ tail, float* __restrict__ out,
+                                        int C, int K, int T, int ch) {
+        for (int t = 0; t < T; ++t) {
+            const float cur = u[(size_t)t * C + ch];
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < KMAX - 1; ++i) {
+                if (i < K - 1) s = __fmaf_rn(wk[i], frames[i], s);
+            }
+            s = __fmaf_rn(wk[K - 1], cur, s);
+            out[(size_t)t * C + ch] = s_silu(s);
+#pragma unroll
+            for (int i = 0; i + 1 < KMAX - 1; ++i) {
+                if (i + 1 < K - 1) frames[i] = frames[i + 1];
+            }
+            if (K > 1) frames[K - 2] = cur;
+        }
+#pragma unroll
+        for (int i = 0; i < KMAX - 1; ++i) {
+            if (i < K - 1) tail[(size_t)i * C + ch] = frames[i];
+        }
+    }
+    // run with the window's inputs in registers (vals[t] for t < T ≤ NT): the same fmas in the same order.
+    template <int NT>
+    __device__ __forceinline__ void run_vals(const float (&vals)[NT], float* __restrict__ tail, float* __restrict__ out,
+                                             int C, int K, int T, int ch) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            if (t >= T) break;
+            const float cur = vals[t];
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < KMAX - 1; ++i) {
+                if (i < K - 1) s = __fmaf_rn(wk[i], frames[i], s);
+            }
+            s = __fmaf_rn(wk[K - 1], cur, s);
+            out[(size_t)t * C + ch] = s_silu(s);
+#pragma unroll
+            for (int i = 0; i + 1 < KMAX - 1; ++i) {
+                if (i + 1 < K - 1) frames[i] = frames[i + 1];
+            }
+            if (K > 1) frames[K - 2] = cur;
+        }
+#pragma unroll
+        for (int i = 0; i < KMAX - 1; ++i) {
+            if (i < K - 1) tail[(size_t)i * C + ch] = frames[i];
+        }
+    }
+};
+
 // Ask for the 128-byte lines of bytes [p, p + bytes) into the L2, thread i of n taking lines i, i + n, …
 // A prefetch waits for nothing and changes no value: a loop that then reads the span meets its bytes in
 // the cache instead of waiting out memory at each step, and weights (which no kernel writes) may be asked

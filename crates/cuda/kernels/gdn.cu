@@ -2,52 +2,7 @@
 // crates/model/src/layers/gdn.rs: the projections are matvec.cu's; these kernels do the rest with the CPU's
 // operations in the CPU's order, carrying the conv tail and the S×S state from token to token.
 
-// Causal depthwise conv of K taps of channel ch, then silu: frames are the K − 1 kept ones (oldest first)
-// and the window's tokens in order; the K − 1 newest are kept. KC > 0: K = KC known when compiled, so
-// the frames stay in registers and every load of the channel is issued at once (the model's K = 4);
-// KC = 0: any K ≤ 16 (the host checks). The same fmas in the same order either way.
-template <int KC>
-struct ConvFrames {
-    static constexpr int KMAX = KC > 0 ? KC : 16;
-    float frames[KMAX];
-    float wk[KMAX];
-    // The channel's kept frames and its taps: neither depends on the kernels of this step before the conv
-    // (the tail is this kernel's own, from the step before), so they may be read before grid_dep_wait.
-    __device__ __forceinline__ void load(const float* __restrict__ tail, const float* __restrict__ w, int C, int K,
-                                         int ch) {
-#pragma unroll
-        for (int i = 0; i < KMAX - 1; ++i) {
-            if (i < K - 1) frames[i] = tail[(size_t)i * C + ch];
-        }
-#pragma unroll
-        for (int i = 0; i < KMAX; ++i) {
-            if (i < K) wk[i] = w[(size_t)K * ch + i];
-        }
-    }
-    // The window's tokens through the channel, then the K − 1 newest frames kept.
-    __device__ __forceinline__ void run(const float* __restrict__ u, float* __restrict__ tail, float* __restrict__ out,
-                                        int C, int K, int T, int ch) {
-        for (int t = 0; t < T; ++t) {
-            const float cur = u[(size_t)t * C + ch];
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < KMAX - 1; ++i) {
-                if (i < K - 1) s = __fmaf_rn(wk[i], frames[i], s);
-            }
-            s = __fmaf_rn(wk[K - 1], cur, s);
-            out[(size_t)t * C + ch] = s_silu(s);
-#pragma unroll
-            for (int i = 0; i + 1 < KMAX - 1; ++i) {
-                if (i + 1 < K - 1) frames[i] = frames[i + 1];
-            }
-            if (K > 1) frames[K - 2] = cur;
-        }
-#pragma unroll
-        for (int i = 0; i < KMAX - 1; ++i) {
-            if (i < K - 1) tail[(size_t)i * C + ch] = frames[i];
-        }
-    }
-};
+// ConvFrames (the causal conv of a channel) is in common.cuh: qdot.cu's conv epilogue runs it too.
 
 template <int KC>
 __device__ __forceinline__ void conv_channel(const float* __restrict__ u, float* __restrict__ tail,
@@ -232,10 +187,14 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // The column is read before grid_dep_wait: M is written only by this kernel, and with programmatic
 // launches every kernel before the one this follows (the conv) has completed when it starts early, so
 // the state's read (3 MB a layer at the model's 48 heads) overlaps the conv instead of following it.
-template <int S, int P>
+// NORM (the `_n` kernels, STRATA_GDN_FUSE=1, where qdot.cu's conv epilogue made `conv` without the norms):
+// each token's q and k are L2-normalised in shared memory after they are loaded, by qk_norm_head as
+// gdn_conv_norm does (q then scaled by qscale).
+template <int S, int P, bool NORM = false>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
-                               const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {
+                               const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
+                               float qscale = 0.0f) {
     constexpr int R = S / P;
     __shared__ float qk[2 * S];
     const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
@@ -253,6 +212,12 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
             qk[S + a] = row[(size_t)hk * S + (size_t)i * S + a];
         }
         __syncthreads();
+        if constexpr (NORM) {
+            const int warp = threadIdx.x / WARP, last = (S * P) / WARP - 1;
+            if (warp == 0) qk_norm_head(qk, S, true, qscale);
+            if (warp == min(1, last)) qk_norm_head(qk + S, S, false, qscale);
+            __syncthreads();
+        }
         const float* q = qk + part * R;
         const float* k = qk + S + part * R;
         const float dec = decay[(size_t)t * hv + j], beta = betas[(size_t)t * hv + j];
@@ -294,6 +259,13 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {                  \
         gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y);                               \
+    }                                                                                                          \
+    /* q and k normalised here (STRATA_GDN_FUSE=1: the conv made without the norms) */                        \
+    extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_n(                                     \
+        float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
+        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float qscale) {      \
+        gdn_delta_cols<S, P, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, qscale);                 \
     }
 GDN_DELTA_COLS(32, 1)
 GDN_DELTA_COLS(64, 1)

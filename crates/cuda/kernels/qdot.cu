@@ -170,10 +170,24 @@ __device__ QIn qd_inputs(const float* x, const QSrc& src, int n, int cols) {
 // 248,320 rows would otherwise quantize the same input in 31,040 blocks).
 // ONE: a kernel for a single token, compiled without the window's code, whose registers (eight sums a
 // lane) would otherwise bound the single token's occupancy too.
-template <typename Q, bool ONE, bool G>
+// CONV (the `_conv` kernels, STRATA_GDN_FUSE=1; one row a warp): the rows are the GDN conv's channels and
+// each warp's lane 0 runs its channel's K = 4 taps over the kept frames and the window's outputs in order
+// (common.cuh's ConvFrames, as gdn_conv_norm does), writing silu(conv) to y and the newest frames to the
+// tail instead of the raw product. The channel's frames and taps are read before grid_dep_wait: the tail is
+// this kernel's own from the step before, the taps a weight.
+struct QdConv {
+    float* tail;
+    const float* taps;
+};
+template <typename Q, bool ONE, bool G, bool CONV = false>
 __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
-                          int rows, int cols, int T, int rpw) {
+                          int rows, int cols, int T, int rpw, QdConv cv = {}) {
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    ConvFrames<4> cf;
+    if constexpr (CONV) {
+        const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;  // rpw = 1
+        if (threadIdx.x % WARP == 0 && row < rows) cf.load(cv.tail, cv.taps, rows, 4, row);
+    }
     // The block's rows (one span: QD_WARPS·rpw rows from its first) asked for into the L2, so that their
     // fetch overlaps the inputs' quantization: before grid_dep_wait with QDOT_EARLY, else after it.
     const auto fetch = [&] {
@@ -205,9 +219,13 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
             qd_row<Q, 8>(w + (size_t)row * row_bytes, q, 0, T, s);
         }
         if (threadIdx.x % WARP == 0) {
+            if constexpr (CONV) {
+                cf.run_vals(s, cv.tail, y, rows, 4, T, row);
+            } else {
 #pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                if (t < T) y[(size_t)t * rows + row] = s[t];  // unrolled: s stays in registers
+                for (int t = 0; t < 8; ++t) {
+                    if (t < T) y[(size_t)t * rows + row] = s[t];  // unrolled: s stays in registers
+                }
             }
         }
     }
@@ -380,6 +398,17 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
 #define QDOT(NAME, Q)                                                                                         \
     QDOT_KERNELS(NAME, Q, false)                                                                              \
     QDOT_KERNELS(NAME##_g, Q, true)                                                                           \
+    /* the GDN conv in the epilogue (QdConv; inputs quantized once; rpw = 1) */                              \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_g_one_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,  \
+                          int T, float* tail, const float* taps) {                                            \
+        qdot_rows<Q, true, true, true>(w, x, y, rows, cols, 1, 1, QdConv{tail, taps});                        \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+        NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
+                      int T, float* tail, const float* taps) {                                                \
+        qdot_rows<Q, false, true, true>(w, x, y, rows, cols, T, 1, QdConv{tail, taps});                       \
+    }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \
         qdot_quantize_pieces<Q>(x, tok, slot, kd, n, P, out);                                                 \

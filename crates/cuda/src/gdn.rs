@@ -144,6 +144,16 @@ fn conv_norm(
     launch(gpu, &f, "gdn_conv_norm", grid(n_warps * 32, 128), &args)
 }
 
+/// `STRATA_GDN_FUSE=1` (opt-in until run on a card), where it applies: the conv in the qkv product's
+/// epilogue (qdot.rs `dense_conv`: a § qdot type, K = 4) and the q/k norms in the delta kernel (its
+/// register forms, S = 32, 64, 128). The same bits.
+fn fuse(gpu: &Gpu, w: &GdnGpu) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_FUSE").is_ok_and(|v| v == "1"));
+    let (s, _, _, k) = w.dims;
+    on && k == 4 && matches!(s, 32 | 64 | 128) && crate::qdot::can_conv(gpu, &w.qkv)
+}
+
 /// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
 pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) {
@@ -167,7 +177,15 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         }
         matvec(gpu, &w.gate, x, &z, t)
     })?;
-    matvec(gpu, &w.qkv, x, &u, t)?;
+    // With STRATA_GDN_FUSE=1 (where it applies) the qkv product runs the conv in its epilogue and the delta
+    // kernel normalises q and k: gdn_conv_norm then makes only the gates, if they are not on the side lane.
+    let fuse = fuse(gpu, w);
+    if fuse {
+        let conv_args = (conv.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu));
+        crate::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?;
+    } else {
+        matvec(gpu, &w.qkv, x, &u, t)?;
+    }
     // The α and β logits: by the products here only when gdn_conv_norm's gate warps cannot make them.
     let logits = if w.ab_kind == 0 {
         let (al, be) = (Buf::<f32>::uninit(gpu, t * hv)?, Buf::<f32>::uninit(gpu, t * hv)?);
@@ -177,15 +195,25 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         None
     };
     let ci = |v: usize| Arg::I32(v as i32);
-    let warps = if side_gates { ConvWarps::Conv } else { ConvWarps::All };
-    conv_norm(gpu, w, st, (&u, x, logits.as_ref()), (&decay, &betas), (&conv, t), warps)?;
+    let warps = match (side_gates, fuse) {
+        (true, true) => None,
+        (false, true) => Some(ConvWarps::Gates),
+        (true, false) => Some(ConvWarps::Conv),
+        (false, false) => Some(ConvWarps::All),
+    };
+    if let Some(warps) = warps {
+        conv_norm(gpu, w, st, (&u, x, logits.as_ref()), (&decay, &betas), (&conv, t), warps)?;
+    }
     let o = Buf::<f32>::uninit(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).
-    let (name, threads, shared) = match s {
-        32 => ("gdn_delta_32", 32, 0),
-        64 => ("gdn_delta_64", 64, 0),
-        128 => ("gdn_delta_128", 256, 0),
+    let (name, threads, shared) = match (s, fuse) {
+        (32, false) => ("gdn_delta_32", 32, 0),
+        (64, false) => ("gdn_delta_64", 64, 0),
+        (128, false) => ("gdn_delta_128", 256, 0),
+        (32, true) => ("gdn_delta_32_n", 32, 0),
+        (64, true) => ("gdn_delta_64_n", 64, 0),
+        (128, true) => ("gdn_delta_128_n", 256, 0),
         _ => ("gdn_delta", s.max(32), 2 * s * 4),
     };
     let f = gpu.function("gdn.cu", SRC, name)?;
@@ -200,7 +228,8 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
     let sizes = [ci(channels), ci(hk), ci(hv), ci(s), ci(t)];
     let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
-    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm].concat())?;
+    let qscale = fuse.then_some(Arg::F32(rsqrt(s as f32)));
+    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice()].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
     matvec(gpu, &w.out, &y, &out, t)?;
     Ok(out)

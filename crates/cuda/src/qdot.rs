@@ -133,6 +133,40 @@ pub fn dense(
     dense_launch(gpu, w, (x, false), (y, second), t)
 }
 
+/// Whether a product over `w` can run the GDN conv in its epilogue ([`dense_conv`]): a § qdot type with
+/// inputs quantized once and one row a warp.
+pub fn can_conv(gpu: &Gpu, w: &MatrixGpu) -> bool {
+    uses(w.ty) && once() && rows_per_warp(w.rows, gpu.sm_count as usize) == 1
+}
+
+/// The GDN qkv product with the conv in its epilogue (qdot.cu's `_conv` kernels): for each channel (row)
+/// silu of the K = 4 taps over its kept frames (`tail`, updated) and the window's outputs, into `conv`
+/// (t rows of `w.rows`), instead of the raw product. See [`can_conv`].
+pub fn dense_conv(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    x: u64,
+    (conv, tail, taps): (u64, u64, u64),
+    t: usize,
+) -> Result<(), CudaError> {
+    let q = quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)?;
+    let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
+    let blocks = w.rows.div_ceil(WARPS as usize) as u32;
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [
+        Arg::Ptr(w.ptr(gpu)),
+        Arg::Ptr(q.ptr(gpu)),
+        Arg::Ptr(conv),
+        i(w.rows),
+        i(w.cols),
+        i(t),
+        Arg::Ptr(tail),
+        Arg::Ptr(taps),
+    ];
+    launch(gpu, &f, name, cfg, &args)
+}
+
 /// The dense kernel over `x`: floats, or (`quantized`) pieces for the `_g` kernels.
 fn dense_launch(
     gpu: &Gpu,

@@ -353,6 +353,8 @@ struct ConvFrames {
         }
     }
     // run with the window's inputs in registers (vals[t] for t < T ≤ NT): the same fmas in the same order.
+    // (Its body repeats run's rather than sharing a step with it: sharing changed the code ptxas makes of
+    // gdn_conv_norm, whose PTX is kept as the parity tools checked it until this path is checked too.)
     template <int NT>
     __device__ __forceinline__ void run_vals(const float (&vals)[NT], float* __restrict__ tail, float* __restrict__ out,
                                              int C, int K, int T, int ch) {

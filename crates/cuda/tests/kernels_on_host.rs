@@ -137,6 +137,28 @@ int main(int argc, char** argv) {
         fclose(out);
         return rc;
     }
+    if (mode == "conv") {  // conv T C TAIL TAPS U OUT: every channel through ConvFrames<4>'s run and run_vals
+        const int T = atoi(argv[2]), C = atoi(argv[3]);
+        const std::vector<unsigned char> tb = slurp(argv[4]), wb = slurp(argv[5]), ub = slurp(argv[6]);
+        std::vector<float> tail(3 * C), w(4 * C), u(T * C), out(T * C), out2(T * C);
+        memcpy(tail.data(), tb.data(), 4 * tail.size());
+        memcpy(w.data(), wb.data(), 4 * w.size());
+        memcpy(u.data(), ub.data(), 4 * u.size());
+        std::vector<float> tail2 = tail;
+        for (int ch = 0; ch < C; ++ch) {
+            ConvFrames<4> f, g;
+            f.load(tail.data(), w.data(), C, 4, ch);
+            f.run(u.data(), tail.data(), out.data(), C, 4, T, ch);
+            float vals[8] = {};
+            for (int t = 0; t < T; ++t) vals[t] = u[(size_t)t * C + ch];
+            g.load(tail2.data(), w.data(), C, 4, ch);
+            g.run_vals(vals, tail2.data(), out2.data(), C, 4, T, ch);
+        }
+        FILE* o = fopen(argv[7], "wb");
+        for (const std::vector<float>* v : {&out, &tail, &out2, &tail2}) fwrite(v->data(), 4, v->size(), o);
+        fclose(o);
+        return 0;
+    }
     if (mode == "math") {
         std::vector<unsigned char> in = slurp(argv[2]);
         FILE* out = fopen(argv[3], "wb");
@@ -292,5 +314,38 @@ fn every_qdot_row_gives_the_cpu_ops_bits() {
         }
         // Numbers, so that the comparison means something.
         assert!(got.iter().all(|v| v.is_finite()), "{ty}: {got:?}");
+    }
+}
+
+#[test]
+fn the_conv_frames_give_the_cpu_conv_bits() {
+    use strata_model::layers::gdn::causal_conv;
+    let dir = scratch("conv");
+    let Some(exe) = build(&dir) else { return };
+    let mut rng = SplitMix64::new(0xc0);
+    let c = 64;
+    for t in 1..=8 {
+        let mut draw = |n: usize| -> Vec<f32> { (0..n).map(|_| 2.0 * rng.uniform() - 1.0).collect() };
+        let (tail, w, u) = (draw(3 * c), draw(4 * c), draw(t * c));
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let paths = ["tail", "taps", "u", "out"].map(|n| dir.join(format!("{n}-{t}")));
+        for (p, v) in paths.iter().zip([&tail, &w, &u]) {
+            std::fs::write(p, bytes(v)).unwrap();
+        }
+        let mut run = Command::new(&exe);
+        run.args(["conv", &t.to_string(), &c.to_string()]).args(&paths);
+        assert!(run.status().unwrap().success(), "T = {t}: the host program failed");
+        let got = floats(&std::fs::read(&paths[3]).unwrap());
+        // The CPU: each token through causal_conv, then silu.
+        let (mut cpu_tail, mut want) = (tail.clone(), Vec::new());
+        for k in 0..t {
+            want.extend(causal_conv(&mut cpu_tail, &u[k * c..(k + 1) * c], &w).into_iter().map(act::silu));
+        }
+        let n = t * c;
+        for (what, at) in [("run", 0), ("run_vals", n + 3 * c)] {
+            let (out, kept) = (&got[at..at + n], &got[at + n..at + n + 3 * c]);
+            assert!(out.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "T = {t}: {what}'s outputs");
+            assert!(kept.iter().zip(&cpu_tail).all(|(a, b)| a.to_bits() == b.to_bits()), "T = {t}: {what}'s tail");
+        }
     }
 }

@@ -11,36 +11,21 @@
 // dot instructions (`__dp4a`) pair each weight with its input. Integer sums are exact in any order; only
 // the float combination has a fixed order.
 
-// QBLOCK, QMAX, qd_code and qd_scale (the input's quantization) are in common.cuh, which other kernel
-// files that quantize their outputs for these products share.
+#define QBLOCK 32
+#define QMAX 127.0f
 
-// One piece of the input quantized by one thread, in registers (ops/qdot.rs quantize_input): the same
-// amax (maxima are exact in any order), scale, codes laid out by Q::pos, and the sums of the codes over
-// elements 0..15 and 16..31 as qdot.cu's qd_quantize makes with 8 lanes.
-struct QPiece {
-    int a[8];
-    int lo, hi;
-    float d;
-};
-template <typename Q>
-__device__ __forceinline__ QPiece qd_piece(const float* e) {
-    QPiece p;
-    float amax = 0.0f;  // from +0; a NaN is passed over
-#pragma unroll
-    for (int i = 0; i < QBLOCK; ++i) amax = fmaxf(amax, fabsf(e[i]));
-    const float id = qd_scale(amax, &p.d);
-    u32 w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    p.lo = p.hi = 0;
-#pragma unroll
-    for (int i = 0; i < QBLOCK; ++i) {
-        const int c = qd_code(__fmul_rn(e[i], id)), b = Q::pos(i);  // b is known when compiled
-        w[b / 4] |= ((u32)c & 0xffu) << (8 * (b % 4));
-        if (i < 16) p.lo += c;
-        else p.hi += c;
-    }
-#pragma unroll
-    for (int m = 0; m < 8; ++m) p.a[m] = (int)w[m];
-    return p;
+// An input element times 127/amax as its code: rounded half to even, clamped to ±127; NaN gives 0
+// (ops/qdot.rs `code`). Clamping before rounding gives the same integer as after.
+__device__ __forceinline__ int qd_code(float v) {
+    if (v != v) return 0;
+    return __float2int_rn(fminf(fmaxf(v, -QMAX), QMAX));
+}
+
+// A block's scale from its largest magnitude: sets d = amax/127 and returns id = 127/amax, or 0 when
+// amax is 0 (every code is then 0, as x·0 is 0 or NaN).
+__device__ __forceinline__ float qd_scale(float amax, float* d) {
+    *d = __fdiv_rn(amax, QMAX);
+    return amax == 0.0f ? 0.0f : __fdiv_rn(QMAX, amax);
 }
 
 // N words of 4 bytes from p, an even address (blocks are 2-byte aligned): the N + 1 aligned words

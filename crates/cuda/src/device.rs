@@ -75,7 +75,8 @@ impl Gpu {
         let optin = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
         let smem_optin = ctx.attribute(optin).check("reading the shared memory limit")?.max(0) as u32;
         let l2 = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
-        let l2_bytes = ctx.attribute(l2).check("reading the L2 cache size")?.max(0) as usize;
+        // Only STRATA_AHEAD's budget uses it: a card that does not say gets none (no prefetch), not an error.
+        let l2_bytes = ctx.attribute(l2).map_or(0, |v| v.max(0) as usize);
         let mut v = 0i32;
         // SAFETY: a plain query writing one int; the library is loaded (the context exists).
         let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };

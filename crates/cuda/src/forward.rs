@@ -554,22 +554,15 @@ impl Backend for CudaForward<'_> {
                 let row = r.buf.ptr(g) + (i * wide * 4) as u64;
                 // A warp a stream (ple_gate_z), or with STRATA_PLE_SPLIT=1 a block a stream and a thread a
                 // chunk of 8 (ple_gate_z_split): the same bits.
-                let (name, cfg) = if ple_split() {
-                    let threads = (n / 8).next_multiple_of(32) as u32;
-                    let smem = (n / 8 + 1) as u32 * 4;
-                    let cfg = cudarc::driver::LaunchConfig {
-                        grid_dim: (hc as u32, 1, 1),
-                        block_dim: (threads, 1, 1),
-                        shared_mem_bytes: smem,
-                    };
-                    ("ple_gate_z_split", cfg)
+                let (name, grid, threads, smem) = if ple_split() {
+                    ("ple_gate_z_split", hc, (n / 8).next_multiple_of(32), (n / 8 + 1) * 4)
                 } else {
-                    let cfg = cudarc::driver::LaunchConfig {
-                        grid_dim: (1, 1, 1),
-                        block_dim: (32 * hc as u32, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    ("ple_gate_z", cfg)
+                    ("ple_gate_z", 1, 32 * hc, 0)
+                };
+                let cfg = cudarc::driver::LaunchConfig {
+                    grid_dim: (grid as u32, 1, 1),
+                    block_dim: (threads as u32, 1, 1),
+                    shared_mem_bytes: smem as u32,
                 };
                 let f = g.function("ple.cu", crate::compile::PLE, name)?;
                 let args = [

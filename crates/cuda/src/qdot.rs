@@ -56,9 +56,14 @@ fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<
     Ok(q)
 }
 
-/// Bytes of `n` quantized input vectors of `cols` values (44 a piece of 32).
-fn quantized_bytes(n: usize, cols: usize) -> usize {
-    n * cols / 32 * PIECE_BYTES
+/// The 32-bit words of `n` quantized input vectors of `cols` values (44 bytes a piece of 32).
+fn quantized_words(n: usize, cols: usize) -> usize {
+    n * cols / 32 * PIECE_BYTES / 4
+}
+
+/// The t input rows of a dense product over `w` at `x` quantized once ([`quantize`]).
+fn quantize_rows(gpu: &Gpu, w: &MatrixGpu, x: u64, t: usize) -> Result<Buf<i32>, CudaError> {
+    quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)
 }
 
 /// Whether products over `ty` take the § qdot kernels.
@@ -126,11 +131,27 @@ pub fn dense(
     (y, second): (u64, Option<(&MatrixGpu, u64)>),
     t: usize,
 ) -> Result<(), CudaError> {
-    if once() {
-        let q = quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)?;
-        return dense_launch(gpu, w, (q.ptr(gpu), true), (y, second), t);
-    }
-    dense_launch(gpu, w, (x, false), (y, second), t)
+    let g = once();
+    let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
+    let q = g.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
+    let z = if second.is_some() { 2 } else { 1 };
+    let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
+    let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, if g { 0 } else { t }, w.cols)?;
+    let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [
+        Arg::Ptr(w.ptr(gpu)),
+        Arg::Ptr(q.as_ref().map_or(x, |q| q.ptr(gpu))),
+        Arg::Ptr(y),
+        i(w.rows),
+        i(w.cols),
+        i(t),
+        i(rpw),
+        Arg::Ptr(w2),
+        Arg::Ptr(y2),
+    ];
+    launch(gpu, &f, name, cfg, &args)
 }
 
 /// Whether a product over `w` can run the GDN conv in its epilogue ([`dense_conv`]): a § qdot type with
@@ -149,7 +170,7 @@ pub fn dense_conv(
     (conv, tail, taps): (u64, u64, u64),
     t: usize,
 ) -> Result<(), CudaError> {
-    let q = quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)?;
+    let q = quantize_rows(gpu, w, x, t)?;
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
     let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
@@ -165,41 +186,6 @@ pub fn dense_conv(
         Arg::Ptr(taps),
     ];
     launch(gpu, &f, name, cfg, &args)
-}
-
-/// The dense kernel over `x`: floats, or (`quantized`) pieces for the `_g` kernels.
-fn dense_launch(
-    gpu: &Gpu,
-    w: &MatrixGpu,
-    (x, quantized): (u64, bool),
-    (y, second): (u64, Option<(&MatrixGpu, u64)>),
-    t: usize,
-) -> Result<(), CudaError> {
-    let g = quantized;
-    let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
-    let z = if second.is_some() { 2 } else { 1 };
-    let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
-    let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
-    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, if g { 0 } else { t }, w.cols)?;
-    let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
-    let i = |v: usize| Arg::I32(v as i32);
-    let args = [
-        Arg::Ptr(w.ptr(gpu)),
-        Arg::Ptr(x),
-        Arg::Ptr(y),
-        i(w.rows),
-        i(w.cols),
-        i(t),
-        i(rpw),
-        Arg::Ptr(w2),
-        Arg::Ptr(y2),
-    ];
-    launch(gpu, &f, name, cfg, &args)
-}
-
-/// The 32-bit words of `n` quantized vectors of `cols` values.
-fn quantized_words(n: usize, cols: usize) -> usize {
-    quantized_bytes(n, cols) / 4
 }
 
 /// Where a gather kernel's arguments hold its input, k, and the input's token and slot strides.
@@ -278,12 +264,12 @@ pub fn gather_combine(
     args: &[Arg],
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    args.push(Arg::I32(COMBINE_ROWS as i32));
-    let grid = (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1);
     let q = gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?;
     let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][q.is_some() as usize]);
     let vectors = if q.is_some() { 0 } else { k };
-    let (f, cfg) = prepare(gpu, name, grid, 32 * k as u32, vectors, w.cols)?;
+    let (f, cfg) =
+        prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
+    args.push(Arg::I32(COMBINE_ROWS as i32));
     launch(gpu, &f, name, cfg, &args)
 }
 

@@ -85,20 +85,26 @@ template <typename W> static int decode(const std::vector<unsigned char>& in, in
     return 0;
 }
 
-// A row's § qdot sum on the host: the input quantized piece by piece by qdot.cuh's qd_piece (one thread a
-// piece), each piece's value by Q::value, lane j mod 32's total in piece order, the butterfly.
+// A row's § qdot sum on the host: the input quantized piece by piece (qd_scale, qd_code, the codes laid
+// out by Q::pos, the halves' sums), each piece's value by qdot.cuh's Q::value, lane j mod 32's total in
+// piece order, the butterfly.
 template <typename Q>
 static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const std::vector<unsigned char>& xb, int cols, FILE* out) {
     const int P = cols / QBLOCK;
     std::vector<int> codes(8 * P), lo(P), hi(P);
     std::vector<float> d(P), x(cols);
     memcpy(x.data(), xb.data(), 4 * (size_t)cols);
-    for (int j = 0; j < P; ++j) {  // one thread a piece, as qd_piece (qd_quantize's 8 lanes give the same)
-        const QPiece p = qd_piece<Q>(&x[QBLOCK * j]);
-        memcpy(&codes[8 * j], p.a, sizeof p.a);
-        lo[j] = p.lo;
-        hi[j] = p.hi;
-        d[j] = p.d;
+    for (int j = 0; j < P; ++j) {
+        float amax = 0.0f;
+        for (int i = 0; i < QBLOCK; ++i) amax = fmaxf(amax, fabsf(x[QBLOCK * j + i]));
+        const float id = qd_scale(amax, &d[j]);
+        unsigned char* cb = reinterpret_cast<unsigned char*>(&codes[8 * j]);
+        lo[j] = hi[j] = 0;
+        for (int i = 0; i < QBLOCK; ++i) {
+            const int c = qd_code(__fmul_rn(x[QBLOCK * j + i], id));
+            cb[Q::pos(i)] = (unsigned char)(signed char)c;
+            (i < 16 ? lo[j] : hi[j]) += c;
+        }
     }
     const size_t rb = (size_t)(cols / Q::BS) * Q::TS;
     for (size_t r = 0; (r + 1) * rb <= wsize; ++r) {

@@ -45,14 +45,12 @@ tool moe_parity STRATA_QDOT_ONCE=0
 model small STRATA_QDOT_ONCE=0 fp16
 # The qdot dense kernels' weights asked for before grid_dep_wait (opt-in).
 tool matvec_parity STRATA_DEFINES=QDOT_EARLY=1
-# The GDN conv in the qkv product's epilogue and the q/k norms in the delta kernel (opt-in): the same bits.
-tool gdn_parity STRATA_GDN_FUSE=1
-model small STRATA_GDN_FUSE=1 fp16 int8
-# The PLE gate by a block a stream (opt-in): the same bits.
-model small STRATA_PLE_SPLIT=1 fp16 int8
-model tiny STRATA_PLE_SPLIT=1 fp16
-# Weights asked into the L2 ahead (opt-in): the same bits.
-model small STRATA_AHEAD=hc,products,experts fp16
+# The GDN conv as its own kernel (gdn_conv_norm), not in the qkv product's epilogue: the same bits.
+tool gdn_parity STRATA_GDN_FUSE=0
+model small STRATA_GDN_FUSE=0 fp16 int8
+# The PLE gate by one warp a stream (ple_gate_z): the same bits.
+model small STRATA_PLE_SPLIT=0 fp16
+model tiny STRATA_PLE_SPLIT=0 int8
 # The HC split kernels' first weights loaded before grid_dep_wait (opt-in).
 check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest
 model small STRATA_DEFINES=HC_EARLY=2 fp16

@@ -187,7 +187,7 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // The column is read before grid_dep_wait: M is written only by this kernel, and with programmatic
 // launches every kernel before the one this follows (the conv) has completed when it starts early, so
 // the state's read (3 MB a layer at the model's 48 heads) overlaps the conv instead of following it.
-// NORM (the `_n` kernels, STRATA_GDN_FUSE=1, where qdot.cu's conv epilogue made `conv` without the norms):
+// NORM (the `_n` kernels, where gdn.rs fuses the conv: qdot.cu's conv epilogue made `conv` without the norms):
 // each token's q and k are L2-normalised in shared memory after they are loaded, by qk_norm_head as
 // gdn_conv_norm does (q then scaled by qscale).
 template <int S, int P, bool NORM = false>
@@ -260,7 +260,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {                  \
         gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y);                               \
     }                                                                                                          \
-    /* q and k normalised here (STRATA_GDN_FUSE=1: the conv made without the norms) */                        \
+    /* q and k normalised here (the fused conv: made without the norms) */                                     \
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_n(                                     \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \

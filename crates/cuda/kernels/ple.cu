@@ -51,7 +51,7 @@ __device__ float block_chunk_sum(float v, float* part, int nch) {
 }
 
 // ple_gate_z with a block per stream c and a thread per chunk of 8 values (n/8 ≤ 1024 threads;
-// STRATA_PLE_SPLIT=1, opt-in until run on a card). ple_gate_z's warp walks each stream's n values seven
+// the default; STRATA_PLE_SPLIT=0 for ple_gate_z). ple_gate_z's warp walks each stream's n values seven
 // times, a load waited out at each step; here each chunk's sums of 8 are its own thread's, in parallel, and
 // block_chunk_sum adds them in the contract's order. The values stay in registers from step to step. The
 // same operations in the same order: the same bits.

@@ -16,14 +16,6 @@
 #ifndef QDOT_EARLY
 #define QDOT_EARLY 0
 #endif
-// QDOT_ROW_AHEAD (STRATA_DEFINES; 0 by default until timed on a card): 1, a dense kernel whose warps take
-// several rows (rpw > 1: the head) asks for each warp's next row into the L2 while it reads the current
-// one, instead of the block's whole span at its start. The head's span is 56 rows (118 KB) a block, and
-// the blocks resident at once would ask for more than the L2 holds, so lines could be pushed out before
-// they are read and fetched twice. The sums are untouched.
-#ifndef QDOT_ROW_AHEAD
-#define QDOT_ROW_AHEAD 0
-#endif
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
 // The most output rows a block of the fused down product and combination takes (all k slots of one
@@ -170,7 +162,7 @@ __device__ QIn qd_inputs(const float* x, const QSrc& src, int n, int cols) {
 // 248,320 rows would otherwise quantize the same input in 31,040 blocks).
 // ONE: a kernel for a single token, compiled without the window's code, whose registers (eight sums a
 // lane) would otherwise bound the single token's occupancy too.
-// CONV (the `_conv` kernels, STRATA_GDN_FUSE=1; one row a warp): the rows are the GDN conv's channels and
+// CONV (the `_conv` kernels, where gdn.rs fuses the conv; one row a warp): the rows are the GDN conv's channels and
 // each warp's lane 0 runs its channel's K = 4 taps over the kept frames and the window's outputs in order
 // (common.cuh's ConvFrames, as gdn_conv_norm does), writing silu(conv) to y and the newest frames to the
 // tail instead of the raw product. The channel's frames and taps are read before grid_dep_wait: the tail is
@@ -191,11 +183,6 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     // The block's rows (one span: QD_WARPS·rpw rows from its first) asked for into the L2, so that their
     // fetch overlaps the inputs' quantization: before grid_dep_wait with QDOT_EARLY, else after it.
     const auto fetch = [&] {
-        if (QDOT_ROW_AHEAD && rpw > 1) {  // the warp's first row only; the loop asks for each next one
-            const int row = blockIdx.x * rpw * (blockDim.x / WARP) + threadIdx.x / WARP;
-            if (row < rows) prefetch_l2(w + (size_t)row * row_bytes, row_bytes, threadIdx.x % WARP, WARP);
-            return;
-        }
         const size_t first = (size_t)blockIdx.x * rpw * (blockDim.x / WARP);
         if (first < (size_t)rows) {
             const size_t n = min((size_t)rpw * (blockDim.x / WARP), (size_t)rows - first);
@@ -210,8 +197,6 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     for (int i = 0; i < rpw; ++i) {
         const int row = (blockIdx.x * rpw + i) * warps + threadIdx.x / WARP;
         if (row >= rows) return;
-        if (QDOT_ROW_AHEAD && rpw > 1 && i + 1 < rpw && row + warps < rows)
-            prefetch_l2(w + (size_t)(row + warps) * row_bytes, row_bytes, threadIdx.x % WARP, WARP);
         float s[8];
         if (ONE || T == 1) {
             qd_row<Q, 1>(w + (size_t)row * row_bytes, q, 0, 1, s);

@@ -45,12 +45,8 @@ pub const ARGMAX: &str = include_str!("../kernels/argmax.cu");
 /// A token drawn from a row of logits (twin of ops/sample.rs sample).
 pub const SAMPLE: &str = include_str!("../kernels/sample.cu");
 
-/// Weights asked into the L2 ahead of the kernels that read them (`STRATA_AHEAD`; no CPU twin: it changes
-/// no value).
-pub const PREFETCH: &str = include_str!("../kernels/prefetch.cu");
-
 /// Every kernel file: (name, source). All variants of an op family live in its one file.
-pub const KERNEL_FILES: [(&str, &str); 12] = [
+pub const KERNEL_FILES: [(&str, &str); 11] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
@@ -62,7 +58,6 @@ pub const KERNEL_FILES: [(&str, &str); 12] = [
     ("mtp.cu", MTP),
     ("argmax.cu", ARGMAX),
     ("sample.cu", SAMPLE),
-    ("prefetch.cu", PREFETCH),
 ];
 
 /// The architectures the kernels are built and checked for (compute capability major, minor): Turing,

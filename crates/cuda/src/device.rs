@@ -27,8 +27,6 @@ pub struct Gpu {
     pub sm_count: u32,
     /// The most shared memory a block may opt into, in bytes (read from the card).
     pub smem_optin: u32,
-    /// The L2 cache's bytes (read from the card).
-    pub l2_bytes: usize,
     /// The time breakdown asked for by `STRATA_PROFILE`, if any.
     pub profile: Option<Profile>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -74,9 +72,6 @@ impl Gpu {
         let sm_count = ctx.attribute(sms).check("reading the multiprocessor count")?.max(1) as u32;
         let optin = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
         let smem_optin = ctx.attribute(optin).check("reading the shared memory limit")?.max(0) as u32;
-        let l2 = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
-        // Only STRATA_AHEAD's budget uses it: a card that does not say gets none (no prefetch), not an error.
-        let l2_bytes = ctx.attribute(l2).map_or(0, |v| v.max(0) as usize);
         let mut v = 0i32;
         // SAFETY: a plain query writing one int; the library is loaded (the context exists).
         let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
@@ -99,7 +94,6 @@ impl Gpu {
             driver_version: v,
             sm_count,
             smem_optin,
-            l2_bytes,
             profile: ProfileMode::from_env().map(Profile::new),
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),

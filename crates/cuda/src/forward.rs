@@ -306,29 +306,6 @@ impl<'a> CudaForward<'a> {
         self.gpu.timed(ProfileMode::Families, family, f)
     }
 
-    /// The dense products of the trunk's sublayer that follows read `id`, those on the step's main lane
-    /// first (none after the head's read and in the MTP layer).
-    fn products_after(&self, id: HcId) -> Vec<&MatrixGpu> {
-        match id {
-            HcId::Attn(l) => match &self.layers[l].mixer {
-                MixerGpu::Gdn(w) => w.products(),
-                MixerGpu::Attn(w, _) => w.products(),
-            },
-            HcId::Ffn(l) => self.layers[l].moe.products(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// The trunk's read after `id` (None after the head's, and in the MTP layer).
-    fn next_read(&self, id: HcId) -> Option<HcId> {
-        match id {
-            HcId::Attn(l) => Some(HcId::Ffn(l)),
-            HcId::Ffn(l) if l + 1 < self.layers.len() => Some(HcId::Attn(l + 1)),
-            HcId::Ffn(_) => Some(HcId::Head),
-            _ => None,
-        }
-    }
-
     fn hc(&self, id: HcId) -> Result<&HcGpu, CudaError> {
         match id {
             HcId::Attn(l) => Ok(&self.layers[l].hc_attn),
@@ -352,10 +329,12 @@ fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
     })
 }
 
-/// `STRATA_PLE_SPLIT=1`: the PLE gate by ple_gate_z_split (opt-in until run on a card).
-fn ple_split() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_PLE_SPLIT").is_ok_and(|v| v == "1"))
+/// The PLE gate by ple_gate_z_split (a thread a chunk of 8: n a multiple of 8, n/8 ≤ 1024 threads), unless
+/// `STRATA_PLE_SPLIT=0`; else by ple_gate_z. The same bits.
+fn ple_split(n: usize) -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *OFF.get_or_init(|| std::env::var("STRATA_PLE_SPLIT").is_ok_and(|v| v == "0"));
+    !off && n.is_multiple_of(8) && n / 8 <= 1024
 }
 
 fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
@@ -384,17 +363,7 @@ impl CudaForward<'_> {
         // leave with the rows.
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
-        let ahead = crate::prefetch::ahead();
-        if ahead.products {
-            let spans: Vec<_> = self.products_after(id).iter().map(|m| (m.ptr(g), m.byte_len())).collect();
-            crate::prefetch::prefetch(g, &spans, ahead.budget(g), false)?;
-        }
         hc_read(g, w, p, p, pending, r.t, &s)?;
-        if ahead.hc {
-            if let Some(next) = self.next_read(id) {
-                crate::prefetch::prefetch(g, &self.hc(next)?.spans(g), usize::MAX, true)?;
-            }
-        }
         let mixed = std::mem::replace(&mut s.mixed, Buf::empty());
         let inj = std::mem::replace(&mut s.inj, Buf::empty());
         Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
@@ -552,9 +521,9 @@ impl Backend for CudaForward<'_> {
                 let (query, gated, z) =
                     (Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?, Buf::<f32>::zeros(g, wide)?);
                 let row = r.buf.ptr(g) + (i * wide * 4) as u64;
-                // A warp a stream (ple_gate_z), or with STRATA_PLE_SPLIT=1 a block a stream and a thread a
-                // chunk of 8 (ple_gate_z_split): the same bits.
-                let (name, grid, threads, smem) = if ple_split() {
+                // A block a stream and a thread a chunk of 8 (ple_gate_z_split), or a warp a stream
+                // (ple_gate_z): the same bits.
+                let (name, grid, threads, smem) = if ple_split(n) {
                     ("ple_gate_z_split", hc, (n / 8).next_multiple_of(32), (n / 8 + 1) * 4)
                 } else {
                     ("ple_gate_z", 1, 32 * hc, 0)

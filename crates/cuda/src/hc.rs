@@ -63,13 +63,6 @@ impl HcGpu {
         })
     }
 
-    /// The three matrices' device spans (address, bytes), for asking them into the L2 ahead.
-    pub fn spans(&self, gpu: &Gpu) -> Vec<(u64, usize)> {
-        let mut v = vec![(self.down.ptr(gpu), self.down.len()), (self.up.ptr(gpu), self.up.len())];
-        v.extend(self.inject.as_ref().map(|b| (b.ptr(gpu), b.len())));
-        v
-    }
-
     /// The kernel `name` for this read's weight type.
     fn kernel(&self, name: &'static str) -> String {
         if self.f32_weights {

@@ -19,7 +19,6 @@ pub mod matvec;
 pub mod moe;
 pub mod parity;
 pub mod plan;
-pub mod prefetch;
 pub mod profile;
 pub mod qdot;
 pub mod qsa;

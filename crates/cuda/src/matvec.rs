@@ -365,11 +365,6 @@ impl MatrixGpu {
         self.bytes.ptr(gpu)
     }
 
-    /// The weights' bytes on the device (with the upload's 16 bytes of padding).
-    pub fn byte_len(&self) -> usize {
-        self.bytes.len()
-    }
-
     pub fn upload(gpu: &Gpu, m: &Matrix) -> Result<MatrixGpu, CudaError> {
         if !supported(m.ty) {
             return Err(CudaError::Shape(format!("no GPU matrix-vector kernel for {} weights yet", m.ty)));

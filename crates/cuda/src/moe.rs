@@ -205,9 +205,6 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // Routing.
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     route(gpu, w, x, t, (&ids, &weights, &sg))?;
-    if crate::prefetch::ahead().experts {
-        crate::prefetch::experts(gpu, &w.down.m, w.down.gather(n), &ids, t * k)?;
-    }
     // The routed experts' gate and up of the token's input; both activations in one launch (the down
     // products follow in `moe`).
     let h = Buf::uninit(gpu, t * k * f)?;

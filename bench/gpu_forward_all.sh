@@ -51,9 +51,12 @@ model small STRATA_GDN_FUSE=0 fp16 int8
 # The PLE gate by one warp a stream (ple_gate_z): the same bits.
 model small STRATA_PLE_SPLIT=0 fp16
 model tiny STRATA_PLE_SPLIT=0 int8
-# The HC split kernels' first weights loaded before grid_dep_wait (opt-in).
+# The HC split up kernel's first weights loaded before grid_dep_wait too (HC_EARLY=2).
 check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest
 model small STRATA_DEFINES=HC_EARLY=2 fp16
+# Neither (HC_EARLY=0; the default, 1, loads the down kernel's first weights early): the same bits.
+check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=0 $bin parity gr_parity --selftest
+model small STRATA_DEFINES=HC_EARLY=0 fp16
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

@@ -232,15 +232,15 @@ template <> struct RawChunk<float> {
 // next chunk's loads over the shared-memory stores). F32 weights take twice the registers: batches of 3.
 // Three blocks of 256 threads a multiprocessor (the bounds below), so the 324 rows run in one wave.
 //
-// HC_EARLY (STRATA_DEFINES; 0 by default): 1 or more, the split down kernel
+// HC_EARLY (STRATA_DEFINES; 1 by default): 1 or more, the split down kernel
 // loads its first batch of weights into registers before grid_dep_wait, so with programmatic launches those
 // loads (at the model's shapes, the whole of W_down across the grid) run while the norm kernel before it
 // does, and after the wait only xn (from the L2) is read; 2 also the split up kernel's first batch, before
-// it waits for lo. A weight is no kernel's output; every thread still waits once, and the sums are untouched.
-// (HC_PREFETCH, which asked for both kernels' rows into the L2 instead, measured 1.2% slower. On the H200,
-// speed-11: 1 gave +1.2% in a run whose matvec plan may have differed, 2 −3.0%.)
+// it waits for lo; 0 neither. A weight is no kernel's output; every thread still waits once, and the sums
+// are untouched. (HC_PREFETCH, which asked for both kernels' rows into the L2 instead, measured 1.2% slower.
+// On the H200, speed-11: 2 −3.0%; speed-14: 1 189.1 against 0's 185.9 tok/s, three interleaved rounds.)
 #ifndef HC_EARLY
-#define HC_EARLY 0
+#define HC_EARLY 1
 #endif
 template <typename WT> struct DownBatch { static constexpr int n = 5; };
 template <> struct DownBatch<float> { static constexpr int n = 3; };
@@ -390,7 +390,7 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
                                        int T) {
     extern __shared__ float sm[];
     const int tid = threadIdx.x, d0 = blockIdx.x * UP_D, nch = r / CHUNK, rows = UP_D * hc;
-#if HC_EARLY >= 2  // (#if, so that the default's code is the one measured before)
+#if HC_EARLY >= 2  // (#if, so that the code without it is the one measured before)
     // The first batch of weights (the loop's k0 = tid), loaded before grid_dep_wait.
     RawChunk<WT> early[UP_B];
 #pragma unroll

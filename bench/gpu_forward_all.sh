@@ -57,6 +57,10 @@ model small STRATA_DEFINES=HC_EARLY=2 fp16
 # Neither (HC_EARLY=0; the default, 1, loads the down kernel's first weights early): the same bits.
 check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=0 $bin parity gr_parity --selftest
 model small STRATA_DEFINES=HC_EARLY=0 fp16
+# Each kernel letting the next launch before it waits (opt-in): the same bits, by the argument in
+# common.cuh's grid_dep_wait (only a graph's programmatic edges make it differ).
+model small STRATA_DEFINES=PDL_EARLY=1 fp16 int8
+model tiny STRATA_DEFINES=PDL_EARLY=1,HC_EARLY=2,QDOT_EARLY=1 fp16
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

@@ -77,7 +77,8 @@ pub fn full_source(file: &str, source: &str) -> String {
 }
 
 /// `STRATA_DEFINES="NAME=VALUE NAME …"`: macros defined before every kernel file, so that a kernel's
-/// compile-time variant (`MATVEC_PREFETCH=0`) is tried without a rebuild. An entry that
+/// compile-time variant (`MATVEC_PREFETCH=0`) is tried without a rebuild. Entries are parted by spaces or
+/// commas (`PDL_EARLY=1,HC_EARLY=2` stays one word for a script that splits settings on spaces). An entry that
 /// is not a name (letters, digits, `_`) with an optional value of the same characters is said and ignored.
 fn env_defines() -> &'static str {
     static DEFINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -94,7 +95,7 @@ fn env_defines() -> &'static str {
 pub fn defines(value: &str) -> (String, Vec<String>) {
     let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     let (mut text, mut bad) = (String::new(), Vec::new());
-    for entry in value.split_whitespace() {
+    for entry in value.split(|c: char| c.is_whitespace() || c == ',').filter(|e| !e.is_empty()) {
         let (name, val) = entry.split_once('=').unwrap_or((entry, ""));
         if word(name) && !name.starts_with(|c: char| c.is_ascii_digit()) && (val.is_empty() || word(val)) {
             text += &format!("#define {name} {val}\n");
@@ -170,6 +171,9 @@ mod tests {
     fn defines_are_names_with_optional_values() {
         let (text, bad) = defines(" MATVEC_PREFETCH=1  LEVEL=0 FLAG ");
         assert_eq!(text, "#define MATVEC_PREFETCH 1\n#define LEVEL 0\n#define FLAG \n");
+        assert!(bad.is_empty());
+        let (text, bad) = defines("PDL_EARLY=1,HC_EARLY=2,, FLAG");
+        assert_eq!(text, "#define PDL_EARLY 1\n#define HC_EARLY 2\n#define FLAG \n");
         assert!(bad.is_empty());
     }
 

@@ -5,25 +5,6 @@
 # an `== …` heading, the tool's output (`OK …` or the first difference) and `rc=…`. Run from the repo root
 # with the binary in .dev/strata.
 source "$(dirname "$0")/presets.sh"
-# check WHAT SETTINGS CMD…: CMD under SETTINGS (VAR=VALUE words; "" for none).
-check() {
-  local what=$1 vars=$2
-  shift 2
-  echo "== $what${vars:+, $vars}"
-  env $vars "$@"
-  echo "rc=$?"
-}
-# tool NAME SETTINGS: `strata parity NAME` under SETTINGS.
-tool() { check "$1" "$2" $bin parity $1; }
-# model PRESET SETTINGS KV…: the whole pass on the tiny (140 tokens) or small (600) preset, each KV mode.
-model() {
-  local preset=$1 vars=$2 tokens=600
-  shift 2
-  [ $preset = tiny ] && tokens=140
-  for kv in "$@"; do
-    check "$preset, $tokens tokens, $kv" "$vars" $bin parity forward_parity $t/$preset.gguf --tokens $tokens --kv $kv
-  done
-}
 model tiny "" fp16 int8
 model small "" fp16 int8
 for f in fixtures/real/qwen4exp-real-{f32,bf16,q8_0}.gguf; do
@@ -57,10 +38,6 @@ model small STRATA_DEFINES=HC_EARLY=2 fp16
 # Neither (HC_EARLY=0; the default, 1, loads the down kernel's first weights early): the same bits.
 check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=0 $bin parity gr_parity --selftest
 model small STRATA_DEFINES=HC_EARLY=0 fp16
-# Each kernel letting the next launch before it waits (opt-in): the same bits, by the argument in
-# common.cuh's grid_dep_wait (only a graph's programmatic edges make it differ).
-model small STRATA_DEFINES=PDL_EARLY=1 fp16 int8
-model tiny STRATA_DEFINES=PDL_EARLY=1,HC_EARLY=2,QDOT_EARLY=1 fp16
 # QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
 # not the launch modes and the attention variants.
 if [ -z "${QUICK:-}" ]; then

@@ -292,6 +292,32 @@ __device__ void warp_rope_neox(float* x, const float* rr, int rot) {
     }
 }
 
+// Asynchronous copies of 16 bytes from global to shared memory (cp.async, sm_80+: the bytes do not pass
+// through registers, so a block can fetch its next rows while its warps decode the ones before); older
+// cards copy through registers, synchronously, the same bytes. matvec.cu's staged and stream layouts and
+// qdot.cu's staged kernels stage weight rows with them.
+__device__ __forceinline__ void stage_copy16(uint4* dst, const uint4* src) {
+#if __CUDA_ARCH__ >= 800
+    u32 d;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+#else
+    *dst = *src;
+#endif
+}
+__device__ __forceinline__ void stage_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Wait until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void stage_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // Every kernel calls this before it reads anything the kernels before it wrote: at its top, or, for the
 // dense staged products, after starting the copy of their weights (which no kernel writes). A kernel of a
 // step's graph may follow the one before it by a programmatic edge (capture.rs; on by default, off with

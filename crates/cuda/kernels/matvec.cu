@@ -408,31 +408,6 @@ __device__ void matvec_rows_window_xs(const unsigned char* __restrict__ wbase, c
     matvec_rows_multi<W>(wbase, reinterpret_cast<const float*>(xs4), y, rows, cols, T);
 }
 
-// Asynchronous copies of 16 bytes from global to shared memory (cp.async, sm_80+: the bytes do not pass
-// through registers, so a block can fetch its next rows while its warps decode the ones before); older
-// cards copy through registers, synchronously, the same bytes.
-__device__ __forceinline__ void copy16_async(uint4* dst, const uint4* src) {
-#if __CUDA_ARCH__ >= 800
-    u32 d;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-#else
-    *dst = *src;
-#endif
-}
-__device__ __forceinline__ void copy_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-// Wait until at most N of this thread's committed copy groups are still in flight.
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
 // The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
 // of bytes (of one slot's expert for the gathers). First the block copies the whole span into shared
 // memory, 16 bytes a copy, so the card sees wide coalesced reads with many bytes in flight (a warp
@@ -458,10 +433,10 @@ __device__ void matvec_staged(const unsigned char* __restrict__ w0, size_t row_b
     const uint4* src = (const uint4*)(w0 - a);
     const int n16 = (int)((a + nr * row_bytes + 15) / 16);
 #if __CUDA_ARCH__ >= 800
-    for (int i = threadIdx.x; i < n16; i += blockDim.x) copy16_async(stage + i, src + i);
-    copy_commit();
+    for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(stage + i, src + i);
+    stage_commit();
     if (early) grid_dep_wait();
-    copy_wait<0>();
+    stage_wait<0>();
 #else
     for (int i0 = threadIdx.x; i0 < n16; i0 += STAGE_LOADS * blockDim.x) {
         uint4 v[STAGE_LOADS];
@@ -513,8 +488,8 @@ __device__ void matvec_rows_stream(const unsigned char* __restrict__ wbase, cons
         const uint4* src = reinterpret_cast<const uint4*>(wbase + (size_t)row0 * row_bytes - a);
         const int n16 = (int)((a + nr * row_bytes + 15) / 16);
         uint4* dst = stage + (i % 2) * buf16;
-        for (int k = threadIdx.x; k < n16; k += blockDim.x) copy16_async(dst + k, src + k);
-        copy_commit();
+        for (int k = threadIdx.x; k < n16; k += blockDim.x) stage_copy16(dst + k, src + k);
+        stage_commit();
     };
     if (ng > 0) fetch(0);
     grid_dep_wait();
@@ -522,9 +497,9 @@ __device__ void matvec_rows_stream(const unsigned char* __restrict__ wbase, cons
     for (int i = 0; i < ng; ++i) {
         if (i + 1 < ng) {
             fetch(i + 1);
-            copy_wait<1>();
+            stage_wait<1>();
         } else {
-            copy_wait<0>();
+            stage_wait<0>();
         }
         __syncthreads();  // group i's bytes, copied by every thread, visible to all
         int row0, nr;

@@ -231,6 +231,46 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     }
 }
 
+// The staged kernels (`_g_one_st`, `_g_one_conv_st`; STRATA_QDOT_STAGE=1, opt-in until run on a card):
+// one token, inputs quantized once, a row a warp. The block's rows, one span of bytes, are copied into
+// shared memory before grid_dep_wait (a weight is no kernel's output), so with programmatic launches the
+// copy runs while the kernel before does, as HC_EARLY's weight loads do; after the wait each warp decodes
+// its row from there. The copy starts at the 16-byte boundary below the span and keeps each byte's address
+// mod 16 (matvec.cu's staged layout); the host gives 16 bytes more than it, for qd_words' word past a row's
+// end. The same qd_row, and for CONV the same epilogue as qdot_rows: the same sums.
+template <typename Q, bool CONV>
+__device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                                 float* __restrict__ y, int rows, int cols, QdConv cv = {}) {
+    extern __shared__ uint4 qd_stage[];
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    const int warps = blockDim.x / WARP, first = blockIdx.x * warps, nr = min(warps, rows - first);
+    const int row = first + threadIdx.x / WARP;
+    ConvFrames<4> cf;
+    if constexpr (CONV) {
+        if (threadIdx.x % WARP == 0 && row < rows) cf.load(cv.tail, cv.taps, rows, 4, row);
+    }
+    const unsigned char* w0 = w + (size_t)first * row_bytes;
+    const size_t a = (size_t)w0 & 15;
+    const uint4* src = reinterpret_cast<const uint4*>(w0 - a);
+    const int n16 = (int)((a + nr * row_bytes + 15) / 16);
+    for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
+    stage_commit();
+    grid_dep_wait();
+    const QIn q = qd_inputs<Q, true>(x, QSrc{}, 1, cols);
+    stage_wait<0>();
+    __syncthreads();
+    if (row >= rows) return;
+    float s[8];
+    qd_row<Q, 1>(reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row - first) * row_bytes, q, 0, 1, s);
+    if (threadIdx.x % WARP == 0) {
+        if constexpr (CONV) {
+            cf.run_vals(s, cv.tail, y, rows, 4, 1, row);
+        } else {
+            y[row] = s[0];
+        }
+    }
+}
+
 // The input of slot ts = t·k + s (blockIdx.y: token t, slot s), at x + t·x_tok + s·x_slot, quantized
 // into shared memory by the block; with G, x holds the quantized vectors and x_tok says how many slots
 // share one (k where the slots read their token's input, else 1).
@@ -403,6 +443,18 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
         NAME##_g_one_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,  \
                           int T, float* tail, const float* taps) {                                            \
         qdot_rows<Q, true, true, true>(w, x, y, rows, cols, 1, 1, QdConv{tail, taps});                        \
+    }                                                                                                         \
+    /* the staged forms (qdot_rows_staged; T = 1, rpw = 1) */                                                \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_g_one_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,    \
+                        const unsigned char* w2, float* y2) {                                                 \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows_staged<Q, false>(w, x, y, rows, cols);                                                      \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_g_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
+                             int cols, float* tail, const float* taps) {                                      \
+        qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps});                                   \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \

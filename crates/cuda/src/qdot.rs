@@ -32,6 +32,27 @@ pub fn once() -> bool {
     *ON.get_or_init(|| std::env::var("STRATA_QDOT_ONCE").map_or(true, |v| v != "0"))
 }
 
+/// `STRATA_QDOT_STAGE=1` (opt-in until run on a card): a one-token product with inputs quantized once and
+/// a row a warp copies its block's rows into shared memory before it waits for the kernel before (the
+/// `_st` kernels). The same bits.
+fn staged() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_QDOT_STAGE").is_ok_and(|v| v == "1"))
+}
+
+/// The staged kernels' shared memory for a block of WARPS rows of `w`: the span from the 16-byte
+/// boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
+fn stage_bytes(w: &MatrixGpu) -> usize {
+    let row_bytes = w.cols / w.ty.block_size() * w.ty.type_size();
+    (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
+}
+
+/// Shared memory for `vectors` inputs of `cols` values quantized by the block itself (none for the `_g`
+/// kernels, whose inputs were quantized before them).
+fn inputs_bytes(vectors: usize, cols: usize) -> usize {
+    vectors * cols / 32 * PIECE_BYTES
+}
+
 /// Where a product's input vectors lie: vector v at `x + (v / kd)·tok + (v % kd)·slot` (floats).
 #[derive(Clone, Copy)]
 struct Src {
@@ -88,23 +109,22 @@ fn name(ty: GgmlType, kind: &'static str) -> &'static str {
     crate::device::kernel_name([base(ty), kind, ""])
 }
 
-/// The kernel and its launch shape: `vectors` quantized inputs of `cols` values in shared memory, allowed
-/// past the default 48 KB where the card has it.
+/// The kernel and its launch shape with `smem` bytes of shared memory (inputs quantized by the block, or
+/// staged rows), allowed past the default 48 KB where the card has it.
 fn prepare(
     gpu: &Gpu,
     name: &'static str,
     grid: (u32, u32, u32),
     threads: u32,
-    vectors: usize,
+    smem: usize,
     cols: usize,
 ) -> Result<(cudarc::driver::CudaFunction, LaunchConfig), CudaError> {
     if !cols.is_multiple_of(32) {
         return Err(CudaError::Shape(format!("{name}: rows of {cols} values are not whole pieces of 32")));
     }
-    let smem = vectors * cols / 32 * PIECE_BYTES;
     if smem > gpu.smem_optin as usize {
         return Err(CudaError::Shape(format!(
-            "{name}: {vectors} quantized inputs of {cols} values need {smem} bytes of shared memory; the card has {}",
+            "{name}: rows of {cols} values need {smem} bytes of shared memory; the card has {}",
             gpu.smem_optin
         )));
     }
@@ -132,17 +152,23 @@ pub fn dense(
     t: usize,
 ) -> Result<(), CudaError> {
     let g = once();
-    let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
     let q = g.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
     let z = if second.is_some() { 2 } else { 1 };
     let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
-    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, if g { 0 } else { t }, w.cols)?;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
-    let i = |v: usize| Arg::I32(v as i32);
+    let (x, i) = (q.as_ref().map_or(x, |q| q.ptr(gpu)), |v: usize| Arg::I32(v as i32));
+    if g && t == 1 && rpw == 1 && staged() && stage_bytes(w) <= gpu.smem_optin as usize {
+        let name = name(w.ty, "_g_one_st");
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, stage_bytes(w), w.cols)?;
+        let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
+        return launch(gpu, &f, name, cfg, &args);
+    }
+    let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, inputs_bytes(if g { 0 } else { t }, w.cols), w.cols)?;
     let args = [
         Arg::Ptr(w.ptr(gpu)),
-        Arg::Ptr(q.as_ref().map_or(x, |q| q.ptr(gpu))),
+        Arg::Ptr(x),
         Arg::Ptr(y),
         i(w.rows),
         i(w.cols),
@@ -171,20 +197,18 @@ pub fn dense_conv(
     t: usize,
 ) -> Result<(), CudaError> {
     let q = quantize_rows(gpu, w, x, t)?;
-    let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
-    let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
     let i = |v: usize| Arg::I32(v as i32);
-    let args = [
-        Arg::Ptr(w.ptr(gpu)),
-        Arg::Ptr(q.ptr(gpu)),
-        Arg::Ptr(conv),
-        i(w.rows),
-        i(w.cols),
-        i(t),
-        Arg::Ptr(tail),
-        Arg::Ptr(taps),
-    ];
+    let (w_, q_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(q.ptr(gpu)));
+    if t == 1 && staged() && stage_bytes(w) <= gpu.smem_optin as usize {
+        let name = name(w.ty, "_g_one_conv_st");
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, stage_bytes(w), w.cols)?;
+        let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
+        return launch(gpu, &f, name, cfg, &args);
+    }
+    let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
+    let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps)];
     launch(gpu, &f, name, cfg, &args)
 }
 
@@ -239,7 +263,7 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
     let q = gather_input(gpu, w.ty, (&mut args, GATHER), slots, w.cols, true)?;
     let name = name(w.ty, ["_gather", "_g_gather"][q.is_some() as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, if second { 2 } else { 1 });
-    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, q.is_none() as usize, w.cols)?;
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes(q.is_none() as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
 }
 
@@ -249,7 +273,7 @@ pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg
     let q = gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?;
     let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][q.is_some() as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
-    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, q.is_none() as usize, w.cols)?;
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes(q.is_none() as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
 }
 
@@ -267,8 +291,14 @@ pub fn gather_combine(
     let q = gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?;
     let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][q.is_some() as usize]);
     let vectors = if q.is_some() { 0 } else { k };
-    let (f, cfg) =
-        prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, vectors, w.cols)?;
+    let (f, cfg) = prepare(
+        gpu,
+        name,
+        (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1),
+        32 * k as u32,
+        inputs_bytes(vectors, w.cols),
+        w.cols,
+    )?;
     args.push(Arg::I32(COMBINE_ROWS as i32));
     launch(gpu, &f, name, cfg, &args)
 }

@@ -40,10 +40,10 @@ fn staged() -> bool {
     *ON.get_or_init(|| std::env::var("STRATA_QDOT_STAGE").is_ok_and(|v| v == "1"))
 }
 
-/// The staged kernels' shared memory for a block of WARPS rows of `w`: the span from the 16-byte
-/// boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
-fn stage_bytes(w: &MatrixGpu) -> usize {
-    let row_bytes = w.cols / w.ty.block_size() * w.ty.type_size();
+/// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
+/// 16-byte boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
+fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
+    let row_bytes = cols / ty.block_size() * ty.type_size();
     (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
 }
 
@@ -158,9 +158,9 @@ pub fn dense(
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let (x, i) = (q.as_ref().map_or(x, |q| q.ptr(gpu)), |v: usize| Arg::I32(v as i32));
-    if g && t == 1 && rpw == 1 && staged() && stage_bytes(w) <= gpu.smem_optin as usize {
+    if g && t == 1 && rpw == 1 && staged() && stage_bytes(w.ty, w.cols) <= gpu.smem_optin as usize {
         let name = name(w.ty, "_g_one_st");
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, stage_bytes(w), w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, stage_bytes(w.ty, w.cols), w.cols)?;
         let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
     }
@@ -200,9 +200,9 @@ pub fn dense_conv(
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
     let i = |v: usize| Arg::I32(v as i32);
     let (w_, q_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(q.ptr(gpu)));
-    if t == 1 && staged() && stage_bytes(w) <= gpu.smem_optin as usize {
+    if t == 1 && staged() && stage_bytes(w.ty, w.cols) <= gpu.smem_optin as usize {
         let name = name(w.ty, "_g_one_conv_st");
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, stage_bytes(w), w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, stage_bytes(w.ty, w.cols), w.cols)?;
         let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
         return launch(gpu, &f, name, cfg, &args);
     }
@@ -313,5 +313,26 @@ mod tests {
         assert_eq!(rows_per_warp(1_000_000, 132), 8);
         assert_eq!(rows_per_warp(2560, 132), 1);
         assert_eq!(rows_per_warp(12_288, 0), 8);
+    }
+
+    /// qdot_rows_staged copies n16 words of 16 bytes from the boundary below its rows (a = 0..15 bytes
+    /// before them), and qd_words may read one 4-byte word past the last row: all inside the buffer.
+    #[test]
+    fn the_staged_buffer_holds_every_alignment_of_the_rows() {
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q6_K] {
+            for cols in [256, 2560, 6144] {
+                let row_bytes = cols / ty.block_size() * ty.type_size();
+                let bytes = stage_bytes(ty, cols);
+                assert_eq!(bytes % 16, 0, "{ty} {cols}");
+                for a in 0..16 {
+                    let n16 = (a + WARPS as usize * row_bytes).div_ceil(16);
+                    assert!(n16 * 16 <= bytes, "{ty} {cols}: the copy of {n16} words at offset {a}");
+                    assert!(a + WARPS as usize * row_bytes + 4 <= bytes, "{ty} {cols}: the word past the rows");
+                }
+            }
+        }
+        // The full model's largest staged product, GDN out (Q8_0, 6,144 columns), wants 52 KB: past the
+        // default 48 KB, so prepare allows it where the card has it.
+        assert_eq!(stage_bytes(GgmlType::Q8_0, 6144), 52_256);
     }
 }

@@ -148,15 +148,21 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits, int* __re
 #define ROUTE_WARPS 7
 #define ROUTE_THREADS (ROUTE_WARPS * WARP)
 #define ROUTE_EPT 3
-// The routing of token t by the block's first ROUTE_THREADS threads (the others have returned).
-__device__ __forceinline__ void route_block_body(const float* __restrict__ logits, int* __restrict__ ids,
-                                                 float* __restrict__ weights, int E, int k, int t) {
+extern "C" __global__ void __launch_bounds__(ROUTE_THREADS + WARP)
+    moe_route_block(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ weights, int E, int k,
+                    const void* __restrict__ sg_w, int sg_kind, const float* __restrict__ xin, int n,
+                    float* __restrict__ sg) {
     constexpr int MAXE = 512, NCH = MAXE / CHUNK, PER = MAXE / WARP;
     __shared__ float pe[MAXE];  // e^(x − max), then p
     __shared__ float chunk_sum[NCH];
     __shared__ float red[ROUTE_WARPS + 1];  // each warp's maximum; then [0] the maximum, [ROUTE_WARPS] the total
     __shared__ unsigned long long cand[MAXE];
-    const int i = threadIdx.x, lane = i % WARP, w = i / WARP;
+    const int t = blockIdx.x, i = threadIdx.x, lane = i % WARP, w = i / WARP;
+    if (i >= ROUTE_THREADS) {
+        shared_gate_logit(sg_w, sg_kind, xin + (size_t)t * n, n, sg + t);
+        return;
+    }
+    grid_dep_wait();
     const float inf = __int_as_float(0x7f800000);
     auto at = [&](int h) { return i + ROUTE_THREADS * h; };  // this thread's expert h
     float x[ROUTE_EPT], m = -inf;
@@ -242,56 +248,6 @@ __device__ __forceinline__ void route_block_body(const float* __restrict__ logit
     __syncwarp();
     const float denom = fmaxf(sum, __uint_as_float(0x38800000u));  // 2^-14
     for (int r = lane; r < k; r += WARP) weights[t * k + r] = __fdiv_rn(weights[t * k + r], denom);
-}
-
-extern "C" __global__ void __launch_bounds__(ROUTE_THREADS + WARP)
-    moe_route_block(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ weights, int E, int k,
-                    const void* __restrict__ sg_w, int sg_kind, const float* __restrict__ xin, int n,
-                    float* __restrict__ sg) {
-    const int t = blockIdx.x;
-    if (threadIdx.x >= ROUTE_THREADS) {
-        shared_gate_logit(sg_w, sg_kind, xin + (size_t)t * n, n, sg + t);
-        return;
-    }
-    grid_dep_wait();
-    route_block_body(logits, ids, weights, E, k, t);
-}
-
-// The router's product and the routing in one launch (STRATA_ROUTE=fused, opt-in until run on a card; one
-// token, a router and a shared expert gate row that are F32 or BF16). Warp w of block b makes logit
-// 8b + w by EarlyRow, its row loaded before grid_dep_wait (the same sums as the router's product by
-// matvec.cu's row dot), and row E, when sg_kind ≠ 0, is the shared expert's gate logit. The block that
-// finishes last (each block takes a ticket once its logits are written and fenced) then routes the token by
-// moe_route_block's body, reading the logits from the L2: the same ids and weights, one launch fewer on the
-// step's chain, and the router's weights fetched while the kernel before runs. That block puts the ticket
-// back to 0 for the next launch, which cannot take one before this launch has completed.
-extern "C" __global__ void __launch_bounds__(ROUTE_THREADS + WARP)
-    moe_route_fused(const void* __restrict__ router, int r_kind, const float* __restrict__ x, int n,
-                    float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ weights, int E, int k,
-                    const void* __restrict__ sg_w, int sg_kind, float* __restrict__ sg,
-                    unsigned int* __restrict__ ticket) {
-    __shared__ unsigned int last;
-    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    const size_t row_bytes = (size_t)n * (r_kind == 1 ? 4 : 2);
-    const bool mine = row < E || (row == E && sg_kind != 0);
-    const void* w = row < E ? static_cast<const void*>(static_cast<const unsigned char*>(router) + row * row_bytes) : sg_w;
-    const int kind = row < E ? r_kind : sg_kind;
-    EarlyRow er;
-    if (mine) er.fetch(w, kind, n);
-    grid_dep_wait();
-    if (mine) {
-        const float d = er.dot(w, kind, x, n);
-        if (threadIdx.x % WARP == 0) *(row < E ? logits + row : sg) = d;
-    }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();  // the other blocks' logits, fenced before their tickets, are read after this one's
-    if (threadIdx.x == 0) *ticket = 0;
-    if (threadIdx.x >= ROUTE_THREADS) return;
-    route_block_body(logits, ids, weights, E, k, 0);
 }
 
 // h = silu(g)·u, the product rounded, for the routed slots' n values and then the shared expert's n2 (one

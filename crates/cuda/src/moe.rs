@@ -59,8 +59,6 @@ pub struct MoeGpu {
     /// How the shared expert's gate logit is made: by the routing warp from an F32 (1) or BF16 (2) row of
     /// the input's width, or (0) by a product of its own.
     sg_kind: i32,
-    /// moe_route_fused's count of finished blocks (0 between launches).
-    ticket: Buf<i32>,
 }
 
 impl MoeGpu {
@@ -108,7 +106,6 @@ impl MoeGpu {
                 (GgmlType::BF16, 1, c) if c == n => 2,
                 _ => 0,
             },
-            ticket: Buf::zeros(gpu, 1)?,
         })
     }
 }
@@ -243,57 +240,20 @@ fn route(
     let i = |v: usize| Arg::I32(v as i32);
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
     let outs = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
-    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
-    let r_kind = match w.router.ty {
-        GgmlType::F32 => 1,
-        GgmlType::BF16 => 2,
-        _ => 0,
-    };
-    if route_mode() == RouteMode::Fused && t == 1 && r_kind != 0 && n.is_multiple_of(8) {
-        // The product and the routing in one launch (moe_route_fused): a warp a router row, and one more
-        // for the shared expert's gate row when the routing makes that logit.
-        let rows = e + usize::from(w.sg_kind != 0);
-        let warps = ROUTE_BLOCK_WARPS + 1;
-        let f = gpu.function("moe.cu", SRC, "moe_route_fused")?;
-        let cfg = LaunchConfig {
-            grid_dim: (rows.div_ceil(warps) as u32, 1, 1),
-            block_dim: (32 * warps as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (sg_w, sg_kind, sg_out) = (sg_args[0], sg_args[1], sg_args[4]);
-        let args = [Arg::Ptr(w.router.ptr(gpu)), i(r_kind), Arg::Ptr(x.ptr(gpu)), i(n), outs[0], outs[1], outs[2]];
-        let args = [&args[..], &[i(e), i(k), sg_w, sg_kind, sg_out, Arg::Ptr(w.ticket.ptr(gpu))]].concat();
-        return launch(gpu, &f, "moe_route_fused", cfg, &args);
-    }
     matvec(gpu, &w.router, x, &logits, t)?;
     // The routing by ROUTE_BLOCK_WARPS (moe_route_block), or with `STRATA_ROUTE=warp` by one warp
     // (moe_route); the shared expert's gate logit by one more warp when its one row is F32 or BF16.
-    let block = route_mode() != RouteMode::Warp;
-    let (name, warps) = if block { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
+    let (name, warps) = if route_block() { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
     let f = gpu.function("moe.cu", SRC, name)?;
     let warps = warps + usize::from(w.sg_kind != 0);
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps as u32, 1, 1), shared_mem_bytes: 0 };
+    let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
     launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
 }
 
-/// How a token is routed (`STRATA_ROUTE`); the same ids and weights each way.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum RouteMode {
-    /// moe_route_block after the router's product: several warps, three experts a thread (the default;
-    /// +2.2% against `warp` at depth 1,024 on the H200, bench/results/2026-12-01-h200-speed-11/).
-    Block,
-    /// `warp`: moe_route, one warp.
-    Warp,
-    /// `fused` (opt-in until run on a card): moe_route_fused, the product and the routing in one launch,
-    /// for one token and an F32 or BF16 router (else as `Block`).
-    Fused,
-}
-
-fn route_mode() -> RouteMode {
-    static MODE: std::sync::OnceLock<RouteMode> = std::sync::OnceLock::new();
-    *MODE.get_or_init(|| match std::env::var("STRATA_ROUTE").as_deref() {
-        Ok("warp") => RouteMode::Warp,
-        Ok("fused") => RouteMode::Fused,
-        _ => RouteMode::Block,
-    })
+/// The routing by several warps, three experts a thread, unless `STRATA_ROUTE=warp` (the same ids and
+/// weights; +2.2% at depth 1,024 on the H200, bench/results/2026-12-01-h200-speed-11/).
+fn route_block() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_ROUTE").map_or(true, |v| v != "warp"))
 }

@@ -47,6 +47,13 @@ fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
     (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
 }
 
+/// The staged kernels' shared memory for a product over `w` when `STRATA_QDOT_STAGE=1` and the card
+/// has it; None otherwise (the plain kernels).
+fn stage(gpu: &Gpu, w: &MatrixGpu) -> Option<usize> {
+    let bytes = stage_bytes(w.ty, w.cols);
+    (staged() && bytes <= gpu.smem_optin as usize).then_some(bytes)
+}
+
 /// Shared memory for `vectors` inputs of `cols` values quantized by the block itself (none for the `_g`
 /// kernels, whose inputs were quantized before them).
 fn inputs_bytes(vectors: usize, cols: usize) -> usize {
@@ -158,9 +165,9 @@ pub fn dense(
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let (x, i) = (q.as_ref().map_or(x, |q| q.ptr(gpu)), |v: usize| Arg::I32(v as i32));
-    if g && t == 1 && rpw == 1 && staged() && stage_bytes(w.ty, w.cols) <= gpu.smem_optin as usize {
+    if let Some(smem) = stage(gpu, w).filter(|_| g && t == 1 && rpw == 1) {
         let name = name(w.ty, "_g_one_st");
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, stage_bytes(w.ty, w.cols), w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
         let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
     }
@@ -200,9 +207,9 @@ pub fn dense_conv(
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
     let i = |v: usize| Arg::I32(v as i32);
     let (w_, q_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(q.ptr(gpu)));
-    if t == 1 && staged() && stage_bytes(w.ty, w.cols) <= gpu.smem_optin as usize {
+    if let Some(smem) = stage(gpu, w).filter(|_| t == 1) {
         let name = name(w.ty, "_g_one_conv_st");
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, stage_bytes(w.ty, w.cols), w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
         let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
         return launch(gpu, &f, name, cfg, &args);
     }

@@ -26,6 +26,11 @@ tool moe_parity STRATA_QDOT_ONCE=0
 model small STRATA_QDOT_ONCE=0 fp16
 # The qdot dense kernels' weights asked for before grid_dep_wait (opt-in).
 tool matvec_parity STRATA_DEFINES=QDOT_EARLY=1
+# The one-token dense products' rows read from global memory after grid_dep_wait (the default stages them
+# in shared memory before it): the same bits.
+tool matvec_parity STRATA_QDOT_STAGE=0
+tool gdn_parity STRATA_QDOT_STAGE=0
+model small STRATA_QDOT_STAGE=0 fp16 int8
 # The GDN conv as its own kernel (gdn_conv_norm), not in the qkv product's epilogue: the same bits.
 tool gdn_parity STRATA_GDN_FUSE=0
 model small STRATA_GDN_FUSE=0 fp16 int8

@@ -231,7 +231,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     }
 }
 
-// The staged kernels (`_g_one_st`, `_g_one_conv_st`; STRATA_QDOT_STAGE=1, opt-in until run on a card):
+// The staged kernels (`_g_one_st`, `_g_one_conv_st`; the default, STRATA_QDOT_STAGE=0 for `_g_one`):
 // one token, inputs quantized once, a row a warp. The block's rows, one span of bytes, are copied into
 // shared memory before grid_dep_wait (a weight is no kernel's output), so with programmatic launches the
 // copy runs while the kernel before does, as HC_EARLY's weight loads do; after the wait each warp decodes

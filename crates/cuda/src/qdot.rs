@@ -32,12 +32,13 @@ pub fn once() -> bool {
     *ON.get_or_init(|| std::env::var("STRATA_QDOT_ONCE").map_or(true, |v| v != "0"))
 }
 
-/// `STRATA_QDOT_STAGE=1` (opt-in until run on a card): a one-token product with inputs quantized once and
-/// a row a warp copies its block's rows into shared memory before it waits for the kernel before (the
-/// `_st` kernels). The same bits.
+/// Whether a one-token product with inputs quantized once and a row a warp copies its block's rows into
+/// shared memory before it waits for the kernel before (the `_st` kernels): the default, +0.8% at depth
+/// 1,024 on the H200, every round ahead (bench/results/2026-12-02-h200-speed-15/).
+/// `STRATA_QDOT_STAGE=0`: the plain `_g_one` kernels. The same bits either way.
 fn staged() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_QDOT_STAGE").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("STRATA_QDOT_STAGE").map_or(true, |v| v != "0"))
 }
 
 /// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
@@ -47,7 +48,7 @@ fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
     (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
 }
 
-/// The staged kernels' shared memory for a product over `w` when `STRATA_QDOT_STAGE=1` and the card
+/// The staged kernels' shared memory for a product over `w` when staging is on and the card
 /// has it; None otherwise (the plain kernels).
 fn stage(gpu: &Gpu, w: &MatrixGpu) -> Option<usize> {
     let bytes = stage_bytes(w.ty, w.cols);

@@ -3,13 +3,20 @@
 # for bit, windows of every T = 1..8) on the tiny and small presets past 64 steps of sparse selection, and
 # on the real-tool fixtures (f32, bf16, q8_0), then under each switch's other settings. Every check prints
 # an `== …` heading, the tool's output (`OK …` or the first difference) and `rc=…`. Run from the repo root
-# with the binary in .dev/strata.
+# with the binary in .dev/strata. PARTS (default all four) picks sections: `defaults` (the default path),
+# `switches` (run-time switches), `defines` (STRATA_DEFINES variants: each compiles every kernel file
+# again, about a minute on the H200) and `layouts` (each matvec layout and attention variant forced).
 source "$(dirname "$0")/presets.sh"
+parts=" ${PARTS:-defaults switches defines layouts} "
+want() { [[ $parts == *" $1 "* ]]; }
+if want defaults; then
 model tiny "" fp16 int8
 model small "" fp16 int8
 for f in fixtures/real/qwen4exp-real-{f32,bf16,q8_0}.gguf; do
   for kv in fp16 int8; do check "$f, 64 tokens, $kv" "" $bin parity forward_parity $f --tokens 64 --kv $kv; done
 done
+fi
+if want switches; then
 # One token's dense layouts tuned per shape on the model's own matrices (opt-in): the same bits.
 model small STRATA_TUNE=1 fp16
 # Plain edges into the kernels that join the side lane: the same bits.
@@ -24,8 +31,6 @@ model small STRATA_ROUTE=warp fp16 int8
 tool matvec_parity STRATA_QDOT_ONCE=0
 tool moe_parity STRATA_QDOT_ONCE=0
 model small STRATA_QDOT_ONCE=0 fp16
-# The qdot dense kernels' weights asked for before grid_dep_wait (opt-in).
-tool matvec_parity STRATA_DEFINES=QDOT_EARLY=1
 # The one-token dense products' rows read from global memory after grid_dep_wait (the default stages them
 # in shared memory before it): the same bits.
 tool matvec_parity STRATA_QDOT_STAGE=0
@@ -37,14 +42,7 @@ model small STRATA_GDN_FUSE=0 fp16 int8
 # The PLE gate by one warp a stream (ple_gate_z): the same bits.
 model small STRATA_PLE_SPLIT=0 fp16
 model tiny STRATA_PLE_SPLIT=0 int8
-# The HC split up kernel's first weights loaded before grid_dep_wait too (HC_EARLY=2).
-check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest
-model small STRATA_DEFINES=HC_EARLY=2 fp16
-# Neither (HC_EARLY=0; the default, 1, loads the down kernel's first weights early): the same bits.
-check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=0 $bin parity gr_parity --selftest
-model small STRATA_DEFINES=HC_EARLY=0 fp16
-# QUICK=1 (a short call after kernel work): the default path above and every matvec layout below;
-# not the launch modes and the attention variants.
+# QUICK=1 (a shorter check after kernel work) leaves out the launch modes below and the attention variants.
 if [ -z "${QUICK:-}" ]; then
   # Every op issued on its own instead of one graph a step: the same bits.
   model tiny STRATA_GRAPH=0 fp16
@@ -59,12 +57,24 @@ if [ -z "${QUICK:-}" ]; then
   model small STRATA_GLU=0 int8
   tool moe_parity STRATA_GLU=0
 fi
+fi
+if want defines; then
+# The qdot dense kernels' weights asked for before grid_dep_wait (opt-in).
+tool matvec_parity STRATA_DEFINES=QDOT_EARLY=1
+# The HC split up kernel's first weights loaded before grid_dep_wait too (HC_EARLY=2).
+check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest
+model small STRATA_DEFINES=HC_EARLY=2 fp16
+# Neither (HC_EARLY=0; the default, 1, loads the down kernel's first weights early): the same bits.
+check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=0 $bin parity gr_parity --selftest
+model small STRATA_DEFINES=HC_EARLY=0 fp16
+fi
+if want layouts; then
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
 for layout in block warp staged multi wide stream; do
   model tiny STRATA_MATVEC=$layout fp16
   tool moe_parity STRATA_MATVEC=$layout
 done
-[ -n "${QUICK:-}" ] && exit 0
+if [ -z "${QUICK:-}" ]; then
 # Each attention-values variant forced (the plan picks one; each must give the CPU's bits).
 for attend in tiles prefetch pipe; do
   kv=int8
@@ -72,3 +82,5 @@ for attend in tiles prefetch pipe; do
   tool attn_parity STRATA_ATTEND=$attend
   model small STRATA_ATTEND=$attend $kv
 done
+fi
+fi

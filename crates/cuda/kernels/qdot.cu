@@ -238,10 +238,16 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 // its row from there. The copy starts at the 16-byte boundary below the span and keeps each byte's address
 // mod 16 (matvec.cu's staged layout); the host gives 16 bytes more than it, for qd_words' word past a row's
 // end. The same qd_row, and for CONV the same epilogue as qdot_rows: the same sums.
-template <typename Q, bool CONV>
+// Without G (`_one_st`, `_one_conv_st`; STRATA_QDOT_STAGE=own, opt-in until run on a card) the block
+// quantizes the input itself, after the wait and while its rows' copy is in flight, into the first
+// qd_own_bytes of its shared memory (the rows' copy after them), instead of reading it from a _quantize
+// launch before it: one launch fewer on a step's chain a product. The same codes, so the same sums.
+__device__ __forceinline__ int qd_own_bytes(int cols) { return (cols / QBLOCK * 44 + 15) / 16 * 16; }
+template <typename Q, bool CONV, bool G = true>
 __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, QdConv cv = {}) {
     extern __shared__ uint4 qd_stage[];
+    uint4* const rows_at = G ? qd_stage : qd_stage + qd_own_bytes(cols) / 16;  // the input first without G
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const int warps = blockDim.x / WARP, first = blockIdx.x * warps, nr = min(warps, rows - first);
     const int row = first + threadIdx.x / WARP;
@@ -253,15 +259,15 @@ __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const floa
     const size_t a = (size_t)w0 & 15;
     const uint4* src = reinterpret_cast<const uint4*>(w0 - a);
     const int n16 = (int)((a + nr * row_bytes + 15) / 16);
-    for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
+    for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(rows_at + i, src + i);
     stage_commit();
     grid_dep_wait();
-    const QIn q = qd_inputs<Q, true>(x, QSrc{}, 1, cols);
+    const QIn q = qd_inputs<Q, G>(x, G ? QSrc{} : QSrc{x, (size_t)cols, 0, 1}, 1, cols);
     stage_wait<0>();
     __syncthreads();
     if (row >= rows) return;
     float s[8];
-    qd_row<Q, 1>(reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row - first) * row_bytes, q, 0, 1, s);
+    qd_row<Q, 1>(reinterpret_cast<const unsigned char*>(rows_at) + a + (size_t)(row - first) * row_bytes, q, 0, 1, s);
     if (threadIdx.x % WARP == 0) {
         if constexpr (CONV) {
             cf.run_vals(s, cv.tail, y, rows, 4, 1, row);
@@ -455,6 +461,18 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
         NAME##_g_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
                              int cols, float* tail, const float* taps) {                                      \
         qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps});                                   \
+    }                                                                                                         \
+    /* the staged forms quantizing their own input (STRATA_QDOT_STAGE=own) */                                \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_one_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
+                      const unsigned char* w2, float* y2) {                                                   \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows_staged<Q, false, false>(w, x, y, rows, cols);                                               \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, \
+                           float* tail, const float* taps) {                                                  \
+        qdot_rows_staged<Q, true, false>(w, x, y, rows, cols, QdConv{tail, taps});                            \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \

@@ -24,6 +24,16 @@
 #ifndef QDOT_ROW_AHEAD
 #define QDOT_ROW_AHEAD 0
 #endif
+// QDOT_PIPE (STRATA_DEFINES; 0 by default until timed on a card): 1, a one-token row's lane loads its
+// next piece (the weights' bytes, Q::load, and the input's codes, sums and scale) before it sums this one
+// (Q::sum), so each piece's loads wait out one memory round trip with the last piece's arithmetic, not
+// after it: ptxas keeps each piece's loads behind the previous piece's sums otherwise (the SASS of the
+// head's kernel, bench/results/2026-12-02-h200-speed-15/). Q::sum(Q::load) is Q::value, and the pieces
+// are added in the same order, so the sums are the same.
+#ifndef QDOT_PIPE
+#define QDOT_PIPE 0
+#endif
+
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
 // The most output rows a block of the fused down product and combination takes (all k slots of one
@@ -104,8 +114,75 @@ __device__ void qd_quantize(const QSrc& src, int begin, int total, const QIn& q)
 
 // One warp's row (bytes at r) against the quantized vectors v0 .. v0 + T − 1 (T ≤ TMAX): lane L adds its
 // pieces L, L + 32, … in order, then the butterfly; every lane gets out[t].
+// One piece's operands as loaded (QDOT_PIPE): the weights' bytes and the input's codes, sums and scale.
+template <typename Q>
+struct QdPiece {
+    typename Q::Raw w;
+    int4 c0, c1;
+    int2 h;
+    float d;
+    __device__ __forceinline__ void load(const unsigned char* __restrict__ r, const QIn& q, int v, int j) {
+        Q::load(r + (size_t)(QBLOCK * j / Q::BS) * Q::TS, QBLOCK * j % Q::BS / QBLOCK, w);
+        const int i = v * q.P + j;
+        const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
+        c0 = a4[0];
+        c1 = a4[1];
+        h = q.sum[i];
+        d = q.d[i];
+    }
+    __device__ __forceinline__ float sum(int j) const {
+        const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+        return Q::sum(w, QBLOCK * j % Q::BS / QBLOCK, a, h.x, h.y, d);
+    }
+};
+
+// QDOT_PIPE's form of qd_row for one token (T = 1) and of qd_row2: `rows` rows' sums with vector v, each
+// lane's next pieces loaded before this one's are summed; each sum is qd_row's. Two sets of operands, A
+// and B, take turns (a copy of the next into the current one let ptxas give both the same registers,
+// which put the next loads after the current sums again).
+template <typename Q, int ROWS>
+__device__ __forceinline__ void qd_pipe_step(QdPiece<Q> (&next)[ROWS], const QdPiece<Q> (&cur)[ROWS],
+                                             const unsigned char* const (&r)[ROWS], const QIn& q, int v, int j,
+                                             float* acc) {
+    // The next piece, or this one again past the last: no branch around the loads.
+    const int jn = j + WARP < q.P ? j + WARP : j;
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) next[k].load(r[k], q, v, jn);
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) acc[k] = __fadd_rn(acc[k], cur[k].sum(j));
+}
+template <typename Q, int ROWS>
+__device__ __forceinline__ void qd_rows_pipe(const unsigned char* const (&r)[ROWS], const QIn& q, int v, float* out) {
+    float acc[ROWS];
+    QdPiece<Q> a[ROWS], b[ROWS];
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) acc[k] = 0.0f;
+    int j = threadIdx.x % WARP;
+    if (j < q.P) {
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) a[k].load(r[k], q, v, j);
+    }
+    // Two pieces a turn while both exist (no branch between a set's loads and its sums, which would let
+    // the loads sink past it), then the last piece if the count is odd.
+    for (; j + WARP < q.P; j += 2 * WARP) {
+        qd_pipe_step<Q, ROWS>(b, a, r, q, v, j, acc);
+        qd_pipe_step<Q, ROWS>(a, b, r, q, v, j + WARP, acc);
+    }
+    if (j < q.P) {
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) acc[k] = __fadd_rn(acc[k], a[k].sum(j));
+    }
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) out[k] = warp_butterfly(acc[k]);
+}
+
 template <typename Q, int TMAX>
 __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, const QIn& q, int v0, int T, float* out) {
+    if constexpr (QDOT_PIPE && TMAX == 1) {
+        const unsigned char* const rows[1] = {r};
+        qd_rows_pipe<Q, 1>(rows, q, v0, out);
+        return;
+    }
     const int lane = threadIdx.x % WARP;
     float acc[TMAX];
 #pragma unroll
@@ -136,6 +213,14 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
 template <typename Q>
 __device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, const unsigned char* __restrict__ r2,
                                         const QIn& q, int v, float* o1, float* o2) {
+    if constexpr (QDOT_PIPE) {
+        const unsigned char* const rows[2] = {r1, r2};
+        float o[2];
+        qd_rows_pipe<Q, 2>(rows, q, v, o);
+        *o1 = o[0];
+        *o2 = o[1];
+        return;
+    }
     float a1 = 0.0f, a2 = 0.0f;
     for (int j = threadIdx.x % WARP; j < q.P; j += WARP) {
         const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;

@@ -43,6 +43,7 @@
 // Quantized inputs, in a block's shared memory or (made once by the _quantize kernel) in global memory:
 // n vectors of P pieces, as codes [n][P][8 words], then the codes' sums over each piece's halves [n][P]
 // (8-byte aligned after the codes' 32 bytes a piece), then the scales d [n][P]. 44 bytes a piece.
+#define QD_PIECE_BYTES 44
 struct QIn {
     int* codes;
     int2* sum;
@@ -112,8 +113,6 @@ __device__ void qd_quantize(const QSrc& src, int begin, int total, const QIn& q)
     }
 }
 
-// One warp's row (bytes at r) against the quantized vectors v0 .. v0 + T − 1 (T ≤ TMAX): lane L adds its
-// pieces L, L + 32, … in order, then the butterfly; every lane gets out[t].
 // One piece's operands as loaded (QDOT_PIPE): the weights' bytes and the input's codes, sums and scale.
 template <typename Q>
 struct QdPiece {
@@ -176,6 +175,8 @@ __device__ __forceinline__ void qd_rows_pipe(const unsigned char* const (&r)[ROW
     for (int k = 0; k < ROWS; ++k) out[k] = warp_butterfly(acc[k]);
 }
 
+// One warp's row (bytes at r) against the quantized vectors v0 .. v0 + T − 1 (T ≤ TMAX): lane L adds its
+// pieces L, L + 32, … in order, then the butterfly; every lane gets out[t].
 template <typename Q, int TMAX>
 __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, const QIn& q, int v0, int T, float* out) {
     if constexpr (QDOT_PIPE && TMAX == 1) {
@@ -327,7 +328,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 // quantizes the input itself, after the wait and while its rows' copy is in flight, into the first
 // qd_own_bytes of its shared memory (the rows' copy after them), instead of reading it from a _quantize
 // launch before it: one launch fewer on a step's chain a product. The same codes, so the same sums.
-__device__ __forceinline__ int qd_own_bytes(int cols) { return (cols / QBLOCK * 44 + 15) / 16 * 16; }
+__device__ __forceinline__ int qd_own_bytes(int cols) { return (cols / QBLOCK * QD_PIECE_BYTES + 15) / 16 * 16; }
 template <typename Q, bool CONV, bool G = true>
 __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, QdConv cv = {}) {

@@ -96,11 +96,17 @@ fn stage(gpu: &Gpu, w: &MatrixGpu, conv: bool) -> Option<(&'static str, usize, b
         (Stage::Off, _) => return None,
         (Stage::Once, false) => ("_g_one_st", 0),
         (Stage::Once, true) => ("_g_one_conv_st", 0),
-        (Stage::Own, false) => ("_one_st", inputs_bytes(1, w.cols).div_ceil(16) * 16),
-        (Stage::Own, true) => ("_one_conv_st", inputs_bytes(1, w.cols).div_ceil(16) * 16),
+        (Stage::Own, false) => ("_one_st", own_bytes(w.cols)),
+        (Stage::Own, true) => ("_one_conv_st", own_bytes(w.cols)),
     };
     let bytes = own + stage_bytes(w.ty, w.cols);
     (bytes <= gpu.smem_optin as usize).then_some((name(w.ty, kind), bytes, own == 0))
+}
+
+/// The `_one_st` kernels' share of shared memory for the input they quantize, before their rows' copy:
+/// one vector's pieces rounded up to 16 bytes, so the copy keeps its alignment (qdot.cu's qd_own_bytes).
+fn own_bytes(cols: usize) -> usize {
+    inputs_bytes(1, cols).div_ceil(16) * 16
 }
 
 /// Shared memory for `vectors` inputs of `cols` values quantized by the block itself (none for the `_g`
@@ -417,12 +423,12 @@ mod tests {
     #[test]
     fn a_block_quantizing_its_own_input_keeps_the_copy_aligned() {
         for cols in [32, 256, 2560, 6144] {
-            let own = inputs_bytes(1, cols).div_ceil(16) * 16;
+            let own = own_bytes(cols);
             assert_eq!(own, (cols / 32 * 44 + 15) / 16 * 16, "{cols}: qd_own_bytes");
             assert_eq!(own % 16, 0);
             assert!(own >= cols / 32 * PIECE_BYTES);
         }
         // GDN out's staged product quantizing its own 6,144 inputs: 60.7 KB, under the H200's 227 KB.
-        assert_eq!(inputs_bytes(1, 6144).div_ceil(16) * 16 + stage_bytes(GgmlType::Q8_0, 6144), 60_704);
+        assert_eq!(own_bytes(6144) + stage_bytes(GgmlType::Q8_0, 6144), 60_704);
     }
 }

@@ -59,17 +59,26 @@ enum Stage {
     /// kernel before does; +0.8% at depth 1,024 on the H200, every round ahead
     /// (bench/results/2026-12-02-h200-speed-15/).
     Once,
-    /// `own` (opt-in until run on a card): staged as by default, and the block quantizes the input itself
-    /// while the copy is in flight (`_one_st`), with no `_quantize` launch before it. Leaving every
-    /// `_quantize` launch out of a step's graph (timing only) made it 10.3% faster in speed-15.
+    /// `own`: staged as by default, and the block quantizes the input itself while the copy is in flight
+    /// (`_one_st`), with no `_quantize` launch before it. Leaving every `_quantize` launch out of a step's
+    /// graph (timing only) made it 10.3% faster in speed-15; `own` was not faster than the default in
+    /// speed-16 (192.0 against 192.5 tok/s), each block reading the whole input from the L2.
     Own,
+    /// `cluster` (opt-in until run on a card; sm_90 and later, `own` before): as `own`, but each CTA of a
+    /// cluster of [`CLUSTER`] quantizes a share of the input and reads the others' from their shared
+    /// memory (`_one_stc`), so the input is read from the L2 once a cluster, not once a block.
+    Cluster,
 }
+
+/// CTAs a cluster of the `_one_stc` kernels (QD_CLUSTER_CTAS in qdot.cu): their grids are whole clusters.
+const CLUSTER: usize = 8;
 
 impl Stage {
     fn from_value(v: Option<&str>) -> Stage {
         match v {
             Some("0") => Stage::Off,
             Some("own") => Stage::Own,
+            Some("cluster") => Stage::Cluster,
             _ => Stage::Once,
         }
     }
@@ -87,20 +96,44 @@ fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
     (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
 }
 
+/// A staged kernel's launch ([`stage`]).
+struct Staged {
+    name: &'static str,
+    /// Shared memory: for a block quantizing its input, that input first (rounded to 16 bytes:
+    /// qd_own_bytes), then the rows.
+    smem: usize,
+    /// Whether the input must be quantized before the launch (the `_g` kernels).
+    quantized: bool,
+    /// The grid's blocks a whole number of these (the clusters' CTAs).
+    cluster: usize,
+}
+
+impl Staged {
+    /// The grid's blocks for `blocks` blocks of rows: whole clusters, the last blocks perhaps without rows.
+    fn blocks(&self, blocks: usize) -> u32 {
+        blocks.next_multiple_of(self.cluster) as u32
+    }
+}
+
 /// A staged kernel's launch for a one-token product over `w` where the mode stages it and the card has
-/// the shared memory: its name (`_g_one_st`, or `_one_st` for a block quantizing its own input; with
-/// `conv`, the `_conv` forms), the shared memory (for `_one_st` the quantized input first, rounded to 16
-/// bytes: qd_own_bytes), and whether the input must be quantized before it. None: the plain kernels.
-fn stage(gpu: &Gpu, w: &MatrixGpu, conv: bool) -> Option<(&'static str, usize, bool)> {
-    let (kind, own) = match (Stage::get(), conv) {
-        (Stage::Off, _) => return None,
-        (Stage::Once, false) => ("_g_one_st", 0),
-        (Stage::Once, true) => ("_g_one_conv_st", 0),
-        (Stage::Own, false) => ("_one_st", own_bytes(w.cols)),
-        (Stage::Own, true) => ("_one_conv_st", own_bytes(w.cols)),
+/// the shared memory: `_g_one_st`, `_one_st` for a block quantizing its own input, `_one_stc` for a
+/// cluster's CTAs quantizing it together (with `conv`, the `_conv` forms). None: the plain kernels.
+fn stage(gpu: &Gpu, w: &MatrixGpu, conv: bool) -> Option<Staged> {
+    let mode = match Stage::get() {
+        Stage::Cluster if gpu.arch.0 < 9 => Stage::Own,
+        m => m,
     };
-    let bytes = own + stage_bytes(w.ty, w.cols);
-    (bytes <= gpu.smem_optin as usize).then_some((name(w.ty, kind), bytes, own == 0))
+    let (kind, own, cluster) = match (mode, conv) {
+        (Stage::Off, _) => return None,
+        (Stage::Once, false) => ("_g_one_st", 0, 1),
+        (Stage::Once, true) => ("_g_one_conv_st", 0, 1),
+        (Stage::Own, false) => ("_one_st", own_bytes(w.cols), 1),
+        (Stage::Own, true) => ("_one_conv_st", own_bytes(w.cols), 1),
+        (Stage::Cluster, false) => ("_one_stc", own_bytes(w.cols), CLUSTER),
+        (Stage::Cluster, true) => ("_one_conv_stc", own_bytes(w.cols), CLUSTER),
+    };
+    let smem = own + stage_bytes(w.ty, w.cols);
+    (smem <= gpu.smem_optin as usize).then_some(Staged { name: name(w.ty, kind), smem, quantized: own == 0, cluster })
 }
 
 /// The `_one_st` kernels' share of shared memory for the input they quantize, before their rows' copy:
@@ -219,12 +252,12 @@ pub fn dense(
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
-    if let Some((name, smem, quantized)) = stage(gpu, w, false).filter(|_| g && t == 1 && rpw == 1) {
-        let q = quantized.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
+    if let Some(st) = stage(gpu, w, false).filter(|_| g && t == 1 && rpw == 1) {
+        let q = st.quantized.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
         let x = q.as_ref().map_or(x, |q| q.ptr(gpu));
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
+        let (f, cfg) = prepare(gpu, st.name, (st.blocks(blocks as usize), 1, z), 32 * WARPS, st.smem, w.cols)?;
         let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
-        return launch(gpu, &f, name, cfg, &args);
+        return launch(gpu, &f, st.name, cfg, &args);
     }
     let q = g.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
     let x = q.as_ref().map_or(x, |q| q.ptr(gpu));
@@ -263,12 +296,12 @@ pub fn dense_conv(
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
     let i = |v: usize| Arg::I32(v as i32);
     let w_ = Arg::Ptr(w.ptr(gpu));
-    if let Some((name, smem, quantized)) = stage(gpu, w, true).filter(|_| t == 1) {
-        let q = quantized.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
+    if let Some(st) = stage(gpu, w, true).filter(|_| t == 1) {
+        let q = st.quantized.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
         let x = Arg::Ptr(q.as_ref().map_or(x, |q| q.ptr(gpu)));
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
+        let (f, cfg) = prepare(gpu, st.name, (st.blocks(blocks as usize), 1, 1), 32 * WARPS, st.smem, w.cols)?;
         let args = [w_, x, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
-        return launch(gpu, &f, name, cfg, &args);
+        return launch(gpu, &f, st.name, cfg, &args);
     }
     let q = quantize_rows(gpu, w, x, t)?;
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
@@ -410,11 +443,12 @@ mod tests {
     }
 
     #[test]
-    fn the_stage_switch_reads_its_three_values() {
+    fn the_stage_switch_reads_its_values() {
         assert_eq!(Stage::from_value(None), Stage::Once);
         assert_eq!(Stage::from_value(Some("1")), Stage::Once);
         assert_eq!(Stage::from_value(Some("0")), Stage::Off);
         assert_eq!(Stage::from_value(Some("own")), Stage::Own);
+        assert_eq!(Stage::from_value(Some("cluster")), Stage::Cluster);
     }
 
     /// `_one_st` puts its quantized input first and the rows' copy after it, at qd_own_bytes(cols): the
@@ -430,5 +464,17 @@ mod tests {
         }
         // GDN out's staged product quantizing its own 6,144 inputs: 60.7 KB, under the H200's 227 KB.
         assert_eq!(own_bytes(6144) + stage_bytes(GgmlType::Q8_0, 6144), 60_704);
+    }
+
+    /// A clustered kernel's grid is whole clusters (`__cluster_dims__` refuses any other), its last blocks
+    /// perhaps without rows; the other staged kernels keep one block per WARPS rows.
+    #[test]
+    fn a_clustered_grid_is_whole_clusters() {
+        let st = |cluster| Staged { name: "", smem: 0, quantized: false, cluster };
+        for blocks in [1, 7, 8, 9, 320, 1280, 1281] {
+            let g = st(CLUSTER).blocks(blocks) as usize;
+            assert!(g % CLUSTER == 0 && g >= blocks && g < blocks + CLUSTER, "{blocks} blocks: a grid of {g}");
+            assert_eq!(st(1).blocks(blocks) as usize, blocks);
+        }
     }
 }

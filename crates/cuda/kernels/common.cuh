@@ -333,37 +333,6 @@ __device__ __forceinline__ void grid_dep_wait() {
 #endif
 }
 
-// Thread block clusters (sm_90 and later): qsa.cu's cluster top-k and qdot.cu's clustered staged products.
-#if __CUDA_ARCH__ >= 900
-__device__ __forceinline__ u32 cluster_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-}
-
-// cluster_sync in two halves: the arrive (this CTA's shared memory reads and writes before it are seen
-// by the other CTAs after their wait) and the wait, so that work between them overlaps the barrier.
-__device__ __forceinline__ void cluster_arrive() {
-    asm volatile("barrier.cluster.arrive.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-}
-
-// A u32 of CTA `rank`'s shared memory at the address of `p` in ours.
-__device__ __forceinline__ u32 dsmem_load(const void* p, u32 rank) {
-    const u32 local = (u32)__cvta_generic_to_shared(p);
-    u32 remote, v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
-    return v;
-}
-#endif
-
 // Causal depthwise conv of K taps of channel ch, then silu (docs/ARITHMETIC.md § gdn; gdn.cu's conv and
 // qdot.cu's conv epilogue): frames are the K − 1 kept ones (oldest first)
 // and the window's tokens in order; the K − 1 newest are kept. KC > 0: K = KC known when compiled, so

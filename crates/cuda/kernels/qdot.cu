@@ -36,6 +36,14 @@
 
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
+// The most warps a block of the `_one_st` kernels (qdot.rs own_warps_max): 16 from sm_90 (within 128
+// registers a thread; at 32 warps, 64 registers, the Q6_K conv kernel spills), else QD_WARPS (at 16 the
+// sm_80 Q8_0 kernel spills). The `_one_conv_st` kernels take QD_WARPS (at 16 the Q4_K one spills).
+#if __CUDA_ARCH__ >= 900
+#define QD_OWN_WARPS 16
+#else
+#define QD_OWN_WARPS QD_WARPS
+#endif
 // The most output rows a block of the fused down product and combination takes (all k slots of one
 // token); the host says how many (rpb): more rows a block spread the quantization of its k inputs.
 #define QD_COMBINE_ROWS 16
@@ -324,69 +332,18 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 // its row from there. The copy starts at the 16-byte boundary below the span and keeps each byte's address
 // mod 16 (matvec.cu's staged layout); the host gives 16 bytes more than it, for qd_words' word past a row's
 // end. The same qd_row, and for CONV the same epilogue as qdot_rows: the same sums.
-// IN says where the input comes from. QD_ONCE (the _g kernels): quantized once by a _quantize launch
-// before. QD_OWN (`_one_st`, `_one_conv_st`; STRATA_QDOT_STAGE=own): the block quantizes it itself, after
-// the wait and while its rows' copy is in flight, into the first qd_own_bytes of its shared memory (the
-// rows' copy after them): one launch fewer on a step's chain a product, but every block reads the whole
-// input from the L2 (in speed-16 no faster than QD_ONCE). QD_CLUSTER (`_one_stc`, `_one_conv_stc`, sm_90;
-// STRATA_QDOT_STAGE=cluster): as QD_OWN, but each CTA of a cluster of QD_CLUSTER quantizes a share and
-// reads the others' from their shared memory (qd_inputs_cluster), so the input is read from the L2 once
-// a cluster; the grid is a whole number of clusters, its last blocks perhaps without rows. The same codes
-// every way, so the same sums.
+// Without G (`_one_st`, `_one_conv_st`; STRATA_QDOT_STAGE=own[:W], opt-in) the block quantizes the input
+// itself, after the wait and while its rows' copy is in flight, into the first qd_own_bytes of its shared
+// memory (the rows' copy after them), instead of reading it from a _quantize launch before it: one launch
+// fewer on a step's chain a product. The same codes, so the same sums. Every block reads the whole input
+// from the L2, so the host may launch them with up to QD_OWN_WARPS warps (rows) a block, to read it fewer
+// times.
 __device__ __forceinline__ int qd_own_bytes(int cols) { return (cols / QBLOCK * QD_PIECE_BYTES + 15) / 16 * 16; }
-enum QdIn { QD_ONCE, QD_OWN, QD_CLUSTER };
-#define QD_CLUSTER_CTAS 8
-
-// QD_CLUSTER's input: CTA r of the cluster quantizes pieces r·per .. (r + 1)·per − 1 into its shared
-// memory (QIn's layout, one vector: 8 words of codes a piece, then 2 of sums, then 1 of scale), and after
-// the cluster's barrier copies the other CTAs' pieces from theirs, four words a thread in flight at once.
-// The arrive at the end: the caller's cluster_wait, before any CTA leaves, keeps each CTA's shared memory
-// until all have read it.
-template <typename Q>
-__device__ QIn qd_inputs_cluster(const float* x, int cols) {
-    extern __shared__ int4 qd_smem[];
-    const QIn q(qd_smem, 1, cols / QBLOCK);
-#if __CUDA_ARCH__ >= 900
-    const int P = q.P, per = (P + QD_CLUSTER_CTAS - 1) / QD_CLUSTER_CTAS, rank = (int)cluster_rank();
-    qd_quantize<Q>(QSrc{x, (size_t)cols, 0, 1}, rank * per, min(P, (rank + 1) * per), q);
-    cluster_sync();
-    u32* const words = reinterpret_cast<u32*>(qd_smem);
-    const int n = 11 * P, nt = blockDim.x;
-    for (int i0 = threadIdx.x; i0 < n; i0 += 4 * nt) {
-        u32 v[4];
-        int from[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const int i = i0 + k * nt;
-            const int piece = i < 8 * P ? i / 8 : i < 10 * P ? (i - 8 * P) / 2 : i - 10 * P;
-            from[k] = i < n ? piece / per : rank;
-            if (from[k] != rank) v[k] = dsmem_load(words + i, (u32)from[k]);
-        }
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-            if (from[k] != rank) words[i0 + k * nt] = v[k];
-    }
-    cluster_arrive();
-#else
-    __trap();  // the cluster kernels are compiled for sm_90 and later only
-#endif
-    return q;
-}
-
-template <typename Q, int IN>
-__device__ __forceinline__ QIn qd_staged_input(const float* x, int cols) {
-    if constexpr (IN == QD_CLUSTER) {
-        return qd_inputs_cluster<Q>(x, cols);
-    } else {
-        return qd_inputs<Q, IN == QD_ONCE>(x, IN == QD_ONCE ? QSrc{} : QSrc{x, (size_t)cols, 0, 1}, 1, cols);
-    }
-}
-
-template <typename Q, bool CONV, int IN = QD_ONCE>
+template <typename Q, bool CONV, bool G = true>
 __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, QdConv cv = {}) {
     extern __shared__ uint4 qd_stage[];
-    uint4* const rows_at = IN == QD_ONCE ? qd_stage : qd_stage + qd_own_bytes(cols) / 16;  // the input first
+    uint4* const rows_at = G ? qd_stage : qd_stage + qd_own_bytes(cols) / 16;  // the input first without G
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const int warps = blockDim.x / WARP, first = blockIdx.x * warps, nr = min(warps, rows - first);
     const int row = first + threadIdx.x / WARP;
@@ -397,17 +354,12 @@ __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const floa
     const unsigned char* w0 = w + (size_t)first * row_bytes;
     const size_t a = (size_t)w0 & 15;
     const uint4* src = reinterpret_cast<const uint4*>(w0 - a);
-    if (IN != QD_CLUSTER || nr > 0) {  // a cluster's last blocks may have no rows
-        const int n16 = (int)((a + nr * row_bytes + 15) / 16);
-        for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(rows_at + i, src + i);
-    }
+    const int n16 = (int)((a + nr * row_bytes + 15) / 16);
+    for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(rows_at + i, src + i);
     stage_commit();
     grid_dep_wait();
-    const QIn q = qd_staged_input<Q, IN>(x, cols);
+    const QIn q = qd_inputs<Q, G>(x, G ? QSrc{} : QSrc{x, (size_t)cols, 0, 1}, 1, cols);
     stage_wait<0>();
-#if __CUDA_ARCH__ >= 900
-    if constexpr (IN == QD_CLUSTER) cluster_wait();
-#endif
     __syncthreads();
     if (row >= rows) return;
     float s[8];
@@ -606,17 +558,17 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
                              int cols, float* tail, const float* taps) {                                      \
         qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps});                                   \
     }                                                                                                         \
-    /* the staged forms quantizing their own input (STRATA_QDOT_STAGE=own) */                                \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+    /* the staged forms quantizing their own input (STRATA_QDOT_STAGE=own[:W]; W warps a block) */           \
+    extern "C" __global__ void __launch_bounds__(QD_OWN_WARPS * WARP)                                         \
         NAME##_one_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
                       const unsigned char* w2, float* y2) {                                                   \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_staged<Q, false, QD_OWN>(w, x, y, rows, cols);                                              \
+        qdot_rows_staged<Q, false, false>(w, x, y, rows, cols);                                               \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, \
                            float* tail, const float* taps) {                                                  \
-        qdot_rows_staged<Q, true, QD_OWN>(w, x, y, rows, cols, QdConv{tail, taps});                           \
+        qdot_rows_staged<Q, true, false>(w, x, y, rows, cols, QdConv{tail, taps});                            \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
@@ -634,26 +586,3 @@ QDOT(qdot_q2_0, Q2_0Q)
 QDOT(qdot_iq4_nl, IQ4_NLQ)
 QDOT(qdot_q4_k, Q4_KQ)
 QDOT(qdot_q6_k, Q6_KQ)
-
-// The staged forms quantizing their input a share a CTA of a cluster (QD_CLUSTER; STRATA_QDOT_STAGE=cluster):
-// sm_90 and later, where clusters are.
-#if __CUDA_ARCH__ >= 900
-#define QDOT_CLUSTER(NAME, Q)                                                                                 \
-    extern "C" __global__ void __cluster_dims__(QD_CLUSTER_CTAS, 1, 1) __launch_bounds__(QD_WARPS * WARP)     \
-        NAME##_one_stc(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,     \
-                       const unsigned char* w2, float* y2) {                                                  \
-        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_staged<Q, false, QD_CLUSTER>(w, x, y, rows, cols);                                          \
-    }                                                                                                         \
-    extern "C" __global__ void __cluster_dims__(QD_CLUSTER_CTAS, 1, 1) __launch_bounds__(QD_WARPS * WARP)     \
-        NAME##_one_conv_stc(const unsigned char* w, const float* __restrict__ x, float* y, int rows,          \
-                            int cols, float* tail, const float* taps) {                                       \
-        qdot_rows_staged<Q, true, QD_CLUSTER>(w, x, y, rows, cols, QdConv{tail, taps});                       \
-    }
-QDOT_CLUSTER(qdot_q8_0, Q8_0Q)
-QDOT_CLUSTER(qdot_q4_0, Q4_0Q)
-QDOT_CLUSTER(qdot_q2_0, Q2_0Q)
-QDOT_CLUSTER(qdot_iq4_nl, IQ4_NLQ)
-QDOT_CLUSTER(qdot_q4_k, Q4_KQ)
-QDOT_CLUSTER(qdot_q6_k, Q6_KQ)
-#endif

@@ -462,6 +462,25 @@ extern "C" __global__ void qsa_topk_split_emit(const float* __restrict__ scores,
 #if __CUDA_ARCH__ >= 900
 #define CLUSTER 8
 
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// A u32 of CTA `rank`'s shared memory at the address of `p` in ours.
+__device__ __forceinline__ u32 dsmem_load(const void* p, u32 rank) {
+    const u32 local = (u32)__cvta_generic_to_shared(p);
+    u32 remote, v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
+    return v;
+}
+
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)
     qsa_topk_cluster(const float* __restrict__ scores, int stride, const int* __restrict__ n_cells_q, int top_k,
                      int kpool, u32* __restrict__ out, int out_stride, int* __restrict__ count, int keys_in_smem) {

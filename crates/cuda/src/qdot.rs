@@ -59,27 +59,38 @@ enum Stage {
     /// kernel before does; +0.8% at depth 1,024 on the H200, every round ahead
     /// (bench/results/2026-12-02-h200-speed-15/).
     Once,
-    /// `own`: staged as by default, and the block quantizes the input itself while the copy is in flight
-    /// (`_one_st`), with no `_quantize` launch before it. Leaving every `_quantize` launch out of a step's
-    /// graph (timing only) made it 10.3% faster in speed-15; `own` was not faster than the default in
-    /// speed-16 (192.0 against 192.5 tok/s), each block reading the whole input from the L2.
-    Own,
-    /// `cluster` (opt-in until run on a card; sm_90 and later, `own` before): as `own`, but each CTA of a
-    /// cluster of [`CLUSTER`] quantizes a share of the input and reads the others' from their shared
-    /// memory (`_one_stc`), so the input is read from the L2 once a cluster, not once a block.
-    Cluster,
+    /// `own` (`own:W`): staged as by default, and the block of W warps (8 unless given; 8 or 16, the GDN conv
+    /// form 8) quantizes
+    /// the input itself while the copy is in flight (`_one_st`), with no `_quantize` launch before it.
+    /// Leaving every `_quantize` launch out of a step's graph (timing only) made it 10.3% faster in
+    /// speed-15, but `own` with 8 warps was not faster than the default in speed-16 (192.0 against
+    /// 192.5 tok/s): by events each block's quantizing cost about what the launch did, every block of a
+    /// product reading the whole input from the L2 (1,280 blocks for GDN's qkv). Wider blocks read it
+    /// fewer times. (A cluster of 8 blocks sharing the quantized shares through distributed shared
+    /// memory, 54462e6, was 8.6% slower than the default.)
+    Own(u32),
 }
 
-/// CTAs a cluster of the `_one_stc` kernels (QD_CLUSTER_CTAS in qdot.cu): their grids are whole clusters.
-const CLUSTER: usize = 8;
+/// The most warps a block of the `_one_st` kernels on a card of compute capability `major` (QD_OWN_WARPS in
+/// qdot.cu, their launch bound); the `_one_conv_st` ones take WARPS.
+fn own_warps_max(major: i32) -> u32 {
+    if major >= 9 {
+        16
+    } else {
+        WARPS
+    }
+}
 
 impl Stage {
     fn from_value(v: Option<&str>) -> Stage {
         match v {
             Some("0") => Stage::Off,
-            Some("own") => Stage::Own,
-            Some("cluster") => Stage::Cluster,
-            _ => Stage::Once,
+            Some("own") => Stage::Own(WARPS),
+            Some(v) => match v.strip_prefix("own:").and_then(|w| w.parse().ok()) {
+                Some(w @ (8 | 16)) => Stage::Own(w),
+                _ => Stage::Once,
+            },
+            None => Stage::Once,
         }
     }
 
@@ -89,11 +100,11 @@ impl Stage {
     }
 }
 
-/// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
-/// 16-byte boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
-fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
+/// The staged kernels' shared memory for a block of `warps` rows of `cols` values of `ty`: the span from
+/// the 16-byte boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
+fn stage_bytes(ty: GgmlType, cols: usize, warps: u32) -> usize {
     let row_bytes = cols / ty.block_size() * ty.type_size();
-    (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
+    (15 + warps as usize * row_bytes).div_ceil(16) * 16 + 16
 }
 
 /// A staged kernel's launch ([`stage`]).
@@ -104,36 +115,30 @@ struct Staged {
     smem: usize,
     /// Whether the input must be quantized before the launch (the `_g` kernels).
     quantized: bool,
-    /// The grid's blocks a whole number of these (the clusters' CTAs).
-    cluster: usize,
+    /// Warps a block, a row each.
+    warps: u32,
 }
 
 impl Staged {
-    /// The grid's blocks for `blocks` blocks of rows: whole clusters, the last blocks perhaps without rows.
-    fn blocks(&self, blocks: usize) -> u32 {
-        blocks.next_multiple_of(self.cluster) as u32
+    /// The launch's grid (blockIdx.z: the second matrix when `z` is 2) and threads for `rows` rows.
+    fn shape(&self, rows: usize, z: u32) -> ((u32, u32, u32), u32) {
+        ((rows.div_ceil(self.warps as usize) as u32, 1, z), 32 * self.warps)
     }
 }
 
 /// A staged kernel's launch for a one-token product over `w` where the mode stages it and the card has
-/// the shared memory: `_g_one_st`, `_one_st` for a block quantizing its own input, `_one_stc` for a
-/// cluster's CTAs quantizing it together (with `conv`, the `_conv` forms). None: the plain kernels.
+/// the shared memory: `_g_one_st`, or `_one_st` for a block quantizing its own input (with `conv`, the
+/// `_conv` forms). None: the plain kernels.
 fn stage(gpu: &Gpu, w: &MatrixGpu, conv: bool) -> Option<Staged> {
-    let mode = match Stage::get() {
-        Stage::Cluster if gpu.arch.0 < 9 => Stage::Own,
-        m => m,
-    };
-    let (kind, own, cluster) = match (mode, conv) {
+    let (kind, own, warps) = match (Stage::get(), conv) {
         (Stage::Off, _) => return None,
-        (Stage::Once, false) => ("_g_one_st", 0, 1),
-        (Stage::Once, true) => ("_g_one_conv_st", 0, 1),
-        (Stage::Own, false) => ("_one_st", own_bytes(w.cols), 1),
-        (Stage::Own, true) => ("_one_conv_st", own_bytes(w.cols), 1),
-        (Stage::Cluster, false) => ("_one_stc", own_bytes(w.cols), CLUSTER),
-        (Stage::Cluster, true) => ("_one_conv_stc", own_bytes(w.cols), CLUSTER),
+        (Stage::Once, false) => ("_g_one_st", 0, WARPS),
+        (Stage::Once, true) => ("_g_one_conv_st", 0, WARPS),
+        (Stage::Own(n), false) => ("_one_st", own_bytes(w.cols), n.min(own_warps_max(gpu.arch.0))),
+        (Stage::Own(_), true) => ("_one_conv_st", own_bytes(w.cols), WARPS),
     };
-    let smem = own + stage_bytes(w.ty, w.cols);
-    (smem <= gpu.smem_optin as usize).then_some(Staged { name: name(w.ty, kind), smem, quantized: own == 0, cluster })
+    let smem = own + stage_bytes(w.ty, w.cols, warps);
+    (smem <= gpu.smem_optin as usize).then_some(Staged { name: name(w.ty, kind), smem, quantized: own == 0, warps })
 }
 
 /// The `_one_st` kernels' share of shared memory for the input they quantize, before their rows' copy:
@@ -255,7 +260,8 @@ pub fn dense(
     if let Some(st) = stage(gpu, w, false).filter(|_| g && t == 1 && rpw == 1) {
         let q = st.quantized.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
         let x = q.as_ref().map_or(x, |q| q.ptr(gpu));
-        let (f, cfg) = prepare(gpu, st.name, (st.blocks(blocks as usize), 1, z), 32 * WARPS, st.smem, w.cols)?;
+        let (grid, threads) = st.shape(w.rows, z);
+        let (f, cfg) = prepare(gpu, st.name, grid, threads, st.smem, w.cols)?;
         let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, st.name, cfg, &args);
     }
@@ -299,7 +305,8 @@ pub fn dense_conv(
     if let Some(st) = stage(gpu, w, true).filter(|_| t == 1) {
         let q = st.quantized.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
         let x = Arg::Ptr(q.as_ref().map_or(x, |q| q.ptr(gpu)));
-        let (f, cfg) = prepare(gpu, st.name, (st.blocks(blocks as usize), 1, 1), 32 * WARPS, st.smem, w.cols)?;
+        let (grid, threads) = st.shape(w.rows, 1);
+        let (f, cfg) = prepare(gpu, st.name, grid, threads, st.smem, w.cols)?;
         let args = [w_, x, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
         return launch(gpu, &f, st.name, cfg, &args);
     }
@@ -420,7 +427,7 @@ mod tests {
         for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q6_K] {
             for cols in [256, 2560, 6144] {
                 let row_bytes = cols / ty.block_size() * ty.type_size();
-                let bytes = stage_bytes(ty, cols);
+                let bytes = stage_bytes(ty, cols, WARPS);
                 assert_eq!(bytes % 16, 0, "{ty} {cols}");
                 for a in 0..16 {
                     let n16 = (a + WARPS as usize * row_bytes).div_ceil(16);
@@ -431,7 +438,7 @@ mod tests {
         }
         // The full model's largest staged product, GDN out (Q8_0, 6,144 columns), wants 52 KB: past the
         // default 48 KB, so prepare allows it where the card has it.
-        assert_eq!(stage_bytes(GgmlType::Q8_0, 6144), 52_256);
+        assert_eq!(stage_bytes(GgmlType::Q8_0, 6144, WARPS), 52_256);
     }
 
     #[test]
@@ -447,8 +454,16 @@ mod tests {
         assert_eq!(Stage::from_value(None), Stage::Once);
         assert_eq!(Stage::from_value(Some("1")), Stage::Once);
         assert_eq!(Stage::from_value(Some("0")), Stage::Off);
-        assert_eq!(Stage::from_value(Some("own")), Stage::Own);
-        assert_eq!(Stage::from_value(Some("cluster")), Stage::Cluster);
+        assert_eq!(Stage::from_value(Some("own")), Stage::Own(WARPS));
+        for w in [8, 16] {
+            assert_eq!(Stage::from_value(Some(&format!("own:{w}"))), Stage::Own(w));
+        }
+        // Anything else is the default, not a block past the kernels' launch bound.
+        for v in ["own:32", "own:12", "own:", "cluster"] {
+            assert_eq!(Stage::from_value(Some(v)), Stage::Once, "{v}");
+        }
+        // 16 warps only where the kernels were compiled for them (sm_90 on).
+        assert_eq!((own_warps_max(8), own_warps_max(9), own_warps_max(10)), (8, 16, 16));
     }
 
     /// `_one_st` puts its quantized input first and the rows' copy after it, at qd_own_bytes(cols): the
@@ -463,18 +478,19 @@ mod tests {
             assert!(own >= cols / 32 * PIECE_BYTES);
         }
         // GDN out's staged product quantizing its own 6,144 inputs: 60.7 KB, under the H200's 227 KB.
-        assert_eq!(own_bytes(6144) + stage_bytes(GgmlType::Q8_0, 6144), 60_704);
+        assert_eq!(own_bytes(6144) + stage_bytes(GgmlType::Q8_0, 6144, WARPS), 60_704);
     }
 
-    /// A clustered kernel's grid is whole clusters (`__cluster_dims__` refuses any other), its last blocks
-    /// perhaps without rows; the other staged kernels keep one block per WARPS rows.
+    /// A staged launch takes a row a warp: every row in a block, no block without one.
     #[test]
-    fn a_clustered_grid_is_whole_clusters() {
-        let st = |cluster| Staged { name: "", smem: 0, quantized: false, cluster };
-        for blocks in [1, 7, 8, 9, 320, 1280, 1281] {
-            let g = st(CLUSTER).blocks(blocks) as usize;
-            assert!(g % CLUSTER == 0 && g >= blocks && g < blocks + CLUSTER, "{blocks} blocks: a grid of {g}");
-            assert_eq!(st(1).blocks(blocks) as usize, blocks);
+    fn a_staged_grid_covers_each_row_once() {
+        for warps in [8, 16, 32] {
+            let st = Staged { name: "", smem: 0, quantized: false, warps };
+            for rows in [1, 7, 8, 9, 2560, 10_240, 10_241] {
+                let ((g, _, z), threads) = st.shape(rows, 2);
+                assert_eq!((threads, z), (32 * warps, 2));
+                assert!(g as usize * warps as usize >= rows && (g as usize - 1) * (warps as usize) < rows);
+            }
         }
     }
 }

@@ -24,26 +24,8 @@
 #ifndef QDOT_ROW_AHEAD
 #define QDOT_ROW_AHEAD 0
 #endif
-// QDOT_PIPE (STRATA_DEFINES; 0 by default until timed on a card): 1, a one-token row's lane loads its
-// next piece (the weights' bytes, Q::load, and the input's codes, sums and scale) before it sums this one
-// (Q::sum), so each piece's loads wait out one memory round trip with the last piece's arithmetic, not
-// after it: ptxas keeps each piece's loads behind the previous piece's sums otherwise (the SASS of the
-// head's kernel, bench/results/2026-12-02-h200-speed-15/). Q::sum(Q::load) is Q::value, and the pieces
-// are added in the same order, so the sums are the same.
-#ifndef QDOT_PIPE
-#define QDOT_PIPE 0
-#endif
-
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
-// The most warps a block of the `_one_st` kernels (qdot.rs own_warps_max): 16 from sm_90 (within 128
-// registers a thread; at 32 warps, 64 registers, the Q6_K conv kernel spills), else QD_WARPS (at 16 the
-// sm_80 Q8_0 kernel spills). The `_one_conv_st` kernels take QD_WARPS (at 16 the Q4_K one spills).
-#if __CUDA_ARCH__ >= 900
-#define QD_OWN_WARPS 16
-#else
-#define QD_OWN_WARPS QD_WARPS
-#endif
 // The most output rows a block of the fused down product and combination takes (all k slots of one
 // token); the host says how many (rpb): more rows a block spread the quantization of its k inputs.
 #define QD_COMBINE_ROWS 16
@@ -51,7 +33,6 @@
 // Quantized inputs, in a block's shared memory or (made once by the _quantize kernel) in global memory:
 // n vectors of P pieces, as codes [n][P][8 words], then the codes' sums over each piece's halves [n][P]
 // (8-byte aligned after the codes' 32 bytes a piece), then the scales d [n][P]. 44 bytes a piece.
-#define QD_PIECE_BYTES 44
 struct QIn {
     int* codes;
     int2* sum;
@@ -121,77 +102,10 @@ __device__ void qd_quantize(const QSrc& src, int begin, int total, const QIn& q)
     }
 }
 
-// One piece's operands as loaded (QDOT_PIPE): the weights' bytes and the input's codes, sums and scale.
-template <typename Q>
-struct QdPiece {
-    typename Q::Raw w;
-    int4 c0, c1;
-    int2 h;
-    float d;
-    __device__ __forceinline__ void load(const unsigned char* __restrict__ r, const QIn& q, int v, int j) {
-        Q::load(r + (size_t)(QBLOCK * j / Q::BS) * Q::TS, QBLOCK * j % Q::BS / QBLOCK, w);
-        const int i = v * q.P + j;
-        const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
-        c0 = a4[0];
-        c1 = a4[1];
-        h = q.sum[i];
-        d = q.d[i];
-    }
-    __device__ __forceinline__ float sum(int j) const {
-        const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-        return Q::sum(w, QBLOCK * j % Q::BS / QBLOCK, a, h.x, h.y, d);
-    }
-};
-
-// QDOT_PIPE's form of qd_row for one token (T = 1) and of qd_row2: `rows` rows' sums with vector v, each
-// lane's next pieces loaded before this one's are summed; each sum is qd_row's. Two sets of operands, A
-// and B, take turns (a copy of the next into the current one let ptxas give both the same registers,
-// which put the next loads after the current sums again).
-template <typename Q, int ROWS>
-__device__ __forceinline__ void qd_pipe_step(QdPiece<Q> (&next)[ROWS], const QdPiece<Q> (&cur)[ROWS],
-                                             const unsigned char* const (&r)[ROWS], const QIn& q, int v, int j,
-                                             float* acc) {
-    // The next piece, or this one again past the last: no branch around the loads.
-    const int jn = j + WARP < q.P ? j + WARP : j;
-#pragma unroll
-    for (int k = 0; k < ROWS; ++k) next[k].load(r[k], q, v, jn);
-#pragma unroll
-    for (int k = 0; k < ROWS; ++k) acc[k] = __fadd_rn(acc[k], cur[k].sum(j));
-}
-template <typename Q, int ROWS>
-__device__ __forceinline__ void qd_rows_pipe(const unsigned char* const (&r)[ROWS], const QIn& q, int v, float* out) {
-    float acc[ROWS];
-    QdPiece<Q> a[ROWS], b[ROWS];
-#pragma unroll
-    for (int k = 0; k < ROWS; ++k) acc[k] = 0.0f;
-    int j = threadIdx.x % WARP;
-    if (j < q.P) {
-#pragma unroll
-        for (int k = 0; k < ROWS; ++k) a[k].load(r[k], q, v, j);
-    }
-    // Two pieces a turn while both exist (no branch between a set's loads and its sums, which would let
-    // the loads sink past it), then the last piece if the count is odd.
-    for (; j + WARP < q.P; j += 2 * WARP) {
-        qd_pipe_step<Q, ROWS>(b, a, r, q, v, j, acc);
-        qd_pipe_step<Q, ROWS>(a, b, r, q, v, j + WARP, acc);
-    }
-    if (j < q.P) {
-#pragma unroll
-        for (int k = 0; k < ROWS; ++k) acc[k] = __fadd_rn(acc[k], a[k].sum(j));
-    }
-#pragma unroll
-    for (int k = 0; k < ROWS; ++k) out[k] = warp_butterfly(acc[k]);
-}
-
 // One warp's row (bytes at r) against the quantized vectors v0 .. v0 + T − 1 (T ≤ TMAX): lane L adds its
 // pieces L, L + 32, … in order, then the butterfly; every lane gets out[t].
 template <typename Q, int TMAX>
 __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, const QIn& q, int v0, int T, float* out) {
-    if constexpr (QDOT_PIPE && TMAX == 1) {
-        const unsigned char* const rows[1] = {r};
-        qd_rows_pipe<Q, 1>(rows, q, v0, out);
-        return;
-    }
     const int lane = threadIdx.x % WARP;
     float acc[TMAX];
 #pragma unroll
@@ -222,14 +136,6 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
 template <typename Q>
 __device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, const unsigned char* __restrict__ r2,
                                         const QIn& q, int v, float* o1, float* o2) {
-    if constexpr (QDOT_PIPE) {
-        const unsigned char* const rows[2] = {r1, r2};
-        float o[2];
-        qd_rows_pipe<Q, 2>(rows, q, v, o);
-        *o1 = o[0];
-        *o2 = o[1];
-        return;
-    }
     float a1 = 0.0f, a2 = 0.0f;
     for (int j = threadIdx.x % WARP; j < q.P; j += WARP) {
         const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
@@ -332,18 +238,10 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 // its row from there. The copy starts at the 16-byte boundary below the span and keeps each byte's address
 // mod 16 (matvec.cu's staged layout); the host gives 16 bytes more than it, for qd_words' word past a row's
 // end. The same qd_row, and for CONV the same epilogue as qdot_rows: the same sums.
-// Without G (`_one_st`, `_one_conv_st`; STRATA_QDOT_STAGE=own[:W], opt-in) the block quantizes the input
-// itself, after the wait and while its rows' copy is in flight, into the first qd_own_bytes of its shared
-// memory (the rows' copy after them), instead of reading it from a _quantize launch before it: one launch
-// fewer on a step's chain a product. The same codes, so the same sums. Every block reads the whole input
-// from the L2, so the host may launch them with up to QD_OWN_WARPS warps (rows) a block, to read it fewer
-// times.
-__device__ __forceinline__ int qd_own_bytes(int cols) { return (cols / QBLOCK * QD_PIECE_BYTES + 15) / 16 * 16; }
-template <typename Q, bool CONV, bool G = true>
+template <typename Q, bool CONV>
 __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, QdConv cv = {}) {
     extern __shared__ uint4 qd_stage[];
-    uint4* const rows_at = G ? qd_stage : qd_stage + qd_own_bytes(cols) / 16;  // the input first without G
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const int warps = blockDim.x / WARP, first = blockIdx.x * warps, nr = min(warps, rows - first);
     const int row = first + threadIdx.x / WARP;
@@ -355,15 +253,15 @@ __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const floa
     const size_t a = (size_t)w0 & 15;
     const uint4* src = reinterpret_cast<const uint4*>(w0 - a);
     const int n16 = (int)((a + nr * row_bytes + 15) / 16);
-    for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(rows_at + i, src + i);
+    for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
     stage_commit();
     grid_dep_wait();
-    const QIn q = qd_inputs<Q, G>(x, G ? QSrc{} : QSrc{x, (size_t)cols, 0, 1}, 1, cols);
+    const QIn q = qd_inputs<Q, true>(x, QSrc{}, 1, cols);
     stage_wait<0>();
     __syncthreads();
     if (row >= rows) return;
     float s[8];
-    qd_row<Q, 1>(reinterpret_cast<const unsigned char*>(rows_at) + a + (size_t)(row - first) * row_bytes, q, 0, 1, s);
+    qd_row<Q, 1>(reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row - first) * row_bytes, q, 0, 1, s);
     if (threadIdx.x % WARP == 0) {
         if constexpr (CONV) {
             cf.run_vals(s, cv.tail, y, rows, 4, 1, row);
@@ -557,18 +455,6 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
         NAME##_g_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
                              int cols, float* tail, const float* taps) {                                      \
         qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps});                                   \
-    }                                                                                                         \
-    /* the staged forms quantizing their own input (STRATA_QDOT_STAGE=own[:W]; W warps a block) */           \
-    extern "C" __global__ void __launch_bounds__(QD_OWN_WARPS * WARP)                                         \
-        NAME##_one_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
-                      const unsigned char* w2, float* y2) {                                                   \
-        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_staged<Q, false, false>(w, x, y, rows, cols);                                               \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
-        NAME##_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, \
-                           float* tail, const float* taps) {                                                  \
-        qdot_rows_staged<Q, true, false>(w, x, y, rows, cols, QdConv{tail, taps});                            \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \

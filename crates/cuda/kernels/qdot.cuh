@@ -42,24 +42,6 @@ __device__ __forceinline__ void qd_words(const unsigned char* p, u32* out) {
 #pragma unroll
     for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], sh);
 }
-// qd_words in two steps (QdWords): `load` the aligned words, `cut` them; a pipelined row (qdot.cu's
-// QDOT_PIPE) loads the next piece's words before it cuts and sums this one's. (qd_words keeps its own body:
-// written through QdWords, the window kernels compiled to other machine code than the checked one.)
-template <int N>
-struct QdWords {
-    u32 w[N + 1];
-    unsigned sh;
-    __device__ __forceinline__ void load(const unsigned char* p) {
-        const u32* a = reinterpret_cast<const u32*>((size_t)p & ~(size_t)3);
-        sh = 8u * (unsigned)((size_t)p & 3);
-#pragma unroll
-        for (int i = 0; i <= N; ++i) w[i] = a[i];
-    }
-    __device__ __forceinline__ void cut(u32* out) const {
-#pragma unroll
-        for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], sh);
-    }
-};
 
 // A piece's integer sum: the 8 words of weights against the 8 words of codes, less OFF times the codes'
 // sum (the weights were stored as code + OFF). Exact.
@@ -76,14 +58,7 @@ __device__ __forceinline__ float qd_piece_value(float dw, float da, int s) {
     return __fmul_rn(__fmul_rn(dw, da), (float)s);
 }
 
-// A type of one scale dw (the block's first two bytes) and integer weights (Q8_0, Q4_0, Q2_0, IQ4_NL):
-// the piece's NW words of codes from byte Q::at(p) of the block, unpacked by Q::unpack.
-template <typename Q>
-__device__ __forceinline__ void qd_one_scale_piece(const unsigned char* b, int p, int* w) {
-    u32 c[Q::NW];
-    qd_words<Q::NW>(b + Q::at(p), c);
-    Q::unpack(c, w);
-}
+// A type of one scale dw (the block's first two bytes) and integer weights (Q8_0, Q4_0, Q2_0, IQ4_NL).
 template <typename Q>
 __device__ __forceinline__ float qd_one_scale_value(const unsigned char* b, int p, const int* a, int lo, int hi,
                                                    float da) {
@@ -91,60 +66,27 @@ __device__ __forceinline__ float qd_one_scale_value(const unsigned char* b, int 
     Q::piece(b, p, w);
     return qd_piece_value(f16_bits_to_f32(u16_at(b)), da, qd_piece_sum<Q>(w, a, lo + hi));
 }
-// The same value in two steps (Q::Raw, Q::load, Q::sum): the piece's bytes loaded, then summed.
-template <int NW>
-struct QdOneScaleRaw {
-    QdWords<NW> c;
-    unsigned short d;
-};
-template <typename Q>
-__device__ __forceinline__ void qd_one_scale_load(const unsigned char* b, int p, QdOneScaleRaw<Q::NW>& r) {
-    r.c.load(b + Q::at(p));
-    r.d = u16_at(b);
-}
-template <typename Q>
-__device__ __forceinline__ float qd_one_scale_sum(const QdOneScaleRaw<Q::NW>& r, const int* a, int lo, int hi,
-                                                 float da) {
-    u32 c[Q::NW];
-    r.c.cut(c);
-    int w[8];
-    Q::unpack(c, w);
-    return qd_piece_value(f16_bits_to_f32(r.d), da, qd_piece_sum<Q>(w, a, lo + hi));
-}
-// The members a one-scale type Q gets from these (its Raw, load, sum, value).
-#define QD_ONE_SCALE(Q)                                                                                    \
-    using Raw = QdOneScaleRaw<NW>;                                                                          \
-    __device__ static void load(const unsigned char* b, int p, Raw& r) { qd_one_scale_load<Q>(b, p, r); }   \
-    __device__ static float sum(const Raw& r, int, const int* a, int lo, int hi, float da) {                \
-        return qd_one_scale_sum<Q>(r, a, lo, hi, da);                                                       \
-    }                                                                                                       \
-    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {  \
-        return qd_one_scale_value<Q>(b, p, a, lo, hi, da);                                                  \
-    }
 
 // Q8_0: the 32 int8 codes in element order.
 struct Q8_0Q {
-    static constexpr int BS = 32, TS = 34, OFF = 0, NW = 8;
+    static constexpr int BS = 32, TS = 34, OFF = 0;
     __device__ static int pos(int i) { return i; }
-    __device__ static int at(int) { return 2; }
-    // The words are the codes: cut straight into w (unpack copies them, for the two-step form).
     __device__ static void piece(const unsigned char* b, int, int* w) {
         qd_words<8>(b + 2, reinterpret_cast<u32*>(w));
     }
-    __device__ static void unpack(const u32* c, int* w) {
-#pragma unroll
-        for (int m = 0; m < 8; ++m) w[m] = (int)c[m];
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<Q8_0Q>(b, p, a, lo, hi, da);
     }
-    QD_ONE_SCALE(Q8_0Q)
 };
 
 // Q4_0: byte j holds element j (low nibble) and j + 16 (high); the weight is the nibble − 8 (OFF), so
 // word m is elements 4m .. 4m + 3 and word 4 + m elements 16 + 4m ..: element order.
 struct Q4_0Q {
-    static constexpr int BS = 32, TS = 18, OFF = 8, NW = 4;
+    static constexpr int BS = 32, TS = 18, OFF = 8;
     __device__ static int pos(int i) { return i; }
-    __device__ static int at(int) { return 2; }
-    __device__ static void unpack(const u32* c, int* w) {
+    __device__ static void piece(const unsigned char* b, int, int* w) {
+        u32 c[4];
+        qd_words<4>(b + 2, c);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
             const u32 q = c[m];
@@ -152,18 +94,20 @@ struct Q4_0Q {
             w[4 + m] = (int)((q >> 4) & 0x0f0f0f0fu);
         }
     }
-    __device__ static void piece(const unsigned char* b, int p, int* w) { qd_one_scale_piece<Q4_0Q>(b, p, w); }
-    QD_ONE_SCALE(Q4_0Q)
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<Q4_0Q>(b, p, a, lo, hi, da);
+    }
 };
 
 // Q2_0: a block of 64 is two pieces; its 16 bytes of codes hold element 4k + s in bits 2s..2s + 1 of
 // byte k, piece h in bytes 8h .. 8h + 7. Word 4g + s is (the piece's bytes 4g .. 4g + 3 >> 2s) & 3 in
 // each byte: byte k of it is the piece's element 16g + 4k + s. The weight is the code − 1 (OFF).
 struct Q2_0Q {
-    static constexpr int BS = 64, TS = 18, OFF = 1, NW = 2;
+    static constexpr int BS = 64, TS = 18, OFF = 1;
     __device__ static int pos(int i) { return 4 * (4 * (i / 16) + i % 4) + (i % 16) / 4; }
-    __device__ static int at(int h) { return 2 + 8 * h; }
-    __device__ static void unpack(const u32* cw, int* w) {
+    __device__ static void piece(const unsigned char* b, int h, int* w) {
+        u32 cw[2];
+        qd_words<2>(b + 2 + 8 * h, cw);
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
             const u32 c = cw[g];
@@ -171,8 +115,9 @@ struct Q2_0Q {
             for (int s = 0; s < 4; ++s) w[4 * g + s] = (int)((c >> (2 * s)) & 0x03030303u);
         }
     }
-    __device__ static void piece(const unsigned char* b, int p, int* w) { qd_one_scale_piece<Q2_0Q>(b, p, w); }
-    QD_ONE_SCALE(Q2_0Q)
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<Q2_0Q>(b, p, a, lo, hi, da);
+    }
 };
 
 // IQ4_NL: Q4_0's nibble layout, each nibble an index into the format's table of 16 int8 values. Four
@@ -181,7 +126,7 @@ struct Q2_0Q {
 // picks the half. Word 2m + u (u = 0, 1: bits 16u.. of bytes 4m .. 4m + 3) is elements 4m + 2u,
 // 16 + 4m + 2u, 4m + 2u + 1, 17 + 4m + 2u.
 struct IQ4_NLQ {
-    static constexpr int BS = 32, TS = 18, OFF = 0, NW = 4;
+    static constexpr int BS = 32, TS = 18, OFF = 0;
     __device__ static int pos(int i) {
         const int e = i % 16, r = e % 4;
         return 4 * (2 * (e / 4) + r / 2) + 2 * (r % 2) + i / 16;
@@ -192,8 +137,9 @@ struct IQ4_NLQ {
         const u32 lo = __byte_perm(IQ4_NL_W0, IQ4_NL_W1, sel), hi = __byte_perm(IQ4_NL_W2, IQ4_NL_W3, sel);
         return (int)__byte_perm(lo, hi, 0x3210u | ((sel & 0x8888u) >> 1));
     }
-    __device__ static int at(int) { return 2; }
-    __device__ static void unpack(const u32* c, int* w) {
+    __device__ static void piece(const unsigned char* b, int, int* w) {
+        u32 c[4];
+        qd_words<4>(b + 2, c);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
             const u32 q = c[m];
@@ -201,8 +147,9 @@ struct IQ4_NLQ {
             w[2 * m + 1] = lookup(q >> 16);
         }
     }
-    __device__ static void piece(const unsigned char* b, int p, int* w) { qd_one_scale_piece<IQ4_NLQ>(b, p, w); }
-    QD_ONE_SCALE(IQ4_NLQ)
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_value<IQ4_NLQ>(b, p, a, lo, hi, da);
+    }
 };
 
 // Q4_K: blocks of 256 in 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles;
@@ -213,23 +160,10 @@ struct IQ4_NLQ {
 struct Q4_KQ {
     static constexpr int BS = 256, TS = 144;
     __device__ static int pos(int i) { return i; }
-    // The header and the piece's nibbles as loaded.
-    struct Raw {
-        uint4 h, n0, n1;
-    };
-    __device__ static void load(const unsigned char* b, int p, Raw& r) {
-        r.h = *reinterpret_cast<const uint4*>(b);
-        const uint4* n = reinterpret_cast<const uint4*>(b + 16 + 32 * (p / 2));
-        r.n0 = n[0];
-        r.n1 = n[1];
-    }
     __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
-        Raw r;
-        load(b, p, r);
-        return sum(r, p, a, lo, hi, da);
-    }
-    __device__ static float sum(const Raw& r, int p, const int* a, int lo, int hi, float da) {
-        const uint4 h = r.h, n0 = r.n0, n1 = r.n1;
+        const uint4 h = *reinterpret_cast<const uint4*>(b);
+        const uint4* n = reinterpret_cast<const uint4*>(b + 16 + 32 * (p / 2));
+        const uint4 n0 = n[0], n1 = n[1];
         // Scale bytes sc[0..11] are h.y, h.z, h.w; byte q of a word by a shift.
         const unsigned q8 = 8u * (unsigned)(p % 4);
         const u32 s0 = (h.y >> q8) & 0xffu, s4 = (h.z >> q8) & 0xffu, s8 = (h.w >> q8) & 0xffu;
@@ -268,43 +202,13 @@ struct Q6_KQ {
         qd_words<8>(ql, L);
         qd_words<8>(qh, H);
         int S[2] = {0, 0};
-        halves(L, H, ls, hs, a, S);
-        const unsigned short sc = u16_at(b + 192 + 8 * n + 2 * k);  // the two int8 scales, one load
-        const int I = scaled(S, sc, lo, hi);
-        return __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b + 208)), da), (float)I);
-    }
-    // The two halves' integer sums from the piece's words.
-    __device__ __forceinline__ static void halves(const u32* L, const u32* H, unsigned ls, unsigned hs, const int* a, int* S) {
 #pragma unroll
         for (int m = 0; m < 8; ++m) {
             const u32 q = ((L[m] >> ls) & 0x0f0f0f0fu) | (((H[m] >> hs) & 0x03030303u) << 4);
             S[m / 4] = __dp4a((int)q, a[m], S[m / 4]);
         }
-    }
-    // The piece's integer total: each half's sum less 32 times its codes' sum, times the half's int8 scale.
-    __device__ __forceinline__ static int scaled(const int* S, unsigned short sc, int lo, int hi) {
-        return (int)(signed char)(sc & 0xff) * (S[0] - 32 * lo) + (int)(signed char)(sc >> 8) * (S[1] - 32 * hi);
-    }
-    // The same value in two steps: the piece's bytes loaded (value's addresses), then summed.
-    struct Raw {
-        QdWords<8> l, h;
-        unsigned short sc, d;
-    };
-    __device__ static void load(const unsigned char* b, int p, Raw& r) {
-        const int n = p / 4, k = p % 4;
-        r.l.load(b + 64 * n + 32 * (k % 2));
-        r.h.load(b + 128 + 32 * n);
-        r.sc = u16_at(b + 192 + 8 * n + 2 * k);
-        r.d = u16_at(b + 208);
-    }
-    __device__ static float sum(const Raw& r, int p, const int* a, int lo, int hi, float da) {
-        const int k = p % 4;
-        u32 L[8], H[8];
-        r.l.cut(L);
-        r.h.cut(H);
-        int S[2] = {0, 0};
-        halves(L, H, 4 * (k / 2), 2 * k, a, S);
-        const int I = scaled(S, r.sc, lo, hi);
-        return __fmul_rn(__fmul_rn(f16_bits_to_f32(r.d), da), (float)I);
+        const unsigned short sc = u16_at(b + 192 + 8 * n + 2 * k);  // the two int8 scales, one load
+        const int I = (int)(signed char)(sc & 0xff) * (S[0] - 32 * lo) + (int)(signed char)(sc >> 8) * (S[1] - 32 * hi);
+        return __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b + 208)), da), (float)I);
     }
 };

@@ -86,8 +86,8 @@ template <typename W> static int decode(const std::vector<unsigned char>& in, in
 }
 
 // A row's § qdot sum on the host: the input quantized piece by piece (qd_scale, qd_code, the codes laid
-// out by Q::pos, the halves' sums), each piece's value by qdot.cuh's Q::value (and, checked equal, by
-// Q::load then Q::sum), lane j mod 32's total in piece order, the butterfly.
+// out by Q::pos, the halves' sums), each piece's value by qdot.cuh's Q::value, lane j mod 32's total in
+// piece order, the butterfly.
 template <typename Q>
 static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const std::vector<unsigned char>& xb, int cols, FILE* out) {
     const int P = cols / QBLOCK;
@@ -111,16 +111,7 @@ static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const st
         float lane[WARP] = {};
         for (int j = 0; j < P; ++j) {
             const unsigned char* blk = w.data() + r * rb + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-            const int p = QBLOCK * j % Q::BS / QBLOCK;
-            const float v = Q::value(blk, p, &codes[8 * j], lo[j], hi[j], d[j]);
-            // The two-step form (Q::load, then Q::sum; qdot.cu's QDOT_PIPE) must give the same bits.
-            typename Q::Raw raw;
-            Q::load(blk, p, raw);
-            const float v2 = Q::sum(raw, p, &codes[8 * j], lo[j], hi[j], d[j]);
-            if (memcmp(&v, &v2, 4) != 0) {
-                fprintf(stderr, "row %zu piece %d: value %a, load and sum %a\n", r, j, v, v2);
-                return 1;
-            }
+            const float v = Q::value(blk, QBLOCK * j % Q::BS / QBLOCK, &codes[8 * j], lo[j], hi[j], d[j]);
             lane[j % WARP] = __fadd_rn(lane[j % WARP], v);
         }
         for (int off = 16; off > 0; off /= 2) {

@@ -419,3 +419,22 @@ __device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes, int i, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
     }
 }
+
+// ---- docs/ARITHMETIC.md § qdot: the input of a product over an integer type, quantized to int8 in
+// pieces of QBLOCK values (qdot.cuh's products; kernels whose outputs feed them may quantize too).
+#define QBLOCK 32
+#define QMAX 127.0f
+
+// An input element times 127/amax as its code: rounded half to even, clamped to ±127; NaN gives 0
+// (ops/qdot.rs `code`). Clamping before rounding gives the same integer as after.
+__device__ __forceinline__ int qd_code(float v) {
+    if (v != v) return 0;
+    return __float2int_rn(fminf(fmaxf(v, -QMAX), QMAX));
+}
+
+// A block's scale from its largest magnitude: sets d = amax/127 and returns id = 127/amax, or 0 when
+// amax is 0 (every code is then 0, as x·0 is 0 or NaN).
+__device__ __forceinline__ float qd_scale(float amax, float* d) {
+    *d = __fdiv_rn(amax, QMAX);
+    return amax == 0.0f ? 0.0f : __fdiv_rn(QMAX, amax);
+}

@@ -125,15 +125,47 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
 
 // y_j = rms_norm(o_j, ssm_norm)·σ(z_j) for value head j of every token of the window, (o·rs)·w then ·σ(z):
 // the block's warps take a token each, after the block has written its o rows (the caller syncs first).
+// With yq (QY, S a multiple of 32), y is also quantized for the output product (§ qdot, the codes in
+// element order: Q8_0, Q4_0, Q4_K, Q6_K): each round of the warp's lanes is one piece of 32, quantized
+// in the lanes (warp_quantize_piece) into QIn's layout (qdot.cu) for T vectors of hv·S/32 pieces.
+__device__ __forceinline__ void warp_quantize_piece(float v, int4* yq, int T, int P, int t, int f);
+template <bool QY>
 __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __restrict__ z,
-                                  const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T, int j) {
+                                  const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T, int j,
+                                  int4* __restrict__ yq = nullptr) {
     const int warp = threadIdx.x / WARP, warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
     for (int t = warp; t < T; t += warps) {
         const size_t base = ((size_t)t * hv + j) * S;
         const float rs = warp_rms_scale(o + base, S);
         for (int d = lane; d < S; d += WARP) {
-            y[base + d] = __fmul_rn(__fmul_rn(__fmul_rn(o[base + d], rs), w[d]), s_sigmoid(z[base + d]));
+            const float v = __fmul_rn(__fmul_rn(__fmul_rn(o[base + d], rs), w[d]), s_sigmoid(z[base + d]));
+            y[base + d] = v;
+            if (QY) warp_quantize_piece(v, yq, T, hv * S / QBLOCK, t, (j * S + d - lane) / QBLOCK);
         }
+    }
+}
+
+// Piece f of vector t quantized from the 32 lanes' values (lane i element i): the amax by a butterfly
+// of maxima from +0 (exact, so any order gives qd_quantize's), each lane's code, the sums of lanes
+// 0..15's and 16..31's codes; written into QIn's layout (codes [T][P][32 bytes], then the halves' sums
+// [T][P], then the scales [T][P]).
+__device__ __forceinline__ void warp_quantize_piece(float v, int4* yq, int T, int P, int t, int f) {
+    const int lane = threadIdx.x % WARP, i = t * P + f;
+    float amax = fmaxf(0.0f, fabsf(v));  // a NaN is passed over
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d;
+    const float id = qd_scale(amax, &d);
+    const int c = qd_code(__fmul_rn(v, id));
+    reinterpret_cast<signed char*>(yq)[(size_t)32 * i + lane] = (signed char)c;
+    int s = c;
+#pragma unroll
+    for (int o = 8; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const int other = __shfl_xor_sync(0xffffffffu, s, 16);
+    if (lane == 0) {
+        int2* sum = reinterpret_cast<int2*>(reinterpret_cast<int*>(yq) + 8 * T * P);
+        sum[i] = make_int2(s, other);
+        reinterpret_cast<float*>(sum + T * P)[i] = d;
     }
 }
 
@@ -177,7 +209,7 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
         }
     }
     __syncthreads();  // the block's o rows written
-    gdn_out_norm_rows(o, z, wn, y, hv, S, T, j);
+    gdn_out_norm_rows<false>(o, z, wn, y, hv, S, T, j);
 }
 
 // The same rule with M's column b held in registers for the window (S a compile-time 32, 64 or 128): the
@@ -189,12 +221,13 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // the state's read (3 MB a layer at the model's 48 heads) overlaps the conv instead of following it.
 // NORM (the `_n` kernels, where gdn.rs fuses the conv: qdot.cu's conv epilogue made `conv` without the norms):
 // each token's q and k are L2-normalised in shared memory after they are loaded, by qk_norm_head as
-// gdn_conv_norm does (q then scaled by qscale).
-template <int S, int P, bool NORM = false>
+// gdn_conv_norm does (q then scaled by qscale). QY (the `_q` kernels, STRATA_GDN_QUANTIZE=1): y is also
+// quantized into yq for the output product (gdn_out_norm_rows), which then needs no `_quantize` launch.
+template <int S, int P, bool NORM = false, bool QY = false>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
                                const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
-                               float qscale = 0.0f) {
+                               float qscale = 0.0f, int4* __restrict__ yq = nullptr) {
     constexpr int R = S / P;
     __shared__ float qk[2 * S];
     const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
@@ -250,7 +283,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
 #pragma unroll
     for (int a = 0; a < R; ++a) m[(size_t)a * S + b] = col[a];
     __syncthreads();  // the block's o rows written
-    gdn_out_norm_rows(o, z, wn, y, hv, S, T, j);
+    gdn_out_norm_rows<QY>(o, z, wn, y, hv, S, T, j, yq);
 }
 
 #define GDN_DELTA_COLS(S, P)                                                                                   \
@@ -266,6 +299,14 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float qscale) {      \
         gdn_delta_cols<S, P, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, qscale);                 \
+    }                                                                                                          \
+    /* the same, y also quantized for the output product (STRATA_GDN_QUANTIZE=1) */                            \
+    extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_nq(                                    \
+        float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
+        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float qscale,        \
+        int4* yq) {                                                                                            \
+        gdn_delta_cols<S, P, true, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, qscale, yq);       \
     }
 GDN_DELTA_COLS(32, 1)
 GDN_DELTA_COLS(64, 1)

@@ -394,6 +394,41 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
     qd_quantize<Q>(QSrc{x, (size_t)tok, (size_t)slot, kd}, begin, min(n * P, begin + span), q);
 }
 
+// The MoE router's logits and the experts' input quantized for their gate and up products, in one launch
+// (`NAME_router`, STRATA_ROUTER_QUANTIZE=1): blocks 0 .. qb − 1 quantize the T inputs as the _quantize
+// kernel does, the others take the router's rows (F32, kind 1, or BF16), a warp a row: lane L dots its
+// chunks L, L + 32, … (8 fmas each from +0) and adds them in order, then the butterfly, matvec.cu's sums
+// for those types (as common.cuh's EarlyRow). The row is asked for into the L2 before grid_dep_wait. So no
+// launch of its own sits between the routing and the experts' products.
+template <typename Q>
+__device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const float* __restrict__ x,
+                                 float* __restrict__ logits, int E, int n, int T, int qb, int4* __restrict__ out) {
+    if ((int)blockIdx.x < qb) {
+        qdot_quantize_pieces<Q>(x, n, 0, 1, T, n / QBLOCK, out);
+        return;
+    }
+    const int r = ((int)blockIdx.x - qb) * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const size_t row_bytes = (size_t)n * (kind == 1 ? 4 : 2);
+    const unsigned char* row = reinterpret_cast<const unsigned char*>(wr) + (size_t)r * row_bytes;
+    if (r < E) prefetch_l2(row, row_bytes, lane, WARP);
+    grid_dep_wait();
+    if (r >= E) return;
+    for (int t = 0; t < T; ++t) {
+        const float* xt = x + (size_t)t * n;
+        float acc = 0.0f;
+#pragma unroll 4
+        for (int c = lane; c < n / CHUNK; c += WARP) {
+            float w8[CHUNK], x8[CHUNK];
+            if (kind == 1) load8_f32(reinterpret_cast<const float*>(row) + CHUNK * c, w8);
+            else load8_bf16(reinterpret_cast<const bf16_t*>(row) + CHUNK * c, w8);
+            load8_f32(xt + CHUNK * c, x8);
+            acc = __fadd_rn(acc, chunk_dot(w8, x8));
+        }
+        acc = warp_butterfly(acc);
+        if (lane == 0) logits[(size_t)t * E + r] = acc;
+    }
+}
+
 // Each dense and gather kernel makes one product, or two of the same shape, type and input in one launch
 // (blockIdx.z = 1 takes w2 and y2, and for the gathers offset2). The shared memory is the host's: 44 bytes
 // a piece of each quantized input (none for the _g kernels, whose inputs were quantized once before them).
@@ -460,6 +495,12 @@ __device__ void qdot_quantize_pieces(const float* __restrict__ x, int tok, int s
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
                       int T, float* tail, const float* taps) {                                                \
         qdot_rows<Q, false, true, true>(w, x, y, rows, cols, T, 1, QdConv{tail, taps});                       \
+    }                                                                                                         \
+    /* the MoE router's product and the experts' input quantized in one launch (STRATA_ROUTER_QUANTIZE=1) */  \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2) /* ptxas's own pick spilled */           \
+        NAME##_router(const void* wr, int kind, const float* x, float* logits, int E, int n, int T, int qb,    \
+                      int4* out) {                                                                            \
+        qdot_router_rows<Q>(wr, kind, x, logits, E, n, T, qb, out);                                           \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \

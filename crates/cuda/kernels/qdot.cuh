@@ -11,22 +11,8 @@
 // dot instructions (`__dp4a`) pair each weight with its input. Integer sums are exact in any order; only
 // the float combination has a fixed order.
 
-#define QBLOCK 32
-#define QMAX 127.0f
-
-// An input element times 127/amax as its code: rounded half to even, clamped to ±127; NaN gives 0
-// (ops/qdot.rs `code`). Clamping before rounding gives the same integer as after.
-__device__ __forceinline__ int qd_code(float v) {
-    if (v != v) return 0;
-    return __float2int_rn(fminf(fmaxf(v, -QMAX), QMAX));
-}
-
-// A block's scale from its largest magnitude: sets d = amax/127 and returns id = 127/amax, or 0 when
-// amax is 0 (every code is then 0, as x·0 is 0 or NaN).
-__device__ __forceinline__ float qd_scale(float amax, float* d) {
-    *d = __fdiv_rn(amax, QMAX);
-    return amax == 0.0f ? 0.0f : __fdiv_rn(QMAX, amax);
-}
+// QBLOCK, QMAX, qd_code and qd_scale (the input's quantization) are in common.cuh, which other kernel
+// files that quantize their outputs for these products share.
 
 // N words of 4 bytes from p, an even address (blocks are 2-byte aligned): the N + 1 aligned words
 // around them loaded, each word then cut out by a funnel shift (a 32-bit load a word, not two 16-bit

@@ -205,13 +205,24 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let o = Buf::<f32>::uninit(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
     // (threads per block, dynamic shared bytes): S·P threads for the register kernels (kernels/gdn.cu).
-    let (name, threads, shared) = match (s, fuse) {
-        (32, false) => ("gdn_delta_32", 32, 0),
-        (64, false) => ("gdn_delta_64", 64, 0),
-        (128, false) => ("gdn_delta_128", 256, 0),
-        (32, true) => ("gdn_delta_32_n", 32, 0),
-        (64, true) => ("gdn_delta_64_n", 64, 0),
-        (128, true) => ("gdn_delta_128_n", 256, 0),
+    // With STRATA_GDN_QUANTIZE=1 (qdot.rs `can_gdn_quantize`; the fused conv's `_n` kernels only) the
+    // `_nq` kernels also quantize y for the output product, which then takes those pieces (no quantizing
+    // launch of its own).
+    let yq = if fuse && crate::qdot::can_gdn_quantize(w.out.ty, s) {
+        Some(Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, hv * s))?)
+    } else {
+        None
+    };
+    let (name, threads, shared) = match (s, fuse, yq.is_some()) {
+        (32, false, _) => ("gdn_delta_32", 32, 0),
+        (64, false, _) => ("gdn_delta_64", 64, 0),
+        (128, false, _) => ("gdn_delta_128", 256, 0),
+        (32, true, false) => ("gdn_delta_32_n", 32, 0),
+        (64, true, false) => ("gdn_delta_64_n", 64, 0),
+        (128, true, false) => ("gdn_delta_128_n", 256, 0),
+        (32, true, true) => ("gdn_delta_32_nq", 32, 0),
+        (64, true, true) => ("gdn_delta_64_nq", 64, 0),
+        (128, true, true) => ("gdn_delta_128_nq", 256, 0),
         _ => ("gdn_delta", s.max(32), 2 * s * 4),
     };
     let f = gpu.function("gdn.cu", SRC, name)?;
@@ -227,8 +238,12 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let sizes = [ci(channels), ci(hk), ci(hv), ci(s), ci(t)];
     let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
     let qscale = fuse.then_some(Arg::F32(rsqrt(s as f32)));
-    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice()].concat())?;
+    let quantized = yq.as_ref().map(|q| Arg::Ptr(q.ptr(gpu)));
+    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice(), quantized.as_slice()].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
-    matvec(gpu, &w.out, &y, &out, t)?;
+    match &yq {
+        Some(yq) => crate::qdot::dense_quantized(gpu, &w.out, yq, out.ptr(gpu), t)?,
+        None => matvec(gpu, &w.out, &y, &out, t)?,
+    }
     Ok(out)
 }

@@ -590,13 +590,14 @@ pub fn glu_on() -> bool {
 /// For each slot (t·k + s) of the gathers' ids: `h[(t·k + s)·rows ..] = silu(gate·x)·(up·x)`, the gate and
 /// up rows of the slot's expert dotted with the token's input by one warp, the product rounded: the bits of
 /// [`matvec_gather_two`] then the activation kernel (moe.cu's `moe_act`). `false` (nothing launched) when
-/// the two matrices differ in type, shape or expert stride.
+/// the two matrices differ in type, shape or expert stride. `xq`: each token's input already quantized for
+/// a § qdot type's products (qdot.rs `router_quantize`).
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_gather_glu(
     gpu: &Gpu,
     (wg, gg): (&MatrixGpu, Gather),
     (wu, gu): (&MatrixGpu, Gather),
-    x: &Buf<f32>,
+    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
     (x_tok, x_slot): (usize, usize),
     h: &Buf<f32>,
     ids: &Buf<i32>,
@@ -622,8 +623,11 @@ pub fn matvec_gather_glu(
         i(x_slot),
     ];
     if crate::qdot::uses(wg.ty) {
-        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args)?;
+        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, xq)?;
         return Ok(true);
+    }
+    if xq.is_some() {
+        return Err(CudaError::Shape(format!("{} gate and up products take no quantized input", wg.ty)));
     }
     let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
     let f = gpu.function("matvec.cu", SRC, name)?;

@@ -204,7 +204,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     })?;
     // Routing.
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
-    route(gpu, w, x, t, (&ids, &weights, &sg))?;
+    let xq = route(gpu, w, x, t, (&ids, &weights, &sg))?;
     // The routed experts' gate and up of the token's input; both activations in one launch (the down
     // products follow in `moe`).
     let h = Buf::uninit(gpu, t * k * f)?;
@@ -212,7 +212,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
     // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
     // shared expert's when it is not on the side lane.
-    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, x, (n, 0), &h, &ids, (t, k))?;
+    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &ids, (t, k))?;
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {
         let (g, u) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * f)?);
@@ -235,12 +235,20 @@ fn route(
     x: &Buf<f32>,
     t: usize,
     (ids, weights, sg): (&Buf<i32>, &Buf<f32>, &Buf<f32>),
-) -> Result<(), CudaError> {
+) -> Result<Option<Buf<i32>>, CudaError> {
     let (e, k, _, _, n) = w.dims;
     let i = |v: usize| Arg::I32(v as i32);
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
     let outs = [logits.ptr(gpu), ids.ptr(gpu), weights.ptr(gpu)].map(Arg::Ptr);
-    matvec(gpu, &w.router, x, &logits, t)?;
+    // The experts' input quantized in the router's launch where that is on (qdot.rs), for the GLU launch;
+    // the gate and up products then quantize nothing themselves.
+    let experts = w.gate.m.ty;
+    let xq = if glu_on() && crate::qdot::can_router_quantize(w.router.ty, experts) {
+        Some(crate::qdot::router_quantize(gpu, &w.router, x, &logits, t, experts)?)
+    } else {
+        matvec(gpu, &w.router, x, &logits, t)?;
+        None
+    };
     // The routing by ROUTE_BLOCK_WARPS (moe_route_block), or with `STRATA_ROUTE=warp` by one warp
     // (moe_route); the shared expert's gate logit by one more warp when its one row is F32 or BF16.
     let (name, warps) = if route_block() { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
@@ -248,7 +256,8 @@ fn route(
     let warps = warps + usize::from(w.sg_kind != 0);
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps as u32, 1, 1), shared_mem_bytes: 0 };
     let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
-    launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())
+    launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())?;
+    Ok(xq)
 }
 
 /// The routing by several warps, three experts a thread, unless `STRATA_ROUTE=warp` (the same ids and

@@ -18,7 +18,8 @@ const WARPS: u32 = 8;
 /// block quantizes its token's k inputs, so more rows a block spread that work; 8 keeps 320 blocks a token
 /// at the full model's 2,560 rows.
 const COMBINE_ROWS: usize = 8;
-/// Pieces a block of 256 threads of the `_quantize` kernel takes: QD_ROUNDS (4) a group of 8 lanes.
+/// Pieces a block of 256 threads of the `_quantize` kernel (and the `_router` kernel's quantizing blocks)
+/// takes: QD_ROUNDS (4) a group of 8 lanes.
 const QUANTIZE_BLOCK_PIECES: usize = 128;
 /// Shared memory a piece of 32 inputs takes: 32 codes, the scale and the codes' sums over its halves.
 const PIECE_BYTES: usize = 44;
@@ -61,6 +62,53 @@ fn inputs_bytes(vectors: usize, cols: usize) -> usize {
     vectors * cols / 32 * PIECE_BYTES
 }
 
+/// Whether the router's product over `router` rows and the quantization of the experts' input for their
+/// `experts` products go in one launch ([`router_quantize`]; `STRATA_ROUTER_QUANTIZE=1`, off until timed
+/// on a card): F32 or BF16 router rows, § qdot experts whose inputs are quantized once. The same bits.
+pub fn can_router_quantize(router: GgmlType, experts: GgmlType) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_ROUTER_QUANTIZE").is_ok_and(|v| v == "1"));
+    on && once() && uses(experts) && matches!(router, GgmlType::F32 | GgmlType::BF16)
+}
+
+/// The router's logits (`logits[t·E + e]`) and the t inputs at `x` quantized for `ty`'s products, in one
+/// launch (qdot.cu's `_router`): the quantized inputs, for [`gather_glu`].
+pub fn router_quantize(
+    gpu: &Gpu,
+    router: &MatrixGpu,
+    x: &Buf<f32>,
+    logits: &Buf<f32>,
+    t: usize,
+    ty: GgmlType,
+) -> Result<Buf<i32>, CudaError> {
+    let n = router.cols;
+    let kind = match router.ty {
+        GgmlType::F32 => 1,
+        GgmlType::BF16 => 2,
+        other => return Err(CudaError::Shape(format!("a router of {other} rows is not fused with the quantization"))),
+    };
+    let q = Buf::<i32>::uninit(gpu, quantized_words(t, n))?;
+    // The quantizing blocks first, then a warp a router row.
+    let qb = (t * n / 32).div_ceil(QUANTIZE_BLOCK_PIECES);
+    let grid = (qb + router.rows.div_ceil(WARPS as usize)) as u32;
+    let name = name(ty, "_router");
+    let (f, cfg) = prepare(gpu, name, (grid, 1, 1), 32 * WARPS, 0, n)?;
+    let i = |v: usize| Arg::I32(v as i32);
+    let args = [
+        Arg::Ptr(router.ptr(gpu)),
+        i(kind),
+        Arg::Ptr(x.ptr(gpu)),
+        Arg::Ptr(logits.ptr(gpu)),
+        i(router.rows),
+        i(n),
+        i(t),
+        i(qb),
+        Arg::Ptr(q.ptr(gpu)),
+    ];
+    launch(gpu, &f, name, cfg, &args)?;
+    Ok(q)
+}
+
 /// Where a product's input vectors lie: vector v at `x + (v / kd)·tok + (v % kd)·slot` (floats).
 #[derive(Clone, Copy)]
 struct Src {
@@ -86,7 +134,7 @@ fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<
 }
 
 /// The 32-bit words of `n` quantized input vectors of `cols` values (44 bytes a piece of 32).
-fn quantized_words(n: usize, cols: usize) -> usize {
+pub fn quantized_words(n: usize, cols: usize) -> usize {
     n * cols / 32 * PIECE_BYTES / 4
 }
 
@@ -159,13 +207,35 @@ pub fn dense(
     (y, second): (u64, Option<(&MatrixGpu, u64)>),
     t: usize,
 ) -> Result<(), CudaError> {
-    let g = once();
-    let q = g.then(|| quantize_rows(gpu, w, x, t)).transpose()?;
+    if once() {
+        let q = quantize_rows(gpu, w, x, t)?;
+        return dense_launch(gpu, w, (q.ptr(gpu), true), (y, second), t);
+    }
+    dense_launch(gpu, w, (x, false), (y, second), t)
+}
+
+/// [`dense`] over inputs already quantized for `w`'s type (`xq`: t vectors of `w.cols` values, made by
+/// the kernel that wrote them: gdn.cu's `_nq` delta kernels).
+pub fn dense_quantized(gpu: &Gpu, w: &MatrixGpu, xq: &Buf<i32>, y: u64, t: usize) -> Result<(), CudaError> {
+    if xq.len() < quantized_words(t, w.cols) {
+        return Err(CudaError::Shape(format!("{t} quantized inputs of {} values in {} words", w.cols, xq.len())));
+    }
+    dense_launch(gpu, w, (xq.ptr(gpu), true), (y, None), t)
+}
+
+/// The dense kernel over `x`: floats, or (`g`) pieces quantized for the `_g` kernels.
+fn dense_launch(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    (x, g): (u64, bool),
+    (y, second): (u64, Option<(&MatrixGpu, u64)>),
+    t: usize,
+) -> Result<(), CudaError> {
     let z = if second.is_some() { 2 } else { 1 };
     let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
-    let (x, i) = (q.as_ref().map_or(x, |q| q.ptr(gpu)), |v: usize| Arg::I32(v as i32));
+    let i = |v: usize| Arg::I32(v as i32);
     if let Some(smem) = stage(gpu, w).filter(|_| g && t == 1 && rpw == 1) {
         let name = name(w.ty, "_g_one_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
@@ -218,6 +288,25 @@ pub fn dense_conv(
     let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
     let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps)];
     launch(gpu, &f, name, cfg, &args)
+}
+
+/// Whether the GDN delta kernel also quantizes its output for the output product over `out` (gdn.cu's
+/// `_nq` kernels; `STRATA_GDN_QUANTIZE=1`, off until timed on a card): a § qdot type that wants the codes in
+/// element order, inputs quantized once, and a head width the register kernels take (32, 64, 128).
+pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_QUANTIZE").is_ok_and(|v| v == "1"));
+    on && once() && uses(out) && layout(out) == 0 && matches!(s, 32 | 64 | 128)
+}
+
+/// The order a type's products want the input codes in (qdot.cuh's `Q::pos`): element order (0), Q2_0's
+/// (1), IQ4_NL's (2).
+fn layout(ty: GgmlType) -> u8 {
+    match ty {
+        GgmlType::Q2_0 => 1,
+        GgmlType::IQ4_NL => 2,
+        _ => 0,
+    }
 }
 
 /// Where a gather kernel's arguments hold its input, k, and the input's token and slot strides.
@@ -275,11 +364,29 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
     launch(gpu, &f, name, cfg, &args)
 }
 
-/// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments).
-pub fn gather_glu(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, args: &[Arg]) -> Result<(), CudaError> {
+/// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments); `xq`:
+/// each token's input already quantized ([`router_quantize`]).
+pub fn gather_glu(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    g: Gather,
+    slots: usize,
+    args: &[Arg],
+    xq: Option<&Buf<i32>>,
+) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let q = gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?;
-    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][q.is_some() as usize]);
+    let q = match xq {
+        Some(xq) if once() => {
+            // One quantized vector a token: the kernel reads vector ts / k for slot ts (the token stride).
+            args[GLU.x] = Arg::Ptr(xq.ptr(gpu));
+            args[GLU.tok] = args[GLU.k];
+            None
+        }
+        Some(_) => return Err(CudaError::Shape("a quantized input without STRATA_QDOT_ONCE".into())),
+        None => gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?,
+    };
+    let g_kernel = q.is_some() || xq.is_some();
+    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes(q.is_none() as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)

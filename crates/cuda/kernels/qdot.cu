@@ -60,20 +60,22 @@ struct QSrc {
 // The piece's amax and the codes' sums by butterflies inside the group of 8 (lanes 8g .. 8g + 7:
 // offsets 4, 2, 1 stay inside it); the maxima are exact, so any order gives the CPU's.
 #define QD_ROUNDS 4
-template <typename Q>
+// CG: the inputs read past the L1 (__ldcg), for values other blocks of the same kernel wrote. R: pieces
+// a group takes at a time.
+template <typename Q, bool CG = false, int R = QD_ROUNDS>
 __device__ void qd_quantize(const QSrc& src, int begin, int total, const QIn& q) {
     const int g = threadIdx.x / 8, l = threadIdx.x % 8, groups = blockDim.x / 8;
-    for (int f0 = begin; f0 < total; f0 += QD_ROUNDS * groups) {  // every lane of a warp in each round
-        float e[QD_ROUNDS][4];
+    for (int f0 = begin; f0 < total; f0 += R * groups) {  // every lane of a warp in each round
+        float e[R][4];
 #pragma unroll
-        for (int r = 0; r < QD_ROUNDS; ++r) {
+        for (int r = 0; r < R; ++r) {
             const int f = f0 + r * groups + g;
             const float* at = src.at(f / q.P) + QBLOCK * (f % q.P) + 4 * l;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) e[r][i] = f < total ? at[i] : 0.0f;
+            for (int i = 0; i < 4; ++i) e[r][i] = f < total ? (CG ? __ldcg(at + i) : at[i]) : 0.0f;
         }
 #pragma unroll
-        for (int r = 0; r < QD_ROUNDS; ++r) {
+        for (int r = 0; r < R; ++r) {
             const int f = f0 + r * groups + g;
             float amax = 0.0f;  // from +0; a NaN is passed over
 #pragma unroll
@@ -306,13 +308,35 @@ __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const floa
     if (threadIdx.x % WARP == 0) y[(size_t)ts * rows + row] = v;
 }
 
+// Once a block's rows of h (slot ts, rows first .. first + warps − 1) are written: the block that
+// completes a piece of 32 rows (the 32 / warps blocks that write it arrive in any order) quantizes it
+// into hq, the down products' inputs (QIn's layout, n vectors of rows / 32 pieces). No block waits: each
+// fences its writes before it counts, so the last to count sees every row of the piece, and it sets the
+// count back to 0 for the next launch (no other block of this one touches it again).
+template <typename Q>
+__device__ void qd_publish(const float* h, int4* hq, unsigned* done, int ts, int first, int rows, int n) {
+    __shared__ int last;
+    const int P = rows / QBLOCK, f = ts * P + first / QBLOCK;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(&done[f], 1u) == (unsigned)(QBLOCK / (blockDim.x / WARP) - 1);
+        if (last) done[f] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    qd_quantize<Q, true, 1>(QSrc{h, (size_t)rows, 0, 1}, f, f + 1, QIn(hq, n, P));
+}
+
 // The experts' gate and up products with the activation: h[ts·rows + row] = silu(g)·u, the product
-// rounded (matvec.cu's _gather_glu, moe.cu's moe_act).
-template <typename Q, bool G>
+// rounded (matvec.cu's _gather_glu, moe.cu's moe_act). HQ: h also quantized into hq for the down
+// products (qd_publish; rows a multiple of 32).
+template <typename Q, bool G, bool HQ = false>
 __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
                                      const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
                                      const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
-                                     int x_slot) {
+                                     int x_slot, int4* hq = nullptr, unsigned* done = nullptr) {
     const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
     const unsigned char *rg = wg + (e + off_g + row) * row_bytes, *ru = wu + (e + off_u + row) * row_bytes;
@@ -321,10 +345,18 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
         prefetch_l2(ru, row_bytes, threadIdx.x % WARP, WARP);
     }
     const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
-    if (row >= rows) return;
-    float g, u;
-    qd_row2<Q>(rg, ru, q, 0, &g, &u);
-    if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
+    const auto glu_row = [&] {
+        float g, u;
+        qd_row2<Q>(rg, ru, q, 0, &g, &u);
+        if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
+    };
+    if constexpr (HQ) {  // every block counts its arrival, rows or none
+        if (row < rows) glu_row();
+        qd_publish<Q>(h, hq, done, ts, blockIdx.x * (blockDim.x / WARP), rows, gridDim.y);
+    } else {
+        if (row >= rows) return;
+        glu_row();
+    }
 }
 
 // The MoE combination of a block's nv output rows (from row) of token t, once every slot's outputs are in
@@ -501,6 +533,14 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_router(const void* wr, int kind, const float* x, float* logits, int E, int n, int T, int qb,    \
                       int4* out) {                                                                            \
         qdot_router_rows<Q>(wr, kind, x, logits, E, n, T, qb, out);                                           \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_g_gather_glu_q(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,  \
+                              float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,     \
+                              int off_u, int x_tok, int x_slot, int4* hq, unsigned* done) {                  \
+        grid_dep_wait();                                                                                      \
+        qdot_gather_glu_rows<Q, true, true>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok,    \
+                                            x_slot, hq, done);                                                \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \

@@ -591,7 +591,8 @@ pub fn glu_on() -> bool {
 /// up rows of the slot's expert dotted with the token's input by one warp, the product rounded: the bits of
 /// [`matvec_gather_two`] then the activation kernel (moe.cu's `moe_act`). `false` (nothing launched) when
 /// the two matrices differ in type, shape or expert stride. `xq`: each token's input already quantized for
-/// a § qdot type's products (qdot.rs `router_quantize`).
+/// a § qdot type's products (qdot.rs `router_quantize`). `hq` (a § qdot type, [`crate::qdot::Publish`]):
+/// h also quantized for the down products, in the same launch.
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_gather_glu(
     gpu: &Gpu,
@@ -599,7 +600,7 @@ pub fn matvec_gather_glu(
     (wu, gu): (&MatrixGpu, Gather),
     (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
     (x_tok, x_slot): (usize, usize),
-    h: &Buf<f32>,
+    (h, hq): (&Buf<f32>, Option<crate::qdot::Publish>),
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<bool, CudaError> {
@@ -623,11 +624,11 @@ pub fn matvec_gather_glu(
         i(x_slot),
     ];
     if crate::qdot::uses(wg.ty) {
-        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, xq)?;
+        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, (xq, hq))?;
         return Ok(true);
     }
-    if xq.is_some() {
-        return Err(CudaError::Shape(format!("{} gate and up products take no quantized input", wg.ty)));
+    if xq.is_some() || hq.is_some() {
+        return Err(CudaError::Shape(format!("{} gate and up products take and make no quantized vectors", wg.ty)));
     }
     let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
     let f = gpu.function("matvec.cu", SRC, name)?;
@@ -643,13 +644,14 @@ pub fn matvec_gather_glu(
 /// The routed experts' down products and the MoE combination in one launch (matvec.cu's
 /// `_gather_combine`): `y[t][d] = fma chain over the slots s < k of weights[t·k + s]·(W[ids[t·k + s]]·x)[d]`
 /// from +0, then `fma(σ(sg[t]), shared[t][d], ·)`, the bits of [`matvec_gather`] then moe.cu's
-/// `moe_combine`. A block of k warps takes four output rows of one token.
+/// `moe_combine`. A block of k warps takes four output rows of one token. `xq`: the slots' inputs already
+/// quantized (§ qdot types; [`crate::qdot::Publish`]'s buffer).
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_gather_combine(
     gpu: &Gpu,
     w: &MatrixGpu,
     g: Gather,
-    x: &Buf<f32>,
+    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
     (x_tok, x_slot): (usize, usize),
     ids: &Buf<i32>,
     (t, k): (usize, usize),
@@ -662,7 +664,7 @@ pub fn matvec_gather_combine(
     let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
     args.extend([weights, shared, sg].map(|b| Arg::Ptr(b.ptr(gpu))));
     if crate::qdot::uses(w.ty) {
-        return crate::qdot::gather_combine(gpu, w, g, (t, k), &args);
+        return crate::qdot::gather_combine(gpu, w, g, (t, k), &args, xq);
     }
     let name = kernel_name(w.ty, "_gather_combine", Layout::Block);
     let f = gpu.function("matvec.cu", SRC, name)?;

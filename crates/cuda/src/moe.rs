@@ -59,6 +59,9 @@ pub struct MoeGpu {
     /// How the shared expert's gate logit is made: by the routing warp from an F32 (1) or BF16 (2) row of
     /// the input's width, or (0) by a product of its own.
     sg_kind: i32,
+    /// Where the experts' gate and up launch also quantizes h for the down products (qdot.rs
+    /// `can_publish`): the arrival counts of its pieces' blocks, zero between launches.
+    done: Option<Buf<u32>>,
 }
 
 impl MoeGpu {
@@ -91,7 +94,10 @@ impl MoeGpu {
             )));
         }
         let gate = StackedGpu::upload(gpu, &w.gate_exps)?;
+        let publish = crate::qdot::can_publish(w.gate_exps.m.ty, w.down_exps.m.ty, f);
+        let done = if publish { Some(Buf::zeros(gpu, MAX_T * k * f / 32)?) } else { None };
         Ok(MoeGpu {
+            done,
             dims: (e, k, f, fs, n),
             router: MatrixGpu::upload(gpu, &w.router)?,
             up: StackedGpu::upload_beside(gpu, &w.up_exps, (&w.gate_exps, &gate))?,
@@ -128,7 +134,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         finish_shared()?;
         gpu.join()?;
         let mix = (&p.weights, &p.shared, &p.sg);
-        matvec_gather_combine(gpu, &w.down.m, down, &p.h, (k * f, f), &p.ids, (t, k), mix, &y)?;
+        matvec_gather_combine(gpu, &w.down.m, down, (&p.h, p.hq.as_ref()), (k * f, f), &p.ids, (t, k), mix, &y)?;
     } else {
         let eo = Buf::uninit(gpu, t * k * n)?;
         matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, &p.ids, (t, k))?;
@@ -165,6 +171,8 @@ fn combine(
 /// (`shared_h`) is still to be made from its activation when there is no side lane.
 struct Hidden {
     h: Buf<f32>,
+    /// h quantized for the down products, where the gate and up launch made it (MoeGpu's `done`).
+    hq: Option<Buf<i32>>,
     ids: Buf<i32>,
     weights: Buf<f32>,
     shared: Buf<f32>,
@@ -212,7 +220,16 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
     // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
     // shared expert's when it is not on the side lane.
-    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &ids, (t, k))?;
+    let hq = match &w.done {
+        Some(done) if glu_on() => {
+            let hq = Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t * k, f))?;
+            Some((crate::qdot::Publish { hq: hq.ptr(gpu), done: done.ptr(gpu) }, hq))
+        }
+        _ => None,
+    };
+    let publish = hq.as_ref().map(|(p, _)| *p);
+    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), (&h, publish), &ids, (t, k))?;
+    let hq = hq.filter(|_| glu).map(|(_, b)| b);
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {
         let (g, u) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * f)?);
@@ -223,7 +240,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
         let args = [&ptrs(&gs, &us, &hs)[..], &[i(shared_act)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
         launch(gpu, &act, "moe_act", elementwise(shared_act), &args)?;
     }
-    Ok(Hidden { h, ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
+    Ok(Hidden { h, hq, ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and

@@ -143,6 +143,24 @@ fn quantize_rows(gpu: &Gpu, w: &MatrixGpu, x: u64, t: usize) -> Result<Buf<i32>,
     quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)
 }
 
+/// Where the experts' gate and up launch also quantizes its output h for the down products
+/// (qdot.cu's `_g_gather_glu_q`): the pieces (44 bytes each, every slot's) and the arrival counts of the
+/// pieces' blocks (zero between launches).
+#[derive(Clone, Copy)]
+pub struct Publish {
+    pub hq: u64,
+    pub done: u64,
+}
+
+/// Whether gate and up products over `gate` can hand their output quantized to down products over `down`
+/// of `f` columns (`STRATA_QDOT_PUBLISH=1`, opt-in until timed again on a card): inputs quantized once,
+/// both § qdot types wanting the codes in one order, whole pieces.
+pub fn can_publish(gate: GgmlType, down: GgmlType, f: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_QDOT_PUBLISH").is_ok_and(|v| v == "1"));
+    on && once() && uses(gate) && uses(down) && layout(gate) == layout(down) && f.is_multiple_of(32)
+}
+
 /// Whether products over `ty` take the § qdot kernels.
 pub fn uses(ty: GgmlType) -> bool {
     strata_model::ops::qdot::uses_qdot(ty)
@@ -365,14 +383,15 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
 }
 
 /// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments); `xq`:
-/// each token's input already quantized ([`router_quantize`]).
+/// each token's input already quantized ([`router_quantize`]); with `publish` (made where [`can_publish`]
+/// holds) h quantized too.
 pub fn gather_glu(
     gpu: &Gpu,
     w: &MatrixGpu,
     g: Gather,
     slots: usize,
     args: &[Arg],
-    xq: Option<&Buf<i32>>,
+    (xq, publish): (Option<&Buf<i32>>, Option<Publish>),
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let q = match xq {
@@ -386,7 +405,21 @@ pub fn gather_glu(
         None => gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?,
     };
     let g_kernel = q.is_some() || xq.is_some();
-    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
+    let kind = match (g_kernel, publish) {
+        (false, None) => "_gather_glu",
+        (true, None) => "_g_gather_glu",
+        (true, Some(p)) if g.rows.is_multiple_of(32) => {
+            args.extend([Arg::Ptr(p.hq), Arg::Ptr(p.done)]);
+            "_g_gather_glu_q"
+        }
+        _ => {
+            return Err(CudaError::Shape(format!(
+                "gate and up products of {} rows cannot quantize their output",
+                g.rows
+            )))
+        }
+    };
+    let name = name(w.ty, kind);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes(q.is_none() as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
@@ -401,11 +434,20 @@ pub fn gather_combine(
     g: Gather,
     (t, k): (usize, usize),
     args: &[Arg],
+    xq: Option<&Buf<i32>>,
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let q = gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?;
-    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][q.is_some() as usize]);
-    let vectors = if q.is_some() { 0 } else { k };
+    let q = match xq {
+        Some(xq) if once() => {
+            args[GATHER.x] = Arg::Ptr(xq.ptr(gpu));
+            None
+        }
+        Some(_) => return Err(CudaError::Shape("quantized down inputs without STRATA_QDOT_ONCE".into())),
+        None => gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?,
+    };
+    let g_kernel = q.is_some() || xq.is_some();
+    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
+    let vectors = if g_kernel { 0 } else { k };
     let (f, cfg) = prepare(
         gpu,
         name,

@@ -438,3 +438,27 @@ __device__ __forceinline__ float qd_scale(float amax, float* d) {
     *d = __fdiv_rn(amax, QMAX);
     return amax == 0.0f ? 0.0f : __fdiv_rn(QMAX, amax);
 }
+
+// Piece f of vector t quantized from the 32 lanes' values (lane i element i): the amax by a butterfly
+// of maxima from +0 (exact, so any order gives qd_quantize's), each lane's code, the sums of lanes
+// 0..15's and 16..31's codes; written into QIn's layout (codes [T][P][32 bytes], then the halves' sums
+// [T][P], then the scales [T][P]).
+__device__ __forceinline__ void warp_quantize_piece(float v, int4* yq, int T, int P, int t, int f) {
+    const int lane = threadIdx.x % WARP, i = t * P + f;
+    float amax = fmaxf(0.0f, fabsf(v));  // a NaN is passed over
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d;
+    const float id = qd_scale(amax, &d);
+    const int c = qd_code(__fmul_rn(v, id));
+    reinterpret_cast<signed char*>(yq)[(size_t)32 * i + lane] = (signed char)c;
+    int s = c;
+#pragma unroll
+    for (int o = 8; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const int other = __shfl_xor_sync(0xffffffffu, s, 16);
+    if (lane == 0) {
+        int2* sum = reinterpret_cast<int2*>(reinterpret_cast<int*>(yq) + 8 * T * P);
+        sum[i] = make_int2(s, other);
+        reinterpret_cast<float*>(sum + T * P)[i] = d;
+    }
+}

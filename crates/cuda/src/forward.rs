@@ -27,11 +27,13 @@ use crate::moe::{moe, MoeGpu};
 use crate::profile::ProfileMode;
 use crate::tune::ShapeChoice;
 
-/// A window's rows on the device: `t` rows of `width` values.
+/// A window's rows on the device: `t` rows of `width` values; `q`, where the HC read that made them also
+/// quantized them for § qdot products wanting the codes in element order (`STRATA_HC_PUBLISH=1`).
 pub struct Rows {
     pub buf: Buf<f32>,
     pub t: usize,
     pub width: usize,
+    pub q: Option<Buf<i32>>,
 }
 
 enum MixerGpu {
@@ -80,6 +82,9 @@ pub struct CudaForward<'a> {
     mtp: Option<MtpGpu>,
     /// The HC reads' intermediates and outputs; each read hands its outputs out and leaves fresh ones.
     scratch: Mutex<HcScratch>,
+    /// With `STRATA_HC_PUBLISH=1`: the arrival counts of the pieces of a GDN layer's input, for the read
+    /// before the layer that also quantizes it (`gr_up_split_q`; zero between reads, one read at a time).
+    hc_done: Option<Buf<u32>>,
     /// The rope rows of the last window's positions (first, tokens), which all its attention layers share.
     rope: Mutex<Option<WindowRope>>,
     /// The layouts tuned per shape for one token's dense products at load (tune.rs).
@@ -147,6 +152,7 @@ impl<'a> CudaForward<'a> {
             embd,
             head: HcGpu::upload(g, &w.output_hc, c.hc)?,
             scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
+            hc_done: if hc_publish() { Some(Buf::zeros(g, c.n_embd.div_ceil(32))?) } else { None },
             rope: Mutex::new(None),
             late: Mutex::new(None),
             layers,
@@ -363,10 +369,23 @@ impl CudaForward<'_> {
         // leave with the rows.
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
-        hc_read(g, w, p, p, pending, r.t, &s)?;
+        // A GDN layer's input also quantized by the read, where that is on and the plan's up kernel is the
+        // split one (the products of that layer then take it: gdn.rs).
+        let v = crate::plan::plan(g).hc.variant;
+        let publish = match (&self.hc_done, id) {
+            (Some(done), HcId::Attn(l)) if !c.is_attn(l) && v.split && !v.up75 && c.n_embd.is_multiple_of(32) => {
+                let q = Buf::<i32>::uninit(g, crate::qdot::quantized_words(r.t, c.n_embd))?;
+                s.publish = Some(crate::qdot::Publish { hq: q.ptr(g), done: done.ptr(g) });
+                Some(q)
+            }
+            _ => None,
+        };
+        let read = hc_read(g, w, p, p, pending, r.t, &s);
+        s.publish = None;
+        read?;
         let mixed = std::mem::replace(&mut s.mixed, Buf::empty());
         let inj = std::mem::replace(&mut s.inj, Buf::empty());
-        Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
+        Ok((Rows { buf: mixed, t: r.t, width: c.n_embd, q: publish }, Rows { buf: inj, t: r.t, width: c.hc, q: None }))
     }
 
     /// The rope rows of positions `first .. first + t`: made once a window, shared by its attention layers.
@@ -492,7 +511,7 @@ impl Backend for CudaForward<'_> {
             let staged = Buf::from_host(&self.gpu, &ids)?;
             self.note_late(|| Late::Id(staged.ptr(&self.gpu)));
             embed(&self.gpu, &self.embd, &staged, &buf, t, c.hc)?;
-            Ok(Rows { buf, t, width })
+            Ok(Rows { buf, t, width, q: None })
         })
     }
 
@@ -588,13 +607,13 @@ impl Backend for CudaForward<'_> {
             let g = &*self.gpu;
             let n = self.model.config.n_embd;
             let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
-                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
+                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, (&x.buf, x.q.as_ref()), x.t)?,
                 (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
                     attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, &*self.window_rope(pos, x.t)?))?
                 }
                 _ => unreachable!("state built from the same layers"),
             };
-            Ok(Rows { buf, t: x.t, width: n })
+            Ok(Rows { buf, t: x.t, width: n, q: None })
         })
     }
 
@@ -606,7 +625,7 @@ impl Backend for CudaForward<'_> {
             };
             let n = self.model.config.n_embd;
             let (buf, _) = moe(&self.gpu, w, &x.buf, x.t)?;
-            Ok(Rows { buf, t: x.t, width: n })
+            Ok(Rows { buf, t: x.t, width: n, q: None })
         })
     }
 
@@ -662,7 +681,7 @@ impl Backend for CudaForward<'_> {
                 let (x, y) = (cat.ptr(g) + (first * 2 * n * 4) as u64, buf.ptr(g) + (first * n * 4) as u64);
                 matvec_at(g, &m.eh_proj, x, y, k)?;
             }
-            Ok(Rows { buf, t, width: hc * n })
+            Ok(Rows { buf, t, width: hc * n, q: None })
         })
     }
 
@@ -671,7 +690,7 @@ impl Backend for CudaForward<'_> {
             let MixerGpu::Attn(w, cells) = &self.mtp()?.layer.mixer else { unreachable!("uploaded as attention") };
             let rows = self.window_rope(pos, x.t)?;
             let buf = attention(&self.gpu, w, cache, &x.buf, x.t, *cells, (&self.model.rope, &rows))?;
-            Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
+            Ok(Rows { buf, t: x.t, width: self.model.config.n_embd, q: None })
         })
     }
 }
@@ -956,4 +975,12 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
     let chunks = 2 * crate::graph::CHUNK as u64;
     let scratch = 4 * crate::matvec::MAX_T as u64 * per_token as u64 + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
+}
+
+/// Whether the HC read before each GDN layer also quantizes the layer's input for its § qdot products
+/// (`STRATA_HC_PUBLISH=1`, opt-in until timed on a card; the split up kernel's `gr_up_split_q`), so those
+/// products need no `_quantize` launch. The same codes, so the same bits.
+fn hc_publish() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_HC_PUBLISH").is_ok_and(|v| v == "1")) && crate::qdot::once()
 }

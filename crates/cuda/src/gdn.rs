@@ -153,7 +153,15 @@ fn fuse(gpu: &Gpu, w: &GdnGpu) -> bool {
 }
 
 /// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
-pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) -> Result<Buf<f32>, CudaError> {
+/// `xq`: x already quantized in element order by the HC read before (forward.rs, `STRATA_HC_PUBLISH`), for
+/// the products that take it.
+pub fn gdn(
+    gpu: &Gpu,
+    w: &GdnGpu,
+    st: &mut GdnStateGpu,
+    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    t: usize,
+) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -173,16 +181,25 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         if side_gates {
             conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&conv, t), ConvWarps::Gates)?;
         }
-        matvec(gpu, &w.gate, x, &z, t)
+        match xq.filter(|_| crate::qdot::takes_element_order(w.gate.ty)) {
+            Some(q) => crate::qdot::dense_quantized(gpu, &w.gate, q, z.ptr(gpu), t),
+            None => matvec(gpu, &w.gate, x, &z, t),
+        }
     })?;
     // Where the fusion applies (fuse above) the qkv product runs the conv in its epilogue and the delta
     // kernel normalises q and k: gdn_conv_norm then makes only the gates, if they are not on the side lane.
     let fuse = fuse(gpu, w);
     if fuse {
         let conv_args = (conv.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu));
-        crate::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?;
+        match xq.filter(|_| crate::qdot::takes_element_order(w.qkv.ty)) {
+            Some(q) => crate::qdot::dense_conv_quantized(gpu, &w.qkv, q, conv_args, t)?,
+            None => crate::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?,
+        }
     } else {
-        matvec(gpu, &w.qkv, x, &u, t)?;
+        match xq.filter(|_| crate::qdot::takes_element_order(w.qkv.ty)) {
+            Some(q) => crate::qdot::dense_quantized(gpu, &w.qkv, q, u.ptr(gpu), t)?,
+            None => matvec(gpu, &w.qkv, x, &u, t)?,
+        }
     }
     // The α and β logits: by the products here only when gdn_conv_norm's gate warps cannot make them.
     let logits = if w.ab_kind == 0 {

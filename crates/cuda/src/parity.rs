@@ -426,7 +426,7 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
             for (wi, window) in xs.chunks(t * n).enumerate() {
                 let tt = window.len() / n;
                 let xb = Buf::from_host(gpu, window).map_err(e)?;
-                let y = crate::gdn::gdn(gpu, &wg, &mut st, &xb, tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
+                let y = crate::gdn::gdn(gpu, &wg, &mut st, (&xb, None), tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
                 for j in 0..tt {
                     let i = wi * t + j;
                     same(&format!("GDN n {n}, window of {t}, token {i}"), &y[j * n..(j + 1) * n], &want[i])?;

@@ -293,9 +293,35 @@ pub fn dense_conv(
     t: usize,
 ) -> Result<(), CudaError> {
     let q = quantize_rows(gpu, w, x, t)?;
+    dense_conv_launch(gpu, w, q.ptr(gpu), (conv, tail, taps), t)
+}
+
+/// [`dense_conv`] over inputs already quantized for `w`'s type (`xq`: t vectors of `w.cols` values, made
+/// by the kernel that wrote them: hc.cu's `gr_up_split_q`).
+pub fn dense_conv_quantized(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    xq: &Buf<i32>,
+    conv_args: (u64, u64, u64),
+    t: usize,
+) -> Result<(), CudaError> {
+    if xq.len() < quantized_words(t, w.cols) {
+        return Err(CudaError::Shape(format!("{t} quantized inputs of {} values in {} words", w.cols, xq.len())));
+    }
+    dense_conv_launch(gpu, w, xq.ptr(gpu), conv_args, t)
+}
+
+/// The conv products' kernel over the quantized inputs at `q`.
+fn dense_conv_launch(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    q: u64,
+    (conv, tail, taps): (u64, u64, u64),
+    t: usize,
+) -> Result<(), CudaError> {
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
     let i = |v: usize| Arg::I32(v as i32);
-    let (w_, q_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(q.ptr(gpu)));
+    let (w_, q_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(q));
     if let Some(smem) = stage(gpu, w).filter(|_| t == 1) {
         let name = name(w.ty, "_g_one_conv_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
@@ -315,6 +341,12 @@ pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_QUANTIZE").is_ok_and(|v| v == "1"));
     on && once() && uses(out) && layout(out) == 0 && matches!(s, 32 | 64 | 128)
+}
+
+/// Whether products over `ty` can take inputs quantized in element order by the kernel that made them
+/// ([`dense_quantized`], [`dense_conv_quantized`]): a § qdot type wanting that order, inputs quantized once.
+pub fn takes_element_order(ty: GgmlType) -> bool {
+    uses(ty) && layout(ty) == 0 && once()
 }
 
 /// The order a type's products want the input codes in (qdot.cuh's `Q::pos`): element order (0), Q2_0's

@@ -28,6 +28,9 @@ const SHIM: &str = r#"
 struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 struct float4 { float x, y, z, w; };
+struct int2 { int x, y; };
+struct int4 { int x, y, z, w; };
+inline int2 make_int2(int a, int b) { return int2{a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
@@ -55,6 +58,7 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) >> (s & 31));
 }
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
+inline int __shfl_xor_sync(unsigned, int v, int) { return v; }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
 struct HostDim3 { unsigned x, y, z; };
 static const HostDim3 threadIdx{0, 0, 0}, blockIdx{0, 0, 0}, blockDim{1, 1, 1};

@@ -82,8 +82,8 @@ pub struct CudaForward<'a> {
     mtp: Option<MtpGpu>,
     /// The HC reads' intermediates and outputs; each read hands its outputs out and leaves fresh ones.
     scratch: Mutex<HcScratch>,
-    /// With `STRATA_HC_PUBLISH=1`: the arrival counts of the pieces of a GDN layer's input, for the read
-    /// before the layer that also quantizes it (`gr_up_split_q`; zero between reads, one read at a time).
+    /// With `STRATA_HC_PUBLISH=1`: the arrival counts of the pieces of a layer's mixer input, for the read
+    /// before the mixer that also quantizes it (`gr_up_split_q`; zero between reads, one read at a time).
     hc_done: Option<Buf<u32>>,
     /// The rope rows of the last window's positions (first, tokens), which all its attention layers share.
     rope: Mutex<Option<WindowRope>>,
@@ -369,11 +369,11 @@ impl CudaForward<'_> {
         // leave with the rows.
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
-        // A GDN layer's input also quantized by the read, where that is on and the plan's up kernel is the
-        // split one (the products of that layer then take it: gdn.rs).
+        // A layer's mixer input also quantized by the read, where that is on and the plan's up kernel is the
+        // split one (the layer's products then take it: gdn.rs, attn.rs).
         let v = crate::plan::plan(g).hc.variant;
         let publish = match (&self.hc_done, id) {
-            (Some(done), HcId::Attn(l)) if !c.is_attn(l) && v.split && !v.up75 && c.n_embd.is_multiple_of(32) => {
+            (Some(done), HcId::Attn(_)) if v.split && !v.up75 && c.n_embd.is_multiple_of(32) => {
                 let q = Buf::<i32>::uninit(g, crate::qdot::quantized_words(r.t, c.n_embd))?;
                 s.publish = Some(crate::qdot::Publish { hq: q.ptr(g), done: done.ptr(g) });
                 Some(q)
@@ -608,9 +608,15 @@ impl Backend for CudaForward<'_> {
             let n = self.model.config.n_embd;
             let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
                 (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, (&x.buf, x.q.as_ref()), x.t)?,
-                (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
-                    attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, &*self.window_rope(pos, x.t)?))?
-                }
+                (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => attention(
+                    g,
+                    w,
+                    s,
+                    (&x.buf, x.q.as_ref()),
+                    x.t,
+                    *cells,
+                    (&self.model.rope, &*self.window_rope(pos, x.t)?),
+                )?,
                 _ => unreachable!("state built from the same layers"),
             };
             Ok(Rows { buf, t: x.t, width: n, q: None })
@@ -689,7 +695,7 @@ impl Backend for CudaForward<'_> {
         self.timed("mtp", || {
             let MixerGpu::Attn(w, cells) = &self.mtp()?.layer.mixer else { unreachable!("uploaded as attention") };
             let rows = self.window_rope(pos, x.t)?;
-            let buf = attention(&self.gpu, w, cache, &x.buf, x.t, *cells, (&self.model.rope, &rows))?;
+            let buf = attention(&self.gpu, w, cache, (&x.buf, x.q.as_ref()), x.t, *cells, (&self.model.rope, &rows))?;
             Ok(Rows { buf, t: x.t, width: self.model.config.n_embd, q: None })
         })
     }
@@ -977,7 +983,7 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
     DevicePlan { weights, caches, scratch }
 }
 
-/// Whether the HC read before each GDN layer also quantizes the layer's input for its § qdot products
+/// Whether the HC read before each layer's mixer also quantizes its input for the mixer's § qdot products
 /// (`STRATA_HC_PUBLISH=1`, opt-in until timed on a card; the split up kernel's `gr_up_split_q`), so those
 /// products need no `_quantize` launch. The same codes, so the same bits.
 fn hc_publish() -> bool {

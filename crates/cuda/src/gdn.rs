@@ -182,7 +182,7 @@ pub fn gdn(
             conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&conv, t), ConvWarps::Gates)?;
         }
         match xq.filter(|_| crate::qdot::takes_element_order(w.gate.ty)) {
-            Some(q) => crate::qdot::dense_quantized(gpu, &w.gate, q, z.ptr(gpu), t),
+            Some(q) => crate::qdot::dense_quantized(gpu, &w.gate, q, (z.ptr(gpu), None), t),
             None => matvec(gpu, &w.gate, x, &z, t),
         }
     })?;
@@ -197,7 +197,7 @@ pub fn gdn(
         }
     } else {
         match xq.filter(|_| crate::qdot::takes_element_order(w.qkv.ty)) {
-            Some(q) => crate::qdot::dense_quantized(gpu, &w.qkv, q, u.ptr(gpu), t)?,
+            Some(q) => crate::qdot::dense_quantized(gpu, &w.qkv, q, (u.ptr(gpu), None), t)?,
             None => matvec(gpu, &w.qkv, x, &u, t)?,
         }
     }
@@ -259,7 +259,7 @@ pub fn gdn(
     launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice(), quantized.as_slice()].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
     match &yq {
-        Some(yq) => crate::qdot::dense_quantized(gpu, &w.out, yq, out.ptr(gpu), t)?,
+        Some(yq) => crate::qdot::dense_quantized(gpu, &w.out, yq, (out.ptr(gpu), None), t)?,
         None => matvec(gpu, &w.out, &y, &out, t)?,
     }
     Ok(out)

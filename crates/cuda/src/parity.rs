@@ -635,7 +635,7 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
                             gpu,
                             &wg,
                             &mut gs,
-                            &xb,
+                            (&xb, None),
                             tt,
                             cells,
                             (&rope, &rope_rows(gpu, &rope, wi * t..wi * t + tt).map_err(e)?),

@@ -234,11 +234,20 @@ pub fn dense(
 
 /// [`dense`] over inputs already quantized for `w`'s type (`xq`: t vectors of `w.cols` values, made by
 /// the kernel that wrote them: gdn.cu's `_nq` delta kernels).
-pub fn dense_quantized(gpu: &Gpu, w: &MatrixGpu, xq: &Buf<i32>, y: u64, t: usize) -> Result<(), CudaError> {
+pub fn dense_quantized(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    xq: &Buf<i32>,
+    (y, second): (u64, Option<(&MatrixGpu, u64)>),
+    t: usize,
+) -> Result<(), CudaError> {
     if xq.len() < quantized_words(t, w.cols) {
         return Err(CudaError::Shape(format!("{t} quantized inputs of {} values in {} words", w.cols, xq.len())));
     }
-    dense_launch(gpu, w, (xq.ptr(gpu), true), (y, None), t)
+    if second.is_some_and(|(b, _)| !w.same_shape(b)) {
+        return Err(CudaError::Shape("two products in one launch of different types or shapes".into()));
+    }
+    dense_launch(gpu, w, (xq.ptr(gpu), true), (y, second), t)
 }
 
 /// The dense kernel over `x`: floats, or (`g`) pieces quantized for the `_g` kernels.

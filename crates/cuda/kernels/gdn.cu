@@ -196,7 +196,7 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // the state's read (3 MB a layer at the model's 48 heads) overlaps the conv instead of following it.
 // NORM (the `_n` kernels, where gdn.rs fuses the conv: qdot.cu's conv epilogue made `conv` without the norms):
 // each token's q and k are L2-normalised in shared memory after they are loaded, by qk_norm_head as
-// gdn_conv_norm does (q then scaled by qscale). QY (the `_q` kernels, STRATA_GDN_QUANTIZE=1): y is also
+// gdn_conv_norm does (q then scaled by qscale). QY (the `_nq` kernels, STRATA_GDN_QUANTIZE=1): y is also
 // quantized into yq for the output product (gdn_out_norm_rows), which then needs no `_quantize` launch.
 template <int S, int P, bool NORM = false, bool QY = false>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,

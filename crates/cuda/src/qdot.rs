@@ -233,7 +233,7 @@ pub fn dense(
 }
 
 /// [`dense`] over inputs already quantized for `w`'s type (`xq`: t vectors of `w.cols` values, made by
-/// the kernel that wrote them: gdn.cu's `_nq` delta kernels).
+/// the kernel that wrote them: gdn.cu's `_nq` delta kernels, hc.cu's `gr_up_split_q`).
 pub fn dense_quantized(
     gpu: &Gpu,
     w: &MatrixGpu,

@@ -211,9 +211,18 @@ fn prepare(
 }
 
 /// Rows a warp of the dense kernel takes: one, unless the product has rows for more than 32 blocks a
-/// multiprocessor, then up to 8 (each block quantizes the input, so fewer blocks do that less often).
+/// multiprocessor, then up to 8 (each block quantizes the input, so fewer blocks do that less often), or
+/// up to `STRATA_QDOT_RPW` (1..=8; opt-in until timed on a card: at 1 the head, 248,320 rows at twice its
+/// floor, runs in the staged kernel like the other products, every warp's row copied before its wait).
 fn rows_per_warp(rows: usize, sms: usize) -> usize {
-    (rows / (WARPS as usize * 32 * sms.max(1))).clamp(1, 8)
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let max = *MAX.get_or_init(|| rpw_max(std::env::var("STRATA_QDOT_RPW").ok().as_deref()));
+    (rows / (WARPS as usize * 32 * sms.max(1))).clamp(1, max)
+}
+
+/// The most rows a warp for a value of `STRATA_QDOT_RPW`: 1..=8, else 8.
+fn rpw_max(v: Option<&str>) -> usize {
+    v.and_then(|v| v.parse().ok()).filter(|m| (1..=8).contains(m)).unwrap_or(8)
 }
 
 /// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, and the same for a second matrix of the same type and
@@ -511,6 +520,10 @@ mod tests {
         assert_eq!(rows_per_warp(1_000_000, 132), 8);
         assert_eq!(rows_per_warp(2560, 132), 1);
         assert_eq!(rows_per_warp(12_288, 0), 8);
+        assert_eq!((rpw_max(None), rpw_max(Some("1")), rpw_max(Some("4"))), (8, 1, 4));
+        for bad in ["0", "9", "x", ""] {
+            assert_eq!(rpw_max(Some(bad)), 8, "{bad}");
+        }
     }
 
     /// qdot_rows_staged copies n16 words of 16 bytes from the boundary below its rows (a = 0..15 bytes

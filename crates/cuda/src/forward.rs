@@ -369,11 +369,17 @@ impl CudaForward<'_> {
         // leave with the rows.
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
-        // A layer's mixer input also quantized by the read, where that is on and the plan's up kernel is the
-        // split one (the layer's products then take it: gdn.rs, attn.rs).
+        // A layer's mixer input (and with STRATA_HC_PUBLISH=2 its MoE input) also quantized by the read, where
+        // that is on and the plan's up kernel is the split one (the layer's products then take it: gdn.rs,
+        // attn.rs, and the shared expert's gate and up in moe.rs).
         let v = crate::plan::plan(g).hc.variant;
         let publish = match (&self.hc_done, id) {
-            (Some(done), HcId::Attn(_)) if v.split && !v.up75 && c.n_embd.is_multiple_of(32) => {
+            (Some(done), HcId::Attn(_) | HcId::Ffn(_))
+                if v.split
+                    && !v.up75
+                    && c.n_embd.is_multiple_of(32)
+                    && (hc_publish_ffn() || matches!(id, HcId::Attn(_))) =>
+            {
                 let q = Buf::<i32>::uninit(g, crate::qdot::quantized_words(r.t, c.n_embd))?;
                 s.publish = Some(crate::qdot::Publish { hq: q.ptr(g), done: done.ptr(g) });
                 Some(q)
@@ -630,7 +636,7 @@ impl Backend for CudaForward<'_> {
                 MoeId::Mtp => &self.mtp()?.layer.moe,
             };
             let n = self.model.config.n_embd;
-            let (buf, _) = moe(&self.gpu, w, &x.buf, x.t)?;
+            let (buf, _) = moe(&self.gpu, w, (&x.buf, x.q.as_ref()), x.t)?;
             Ok(Rows { buf, t: x.t, width: n, q: None })
         })
     }
@@ -984,9 +990,27 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
 }
 
 /// Whether the HC read before each layer's mixer also quantizes its input for the mixer's § qdot products
-/// (`STRATA_HC_PUBLISH=1`, opt-in until timed on a card; the split up kernel's `gr_up_split_q`), so those
-/// products need no `_quantize` launch. The same codes, so the same bits.
+/// (`STRATA_HC_PUBLISH=1`, or `2` for the reads before the MoE blocks too, whose shared expert's gate and
+/// up products take it, on the side lane; opt-in until timed on a card; the split up kernel's
+/// `gr_up_split_q`), so those products need no `_quantize` launch. The same codes, so the same bits.
+fn hc_publish_value() -> u8 {
+    static V: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    let v = *V.get_or_init(|| match std::env::var("STRATA_HC_PUBLISH").as_deref() {
+        Ok("1") => 1,
+        Ok("2") => 2,
+        _ => 0,
+    });
+    if crate::qdot::once() {
+        v
+    } else {
+        0
+    }
+}
+
 fn hc_publish() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_HC_PUBLISH").is_ok_and(|v| v == "1")) && crate::qdot::once()
+    hc_publish_value() > 0
+}
+
+fn hc_publish_ffn() -> bool {
+    hc_publish_value() == 2
 }

@@ -121,9 +121,16 @@ fn elementwise(n: usize) -> LaunchConfig {
 }
 
 /// The block's output for the window's inputs `x` (T rows of n); also the chosen experts (T·k ids).
-pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
+/// `xq`: x already quantized in element order by the HC read before (forward.rs, `STRATA_HC_PUBLISH=2`),
+/// for the shared expert's gate and up products.
+pub fn moe(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    t: usize,
+) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
     let (_, k, f, _, n) = w.dims;
-    let p = moe_hidden(gpu, w, x, t)?;
+    let p = moe_hidden(gpu, w, (x, xq), t)?;
     let y = Buf::<f32>::uninit(gpu, t * n)?;
     let down = w.down.gather(n);
     let finish_shared = || match &p.shared_h {
@@ -181,7 +188,7 @@ struct Hidden {
 }
 
 /// Everything of the block before the routed experts' down products (see [`Hidden`]).
-fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, CudaError> {
+fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t: usize) -> Result<Hidden, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -199,7 +206,13 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     let (gs, us, hs, shared) =
         (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
     gpu.side(|| {
-        matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?;
+        let takes = xq.filter(|_| crate::qdot::takes_element_order(w.gate_sh.ty) && w.gate_sh.same_shape(&w.up_sh));
+        match takes {
+            Some(q) => {
+                crate::qdot::dense_quantized(gpu, &w.gate_sh, q, (gs.ptr(gpu), Some((&w.up_sh, us.ptr(gpu)))), t)?
+            }
+            None => matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?,
+        }
         if whole {
             let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
             launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;

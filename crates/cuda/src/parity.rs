@@ -521,7 +521,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             for t in 1..=MAX_T {
                 let x: Vec<f32> = (0..t * n).map(|_| normal(&mut rng)).collect();
                 let xb = Buf::from_host(gpu, &x).map_err(e)?;
-                let (y, ids) = crate::moe::moe(gpu, &wg, &xb, t).map_err(e)?;
+                let (y, ids) = crate::moe::moe(gpu, &wg, (&xb, None), t).map_err(e)?;
                 let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
                 for j in 0..t {
                     let xj = &x[j * n..(j + 1) * n];

@@ -250,9 +250,7 @@ pub fn dense_quantized(
     (y, second): (u64, Option<(&MatrixGpu, u64)>),
     t: usize,
 ) -> Result<(), CudaError> {
-    if xq.len() < quantized_words(t, w.cols) {
-        return Err(CudaError::Shape(format!("{t} quantized inputs of {} values in {} words", w.cols, xq.len())));
-    }
+    check_quantized(xq, t, w.cols)?;
     if second.is_some_and(|(b, _)| !w.same_shape(b)) {
         return Err(CudaError::Shape("two products in one launch of different types or shapes".into()));
     }
@@ -323,10 +321,16 @@ pub fn dense_conv_quantized(
     conv_args: (u64, u64, u64),
     t: usize,
 ) -> Result<(), CudaError> {
-    if xq.len() < quantized_words(t, w.cols) {
-        return Err(CudaError::Shape(format!("{t} quantized inputs of {} values in {} words", w.cols, xq.len())));
-    }
+    check_quantized(xq, t, w.cols)?;
     dense_conv_launch(gpu, w, xq.ptr(gpu), conv_args, t)
+}
+
+/// That `xq` holds t quantized vectors of `cols` values.
+fn check_quantized(xq: &Buf<i32>, t: usize, cols: usize) -> Result<(), CudaError> {
+    if xq.len() < quantized_words(t, cols) {
+        return Err(CudaError::Shape(format!("{t} quantized inputs of {cols} values in {} words", xq.len())));
+    }
+    Ok(())
 }
 
 /// The conv products' kernel over the quantized inputs at `q`.

@@ -490,17 +490,8 @@ GR_UP_SPLIT(_f32, float)
         gr_up_publish(mixed, n, T, xq, done);                                                         \
     }
 __device__ void gr_up_publish(const float* mixed, int n, int T, int4* xq, unsigned* done) {
-    __shared__ int last;
     const int f = blockIdx.x * UP_D / QBLOCK;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(&done[f], 1u) == (unsigned)(QBLOCK / UP_D - 1);
-        if (last) done[f] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!last_block_in(&done[f], QBLOCK / UP_D)) return;
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int t = warp; t < T; t += warps)
         warp_quantize_piece(__ldcg(mixed + (size_t)t * n + QBLOCK * f + lane), xq, T, n / QBLOCK, t, f);

@@ -315,17 +315,8 @@ __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const floa
 // count back to 0 for the next launch (no other block of this one touches it again).
 template <typename Q>
 __device__ void qd_publish(const float* h, int4* hq, unsigned* done, int ts, int first, int rows, int n) {
-    __shared__ int last;
     const int P = rows / QBLOCK, f = ts * P + first / QBLOCK;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(&done[f], 1u) == (unsigned)(QBLOCK / (blockDim.x / WARP) - 1);
-        if (last) done[f] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!last_block_in(&done[f], QBLOCK / (blockDim.x / WARP))) return;
     qd_quantize<Q, true, 1>(QSrc{h, (size_t)rows, 0, 1}, f, f + 1, QIn(hq, n, P));
 }
 

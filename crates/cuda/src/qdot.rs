@@ -217,6 +217,10 @@ fn prepare(
 fn rows_per_warp(rows: usize, sms: usize) -> usize {
     static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let max = *MAX.get_or_init(|| rpw_max(std::env::var("STRATA_QDOT_RPW").ok().as_deref()));
+    rows_per_warp_up_to(rows, sms, max)
+}
+
+fn rows_per_warp_up_to(rows: usize, sms: usize, max: usize) -> usize {
     (rows / (WARPS as usize * 32 * sms.max(1))).clamp(1, max)
 }
 
@@ -362,7 +366,7 @@ fn dense_conv_launch(
 pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_QUANTIZE").is_ok_and(|v| v == "1"));
-    on && once() && uses(out) && layout(out) == 0 && matches!(s, 32 | 64 | 128)
+    on && takes_element_order(out) && matches!(s, 32 | 64 | 128)
 }
 
 /// Whether products over `ty` can take inputs quantized in element order by the kernel that made them
@@ -425,6 +429,33 @@ fn gather_input(
     Ok(Some(q))
 }
 
+/// A gather's input: `xq` when the kernel that made it also quantized it (`per_token`: one vector a token,
+/// which the kernel is told through the token stride; else one a slot), or else [`gather_input`]. The
+/// buffer made here, if any, and whether the `_g` kernels take the input.
+fn gather_input_or(
+    gpu: &Gpu,
+    ty: GgmlType,
+    (args, at): (&mut [Arg], GatherArgs),
+    (slots, cols, per_token): (usize, usize, bool),
+    xq: Option<&Buf<i32>>,
+) -> Result<(Option<Buf<i32>>, bool), CudaError> {
+    match xq {
+        Some(_) if !once() => Err(CudaError::Shape("an input quantized before without STRATA_QDOT_ONCE".into())),
+        Some(xq) => {
+            args[at.x] = Arg::Ptr(xq.ptr(gpu));
+            if per_token {
+                args[at.tok] = args[at.k];
+            }
+            Ok((None, true))
+        }
+        None => {
+            let q = gather_input(gpu, ty, (args, at), slots, cols, per_token)?;
+            let g = q.is_some();
+            Ok((q, g))
+        }
+    }
+}
+
 /// The experts' gathers (matvec.rs `gather_launch`'s arguments: `args` are the kernels' leading ones, then
 /// the second product's matrix, offset and output).
 pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, args: &[Arg]) -> Result<(), CudaError> {
@@ -448,17 +479,7 @@ pub fn gather_glu(
     (xq, publish): (Option<&Buf<i32>>, Option<Publish>),
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let q = match xq {
-        Some(xq) if once() => {
-            // One quantized vector a token: the kernel reads vector ts / k for slot ts (the token stride).
-            args[GLU.x] = Arg::Ptr(xq.ptr(gpu));
-            args[GLU.tok] = args[GLU.k];
-            None
-        }
-        Some(_) => return Err(CudaError::Shape("a quantized input without STRATA_QDOT_ONCE".into())),
-        None => gather_input(gpu, w.ty, (&mut args, GLU), slots, w.cols, true)?,
-    };
-    let g_kernel = q.is_some() || xq.is_some();
+    let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?;
     let kind = match (g_kernel, publish) {
         (false, None) => "_gather_glu",
         (true, None) => "_g_gather_glu",
@@ -475,7 +496,7 @@ pub fn gather_glu(
     };
     let name = name(w.ty, kind);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
-    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes(q.is_none() as usize, w.cols), w.cols)?;
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
 }
 
@@ -491,15 +512,7 @@ pub fn gather_combine(
     xq: Option<&Buf<i32>>,
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let q = match xq {
-        Some(xq) if once() => {
-            args[GATHER.x] = Arg::Ptr(xq.ptr(gpu));
-            None
-        }
-        Some(_) => return Err(CudaError::Shape("quantized down inputs without STRATA_QDOT_ONCE".into())),
-        None => gather_input(gpu, w.ty, (&mut args, GATHER), t * k, w.cols, false)?,
-    };
-    let g_kernel = q.is_some() || xq.is_some();
+    let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), xq)?;
     let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
     let vectors = if g_kernel { 0 } else { k };
     let (f, cfg) = prepare(
@@ -520,10 +533,12 @@ mod tests {
 
     #[test]
     fn the_head_takes_several_rows_a_warp_and_a_layer_one() {
-        assert_eq!(rows_per_warp(248_320, 132), 7);
-        assert_eq!(rows_per_warp(1_000_000, 132), 8);
-        assert_eq!(rows_per_warp(2560, 132), 1);
-        assert_eq!(rows_per_warp(12_288, 0), 8);
+        assert_eq!(rows_per_warp_up_to(248_320, 132, 8), 7);
+        assert_eq!(rows_per_warp_up_to(1_000_000, 132, 8), 8);
+        assert_eq!(rows_per_warp_up_to(2560, 132, 8), 1);
+        assert_eq!(rows_per_warp_up_to(12_288, 0, 8), 8);
+        // STRATA_QDOT_RPW=1: the head one row a warp, as the staged kernel takes it.
+        assert_eq!(rows_per_warp_up_to(248_320, 132, 1), 1);
         assert_eq!((rpw_max(None), rpw_max(Some("1")), rpw_max(Some("4"))), (8, 1, 4));
         for bad in ["0", "9", "x", ""] {
             assert_eq!(rpw_max(Some(bad)), 8, "{bad}");

@@ -11,8 +11,9 @@ use strata_cuda::compile::{grid_tables, COMMON, DEQUANT, QDOT};
 use strata_gguf::{quant, SplitMix64};
 use strata_model::ops::{act, qdot};
 
-/// The intrinsics the two files use, as host functions. Those that need a warp (`__shfl_xor_sync`,
-/// `__syncwarp`, the thread indices) are never called here and only let the file compile.
+/// The intrinsics the two files use, as host functions. Those that need a warp or a block
+/// (`__shfl_xor_sync`, `__syncwarp`, `__syncthreads`, the thread indices) are never called here and only
+/// let the file compile.
 const SHIM: &str = r#"
 #include <cmath>
 #include <cstdio>
@@ -60,6 +61,10 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 inline int __shfl_xor_sync(unsigned, int v, int) { return v; }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
+#define __shared__ static
+inline void __syncthreads() {}
+inline void __threadfence() {}
+inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned o = *p; *p += v; return o; }
 struct HostDim3 { unsigned x, y, z; };
 static const HostDim3 threadIdx{0, 0, 0}, blockIdx{0, 0, 0}, blockDim{1, 1, 1};
 "#;

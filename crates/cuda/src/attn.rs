@@ -13,7 +13,7 @@ use strata_model::weights::AttnWeights;
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_at, matvec_two, MatrixGpu, MAX_T};
+use crate::matvec::{matvec, matvec_at, matvec_pre, MatrixGpu, MAX_T};
 
 const SRC: &str = crate::compile::ATTN;
 
@@ -265,17 +265,8 @@ pub fn attention(
         Buf::<f32>::uninit(gpu, t * dim)?,
         Buf::<f32>::uninit(gpu, t * dim)?,
     );
-    // With x quantized by the HC read before (forward.rs, STRATA_HC_PUBLISH), the products that take it
-    // read those pieces instead of quantizing x again.
-    let takes = |m: &MatrixGpu| xq.filter(|_| crate::qdot::takes_element_order(m.ty));
-    match takes(&w.q) {
-        Some(q) => crate::qdot::dense_quantized(gpu, &w.q, q, (qg.ptr(gpu), None), t)?,
-        None => matvec(gpu, &w.q, x, &qg, t)?,
-    }
-    match takes(&w.k).filter(|_| w.k.same_shape(&w.v)) {
-        Some(q) => crate::qdot::dense_quantized(gpu, &w.k, q, (kk.ptr(gpu), Some((&w.v, vv.ptr(gpu)))), t)?,
-        None => matvec_two(gpu, (&w.k, &kk), (&w.v, &vv), x, t)?,
-    }
+    matvec_pre(gpu, (x, xq), (&w.q, &qg), None, t)?;
+    matvec_pre(gpu, (x, xq), (&w.k, &kk), Some((&w.v, &vv)), t)?;
     // The q and k heads normed and roped in one launch (blockIdx.y picks the set); written whole by
     // norm_rope (a warp per head writes all its dims), so no memset on the stream.
     let (q, k) = (Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?, Buf::<f32>::uninit(gpu, t * dim)?);

@@ -9,7 +9,7 @@ use strata_model::weights::GdnWeights;
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_two, MatrixGpu, MAX_T};
+use crate::matvec::{matvec, matvec_pre, matvec_two, MatrixGpu, MAX_T};
 
 const SRC: &str = crate::compile::GDN;
 
@@ -181,10 +181,7 @@ pub fn gdn(
         if side_gates {
             conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&conv, t), ConvWarps::Gates)?;
         }
-        match xq.filter(|_| crate::qdot::takes_element_order(w.gate.ty)) {
-            Some(q) => crate::qdot::dense_quantized(gpu, &w.gate, q, (z.ptr(gpu), None), t),
-            None => matvec(gpu, &w.gate, x, &z, t),
-        }
+        matvec_pre(gpu, (x, xq), (&w.gate, &z), None, t)
     })?;
     // Where the fusion applies (fuse above) the qkv product runs the conv in its epilogue and the delta
     // kernel normalises q and k: gdn_conv_norm then makes only the gates, if they are not on the side lane.
@@ -196,10 +193,7 @@ pub fn gdn(
             None => crate::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?,
         }
     } else {
-        match xq.filter(|_| crate::qdot::takes_element_order(w.qkv.ty)) {
-            Some(q) => crate::qdot::dense_quantized(gpu, &w.qkv, q, (u.ptr(gpu), None), t)?,
-            None => matvec(gpu, &w.qkv, x, &u, t)?,
-        }
+        matvec_pre(gpu, (x, xq), (&w.qkv, &u), None, t)?;
     }
     // The α and β logits: by the products here only when gdn_conv_norm's gate warps cannot make them.
     let logits = if w.ab_kind == 0 {

@@ -447,6 +447,26 @@ pub fn matvec_two(
     matvec_two_with(gpu, dense_layout(gpu, a.0, t), a, b, x, t)
 }
 
+/// [`matvec`], or with `second` [`matvec_two`], where `xq` may hold x already quantized in element order by
+/// the kernel that made it (forward.rs, `STRATA_HC_PUBLISH`): § qdot products that take it read those
+/// pieces instead of quantizing x again (`qdot::dense_quantized`); the same bits either way.
+pub fn matvec_pre(
+    gpu: &Gpu,
+    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    (w, y): (&MatrixGpu, &Buf<f32>),
+    second: Option<(&MatrixGpu, &Buf<f32>)>,
+    t: usize,
+) -> Result<(), CudaError> {
+    let pair = second.is_none_or(|(b, _)| w.same_shape(b));
+    match (xq.filter(|_| pair && crate::qdot::takes_element_order(w.ty)), second) {
+        (Some(q), _) => {
+            crate::qdot::dense_quantized(gpu, w, q, (y.ptr(gpu), second.map(|(b, yb)| (b, yb.ptr(gpu)))), t)
+        }
+        (None, Some(b)) => matvec_two(gpu, (w, y), b, x, t),
+        (None, None) => matvec(gpu, w, x, y, t),
+    }
+}
+
 /// [`matvec_two`] in a given layout.
 pub fn matvec_two_with(
     gpu: &Gpu,

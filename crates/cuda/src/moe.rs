@@ -9,7 +9,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::matvec::{
-    glu_on, matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather,
+    glu_on, matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_pre, Gather,
     MatrixGpu, MAX_T,
 };
 
@@ -206,13 +206,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
     let (gs, us, hs, shared) =
         (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
     gpu.side(|| {
-        let takes = xq.filter(|_| crate::qdot::takes_element_order(w.gate_sh.ty) && w.gate_sh.same_shape(&w.up_sh));
-        match takes {
-            Some(q) => {
-                crate::qdot::dense_quantized(gpu, &w.gate_sh, q, (gs.ptr(gpu), Some((&w.up_sh, us.ptr(gpu)))), t)?
-            }
-            None => matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?,
-        }
+        matvec_pre(gpu, (x, xq), (&w.gate_sh, &gs), Some((&w.up_sh, &us)), t)?;
         if whole {
             let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
             launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;

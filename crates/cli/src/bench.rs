@@ -44,6 +44,20 @@ pub enum BenchCommand {
         #[arg(long)]
         bandwidth: Option<f64>,
     },
+    /// The host's time for one token's PLE table rows (hashed from the token and those before it, read
+    /// from the memory-mapped file and dequantized): µs a token over TOKENS random tokens, ROUNDS rounds,
+    /// the first from the file as the page cache holds it; with --warm the table read ahead first, as
+    /// `strata run` does. No GPU needed.
+    #[command(name = "ple_rows")]
+    PleRows {
+        model: std::path::PathBuf,
+        #[arg(long, default_value_t = 256)]
+        tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        #[arg(long)]
+        warm: bool,
+    },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -53,7 +67,40 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::QsaSelect { ctx, qmax, reps, capacity } => qsa_select(ctx, qmax, reps, capacity),
         BenchCommand::Matvec { reps } => matvec(reps),
         BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
+        BenchCommand::PleRows { model, tokens, rounds, warm } => ple_rows(&model, tokens, rounds, warm),
     }
+}
+
+fn ple_rows(path: &std::path::Path, tokens: usize, rounds: usize, warm: bool) -> Result<()> {
+    use anyhow::Context;
+    use strata_model::layers::ple::{ple_rows, warm_table};
+    let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
+        .with_context(|| format!("loading {}", path.display()))?;
+    let (Some(p), Some(w)) = (&model.config.ple, &model.weights.ple) else {
+        anyhow::bail!("{}: the model has no PLE table", path.display());
+    };
+    if warm {
+        if let Some(t) = warm_table(w) {
+            t.join().map_err(|_| anyhow::anyhow!("the read-ahead thread failed"))?;
+        }
+    }
+    let mut rng = SplitMix64::new(7);
+    let mut prev = vec![p.eos_token_id; p.ngram_size];
+    let mut emb = vec![0f32; p.embd_dim()];
+    for round in 0..rounds {
+        let t0 = Instant::now();
+        for _ in 0..tokens {
+            let t = (rng.next_u64() % model.config.vocab as u64) as u32;
+            for (h, row) in ple_rows(p, t, &prev).into_iter().enumerate() {
+                w.table.row(row as usize, &mut emb[h * p.row_dim..(h + 1) * p.row_dim]);
+            }
+            prev.rotate_right(1);
+            prev[0] = t as u64;
+        }
+        let us = t0.elapsed().as_secs_f64() * 1e6 / tokens.max(1) as f64;
+        println!("round {round}: {us:.1} µs a token ({} rows of {} values)", p.heads(), p.row_dim);
+    }
+    Ok(())
 }
 
 fn step_bytes(path: &std::path::Path, cells: usize, kv: strata_model::KvMode, bw: Option<f64>) -> Result<()> {

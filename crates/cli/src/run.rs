@@ -163,6 +163,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         None => None,
     };
+    // The PLE table's pages read ahead while the prompt runs (its rows are read on the host each token).
+    if let Some(w) = &model.weights.ple {
+        strata_model::layers::ple::warm_table(w);
+    }
     let mut cpu;
     let mut gpu_dec;
     let dec: &mut dyn Decoder = match cuda {
@@ -205,6 +209,16 @@ pub fn run(a: RunArgs) -> Result<()> {
             s.staging_bytes >> 20,
             decode_host(at_prompt_end, s)
         );
+    }
+    if let Some(g) = card.as_ref() {
+        match g.gap_summary() {
+            Ok(Some((busy, idle, n))) => eprintln!(
+                "gaps: {n} decode steps: {busy:.1} µs each on the card (inputs copied up, then the graph), the card \
+                 idle {idle:.1} µs between one and the next"
+            ),
+            Ok(None) => {}
+            Err(e) => eprintln!("gaps: not timed: {e}"),
+        }
     }
     if generated.stop == Stop::ContextFull {
         eprintln!("stopped: the context is full (--max-context {max_context})");
@@ -311,10 +325,15 @@ fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
                 }
             };
             format!(
-                "; the host {:.0} µs a decode step before its launch ({:.0} µs of it launching){ahead}; {:.0} µs a \
-                 step matching and updating its graph",
+                "; the host {:.0} µs a decode step before its launch ({:.0} µs of it launching, {:.0} copying {:.0} \
+                 bytes up; {:.0} µs before it from the token's return, {:.0} of it writing the token's inputs){ahead}; \
+                 {:.0} µs a step matching and updating its graph",
                 per_step(end.host_ns - p.host_ns),
                 per_step(end.launch_ns - p.launch_ns),
+                per_step(end.copy_ns - p.copy_ns),
+                (end.staged - p.staged) as f64 / (end.steps - p.steps) as f64,
+                per_step(end.between_ns - p.between_ns),
+                per_step(end.late_ns - p.late_ns),
                 per_step(end.graph_ns - p.graph_ns)
             )
         }

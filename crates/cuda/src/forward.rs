@@ -714,6 +714,8 @@ pub struct CudaDecoder<'a> {
     pub pos: usize,
     /// The next decode step, recorded while this one ran (`STRATA_OVERLAP`).
     ahead: Option<Ahead>,
+    /// When the last decode step's token went back to the caller (for the graphs' figures).
+    handed: Option<std::time::Instant>,
 }
 
 /// A decode step of one token recorded ahead, while the step before it ran on the card: the host's
@@ -793,33 +795,41 @@ impl CudaState {
 
 impl<'a> CudaDecoder<'a> {
     pub fn new(fwd: CudaForward<'a>, state: CudaState, pos: usize) -> CudaDecoder<'a> {
-        CudaDecoder { fwd, state, pos, ahead: None }
+        CudaDecoder { fwd, state, pos, ahead: None, handed: None }
     }
 }
 
 impl CudaDecoder<'_> {
-    /// A decode step of token `t`, choosing its token as `how`, with the next step (choosing as `next`)
-    /// recorded while it runs (`STRATA_OVERLAP`): this step is the one recorded ahead when it was
-    /// recorded for this position and choice, else recorded now.
-    fn overlapped(&mut self, t: u32, how: Choice, next: Choice) -> Result<u32, CudaError> {
+    /// `tokens` (a decode step, or a prompt's last window) choosing the token after them as `how`, with
+    /// the next decode step (choosing as `next`) recorded while they run (`STRATA_OVERLAP`): a decode
+    /// step is the one recorded ahead when it was recorded for this position and choice, else recorded
+    /// now. After a prompt's last window the first decode step is recorded (and its graph captured, the
+    /// first time) while the window runs, not after its token is known.
+    fn overlapped(&mut self, tokens: &[u32], how: Choice, next: Choice) -> Result<u32, CudaError> {
         let chosen = match self.ahead.take() {
-            Some(a) if a.pos == self.pos && a.how == how => {
-                self.fwd.write_late(&a.late, t, &mut self.state)?;
+            Some(a) if tokens.len() == 1 && a.pos == self.pos && a.how == how => {
+                let t0 = std::time::Instant::now();
+                self.fwd.write_late(&a.late, tokens[0], &mut self.state)?;
+                self.fwd.gpu.note_late_ns(t0.elapsed().as_nanos() as u64);
                 self.state.set_cells(&a.cells);
+                if let Some(h) = self.handed.take() {
+                    self.fwd.gpu.note_between(h.elapsed().as_nanos() as u64);
+                }
                 self.fwd.gpu.run_prepared(a.step)?;
                 a.chosen
             }
             _ => {
                 let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
-                fwd.step(|| fwd.choose_trunk(state, &[t], pos, how))?
+                fwd.step(|| fwd.choose_trunk(state, tokens, pos, how))?
             }
         };
-        self.pos += 1;
+        self.pos += tokens.len();
         // The next step, recorded while this one runs; its token is a placeholder until written. None
         // when the context is full (the caller stops there).
         if !self.state.room_for_one() {
             return chosen.read(&self.fwd.gpu);
         }
+        self.handed = None;
         let before = self.state.cells();
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let ahead = fwd.prepare(|| fwd.choose_trunk(state, &[0], pos, next));
@@ -827,15 +837,17 @@ impl CudaDecoder<'_> {
         self.state.set_cells(&before);
         let (next_chosen, step, late) = ahead?;
         self.ahead = Some(Ahead { step, late, how: next, chosen: next_chosen, pos: self.pos, cells });
-        chosen.read(&self.fwd.gpu)
+        let id = chosen.read(&self.fwd.gpu)?;
+        self.handed = Some(std::time::Instant::now());
+        Ok(id)
     }
 
-    /// `tokens` through the model and the token after them chosen on the device as `how`; a decode step
-    /// of one token runs [`CudaDecoder::overlapped`], telling it that the next one chooses as `next`.
+    /// `tokens` through the model and the token after them chosen on the device as `how`; with steps
+    /// recorded ahead, [`CudaDecoder::overlapped`], telling it that the next one chooses as `next`.
     fn choose(&mut self, tokens: &[u32], how: Choice, next: Choice) -> Result<u32, String> {
         let g = &self.fwd.gpu;
-        if overlap_on() && tokens.len() == 1 && g.graphs_on() && !g.recording() {
-            return self.overlapped(tokens[0], how, next).map_err(|e| e.to_string());
+        if overlap_on() && g.graphs_on() && !g.recording() {
+            return self.overlapped(tokens, how, next).map_err(|e| e.to_string());
         }
         self.with_trunk(tokens, |fwd, fin| fwd.choose_head(fin, how), |fwd, chosen| chosen.read(&fwd.gpu))
     }

@@ -143,8 +143,16 @@ pub struct GraphStats {
     /// The host's time matching the recorded ops with a kept graph and updating it (or capturing a new
     /// one), wherever it ran: before the launch, or ahead.
     pub graph_ns: u64,
-    /// The host's time in the graphs' launches (part of `host_ns`).
+    /// The host's time in the graphs' launches, and copying the inputs up (parts of `host_ns`), and the
+    /// bytes copied up.
     pub launch_ns: u64,
+    pub copy_ns: u64,
+    pub staged: u64,
+    /// The host's time from handing a decode step's token back to the caller to the next step's start
+    /// (the generation loop's, and the token's own inputs written: embedding id and PLE rows), and of it
+    /// writing those inputs.
+    pub between_ns: u64,
+    pub late_ns: u64,
     /// The host's time recording steps ahead (`Gpu::prepare`), while the card ran the step before, and
     /// how many.
     pub ahead_ns: u64,
@@ -163,10 +171,15 @@ pub struct Recorder {
     staging: Chunks,
     /// Recorded after the last copy up: the staging area is not written again before it.
     copied: Option<CudaEvent>,
+    /// The event `copied` holds between steps, kept for the next copy up (creating one costs the host
+    /// a few µs in the gap before a decode step's launch).
+    spare: Option<CudaEvent>,
     graphs: Vec<StepGraph>,
     stats: GraphStats,
     /// A side lane forked and not yet joined.
     side_open: bool,
+    /// `STRATA_GAPS=1`: timing events before each prepared step's copy up and after its launch.
+    marks: Vec<(CudaEvent, CudaEvent)>,
 }
 
 /// `STRATA_SIDE` and `STRATA_GRAPH` ("" when unset), read once per process: `Gpu::side_lanes` is asked
@@ -320,8 +333,12 @@ impl Gpu {
         match p.ready {
             Ready::Graph(exec) => {
                 self.ctx.bind_to_thread().check("binding the context")?;
+                let before = self.gap_mark()?;
                 self.copy_up()?;
                 self.launch_graph(exec)?;
+                if let (Some(a), Some(b)) = (before, self.gap_mark()?) {
+                    self.recorder().marks.push((a, b));
+                }
             }
             Ready::Ops(ops) => self.run(ops)?,
         }
@@ -362,6 +379,7 @@ impl Gpu {
         // The last copy up read the staging area: wait for it before writing the area again.
         if let Some(e) = r.copied.take() {
             e.synchronize().check("waiting for the last step's inputs")?;
+            r.spare = Some(e);
         }
         r.arena.reset();
         r.staging.reset();
@@ -402,6 +420,7 @@ impl Gpu {
 
     /// The staging area's used bytes copied to the device, and an event recorded after them.
     fn copy_up(&self) -> Result<(), CudaError> {
+        let t0 = std::time::Instant::now();
         let mut r = self.recorder();
         r.stats.steps += 1;
         let stream = self.stream.cu_stream();
@@ -414,12 +433,16 @@ impl Gpu {
                 // area is not written again before the event below has passed.
                 unsafe { cudarc::driver::result::memcpy_htod_async(dst, &src[..used], stream) }
                     .check("copying a step's inputs")?;
+                r.stats.staged += used as u64;
             }
         }
-        let flags = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
-        let e = self.ctx.new_event(flags).check("creating an event")?;
+        let e = match r.spare.take() {
+            Some(e) => e,
+            None => self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).check("creating an event")?,
+        };
         e.record(&self.stream).check("recording an event")?;
         r.copied = Some(e);
+        r.stats.copy_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
     }
 
@@ -487,6 +510,47 @@ impl Gpu {
         eprintln!("note: CUDA graphs are off for this run: {e}");
         self.graphs_failed.store(true, Ordering::Relaxed);
         issue_all(self, ops)
+    }
+
+    /// A timing event recorded on the stream now, with `STRATA_GAPS=1` (None otherwise).
+    fn gap_mark(&self) -> Result<Option<CudaEvent>, CudaError> {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if !*ON.get_or_init(|| std::env::var("STRATA_GAPS").is_ok_and(|v| v == "1")) {
+            return Ok(None);
+        }
+        let e = self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
+        e.record(&self.stream).check("recording an event")?;
+        Ok(Some(e))
+    }
+
+    /// With `STRATA_GAPS=1`, after the card has run them: the prepared steps' time on the card (inputs
+    /// copied up and the graph) and the card's idle time between one and the next, each a mean over the
+    /// steps.
+    pub fn gap_summary(&self) -> Result<Option<(f64, f64, usize)>, CudaError> {
+        let r = self.recorder();
+        if r.marks.len() < 2 {
+            return Ok(None);
+        }
+        self.stream.synchronize().check("waiting for the steps")?;
+        let (mut busy, mut idle) = (0.0f64, 0.0f64);
+        for (i, (a, b)) in r.marks.iter().enumerate() {
+            busy += a.elapsed_ms(b).check("timing a step")? as f64;
+            if let Some((next, _)) = r.marks.get(i + 1) {
+                idle += b.elapsed_ms(next).check("timing a gap")? as f64;
+            }
+        }
+        let n = r.marks.len();
+        Ok(Some((busy * 1e3 / n as f64, idle * 1e3 / (n - 1) as f64, n)))
+    }
+
+    /// The host's time between a decode step's token going back to the caller and the next step's start.
+    pub(crate) fn note_between(&self, ns: u64) {
+        self.recorder().stats.between_ns += ns;
+    }
+
+    /// The host's time writing a prepared step's late inputs (part of the time between).
+    pub(crate) fn note_late_ns(&self, ns: u64) {
+        self.recorder().stats.late_ns += ns;
     }
 
     /// How many steps ran as graphs, graphs made, kernels updated (None when graphs are off).

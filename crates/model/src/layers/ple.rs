@@ -8,6 +8,45 @@ use crate::ops::norm::grouped_rms_norm;
 use crate::state::PleState;
 use crate::weights::PleWeights;
 
+/// The PLE table's pages read once, on a thread of its own, so that a token's rows (16 random rows of a
+/// table that may hold tens of GB, read from the memory-mapped file on the host) do not each wait for a
+/// page fault or the disk while the device waits for them: on the H200 the cold rows took 47 µs a decode
+/// step. Skipped, and said, when the table is more than half the memory the system has available; off
+/// with `STRATA_PLE_WARM=0`. Returns the thread (None when skipped); nothing waits for it.
+pub fn warm_table(w: &PleWeights) -> Option<std::thread::JoinHandle<()>> {
+    if std::env::var("STRATA_PLE_WARM").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let bytes = w.table.bytes.clone();
+    let len = bytes.len() as u64;
+    match available_memory() {
+        Some(avail) if len <= avail / 2 => {}
+        Some(avail) => {
+            eprintln!(
+                "note: the PLE table ({:.1} GB) is not read ahead: more than half the available memory ({:.1} GB)",
+                len as f64 / 1e9,
+                avail as f64 / 1e9
+            );
+            return None;
+        }
+        None => return None,
+    }
+    let spawned = std::thread::Builder::new().name("ple-warm".into()).spawn(move || {
+        // One byte a page faults the page in; the sum keeps the reads from being optimised away.
+        let sum = bytes.iter().step_by(4096).fold(0u8, |s, &b| s ^ b);
+        std::hint::black_box(sum);
+    });
+    spawned.ok()
+}
+
+/// MemAvailable from /proc/meminfo, in bytes (None where there is none).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// The table rows of token `t` given its predecessors `prev` (most recent first, as given; before the
 /// start they are `ple.eos_token_id`): one per head. An EOS among the predecessors stands, and every
 /// older one is replaced by the EOS id; t itself never is. The hash is transformers': products and XOR

@@ -342,3 +342,24 @@ fn step_bytes_grow_with_depth_and_give_the_floor() {
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1, "one line");
 }
+
+/// `strata bench ple_rows`: a line a round with the token's rows and values, the table read ahead first
+/// with --warm; a file that cannot be read is refused in one line.
+#[test]
+fn ple_rows_bench_prints_a_line_a_round() {
+    let out =
+        strata(&["bench", "ple_rows", tiny().to_str().unwrap(), "--tokens", "32", "--rounds", "2", "--warm"], dir());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (i, l) in lines.iter().enumerate() {
+        assert!(l.starts_with(&format!("round {i}: ")) && l.ends_with("µs a token (16 rows of 16 values)"), "{l}");
+        let us: f64 = l.split(' ').nth(2).unwrap().parse().unwrap();
+        assert!(us > 0.0 && us.is_finite(), "{l}");
+    }
+    let missing = dir().join("no-such-model.gguf");
+    let out = strata(&["bench", "ple_rows", missing.to_str().unwrap()], dir());
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1, "one line");
+}

@@ -189,6 +189,11 @@ fn side_switch() -> &'static str {
     V.get_or_init(|| std::env::var("STRATA_SIDE").unwrap_or_default())
 }
 
+/// Whether the switch `name` is set to 1.
+fn env_is_one(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1")
+}
+
 fn graph_switch() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     V.get_or_init(|| std::env::var("STRATA_GRAPH").unwrap_or_default())
@@ -515,22 +520,22 @@ impl Gpu {
     /// A timing event recorded on the stream now, with `STRATA_GAPS=1` (None otherwise).
     fn gap_mark(&self) -> Result<Option<CudaEvent>, CudaError> {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if !*ON.get_or_init(|| std::env::var("STRATA_GAPS").is_ok_and(|v| v == "1")) {
-            return Ok(None);
-        }
-        let e = self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
-        e.record(&self.stream).check("recording an event")?;
-        Ok(Some(e))
+        self.event_if(*ON.get_or_init(|| env_is_one("STRATA_GAPS")), sys::CUevent_flags::CU_EVENT_DEFAULT)
     }
 
     /// `STRATA_SPIN=1`: an event recorded now, after the step just launched, for [`Gpu::spin_until`]
     /// (None otherwise).
     pub(crate) fn spin_mark(&self) -> Result<Option<CudaEvent>, CudaError> {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if !*ON.get_or_init(|| std::env::var("STRATA_SPIN").is_ok_and(|v| v == "1")) {
+        self.event_if(*ON.get_or_init(|| env_is_one("STRATA_SPIN")), sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+    }
+
+    /// An event with `flags` recorded on the stream now, when `on`.
+    fn event_if(&self, on: bool, flags: sys::CUevent_flags) -> Result<Option<CudaEvent>, CudaError> {
+        if !on {
             return Ok(None);
         }
-        let e = self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).check("creating an event")?;
+        let e = self.ctx.new_event(Some(flags)).check("creating an event")?;
         e.record(&self.stream).check("recording an event")?;
         Ok(Some(e))
     }

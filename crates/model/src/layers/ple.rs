@@ -10,8 +10,8 @@ use crate::weights::PleWeights;
 
 /// The PLE table's pages read once, on a thread of its own, so that a token's rows (16 random rows of a
 /// table that may hold tens of GB, read from the memory-mapped file on the host) do not each wait for a
-/// page fault or the disk while the device waits for them: on the H200 the cold rows took 47 µs a decode
-/// step. Skipped, and said, when the table is more than half the memory the system has available; off
+/// page fault or the disk while the device waits for them (`strata bench ple_rows`: 78 µs a token from a
+/// cold page cache, 4 µs read ahead). Skipped, and said, when the table is more than half the memory the system has available; off
 /// with `STRATA_PLE_WARM=0`. Returns the thread (None when skipped); nothing waits for it.
 pub fn warm_table(w: &PleWeights) -> Option<std::thread::JoinHandle<()>> {
     if std::env::var("STRATA_PLE_WARM").is_ok_and(|v| v == "0") {

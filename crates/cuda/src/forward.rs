@@ -810,10 +810,10 @@ impl CudaDecoder<'_> {
             Some(a) if tokens.len() == 1 && a.pos == self.pos && a.how == how => {
                 let t0 = std::time::Instant::now();
                 self.fwd.write_late(&a.late, tokens[0], &mut self.state)?;
-                self.fwd.gpu.note_late_ns(t0.elapsed().as_nanos() as u64);
+                self.fwd.gpu.note(|s| s.late_ns += t0.elapsed().as_nanos() as u64);
                 self.state.set_cells(&a.cells);
                 if let Some(h) = self.handed.take() {
-                    self.fwd.gpu.note_between(h.elapsed().as_nanos() as u64);
+                    self.fwd.gpu.note(|s| s.between_ns += h.elapsed().as_nanos() as u64);
                 }
                 self.fwd.gpu.run_prepared(a.step)?;
                 a.chosen

@@ -574,14 +574,9 @@ impl Gpu {
         Ok(Some((busy * 1e3 / n as f64, idle * 1e3 / (n - 1) as f64, n)))
     }
 
-    /// The host's time between a decode step's token going back to the caller and the next step's start.
-    pub(crate) fn note_between(&self, ns: u64) {
-        self.recorder().stats.between_ns += ns;
-    }
-
-    /// The host's time writing a prepared step's late inputs (part of the time between).
-    pub(crate) fn note_late_ns(&self, ns: u64) {
-        self.recorder().stats.late_ns += ns;
+    /// `f` on the graphs' figures (the decoder's own parts of the host's time between steps).
+    pub(crate) fn note(&self, f: impl FnOnce(&mut GraphStats)) {
+        f(&mut self.recorder().stats);
     }
 
     /// How many steps ran as graphs, graphs made, kernels updated (None when graphs are off).

@@ -5,7 +5,7 @@
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 date -u
 s=$(date +%s)
-timeout 280 bash bench/gpu_candidates.sh "" STRATA_ROUTE=glu "STRATA_ROUTE=glu STRATA_ROUTER_QUANTIZE=1" > $OUT/candidates.txt 2>&1
+timeout 300 bash bench/gpu_candidates.sh "" STRATA_ROUTE=glu "STRATA_ROUTE=glu STRATA_ROUTER_QUANTIZE=1" > $OUT/candidates.txt 2>&1
 tail -3 $OUT/candidates.txt
 echo "candidates took $(( $(date +%s) - s )) s"
 date -u
@@ -16,6 +16,6 @@ for st in "" STRATA_SPIN=1; do
   env $st STRATA_GAPS=1 $bin run -m $model --prompt-tokens @$t/ids.txt -n 256 --ignore-eos --device cuda --max-context 1300 2>&1 >/dev/null | grep -E "^(graphs|gaps|prompt|decode)"
 done
 date -u
-ROUNDS=3 timeout 240 bash bench/engine_ab.sh "" STRATA_SPIN=1 STRATA_ROUTER_QUANTIZE=1 STRATA_ROUTE=glu \
+ROUNDS=3 timeout 200 bash bench/engine_ab.sh "" STRATA_SPIN=1 STRATA_ROUTER_QUANTIZE=1 STRATA_ROUTE=glu \
   "STRATA_ROUTE=glu STRATA_ROUTER_QUANTIZE=1" "STRATA_SPIN=1 STRATA_ROUTE=glu STRATA_ROUTER_QUANTIZE=1"
 date -u

@@ -321,15 +321,15 @@ __device__ void qd_publish(const float* h, int4* hq, unsigned* done, int ts, int
 }
 
 // The experts' gate and up products with the activation: h[ts·rows + row] = silu(g)·u, the product
-// rounded (matvec.cu's _gather_glu, moe.cu's moe_act), of slot ts's expert. HQ: h also quantized into
-// hq for the down products (qd_publish; rows a multiple of 32).
+// rounded (matvec.cu's _gather_glu, moe.cu's moe_act). HQ: h also quantized into hq for the down
+// products (qd_publish; rows a multiple of 32).
 template <typename Q, bool G, bool HQ = false>
 __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
                                      const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
-                                     int expert, int k, int stride, int off_g, int off_u, int x_tok, int x_slot,
-                                     int4* hq = nullptr, unsigned* done = nullptr) {
+                                     const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
+                                     int x_slot, int4* hq = nullptr, unsigned* done = nullptr) {
     const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)expert * stride;
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
     const unsigned char *rg = wg + (e + off_g + row) * row_bytes, *ru = wu + (e + off_u + row) * row_bytes;
     if (row < rows) {  // the rows' lines asked for before the input is quantized
         prefetch_l2(rg, row_bytes, threadIdx.x % WARP, WARP);
@@ -481,8 +481,7 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                           float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,         \
                           int off_u, int x_tok, int x_slot) {                                                 \
         grid_dep_wait();                                                                                      \
-        qdot_gather_glu_rows<Q, G>(wg, wu, x, h, rows, cols, __ldg(ids + blockIdx.y), k, stride, off_g, off_u, x_tok,  \
-                                   x_slot);                                                                   \
+        qdot_gather_glu_rows<Q, G>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);    \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,     \
                                                      float* y, int rows, int cols, const int* ids, int k,     \
@@ -531,24 +530,8 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                               float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,     \
                               int off_u, int x_tok, int x_slot, int4* hq, unsigned* done) {                  \
         grid_dep_wait();                                                                                      \
-        qdot_gather_glu_rows<Q, true, true>(wg, wu, x, h, rows, cols, __ldg(ids + blockIdx.y), k, stride, off_g,      \
-                                            off_u, x_tok, x_slot, hq, done);                                  \
-    }                                                                                                         \
-    /* the experts' gate and up with the routing in the launch (STRATA_ROUTE=glu): each block of      \
-       ROUTE_WARPS warps routes its token from the router's logits (route.cuh, the bits of             \
-       moe_route_block) and takes its slot's expert; the first block of each token's slot 0 writes   \
-       ids and weights for the down products */                                                        \
-    extern "C" __global__ void __launch_bounds__(ROUTE_THREADS)                                               \
-        NAME##_g_gather_glu_r(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,  \
-                              float* h, int rows, int cols, int* ids, int k, int stride, int off_g,           \
-                              int off_u, int x_tok, int x_slot, const float* logits, int E, float* weights) { \
-        __shared__ int expert;                                                                                \
-        const int ts = blockIdx.y, t = ts / k, s = ts % k;                                                    \
-        grid_dep_wait();                                                                                      \
-        route_block_token<true>(logits, ids, weights, E, k, t, s, &expert, blockIdx.x == 0 && s == 0);         \
-        __syncthreads();                                                                                      \
-        qdot_gather_glu_rows<Q, true>(wg, wu, x, h, rows, cols, expert, k, stride, off_g, off_u, x_tok,       \
-                                      x_slot);                                                                \
+        qdot_gather_glu_rows<Q, true, true>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok,    \
+                                            x_slot, hq, done);                                                \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \

@@ -13,9 +13,6 @@ pub const COMMON: &str = include_str!("../kernels/common.cuh");
 pub const DEQUANT: &str = include_str!("../kernels/dequant.cuh");
 /// The integer dot products' functions (§ qdot), prepended to qdot.cu after the decoders.
 pub const QDOT: &str = include_str!("../kernels/qdot.cuh");
-/// The MoE routing by a block, prepended to moe.cu and qdot.cu (whose experts' gate and up launch may
-/// route its own slot).
-pub const ROUTE: &str = include_str!("../kernels/route.cuh");
 /// The § qdot products (int8 inputs) of Q8_0, Q4_0, Q2_0, IQ4_NL, Q4_K and Q6_K weights.
 pub const QDOT_CU: &str = include_str!("../kernels/qdot.cu");
 
@@ -69,12 +66,11 @@ pub const SUPPORTED_ARCHS: [(i32, i32); 5] = [(7, 5), (8, 0), (8, 6), (8, 9), (9
 
 /// The source NVRTC sees for a kernel file: the macros of `STRATA_DEFINES`, the contract's functions, the
 /// lattice grids and the weight decoders for the matrix-vector kernels (written from strata_gguf's tables,
-/// the one copy of those constants; qdot.cu also gets qdot.cuh; moe.cu and qdot.cu route.cuh), the file. The kernel and plan caches are keyed by it.
+/// the one copy of those constants; qdot.cu also gets qdot.cuh), the file. The kernel and plan caches are keyed by it.
 pub fn full_source(file: &str, source: &str) -> String {
     let decoders = match file {
         "matvec.cu" => grid_tables() + DEQUANT,
-        "qdot.cu" => grid_tables() + DEQUANT + QDOT + ROUTE,
-        "moe.cu" => ROUTE.to_string(),
+        "qdot.cu" => grid_tables() + DEQUANT + QDOT,
         _ => String::new(),
     };
     format!("{}{COMMON}\n{decoders}\n{source}", env_defines())

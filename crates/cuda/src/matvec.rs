@@ -612,9 +612,7 @@ pub fn glu_on() -> bool {
 /// [`matvec_gather_two`] then the activation kernel (moe.cu's `moe_act`). `false` (nothing launched) when
 /// the two matrices differ in type, shape or expert stride. `xq`: each token's input already quantized for
 /// a § qdot type's products (qdot.rs `router_quantize`). `hq` (a § qdot type, [`crate::qdot::Publish`]):
-/// h also quantized for the down products, in the same launch. `routed` (a § qdot type, inputs quantized
-/// before): each block routes its token itself from the router's logits and writes the ids and weights
-/// (`STRATA_ROUTE=glu`, moe.rs).
+/// h also quantized for the down products, in the same launch.
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_gather_glu(
     gpu: &Gpu,
@@ -623,7 +621,7 @@ pub fn matvec_gather_glu(
     (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
     (x_tok, x_slot): (usize, usize),
     (h, hq): (&Buf<f32>, Option<crate::qdot::Publish>),
-    (ids, routed): (&Buf<i32>, Option<crate::qdot::Routed>),
+    ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<bool, CudaError> {
     if !(wg.same_shape(wu) && gg.stride == gu.stride && gg.rows == gu.rows) {
@@ -646,14 +644,11 @@ pub fn matvec_gather_glu(
         i(x_slot),
     ];
     if crate::qdot::uses(wg.ty) {
-        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, (xq, hq, routed))?;
+        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, (xq, hq))?;
         return Ok(true);
     }
-    if xq.is_some() || hq.is_some() || routed.is_some() {
-        return Err(CudaError::Shape(format!(
-            "{} gate and up products take and make no quantized vectors, and do not route",
-            wg.ty
-        )));
+    if xq.is_some() || hq.is_some() {
+        return Err(CudaError::Shape(format!("{} gate and up products take and make no quantized vectors", wg.ty)));
     }
     let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
     let f = gpu.function("matvec.cu", SRC, name)?;

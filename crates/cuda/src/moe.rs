@@ -214,19 +214,12 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
         }
         if w.sg_kind == 0 {
             matvec(gpu, &w.sgate, x, &sg, t)?;
-        } else if routes_in_glu(w) {
-            shared_gate(gpu, w, x, t, &sg)?;
         }
         Ok(())
     })?;
     // Routing.
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
-    let RouterOut { xq, logits } = route(gpu, w, x, t, (&ids, &weights, &sg))?;
-    let routed = logits.as_ref().map(|l| crate::qdot::Routed {
-        logits: l.ptr(gpu),
-        experts: w.dims.0,
-        weights: weights.ptr(gpu),
-    });
+    let xq = route(gpu, w, x, t, (&ids, &weights, &sg))?;
     // The routed experts' gate and up of the token's input; both activations in one launch (the down
     // products follow in `moe`).
     let h = Buf::uninit(gpu, t * k * f)?;
@@ -242,11 +235,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
         _ => None,
     };
     let publish = hq.as_ref().map(|(p, _)| *p);
-    let glu =
-        glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), (&h, publish), (&ids, routed), (t, k))?;
-    if routed.is_some() && !glu {
-        return Err(CudaError::Shape("the experts' gate and up products could not route (STRATA_ROUTE=glu)".into()));
-    }
+    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), (&h, publish), &ids, (t, k))?;
     let hq = hq.filter(|_| glu).map(|(_, b)| b);
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {
@@ -263,15 +252,14 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and
 /// `moe_route_block` (or `moe_route`). The shared expert's gate logit comes with them when its row is F32 or
-/// BF16. With the routing in the experts' gate and up launch ([`routes_in_glu`]) only the product, and
-/// its logits back, kept for that launch.
+/// BF16.
 fn route(
     gpu: &Gpu,
     w: &MoeGpu,
     x: &Buf<f32>,
     t: usize,
     (ids, weights, sg): (&Buf<i32>, &Buf<f32>, &Buf<f32>),
-) -> Result<RouterOut, CudaError> {
+) -> Result<Option<Buf<i32>>, CudaError> {
     let (e, k, _, _, n) = w.dims;
     let i = |v: usize| Arg::I32(v as i32);
     let logits = Buf::<f32>::uninit(gpu, t * e)?;
@@ -285,9 +273,6 @@ fn route(
         matvec(gpu, &w.router, x, &logits, t)?;
         None
     };
-    if routes_in_glu(w) {
-        return Ok(RouterOut { xq, logits: Some(logits) });
-    }
     // The routing by ROUTE_BLOCK_WARPS (moe_route_block), or with `STRATA_ROUTE=warp` by one warp
     // (moe_route); the shared expert's gate logit by one more warp when its one row is F32 or BF16.
     let (name, warps) = if route_block() { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
@@ -296,40 +281,7 @@ fn route(
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps as u32, 1, 1), shared_mem_bytes: 0 };
     let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
     launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())?;
-    Ok(RouterOut { xq, logits: None })
-}
-
-/// What [`route`] leaves for the experts' gate and up launch: their input quantized by the router's launch
-/// (qdot.rs `router_quantize`), and the logits when that launch routes itself ([`routes_in_glu`]).
-struct RouterOut {
-    xq: Option<Buf<i32>>,
-    logits: Option<Buf<f32>>,
-}
-
-/// The shared expert's gate logit alone, a warp a token (moe.cu's `moe_shared_gate`), where no routing
-/// launch makes it ([`routes_in_glu`]); its row F32 or BF16.
-fn shared_gate(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize, sg: &Buf<f32>) -> Result<(), CudaError> {
-    let f = gpu.function("moe.cu", SRC, "moe_shared_gate")?;
-    let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-    let n = w.dims.4;
-    let args = [
-        Arg::Ptr(w.sgate.ptr(gpu)),
-        Arg::I32(w.sg_kind),
-        Arg::Ptr(x.ptr(gpu)),
-        Arg::I32(n as i32),
-        Arg::Ptr(sg.ptr(gpu)),
-    ];
-    launch(gpu, &f, "moe_shared_gate", cfg, &args)
-}
-
-/// `STRATA_ROUTE=glu`: each block of the experts' gate and up launch routes its token itself from the
-/// router's logits (route.cuh: the bits of `moe_route_block`) and takes its slot's expert, so no routing
-/// launch sits between the router and the experts. Only for the one-launch gate and up products of a
-/// § qdot type (inputs quantized before), and not with their output quantized in the launch too.
-fn routes_in_glu(w: &MoeGpu) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_ROUTE").is_ok_and(|v| v == "glu"));
-    on && glu_on() && crate::qdot::once() && crate::qdot::uses(w.gate.m.ty) && w.done.is_none()
+    Ok(xq)
 }
 
 /// The routing by several warps, three experts a thread, unless `STRATA_ROUTE=warp` (the same ids and

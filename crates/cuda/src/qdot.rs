@@ -476,48 +476,29 @@ pub fn gather_glu(
     g: Gather,
     slots: usize,
     args: &[Arg],
-    (xq, publish, routed): (Option<&Buf<i32>>, Option<Publish>, Option<Routed>),
+    (xq, publish): (Option<&Buf<i32>>, Option<Publish>),
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?;
-    let kind = match (g_kernel, publish, routed) {
-        (false, None, None) => "_gather_glu",
-        (true, None, None) => "_g_gather_glu",
-        (true, Some(p), None) if g.rows.is_multiple_of(32) => {
+    let kind = match (g_kernel, publish) {
+        (false, None) => "_gather_glu",
+        (true, None) => "_g_gather_glu",
+        (true, Some(p)) if g.rows.is_multiple_of(32) => {
             args.extend([Arg::Ptr(p.hq), Arg::Ptr(p.done)]);
             "_g_gather_glu_q"
         }
-        (true, None, Some(r)) => {
-            args.extend([Arg::Ptr(r.logits), Arg::I32(r.experts as i32), Arg::Ptr(r.weights)]);
-            "_g_gather_glu_r"
-        }
         _ => {
             return Err(CudaError::Shape(format!(
-                "gate and up products of {} rows cannot quantize their output or route, with these inputs",
+                "gate and up products of {} rows cannot quantize their output",
                 g.rows
             )))
         }
     };
     let name = name(w.ty, kind);
-    // The routing launch's blocks are the routing's warps (route.cuh's ROUTE_WARPS).
-    let warps = if routed.is_some() { ROUTE_WARPS } else { WARPS };
-    let grid = ((g.rows as u32).div_ceil(warps), slots as u32, 1);
-    let (f, cfg) = prepare(gpu, name, grid, 32 * warps, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;
+    let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
+    let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
 }
-
-/// What a gate and up launch that routes its own slot reads and writes besides the products
-/// (`STRATA_ROUTE=glu`, moe.rs): the router's logits (E a token) and the routing weights it writes with
-/// the ids. Device addresses.
-#[derive(Clone, Copy)]
-pub struct Routed {
-    pub logits: u64,
-    pub experts: usize,
-    pub weights: u64,
-}
-
-/// The warps of a block that routes (route.cuh's ROUTE_WARPS).
-pub const ROUTE_WARPS: u32 = 7;
 
 /// The experts' down products and the combination (matvec.rs `matvec_gather_combine`'s arguments): a
 /// block of k warps takes COMBINE_ROWS output rows of one token and quantizes its k inputs (with

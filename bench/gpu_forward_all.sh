@@ -39,6 +39,9 @@ model small STRATA_QDOT_STAGE=0 fp16 int8
 # The GDN conv as its own kernel (gdn_conv_norm), not in the qkv product's epilogue: the same bits.
 tool gdn_parity STRATA_GDN_FUSE=0
 model small STRATA_GDN_FUSE=0 fp16 int8
+# The experts' input quantized by a launch of its own, not in the router's (the default): the same bits.
+tool moe_parity STRATA_ROUTER_QUANTIZE=0
+model small STRATA_ROUTER_QUANTIZE=0 fp16
 # The PLE gate by one warp a stream (ple_gate_z): the same bits.
 model small STRATA_PLE_SPLIT=0 fp16
 model tiny STRATA_PLE_SPLIT=0 int8

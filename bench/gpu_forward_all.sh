@@ -42,6 +42,9 @@ model small STRATA_GDN_FUSE=0 fp16 int8
 # The experts' input quantized by a launch of its own, not in the router's (the default): the same bits.
 tool moe_parity STRATA_ROUTER_QUANTIZE=0
 model small STRATA_ROUTER_QUANTIZE=0 fp16
+# The GDN output quantized by a launch of its own, not in the delta kernel (the default): the same bits.
+tool gdn_parity STRATA_GDN_QUANTIZE=0
+model small STRATA_GDN_QUANTIZE=0 int8
 # The PLE gate by one warp a stream (ple_gate_z): the same bits.
 model small STRATA_PLE_SPLIT=0 fp16
 model tiny STRATA_PLE_SPLIT=0 int8
@@ -70,6 +73,10 @@ model small STRATA_DEFINES=HC_EARLY=2 fp16
 # Neither (HC_EARLY=0; the default, 1, loads the down kernel's first weights early): the same bits.
 check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=0 $bin parity gr_parity --selftest
 model small STRATA_DEFINES=HC_EARLY=0 fp16
+# The head's warps asking for the block's whole span at its start (QDOT_ROW_AHEAD=0; the default asks for
+# each warp's next row): the same bits.
+tool matvec_parity STRATA_DEFINES=QDOT_ROW_AHEAD=0
+model small STRATA_DEFINES=QDOT_ROW_AHEAD=0 fp16
 fi
 if want layouts; then
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).

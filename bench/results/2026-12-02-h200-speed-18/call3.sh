@@ -6,8 +6,8 @@ for s in "$@"; do export "$s"; done
 echo "environment: $*"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 date -u
-PART=1 QUICK=1 timeout 440 bash bench/gpu_verify.sh
+PART=1 QUICK=1 timeout 390 bash bench/gpu_verify.sh
 date -u
 source bench/full_model.sh
-PROFILES= REPEAT=3 timeout 120 bash bench/engine.sh 4096
+PROFILES= REPEAT=3 timeout 110 bash bench/engine.sh 4096
 date -u

@@ -16,13 +16,15 @@
 #ifndef QDOT_EARLY
 #define QDOT_EARLY 0
 #endif
-// QDOT_ROW_AHEAD (STRATA_DEFINES; 0 by default: in a graph −0.7% in speed-14, alone the head 184 against 238 µs): 1, a dense kernel whose warps take
-// several rows (rpw > 1: the head) asks for each warp's next row into the L2 while it reads the current
-// one, instead of the block's whole span at its start. The head's span is 56 rows (118 KB) a block, and
-// the blocks resident at once would ask for more than the L2 holds, so lines could be pushed out before
-// they are read and fetched twice. The sums are untouched.
+// QDOT_ROW_AHEAD (STRATA_DEFINES; 1 by default since speed-18, ahead in four of five interleaved
+// comparisons at depth 1,024: −0.7% and +1.2% in speed-14, +2.0% and +0.4% in speed-16, +1.0% in
+// speed-18; alone the head 184 against 238 µs): a dense kernel whose warps take several rows (rpw > 1: the
+// head) asks for each warp's next row into the L2 while it reads the current one, instead of the block's
+// whole span at its start (0). The head's span is 56 rows (118 KB) a block, and the blocks resident at
+// once would ask for more than the L2 holds, so lines could be pushed out before they are read and
+// fetched twice. The sums are untouched.
 #ifndef QDOT_ROW_AHEAD
-#define QDOT_ROW_AHEAD 0
+#define QDOT_ROW_AHEAD 1
 #endif
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8

@@ -823,7 +823,6 @@ impl CudaDecoder<'_> {
                 fwd.step(|| fwd.choose_trunk(state, tokens, pos, how))?
             }
         };
-        let done = self.fwd.gpu.spin_mark()?;
         self.pos += tokens.len();
         // The next step, recorded while this one runs; its token is a placeholder until written. None
         // when the context is full (the caller stops there).
@@ -838,9 +837,6 @@ impl CudaDecoder<'_> {
         self.state.set_cells(&before);
         let (next_chosen, step, late) = ahead?;
         self.ahead = Some(Ahead { step, late, how: next, chosen: next_chosen, pos: self.pos, cells });
-        if let Some(d) = &done {
-            self.fwd.gpu.spin_until(d)?;
-        }
         let id = chosen.read(&self.fwd.gpu)?;
         self.handed = Some(std::time::Instant::now());
         Ok(id)

@@ -523,13 +523,6 @@ impl Gpu {
         self.event_if(*ON.get_or_init(|| env_is_one("STRATA_GAPS")), sys::CUevent_flags::CU_EVENT_DEFAULT)
     }
 
-    /// `STRATA_SPIN=1`: an event recorded now, after the step just launched, for [`Gpu::spin_until`]
-    /// (None otherwise).
-    pub(crate) fn spin_mark(&self) -> Result<Option<CudaEvent>, CudaError> {
-        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        self.event_if(*ON.get_or_init(|| env_is_one("STRATA_SPIN")), sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-    }
-
     /// An event with `flags` recorded on the stream now, when `on`.
     fn event_if(&self, on: bool, flags: sys::CUevent_flags) -> Result<Option<CudaEvent>, CudaError> {
         if !on {
@@ -538,20 +531,6 @@ impl Gpu {
         let e = self.ctx.new_event(Some(flags)).check("creating an event")?;
         e.record(&self.stream).check("recording an event")?;
         Ok(Some(e))
-    }
-
-    /// The host asks whether `e` has passed until it has, instead of sleeping in the driver while the
-    /// card runs: the thread that then reads the token, writes the next step's inputs and launches it
-    /// starts at once and with its caches warm.
-    pub(crate) fn spin_until(&self, e: &CudaEvent) -> Result<(), CudaError> {
-        loop {
-            // SAFETY: a live event of this context, kept by the caller.
-            match unsafe { sys::cuEventQuery(e.cu_event()) } {
-                sys::CUresult::CUDA_SUCCESS => return Ok(()),
-                sys::CUresult::CUDA_ERROR_NOT_READY => std::hint::spin_loop(),
-                rc => return rc.result().check("waiting for a step"),
-            }
-        }
     }
 
     /// With `STRATA_GAPS=1`, after the card has run them: the prepared steps' time on the card (inputs

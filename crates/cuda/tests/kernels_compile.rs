@@ -119,7 +119,7 @@ const COMPILE_VARIANTS: [(&str, &str); 6] = [
     ("hc.cu", "HC_EARLY 0"),
     ("hc.cu", "HC_EARLY 2"),
     ("qdot.cu", "QDOT_EARLY 1"),
-    ("qdot.cu", "QDOT_ROW_AHEAD 1"),
+    ("qdot.cu", "QDOT_ROW_AHEAD 0"),
 ];
 
 fn source_of(file: &str) -> &'static str {

@@ -242,14 +242,44 @@ struct ValuesAt {
     }
 };
 
-// The output of a values chain: o / Σe (the sum stored after the parts), gated by σ(gate[d]).
+// Where a values kernel's `_q` form also writes its output quantized for the output product
+// (STRATA_ATTN_QUANTIZE=1): the pieces (QIn's layout, qdot.cu), their codes' order (0 element order, 2
+// IQ4_NL's) and the window's T. The plain kernels get none.
+struct ValuesQ {
+    int4* yq;
+    int layout, T;
+};
+
+// The output of a values chain: o / Σe (the sum stored after the parts), gated by σ(gate[d]). With QY the
+// warp (a head's 32 dims: one piece of the output product's input, lane i element i) also quantizes it.
+template <bool QY>
 __device__ void values_store(const ValuesAt& a, float o, const float* __restrict__ qg, float* __restrict__ out,
-                             int hq, int dh) {
+                             int hq, int dh, const ValuesQ& q) {
     if (!a.live || a.d >= dh) return;
     const float total = a.e[a.n + (a.n + CHUNK - 1) / CHUNK];
     const float gate = qg[(size_t)a.t * hq * 2 * dh + (size_t)a.h * 2 * dh + dh + a.d];
-    out[(size_t)a.t * hq * dh + (size_t)a.h * dh + a.d] = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
+    const float y = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
+    out[(size_t)a.t * hq * dh + (size_t)a.h * dh + a.d] = y;
+    if (QY) {
+        const int lane = threadIdx.x % WARP, byte = q.layout == 2 ? qd_pos_iq4_nl(lane) : lane;
+        warp_quantize_piece_at(y, q.yq, q.T, hq * dh / QBLOCK, a.t, (a.h * dh + a.d - lane) / QBLOCK, byte);
+    }
 }
+
+// The parameters every values kernel takes, and their names.
+#define VALUES_PARAMS                                                                                         \
+    const float *__restrict__ qg, const unsigned short *__restrict__ vh, const signed char *__restrict__ vc,  \
+        const unsigned short *__restrict__ vs, const float *__restrict__ vf, int mode,                        \
+        const unsigned int *__restrict__ ids, int ids_stride, const int *__restrict__ count,                  \
+        const int *__restrict__ lo, const float *__restrict__ sbuf, int sbuf_stride, float *__restrict__ out, \
+        int hq, int hkv, int dh
+#define VALUES_ARGS qg, vh, vc, vs, vf, mode, ids, ids_stride, count, lo, sbuf, sbuf_stride, out, hq, hkv, dh
+// A values kernel NAME (its body NAME_body) and its quantizing form NAME_q.
+#define VALUES_KERNELS(NAME)                                                                              \
+    extern "C" __global__ void NAME(VALUES_PARAMS) { NAME##_body<false>(VALUES_ARGS, ValuesQ{nullptr, 0, 0}); } \
+    extern "C" __global__ void NAME##_q(VALUES_PARAMS, int4* yq, int layout, int T) {                    \
+        NAME##_body<true>(VALUES_ARGS, ValuesQ{yq, layout, T});                                            \
+    }
 
 // A warp's fma chains through a tile of len cells: o = fma(e[j], tile[j][lane], o) for j ascending. The
 // shared-memory reads of 8 cells are issued before their 8 fmas, so only the fmas' own latency is serial.
@@ -276,12 +306,8 @@ __device__ __forceinline__ float values_chain(float o, const float* e, const flo
 // most 16 warps.
 #define ATTEND_TILE 128
 #define ATTEND_LOADS 16
-extern "C" __global__ void attend_values(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
-                                        const signed char* __restrict__ vc, const unsigned short* __restrict__ vs,
-                                        const float* __restrict__ vf, int mode, const unsigned int* __restrict__ ids,
-                                        int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
-                                        const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
-                                        int hq, int hkv, int dh) {
+template <bool QY>
+__device__ __forceinline__ void attend_values_body(VALUES_PARAMS, const ValuesQ& q) {
     grid_dep_wait();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
     const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
@@ -317,8 +343,9 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
         if (live) o = values_chain(o, et[warp], tile, len, lane);
         __syncthreads();
     }
-    values_store(a, o, qg, out, hq, dh);
+    values_store<QY>(a, o, qg, out, hq, dh, q);
 }
+VALUES_KERNELS(attend_values)
 
 // attend_values with the next tile's loads in flight while the current tile's chains run (the plan's
 // `prefetch` variant; the same sums). The selection's cell ids are staged in shared memory once (when they
@@ -327,13 +354,8 @@ extern "C" __global__ void attend_values(const float* __restrict__ qg, const uns
 #define PF_TILE 192
 #define PF_PER 16
 #define PF_IDS 2304
-extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
-                                                 const signed char* __restrict__ vc,
-                                                 const unsigned short* __restrict__ vs, const float* __restrict__ vf,
-                                                 int mode, const unsigned int* __restrict__ ids, int ids_stride,
-                                                 const int* __restrict__ count, const int* __restrict__ lo,
-                                                 const float* __restrict__ sbuf, int sbuf_stride,
-                                                 float* __restrict__ out, int hq, int hkv, int dh) {
+template <bool QY>
+__device__ __forceinline__ void attend_values_prefetch_body(VALUES_PARAMS, const ValuesQ& q) {
     grid_dep_wait();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
     const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
@@ -387,8 +409,9 @@ extern "C" __global__ void attend_values_prefetch(const float* __restrict__ qg, 
         if (j0 + tile_len < n) fetch(j0 + tile_len);  // in flight during the chains below
         if (live) o = values_chain(o, et[warp], tile, len, lane);
     }
-    values_store(a, o, qg, out, hq, dh);
+    values_store<QY>(a, o, qg, out, hq, dh, q);
 }
+VALUES_KERNELS(attend_values_prefetch)
 
 // attend_values for fp16 caches with the loads decoupled from registers (the plan's `pipe` variant; the same
 // sums): each tile's 64 bytes a cell (the block's 32 dims) go straight from global to shared memory by
@@ -421,12 +444,8 @@ __device__ __forceinline__ void copies_wait() {
 #endif
 }
 
-extern "C" __global__ void attend_values_pipe(const float* __restrict__ qg, const unsigned short* __restrict__ vh,
-                                             const signed char* __restrict__ vc, const unsigned short* __restrict__ vs,
-                                             const float* __restrict__ vf, int mode, const unsigned int* __restrict__ ids,
-                                             int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
-                                             const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
-                                             int hq, int hkv, int dh) {
+template <bool QY>
+__device__ __forceinline__ void attend_values_pipe_body(VALUES_PARAMS, const ValuesQ& q) {
     grid_dep_wait();
     __shared__ uint4 ring[PIPE_STAGES][PIPE_TILE][4];  // 48 KB: a tile's cells, 32 halves each
     const int lane = threadIdx.x % WARP;
@@ -513,5 +532,6 @@ extern "C" __global__ void attend_values_pipe(const float* __restrict__ qg, cons
             }
         }
     }
-    values_store(a, o, qg, out, hq, dh);
+    values_store<QY>(a, o, qg, out, hq, dh, q);
 }
+VALUES_KERNELS(attend_values_pipe)

@@ -459,8 +459,9 @@ __device__ __forceinline__ bool last_block_in(unsigned* count, int blocks) {
 // Piece f of vector t quantized from the 32 lanes' values (lane i element i): the amax by a butterfly
 // of maxima from +0 (exact, so any order gives qd_quantize's), each lane's code, the sums of lanes
 // 0..15's and 16..31's codes; written into QIn's layout (codes [T][P][32 bytes], then the halves' sums
-// [T][P], then the scales [T][P]).
-__device__ __forceinline__ void warp_quantize_piece(float v, int4* yq, int T, int P, int t, int f) {
+// [T][P], then the scales [T][P]), the lane's code at byte `byte` of the piece's 32 (the products' order
+// of the codes: the lane itself for element order, qd_pos_iq4_nl(lane) for IQ4_NL's).
+__device__ __forceinline__ void warp_quantize_piece_at(float v, int4* yq, int T, int P, int t, int f, int byte) {
     const int lane = threadIdx.x % WARP, i = t * P + f;
     float amax = fmaxf(0.0f, fabsf(v));  // a NaN is passed over
 #pragma unroll
@@ -468,7 +469,7 @@ __device__ __forceinline__ void warp_quantize_piece(float v, int4* yq, int T, in
     float d;
     const float id = qd_scale(amax, &d);
     const int c = qd_code(__fmul_rn(v, id));
-    reinterpret_cast<signed char*>(yq)[(size_t)32 * i + lane] = (signed char)c;
+    reinterpret_cast<signed char*>(yq)[(size_t)32 * i + byte] = (signed char)c;
     int s = c;
 #pragma unroll
     for (int o = 8; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -478,4 +479,16 @@ __device__ __forceinline__ void warp_quantize_piece(float v, int4* yq, int T, in
         sum[i] = make_int2(s, other);
         reinterpret_cast<float*>(sum + T * P)[i] = d;
     }
+}
+
+// warp_quantize_piece_at in element order.
+__device__ __forceinline__ void warp_quantize_piece(float v, int4* yq, int T, int P, int t, int f) {
+    warp_quantize_piece_at(v, yq, T, P, t, f, threadIdx.x % WARP);
+}
+
+// The byte of IQ4_NL's code order that holds element i of a piece (qdot.cuh's IQ4_NLQ::pos): the
+// type's nibbles pair elements j and j + 16, and its lookups take four nibbles of two bytes at a time.
+__device__ __forceinline__ int qd_pos_iq4_nl(int i) {
+    const int e = i % 16, r = e % 4;
+    return 4 * (2 * (e / 4) + r / 2) + 2 * (r % 2) + i / 16;
 }

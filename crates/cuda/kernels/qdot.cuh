@@ -113,10 +113,7 @@ struct Q2_0Q {
 // 16 + 4m + 2u, 4m + 2u + 1, 17 + 4m + 2u.
 struct IQ4_NLQ {
     static constexpr int BS = 32, TS = 18, OFF = 0;
-    __device__ static int pos(int i) {
-        const int e = i % 16, r = e % 4;
-        return 4 * (2 * (e / 4) + r / 2) + 2 * (r % 2) + i / 16;
-    }
+    __device__ static int pos(int i) { return qd_pos_iq4_nl(i); }
     __device__ static int lookup(u32 sel) {
         // IQ4_NL_W0..3: the table's 16 bytes as 4 little-endian words (compile.rs writes them from
         // strata_gguf's IQ4_NL_VALUES).

@@ -265,6 +265,16 @@ pub fn attention(
         Buf::<f32>::uninit(gpu, t * dim)?,
         Buf::<f32>::uninit(gpu, t * dim)?,
     );
+    // With STRATA_QKV_ONCE=1 x is quantized once for the three products (after the selection's fork,
+    // which reads x as floats), not by a launch before each.
+    let shared;
+    let xq = match xq {
+        None if crate::qdot::can_share_input(&[w.q.ty, w.k.ty, w.v.ty]) => {
+            shared = crate::qdot::quantize_shared(gpu, &w.q, x, t)?;
+            Some(&shared)
+        }
+        xq => xq,
+    };
     matvec_pre(gpu, (x, xq), (&w.q, &qg), None, t)?;
     matvec_pre(gpu, (x, xq), (&w.k, &kk), Some((&w.v, &vv)), t)?;
     // The q and k heads normed and roped in one launch (blockIdx.y picks the set); written whole by
@@ -339,11 +349,23 @@ pub fn attention(
     let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
     let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
     launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
-    let values = Values { qg: &qg, v: &st.v, cells: &cells_args, sbuf: (&sbuf, sbuf_stride), out: &out };
+    // With STRATA_ATTN_QUANTIZE=1 the values kernel also quantizes its output for the output product
+    // (whole heads of 32-dim pieces), which then reads those pieces: no `_quantize` launch between them.
+    let oq = match crate::qdot::attn_quantize_layout(w.o.ty) {
+        Some(layout) if d.dh.is_multiple_of(32) && w.o.cols == d.hq * d.dh => {
+            Some((Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, w.o.cols))?, layout))
+        }
+        _ => None,
+    };
+    let yq = oq.as_ref().map(|(b, layout)| (b, *layout));
+    let values = Values { qg: &qg, v: &st.v, cells: &cells_args, sbuf: (&sbuf, sbuf_stride), out: &out, yq };
     attend_values(gpu, crate::plan::plan(gpu).attend.variant, &values, d, t)?;
     st.cells += t;
     let y = Buf::<f32>::uninit(gpu, t * w.o.rows)?;
-    matvec(gpu, &w.o, &out, &y, t)?;
+    match &oq {
+        Some((q, _)) => crate::qdot::dense_quantized(gpu, &w.o, q, (y.ptr(gpu), None), t)?,
+        None => matvec(gpu, &w.o, &out, &y, t)?,
+    }
     Ok(y)
 }
 
@@ -386,13 +408,15 @@ impl AttendVariant {
 }
 
 /// The values kernel's inputs: the output gates, the V cache, the cells' arguments (mode, ids, stride,
-/// counts, lows), the e_j with their sums, and the output.
+/// counts, lows), the e_j with their sums, the output, and where the `_q` kernels also write it quantized
+/// (the pieces and their codes' order).
 struct Values<'a> {
     qg: &'a Buf<f32>,
     v: &'a KvGpu,
     cells: &'a [Arg; 5],
     sbuf: (&'a Buf<f32>, usize),
     out: &'a Buf<f32>,
+    yq: Option<(&'a Buf<i32>, i32)>,
 }
 
 /// `out = (Σ_j e_j·v_j) / Σe · σ(gate)` per query head, token and dim, in variant `variant`.
@@ -421,7 +445,13 @@ fn attend_values(gpu: &Gpu, variant: AttendVariant, x: &Values, d: AttnDims, t: 
         block_dim: (32 * warps as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let name = variant.kernel();
+    let (name, args) = match x.yq {
+        Some((q, layout)) => {
+            let quantized = [Arg::Ptr(q.ptr(gpu)), Arg::I32(layout), i(t)];
+            (crate::device::kernel_name([variant.kernel(), "_q", ""]), [&args[..], &quantized].concat())
+        }
+        None => (variant.kernel(), args),
+    };
     launch(gpu, &gpu.function("attn.cu", SRC, name)?, name, cfg, &args)
 }
 
@@ -484,7 +514,8 @@ pub fn attend_check(gpu: &Gpu, variant: AttendVariant) -> Result<Option<f64>, Cu
                     Arg::Ptr(lo.ptr(gpu)),
                 ];
                 let outs = [Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?, Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?];
-                let x = |k: usize| Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &outs[k] };
+                let x =
+                    |k: usize| Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &outs[k], yq: None };
                 attend_values(gpu, AttendVariant::Tiles, &x(0), d, t)?;
                 attend_values(gpu, variant, &x(1), d, t)?;
                 let bits = |b: &Buf<f32>| -> Result<Vec<u32>, CudaError> {
@@ -539,7 +570,13 @@ fn attend_time(
             Arg::Ptr(count.ptr(gpu)),
             Arg::Ptr(lo.ptr(gpu)),
         ];
-        attend_values(gpu, variant, &Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &out }, d, 1)
+        attend_values(
+            gpu,
+            variant,
+            &Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &out, yq: None },
+            d,
+            1,
+        )
     })
 }
 

@@ -457,6 +457,11 @@ pub fn matvec_pre(
     second: Option<(&MatrixGpu, &Buf<f32>)>,
     t: usize,
 ) -> Result<(), CudaError> {
+    // Two products of different types or shapes over pieces made before: each takes them on its own.
+    if let (Some(_), Some((b, yb))) = (xq, second.filter(|(b, _)| !w.same_shape(b))) {
+        matvec_pre(gpu, (x, xq), (w, y), None, t)?;
+        return matvec_pre(gpu, (x, xq), (b, yb), None, t);
+    }
     let pair = second.is_none_or(|(b, _)| w.same_shape(b));
     match (xq.filter(|_| pair && crate::qdot::takes_element_order(w.ty)), second) {
         (Some(q), _) => {

@@ -577,20 +577,22 @@ fn random_attn(n: usize, d: crate::attn::AttnDims, rng: &mut SplitMix64) -> stra
     use strata_gguf::{quant::quantize, GgmlType, TensorBytes};
     use strata_model::ops::matvec::Matrix;
     use strata_model::weights::{AttnWeights, IndexerWeights};
-    let q8 = |rows: usize, cols: usize, rng: &mut SplitMix64| {
+    // The full model's types (synth's tensors.rs): q Q4_K, k Q8_0, v Q4_0, o IQ4_NL, so the products'
+    // shared and published inputs (STRATA_QKV_ONCE, STRATA_ATTN_QUANTIZE) meet both orders of the codes.
+    let matrix = |ty: GgmlType, rows: usize, cols: usize, rng: &mut SplitMix64| {
         let x: Vec<f32> = (0..rows * cols).map(|_| normal(rng) / (cols as f32).sqrt()).collect();
         let mut bytes = Vec::new();
-        quantize(GgmlType::Q8_0, &x, &mut bytes).expect("whole blocks");
-        Matrix { ty: GgmlType::Q8_0, rows, cols, bytes: TensorBytes::from_vec(bytes) }
+        quantize(ty, &x, &mut bytes).expect("whole blocks");
+        Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) }
     };
     let gamma = |len: usize, rng: &mut SplitMix64| (0..len).map(|_| 1.0 + 0.1 * normal(rng)).collect::<Vec<f32>>();
     AttnWeights {
-        q: q8(d.hq * 2 * d.dh, n, rng),
-        k: q8(d.hkv * d.dh, n, rng),
-        v: q8(d.hkv * d.dh, n, rng),
+        q: matrix(GgmlType::Q4_K, d.hq * 2 * d.dh, n, rng),
+        k: matrix(GgmlType::Q8_0, d.hkv * d.dh, n, rng),
+        v: matrix(GgmlType::Q4_0, d.hkv * d.dh, n, rng),
         q_norm: gamma(d.dh, rng),
         k_norm: gamma(d.dh, rng),
-        o: q8(n, d.hq * d.dh, rng),
+        o: matrix(GgmlType::IQ4_NL, n, d.hq * d.dh, rng),
         indexer: Some(IndexerWeights {
             q: crate::check::bf16_matrix(d.hi * d.di, n, 1.0 / (n as f32).sqrt(), rng),
             k: crate::check::bf16_matrix(d.di, n, 1.0 / (n as f32).sqrt(), rng),

@@ -145,6 +145,25 @@ fn quantize_rows(gpu: &Gpu, w: &MatrixGpu, x: u64, t: usize) -> Result<Buf<i32>,
     quantize(gpu, w.ty, Src { x, tok: w.cols, slot: 0, kd: 1 }, t, w.cols)
 }
 
+/// Whether products over `tys` that read one input take it quantized once, by one `_quantize` launch
+/// before them all ([`quantize_shared`]), instead of a launch each: the attention's q, k and v products
+/// (`STRATA_QKV_ONCE=1`; opt-in until timed on a card). Every type must take the codes in element order;
+/// each product's own launch would have made the same pieces, so the same bits.
+pub fn can_share_input(tys: &[GgmlType]) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_QKV_ONCE").is_ok_and(|v| v == "1"));
+    on && tys.iter().all(|&ty| takes_element_order(ty))
+}
+
+/// The t rows of `w.cols` values at `x` quantized once in element order, for [`dense_quantized`] over `w`
+/// and over any other matrix of that width whose type [`takes_element_order`].
+pub fn quantize_shared(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, t: usize) -> Result<Buf<i32>, CudaError> {
+    if !takes_element_order(w.ty) {
+        return Err(CudaError::Shape(format!("{} inputs are not quantized in element order", w.ty)));
+    }
+    quantize_rows(gpu, w, x.ptr(gpu), t)
+}
+
 /// Where the experts' gate and up launch also quantizes its output h for the down products
 /// (qdot.cu's `_g_gather_glu_q`): the pieces (44 bytes each, every slot's) and the arrival counts of the
 /// pieces' blocks (zero between launches).
@@ -371,6 +390,17 @@ pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_QUANTIZE").map_or(true, |v| v != "0"));
     on && takes_element_order(out) && matches!(s, 32 | 64 | 128)
+}
+
+/// The code order (0 element order, 2 IQ4_NL's) in which the attention's values kernel also writes its
+/// output quantized for the output product over `o` (attn.cu's `_q` kernels; `STRATA_ATTN_QUANTIZE=1`,
+/// opt-in until timed on a card), so no `_quantize` launch sits between them: a § qdot type of either
+/// order, inputs quantized once. None where it does not.
+pub fn attn_quantize_layout(o: GgmlType) -> Option<i32> {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("STRATA_ATTN_QUANTIZE").is_ok_and(|v| v == "1"));
+    let order = uses(o).then(|| layout(o)).filter(|&l| l == 0 || l == 2);
+    order.filter(|_| on && once()).map(i32::from)
 }
 
 /// Whether products over `ty` can take inputs quantized in element order by the kernel that made them

@@ -77,6 +77,83 @@ extern "C" __global__ void kv_store(const float* __restrict__ v, unsigned short*
     else floats[at] = v[i];
 }
 
+// A head's `dh` values at x (in global memory, written by this warp before a __syncwarp) appended to a cache
+// at `cell`, dims off .. off + dh − 1 of its `dim`, by kv_store's arithmetic: fp16 or f32 a value, int8 a
+// group of 64 (off and dh multiples of 64, so the head's groups are the cell's). A warp.
+__device__ __forceinline__ void warp_kv_put(const float* x, int dh, unsigned short* halves, signed char* codes,
+                                            unsigned short* scales, float* floats, int mode, int dim, size_t cell,
+                                            int off) {
+    const int lane = threadIdx.x % WARP;
+    if (mode == 1) {
+        for (int g = 0; g < dh / 64; ++g) {
+            const float* xg = x + 64 * g;
+            float amax = fmaxf(fabsf(xg[lane]), fabsf(xg[lane + 32]));
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const unsigned short h = f32_to_f16_bits(__fdiv_rn(amax, 127.0f));
+            const float sc = f16_bits_to_f32(h);
+            if (lane == 0) scales[cell * (dim / 64) + off / 64 + g] = h;
+            for (int i = lane; i < 64; i += WARP) {
+                const float q = sc == 0.0f ? 0.0f : fminf(fmaxf(rintf(__fdiv_rn(xg[i], sc)), -127.0f), 127.0f);
+                codes[cell * dim + off + 64 * g + i] = (signed char)(int)q;
+            }
+        }
+        return;
+    }
+    for (int d = lane; d < dh; d += WARP) {
+        if (mode == 0) halves[cell * dim + off + d] = f32_to_f16_bits(x[d]);
+        else floats[cell * dim + off + d] = x[d];
+    }
+}
+
+// norm_rope and kv_store in one launch (STRATA_KV_FUSE=1): blockIdx.y = 0 the q heads (normed and roped
+// into out), 1 the k heads (normed and roped into out2, then each appended to the k cache by the warp that
+// made it), 2 the v heads (v, hkv heads of dim dh a token, appended to the v cache). The same values as
+// the two kernels.
+extern "C" __global__ void norm_rope_kv(const float* __restrict__ in, int in_stride, int head_stride,
+                                       float* __restrict__ out, const float* __restrict__ w, int heads,
+                                       const float* __restrict__ in2, int in_stride2, int head_stride2,
+                                       float* __restrict__ out2, const float* __restrict__ w2, int heads2,
+                                       const float* __restrict__ rope, int dim, int rot, int T,
+                                       const float* __restrict__ v, unsigned short* __restrict__ kh,
+                                       signed char* __restrict__ kc, unsigned short* __restrict__ ks,
+                                       float* __restrict__ kf, unsigned short* __restrict__ vh,
+                                       signed char* __restrict__ vc, unsigned short* __restrict__ vs,
+                                       float* __restrict__ vf, int mode, int cell0) {
+    grid_dep_wait();
+    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP;
+    const int cache_dim = heads2 * dim;  // a cell: the k (or v) heads of a token
+    if (blockIdx.y == 2) {
+        if (gw >= T * heads2) return;
+        const int t = gw / heads2, h = gw % heads2;
+        warp_kv_put(v + (size_t)t * cache_dim + (size_t)h * dim, dim, vh, vc, vs, vf, mode, cache_dim,
+                    (size_t)cell0 + t, h * dim);
+        return;
+    }
+    const bool k = blockIdx.y == 1;
+    if (k) {
+        in = in2;
+        in_stride = in_stride2;
+        head_stride = head_stride2;
+        out = out2;
+        w = w2;
+        heads = heads2;
+    }
+    const int lane = threadIdx.x % WARP;
+    if (gw >= T * heads) return;
+    const int t = gw / heads, h = gw % heads;
+    const float* x = in + (size_t)t * in_stride + (size_t)h * head_stride;
+    float* o = out + (size_t)gw * dim;
+    const float rs = warp_rms_scale(x, dim);
+    for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
+    __syncwarp();
+    warp_rope_neox(o, rope + (size_t)t * rot, rot);
+    if (k) {
+        __syncwarp();
+        warp_kv_put(o, dim, kh, kc, ks, kf, mode, cache_dim, (size_t)cell0 + t, h * dim);
+    }
+}
+
 // A cache value (dim values per cell) as f32.
 __device__ __forceinline__ float kv_get(const unsigned short* halves, const signed char* codes,
                                         const unsigned short* scales, const float* floats, int mode, int dim,
@@ -250,13 +327,14 @@ struct ValuesQ {
     int layout, T;
 };
 
-// The output of a values chain: o / Σe (the sum stored after the parts), gated by σ(gate[d]). With QY the
-// warp (a head's 32 dims: one piece of the output product's input, lane i element i) also quantizes it.
-template <bool QY>
+// The output of a values chain: o / Σe (the sum stored after the parts, or with SF the one the kernel made,
+// `sum`), gated by σ(gate[d]). With QY the warp (a head's 32 dims: one piece of the output product's input,
+// lane i element i) also quantizes it.
+template <bool QY, bool SF>
 __device__ void values_store(const ValuesAt& a, float o, const float* __restrict__ qg, float* __restrict__ out,
-                             int hq, int dh, const ValuesQ& q) {
+                             int hq, int dh, const ValuesQ& q, float sum) {
     if (!a.live || a.d >= dh) return;
-    const float total = a.e[a.n + (a.n + CHUNK - 1) / CHUNK];
+    const float total = SF ? sum : a.e[a.n + (a.n + CHUNK - 1) / CHUNK];
     const float gate = qg[(size_t)a.t * hq * 2 * dh + (size_t)a.h * 2 * dh + dh + a.d];
     const float y = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
     out[(size_t)a.t * hq * dh + (size_t)a.h * dh + a.d] = y;
@@ -276,10 +354,40 @@ __device__ void values_store(const ValuesAt& a, float o, const float* __restrict
 #define VALUES_ARGS qg, vh, vc, vs, vf, mode, ids, ids_stride, count, lo, sbuf, sbuf_stride, out, hq, hkv, dh
 // A values kernel NAME (its body NAME_body) and its quantizing form NAME_q.
 #define VALUES_KERNELS(NAME)                                                                              \
-    extern "C" __global__ void NAME(VALUES_PARAMS) { NAME##_body<false>(VALUES_ARGS, ValuesQ{nullptr, 0, 0}); } \
+    extern "C" __global__ void NAME(VALUES_PARAMS) {                                                      \
+        NAME##_body<false, false>(VALUES_ARGS, ValuesQ{nullptr, 0, 0});                                    \
+    }                                                                                                     \
     extern "C" __global__ void NAME##_q(VALUES_PARAMS, int4* yq, int layout, int T) {                    \
-        NAME##_body<true>(VALUES_ARGS, ValuesQ{yq, layout, T});                                            \
+        NAME##_body<true, false>(VALUES_ARGS, ValuesQ{yq, layout, T});                                     \
     }
+// The forms NAME_s and NAME_qs that make the softmax themselves from the scores (STRATA_SOFTMAX_IN_VALUES=1,
+// no attend_softmax launch before them).
+#define VALUES_SOFTMAX_KERNELS(NAME)                                                                      \
+    extern "C" __global__ void NAME##_s(VALUES_PARAMS) {                                                  \
+        NAME##_body<false, true>(VALUES_ARGS, ValuesQ{nullptr, 0, 0});                                     \
+    }                                                                                                     \
+    extern "C" __global__ void NAME##_qs(VALUES_PARAMS, int4* yq, int layout, int T) {                   \
+        NAME##_body<true, true>(VALUES_ARGS, ValuesQ{yq, layout, T});                                      \
+    }
+
+// attend_softmax's max and sum for the warp's head (a live warp of a values kernel, from the scores at s):
+// the max over the n scores (exact: any order gives the block's), then lane L's running total over chunks
+// L, L + 32, … of that chunk's e_j = exp(s_j − max) added in order, and the butterfly, so the same sum in
+// every lane. The e_j themselves the caller makes as it reads them, by the same expression.
+__device__ __forceinline__ float2 warp_softmax_stats(const float* __restrict__ s, int n) {
+    const int lane = threadIdx.x % WARP, nch = (n + CHUNK - 1) / CHUNK;
+    float m = -__int_as_float(0x7f800000);
+    for (int j = lane; j < n; j += WARP) m = fmaxf(m, s[j]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    float acc = 0.0f;
+    for (int c = lane; c < nch; c += WARP) {
+        float part = 0.0f;
+        for (int j = CHUNK * c; j < min(n, CHUNK * c + CHUNK); ++j) part = __fadd_rn(part, s_exp(__fsub_rn(s[j], m)));
+        acc = __fadd_rn(acc, part);
+    }
+    return make_float2(m, warp_butterfly(acc));
+}
 
 // A warp's fma chains through a tile of len cells: o = fma(e[j], tile[j][lane], o) for j ascending. The
 // shared-memory reads of 8 cells are issued before their 8 fmas, so only the fmas' own latency is serial.
@@ -306,7 +414,7 @@ __device__ __forceinline__ float values_chain(float o, const float* e, const flo
 // most 16 warps.
 #define ATTEND_TILE 128
 #define ATTEND_LOADS 16
-template <bool QY>
+template <bool QY, bool SF>
 __device__ __forceinline__ void attend_values_body(VALUES_PARAMS, const ValuesQ& q) {
     grid_dep_wait();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
@@ -343,7 +451,7 @@ __device__ __forceinline__ void attend_values_body(VALUES_PARAMS, const ValuesQ&
         if (live) o = values_chain(o, et[warp], tile, len, lane);
         __syncthreads();
     }
-    values_store<QY>(a, o, qg, out, hq, dh, q);
+    values_store<QY, false>(a, o, qg, out, hq, dh, q, 0.0f);
 }
 VALUES_KERNELS(attend_values)
 
@@ -354,7 +462,7 @@ VALUES_KERNELS(attend_values)
 #define PF_TILE 192
 #define PF_PER 16
 #define PF_IDS 2304
-template <bool QY>
+template <bool QY, bool SF>
 __device__ __forceinline__ void attend_values_prefetch_body(VALUES_PARAMS, const ValuesQ& q) {
     grid_dep_wait();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
@@ -409,7 +517,7 @@ __device__ __forceinline__ void attend_values_prefetch_body(VALUES_PARAMS, const
         if (j0 + tile_len < n) fetch(j0 + tile_len);  // in flight during the chains below
         if (live) o = values_chain(o, et[warp], tile, len, lane);
     }
-    values_store<QY>(a, o, qg, out, hq, dh, q);
+    values_store<QY, false>(a, o, qg, out, hq, dh, q, 0.0f);
 }
 VALUES_KERNELS(attend_values_prefetch)
 
@@ -444,7 +552,7 @@ __device__ __forceinline__ void copies_wait() {
 #endif
 }
 
-template <bool QY>
+template <bool QY, bool SF>
 __device__ __forceinline__ void attend_values_pipe_body(VALUES_PARAMS, const ValuesQ& q) {
     grid_dep_wait();
     __shared__ uint4 ring[PIPE_STAGES][PIPE_TILE][4];  // 48 KB: a tile's cells, 32 halves each
@@ -480,6 +588,9 @@ __device__ __forceinline__ void attend_values_pipe_body(VALUES_PARAMS, const Val
         issue(k);
     }
     ids_of(PIPE_STAGES - 1);
+    // With SF the softmax's max and sum, made while the first tiles' copies are in flight; a.e then holds
+    // the scores, and each e_j is made from its score as it is read.
+    const float2 stats = SF && a.live ? warp_softmax_stats(a.e, n) : make_float2(0.0f, 0.0f);
     // Lane L holds e_j of cells L, L + 32, … of a tile, loaded a tile ahead: a load a row ahead waited out
     // the L2's latency at each row of 32 cells, longer than the row's chains.
     constexpr int EROWS = PIPE_TILE / WARP;
@@ -488,7 +599,8 @@ __device__ __forceinline__ void attend_values_pipe_body(VALUES_PARAMS, const Val
 #pragma unroll
         for (int u = 0; u < EROWS; ++u) {
             const int j = k * PIPE_TILE + u * WARP + lane;
-            e_next[u] = a.live && k < tiles && j < n ? a.e[j] : 0.0f;
+            const bool in = a.live && k < tiles && j < n;
+            e_next[u] = !in ? 0.0f : SF ? s_exp(__fsub_rn(a.e[j], stats.x)) : a.e[j];
         }
     };
     e_of(0);
@@ -532,6 +644,7 @@ __device__ __forceinline__ void attend_values_pipe_body(VALUES_PARAMS, const Val
             }
         }
     }
-    values_store<QY>(a, o, qg, out, hq, dh, q);
+    values_store<QY, SF>(a, o, qg, out, hq, dh, q, stats.y);
 }
 VALUES_KERNELS(attend_values_pipe)
+VALUES_SOFTMAX_KERNELS(attend_values_pipe)

@@ -291,21 +291,17 @@ pub fn attention(
     ]
     .concat();
     let mut cfg = warps_cfg(t * d.hq.max(d.hkv));
-    cfg.grid_dim.1 = 2;
-    launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope")?, "norm_rope", cfg, &args)?;
-    // The k and v cells appended in one launch (blockIdx.y picks the cache).
-    let store = gpu.function("attn.cu", SRC, "kv_store")?;
-    let mut cfg = if st.k.mode == KvMode::Int8 { warps_cfg(t * dim / 64) } else { warps_cfg((t * dim).div_ceil(32)) };
-    cfg.grid_dim.1 = 2;
-    let args = [
-        &[Arg::Ptr(k.ptr(gpu))][..],
-        &st.k.args(gpu),
-        &[Arg::Ptr(vv.ptr(gpu))],
-        &st.v.args(gpu),
-        &[Arg::I32(st.k.mode_id()), i(dim), i(pos), i(t)],
-    ]
-    .concat();
-    launch(gpu, &store, "kv_store", cfg, &args)?;
+    // With STRATA_KV_FUSE=1 the k and v cells are appended in the same launch (norm_rope_kv).
+    if kv_fuse() && (st.k.mode != KvMode::Int8 || d.dh.is_multiple_of(64)) {
+        cfg.grid_dim.1 = 3;
+        let mode = [Arg::I32(st.k.mode_id()), i(pos)];
+        let args = [&args[..], &[Arg::Ptr(vv.ptr(gpu))], &st.k.args(gpu), &st.v.args(gpu), &mode].concat();
+        launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope_kv")?, "norm_rope_kv", cfg, &args)?;
+    } else {
+        cfg.grid_dim.1 = 2;
+        launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope")?, "norm_rope", cfg, &args)?;
+        store_kv(gpu, st, (&k, &vv), (dim, t))?;
+    }
     gpu.join()?;
     let (ids, ids_stride, count, lo) = match (selected, cells) {
         // With the selection's ids the kernels never read lo (attend_cell), so it is left unset.
@@ -346,9 +342,15 @@ pub fn attention(
     .concat();
     // 8 warps a block, SCORE_CELLS = 4 cells a warp (kernels/attn.cu).
     launch(gpu, &f, "attend_scores", block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
-    let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
-    let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
-    launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
+    // The softmax by a launch of its own, unless the values kernel makes it (STRATA_SOFTMAX_IN_VALUES=1,
+    // the pipe kernel only: its `_s` forms).
+    let variant = AttendVariant::runs(crate::plan::plan(gpu).attend.variant, &st.v, d);
+    let softmax = variant == AttendVariant::Pipe && softmax_in_values();
+    if !softmax {
+        let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
+        let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
+        launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
+    }
     // With STRATA_ATTN_QUANTIZE=1 the values kernel also quantizes its output for the output product
     // (whole heads of 32-dim pieces), which then reads those pieces: no `_quantize` launch between them.
     let oq = match crate::qdot::attn_quantize_layout(w.o.ty) {
@@ -358,8 +360,9 @@ pub fn attention(
         _ => None,
     };
     let yq = oq.as_ref().map(|(b, layout)| (b, *layout));
-    let values = Values { qg: &qg, v: &st.v, cells: &cells_args, sbuf: (&sbuf, sbuf_stride), out: &out, yq };
-    attend_values(gpu, crate::plan::plan(gpu).attend.variant, &values, d, t)?;
+    let (sbuf, v) = ((&sbuf, sbuf_stride), &st.v);
+    let values = Values { qg: &qg, v, cells: &cells_args, sbuf, out: &out, yq, softmax };
+    attend_values(gpu, variant, &values, d, t)?;
     st.cells += t;
     let y = Buf::<f32>::uninit(gpu, t * w.o.rows)?;
     match &oq {
@@ -367,6 +370,37 @@ pub fn attention(
         None => matvec(gpu, &w.o, &out, &y, t)?,
     }
     Ok(y)
+}
+
+/// The window's k (normed and roped) and v cells of `dim` values appended to the caches at the layer's next
+/// cell, in one launch (kv_store; blockIdx.y picks the cache).
+fn store_kv(
+    gpu: &Gpu,
+    st: &AttnStateGpu,
+    (k, v): (&Buf<f32>, &Buf<f32>),
+    (dim, t): (usize, usize),
+) -> Result<(), CudaError> {
+    let (pos, i) = (st.cells, |v: usize| Arg::I32(v as i32));
+    let store = gpu.function("attn.cu", SRC, "kv_store")?;
+    let mut cfg = if st.k.mode == KvMode::Int8 { warps_cfg(t * dim / 64) } else { warps_cfg((t * dim).div_ceil(32)) };
+    cfg.grid_dim.1 = 2;
+    let args = [
+        &[Arg::Ptr(k.ptr(gpu))][..],
+        &st.k.args(gpu),
+        &[Arg::Ptr(v.ptr(gpu))],
+        &st.v.args(gpu),
+        &[Arg::I32(st.k.mode_id()), i(dim), i(pos), i(t)],
+    ]
+    .concat();
+    launch(gpu, &store, "kv_store", cfg, &args)
+}
+
+/// `STRATA_KV_FUSE=1` (opt-in until timed on a card): the q and k heads' norms and rope and the k and v
+/// cells' append in one launch (attn.cu's `norm_rope_kv`, the same values as `norm_rope` and `kv_store`),
+/// one link fewer on an attention layer's chain.
+fn kv_fuse() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_KV_FUSE").is_ok_and(|v| v == "1"))
 }
 
 /// How the attention values are read (kernels/attn.cu); both give the same sums, the plan picks one.
@@ -398,6 +432,17 @@ impl AttendVariant {
         AttendVariant::ALL.into_iter().find(|a| a.name() == v)
     }
 
+    /// The variant that runs for caches like `v` in heads `d`: the pipe kernel copies 16-byte pieces of
+    /// fp16 cells (whole slices of 32 dims), 4 heads a block; elsewhere `Tiles` stands in for it.
+    fn runs(self, v: &KvGpu, d: AttnDims) -> AttendVariant {
+        let pipe_fits = v.mode_id() == 0 && d.dh.is_multiple_of(32) && (d.hq / d.hkv).is_multiple_of(4);
+        if self == AttendVariant::Pipe && !pipe_fits {
+            AttendVariant::Tiles
+        } else {
+            self
+        }
+    }
+
     fn kernel(self) -> &'static str {
         match self {
             AttendVariant::Tiles => "attend_values",
@@ -417,6 +462,16 @@ struct Values<'a> {
     sbuf: (&'a Buf<f32>, usize),
     out: &'a Buf<f32>,
     yq: Option<(&'a Buf<i32>, i32)>,
+    /// Whether the kernel makes the softmax from the scores itself (the pipe kernel's `_s` forms).
+    softmax: bool,
+}
+
+/// `STRATA_SOFTMAX_IN_VALUES=1` (opt-in until timed on a card): the pipe values kernel makes the softmax's
+/// max and sum for its head from the scores, and each e_j as it reads the score, by attend_softmax's
+/// expressions in its order (the same bits), so no softmax launch sits between the scores and the values.
+fn softmax_in_values() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_SOFTMAX_IN_VALUES").is_ok_and(|v| v == "1"))
 }
 
 /// `out = (Σ_j e_j·v_j) / Σe · σ(gate)` per query head, token and dim, in variant `variant`.
@@ -430,13 +485,10 @@ fn attend_values(gpu: &Gpu, variant: AttendVariant, x: &Values, d: AttnDims, t: 
         &[i(d.hq), i(d.hkv), i(d.dh)],
     ]
     .concat();
-    // The pipe kernel copies 16-byte pieces of fp16 cells (whole slices of 32 dims), 4 heads a block.
-    let variant = match variant {
-        AttendVariant::Pipe if x.v.mode_id() != 0 || !d.dh.is_multiple_of(32) || !(d.hq / d.hkv).is_multiple_of(4) => {
-            AttendVariant::Tiles
-        }
-        v => v,
-    };
+    let variant = AttendVariant::runs(variant, x.v, d);
+    if x.softmax && variant != AttendVariant::Pipe {
+        return Err(CudaError::Shape(format!("the {} values kernel does not make the softmax", variant.name())));
+    }
     // A warp per query head of a KV group, at most 16 per block (PIPE_WARPS = 4 for the pipe kernel).
     let hpg = d.hq / d.hkv;
     let warps = if variant == AttendVariant::Pipe { 4 } else { hpg.min(16) };
@@ -445,13 +497,18 @@ fn attend_values(gpu: &Gpu, variant: AttendVariant, x: &Values, d: AttnDims, t: 
         block_dim: (32 * warps as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (name, args) = match x.yq {
-        Some((q, layout)) => {
-            let quantized = [Arg::Ptr(q.ptr(gpu)), Arg::I32(layout), i(t)];
-            (crate::device::kernel_name([variant.kernel(), "_q", ""]), [&args[..], &quantized].concat())
-        }
-        None => (variant.kernel(), args),
+    // The kernel's form: `_q` quantizes its output too, `_s` makes the softmax itself (`_qs` both).
+    let form = match (x.yq.is_some(), x.softmax) {
+        (false, false) => "",
+        (true, false) => "_q",
+        (false, true) => "_s",
+        (true, true) => "_qs",
     };
+    let args = match x.yq {
+        Some((q, layout)) => [&args[..], &[Arg::Ptr(q.ptr(gpu)), Arg::I32(layout), i(t)]].concat(),
+        None => args,
+    };
+    let name = crate::device::kernel_name([variant.kernel(), form, ""]);
     launch(gpu, &gpu.function("attn.cu", SRC, name)?, name, cfg, &args)
 }
 
@@ -514,8 +571,15 @@ pub fn attend_check(gpu: &Gpu, variant: AttendVariant) -> Result<Option<f64>, Cu
                     Arg::Ptr(lo.ptr(gpu)),
                 ];
                 let outs = [Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?, Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?];
-                let x =
-                    |k: usize| Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &outs[k], yq: None };
+                let x = |k: usize| Values {
+                    qg: &qg,
+                    v: &v,
+                    cells: &cells,
+                    sbuf: (&sbuf, stride),
+                    out: &outs[k],
+                    yq: None,
+                    softmax: false,
+                };
                 attend_values(gpu, AttendVariant::Tiles, &x(0), d, t)?;
                 attend_values(gpu, variant, &x(1), d, t)?;
                 let bits = |b: &Buf<f32>| -> Result<Vec<u32>, CudaError> {
@@ -573,7 +637,7 @@ fn attend_time(
         attend_values(
             gpu,
             variant,
-            &Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &out, yq: None },
+            &Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &out, yq: None, softmax: false },
             d,
             1,
         )

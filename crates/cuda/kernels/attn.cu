@@ -3,6 +3,19 @@
 // selected cells (or every cell on a dense layer). Twin of crates/model/src/layers/qsa.rs; the projections
 // are matvec.cu's, the block scores and top-k qsa.cu's.
 
+// One head of `dim` values at x rms-normed with w into o and roped in NEOX pairs over the first `rot` dims
+// with the (cos, sin) pairs at rr: norm_rope's work for a warp, for norm_rope_kv. norm_rope and kv_store keep
+// their own lines of this and of warp_kv_group until norm_rope_kv has run on a card: taken through these
+// functions their PTX changes (the same arithmetic, scheduled otherwise), and theirs is what passed parity.
+__device__ __forceinline__ void warp_norm_rope(const float* x, float* o, const float* w, const float* rr, int dim,
+                                               int rot) {
+    const int lane = threadIdx.x % WARP;
+    const float rs = warp_rms_scale(x, dim);
+    for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
+    __syncwarp();
+    warp_rope_neox(o, rr, rot);
+}
+
 // Rows of `heads` vectors of `dim` values at in[t·in_stride + h·head_stride ..]: each rms-normed ((x·rs)·w,
 // rs = 1/√(Σx²/dim + eps) by the contract) and roped in NEOX pairs over the first `rot` dims with the (cos,
 // sin) row of its token (rope[t·rot/2 ..] pairs); written to out[(t·heads + h)·dim ..]. One warp each.
@@ -31,6 +44,22 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
     for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
     __syncwarp();
     warp_rope_neox(o, rope + (size_t)t * rot, rot);
+}
+
+// A group of 64 cache values at x in int8 (a warp): scale = f16(amax/127) to *scale, each code =
+// clamp(rint(v/scale), ±127) (0 for a zero scale) to codes[0..64].
+__device__ __forceinline__ void warp_kv_group(const float* x, unsigned short* scale, signed char* codes) {
+    const int lane = threadIdx.x % WARP;
+    float amax = fmaxf(fabsf(x[lane]), fabsf(x[lane + 32]));
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const unsigned short h = f32_to_f16_bits(__fdiv_rn(amax, 127.0f));
+    const float s = f16_bits_to_f32(h);
+    if (lane == 0) *scale = h;
+    for (int i = lane; i < 64; i += WARP) {
+        const float q = s == 0.0f ? 0.0f : fminf(fmaxf(rintf(__fdiv_rn(x[i], s)), -127.0f), 127.0f);
+        codes[i] = (signed char)(int)q;
+    }
 }
 
 // The cache append of T cells from `cell0`: `dim` values each. Mode 0 fp16 (round to nearest even), 1 int8
@@ -86,17 +115,7 @@ __device__ __forceinline__ void warp_kv_put(const float* x, int dh, unsigned sho
     const int lane = threadIdx.x % WARP;
     if (mode == 1) {
         for (int g = 0; g < dh / 64; ++g) {
-            const float* xg = x + 64 * g;
-            float amax = fmaxf(fabsf(xg[lane]), fabsf(xg[lane + 32]));
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-            const unsigned short h = f32_to_f16_bits(__fdiv_rn(amax, 127.0f));
-            const float sc = f16_bits_to_f32(h);
-            if (lane == 0) scales[cell * (dim / 64) + off / 64 + g] = h;
-            for (int i = lane; i < 64; i += WARP) {
-                const float q = sc == 0.0f ? 0.0f : fminf(fmaxf(rintf(__fdiv_rn(xg[i], sc)), -127.0f), 127.0f);
-                codes[cell * dim + off + 64 * g + i] = (signed char)(int)q;
-            }
+            warp_kv_group(x + 64 * g, scales + cell * (dim / 64) + off / 64 + g, codes + cell * dim + off + 64 * g);
         }
         return;
     }
@@ -139,15 +158,10 @@ extern "C" __global__ void norm_rope_kv(const float* __restrict__ in, int in_str
         w = w2;
         heads = heads2;
     }
-    const int lane = threadIdx.x % WARP;
     if (gw >= T * heads) return;
     const int t = gw / heads, h = gw % heads;
-    const float* x = in + (size_t)t * in_stride + (size_t)h * head_stride;
     float* o = out + (size_t)gw * dim;
-    const float rs = warp_rms_scale(x, dim);
-    for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
-    __syncwarp();
-    warp_rope_neox(o, rope + (size_t)t * rot, rot);
+    warp_norm_rope(in + (size_t)t * in_stride + (size_t)h * head_stride, o, w, rope + (size_t)t * rot, dim, rot);
     if (k) {
         __syncwarp();
         warp_kv_put(o, dim, kh, kc, ks, kf, mode, cache_dim, (size_t)cell0 + t, h * dim);

@@ -62,6 +62,8 @@ pub struct MoeGpu {
     /// Where the experts' gate and up launch also quantizes h for the down products (qdot.rs
     /// `can_publish`): the arrival counts of its pieces' blocks, zero between launches.
     done: Option<Buf<u32>>,
+    /// MAX_T zeros: the shared expert as expert 0 of a one-slot gather ([`shared_glu`]).
+    zeros: Buf<i32>,
 }
 
 impl MoeGpu {
@@ -98,6 +100,7 @@ impl MoeGpu {
         let done = if publish { Some(Buf::zeros(gpu, MAX_T * k * f / 32)?) } else { None };
         Ok(MoeGpu {
             done,
+            zeros: Buf::zeros(gpu, MAX_T)?,
             dims: (e, k, f, fs, n),
             router: MatrixGpu::upload(gpu, &w.router)?,
             up: StackedGpu::upload_beside(gpu, &w.up_exps, (&w.gate_exps, &gate))?,
@@ -206,10 +209,15 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
     let (gs, us, hs, shared) =
         (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
     gpu.side(|| {
-        matvec_pre(gpu, (x, xq), (&w.gate_sh, &gs), Some((&w.up_sh, &us)), t)?;
+        // With STRATA_SHARED_GLU=1 the gate and up products and the activation in one launch.
+        if !(whole && shared_glu() && shared_glu_launch(gpu, w, (x, xq), &hs, t)?) {
+            matvec_pre(gpu, (x, xq), (&w.gate_sh, &gs), Some((&w.up_sh, &us)), t)?;
+            if whole {
+                let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
+                launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
+            }
+        }
         if whole {
-            let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
-            launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
             matvec(gpu, &w.down_sh, &hs, &shared, t)?;
         }
         if w.sg_kind == 0 {
@@ -248,6 +256,30 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
         launch(gpu, &act, "moe_act", elementwise(shared_act), &args)?;
     }
     Ok(Hidden { h, hq, ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
+}
+
+/// `STRATA_SHARED_GLU=1` (opt-in until timed on a card): the shared expert's gate and up products and its
+/// activation in one launch, the experts' one-launch GLU with the shared expert as expert 0 of one slot, so
+/// the side lane holds no `moe_act` launch. The same products and `silu(g)·u`, so the same bits.
+fn shared_glu() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRATA_SHARED_GLU").is_ok_and(|v| v == "1"))
+}
+
+/// The shared expert's activation `hs` (t rows of fs) from its gate and up products in one launch
+/// (`matvec_gather_glu` over the two matrices as a stack of one expert); `false`, nothing launched, where
+/// the two differ in type or shape. x quantized before in element order is taken where the type wants it.
+fn shared_glu_launch(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    hs: &Buf<f32>,
+    t: usize,
+) -> Result<bool, CudaError> {
+    let (fs, n) = (w.dims.3, w.dims.4);
+    let one = Gather { stride: 0, offset: 0, rows: fs };
+    let xq = xq.filter(|_| crate::qdot::takes_element_order(w.gate_sh.ty));
+    matvec_gather_glu(gpu, (&w.gate_sh, one), (&w.up_sh, one), (x, xq), (n, 0), (hs, None), &w.zeros, (t, 1))
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and

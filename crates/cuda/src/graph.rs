@@ -194,6 +194,25 @@ fn env_is_one(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| v == "1")
 }
 
+/// `STRATA_GRAPH=lanes`: the first decode step recorded ahead, its fork-to-joins by lane (lanes.rs).
+fn print_lanes_once(ops: &[Op]) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let marks: Vec<crate::lanes::Mark> = ops
+        .iter()
+        .map(|o| match o {
+            Op::Kernel { name, .. } => crate::lanes::Mark::Kernel(name),
+            Op::Fork => crate::lanes::Mark::Fork,
+            Op::Back => crate::lanes::Mark::Back,
+            Op::Join => crate::lanes::Mark::Join,
+            Op::Zero { .. } | Op::Copy { .. } => crate::lanes::Mark::Other,
+        })
+        .collect();
+    eprint!("{}", crate::lanes::report(&marks));
+}
+
 fn graph_switch() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     V.get_or_init(|| std::env::var("STRATA_GRAPH").unwrap_or_default())
@@ -319,6 +338,9 @@ impl Gpu {
         let t0 = std::time::Instant::now();
         let (out, ops) = self.record_step(f)?;
         let out = out?;
+        if graph_switch() == "lanes" {
+            print_lanes_once(&ops);
+        }
         // The graph is matched and updated now too: an update changes only later launches of an
         // executable graph, not the one of the step still running (cuGraphExecKernelNodeSetParams).
         self.ctx.bind_to_thread().check("binding the context")?;

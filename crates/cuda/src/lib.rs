@@ -15,6 +15,7 @@ pub mod forward;
 pub mod gdn;
 pub mod graph;
 pub mod hc;
+pub mod lanes;
 pub mod matvec;
 pub mod moe;
 pub mod parity;

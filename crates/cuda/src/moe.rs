@@ -64,6 +64,9 @@ pub struct MoeGpu {
     done: Option<Buf<u32>>,
     /// MAX_T zeros: the shared expert as expert 0 of a one-slot gather ([`shared_glu`]).
     zeros: Buf<i32>,
+    /// As `done`, for the shared expert's one-launch GLU where it quantizes its output for the shared
+    /// down product too.
+    done_sh: Option<Buf<u32>>,
 }
 
 impl MoeGpu {
@@ -98,8 +101,11 @@ impl MoeGpu {
         let gate = StackedGpu::upload(gpu, &w.gate_exps)?;
         let publish = crate::qdot::can_publish(w.gate_exps.m.ty, w.down_exps.m.ty, f);
         let done = if publish { Some(Buf::zeros(gpu, MAX_T * k * f / 32)?) } else { None };
+        let publish_sh = crate::qdot::can_publish(w.gate_shexp.ty, w.down_shexp.ty, fs);
+        let done_sh = if publish_sh && shared_glu() { Some(Buf::zeros(gpu, MAX_T * fs / 32)?) } else { None };
         Ok(MoeGpu {
             done,
+            done_sh,
             zeros: Buf::zeros(gpu, MAX_T)?,
             dims: (e, k, f, fs, n),
             router: MatrixGpu::upload(gpu, &w.router)?,
@@ -209,16 +215,20 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
     let (gs, us, hs, shared) =
         (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
     gpu.side(|| {
-        // With STRATA_SHARED_GLU=1 the gate and up products and the activation in one launch.
-        if !(whole && shared_glu() && shared_glu_launch(gpu, w, (x, xq), &hs, t)?) {
+        // With STRATA_SHARED_GLU=1 the gate and up products and the activation in one launch, which with
+        // STRATA_QDOT_PUBLISH=1 also quantizes hs for the down product.
+        let glu = if whole && shared_glu() { shared_glu_launch(gpu, w, (x, xq), &hs, t)? } else { None };
+        if glu.is_none() {
             matvec_pre(gpu, (x, xq), (&w.gate_sh, &gs), Some((&w.up_sh, &us)), t)?;
             if whole {
                 let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
                 launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
             }
         }
-        if whole {
-            matvec(gpu, &w.down_sh, &hs, &shared, t)?;
+        match glu.flatten() {
+            Some(hq) if whole => crate::qdot::dense_quantized(gpu, &w.down_sh, &hq, (shared.ptr(gpu), None), t)?,
+            _ if whole => matvec(gpu, &w.down_sh, &hs, &shared, t)?,
+            _ => {}
         }
         if w.sg_kind == 0 {
             matvec(gpu, &w.sgate, x, &sg, t)?;
@@ -267,19 +277,31 @@ fn shared_glu() -> bool {
 }
 
 /// The shared expert's activation `hs` (t rows of fs) from its gate and up products in one launch
-/// (`matvec_gather_glu` over the two matrices as a stack of one expert); `false`, nothing launched, where
-/// the two differ in type or shape. x quantized before in element order is taken where the type wants it.
+/// (`matvec_gather_glu` over the two matrices as a stack of one expert): None, nothing launched, where the
+/// two differ in type or shape; else hs also quantized for the down product where the launch made that
+/// too (`done_sh`: `STRATA_QDOT_PUBLISH=1` and types that can). x quantized before in element order is taken
+/// where the type wants it.
 fn shared_glu_launch(
     gpu: &Gpu,
     w: &MoeGpu,
     (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
     hs: &Buf<f32>,
     t: usize,
-) -> Result<bool, CudaError> {
+) -> Result<Option<Option<Buf<i32>>>, CudaError> {
     let (fs, n) = (w.dims.3, w.dims.4);
     let one = Gather { stride: 0, offset: 0, rows: fs };
     let xq = xq.filter(|_| crate::qdot::takes_element_order(w.gate_sh.ty));
-    matvec_gather_glu(gpu, (&w.gate_sh, one), (&w.up_sh, one), (x, xq), (n, 0), (hs, None), &w.zeros, (t, 1))
+    let hq = match &w.done_sh {
+        Some(done) => {
+            let hq = Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, fs))?;
+            Some((crate::qdot::Publish { hq: hq.ptr(gpu), done: done.ptr(gpu) }, hq))
+        }
+        None => None,
+    };
+    let publish = hq.as_ref().map(|(p, _)| *p);
+    let (gate, up) = ((&w.gate_sh, one), (&w.up_sh, one));
+    let done = matvec_gather_glu(gpu, gate, up, (x, xq), (n, 0), (hs, publish), &w.zeros, (t, 1))?;
+    Ok(done.then(|| hq.map(|(_, b)| b)))
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and

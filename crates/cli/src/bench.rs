@@ -73,7 +73,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 
 fn ple_rows(path: &std::path::Path, tokens: usize, rounds: usize, warm: bool) -> Result<()> {
     use anyhow::Context;
-    use strata_model::layers::ple::{ple_rows, warm_table};
+    use strata_model::layers::ple::{table_rows, warm_table};
     let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
         .with_context(|| format!("loading {}", path.display()))?;
     let (Some(p), Some(w)) = (&model.config.ple, &model.weights.ple) else {
@@ -91,11 +91,7 @@ fn ple_rows(path: &std::path::Path, tokens: usize, rounds: usize, warm: bool) ->
         let t0 = Instant::now();
         for _ in 0..tokens {
             let t = (rng.next_u64() % model.config.vocab as u64) as u32;
-            for (h, row) in ple_rows(p, t, &prev).into_iter().enumerate() {
-                w.table.row(row as usize, &mut emb[h * p.row_dim..(h + 1) * p.row_dim]);
-            }
-            prev.rotate_right(1);
-            prev[0] = t as u64;
+            table_rows(p, w, t, &mut prev, &mut emb);
         }
         let us = t0.elapsed().as_secs_f64() * 1e6 / tokens.max(1) as f64;
         println!("round {round}: {us:.1} µs a token ({} rows of {} values)", p.heads(), p.row_dim);

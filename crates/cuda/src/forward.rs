@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 
 use strata_model::backend::{trunk, Backend, Decoder, HcId, MoeId};
-use strata_model::config::{LayerKind, PleConfig};
+use strata_model::config::LayerKind;
 use strata_model::kv::KvMode;
-use strata_model::layers::ple::ple_rows;
+use strata_model::layers::ple::table_rows;
 use strata_model::model::MTP_WINDOW;
 use strata_model::ops::sample::SampleParams;
 use strata_model::state::{GdnState, LayerState, PleState};
@@ -444,7 +444,7 @@ impl CudaForward<'_> {
                         return Err(CudaError::Shape("PLE rows staged for a model without PLE".into()));
                     };
                     let mut emb = vec![0f32; p.embd_dim()];
-                    ple_table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
+                    table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
                     let bytes: Vec<u8> = emb.iter().flat_map(|v| v.to_le_bytes()).collect();
                     self.gpu.write_staged(ptr, &bytes)?;
                 }
@@ -481,17 +481,6 @@ impl CudaForward<'_> {
         matvec_at(g, &self.output, last, y.ptr(g), 1)?;
         Ok(y)
     }
-}
-
-/// Token `t`'s PLE table rows into `emb` (read on the host, from the memory-mapped file), and the PLE
-/// history moved on by it.
-fn ple_table_rows(p: &PleConfig, pw: &PleWeights, t: u32, prev: &mut [u64], emb: &mut [f32]) {
-    let m = p.row_dim;
-    for (h, row) in ple_rows(p, t, prev).into_iter().enumerate() {
-        pw.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
-    }
-    prev.rotate_right(1);
-    prev[0] = t as u64;
 }
 
 /// The QSA block size of an attention layer (0: dense).
@@ -536,7 +525,7 @@ impl Backend for CudaForward<'_> {
                 // prepared ahead, once its token is known: `write_late`).
                 let mut emb = vec![0f32; p.embd_dim()];
                 if !late {
-                    ple_table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
+                    table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
                 }
                 let eb = Buf::from_host(g, &emb)?;
                 self.note_late(|| Late::PleRows(eb.ptr(g)));

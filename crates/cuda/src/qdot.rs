@@ -384,8 +384,8 @@ fn dense_conv_launch(
 /// Whether the GDN delta kernel also quantizes its output for the output product over `out` (gdn.cu's
 /// `_nq` kernels): a § qdot type that wants the codes in element order, inputs quantized once, and a head
 /// width the register kernels take (32, 64, 128). The default since speed-18 (+0.8% at depth 1,024 in
-/// speed-17 and again in speed-18, +1.9% with `QDOT_ROW_AHEAD` there, ahead in each of five rounds); `STRATA_GDN_QUANTIZE=0`
-/// turns it off. The same bits either way.
+/// speed-17 and again in speed-18, +1.9% with `QDOT_ROW_AHEAD` there, ahead in each of five rounds);
+/// `STRATA_GDN_QUANTIZE=0` turns it off. The same bits either way.
 pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_QUANTIZE").map_or(true, |v| v != "0"));

@@ -11,8 +11,9 @@ use crate::weights::PleWeights;
 /// The PLE table's pages read once, on a thread of its own, so that a token's rows (16 random rows of a
 /// table that may hold tens of GB, read from the memory-mapped file on the host) do not each wait for a
 /// page fault or the disk while the device waits for them (`strata bench ple_rows`: 78 µs a token from a
-/// cold page cache, 4 µs read ahead). Skipped, and said, when the table is more than half the memory the system has available; off
-/// with `STRATA_PLE_WARM=0`. Returns the thread (None when skipped); nothing waits for it.
+/// cold page cache, 4 µs read ahead). Skipped, and said, when the table is more than half the memory the
+/// system has available; off with `STRATA_PLE_WARM=0`. Returns the thread (None when skipped); nothing
+/// waits for it.
 pub fn warm_table(w: &PleWeights) -> Option<std::thread::JoinHandle<()>> {
     if std::env::var("STRATA_PLE_WARM").is_ok_and(|v| v == "0") {
         return None;
@@ -69,15 +70,22 @@ pub fn ple_rows(c: &PleConfig, t: u32, prev: &[u64]) -> Vec<u64> {
         .collect()
 }
 
-/// The PLE block on R (hc·n) for token `t`; advances the history.
-pub fn ple(r: &mut [f32], w: &PleWeights, c: &Config, p: &PleConfig, t: u32, st: &mut PleState) {
-    let (n, hc, m) = (c.n_embd, c.hc, p.row_dim);
-    let mut emb = vec![0f32; p.embd_dim()];
-    for (h, row) in ple_rows(p, t, &st.prev).into_iter().enumerate() {
+/// Token `t`'s table rows, one per head, dequantized into `emb` (heads × row_dim values), and the history
+/// `prev` (most recent first) moved on by t. Both devices read the rows on the host this way.
+pub fn table_rows(c: &PleConfig, w: &PleWeights, t: u32, prev: &mut [u64], emb: &mut [f32]) {
+    let m = c.row_dim;
+    for (h, row) in ple_rows(c, t, prev).into_iter().enumerate() {
         w.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
     }
-    st.prev.rotate_right(1);
-    st.prev[0] = t as u64;
+    prev.rotate_right(1);
+    prev[0] = t as u64;
+}
+
+/// The PLE block on R (hc·n) for token `t`; advances the history.
+pub fn ple(r: &mut [f32], w: &PleWeights, c: &Config, p: &PleConfig, t: u32, st: &mut PleState) {
+    let (n, hc) = (c.n_embd, c.hc);
+    let mut emb = vec![0f32; p.embd_dim()];
+    table_rows(p, w, t, &mut st.prev, &mut emb);
 
     let mut key = vec![0f32; hc * n];
     grouped_rms_norm(&w.key.matvec(&emb), &w.norm_key, n, &mut key);

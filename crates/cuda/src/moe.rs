@@ -217,18 +217,22 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
     gpu.side(|| {
         // With STRATA_SHARED_GLU=1 the gate and up products and the activation in one launch, which with
         // STRATA_QDOT_PUBLISH=1 also quantizes hs for the down product.
-        let glu = if whole && shared_glu() { shared_glu_launch(gpu, w, (x, xq), &hs, t)? } else { None };
-        if glu.is_none() {
+        let hq = match &w.done_sh {
+            Some(_) if whole && shared_glu() => Some(Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, fs))?),
+            _ => None,
+        };
+        let glu = whole && shared_glu() && shared_glu_launch(gpu, w, (x, xq), (&hs, hq.as_ref()), t)?;
+        if !glu {
             matvec_pre(gpu, (x, xq), (&w.gate_sh, &gs), Some((&w.up_sh, &us)), t)?;
             if whole {
                 let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
                 launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
             }
         }
-        match glu.flatten() {
-            Some(hq) if whole => crate::qdot::dense_quantized(gpu, &w.down_sh, &hq, (shared.ptr(gpu), None), t)?,
-            _ if whole => matvec(gpu, &w.down_sh, &hs, &shared, t)?,
-            _ => {}
+        match hq.filter(|_| glu) {
+            Some(hq) => crate::qdot::dense_quantized(gpu, &w.down_sh, &hq, (shared.ptr(gpu), None), t)?,
+            None if whole => matvec(gpu, &w.down_sh, &hs, &shared, t)?,
+            None => {}
         }
         if w.sg_kind == 0 {
             matvec(gpu, &w.sgate, x, &sg, t)?;
@@ -277,31 +281,26 @@ fn shared_glu() -> bool {
 }
 
 /// The shared expert's activation `hs` (t rows of fs) from its gate and up products in one launch
-/// (`matvec_gather_glu` over the two matrices as a stack of one expert): None, nothing launched, where the
-/// two differ in type or shape; else hs also quantized for the down product where the launch made that
-/// too (`done_sh`: `STRATA_QDOT_PUBLISH=1` and types that can). x quantized before in element order is taken
+/// (`matvec_gather_glu` over the two matrices as a stack of one expert), and with `hq` (`done_sh`:
+/// `STRATA_QDOT_PUBLISH=1` and types that can) hs quantized into it for the down product; `false`,
+/// nothing launched, where the two differ in type or shape. x quantized before in element order is taken
 /// where the type wants it.
 fn shared_glu_launch(
     gpu: &Gpu,
     w: &MoeGpu,
     (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
-    hs: &Buf<f32>,
+    (hs, hq): (&Buf<f32>, Option<&Buf<i32>>),
     t: usize,
-) -> Result<Option<Option<Buf<i32>>>, CudaError> {
+) -> Result<bool, CudaError> {
     let (fs, n) = (w.dims.3, w.dims.4);
     let one = Gather { stride: 0, offset: 0, rows: fs };
     let xq = xq.filter(|_| crate::qdot::takes_element_order(w.gate_sh.ty));
-    let hq = match &w.done_sh {
-        Some(done) => {
-            let hq = Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, fs))?;
-            Some((crate::qdot::Publish { hq: hq.ptr(gpu), done: done.ptr(gpu) }, hq))
-        }
-        None => None,
+    let publish = match (hq, &w.done_sh) {
+        (Some(hq), Some(done)) => Some(crate::qdot::Publish { hq: hq.ptr(gpu), done: done.ptr(gpu) }),
+        _ => None,
     };
-    let publish = hq.as_ref().map(|(p, _)| *p);
     let (gate, up) = ((&w.gate_sh, one), (&w.up_sh, one));
-    let done = matvec_gather_glu(gpu, gate, up, (x, xq), (n, 0), (hs, publish), &w.zeros, (t, 1))?;
-    Ok(done.then(|| hq.map(|(_, b)| b)))
+    matvec_gather_glu(gpu, gate, up, (x, xq), (n, 0), (hs, publish), &w.zeros, (t, 1))
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and

@@ -189,11 +189,6 @@ fn side_switch() -> &'static str {
     V.get_or_init(|| std::env::var("STRATA_SIDE").unwrap_or_default())
 }
 
-/// Whether the switch `name` is set to 1.
-fn env_is_one(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| v == "1")
-}
-
 /// `STRATA_GRAPH=lanes`: the first decode step recorded ahead, its fork-to-joins by lane (lanes.rs).
 fn print_lanes_once(ops: &[Op]) {
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -542,15 +537,10 @@ impl Gpu {
     /// A timing event recorded on the stream now, with `STRATA_GAPS=1` (None otherwise).
     fn gap_mark(&self) -> Result<Option<CudaEvent>, CudaError> {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        self.event_if(*ON.get_or_init(|| env_is_one("STRATA_GAPS")), sys::CUevent_flags::CU_EVENT_DEFAULT)
-    }
-
-    /// An event with `flags` recorded on the stream now, when `on`.
-    fn event_if(&self, on: bool, flags: sys::CUevent_flags) -> Result<Option<CudaEvent>, CudaError> {
-        if !on {
+        if !*ON.get_or_init(|| std::env::var("STRATA_GAPS").is_ok_and(|v| v == "1")) {
             return Ok(None);
         }
-        let e = self.ctx.new_event(Some(flags)).check("creating an event")?;
+        let e = self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;
         e.record(&self.stream).check("recording an event")?;
         Ok(Some(e))
     }

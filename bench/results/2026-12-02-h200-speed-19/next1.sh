@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # For the session after speed-19 (call 1, about 8 minutes): the values-dot branch (the attention values by
-# the reduction contract, one kernel per cache mode) through the candidates' checks, then against main's
-# binary at 4K. Before the call: `git checkout values-dot`, build, `cp target/release/strata .dev/strata`,
-# and main's binary as `.dev/strata-main` (both stripped; carry [".dev"]). The log is written to $OUT as it
-# goes (a command cut off by its limit returns no output of its own).
+# the reduction contract, one kernel per cache mode; then the scores kernel per cache mode) through the
+# candidates' checks, then against main's binary at 4K. Three binaries, stripped, carried in .dev
+# (carry [".dev"]); left there by speed-19, rebuild them if their commits moved:
+#   .dev/strata-main    main                     (speed-19: 1d8c7f8 and its note commits; no kernel change)
+#   .dev/strata-values  values-dot at 6d05cdb    (the values kernel alone)
+#   .dev/strata         values-dot's tip         (the values and the scores kernels)
+# The log is written to $OUT as it goes (a command cut off by its limit returns no output of its own).
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 date -u
-timeout 270 bash bench/gpu_candidates.sh "" | grep -v '^OK\|^ok' | tail -40
+STRATA_BIN=.dev/strata timeout 240 bash bench/gpu_candidates.sh "" | grep -v '^OK\|^ok' | tail -40
 date -u
-DEPTH=4096 ROUNDS=3 N=128 timeout 280 bash bench/engine_ab.sh ".dev/strata-main" ""
+DEPTH=4096 ROUNDS=3 N=128 timeout 330 bash bench/engine_ab.sh .dev/strata-main .dev/strata-values .dev/strata
 date -u

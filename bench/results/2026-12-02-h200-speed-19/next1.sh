@@ -3,8 +3,8 @@
 # the reduction contract, one kernel per cache mode; then the scores kernel per cache mode) through the
 # candidates' checks, then against main's binary at 4K. Three binaries, stripped, carried in .dev
 # (carry [".dev"]); left there by speed-19, rebuild them if their commits moved:
-#   .dev/strata-main    main                     (speed-19: 1d8c7f8 and its note commits; no kernel change)
-#   .dev/strata-values  values-dot at 6d05cdb    (the values kernel alone)
+#   .dev/strata-main    main                     (no kernel change in speed-19)
+#   .dev/strata-values  values-dot at 9a75138    (the values kernel alone)
 #   .dev/strata         values-dot's tip         (the values and the scores kernels)
 # The log is written to $OUT as it goes (a command cut off by its limit returns no output of its own).
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1

@@ -5,7 +5,7 @@
 # commits moved:
 #   .dev/strata-main    main                     (no kernel change in speed-19)
 #   .dev/strata-values  values-dot at 9a75138    (the values kernel alone; tag values-alone)
-#   .dev/strata         values-dot at 4c986c4    (the values and scores kernels, the indexer's scorer)
+#   .dev/strata         values-dot at 05dd58a    (its tip: the values, scores and softmax kernels, the indexer's scorer)
 # The log is written to $OUT as it goes (a command cut off by its limit returns no output of its own).
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # For the session after speed-19 (call 1 of 3, about 5 minutes): the values-dot branch's tip through the
-# candidates' checks, alone and with the two opt-ins that shorten the attention layers' main lane. Three
+# candidates' checks, alone and with the two opt-ins that shorten the attention layers' main lane. Four
 # binaries, stripped, carried in .dev (carry [".dev"]); left there by speed-19, rebuild them if their
 # commits moved:
 #   .dev/strata-main    main                     (no kernel change in speed-19)
 #   .dev/strata-values  values-dot at 9a75138    (the values kernel alone; tag values-alone)
-#   .dev/strata         values-dot at 05dd58a    (its tip: the values, scores and softmax kernels, the indexer's scorer)
+#   .dev/strata-attn    values-dot at 05dd58a    (attention's values, scores and softmax, the indexer's scorer)
+#   .dev/strata         values-dot at 4ff1ce6    (its tip: also the HC up kernel's epilogue, the GDN out norm)
 # The log is written to $OUT as it goes (a command cut off by its limit returns no output of its own).
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

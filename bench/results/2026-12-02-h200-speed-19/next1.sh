@@ -6,7 +6,7 @@
 #   .dev/strata-main    main                     (no kernel change in speed-19)
 #   .dev/strata-values  values-dot at 9a75138    (the values kernel alone; tag values-alone)
 #   .dev/strata-attn    values-dot at 05dd58a    (attention's values, scores and softmax, the indexer's scorer)
-#   .dev/strata         values-dot at 4ff1ce6    (also the HC up epilogue and the GDN out norm; the tip 9a0e28c adds docs only)
+#   .dev/strata         values-dot at 1278b78    (its tip: also the HC up epilogue, the GDN out norm, norm_rope)
 # The log is written to $OUT as it goes (a command cut off by its limit returns no output of its own).
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

@@ -11,7 +11,7 @@ source "$(dirname "$0")/presets.sh"
 summary=()
 for setting in "$@"; do
   log=$(
-    for p in "gr_parity --selftest" matvec_parity gdn_parity moe_parity attn_parity; do
+    for p in "gr_parity --selftest" matvec_parity gdn_parity moe_parity attn_parity qsa_parity; do
       check "$p" "$setting" $bin parity $p
     done
     model small "$setting" fp16 int8

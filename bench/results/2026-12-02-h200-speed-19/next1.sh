@@ -7,6 +7,8 @@
 #   .dev/strata-values  values-dot at 9a75138    (the values kernel alone; tag values-alone)
 #   .dev/strata-attn    values-dot at 05dd58a    (attention's values, scores and softmax, the indexer's scorer)
 #   .dev/strata         values-dot at 1278b78    (its tip: also the HC up epilogue, the GDN out norm, norm_rope)
+# These scripts (and gpu_candidates.sh with qsa_parity) live on main: build the branch's binaries, then
+# check main out again before the device call, which runs the working tree's scripts.
 # The log is written to $OUT as it goes (a command cut off by its limit returns no output of its own).
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # For the session after speed-19 (call 1 of 3, about 5 minutes): the values-dot branch's tip through the
-# candidates' checks, alone and with the two opt-ins that shorten the attention layers' main lane. Four
+# candidates' checks, alone and with the three opt-ins that shorten a lane (attention's main lane, the
+# MoE blocks' side lane). Four
 # binaries, stripped, carried in .dev (carry [".dev"]); left there by speed-19, rebuild them if their
 # commits moved:
 #   .dev/strata-main    main                     (no kernel change in speed-19)
@@ -13,6 +14,7 @@
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 date -u
-STRATA_BIN=.dev/strata timeout 420 bash bench/gpu_candidates.sh "" "STRATA_QKV_ONCE=1 STRATA_KV_FUSE=1" \
+STRATA_BIN=.dev/strata timeout 420 bash bench/gpu_candidates.sh "" \
+  "STRATA_QKV_ONCE=1 STRATA_KV_FUSE=1 STRATA_SHARED_GLU=1" \
   | grep -v '^OK\|^ok' | tail -60
 date -u

@@ -7,7 +7,7 @@
 #   .dev/strata-main    main                     (no kernel change in speed-19)
 #   .dev/strata-values  values-dot at 9a75138    (the values kernel alone; tag values-alone)
 #   .dev/strata-attn    values-dot at 05dd58a    (attention's values, scores and softmax, the indexer's scorer)
-#   .dev/strata         values-dot at 1278b78    (its tip: also the HC up epilogue, the GDN out norm, norm_rope)
+#   .dev/strata         values-dot at 6a4a323    (its tip: also the HC up epilogue, the GDN out norm, norm_rope)
 # These scripts (and gpu_candidates.sh with qsa_parity) live on main: build the branch's binaries, then
 # check main out again before the device call, which runs the working tree's scripts.
 # The log is written to $OUT as it goes (a command cut off by its limit returns no output of its own).

@@ -84,13 +84,4 @@ for layout in block warp staged multi wide stream; do
   model tiny STRATA_MATVEC=$layout fp16
   tool moe_parity STRATA_MATVEC=$layout
 done
-if [ -z "${QUICK:-}" ]; then
-# Each attention-values variant forced (the plan picks one; each must give the CPU's bits).
-for attend in tiles prefetch pipe; do
-  kv=int8
-  [ $attend = pipe ] && kv=fp16 # the pipe kernel reads fp16 caches (others go to tiles)
-  tool attn_parity STRATA_ATTEND=$attend
-  model small STRATA_ATTEND=$attend $kv
-done
-fi
 fi

@@ -313,352 +313,80 @@ extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_str
     }
 }
 
-// Where a values block's thread works (blockIdx.x a slice of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb):
-// its token, KV group, query head (live when the warp has one of the group's heads), dim, cell count and
-// that head's row of e_j (then the sum's parts and the sum).
-struct ValuesAt {
-    int t, g, h, n, d;
-    bool live;
-    const float* e;
-    __device__ ValuesAt(const int* count, const float* sbuf, int sbuf_stride, int hq, int hkv, int dh) {
-        const int warps = blockDim.x / WARP, hpg = hq / hkv, hb_count = (hpg + warps - 1) / warps;
-        const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, hi = hb * warps + threadIdx.x / WARP;
-        t = tg / hkv;
-        g = tg % hkv;
-        h = g * hpg + hi;
-        n = count[t];
-        d = blockIdx.x * WARP + threadIdx.x % WARP;
-        live = hi < hpg;
-        e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
-    }
-};
-
-// Where a values kernel's `_q` form also writes its output quantized for the output product
-// (STRATA_ATTN_QUANTIZE=1): the pieces (QIn's layout, qdot.cu), their codes' order (0 element order, 2
-// IQ4_NL's) and the window's T. The plain kernels get none.
-struct ValuesQ {
-    int4* yq;
-    int layout, T;
-};
-
-// The output of a values chain: o / Σe (the sum stored after the parts, or with SF the one the kernel made,
-// `sum`), gated by σ(gate[d]). With QY the warp (a head's 32 dims: one piece of the output product's input,
-// lane i element i) also quantizes it.
-template <bool QY, bool SF>
-__device__ void values_store(const ValuesAt& a, float o, const float* __restrict__ qg, float* __restrict__ out,
-                             int hq, int dh, const ValuesQ& q, float sum) {
-    if (!a.live || a.d >= dh) return;
-    const float total = SF ? sum : a.e[a.n + (a.n + CHUNK - 1) / CHUNK];
-    const float gate = qg[(size_t)a.t * hq * 2 * dh + (size_t)a.h * 2 * dh + dh + a.d];
-    const float y = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
-    out[(size_t)a.t * hq * dh + (size_t)a.h * dh + a.d] = y;
-    if (QY) {
-        const int lane = threadIdx.x % WARP, byte = q.layout == 2 ? qd_pos_iq4_nl(lane) : lane;
-        warp_quantize_piece_at(y, q.yq, q.T, hq * dh / QBLOCK, a.t, (a.h * dh + a.d - lane) / QBLOCK, byte);
-    }
-}
-
-// The parameters every values kernel takes, and their names.
-#define VALUES_PARAMS                                                                                         \
-    const float *__restrict__ qg, const unsigned short *__restrict__ vh, const signed char *__restrict__ vc,  \
-        const unsigned short *__restrict__ vs, const float *__restrict__ vf, int mode,                        \
-        const unsigned int *__restrict__ ids, int ids_stride, const int *__restrict__ count,                  \
-        const int *__restrict__ lo, const float *__restrict__ sbuf, int sbuf_stride, float *__restrict__ out, \
-        int hq, int hkv, int dh
-#define VALUES_ARGS qg, vh, vc, vs, vf, mode, ids, ids_stride, count, lo, sbuf, sbuf_stride, out, hq, hkv, dh
-// A values kernel NAME (its body NAME_body) and its quantizing form NAME_q.
-#define VALUES_KERNELS(NAME)                                                                              \
-    extern "C" __global__ void NAME(VALUES_PARAMS) {                                                      \
-        NAME##_body<false, false>(VALUES_ARGS, ValuesQ{nullptr, 0, 0});                                    \
-    }                                                                                                     \
-    extern "C" __global__ void NAME##_q(VALUES_PARAMS, int4* yq, int layout, int T) {                    \
-        NAME##_body<true, false>(VALUES_ARGS, ValuesQ{yq, layout, T});                                     \
-    }
-// The forms NAME_s and NAME_qs that make the softmax themselves from the scores (STRATA_SOFTMAX_IN_VALUES=1,
-// no attend_softmax launch before them).
-#define VALUES_SOFTMAX_KERNELS(NAME)                                                                      \
-    extern "C" __global__ void NAME##_s(VALUES_PARAMS) {                                                  \
-        NAME##_body<false, true>(VALUES_ARGS, ValuesQ{nullptr, 0, 0});                                     \
-    }                                                                                                     \
-    extern "C" __global__ void NAME##_qs(VALUES_PARAMS, int4* yq, int layout, int T) {                   \
-        NAME##_body<true, true>(VALUES_ARGS, ValuesQ{yq, layout, T});                                      \
-    }
-
-// attend_softmax's max and sum for the warp's head (a live warp of a values kernel, from the scores at s):
-// the max over the n scores (exact: any order gives the block's), then lane L's running total over chunks
-// L, L + 32, … of that chunk's e_j = exp(s_j − max) added in order, and the butterfly, so the same sum in
-// every lane. The e_j themselves the caller makes as it reads them, by the same expression.
-__device__ __forceinline__ float2 warp_softmax_stats(const float* __restrict__ s, int n) {
-    const int lane = threadIdx.x % WARP, nch = (n + CHUNK - 1) / CHUNK;
-    float m = -__int_as_float(0x7f800000);
-    for (int j = lane; j < n; j += WARP) m = fmaxf(m, s[j]);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    float acc = 0.0f;
-    for (int c = lane; c < nch; c += WARP) {
-        float part = 0.0f;
-        for (int j = CHUNK * c; j < min(n, CHUNK * c + CHUNK); ++j) part = __fadd_rn(part, s_exp(__fsub_rn(s[j], m)));
-        acc = __fadd_rn(acc, part);
-    }
-    return make_float2(m, warp_butterfly(acc));
-}
-
-// A warp's fma chains through a tile of len cells: o = fma(e[j], tile[j][lane], o) for j ascending. The
-// shared-memory reads of 8 cells are issued before their 8 fmas, so only the fmas' own latency is serial.
-__device__ __forceinline__ float values_chain(float o, const float* e, const float (*tile)[WARP], int len, int lane) {
-    int j = 0;
-    for (; j + 8 <= len; j += 8) {
-        float ee[8], vv[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-            ee[u] = e[j + u];
-            vv[u] = tile[j + u][lane];
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) o = __fmaf_rn(ee[u], vv[u], o);
-    }
-    for (; j < len; ++j) o = __fmaf_rn(e[j], tile[j][lane], o);
-    return o;
-}
-
-// The values, for the query heads of one KV group together (they read the same values): blockIdx.x a slice
-// of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb, warp w the group's head hb·warps + w. Tiles of ATTEND_TILE
-// cells are read into shared memory by the whole block (the cell ids first, then the values, several loads
-// in flight per thread) with each head's e_j, then each warp runs its head's fma chains through the tile. At
-// most 16 warps.
-#define ATTEND_TILE 128
-#define ATTEND_LOADS 16
-template <bool QY, bool SF>
-__device__ __forceinline__ void attend_values_body(VALUES_PARAMS, const ValuesQ& q) {
+// The values of one query head h of token t: o[d] = dot(e, v[·][d]) over its n cells by the reduction
+// contract (docs/ARITHMETIC.md § dot, the cells cut into chunks of 8), then o[d]/Σe gated by σ(gate[d]).
+// A chunk's sum depends only on its own 8 cells, so every chunk sum is made at once, each by a thread of
+// its own; then lane L of a warp adds chunks L, L + 32, … in order and the butterfly finishes, as a warp
+// alone would. Block (blockIdx.x, blockIdx.y = (t·hkv + g)·HB + hb): VALUES_DIMS dims of VALUES_HEADS query
+// heads of KV group g (they read the same values), in rounds of VALUES_THREADS chunks; thread i of a round
+// loads its chunk's 8 cells (their ids, then 16 bytes of values each and the heads' e_j, all in flight
+// together) and makes its VALUES_HEADS · VALUES_DIMS chunk sums; warp w then adds, for its outputs, each
+// lane's chunks of the round to that lane's running total. `sbuf` holds per (t, h) the e_j, the per-chunk
+// parts of their sum and the sum (attend_softmax).
+#define VALUES_HEADS 4
+#define VALUES_DIMS 8
+#define VALUES_THREADS 256
+#define VALUES_OUT (VALUES_HEADS * VALUES_DIMS)
+extern "C" __global__ void __launch_bounds__(VALUES_THREADS)
+    attend_values(const float* __restrict__ qg, const unsigned short* __restrict__ vh, const signed char* __restrict__ vc,
+                  const unsigned short* __restrict__ vs, const float* __restrict__ vf, int mode,
+                  const unsigned int* __restrict__ ids, int ids_stride, const int* __restrict__ count,
+                  const int* __restrict__ lo, const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
+                  int hq, int hkv, int dh) {
     grid_dep_wait();
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
-    const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
-    const bool live = a.live;
-    const float* e = a.e;
-    __shared__ float tile[ATTEND_TILE][WARP];
-    __shared__ float et[16][ATTEND_TILE];  // each warp's head's e_j of the tile
-    __shared__ unsigned int cells[ATTEND_TILE];
-    float o = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += ATTEND_TILE) {
-        const int len = min(ATTEND_TILE, n - j0);
-        for (int jj = threadIdx.x; jj < len; jj += blockDim.x) {
-            cells[jj] = (unsigned int)attend_cell(ids, ids_stride, lo, t, j0 + jj);
-        }
-        for (int jj = lane; jj < len; jj += WARP) et[warp][jj] = e[j0 + jj];
-        __syncthreads();
-        // Up to ATTEND_LOADS cells a thread, all loads issued before any store: with 8 warps a whole tile is
-        // one round trip to memory.
-        for (int jb = warp; jb < len; jb += ATTEND_LOADS * warps) {
-            float v[ATTEND_LOADS];
+    __shared__ float part[VALUES_THREADS][VALUES_OUT + 1];  // +1: a warp's stores of one output hit 32 banks
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int hpg = hq / hkv, hb_count = (hpg + VALUES_HEADS - 1) / VALUES_HEADS;
+    const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, t = tg / hkv, g = tg % hkv;
+    const int d0 = blockIdx.x * VALUES_DIMS, dim = hkv * dh, n = count[t], nch = (n + CHUNK - 1) / CHUNK;
+    const int h0 = g * hpg + hb * VALUES_HEADS, heads = min(VALUES_HEADS, hpg - hb * VALUES_HEADS);
+    const float* e = sbuf + (size_t)(t * hq + h0) * sbuf_stride;
+    // Warp w's outputs: w·OUT_PER .. (head k = o / VALUES_DIMS, dim d0 + o % VALUES_DIMS).
+    constexpr int OUT_PER = VALUES_OUT / (VALUES_THREADS / WARP);
+    float total[OUT_PER];
 #pragma unroll
-            for (int u = 0; u < ATTEND_LOADS; ++u) {
-                const int jj = jb + u * warps;
-                v[u] = jj < len && d < dh ? kv_get(vh, vc, vs, vf, mode, dim, cells[jj], g * dh + d) : 0.0f;
-            }
+    for (int q = 0; q < OUT_PER; ++q) total[q] = 0.0f;
+    for (int base = 0; base < nch; base += VALUES_THREADS) {
+        const int c = base + tid;
+        if (c < nch) {
+            const int j0 = c * CHUNK, len = min(CHUNK, n - j0);
+            size_t cell[CHUNK];
 #pragma unroll
-            for (int u = 0; u < ATTEND_LOADS; ++u) {
-                if (jb + u * warps < len) tile[jb + u * warps][lane] = v[u];
-            }
-        }
-        __syncthreads();
-        if (live) o = values_chain(o, et[warp], tile, len, lane);
-        __syncthreads();
-    }
-    values_store<QY, false>(a, o, qg, out, hq, dh, q, 0.0f);
-}
-VALUES_KERNELS(attend_values)
-
-// attend_values with the next tile's loads in flight while the current tile's chains run (the plan's
-// `prefetch` variant; the same sums). The selection's cell ids are staged in shared memory once (when they
-// fit), each thread holds up to 16 values and 6 e_j of the next tile in registers, and a tile has up to 16
-// cells per warp (at most 192).
-#define PF_TILE 192
-#define PF_PER 16
-#define PF_IDS 2304
-template <bool QY, bool SF>
-__device__ __forceinline__ void attend_values_prefetch_body(VALUES_PARAMS, const ValuesQ& q) {
-    grid_dep_wait();
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
-    const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
-    const bool live = a.live;
-    const float* e = a.e;
-    const int tile_len = min(PF_TILE, warps * PF_PER);
-    __shared__ float tile[PF_TILE][WARP];
-    __shared__ float et[16][PF_TILE];
-    __shared__ unsigned int sid[PF_IDS];
-    const bool staged = ids != nullptr && n <= PF_IDS;
-    if (staged) {
-        for (int jj = threadIdx.x; jj < n; jj += blockDim.x) sid[jj] = ids[(size_t)t * ids_stride + jj];
-    }
-    __syncthreads();
-    float v[PF_PER], ev[PF_TILE / WARP];
-    auto fetch = [&](int j0) {
-        const int len = min(tile_len, n - j0);
+            for (int i = 0; i < CHUNK; ++i) cell[i] = i < len ? attend_cell(ids, ids_stride, lo, t, j0 + i) : 0;
+            float v[CHUNK][VALUES_DIMS], ev[VALUES_HEADS][CHUNK];
 #pragma unroll
-        for (int i = 0; i < PF_PER; ++i) {
-            const int jj = warp + i * warps;
-            if (jj < len && d < dh) {
-                const size_t cell = staged ? (size_t)sid[j0 + jj] : attend_cell(ids, ids_stride, lo, t, j0 + jj);
-                v[i] = kv_get(vh, vc, vs, vf, mode, dim, cell, g * dh + d);
-            } else {
-                v[i] = 0.0f;
-            }
-        }
+            for (int i = 0; i < CHUNK; ++i)
+                if (i < len) kv_get8(vh, vc, vs, vf, mode, dim, cell[i], g * dh + d0, v[i]);
 #pragma unroll
-        for (int m = 0; m < PF_TILE / WARP; ++m) {
-            const int jj = lane + m * WARP;
-            ev[m] = jj < len ? e[j0 + jj] : 0.0f;
-        }
-    };
-    float o = 0.0f;
-    if (n > 0) fetch(0);
-    for (int j0 = 0; j0 < n; j0 += tile_len) {
-        const int len = min(tile_len, n - j0);
-        __syncthreads();  // every chain is done with the previous tile
+            for (int k = 0; k < VALUES_HEADS; ++k)
 #pragma unroll
-        for (int i = 0; i < PF_PER; ++i) {
-            const int jj = warp + i * warps;
-            if (jj < len) tile[jj][lane] = v[i];
-        }
+                for (int i = 0; i < CHUNK; ++i) ev[k][i] = k < heads && i < len ? e[(size_t)k * sbuf_stride + j0 + i] : 0.0f;
 #pragma unroll
-        for (int m = 0; m < PF_TILE / WARP; ++m) {
-            const int jj = lane + m * WARP;
-            if (jj < len) et[warp][jj] = ev[m];
-        }
-        __syncthreads();
-        if (j0 + tile_len < n) fetch(j0 + tile_len);  // in flight during the chains below
-        if (live) o = values_chain(o, et[warp], tile, len, lane);
-    }
-    values_store<QY, false>(a, o, qg, out, hq, dh, q, 0.0f);
-}
-VALUES_KERNELS(attend_values_prefetch)
-
-// attend_values for fp16 caches with the loads decoupled from registers (the plan's `pipe` variant; the same
-// sums): each tile's 64 bytes a cell (the block's 32 dims) go straight from global to shared memory by
-// asynchronous copies, PIPE_STAGES tiles in flight while the warps run their chains through the oldest, so a
-// block waits on memory about once, not once a tile. e_j are read a warp-wide row of 32 at a time, the next
-// row's load in flight, and handed to the chain by shuffles. PIPE_WARPS heads a block: more blocks, each
-// with fewer chains to issue. The host uses it only for fp16 caches with dims in whole slices of 32 and
-// KV groups of 4k heads (so a block is exactly PIPE_WARPS warps).
-#define PIPE_TILE 192
-#define PIPE_STAGES 4
-#define PIPE_WARPS 4
-#define PIPE_PIECES (4 * PIPE_TILE / (PIPE_WARPS * WARP))  // 6 copies a thread a tile
-__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-#else
-    *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
-#endif
-}
-__device__ __forceinline__ void copies_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-// Waits until at most PIPE_STAGES − 2 committed groups are still in flight.
-__device__ __forceinline__ void copies_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PIPE_STAGES - 2));
-#endif
-}
-
-template <bool QY, bool SF>
-__device__ __forceinline__ void attend_values_pipe_body(VALUES_PARAMS, const ValuesQ& q) {
-    grid_dep_wait();
-    __shared__ uint4 ring[PIPE_STAGES][PIPE_TILE][4];  // 48 KB: a tile's cells, 32 halves each
-    const int lane = threadIdx.x % WARP;
-    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
-    const int t = a.t, n = a.n, dim = hkv * dh;
-    const unsigned short* base = vh + a.g * dh + blockIdx.x * WARP;  // this block's 32 dims of cell 0
-    const int tiles = (n + PIPE_TILE - 1) / PIPE_TILE;
-    // Thread i of the block copies pieces i, i + 128, … (piece p: cell p / 4, its 16-byte quarter p % 4) of a
-    // tile; the cells' ids are read one tile ahead of their copies, so neither waits on the other.
-    u32 cell[PIPE_PIECES];
-    auto ids_of = [&](int k) {
+            for (int k = 0; k < VALUES_HEADS; ++k)
 #pragma unroll
-        for (int u = 0; u < PIPE_PIECES; ++u) {
-            const int p = threadIdx.x + u * PIPE_WARPS * WARP, j = k * PIPE_TILE + p / 4;
-            cell[u] = k < tiles && p / 4 < PIPE_TILE && j < n ? (u32)attend_cell(ids, ids_stride, lo, t, j) : 0u;
-        }
-    };
-    auto issue = [&](int k) {
-        if (k < tiles) {
+                for (int dd = 0; dd < VALUES_DIMS; ++dd) {
+                    float s = 0.0f;
 #pragma unroll
-            for (int u = 0; u < PIPE_PIECES; ++u) {
-                const int p = threadIdx.x + u * PIPE_WARPS * WARP, j = k * PIPE_TILE + p / 4;
-                if (p / 4 < PIPE_TILE && j < n) {
-                    copy16_async(&ring[k % PIPE_STAGES][p / 4][p % 4], base + (size_t)cell[u] * dim + 8 * (p % 4));
+                    for (int i = 0; i < CHUNK; ++i)
+                        if (i < len) s = __fmaf_rn(ev[k][i], v[i][dd], s);
+                    part[tid][k * VALUES_DIMS + dd] = s;
                 }
-            }
         }
-        copies_commit();  // an empty group past the last tile keeps the waits' count uniform
-    };
-    for (int k = 0; k < PIPE_STAGES - 1; ++k) {
-        ids_of(k);
-        issue(k);
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < OUT_PER; ++q)
+            for (int i = lane; i < VALUES_THREADS && base + i < nch; i += WARP)
+                total[q] = __fadd_rn(total[q], part[i][warp * OUT_PER + q]);
+        __syncthreads();  // the round's sums are read before the next round writes them
     }
-    ids_of(PIPE_STAGES - 1);
-    // With SF the softmax's max and sum, made while the first tiles' copies are in flight; a.e then holds
-    // the scores, and each e_j is made from its score as it is read.
-    const float2 stats = SF && a.live ? warp_softmax_stats(a.e, n) : make_float2(0.0f, 0.0f);
-    // Lane L holds e_j of cells L, L + 32, … of a tile, loaded a tile ahead: a load a row ahead waited out
-    // the L2's latency at each row of 32 cells, longer than the row's chains.
-    constexpr int EROWS = PIPE_TILE / WARP;
-    float e_next[EROWS];
-    auto e_of = [&](int k) {
 #pragma unroll
-        for (int u = 0; u < EROWS; ++u) {
-            const int j = k * PIPE_TILE + u * WARP + lane;
-            const bool in = a.live && k < tiles && j < n;
-            e_next[u] = !in ? 0.0f : SF ? s_exp(__fsub_rn(a.e[j], stats.x)) : a.e[j];
-        }
-    };
-    e_of(0);
-    float o = 0.0f;
-    for (int k = 0; k < tiles; ++k) {
-        copies_wait();    // tile k has landed (for this thread's copies)
-        __syncthreads();  // ... and everyone's; every chain is done with tile k − 1's stage
-        issue(k + PIPE_STAGES - 1);
-        ids_of(k + PIPE_STAGES);  // in flight during this tile's chains
-        float e_tile[EROWS];
-#pragma unroll
-        for (int u = 0; u < EROWS; ++u) e_tile[u] = e_next[u];
-        e_of(k + 1);  // likewise
-        const int j0 = k * PIPE_TILE, len = min(PIPE_TILE, n - j0);
-        const unsigned short* tile = reinterpret_cast<const unsigned short*>(ring[k % PIPE_STAGES]);
-        if (a.live) {
-#pragma unroll
-            for (int ri = 0; ri < EROWS; ++ri) {
-                const int r = ri * WARP, m = min(WARP, len - r);
-                const float e_row = e_tile[ri];
-                if (m == WARP) {
-                    // A whole row: 8 cells' e_j and values fetched before their 8 fmas, so the chain waits
-                    // on the fmas alone, not on a shared-memory read each (the same fmas in the same order).
-#pragma unroll
-                    for (int u0 = 0; u0 < WARP; u0 += 8) {
-                        float ej[8], vv[8];
-#pragma unroll
-                        for (int u = 0; u < 8; ++u) {
-                            ej[u] = __shfl_sync(0xffffffffu, e_row, u0 + u);
-                            vv[u] = f16_bits_to_f32(tile[(r + u0 + u) * WARP + lane]);
-                        }
-#pragma unroll
-                        for (int u = 0; u < 8; ++u) o = __fmaf_rn(ej[u], vv[u], o);
-                    }
-                } else {
-                    for (int u = 0; u < m; ++u) {
-                        const float ej = __shfl_sync(0xffffffffu, e_row, u);
-                        o = __fmaf_rn(ej, f16_bits_to_f32(tile[(r + u) * WARP + lane]), o);
-                    }
-                }
-            }
+    for (int q = 0; q < OUT_PER; ++q) {
+        const float o = warp_butterfly(total[q]);
+        const int k = (warp * OUT_PER + q) / VALUES_DIMS, d = d0 + (warp * OUT_PER + q) % VALUES_DIMS, h = h0 + k;
+        if (lane == 0 && k < heads && d < dh) {
+            const float sum = e[(size_t)k * sbuf_stride + n + nch];
+            const float gate = qg[(size_t)t * hq * 2 * dh + (size_t)h * 2 * dh + dh + d];
+            out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, sum), s_sigmoid(gate));
         }
     }
-    values_store<QY, SF>(a, o, qg, out, hq, dh, q, stats.y);
 }
-VALUES_KERNELS(attend_values_pipe)
-VALUES_SOFTMAX_KERNELS(attend_values_pipe)

@@ -177,28 +177,69 @@ __device__ __forceinline__ float kv_get(const unsigned short* halves, const sign
     return __fmul_rn((float)codes[cell * dim + i], f16_bits_to_f32(scales[cell * (dim / 64) + i / 64]));
 }
 
-// Eight consecutive values i0 .. i0 + 7 of a cell (i0 a multiple of 8), each as kv_get gives it, by one
-// vector load: 16 bytes of fp16, 8 bytes of codes (one scale covers them: 8 divides 64) or 32 of f32.
-// Scalar loads took eight load instructions, each touching four cache lines for the warp.
-__device__ __forceinline__ void kv_get8(const unsigned short* halves, const signed char* codes,
-                                        const unsigned short* scales, const float* floats, int mode, int dim,
-                                        size_t cell, int i0, float* v) {
-    if (mode == 0) {
-        const uint4 q = *reinterpret_cast<const uint4*>(halves + cell * dim + i0);
+// Eight consecutive values i0 .. i0 + 7 of a cell (i0 a multiple of 8) in cache mode MODE, as loaded (one
+// vector load: 16 bytes of fp16, 8 bytes of codes with their scale, 32 bytes of f32), made floats, each as
+// kv_get gives it, only when used: a thread can have several cells' loads in flight before the first use.
+template <int MODE> struct KvRaw8;
+template <> struct KvRaw8<0> {
+    uint4 q;
+    __device__ __forceinline__ void load(const unsigned short* halves, const signed char*, const unsigned short*,
+                                         const float*, int dim, size_t cell, int i0) {
+        q = *reinterpret_cast<const uint4*>(halves + cell * dim + i0);
+    }
+    __device__ __forceinline__ void get(float* v) const {
         const u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             v[2 * i] = f16_bits_to_f32((unsigned short)(w[i] & 0xffffu));
             v[2 * i + 1] = f16_bits_to_f32((unsigned short)(w[i] >> 16));
         }
-    } else if (mode == 2) {
-        load8_f32(floats + cell * dim + i0, v);
-    } else {
-        const uint2 q = *reinterpret_cast<const uint2*>(codes + cell * dim + i0);
-        const float scale = f16_bits_to_f32(scales[cell * (dim / 64) + i0 / 64]);
+    }
+};
+template <> struct KvRaw8<1> {
+    uint2 q;
+    unsigned short s;
+    __device__ __forceinline__ void load(const unsigned short*, const signed char* codes, const unsigned short* scales,
+                                         const float*, int dim, size_t cell, int i0) {
+        q = *reinterpret_cast<const uint2*>(codes + cell * dim + i0);
+        s = scales[cell * (dim / 64) + i0 / 64];  // one scale covers the 8: 8 divides 64
+    }
+    __device__ __forceinline__ void get(float* v) const {
+        const float scale = f16_bits_to_f32(s);
         const u32 w[2] = {q.x, q.y};
 #pragma unroll
         for (int i = 0; i < 8; ++i) v[i] = __fmul_rn((float)(signed char)(w[i / 4] >> (8 * (i % 4))), scale);
+    }
+};
+template <> struct KvRaw8<2> {
+    float4 a, b;
+    __device__ __forceinline__ void load(const unsigned short*, const signed char*, const unsigned short*,
+                                         const float* floats, int dim, size_t cell, int i0) {
+        a = reinterpret_cast<const float4*>(floats + cell * dim + i0)[0];
+        b = reinterpret_cast<const float4*>(floats + cell * dim + i0)[1];
+    }
+    __device__ __forceinline__ void get(float* v) const {
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    }
+};
+
+// Eight consecutive values of a cell in the cache's mode (0 fp16, 1 int8, 2 f32), loaded and made floats.
+// Scalar loads took eight load instructions, each touching four cache lines for the warp.
+__device__ __forceinline__ void kv_get8(const unsigned short* halves, const signed char* codes,
+                                        const unsigned short* scales, const float* floats, int mode, int dim,
+                                        size_t cell, int i0, float* v) {
+    if (mode == 0) {
+        KvRaw8<0> r;
+        r.load(halves, codes, scales, floats, dim, cell, i0);
+        r.get(v);
+    } else if (mode == 2) {
+        KvRaw8<2> r;
+        r.load(halves, codes, scales, floats, dim, cell, i0);
+        r.get(v);
+    } else {
+        KvRaw8<1> r;
+        r.load(halves, codes, scales, floats, dim, cell, i0);
+        r.get(v);
     }
 }
 
@@ -226,7 +267,7 @@ extern "C" __global__ void block_keys(const float* __restrict__ raw, float* __re
 // Gated attention of query head h of token t (bt = t·Hq + h) over its cells: ids[t·ids_stride ..] (count[t]
 // of them, ascending) or, with ids null, cells lo[t] .. lo[t] + count[t] − 1. In three kernels, so that each
 // spreads over the card: s_j = dot(q, k_j)·scale by the contract; e_j = exp(s_j − max) and their sum by the
-// contract; o[d] = fma chain over j ascending of e_j·v_j[d] from +0, then o[d]/sum; output o[d]·σ(gate[d]).
+// contract; o[d] = dot(e, v[·][d]) by the contract, then o[d]/sum; output o[d]·σ(gate[d]).
 // `sbuf` holds per bt the n scores (then the e_j), the per-chunk parts of the sum, and the sum.
 __device__ __forceinline__ size_t attend_cell(const unsigned int* ids, int ids_stride, const int* lo, int t, int j) {
     return ids ? (size_t)ids[(size_t)t * ids_stride + j] : (size_t)(lo[t] + j);
@@ -327,14 +368,13 @@ extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_str
 #define VALUES_DIMS 8
 #define VALUES_THREADS 256
 #define VALUES_OUT (VALUES_HEADS * VALUES_DIMS)
-extern "C" __global__ void __launch_bounds__(VALUES_THREADS)
-    attend_values(const float* __restrict__ qg, const unsigned short* __restrict__ vh, const signed char* __restrict__ vc,
-                  const unsigned short* __restrict__ vs, const float* __restrict__ vf, int mode,
-                  const unsigned int* __restrict__ ids, int ids_stride, const int* __restrict__ count,
-                  const int* __restrict__ lo, const float* __restrict__ sbuf, int sbuf_stride, float* __restrict__ out,
-                  int hq, int hkv, int dh) {
-    grid_dep_wait();
-    __shared__ float part[VALUES_THREADS][VALUES_OUT + 1];  // +1: a warp's stores of one output hit 32 banks
+#define VALUES_PARAMS                                                                                         \
+    const float *__restrict__ qg, const unsigned short *__restrict__ vh, const signed char *__restrict__ vc,  \
+        const unsigned short *__restrict__ vs, const float *__restrict__ vf, const unsigned int *__restrict__ ids, \
+        int ids_stride, const int *__restrict__ count, const int *__restrict__ lo, const float *__restrict__ sbuf, \
+        int sbuf_stride, float *__restrict__ out, int hq, int hkv, int dh
+template <int MODE>
+__device__ __forceinline__ void attend_values_body(VALUES_PARAMS, float (*part)[VALUES_OUT + 1]) {
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int hpg = hq / hkv, hb_count = (hpg + VALUES_HEADS - 1) / VALUES_HEADS;
     const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, t = tg / hkv, g = tg % hkv;
@@ -350,27 +390,35 @@ extern "C" __global__ void __launch_bounds__(VALUES_THREADS)
         const int c = base + tid;
         if (c < nch) {
             const int j0 = c * CHUNK, len = min(CHUNK, n - j0);
+            // The chunk's ids, then its values and the heads' e_j, every load issued before any is used.
             size_t cell[CHUNK];
 #pragma unroll
             for (int i = 0; i < CHUNK; ++i) cell[i] = i < len ? attend_cell(ids, ids_stride, lo, t, j0 + i) : 0;
-            float v[CHUNK][VALUES_DIMS], ev[VALUES_HEADS][CHUNK];
+            KvRaw8<MODE> raw[CHUNK];
 #pragma unroll
             for (int i = 0; i < CHUNK; ++i)
-                if (i < len) kv_get8(vh, vc, vs, vf, mode, dim, cell[i], g * dh + d0, v[i]);
+                if (i < len) raw[i].load(vh, vc, vs, vf, dim, cell[i], g * dh + d0);
+            float ev[VALUES_HEADS][CHUNK];
 #pragma unroll
             for (int k = 0; k < VALUES_HEADS; ++k)
 #pragma unroll
                 for (int i = 0; i < CHUNK; ++i) ev[k][i] = k < heads && i < len ? e[(size_t)k * sbuf_stride + j0 + i] : 0.0f;
+            // Each output's chunk sum: from +0, the cells' fmas in order.
+            float s[VALUES_OUT];
 #pragma unroll
-            for (int k = 0; k < VALUES_HEADS; ++k)
+            for (int o = 0; o < VALUES_OUT; ++o) s[o] = 0.0f;
 #pragma unroll
-                for (int dd = 0; dd < VALUES_DIMS; ++dd) {
-                    float s = 0.0f;
+            for (int i = 0; i < CHUNK; ++i) {
+                if (i < len) {
+                    float v[VALUES_DIMS];
+                    raw[i].get(v);
 #pragma unroll
-                    for (int i = 0; i < CHUNK; ++i)
-                        if (i < len) s = __fmaf_rn(ev[k][i], v[i][dd], s);
-                    part[tid][k * VALUES_DIMS + dd] = s;
+                    for (int o = 0; o < VALUES_OUT; ++o)
+                        s[o] = __fmaf_rn(ev[o / VALUES_DIMS][i], v[o % VALUES_DIMS], s[o]);
                 }
+            }
+#pragma unroll
+            for (int o = 0; o < VALUES_OUT; ++o) part[tid][o] = s[o];
         }
         __syncthreads();
 #pragma unroll
@@ -390,3 +438,14 @@ extern "C" __global__ void __launch_bounds__(VALUES_THREADS)
         }
     }
 }
+// A kernel per cache mode (attend_values_f16, _i8, _f32), each with the registers its loads take.
+#define ATTEND_VALUES(SUFFIX, MODE)                                                                       \
+    extern "C" __global__ void __launch_bounds__(VALUES_THREADS) attend_values##SUFFIX(VALUES_PARAMS) {   \
+        grid_dep_wait();                                                                                  \
+        __shared__ float part[VALUES_THREADS][VALUES_OUT + 1]; /* +1: a warp's stores hit 32 banks */     \
+        attend_values_body<MODE>(qg, vh, vc, vs, vf, ids, ids_stride, count, lo, sbuf, sbuf_stride, out, hq, \
+                                 hkv, dh, part);                                                          \
+    }
+ATTEND_VALUES(_f16, 0)
+ATTEND_VALUES(_i8, 1)
+ATTEND_VALUES(_f32, 2)

@@ -393,19 +393,23 @@ struct Values<'a> {
     out: &'a Buf<f32>,
 }
 
-/// `out = dot(e, v[·][d]) / Σe · σ(gate)` per query head, token and dim (attn.cu's `attend_values`: a block
-/// takes 8 dims of 4 heads of a KV group, a thread a chunk of 8 cells).
+/// `out = dot(e, v[·][d]) / Σe · σ(gate)` per query head, token and dim (attn.cu's `attend_values_<mode>`: a
+/// block takes 8 dims of 4 heads of a KV group, a thread a chunk of 8 cells).
 fn attend_values(gpu: &Gpu, x: &Values, d: AttnDims, t: usize) -> Result<(), CudaError> {
     const HEADS: usize = 4; // VALUES_HEADS
     const DIMS: usize = 8; // VALUES_DIMS
     if !d.dh.is_multiple_of(DIMS) {
-        return Err(CudaError::Shape(format!("attention heads of {} dims: the values kernel takes multiples of 8", d.dh)));
+        return Err(CudaError::Shape(format!(
+            "attention heads of {} dims: the values kernel takes multiples of 8",
+            d.dh
+        )));
     }
     let i = |v: usize| Arg::I32(v as i32);
+    // The cells' arguments but the mode, which picks the kernel.
     let args = [
         &[Arg::Ptr(x.qg.ptr(gpu))][..],
         &x.v.args(gpu),
-        x.cells,
+        &x.cells[1..],
         &[Arg::Ptr(x.sbuf.0.ptr(gpu)), i(x.sbuf.1), Arg::Ptr(x.out.ptr(gpu))],
         &[i(d.hq), i(d.hkv), i(d.dh)],
     ]
@@ -416,7 +420,12 @@ fn attend_values(gpu: &Gpu, x: &Values, d: AttnDims, t: usize) -> Result<(), Cud
         block_dim: (256, 1, 1), // VALUES_THREADS
         shared_mem_bytes: 0,
     };
-    launch(gpu, &gpu.function("attn.cu", SRC, "attend_values")?, "attend_values", cfg, &args)
+    let name = match x.v.mode {
+        KvMode::F16 => "attend_values_f16",
+        KvMode::Int8 => "attend_values_i8",
+        KvMode::F32 => "attend_values_f32",
+    };
+    launch(gpu, &gpu.function("attn.cu", SRC, name)?, name, cfg, &args)
 }
 
 /// The indexer for the window: raw keys stored, the blocks they complete keyed, the queries normed and

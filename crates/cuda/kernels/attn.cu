@@ -363,7 +363,7 @@ extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_str
 // loads its chunk's 8 cells (their ids, then 16 bytes of values each and the heads' e_j, all in flight
 // together) and makes its VALUES_HEADS · VALUES_DIMS chunk sums; warp w then adds, for its outputs, each
 // lane's chunks of the round to that lane's running total. `sbuf` holds per (t, h) the e_j, the per-chunk
-// parts of their sum and the sum (attend_softmax).
+// parts of their sum and the sum (attend_softmax); its rows (sbuf_stride) are whole chunks.
 #define VALUES_HEADS 4
 #define VALUES_DIMS 8
 #define VALUES_THREADS 256
@@ -398,11 +398,20 @@ __device__ __forceinline__ void attend_values_body(VALUES_PARAMS, float (*part)[
 #pragma unroll
             for (int i = 0; i < CHUNK; ++i)
                 if (i < len) raw[i].load(vh, vc, vs, vf, dim, cell[i], g * dh + d0);
+            // A head's e_j of a whole chunk by two 16-byte loads (rows of whole chunks: the host's stride).
             float ev[VALUES_HEADS][CHUNK];
 #pragma unroll
-            for (int k = 0; k < VALUES_HEADS; ++k)
+            for (int k = 0; k < VALUES_HEADS; ++k) {
+                const float* ek = e + (size_t)k * sbuf_stride + j0;
+                if (k < heads && len == CHUNK) {
+                    const float4 a = reinterpret_cast<const float4*>(ek)[0], b = reinterpret_cast<const float4*>(ek)[1];
+                    ev[k][0] = a.x; ev[k][1] = a.y; ev[k][2] = a.z; ev[k][3] = a.w;
+                    ev[k][4] = b.x; ev[k][5] = b.y; ev[k][6] = b.z; ev[k][7] = b.w;
+                } else {
 #pragma unroll
-                for (int i = 0; i < CHUNK; ++i) ev[k][i] = k < heads && i < len ? e[(size_t)k * sbuf_stride + j0 + i] : 0.0f;
+                    for (int i = 0; i < CHUNK; ++i) ev[k][i] = k < heads && i < len ? ek[i] : 0.0f;
+                }
+            }
             // Each output's chunk sum: from +0, the cells' fmas in order.
             float s[VALUES_OUT];
 #pragma unroll

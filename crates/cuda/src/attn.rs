@@ -315,7 +315,9 @@ pub fn attention(
     };
     // The most cells a token of the window attends to; the scores, the sum's parts and the sum per head.
     let max_n = if ids.is_some() { ids_stride } else { pos + t };
-    let sbuf_stride = max_n + max_n.div_ceil(CHUNK) + 1;
+    // Rows of whole chunks, so that each row starts 32-byte aligned and the values kernel reads a chunk's
+    // e_j by two 16-byte loads.
+    let sbuf_stride = (max_n + max_n.div_ceil(CHUNK) + 1).next_multiple_of(CHUNK);
     // Left unset: per (token, head) attend_scores writes the n scores (its grid covers max_n ≥ n),
     // attend_softmax the chunks' parts and the sum after them, and every reader stays below those.
     let sbuf = Buf::<f32>::uninit(gpu, t * d.hq * sbuf_stride)?;
@@ -402,6 +404,12 @@ fn attend_values(gpu: &Gpu, x: &Values, d: AttnDims, t: usize) -> Result<(), Cud
         return Err(CudaError::Shape(format!(
             "attention heads of {} dims: the values kernel takes multiples of 8",
             d.dh
+        )));
+    }
+    if !x.sbuf.1.is_multiple_of(CHUNK) {
+        return Err(CudaError::Shape(format!(
+            "score rows of {} floats: the values kernel takes whole chunks",
+            x.sbuf.1
         )));
     }
     let i = |v: usize| Arg::I32(v as i32);

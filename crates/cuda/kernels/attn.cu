@@ -21,6 +21,7 @@ __device__ __forceinline__ void warp_norm_rope(const float* x, float* o, const f
 // sin) row of its token (rope[t·rot/2 ..] pairs); written to out[(t·heads + h)·dim ..]. One warp each.
 // blockIdx.y = 1 takes the second set of rows (in2 …, the same dim, rot and rope): a layer's q and k heads
 // in one launch.
+#define NR_HELD 8  // a lane's values of a head held through norm_rope (dim ≤ 256)
 extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride, int head_stride,
                                     float* __restrict__ out, const float* __restrict__ w, int heads,
                                     const float* __restrict__ in2, int in_stride2, int head_stride2,
@@ -40,8 +41,27 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
     const int t = gw / heads, h = gw % heads;
     const float* x = in + (size_t)t * in_stride + (size_t)h * head_stride;
     float* o = out + (size_t)gw * dim;
+    // A lane's values d = lane, lane + 32, … and their gammas (dim ≤ 32·NR_HELD), asked for before the
+    // norm's sum, so that the loop below waits on none of them: in it each round waited out a round trip.
+    const bool held = dim <= WARP * NR_HELD;
+    float xv[NR_HELD], wv[NR_HELD];
+    if (held) {
+#pragma unroll
+        for (int i = 0; i < NR_HELD; ++i) {
+            if (lane + WARP * i < dim) {
+                xv[i] = x[lane + WARP * i];
+                wv[i] = w[lane + WARP * i];
+            }
+        }
+    }
     const float rs = warp_rms_scale(x, dim);
-    for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
+    if (held) {
+#pragma unroll
+        for (int i = 0; i < NR_HELD; ++i)
+            if (lane + WARP * i < dim) o[lane + WARP * i] = __fmul_rn(__fmul_rn(xv[i], rs), wv[i]);
+    } else {
+        for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
+    }
     __syncwarp();
     warp_rope_neox(o, rope + (size_t)t * rot, rot);
 }

@@ -4,45 +4,14 @@
 // are matvec.cu's, the block scores and top-k qsa.cu's.
 
 // One head of `dim` values at x rms-normed with w into o and roped in NEOX pairs over the first `rot` dims
-// with the (cos, sin) pairs at rr: norm_rope's work for a warp, for norm_rope_kv. norm_rope and kv_store keep
-// their own lines of this and of warp_kv_group until norm_rope_kv has run on a card: taken through these
-// functions their PTX changes (the same arithmetic, scheduled otherwise), and theirs is what passed parity.
+// with the (cos, sin) pairs at rr, by a warp (norm_rope's and norm_rope_kv's work). A lane's values
+// d = lane, lane + 32, … and their gammas (dim ≤ 32·NR_HELD) are asked for before the norm's sum, so that
+// the loop after it waits on none of them: in it each round waited out a round trip. kv_store keeps its own
+// line of warp_kv_group, whose PTX is what passed parity.
+#define NR_HELD 8  // a lane's values of a head held through the norm (dim ≤ 256)
 __device__ __forceinline__ void warp_norm_rope(const float* x, float* o, const float* w, const float* rr, int dim,
                                                int rot) {
     const int lane = threadIdx.x % WARP;
-    const float rs = warp_rms_scale(x, dim);
-    for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
-    __syncwarp();
-    warp_rope_neox(o, rr, rot);
-}
-
-// Rows of `heads` vectors of `dim` values at in[t·in_stride + h·head_stride ..]: each rms-normed ((x·rs)·w,
-// rs = 1/√(Σx²/dim + eps) by the contract) and roped in NEOX pairs over the first `rot` dims with the (cos,
-// sin) row of its token (rope[t·rot/2 ..] pairs); written to out[(t·heads + h)·dim ..]. One warp each.
-// blockIdx.y = 1 takes the second set of rows (in2 …, the same dim, rot and rope): a layer's q and k heads
-// in one launch.
-#define NR_HELD 8  // a lane's values of a head held through norm_rope (dim ≤ 256)
-extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride, int head_stride,
-                                    float* __restrict__ out, const float* __restrict__ w, int heads,
-                                    const float* __restrict__ in2, int in_stride2, int head_stride2,
-                                    float* __restrict__ out2, const float* __restrict__ w2, int heads2,
-                                    const float* __restrict__ rope, int dim, int rot, int T) {
-    grid_dep_wait();
-    if (blockIdx.y) {
-        in = in2;
-        in_stride = in_stride2;
-        head_stride = head_stride2;
-        out = out2;
-        w = w2;
-        heads = heads2;
-    }
-    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
-    if (gw >= T * heads) return;
-    const int t = gw / heads, h = gw % heads;
-    const float* x = in + (size_t)t * in_stride + (size_t)h * head_stride;
-    float* o = out + (size_t)gw * dim;
-    // A lane's values d = lane, lane + 32, … and their gammas (dim ≤ 32·NR_HELD), asked for before the
-    // norm's sum, so that the loop below waits on none of them: in it each round waited out a round trip.
     const bool held = dim <= WARP * NR_HELD;
     float xv[NR_HELD], wv[NR_HELD];
     if (held) {
@@ -63,7 +32,33 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
         for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
     }
     __syncwarp();
-    warp_rope_neox(o, rope + (size_t)t * rot, rot);
+    warp_rope_neox(o, rr, rot);
+}
+
+// Rows of `heads` vectors of `dim` values at in[t·in_stride + h·head_stride ..]: each rms-normed ((x·rs)·w,
+// rs = 1/√(Σx²/dim + eps) by the contract) and roped in NEOX pairs over the first `rot` dims with the (cos,
+// sin) row of its token (rope[t·rot/2 ..] pairs); written to out[(t·heads + h)·dim ..]. One warp each.
+// blockIdx.y = 1 takes the second set of rows (in2 …, the same dim, rot and rope): a layer's q and k heads
+// in one launch.
+extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride, int head_stride,
+                                    float* __restrict__ out, const float* __restrict__ w, int heads,
+                                    const float* __restrict__ in2, int in_stride2, int head_stride2,
+                                    float* __restrict__ out2, const float* __restrict__ w2, int heads2,
+                                    const float* __restrict__ rope, int dim, int rot, int T) {
+    grid_dep_wait();
+    if (blockIdx.y) {
+        in = in2;
+        in_stride = in_stride2;
+        head_stride = head_stride2;
+        out = out2;
+        w = w2;
+        heads = heads2;
+    }
+    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP;
+    if (gw >= T * heads) return;
+    const int t = gw / heads, h = gw % heads;
+    warp_norm_rope(in + (size_t)t * in_stride + (size_t)h * head_stride, out + (size_t)gw * dim, w,
+                   rope + (size_t)t * rot, dim, rot);
 }
 
 // A group of 64 cache values at x in int8 (a warp): scale = f16(amax/127) to *scale, each code =

@@ -195,6 +195,7 @@ __device__ __forceinline__ float kv_get(const unsigned short* halves, const sign
 // Eight consecutive values i0 .. i0 + 7 of a cell (i0 a multiple of 8) in cache mode MODE, as loaded (one
 // vector load: 16 bytes of fp16, 8 bytes of codes with their scale, 32 bytes of f32), made floats, each as
 // kv_get gives it, only when used: a thread can have several cells' loads in flight before the first use.
+// (Scalar loads took eight load instructions, each touching four cache lines for the warp.)
 template <int MODE> struct KvRaw8;
 template <> struct KvRaw8<0> {
     uint4 q;
@@ -238,26 +239,6 @@ template <> struct KvRaw8<2> {
     }
 };
 
-// Eight consecutive values of a cell in the cache's mode (0 fp16, 1 int8, 2 f32), loaded and made floats.
-// Scalar loads took eight load instructions, each touching four cache lines for the warp.
-__device__ __forceinline__ void kv_get8(const unsigned short* halves, const signed char* codes,
-                                        const unsigned short* scales, const float* floats, int mode, int dim,
-                                        size_t cell, int i0, float* v) {
-    if (mode == 0) {
-        KvRaw8<0> r;
-        r.load(halves, codes, scales, floats, dim, cell, i0);
-        r.get(v);
-    } else if (mode == 2) {
-        KvRaw8<2> r;
-        r.load(halves, codes, scales, floats, dim, cell, i0);
-        r.get(v);
-    } else {
-        KvRaw8<1> r;
-        r.load(halves, codes, scales, floats, dim, cell, i0);
-        r.get(v);
-    }
-}
-
 // Block keys of the blocks that complete in this window: block b's key is the mean of raw keys b·r ..
 // b·r + r − 1 (added in cell order, then divided by r), rms-normed with k_norm and roped at the block's
 // first position (rope row given per new block). One warp per new block.
@@ -292,13 +273,13 @@ __device__ __forceinline__ size_t attend_cell(const unsigned int* ids, int ids_s
 // cells' ids and then their keys are loaded together (one round trip each for all of them), then each
 // cell's dot by the contract, as a warp alone would.
 #define SCORE_CELLS 4
-extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsigned short* __restrict__ kh,
-                                        const signed char* __restrict__ kc, const unsigned short* __restrict__ ks,
-                                        const float* __restrict__ kf, int mode, const unsigned int* __restrict__ ids,
-                                        int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
-                                        float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
-                                        float scale) {
-    grid_dep_wait();
+template <int MODE>
+__device__ __forceinline__ void attend_scores_body(const float* __restrict__ q, const unsigned short* __restrict__ kh,
+                                                   const signed char* __restrict__ kc, const unsigned short* __restrict__ ks,
+                                                   const float* __restrict__ kf, const unsigned int* __restrict__ ids,
+                                                   int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
+                                                   float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
+                                                   float scale) {
     const int bt = blockIdx.y, t = bt / hq, h = bt % hq, g = h / (hq / hkv), lane = threadIdx.x % WARP;
     const int j0 = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SCORE_CELLS, n = count[t];
     if (j0 >= n) return;
@@ -311,19 +292,24 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
 #pragma unroll
     for (int u = 0; u < SCORE_CELLS; ++u) acc[u] = 0.0f;
     for (int c = lane; c < dh / CHUNK; c += WARP) {
-        float q8[8], kv8[SCORE_CELLS][8];
+        // The cells' keys all loaded before the first is made floats (one round trip for them all).
+        KvRaw8<MODE> raw[SCORE_CELLS];
+#pragma unroll
+        for (int u = 0; u < SCORE_CELLS; ++u)
+            if (j0 + u < n) raw[u].load(kh, kc, ks, kf, dim, cell[u], g * dh + CHUNK * c);
+        float q8[8];
         load8_f32(qv + CHUNK * c, q8);
 #pragma unroll
         for (int u = 0; u < SCORE_CELLS; ++u) {
+            float kv8[8];
             if (j0 + u < n) {
-                kv_get8(kh, kc, ks, kf, mode, dim, cell[u], g * dh + CHUNK * c, kv8[u]);
+                raw[u].get(kv8);
             } else {
 #pragma unroll
-                for (int e = 0; e < 8; ++e) kv8[u][e] = 0.0f;
+                for (int e = 0; e < 8; ++e) kv8[e] = 0.0f;
             }
+            acc[u] = __fadd_rn(acc[u], chunk_dot(q8, kv8));
         }
-#pragma unroll
-        for (int u = 0; u < SCORE_CELLS; ++u) acc[u] = __fadd_rn(acc[u], chunk_dot(q8, kv8[u]));
     }
 #pragma unroll
     for (int u = 0; u < SCORE_CELLS; ++u) {
@@ -331,6 +317,20 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
         if (lane == 0 && j0 + u < n) sbuf[(size_t)bt * sbuf_stride + j0 + u] = __fmul_rn(d, scale);
     }
 }
+// A kernel per cache mode (attend_scores_f16, _i8, _f32).
+#define ATTEND_SCORES(SUFFIX, MODE)                                                                          \
+    extern "C" __global__ void attend_scores##SUFFIX(                                                        \
+        const float* __restrict__ q, const unsigned short* __restrict__ kh, const signed char* __restrict__ kc, \
+        const unsigned short* __restrict__ ks, const float* __restrict__ kf, const unsigned int* __restrict__ ids, \
+        int ids_stride, const int* __restrict__ count, const int* __restrict__ lo, float* __restrict__ sbuf,  \
+        int sbuf_stride, int hq, int hkv, int dh, float scale) {                                             \
+        grid_dep_wait();                                                                                     \
+        attend_scores_body<MODE>(q, kh, kc, ks, kf, ids, ids_stride, count, lo, sbuf, sbuf_stride, hq, hkv, dh, \
+                                 scale);                                                                     \
+    }
+ATTEND_SCORES(_f16, 0)
+ATTEND_SCORES(_i8, 1)
+ATTEND_SCORES(_f32, 2)
 
 // Per bt (a block each): the max, e_j in place of s_j, each chunk's part of the sum (all threads), then the
 // lanes' running totals over their chunks in order and the butterfly (warp 0); the sum stored after the parts.

@@ -324,15 +324,15 @@ pub fn attention(
     // Every (token, head, dim) is written by the values kernel.
     let out = Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?;
     let ids_ptr = ids.as_ref().map_or(0, |b| b.ptr(gpu));
-    let cells_args =
-        [Arg::I32(st.k.mode_id()), Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))];
+    let cells_args = [Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))];
     let heads = [i(d.hq), i(d.hkv), i(d.dh)];
     let block = |grid: (usize, usize)| LaunchConfig {
         grid_dim: (grid.0 as u32, grid.1 as u32, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
-    let f = gpu.function("attn.cu", SRC, "attend_scores")?;
+    let name = kernel_for("attend_scores", st.k.mode);
+    let f = gpu.function("attn.cu", SRC, name)?;
     let args = [
         &[Arg::Ptr(q.ptr(gpu))][..],
         &st.k.args(gpu),
@@ -343,7 +343,7 @@ pub fn attention(
     ]
     .concat();
     // 8 warps a block, SCORE_CELLS = 4 cells a warp (kernels/attn.cu).
-    launch(gpu, &f, "attend_scores", block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
+    launch(gpu, &f, name, block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
     let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
     let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
     launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
@@ -385,12 +385,12 @@ fn kv_fuse() -> bool {
     *ON.get_or_init(|| std::env::var("STRATA_KV_FUSE").is_ok_and(|v| v == "1"))
 }
 
-/// The values kernel's inputs: the output gates, the V cache, the cells' arguments (mode, ids, stride,
-/// counts, lows), the e_j with their sums (and the rows' stride), the output.
+/// The values kernel's inputs: the output gates, the V cache, the cells' arguments (ids, stride, counts,
+/// lows), the e_j with their sums (and the rows' stride), the output.
 struct Values<'a> {
     qg: &'a Buf<f32>,
     v: &'a KvGpu,
-    cells: &'a [Arg; 5],
+    cells: &'a [Arg; 4],
     sbuf: (&'a Buf<f32>, usize),
     out: &'a Buf<f32>,
 }
@@ -413,11 +413,10 @@ fn attend_values(gpu: &Gpu, x: &Values, d: AttnDims, t: usize) -> Result<(), Cud
         )));
     }
     let i = |v: usize| Arg::I32(v as i32);
-    // The cells' arguments but the mode, which picks the kernel.
     let args = [
         &[Arg::Ptr(x.qg.ptr(gpu))][..],
         &x.v.args(gpu),
-        &x.cells[1..],
+        x.cells,
         &[Arg::Ptr(x.sbuf.0.ptr(gpu)), i(x.sbuf.1), Arg::Ptr(x.out.ptr(gpu))],
         &[i(d.hq), i(d.hkv), i(d.dh)],
     ]
@@ -428,12 +427,19 @@ fn attend_values(gpu: &Gpu, x: &Values, d: AttnDims, t: usize) -> Result<(), Cud
         block_dim: (256, 1, 1), // VALUES_THREADS
         shared_mem_bytes: 0,
     };
-    let name = match x.v.mode {
-        KvMode::F16 => "attend_values_f16",
-        KvMode::Int8 => "attend_values_i8",
-        KvMode::F32 => "attend_values_f32",
-    };
+    let name = kernel_for("attend_values", x.v.mode);
     launch(gpu, &gpu.function("attn.cu", SRC, name)?, name, cfg, &args)
+}
+
+/// Attention kernel `family` (attn.cu's `attend_scores`, `attend_values`) in its form for caches in `mode`:
+/// a kernel per mode, so that each holds its cells' loads in flight before any is used.
+fn kernel_for(family: &'static str, mode: KvMode) -> &'static str {
+    let suffix = match mode {
+        KvMode::F16 => "_f16",
+        KvMode::Int8 => "_i8",
+        KvMode::F32 => "_f32",
+    };
+    crate::device::kernel_name([family, suffix, ""])
 }
 
 /// The indexer for the window: raw keys stored, the blocks they complete keyed, the queries normed and

@@ -5,7 +5,7 @@
 # an `== …` heading, the tool's output (`OK …` or the first difference) and `rc=…`. Run from the repo root
 # with the binary in .dev/strata. PARTS (default all four) picks sections: `defaults` (the default path),
 # `switches` (run-time switches), `defines` (STRATA_DEFINES variants: each compiles every kernel file
-# again, about a minute on the H200) and `layouts` (each matvec layout and attention variant forced).
+# again, about a minute on the H200) and `layouts` (each matvec layout forced).
 source "$(dirname "$0")/presets.sh"
 parts=" ${PARTS:-defaults switches defines layouts} "
 want() { [[ $parts == *" $1 "* ]]; }
@@ -48,7 +48,7 @@ model small STRATA_GDN_QUANTIZE=0 int8
 # The PLE gate by one warp a stream (ple_gate_z): the same bits.
 model small STRATA_PLE_SPLIT=0 fp16
 model tiny STRATA_PLE_SPLIT=0 int8
-# QUICK=1 (a shorter check after kernel work) leaves out the launch modes below and the attention variants.
+# QUICK=1 (a shorter check after kernel work) leaves out the launch modes below.
 if [ -z "${QUICK:-}" ]; then
   # Every op issued on its own instead of one graph a step: the same bits.
   model tiny STRATA_GRAPH=0 fp16
@@ -84,13 +84,4 @@ for layout in block warp staged multi wide stream; do
   model tiny STRATA_MATVEC=$layout fp16
   tool moe_parity STRATA_MATVEC=$layout
 done
-if [ -z "${QUICK:-}" ]; then
-# Each attention-values variant forced (the plan picks one; each must give the CPU's bits).
-for attend in tiles prefetch pipe; do
-  kv=int8
-  [ $attend = pipe ] && kv=fp16 # the pipe kernel reads fp16 caches (others go to tiles)
-  tool attn_parity STRATA_ATTEND=$attend
-  model small STRATA_ATTEND=$attend $kv
-done
-fi
 fi

@@ -2,11 +2,10 @@
 # Two device calls after kernel work, so that the engine bench that follows times a binary known to give
 # the CPU's bits: PART=1 every parity tool (each family), `strata run` on both devices, checkpoints across
 # devices and the whole pass (gpu_forward_all.sh) on the default path and under the run-time switches;
-# PART=2 the whole pass under the STRATA_DEFINES variants and each forced matvec layout and attention
-# variant, then the matvec bench. No PART: both, one after the other. QUICK=1 leaves out the launch modes
-# and the attention variants; with it each part takes 5–7 minutes on the H200. The logs go to
-# /tmp/verify and, packed as one file (a device call returns only a few), to $OUT/verify.tgz when OUT is
-# set. Run from the repo root with the binary in .dev/strata.
+# PART=2 the whole pass under the STRATA_DEFINES variants and each forced matvec layout, then the matvec
+# bench. No PART: both, one after the other. QUICK=1 leaves out the launch modes; with it each part takes
+# 5–7 minutes on the H200. The logs go to /tmp/verify and, packed as one file (a device call returns only a
+# few), to $OUT/verify.tgz when OUT is set. Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 bin=${STRATA_BIN:-.dev/strata}
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}

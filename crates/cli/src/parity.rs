@@ -93,7 +93,6 @@ pub fn run(c: ParityCommand) -> Result<()> {
     eprintln!("QSA scorer: {} ({})", plan.scores.variant.name(), plan.scores.reason);
     eprintln!("QSA top-k: {} ({})", plan.topk.variant.name(), plan.topk.reason);
     eprintln!("matvec layouts: {}", plan.matvec.variant.summary());
-    eprintln!("attention values: {}", plan.attend.variant.name());
     let outcome = match c {
         ParityCommand::gr_parity { selftest, seed } => {
             let mut dims = vec![(256, 4, 32)];

@@ -4,14 +4,33 @@
 // are matvec.cu's, the block scores and top-k qsa.cu's.
 
 // One head of `dim` values at x rms-normed with w into o and roped in NEOX pairs over the first `rot` dims
-// with the (cos, sin) pairs at rr: norm_rope's work for a warp, for norm_rope_kv. norm_rope and kv_store keep
-// their own lines of this and of warp_kv_group until norm_rope_kv has run on a card: taken through these
-// functions their PTX changes (the same arithmetic, scheduled otherwise), and theirs is what passed parity.
+// with the (cos, sin) pairs at rr, by a warp (norm_rope's and norm_rope_kv's work). A lane's values
+// d = lane, lane + 32, … and their gammas (dim ≤ 32·NR_HELD) are asked for before the norm's sum, so that
+// the loop after it waits on none of them: in it each round waited out a round trip. kv_store keeps its own
+// line of warp_kv_group, whose PTX is what passed parity.
+#define NR_HELD 8  // a lane's values of a head held through the norm (dim ≤ 256)
 __device__ __forceinline__ void warp_norm_rope(const float* x, float* o, const float* w, const float* rr, int dim,
                                                int rot) {
     const int lane = threadIdx.x % WARP;
+    const bool held = dim <= WARP * NR_HELD;
+    float xv[NR_HELD], wv[NR_HELD];
+    if (held) {
+#pragma unroll
+        for (int i = 0; i < NR_HELD; ++i) {
+            if (lane + WARP * i < dim) {
+                xv[i] = x[lane + WARP * i];
+                wv[i] = w[lane + WARP * i];
+            }
+        }
+    }
     const float rs = warp_rms_scale(x, dim);
-    for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
+    if (held) {
+#pragma unroll
+        for (int i = 0; i < NR_HELD; ++i)
+            if (lane + WARP * i < dim) o[lane + WARP * i] = __fmul_rn(__fmul_rn(xv[i], rs), wv[i]);
+    } else {
+        for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
+    }
     __syncwarp();
     warp_rope_neox(o, rr, rot);
 }
@@ -35,15 +54,11 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
         w = w2;
         heads = heads2;
     }
-    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
+    const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     if (gw >= T * heads) return;
     const int t = gw / heads, h = gw % heads;
-    const float* x = in + (size_t)t * in_stride + (size_t)h * head_stride;
-    float* o = out + (size_t)gw * dim;
-    const float rs = warp_rms_scale(x, dim);
-    for (int d = lane; d < dim; d += WARP) o[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
-    __syncwarp();
-    warp_rope_neox(o, rope + (size_t)t * rot, rot);
+    warp_norm_rope(in + (size_t)t * in_stride + (size_t)h * head_stride, out + (size_t)gw * dim, w,
+                   rope + (size_t)t * rot, dim, rot);
 }
 
 // A group of 64 cache values at x in int8 (a warp): scale = f16(amax/127) to *scale, each code =
@@ -177,30 +192,52 @@ __device__ __forceinline__ float kv_get(const unsigned short* halves, const sign
     return __fmul_rn((float)codes[cell * dim + i], f16_bits_to_f32(scales[cell * (dim / 64) + i / 64]));
 }
 
-// Eight consecutive values i0 .. i0 + 7 of a cell (i0 a multiple of 8), each as kv_get gives it, by one
-// vector load: 16 bytes of fp16, 8 bytes of codes (one scale covers them: 8 divides 64) or 32 of f32.
-// Scalar loads took eight load instructions, each touching four cache lines for the warp.
-__device__ __forceinline__ void kv_get8(const unsigned short* halves, const signed char* codes,
-                                        const unsigned short* scales, const float* floats, int mode, int dim,
-                                        size_t cell, int i0, float* v) {
-    if (mode == 0) {
-        const uint4 q = *reinterpret_cast<const uint4*>(halves + cell * dim + i0);
+// Eight consecutive values i0 .. i0 + 7 of a cell (i0 a multiple of 8) in cache mode MODE, as loaded (one
+// vector load: 16 bytes of fp16, 8 bytes of codes with their scale, 32 bytes of f32), made floats, each as
+// kv_get gives it, only when used: a thread can have several cells' loads in flight before the first use.
+// (Scalar loads took eight load instructions, each touching four cache lines for the warp.)
+template <int MODE> struct KvRaw8;
+template <> struct KvRaw8<0> {
+    uint4 q;
+    __device__ __forceinline__ void load(const unsigned short* halves, const signed char*, const unsigned short*,
+                                         const float*, int dim, size_t cell, int i0) {
+        q = *reinterpret_cast<const uint4*>(halves + cell * dim + i0);
+    }
+    __device__ __forceinline__ void get(float* v) const {
         const u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             v[2 * i] = f16_bits_to_f32((unsigned short)(w[i] & 0xffffu));
             v[2 * i + 1] = f16_bits_to_f32((unsigned short)(w[i] >> 16));
         }
-    } else if (mode == 2) {
-        load8_f32(floats + cell * dim + i0, v);
-    } else {
-        const uint2 q = *reinterpret_cast<const uint2*>(codes + cell * dim + i0);
-        const float scale = f16_bits_to_f32(scales[cell * (dim / 64) + i0 / 64]);
+    }
+};
+template <> struct KvRaw8<1> {
+    uint2 q;
+    unsigned short s;
+    __device__ __forceinline__ void load(const unsigned short*, const signed char* codes, const unsigned short* scales,
+                                         const float*, int dim, size_t cell, int i0) {
+        q = *reinterpret_cast<const uint2*>(codes + cell * dim + i0);
+        s = scales[cell * (dim / 64) + i0 / 64];  // one scale covers the 8: 8 divides 64
+    }
+    __device__ __forceinline__ void get(float* v) const {
+        const float scale = f16_bits_to_f32(s);
         const u32 w[2] = {q.x, q.y};
 #pragma unroll
         for (int i = 0; i < 8; ++i) v[i] = __fmul_rn((float)(signed char)(w[i / 4] >> (8 * (i % 4))), scale);
     }
-}
+};
+template <> struct KvRaw8<2> {
+    float4 a, b;
+    __device__ __forceinline__ void load(const unsigned short*, const signed char*, const unsigned short*,
+                                         const float* floats, int dim, size_t cell, int i0) {
+        a = reinterpret_cast<const float4*>(floats + cell * dim + i0)[0];
+        b = reinterpret_cast<const float4*>(floats + cell * dim + i0)[1];
+    }
+    __device__ __forceinline__ void get(float* v) const {
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    }
+};
 
 // Block keys of the blocks that complete in this window: block b's key is the mean of raw keys b·r ..
 // b·r + r − 1 (added in cell order, then divided by r), rms-normed with k_norm and roped at the block's
@@ -226,7 +263,7 @@ extern "C" __global__ void block_keys(const float* __restrict__ raw, float* __re
 // Gated attention of query head h of token t (bt = t·Hq + h) over its cells: ids[t·ids_stride ..] (count[t]
 // of them, ascending) or, with ids null, cells lo[t] .. lo[t] + count[t] − 1. In three kernels, so that each
 // spreads over the card: s_j = dot(q, k_j)·scale by the contract; e_j = exp(s_j − max) and their sum by the
-// contract; o[d] = fma chain over j ascending of e_j·v_j[d] from +0, then o[d]/sum; output o[d]·σ(gate[d]).
+// contract; o[d] = dot(e, v[·][d]) by the contract, then o[d]/sum; output o[d]·σ(gate[d]).
 // `sbuf` holds per bt the n scores (then the e_j), the per-chunk parts of the sum, and the sum.
 __device__ __forceinline__ size_t attend_cell(const unsigned int* ids, int ids_stride, const int* lo, int t, int j) {
     return ids ? (size_t)ids[(size_t)t * ids_stride + j] : (size_t)(lo[t] + j);
@@ -236,13 +273,13 @@ __device__ __forceinline__ size_t attend_cell(const unsigned int* ids, int ids_s
 // cells' ids and then their keys are loaded together (one round trip each for all of them), then each
 // cell's dot by the contract, as a warp alone would.
 #define SCORE_CELLS 4
-extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsigned short* __restrict__ kh,
-                                        const signed char* __restrict__ kc, const unsigned short* __restrict__ ks,
-                                        const float* __restrict__ kf, int mode, const unsigned int* __restrict__ ids,
-                                        int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
-                                        float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
-                                        float scale) {
-    grid_dep_wait();
+template <int MODE>
+__device__ __forceinline__ void attend_scores_body(const float* __restrict__ q, const unsigned short* __restrict__ kh,
+                                                   const signed char* __restrict__ kc, const unsigned short* __restrict__ ks,
+                                                   const float* __restrict__ kf, const unsigned int* __restrict__ ids,
+                                                   int ids_stride, const int* __restrict__ count, const int* __restrict__ lo,
+                                                   float* __restrict__ sbuf, int sbuf_stride, int hq, int hkv, int dh,
+                                                   float scale) {
     const int bt = blockIdx.y, t = bt / hq, h = bt % hq, g = h / (hq / hkv), lane = threadIdx.x % WARP;
     const int j0 = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SCORE_CELLS, n = count[t];
     if (j0 >= n) return;
@@ -255,19 +292,24 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
 #pragma unroll
     for (int u = 0; u < SCORE_CELLS; ++u) acc[u] = 0.0f;
     for (int c = lane; c < dh / CHUNK; c += WARP) {
-        float q8[8], kv8[SCORE_CELLS][8];
+        // The cells' keys all loaded before the first is made floats (one round trip for them all).
+        KvRaw8<MODE> raw[SCORE_CELLS];
+#pragma unroll
+        for (int u = 0; u < SCORE_CELLS; ++u)
+            if (j0 + u < n) raw[u].load(kh, kc, ks, kf, dim, cell[u], g * dh + CHUNK * c);
+        float q8[8];
         load8_f32(qv + CHUNK * c, q8);
 #pragma unroll
         for (int u = 0; u < SCORE_CELLS; ++u) {
+            float kv8[8];
             if (j0 + u < n) {
-                kv_get8(kh, kc, ks, kf, mode, dim, cell[u], g * dh + CHUNK * c, kv8[u]);
+                raw[u].get(kv8);
             } else {
 #pragma unroll
-                for (int e = 0; e < 8; ++e) kv8[u][e] = 0.0f;
+                for (int e = 0; e < 8; ++e) kv8[e] = 0.0f;
             }
+            acc[u] = __fadd_rn(acc[u], chunk_dot(q8, kv8));
         }
-#pragma unroll
-        for (int u = 0; u < SCORE_CELLS; ++u) acc[u] = __fadd_rn(acc[u], chunk_dot(q8, kv8[u]));
     }
 #pragma unroll
     for (int u = 0; u < SCORE_CELLS; ++u) {
@@ -275,6 +317,20 @@ extern "C" __global__ void attend_scores(const float* __restrict__ q, const unsi
         if (lane == 0 && j0 + u < n) sbuf[(size_t)bt * sbuf_stride + j0 + u] = __fmul_rn(d, scale);
     }
 }
+// A kernel per cache mode (attend_scores_f16, _i8, _f32).
+#define ATTEND_SCORES(SUFFIX, MODE)                                                                          \
+    extern "C" __global__ void attend_scores##SUFFIX(                                                        \
+        const float* __restrict__ q, const unsigned short* __restrict__ kh, const signed char* __restrict__ kc, \
+        const unsigned short* __restrict__ ks, const float* __restrict__ kf, const unsigned int* __restrict__ ids, \
+        int ids_stride, const int* __restrict__ count, const int* __restrict__ lo, float* __restrict__ sbuf,  \
+        int sbuf_stride, int hq, int hkv, int dh, float scale) {                                             \
+        grid_dep_wait();                                                                                     \
+        attend_scores_body<MODE>(q, kh, kc, ks, kf, ids, ids_stride, count, lo, sbuf, sbuf_stride, hq, hkv, dh, \
+                                 scale);                                                                     \
+    }
+ATTEND_SCORES(_f16, 0)
+ATTEND_SCORES(_i8, 1)
+ATTEND_SCORES(_f32, 2)
 
 // Per bt (a block each): the max, e_j in place of s_j, each chunk's part of the sum (all threads), then the
 // lanes' running totals over their chunks in order and the butterfly (warp 0); the sum stored after the parts.
@@ -313,352 +369,107 @@ extern "C" __global__ void attend_softmax(float* __restrict__ sbuf, int sbuf_str
     }
 }
 
-// Where a values block's thread works (blockIdx.x a slice of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb):
-// its token, KV group, query head (live when the warp has one of the group's heads), dim, cell count and
-// that head's row of e_j (then the sum's parts and the sum).
-struct ValuesAt {
-    int t, g, h, n, d;
-    bool live;
-    const float* e;
-    __device__ ValuesAt(const int* count, const float* sbuf, int sbuf_stride, int hq, int hkv, int dh) {
-        const int warps = blockDim.x / WARP, hpg = hq / hkv, hb_count = (hpg + warps - 1) / warps;
-        const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, hi = hb * warps + threadIdx.x / WARP;
-        t = tg / hkv;
-        g = tg % hkv;
-        h = g * hpg + hi;
-        n = count[t];
-        d = blockIdx.x * WARP + threadIdx.x % WARP;
-        live = hi < hpg;
-        e = sbuf + (size_t)(t * hq + (live ? h : 0)) * sbuf_stride;
-    }
-};
-
-// Where a values kernel's `_q` form also writes its output quantized for the output product
-// (STRATA_ATTN_QUANTIZE=1): the pieces (QIn's layout, qdot.cu), their codes' order (0 element order, 2
-// IQ4_NL's) and the window's T. The plain kernels get none.
-struct ValuesQ {
-    int4* yq;
-    int layout, T;
-};
-
-// The output of a values chain: o / Σe (the sum stored after the parts, or with SF the one the kernel made,
-// `sum`), gated by σ(gate[d]). With QY the warp (a head's 32 dims: one piece of the output product's input,
-// lane i element i) also quantizes it.
-template <bool QY, bool SF>
-__device__ void values_store(const ValuesAt& a, float o, const float* __restrict__ qg, float* __restrict__ out,
-                             int hq, int dh, const ValuesQ& q, float sum) {
-    if (!a.live || a.d >= dh) return;
-    const float total = SF ? sum : a.e[a.n + (a.n + CHUNK - 1) / CHUNK];
-    const float gate = qg[(size_t)a.t * hq * 2 * dh + (size_t)a.h * 2 * dh + dh + a.d];
-    const float y = __fmul_rn(__fdiv_rn(o, total), s_sigmoid(gate));
-    out[(size_t)a.t * hq * dh + (size_t)a.h * dh + a.d] = y;
-    if (QY) {
-        const int lane = threadIdx.x % WARP, byte = q.layout == 2 ? qd_pos_iq4_nl(lane) : lane;
-        warp_quantize_piece_at(y, q.yq, q.T, hq * dh / QBLOCK, a.t, (a.h * dh + a.d - lane) / QBLOCK, byte);
-    }
-}
-
-// The parameters every values kernel takes, and their names.
+// The values of one query head h of token t: o[d] = dot(e, v[·][d]) over its n cells by the reduction
+// contract (docs/ARITHMETIC.md § dot, the cells cut into chunks of 8), then o[d]/Σe gated by σ(gate[d]).
+// A chunk's sum depends only on its own 8 cells, so every chunk sum is made at once, each by a thread of
+// its own; then lane L of a warp adds chunks L, L + 32, … in order and the butterfly finishes, as a warp
+// alone would. Block (blockIdx.x, blockIdx.y = (t·hkv + g)·HB + hb): VALUES_DIMS dims of VALUES_HEADS query
+// heads of KV group g (they read the same values), in rounds of VALUES_THREADS chunks; thread i of a round
+// loads its chunk's 8 cells (their ids, then 16 bytes of values each and the heads' e_j, all in flight
+// together) and makes its VALUES_HEADS · VALUES_DIMS chunk sums; warp w then adds, for its outputs, each
+// lane's chunks of the round to that lane's running total. `sbuf` holds per (t, h) the e_j, the per-chunk
+// parts of their sum and the sum (attend_softmax); its rows (sbuf_stride) are whole chunks.
+#define VALUES_HEADS 4
+#define VALUES_DIMS 8
+#define VALUES_THREADS 256
+#define VALUES_OUT (VALUES_HEADS * VALUES_DIMS)
 #define VALUES_PARAMS                                                                                         \
     const float *__restrict__ qg, const unsigned short *__restrict__ vh, const signed char *__restrict__ vc,  \
-        const unsigned short *__restrict__ vs, const float *__restrict__ vf, int mode,                        \
-        const unsigned int *__restrict__ ids, int ids_stride, const int *__restrict__ count,                  \
-        const int *__restrict__ lo, const float *__restrict__ sbuf, int sbuf_stride, float *__restrict__ out, \
-        int hq, int hkv, int dh
-#define VALUES_ARGS qg, vh, vc, vs, vf, mode, ids, ids_stride, count, lo, sbuf, sbuf_stride, out, hq, hkv, dh
-// A values kernel NAME (its body NAME_body) and its quantizing form NAME_q.
-#define VALUES_KERNELS(NAME)                                                                              \
-    extern "C" __global__ void NAME(VALUES_PARAMS) {                                                      \
-        NAME##_body<false, false>(VALUES_ARGS, ValuesQ{nullptr, 0, 0});                                    \
-    }                                                                                                     \
-    extern "C" __global__ void NAME##_q(VALUES_PARAMS, int4* yq, int layout, int T) {                    \
-        NAME##_body<true, false>(VALUES_ARGS, ValuesQ{yq, layout, T});                                     \
-    }
-// The forms NAME_s and NAME_qs that make the softmax themselves from the scores (STRATA_SOFTMAX_IN_VALUES=1,
-// no attend_softmax launch before them).
-#define VALUES_SOFTMAX_KERNELS(NAME)                                                                      \
-    extern "C" __global__ void NAME##_s(VALUES_PARAMS) {                                                  \
-        NAME##_body<false, true>(VALUES_ARGS, ValuesQ{nullptr, 0, 0});                                     \
-    }                                                                                                     \
-    extern "C" __global__ void NAME##_qs(VALUES_PARAMS, int4* yq, int layout, int T) {                   \
-        NAME##_body<true, true>(VALUES_ARGS, ValuesQ{yq, layout, T});                                      \
-    }
-
-// attend_softmax's max and sum for the warp's head (a live warp of a values kernel, from the scores at s):
-// the max over the n scores (exact: any order gives the block's), then lane L's running total over chunks
-// L, L + 32, … of that chunk's e_j = exp(s_j − max) added in order, and the butterfly, so the same sum in
-// every lane. The e_j themselves the caller makes as it reads them, by the same expression.
-__device__ __forceinline__ float2 warp_softmax_stats(const float* __restrict__ s, int n) {
-    const int lane = threadIdx.x % WARP, nch = (n + CHUNK - 1) / CHUNK;
-    float m = -__int_as_float(0x7f800000);
-    for (int j = lane; j < n; j += WARP) m = fmaxf(m, s[j]);
+        const unsigned short *__restrict__ vs, const float *__restrict__ vf, const unsigned int *__restrict__ ids, \
+        int ids_stride, const int *__restrict__ count, const int *__restrict__ lo, const float *__restrict__ sbuf, \
+        int sbuf_stride, float *__restrict__ out, int hq, int hkv, int dh
+template <int MODE>
+__device__ __forceinline__ void attend_values_body(VALUES_PARAMS, float (*part)[VALUES_OUT + 1]) {
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int hpg = hq / hkv, hb_count = (hpg + VALUES_HEADS - 1) / VALUES_HEADS;
+    const int hb = blockIdx.y % hb_count, tg = blockIdx.y / hb_count, t = tg / hkv, g = tg % hkv;
+    const int d0 = blockIdx.x * VALUES_DIMS, dim = hkv * dh, n = count[t], nch = (n + CHUNK - 1) / CHUNK;
+    const int h0 = g * hpg + hb * VALUES_HEADS, heads = min(VALUES_HEADS, hpg - hb * VALUES_HEADS);
+    const float* e = sbuf + (size_t)(t * hq + h0) * sbuf_stride;
+    // Warp w's outputs: w·OUT_PER .. (head k = o / VALUES_DIMS, dim d0 + o % VALUES_DIMS).
+    constexpr int OUT_PER = VALUES_OUT / (VALUES_THREADS / WARP);
+    float total[OUT_PER];
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    float acc = 0.0f;
-    for (int c = lane; c < nch; c += WARP) {
-        float part = 0.0f;
-        for (int j = CHUNK * c; j < min(n, CHUNK * c + CHUNK); ++j) part = __fadd_rn(part, s_exp(__fsub_rn(s[j], m)));
-        acc = __fadd_rn(acc, part);
-    }
-    return make_float2(m, warp_butterfly(acc));
-}
-
-// A warp's fma chains through a tile of len cells: o = fma(e[j], tile[j][lane], o) for j ascending. The
-// shared-memory reads of 8 cells are issued before their 8 fmas, so only the fmas' own latency is serial.
-__device__ __forceinline__ float values_chain(float o, const float* e, const float (*tile)[WARP], int len, int lane) {
-    int j = 0;
-    for (; j + 8 <= len; j += 8) {
-        float ee[8], vv[8];
+    for (int q = 0; q < OUT_PER; ++q) total[q] = 0.0f;
+    for (int base = 0; base < nch; base += VALUES_THREADS) {
+        const int c = base + tid;
+        if (c < nch) {
+            const int j0 = c * CHUNK, len = min(CHUNK, n - j0);
+            // The chunk's ids, then its values and the heads' e_j, every load issued before any is used.
+            size_t cell[CHUNK];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
-            ee[u] = e[j + u];
-            vv[u] = tile[j + u][lane];
-        }
+            for (int i = 0; i < CHUNK; ++i) cell[i] = i < len ? attend_cell(ids, ids_stride, lo, t, j0 + i) : 0;
+            KvRaw8<MODE> raw[CHUNK];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) o = __fmaf_rn(ee[u], vv[u], o);
-    }
-    for (; j < len; ++j) o = __fmaf_rn(e[j], tile[j][lane], o);
-    return o;
-}
-
-// The values, for the query heads of one KV group together (they read the same values): blockIdx.x a slice
-// of 32 dims, blockIdx.y = (t·hkv + g)·HB + hb, warp w the group's head hb·warps + w. Tiles of ATTEND_TILE
-// cells are read into shared memory by the whole block (the cell ids first, then the values, several loads
-// in flight per thread) with each head's e_j, then each warp runs its head's fma chains through the tile. At
-// most 16 warps.
-#define ATTEND_TILE 128
-#define ATTEND_LOADS 16
-template <bool QY, bool SF>
-__device__ __forceinline__ void attend_values_body(VALUES_PARAMS, const ValuesQ& q) {
-    grid_dep_wait();
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
-    const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
-    const bool live = a.live;
-    const float* e = a.e;
-    __shared__ float tile[ATTEND_TILE][WARP];
-    __shared__ float et[16][ATTEND_TILE];  // each warp's head's e_j of the tile
-    __shared__ unsigned int cells[ATTEND_TILE];
-    float o = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += ATTEND_TILE) {
-        const int len = min(ATTEND_TILE, n - j0);
-        for (int jj = threadIdx.x; jj < len; jj += blockDim.x) {
-            cells[jj] = (unsigned int)attend_cell(ids, ids_stride, lo, t, j0 + jj);
-        }
-        for (int jj = lane; jj < len; jj += WARP) et[warp][jj] = e[j0 + jj];
-        __syncthreads();
-        // Up to ATTEND_LOADS cells a thread, all loads issued before any store: with 8 warps a whole tile is
-        // one round trip to memory.
-        for (int jb = warp; jb < len; jb += ATTEND_LOADS * warps) {
-            float v[ATTEND_LOADS];
+            for (int i = 0; i < CHUNK; ++i)
+                if (i < len) raw[i].load(vh, vc, vs, vf, dim, cell[i], g * dh + d0);
+            // A head's e_j of a whole chunk by two 16-byte loads (rows of whole chunks: the host's stride).
+            float ev[VALUES_HEADS][CHUNK];
 #pragma unroll
-            for (int u = 0; u < ATTEND_LOADS; ++u) {
-                const int jj = jb + u * warps;
-                v[u] = jj < len && d < dh ? kv_get(vh, vc, vs, vf, mode, dim, cells[jj], g * dh + d) : 0.0f;
-            }
-#pragma unroll
-            for (int u = 0; u < ATTEND_LOADS; ++u) {
-                if (jb + u * warps < len) tile[jb + u * warps][lane] = v[u];
-            }
-        }
-        __syncthreads();
-        if (live) o = values_chain(o, et[warp], tile, len, lane);
-        __syncthreads();
-    }
-    values_store<QY, false>(a, o, qg, out, hq, dh, q, 0.0f);
-}
-VALUES_KERNELS(attend_values)
-
-// attend_values with the next tile's loads in flight while the current tile's chains run (the plan's
-// `prefetch` variant; the same sums). The selection's cell ids are staged in shared memory once (when they
-// fit), each thread holds up to 16 values and 6 e_j of the next tile in registers, and a tile has up to 16
-// cells per warp (at most 192).
-#define PF_TILE 192
-#define PF_PER 16
-#define PF_IDS 2304
-template <bool QY, bool SF>
-__device__ __forceinline__ void attend_values_prefetch_body(VALUES_PARAMS, const ValuesQ& q) {
-    grid_dep_wait();
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, warps = blockDim.x / WARP;
-    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
-    const int t = a.t, g = a.g, n = a.n, d = a.d, dim = hkv * dh;
-    const bool live = a.live;
-    const float* e = a.e;
-    const int tile_len = min(PF_TILE, warps * PF_PER);
-    __shared__ float tile[PF_TILE][WARP];
-    __shared__ float et[16][PF_TILE];
-    __shared__ unsigned int sid[PF_IDS];
-    const bool staged = ids != nullptr && n <= PF_IDS;
-    if (staged) {
-        for (int jj = threadIdx.x; jj < n; jj += blockDim.x) sid[jj] = ids[(size_t)t * ids_stride + jj];
-    }
-    __syncthreads();
-    float v[PF_PER], ev[PF_TILE / WARP];
-    auto fetch = [&](int j0) {
-        const int len = min(tile_len, n - j0);
-#pragma unroll
-        for (int i = 0; i < PF_PER; ++i) {
-            const int jj = warp + i * warps;
-            if (jj < len && d < dh) {
-                const size_t cell = staged ? (size_t)sid[j0 + jj] : attend_cell(ids, ids_stride, lo, t, j0 + jj);
-                v[i] = kv_get(vh, vc, vs, vf, mode, dim, cell, g * dh + d);
-            } else {
-                v[i] = 0.0f;
-            }
-        }
-#pragma unroll
-        for (int m = 0; m < PF_TILE / WARP; ++m) {
-            const int jj = lane + m * WARP;
-            ev[m] = jj < len ? e[j0 + jj] : 0.0f;
-        }
-    };
-    float o = 0.0f;
-    if (n > 0) fetch(0);
-    for (int j0 = 0; j0 < n; j0 += tile_len) {
-        const int len = min(tile_len, n - j0);
-        __syncthreads();  // every chain is done with the previous tile
-#pragma unroll
-        for (int i = 0; i < PF_PER; ++i) {
-            const int jj = warp + i * warps;
-            if (jj < len) tile[jj][lane] = v[i];
-        }
-#pragma unroll
-        for (int m = 0; m < PF_TILE / WARP; ++m) {
-            const int jj = lane + m * WARP;
-            if (jj < len) et[warp][jj] = ev[m];
-        }
-        __syncthreads();
-        if (j0 + tile_len < n) fetch(j0 + tile_len);  // in flight during the chains below
-        if (live) o = values_chain(o, et[warp], tile, len, lane);
-    }
-    values_store<QY, false>(a, o, qg, out, hq, dh, q, 0.0f);
-}
-VALUES_KERNELS(attend_values_prefetch)
-
-// attend_values for fp16 caches with the loads decoupled from registers (the plan's `pipe` variant; the same
-// sums): each tile's 64 bytes a cell (the block's 32 dims) go straight from global to shared memory by
-// asynchronous copies, PIPE_STAGES tiles in flight while the warps run their chains through the oldest, so a
-// block waits on memory about once, not once a tile. e_j are read a warp-wide row of 32 at a time, the next
-// row's load in flight, and handed to the chain by shuffles. PIPE_WARPS heads a block: more blocks, each
-// with fewer chains to issue. The host uses it only for fp16 caches with dims in whole slices of 32 and
-// KV groups of 4k heads (so a block is exactly PIPE_WARPS warps).
-#define PIPE_TILE 192
-#define PIPE_STAGES 4
-#define PIPE_WARPS 4
-#define PIPE_PIECES (4 * PIPE_TILE / (PIPE_WARPS * WARP))  // 6 copies a thread a tile
-__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-#else
-    *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
-#endif
-}
-__device__ __forceinline__ void copies_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-// Waits until at most PIPE_STAGES − 2 committed groups are still in flight.
-__device__ __forceinline__ void copies_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PIPE_STAGES - 2));
-#endif
-}
-
-template <bool QY, bool SF>
-__device__ __forceinline__ void attend_values_pipe_body(VALUES_PARAMS, const ValuesQ& q) {
-    grid_dep_wait();
-    __shared__ uint4 ring[PIPE_STAGES][PIPE_TILE][4];  // 48 KB: a tile's cells, 32 halves each
-    const int lane = threadIdx.x % WARP;
-    const ValuesAt a(count, sbuf, sbuf_stride, hq, hkv, dh);
-    const int t = a.t, n = a.n, dim = hkv * dh;
-    const unsigned short* base = vh + a.g * dh + blockIdx.x * WARP;  // this block's 32 dims of cell 0
-    const int tiles = (n + PIPE_TILE - 1) / PIPE_TILE;
-    // Thread i of the block copies pieces i, i + 128, … (piece p: cell p / 4, its 16-byte quarter p % 4) of a
-    // tile; the cells' ids are read one tile ahead of their copies, so neither waits on the other.
-    u32 cell[PIPE_PIECES];
-    auto ids_of = [&](int k) {
-#pragma unroll
-        for (int u = 0; u < PIPE_PIECES; ++u) {
-            const int p = threadIdx.x + u * PIPE_WARPS * WARP, j = k * PIPE_TILE + p / 4;
-            cell[u] = k < tiles && p / 4 < PIPE_TILE && j < n ? (u32)attend_cell(ids, ids_stride, lo, t, j) : 0u;
-        }
-    };
-    auto issue = [&](int k) {
-        if (k < tiles) {
-#pragma unroll
-            for (int u = 0; u < PIPE_PIECES; ++u) {
-                const int p = threadIdx.x + u * PIPE_WARPS * WARP, j = k * PIPE_TILE + p / 4;
-                if (p / 4 < PIPE_TILE && j < n) {
-                    copy16_async(&ring[k % PIPE_STAGES][p / 4][p % 4], base + (size_t)cell[u] * dim + 8 * (p % 4));
-                }
-            }
-        }
-        copies_commit();  // an empty group past the last tile keeps the waits' count uniform
-    };
-    for (int k = 0; k < PIPE_STAGES - 1; ++k) {
-        ids_of(k);
-        issue(k);
-    }
-    ids_of(PIPE_STAGES - 1);
-    // With SF the softmax's max and sum, made while the first tiles' copies are in flight; a.e then holds
-    // the scores, and each e_j is made from its score as it is read.
-    const float2 stats = SF && a.live ? warp_softmax_stats(a.e, n) : make_float2(0.0f, 0.0f);
-    // Lane L holds e_j of cells L, L + 32, … of a tile, loaded a tile ahead: a load a row ahead waited out
-    // the L2's latency at each row of 32 cells, longer than the row's chains.
-    constexpr int EROWS = PIPE_TILE / WARP;
-    float e_next[EROWS];
-    auto e_of = [&](int k) {
-#pragma unroll
-        for (int u = 0; u < EROWS; ++u) {
-            const int j = k * PIPE_TILE + u * WARP + lane;
-            const bool in = a.live && k < tiles && j < n;
-            e_next[u] = !in ? 0.0f : SF ? s_exp(__fsub_rn(a.e[j], stats.x)) : a.e[j];
-        }
-    };
-    e_of(0);
-    float o = 0.0f;
-    for (int k = 0; k < tiles; ++k) {
-        copies_wait();    // tile k has landed (for this thread's copies)
-        __syncthreads();  // ... and everyone's; every chain is done with tile k − 1's stage
-        issue(k + PIPE_STAGES - 1);
-        ids_of(k + PIPE_STAGES);  // in flight during this tile's chains
-        float e_tile[EROWS];
-#pragma unroll
-        for (int u = 0; u < EROWS; ++u) e_tile[u] = e_next[u];
-        e_of(k + 1);  // likewise
-        const int j0 = k * PIPE_TILE, len = min(PIPE_TILE, n - j0);
-        const unsigned short* tile = reinterpret_cast<const unsigned short*>(ring[k % PIPE_STAGES]);
-        if (a.live) {
-#pragma unroll
-            for (int ri = 0; ri < EROWS; ++ri) {
-                const int r = ri * WARP, m = min(WARP, len - r);
-                const float e_row = e_tile[ri];
-                if (m == WARP) {
-                    // A whole row: 8 cells' e_j and values fetched before their 8 fmas, so the chain waits
-                    // on the fmas alone, not on a shared-memory read each (the same fmas in the same order).
-#pragma unroll
-                    for (int u0 = 0; u0 < WARP; u0 += 8) {
-                        float ej[8], vv[8];
-#pragma unroll
-                        for (int u = 0; u < 8; ++u) {
-                            ej[u] = __shfl_sync(0xffffffffu, e_row, u0 + u);
-                            vv[u] = f16_bits_to_f32(tile[(r + u0 + u) * WARP + lane]);
-                        }
-#pragma unroll
-                        for (int u = 0; u < 8; ++u) o = __fmaf_rn(ej[u], vv[u], o);
-                    }
+            for (int k = 0; k < VALUES_HEADS; ++k) {
+                const float* ek = e + (size_t)k * sbuf_stride + j0;
+                if (k < heads && len == CHUNK) {
+                    const float4 a = reinterpret_cast<const float4*>(ek)[0], b = reinterpret_cast<const float4*>(ek)[1];
+                    ev[k][0] = a.x; ev[k][1] = a.y; ev[k][2] = a.z; ev[k][3] = a.w;
+                    ev[k][4] = b.x; ev[k][5] = b.y; ev[k][6] = b.z; ev[k][7] = b.w;
                 } else {
-                    for (int u = 0; u < m; ++u) {
-                        const float ej = __shfl_sync(0xffffffffu, e_row, u);
-                        o = __fmaf_rn(ej, f16_bits_to_f32(tile[(r + u) * WARP + lane]), o);
-                    }
+#pragma unroll
+                    for (int i = 0; i < CHUNK; ++i) ev[k][i] = k < heads && i < len ? ek[i] : 0.0f;
                 }
             }
+            // Each output's chunk sum: from +0, the cells' fmas in order.
+            float s[VALUES_OUT];
+#pragma unroll
+            for (int o = 0; o < VALUES_OUT; ++o) s[o] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < CHUNK; ++i) {
+                if (i < len) {
+                    float v[VALUES_DIMS];
+                    raw[i].get(v);
+#pragma unroll
+                    for (int o = 0; o < VALUES_OUT; ++o)
+                        s[o] = __fmaf_rn(ev[o / VALUES_DIMS][i], v[o % VALUES_DIMS], s[o]);
+                }
+            }
+#pragma unroll
+            for (int o = 0; o < VALUES_OUT; ++o) part[tid][o] = s[o];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < OUT_PER; ++q)
+            for (int i = lane; i < VALUES_THREADS && base + i < nch; i += WARP)
+                total[q] = __fadd_rn(total[q], part[i][warp * OUT_PER + q]);
+        __syncthreads();  // the round's sums are read before the next round writes them
+    }
+#pragma unroll
+    for (int q = 0; q < OUT_PER; ++q) {
+        const float o = warp_butterfly(total[q]);
+        const int k = (warp * OUT_PER + q) / VALUES_DIMS, d = d0 + (warp * OUT_PER + q) % VALUES_DIMS, h = h0 + k;
+        if (lane == 0 && k < heads && d < dh) {
+            const float sum = e[(size_t)k * sbuf_stride + n + nch];
+            const float gate = qg[(size_t)t * hq * 2 * dh + (size_t)h * 2 * dh + dh + d];
+            out[(size_t)t * hq * dh + (size_t)h * dh + d] = __fmul_rn(__fdiv_rn(o, sum), s_sigmoid(gate));
         }
     }
-    values_store<QY, SF>(a, o, qg, out, hq, dh, q, stats.y);
 }
-VALUES_KERNELS(attend_values_pipe)
-VALUES_SOFTMAX_KERNELS(attend_values_pipe)
+// A kernel per cache mode (attend_values_f16, _i8, _f32), each with the registers its loads take.
+#define ATTEND_VALUES(SUFFIX, MODE)                                                                       \
+    extern "C" __global__ void __launch_bounds__(VALUES_THREADS) attend_values##SUFFIX(VALUES_PARAMS) {   \
+        grid_dep_wait();                                                                                  \
+        __shared__ float part[VALUES_THREADS][VALUES_OUT + 1]; /* +1: a warp's stores hit 32 banks */     \
+        attend_values_body<MODE>(qg, vh, vc, vs, vf, ids, ids_stride, count, lo, sbuf, sbuf_stride, out, hq, \
+                                 hkv, dh, part);                                                          \
+    }
+ATTEND_VALUES(_f16, 0)
+ATTEND_VALUES(_i8, 1)
+ATTEND_VALUES(_f32, 2)

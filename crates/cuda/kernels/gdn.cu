@@ -128,6 +128,7 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
 // With yq (QY, S a multiple of 32), y is also quantized for the output product (§ qdot, the codes in
 // element order: Q8_0, Q4_0, Q4_K, Q6_K): each round of the warp's lanes is one piece of 32, quantized
 // in the lanes (common.cuh's warp_quantize_piece) into QIn's layout (qdot.cu) for T vectors of hv·S/32 pieces.
+#define NORM_HELD 4  // a lane's values of a head held through its output norm (S ≤ 128)
 template <bool QY>
 __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __restrict__ z,
                                   const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T, int j,
@@ -135,11 +136,35 @@ __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __re
     const int warp = threadIdx.x / WARP, warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
     for (int t = warp; t < T; t += warps) {
         const size_t base = ((size_t)t * hv + j) * S;
+        // A lane's values d = lane, lane + 32, … (S ≤ 32·NORM_HELD), their gammas and gates, asked for before
+        // the norm's sum, so that the loop below waits on none of them: in it each round waited out a round
+        // trip for its gate.
+        const bool held = S <= WARP * NORM_HELD;
+        float ov[NORM_HELD], wv[NORM_HELD], zv[NORM_HELD];
+        if (held) {
+#pragma unroll
+            for (int i = 0; i < NORM_HELD; ++i) {
+                const int d = lane + WARP * i;
+                if (d < S) {
+                    ov[i] = o[base + d];
+                    wv[i] = w[d];
+                    zv[i] = z[base + d];
+                }
+            }
+        }
         const float rs = warp_rms_scale(o + base, S);
-        for (int d = lane; d < S; d += WARP) {
-            const float v = __fmul_rn(__fmul_rn(__fmul_rn(o[base + d], rs), w[d]), s_sigmoid(z[base + d]));
+        // y_d, and with QY the warp's piece quantized (lane i element i).
+        auto put = [&](int d, float od, float wd, float zd) {
+            const float v = __fmul_rn(__fmul_rn(__fmul_rn(od, rs), wd), s_sigmoid(zd));
             y[base + d] = v;
             if (QY) warp_quantize_piece(v, yq, T, hv * S / QBLOCK, t, (j * S + d - lane) / QBLOCK);
+        };
+        if (held) {
+#pragma unroll
+            for (int i = 0; i < NORM_HELD; ++i)
+                if (lane + WARP * i < S) put(lane + WARP * i, ov[i], wv[i], zv[i]);
+        } else {
+            for (int d = lane; d < S; d += WARP) put(d, o[base + d], w[d], z[base + d]);
         }
     }
 }

@@ -384,6 +384,7 @@ GR_UP75(_f32, float)
 // and the epilogue summing the streams in order.
 #define UP_D 4
 #define UP_B 3  // tasks a thread loads at once
+#define UP_HC 4  // streams whose epilogue values a thread loads early (the model's hc)
 template <typename WT>
 __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
@@ -444,6 +445,17 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
             }
         }
     }
+    // The epilogue's xn values (thread p < UP_D·T takes output d0 + p % UP_D of token p / UP_D, its hc
+    // streams), asked for now so that they arrive during the chunk sums' reduction: in the epilogue's loop
+    // each waited out a round trip, one stream after another. (Asked for before the dots, their registers
+    // cost the kernel a block a multiprocessor.)
+    float xe[UP_HC];
+    const bool early_xn = hc <= UP_HC && tid < UP_D * T && d0 + tid % UP_D < n;
+    if (early_xn) {
+#pragma unroll
+        for (int c = 0; c < UP_HC; ++c)
+            if (c < hc) xe[c] = xn[(size_t)(tid / UP_D) * hc * n + (size_t)c * n + d0 + tid % UP_D];
+    }
     __syncthreads();
     const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
     for (int p = warp; p < rows * T; p += warps) {
@@ -457,10 +469,18 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     for (int p = tid; p < UP_D * T; p += blockDim.x) {
         const int dd = p % UP_D, t = p / UP_D, d = d0 + dd;
         if (d >= n) continue;
+        // Stream c's term, the streams summed in order from the first.
         float s = 0.0f;
-        for (int c = 0; c < hc; ++c) {
-            const float term = __fmul_rn(xn[(size_t)t * hc * n + (size_t)c * n + d], s_sigmoid(g[(c * UP_D + dd) * T + t]));
+        auto add = [&](int c, float x) {
+            const float term = __fmul_rn(x, s_sigmoid(g[(c * UP_D + dd) * T + t]));
             s = c == 0 ? term : __fadd_rn(s, term);
+        };
+        if (early_xn && p == tid) {
+#pragma unroll
+            for (int c = 0; c < UP_HC; ++c)
+                if (c < hc) add(c, xe[c]);
+        } else {
+            for (int c = 0; c < hc; ++c) add(c, xn[(size_t)t * hc * n + (size_t)c * n + d]);
         }
         mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
     }

@@ -315,22 +315,24 @@ pub fn attention(
     };
     // The most cells a token of the window attends to; the scores, the sum's parts and the sum per head.
     let max_n = if ids.is_some() { ids_stride } else { pos + t };
-    let sbuf_stride = max_n + max_n.div_ceil(CHUNK) + 1;
+    // Rows of whole chunks, so that each row starts 32-byte aligned and the values kernel reads a chunk's
+    // e_j by two 16-byte loads.
+    let sbuf_stride = (max_n + max_n.div_ceil(CHUNK) + 1).next_multiple_of(CHUNK);
     // Left unset: per (token, head) attend_scores writes the n scores (its grid covers max_n ≥ n),
     // attend_softmax the chunks' parts and the sum after them, and every reader stays below those.
     let sbuf = Buf::<f32>::uninit(gpu, t * d.hq * sbuf_stride)?;
     // Every (token, head, dim) is written by the values kernel.
     let out = Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?;
     let ids_ptr = ids.as_ref().map_or(0, |b| b.ptr(gpu));
-    let cells_args =
-        [Arg::I32(st.k.mode_id()), Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))];
+    let cells_args = [Arg::Ptr(ids_ptr), i(ids_stride), Arg::Ptr(count.ptr(gpu)), Arg::Ptr(lo.ptr(gpu))];
     let heads = [i(d.hq), i(d.hkv), i(d.dh)];
     let block = |grid: (usize, usize)| LaunchConfig {
         grid_dim: (grid.0 as u32, grid.1 as u32, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
-    let f = gpu.function("attn.cu", SRC, "attend_scores")?;
+    let name = kernel_for("attend_scores", st.k.mode);
+    let f = gpu.function("attn.cu", SRC, name)?;
     let args = [
         &[Arg::Ptr(q.ptr(gpu))][..],
         &st.k.args(gpu),
@@ -341,34 +343,14 @@ pub fn attention(
     ]
     .concat();
     // 8 warps a block, SCORE_CELLS = 4 cells a warp (kernels/attn.cu).
-    launch(gpu, &f, "attend_scores", block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
-    // The softmax by a launch of its own, unless the values kernel makes it (STRATA_SOFTMAX_IN_VALUES=1,
-    // the pipe kernel only: its `_s` forms).
-    let variant = AttendVariant::runs(crate::plan::plan(gpu).attend.variant, &st.v, d);
-    let softmax = variant == AttendVariant::Pipe && softmax_in_values();
-    if !softmax {
-        let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
-        let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
-        launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
-    }
-    // With STRATA_ATTN_QUANTIZE=1 the values kernel also quantizes its output for the output product
-    // (whole heads of 32-dim pieces), which then reads those pieces: no `_quantize` launch between them.
-    let oq = match crate::qdot::attn_quantize_layout(w.o.ty) {
-        Some(layout) if d.dh.is_multiple_of(32) && w.o.cols == d.hq * d.dh => {
-            Some((Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, w.o.cols))?, layout))
-        }
-        _ => None,
-    };
-    let yq = oq.as_ref().map(|(b, layout)| (b, *layout));
-    let (sbuf, v) = ((&sbuf, sbuf_stride), &st.v);
-    let values = Values { qg: &qg, v, cells: &cells_args, sbuf, out: &out, yq, softmax };
-    attend_values(gpu, variant, &values, d, t)?;
+    launch(gpu, &f, name, block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
+    let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
+    let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
+    launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
+    attend_values(gpu, &Values { qg: &qg, v: &st.v, cells: &cells_args, sbuf: (&sbuf, sbuf_stride), out: &out }, d, t)?;
     st.cells += t;
     let y = Buf::<f32>::uninit(gpu, t * w.o.rows)?;
-    match &oq {
-        Some((q, _)) => crate::qdot::dense_quantized(gpu, &w.o, q, (y.ptr(gpu), None), t)?,
-        None => matvec(gpu, &w.o, &out, &y, t)?,
-    }
+    matvec(gpu, &w.o, &out, &y, t)?;
     Ok(y)
 }
 
@@ -403,79 +385,33 @@ fn kv_fuse() -> bool {
     *ON.get_or_init(|| std::env::var("STRATA_KV_FUSE").is_ok_and(|v| v == "1"))
 }
 
-/// How the attention values are read (kernels/attn.cu); both give the same sums, the plan picks one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttendVariant {
-    /// Tiles of 128 cells, each read and then run (`attend_values`).
-    Tiles,
-    /// The next tile's loads in flight during the current tile's chains (`attend_values_prefetch`).
-    Prefetch,
-    /// fp16 caches: tiles copied to shared memory asynchronously, several in flight, 4 heads a block
-    /// (`attend_values_pipe`); other caches as `Tiles`.
-    Pipe,
-}
-
-impl AttendVariant {
-    pub const ALL: [AttendVariant; 3] = [AttendVariant::Tiles, AttendVariant::Prefetch, AttendVariant::Pipe];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AttendVariant::Tiles => "tiles",
-            AttendVariant::Prefetch => "prefetch",
-            AttendVariant::Pipe => "pipe",
-        }
-    }
-
-    /// `STRATA_ATTEND=tiles|prefetch|pipe` forces one.
-    pub fn from_env() -> Option<AttendVariant> {
-        let v = std::env::var("STRATA_ATTEND").ok()?;
-        AttendVariant::ALL.into_iter().find(|a| a.name() == v)
-    }
-
-    /// The variant that runs for caches like `v` in heads `d`: the pipe kernel copies 16-byte pieces of
-    /// fp16 cells (whole slices of 32 dims), 4 heads a block; elsewhere `Tiles` stands in for it.
-    fn runs(self, v: &KvGpu, d: AttnDims) -> AttendVariant {
-        let pipe_fits = v.mode_id() == 0 && d.dh.is_multiple_of(32) && (d.hq / d.hkv).is_multiple_of(4);
-        if self == AttendVariant::Pipe && !pipe_fits {
-            AttendVariant::Tiles
-        } else {
-            self
-        }
-    }
-
-    fn kernel(self) -> &'static str {
-        match self {
-            AttendVariant::Tiles => "attend_values",
-            AttendVariant::Prefetch => "attend_values_prefetch",
-            AttendVariant::Pipe => "attend_values_pipe",
-        }
-    }
-}
-
-/// The values kernel's inputs: the output gates, the V cache, the cells' arguments (mode, ids, stride,
-/// counts, lows), the e_j with their sums, the output, and where the `_q` kernels also write it quantized
-/// (the pieces and their codes' order).
+/// The values kernel's inputs: the output gates, the V cache, the cells' arguments (ids, stride, counts,
+/// lows), the e_j with their sums (and the rows' stride), the output.
 struct Values<'a> {
     qg: &'a Buf<f32>,
     v: &'a KvGpu,
-    cells: &'a [Arg; 5],
+    cells: &'a [Arg; 4],
     sbuf: (&'a Buf<f32>, usize),
     out: &'a Buf<f32>,
-    yq: Option<(&'a Buf<i32>, i32)>,
-    /// Whether the kernel makes the softmax from the scores itself (the pipe kernel's `_s` forms).
-    softmax: bool,
 }
 
-/// `STRATA_SOFTMAX_IN_VALUES=1` (opt-in until timed on a card): the pipe values kernel makes the softmax's
-/// max and sum for its head from the scores, and each e_j as it reads the score, by attend_softmax's
-/// expressions in its order (the same bits), so no softmax launch sits between the scores and the values.
-fn softmax_in_values() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_SOFTMAX_IN_VALUES").is_ok_and(|v| v == "1"))
-}
-
-/// `out = (Σ_j e_j·v_j) / Σe · σ(gate)` per query head, token and dim, in variant `variant`.
-fn attend_values(gpu: &Gpu, variant: AttendVariant, x: &Values, d: AttnDims, t: usize) -> Result<(), CudaError> {
+/// `out = dot(e, v[·][d]) / Σe · σ(gate)` per query head, token and dim (attn.cu's `attend_values_<mode>`: a
+/// block takes 8 dims of 4 heads of a KV group, a thread a chunk of 8 cells).
+fn attend_values(gpu: &Gpu, x: &Values, d: AttnDims, t: usize) -> Result<(), CudaError> {
+    const HEADS: usize = 4; // VALUES_HEADS
+    const DIMS: usize = 8; // VALUES_DIMS
+    if !d.dh.is_multiple_of(DIMS) {
+        return Err(CudaError::Shape(format!(
+            "attention heads of {} dims: the values kernel takes multiples of 8",
+            d.dh
+        )));
+    }
+    if !x.sbuf.1.is_multiple_of(CHUNK) {
+        return Err(CudaError::Shape(format!(
+            "score rows of {} floats: the values kernel takes whole chunks",
+            x.sbuf.1
+        )));
+    }
     let i = |v: usize| Arg::I32(v as i32);
     let args = [
         &[Arg::Ptr(x.qg.ptr(gpu))][..],
@@ -485,163 +421,25 @@ fn attend_values(gpu: &Gpu, variant: AttendVariant, x: &Values, d: AttnDims, t: 
         &[i(d.hq), i(d.hkv), i(d.dh)],
     ]
     .concat();
-    let variant = AttendVariant::runs(variant, x.v, d);
-    if x.softmax && variant != AttendVariant::Pipe {
-        return Err(CudaError::Shape(format!("the {} values kernel does not make the softmax", variant.name())));
-    }
-    // A warp per query head of a KV group, at most 16 per block (PIPE_WARPS = 4 for the pipe kernel).
     let hpg = d.hq / d.hkv;
-    let warps = if variant == AttendVariant::Pipe { 4 } else { hpg.min(16) };
     let cfg = LaunchConfig {
-        grid_dim: (d.dh.div_ceil(32) as u32, (t * d.hkv * hpg.div_ceil(warps)) as u32, 1),
-        block_dim: (32 * warps as u32, 1, 1),
+        grid_dim: ((d.dh / DIMS) as u32, (t * d.hkv * hpg.div_ceil(HEADS)) as u32, 1),
+        block_dim: (256, 1, 1), // VALUES_THREADS
         shared_mem_bytes: 0,
     };
-    // The kernel's form: `_q` quantizes its output too, `_s` makes the softmax itself (`_qs` both).
-    let form = match (x.yq.is_some(), x.softmax) {
-        (false, false) => "",
-        (true, false) => "_q",
-        (false, true) => "_s",
-        (true, true) => "_qs",
-    };
-    let args = match x.yq {
-        Some((q, layout)) => [&args[..], &[Arg::Ptr(q.ptr(gpu)), Arg::I32(layout), i(t)]].concat(),
-        None => args,
-    };
-    let name = crate::device::kernel_name([variant.kernel(), form, ""]);
+    let name = kernel_for("attend_values", x.v.mode);
     launch(gpu, &gpu.function("attn.cu", SRC, name)?, name, cfg, &args)
 }
 
-/// For the start-up choice: `Some(µs)` of `variant` (timed by [`attend_time`]) if its outputs equal the
-/// `tiles` kernel's bits for random caches in every KV mode (2,051 selected cells of 8,192; 2,600 cells,
-/// past the staged ids; every cell of a dense window) with the full model's heads, T = 1 and 4; `None` if
-/// they differ.
-pub fn attend_check(gpu: &Gpu, variant: AttendVariant) -> Result<Option<f64>, CudaError> {
-    let d = AttnDims { hq: 24, hkv: 2, dh: 256, rot: 64, di: 128, hi: 4, top_k: 2048 };
-    let (dim, cells_total) = (d.hkv * d.dh, 8192);
-    let mut rng = strata_gguf::SplitMix64::new(0xa77e);
-    for mode in [KvMode::F16, KvMode::Int8, KvMode::F32] {
-        let mut v = KvGpu::new(gpu, mode, dim, cells_total)?;
-        let n = cells_total * dim;
-        v.halves.write(
-            gpu,
-            &(0..if mode == KvMode::F16 { n } else { 1 }).map(|_| rng.next_u64() as u16 & 0x7bff).collect::<Vec<_>>(),
-        )?;
-        v.codes.write(
-            gpu,
-            &(0..if mode == KvMode::Int8 { n } else { 1 }).map(|_| rng.next_u64() as i8).collect::<Vec<_>>(),
-        )?;
-        v.scales.write(
-            gpu,
-            &(0..if mode == KvMode::Int8 { n / 64 } else { 1 })
-                .map(|_| 0x2000 + (rng.next_u64() as u16 & 0x0fff))
-                .collect::<Vec<_>>(),
-        )?;
-        v.floats.write(
-            gpu,
-            &(0..if mode == KvMode::F32 { n } else { 1 }).map(|_| rng.uniform() - 0.5).collect::<Vec<_>>(),
-        )?;
-        for (n_sel, sparse) in [(2051usize, true), (2600, true), (3000, false)] {
-            for t in [1usize, 4] {
-                let mut ids: Vec<u32> = Vec::new();
-                for _ in 0..t {
-                    let mut row: Vec<u32> = (0..cells_total as u32).collect();
-                    for k in 0..n_sel {
-                        let j = k + (rng.next_u64() as usize) % (cells_total - k);
-                        row.swap(k, j);
-                    }
-                    row.truncate(n_sel);
-                    row.sort_unstable();
-                    ids.extend(row);
-                }
-                let ids = Buf::from_host(gpu, &ids)?;
-                let count = Buf::from_host(gpu, &vec![n_sel as i32; t])?;
-                let lo = Buf::from_host(gpu, &vec![(cells_total - n_sel) as i32; t])?;
-                let stride = n_sel + n_sel.div_ceil(8) + 1;
-                let sbuf =
-                    Buf::from_host(gpu, &(0..t * d.hq * stride).map(|_| rng.uniform() + 0.01).collect::<Vec<f32>>())?;
-                let qg =
-                    Buf::from_host(gpu, &(0..t * d.hq * 2 * d.dh).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
-                let ids_ptr = if sparse { ids.ptr(gpu) } else { 0 };
-                let cells = [
-                    Arg::I32(v.mode_id()),
-                    Arg::Ptr(ids_ptr),
-                    Arg::I32(n_sel as i32),
-                    Arg::Ptr(count.ptr(gpu)),
-                    Arg::Ptr(lo.ptr(gpu)),
-                ];
-                let outs = [Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?, Buf::<f32>::zeros(gpu, t * d.hq * d.dh)?];
-                let x = |k: usize| Values {
-                    qg: &qg,
-                    v: &v,
-                    cells: &cells,
-                    sbuf: (&sbuf, stride),
-                    out: &outs[k],
-                    yq: None,
-                    softmax: false,
-                };
-                attend_values(gpu, AttendVariant::Tiles, &x(0), d, t)?;
-                attend_values(gpu, variant, &x(1), d, t)?;
-                let bits = |b: &Buf<f32>| -> Result<Vec<u32>, CudaError> {
-                    Ok(b.read(gpu, t * d.hq * d.dh)?.iter().map(|v| v.to_bits()).collect())
-                };
-                if bits(&outs[0])? != bits(&outs[1])? {
-                    return Ok(None);
-                }
-            }
-        }
-    }
-    attend_time(gpu, variant, d, &mut rng).map(Some)
-}
-
-/// µs of `variant` at T = 1 as a decode step meets it: fp16 caches (the default; the variants differ only
-/// there) of 131,072 cells, 2,051 cells selected, a new selection each call from 32, so that the values
-/// come from memory and not from the L2 (a warm timing hid `pipe`'s gain: 62.9 against `tiles`' 62.2 µs
-/// warm, 50 against 69 µs in the model's steps).
-fn attend_time(
-    gpu: &Gpu,
-    variant: AttendVariant,
-    d: AttnDims,
-    rng: &mut strata_gguf::SplitMix64,
-) -> Result<f64, CudaError> {
-    const CELLS: usize = 131_072;
-    const SETS: usize = 32;
-    const SEL: usize = 2051;
-    let dim = d.hkv * d.dh;
-    let mut v = KvGpu::new(gpu, KvMode::F16, dim, CELLS)?;
-    v.halves.write(gpu, &(0..CELLS * dim).map(|_| rng.next_u64() as u16 & 0x7bff).collect::<Vec<_>>())?;
-    let mut ids: Vec<u32> = Vec::with_capacity(SETS * SEL);
-    for _ in 0..SETS {
-        let mut row: Vec<u32> = (0..SEL).map(|_| (rng.next_u64() % CELLS as u64) as u32).collect();
-        row.sort_unstable();
-        ids.extend(row);
-    }
-    let ids = Buf::from_host(gpu, &ids)?;
-    let count = Buf::from_host(gpu, &[SEL as i32])?;
-    let lo = Buf::from_host(gpu, &[(CELLS - SEL) as i32])?;
-    let stride = SEL + SEL.div_ceil(8) + 1;
-    let sbuf = Buf::from_host(gpu, &(0..d.hq * stride).map(|_| rng.uniform() + 0.01).collect::<Vec<f32>>())?;
-    let qg = Buf::from_host(gpu, &(0..d.hq * 2 * d.dh).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
-    let out = Buf::<f32>::zeros(gpu, d.hq * d.dh)?;
-    let set = std::cell::Cell::new(0usize);
-    crate::check::time_calls(gpu, 2 * SETS, &|| {
-        let k = set.get();
-        set.set((k + 1) % SETS);
-        let cells = [
-            Arg::I32(v.mode_id()),
-            Arg::Ptr(ids.ptr(gpu) + (k * SEL * 4) as u64),
-            Arg::I32(SEL as i32),
-            Arg::Ptr(count.ptr(gpu)),
-            Arg::Ptr(lo.ptr(gpu)),
-        ];
-        attend_values(
-            gpu,
-            variant,
-            &Values { qg: &qg, v: &v, cells: &cells, sbuf: (&sbuf, stride), out: &out, yq: None, softmax: false },
-            d,
-            1,
-        )
-    })
+/// Attention kernel `family` (attn.cu's `attend_scores`, `attend_values`) in its form for caches in `mode`:
+/// a kernel per mode, so that each holds its cells' loads in flight before any is used.
+fn kernel_for(family: &'static str, mode: KvMode) -> &'static str {
+    let suffix = match mode {
+        KvMode::F16 => "_f16",
+        KvMode::Int8 => "_i8",
+        KvMode::F32 => "_f32",
+    };
+    crate::device::kernel_name([family, suffix, ""])
 }
 
 /// The indexer for the window: raw keys stored, the blocks they complete keyed, the queries normed and

@@ -578,7 +578,7 @@ fn random_attn(n: usize, d: crate::attn::AttnDims, rng: &mut SplitMix64) -> stra
     use strata_model::ops::matvec::Matrix;
     use strata_model::weights::{AttnWeights, IndexerWeights};
     // The full model's types (synth's tensors.rs): q Q4_K, k Q8_0, v Q4_0, o IQ4_NL, so the products'
-    // shared and published inputs (STRATA_QKV_ONCE, STRATA_ATTN_QUANTIZE) meet both orders of the codes.
+    // shared and published inputs (STRATA_QKV_ONCE) meet both orders of the codes.
     let matrix = |ty: GgmlType, rows: usize, cols: usize, rng: &mut SplitMix64| {
         let x: Vec<f32> = (0..rows * cols).map(|_| normal(rng) / (cols as f32).sqrt()).collect();
         let mut bytes = Vec::new();

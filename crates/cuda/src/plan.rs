@@ -8,7 +8,6 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use crate::attn::{attend_check, AttendVariant};
 use crate::buf::Buf;
 use crate::check::{
     gpu_read as read, inputs, matvec_layout_cases, matvec_window_case, random_hc, random_hc_as, scores_check,
@@ -31,7 +30,6 @@ pub struct Choice<V> {
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub matvec: Choice<Layouts>,
-    pub attend: Choice<AttendVariant>,
     pub hc: Choice<HcVariant>,
     pub scores: Choice<ScoresVariant>,
     pub topk: Choice<TopkVariant>,
@@ -62,12 +60,6 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
             None => {
                 let p = Plan {
                     matvec: choose_matvec(gpu),
-                    attend: fastest(
-                        "T = 1, fp16, 2,051 of 131K cells, cold",
-                        &AttendVariant::ALL,
-                        AttendVariant::name,
-                        |v| attend_check(gpu, v),
-                    ),
                     hc: choose_hc(gpu),
                     scores: fastest("Q = 4, 131K cells", &ScoresVariant::ALL, ScoresVariant::name, |v| {
                         scores_check(gpu, v)
@@ -81,9 +73,6 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
             }
         };
         let forced = || "forced by a switch".to_string();
-        if let Some(v) = AttendVariant::from_env() {
-            plan.attend = Choice { variant: v, reason: forced() };
-        }
         if let Some(l) = Layouts::from_env() {
             plan.matvec = Choice { variant: l, reason: forced() };
         }
@@ -117,11 +106,9 @@ fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
 fn keep(gpu: &Gpu, p: &Plan) {
     let Some(path) = kept_path(gpu) else { return };
     let text = format!(
-        "matvec {}\t{}\nattend {}\t{}\nhc {}\t{}\nscores {}\t{}\ntopk {}\t{}\n",
+        "matvec {}\t{}\nhc {}\t{}\nscores {}\t{}\ntopk {}\t{}\n",
         p.matvec.variant.name(),
         p.matvec.reason,
-        p.attend.variant.name(),
-        p.attend.reason,
         p.hc.variant.name(),
         p.hc.reason,
         p.scores.variant.name(),
@@ -148,13 +135,11 @@ fn parse(text: &str) -> Option<Plan> {
     });
     let mut next = |family: &str| lines.next().flatten().filter(|(f, _, _)| f == family);
     let (_, mv, mv_why) = next("matvec")?;
-    let (_, at, at_why) = next("attend")?;
     let (_, hc, hc_why) = next("hc")?;
     let (_, sc, sc_why) = next("scores")?;
     let (_, tk, tk_why) = next("topk")?;
     Some(Plan {
         matvec: Choice { variant: Layouts::parse(&mv)?, reason: mv_why },
-        attend: Choice { variant: AttendVariant::ALL.into_iter().find(|v| v.name() == at)?, reason: at_why },
         hc: Choice { variant: HcVariant::ALL.into_iter().find(|v| v.name() == hc)?, reason: hc_why },
         scores: Choice { variant: ScoresVariant::ALL.into_iter().find(|v| v.name() == sc)?, reason: sc_why },
         topk: Choice { variant: TopkVariant::ALL.into_iter().find(|v| v.name() == tk)?, reason: tk_why },
@@ -286,13 +271,12 @@ mod tests {
 
     #[test]
     fn a_kept_plan_is_read_back_and_a_damaged_one_is_not() {
-        let text = "matvec dense=Q6_K:warp,gather=-,window=Q6_K:staged\tself-checked\nattend prefetch\tx\nhc split+tg2\tself-checked\n\
+        let text = "matvec dense=Q6_K:warp,gather=-,window=Q6_K:staged\tself-checked\nhc split+tg2\tself-checked\n\
                     scores stream\tself-checked\ntopk cluster\tself-checked\n";
         let p = parse(text).expect("a kept plan");
         assert_eq!(p.hc.variant.name(), "split+tg2");
         assert_eq!(p.matvec.variant.dense, vec![(strata_gguf::GgmlType::Q6_K, Layout::Warp)]);
         assert_eq!(p.matvec.variant.window, vec![(strata_gguf::GgmlType::Q6_K, Layout::Staged)]);
-        assert_eq!(p.attend.variant, AttendVariant::Prefetch);
         assert_eq!(p.scores.variant, ScoresVariant::Stream);
         assert_eq!(p.topk.variant, TopkVariant::Cluster);
         assert!(p.topk.reason.starts_with("kept from an earlier start"));
@@ -302,6 +286,8 @@ mod tests {
             "matvec dense=Q6_K:warp\tx\nattend tiles\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "matvec dense=-,gather=-\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "matvec dense=-,gather=-,window=-\tx\nattend fast\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
+            // A plan kept while the attention values had variants is made anew.
+            "matvec dense=-,gather=-,window=-\tx\nattend tiles\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             // A plan kept before the window layouts existed is made anew.
             "matvec dense=-,gather=-\tx\nattend tiles\tx\nhc split+tg2\tx\nscores stream\tx\ntopk cluster\tx\n",
             "hc split\tx\nscores stream\tx\n",

@@ -392,17 +392,6 @@ pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
     on && takes_element_order(out) && matches!(s, 32 | 64 | 128)
 }
 
-/// The code order (0 element order, 2 IQ4_NL's) in which the attention's values kernel also writes its
-/// output quantized for the output product over `o` (attn.cu's `_q` kernels; `STRATA_ATTN_QUANTIZE=1`,
-/// opt-in until timed on a card), so no `_quantize` launch sits between them: a § qdot type of either
-/// order, inputs quantized once. None where it does not.
-pub fn attn_quantize_layout(o: GgmlType) -> Option<i32> {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_ATTN_QUANTIZE").is_ok_and(|v| v == "1"));
-    let order = uses(o).then(|| layout(o)).filter(|&l| l == 0 || l == 2);
-    order.filter(|_| on && once()).map(i32::from)
-}
-
 /// Whether products over `ty` can take inputs quantized in element order by the kernel that made them
 /// ([`dense_quantized`], [`dense_conv_quantized`]): a § qdot type wanting that order, inputs quantized once.
 pub fn takes_element_order(ty: GgmlType) -> bool {

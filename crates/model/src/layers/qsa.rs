@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::ops::act::{exp, rsqrt, sigmoid};
-use crate::ops::dot::{dot, sum};
+use crate::ops::dot::{butterfly, dot, sum, CHUNK, LANES};
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::rope::Rope;
 use crate::ops::topk::select_blocks;
@@ -98,8 +98,9 @@ fn attend_cells(
 }
 
 /// Softmax attention of one query over gathered cells (`dim` values each, this head's kv at `off`):
-/// scores `(q·k)·scale`, weights `e_j = exp(s_j − max)`, output `o[d] = (Σ_j fma e_j·v_j[d]) / Σ_j e_j`
-/// with cells in ascending order and the denominator by the reduction contract.
+/// scores `(q·k)·scale`, weights `e_j = exp(s_j − max)`, output `o[d] = dot(e, v[·][d]) / Σ_j e_j`: for each
+/// dim the weighted sum over the cells (ascending) by the reduction contract (§ dot, the cells cut into
+/// chunks of 8), as is the denominator.
 pub fn attend(q: &[f32], ks: &[f32], vs: &[f32], dim: usize, off: usize, scale: f32) -> Vec<f32> {
     let dh = q.len();
     let n = ks.len() / dim;
@@ -107,13 +108,26 @@ pub fn attend(q: &[f32], ks: &[f32], vs: &[f32], dim: usize, off: usize, scale: 
     let m = s.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     let e: Vec<f32> = s.iter().map(|&v| exp(v - m)).collect();
     let total = sum(&e);
-    let mut o = vec![0f32; dh];
-    for (j, &ej) in e.iter().enumerate() {
-        for (od, &vd) in o.iter_mut().zip(&vs[j * dim + off..j * dim + off + dh]) {
-            *od = ej.mul_add(vd, *od);
+    weighted_sum(&e, vs, dim, off, dh).iter().map(|&v| v / total).collect()
+}
+
+/// `o[d] = dot(e, v[·][d])` for d in 0..dh, the cells' values `dh` at `off` of each `dim`-wide row of `vs`:
+/// every dim's dot by the contract (§ dot), all dims side by side.
+fn weighted_sum(e: &[f32], vs: &[f32], dim: usize, off: usize, dh: usize) -> Vec<f32> {
+    let mut lanes = vec![[0f32; LANES]; dh];
+    for (c, ec) in e.chunks(CHUNK).enumerate() {
+        let mut part = vec![0f32; dh];
+        for (i, &ej) in ec.iter().enumerate() {
+            let row = (c * CHUNK + i) * dim + off;
+            for (p, &v) in part.iter_mut().zip(&vs[row..row + dh]) {
+                *p = ej.mul_add(v, *p);
+            }
+        }
+        for (lane, p) in lanes.iter_mut().zip(part) {
+            lane[c % LANES] += p;
         }
     }
-    o.iter().map(|&v| v / total).collect()
+    lanes.into_iter().map(butterfly).collect()
 }
 
 /// The indexer (spec §0.7, §5.2–5.5): store this cell's raw key and close its block if this cell completes
@@ -179,4 +193,38 @@ pub fn block_score(q: &[f32], key: &[f32]) -> f32 {
         }
     }
     s / (key.len() as f32).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each dim of the weighted sum is the contract's dot of e with that dim's column, whatever the count
+    /// of cells (a partial last chunk, fewer chunks than lanes, many rounds of lanes) and the offset.
+    #[test]
+    fn weighted_sum_is_each_columns_dot() {
+        let mut rng = strata_gguf::SplitMix64::new(7);
+        for n in [1usize, 7, 8, 9, 255, 256, 257, 2051] {
+            let (dim, off, dh) = (24, 8, 16);
+            let e: Vec<f32> = (0..n).map(|_| rng.uniform()).collect();
+            let vs: Vec<f32> = (0..n * dim).map(|_| rng.uniform() - 0.5).collect();
+            let got = weighted_sum(&e, &vs, dim, off, dh);
+            for (d, g) in got.iter().enumerate() {
+                let column: Vec<f32> = (0..n).map(|j| vs[j * dim + off + d]).collect();
+                assert_eq!(g.to_bits(), dot(&e, &column).to_bits(), "n = {n}, d = {d}");
+            }
+        }
+    }
+
+    /// The order is the contract's: a sequential fma chain over the cells gives other bits somewhere.
+    #[test]
+    fn weighted_sum_is_not_a_chain() {
+        let mut rng = strata_gguf::SplitMix64::new(8);
+        let (n, dh) = (2048, 32);
+        let e: Vec<f32> = (0..n).map(|_| rng.uniform()).collect();
+        let vs: Vec<f32> = (0..n * dh).map(|_| rng.uniform() - 0.5).collect();
+        let got = weighted_sum(&e, &vs, dh, 0, dh);
+        let chain: Vec<f32> = (0..dh).map(|d| (0..n).fold(0f32, |o, j| e[j].mul_add(vs[j * dh + d], o))).collect();
+        assert!(got.iter().zip(&chain).any(|(a, b)| a.to_bits() != b.to_bits()));
+    }
 }

@@ -74,7 +74,17 @@ pub fn ple_rows(c: &PleConfig, t: u32, prev: &[u64]) -> Vec<u64> {
 /// `prev` (most recent first) moved on by t. Both devices read the rows on the host this way.
 pub fn table_rows(c: &PleConfig, w: &PleWeights, t: u32, prev: &mut [u64], emb: &mut [f32]) {
     let m = c.row_dim;
-    for (h, row) in ple_rows(c, t, prev).into_iter().enumerate() {
+    let rows = ple_rows(c, t, prev);
+    // A byte of each cache line of every row read before any row is dequantized: the rows' cache and TLB
+    // misses (random rows of a table of tens of GB) then overlap, where one row's dequantizing stood
+    // between them (`strata bench ple_rows`, a table of 2.9 GB: 12.0–13.5 against 3.8–4.2 µs a token on the 2-core build
+    // machine, bench/results/2026-12-02-cpu-ple-rows/).
+    let touched = rows.iter().fold(0u8, |acc, &row| {
+        let b = w.table.row_slice(row as usize);
+        b.iter().step_by(64).chain(b.last()).fold(acc, |a, &x| a ^ x)
+    });
+    std::hint::black_box(touched);
+    for (h, &row) in rows.iter().enumerate() {
         w.table.row(row as usize, &mut emb[h * m..(h + 1) * m]);
     }
     prev.rotate_right(1);

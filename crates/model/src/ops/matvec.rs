@@ -38,8 +38,13 @@ impl Matrix {
 
     /// Row r dequantized into `out` (cols values).
     pub fn row(&self, r: usize, out: &mut [f32]) {
+        quant::dequantize(self.ty, self.row_slice(r), out).expect("shape checked at load");
+    }
+
+    /// Row r's bytes as stored.
+    pub fn row_slice(&self, r: usize) -> &[u8] {
         let rb = self.row_bytes();
-        quant::dequantize(self.ty, &self.bytes[r * rb..(r + 1) * rb], out).expect("shape checked at load");
+        &self.bytes[r * rb..(r + 1) * rb]
     }
 
     /// `out = W·x` for rows `first..first + out.len()`.

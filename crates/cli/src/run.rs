@@ -326,7 +326,8 @@ fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
             };
             format!(
                 "; the host {:.0} µs a decode step before its launch ({:.0} µs of it launching, {:.0} copying {:.0} \
-                 bytes up; {:.0} µs before it from the token's return, {:.0} of it writing the token's inputs){ahead}; \
+                 bytes up; {:.0} µs before it from the token's return, {:.0} of it writing the token's inputs, {:.1} of that \
+                 reading its PLE rows){ahead}; \
                  {:.0} µs a step matching and updating its graph",
                 per_step(end.host_ns - p.host_ns),
                 per_step(end.launch_ns - p.launch_ns),
@@ -334,6 +335,7 @@ fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
                 (end.staged - p.staged) as f64 / (end.steps - p.steps) as f64,
                 per_step(end.between_ns - p.between_ns),
                 per_step(end.late_ns - p.late_ns),
+                per_step(end.ple_ns - p.ple_ns),
                 per_step(end.graph_ns - p.graph_ns)
             )
         }

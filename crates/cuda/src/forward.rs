@@ -444,7 +444,9 @@ impl CudaForward<'_> {
                         return Err(CudaError::Shape("PLE rows staged for a model without PLE".into()));
                     };
                     let mut emb = vec![0f32; p.embd_dim()];
+                    let t0 = std::time::Instant::now();
                     table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
+                    self.gpu.note(|s| s.ple_ns += t0.elapsed().as_nanos() as u64);
                     let bytes: Vec<u8> = emb.iter().flat_map(|v| v.to_le_bytes()).collect();
                     self.gpu.write_staged(ptr, &bytes)?;
                 }

@@ -150,9 +150,10 @@ pub struct GraphStats {
     pub staged: u64,
     /// The host's time from handing a decode step's token back to the caller to the next step's start
     /// (the generation loop's, and the token's own inputs written: embedding id and PLE rows), and of it
-    /// writing those inputs.
+    /// writing those inputs, and of that reading the PLE rows from the table.
     pub between_ns: u64,
     pub late_ns: u64,
+    pub ple_ns: u64,
     /// The host's time recording steps ahead (`Gpu::prepare`), while the card ran the step before, and
     /// how many.
     pub ahead_ns: u64,

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# For the session after speed-20 (call 1 of 3, about 8 minutes). Carry [".dev"] with four stripped
-# binaries (rebuild them if their commits moved; the md5 sums in the README say which is which):
-#   .dev/strata         main at 308f0e8: e80fc5d's kernels, a token's PLE rows read with their cache misses
-#                       overlapped, their time said (host only; full_model.sh writes the model with it)
-#   .dev/strata-old     e80fc5d (64a83f4's build: the binary of speed-20's 198.4 tok/s)
-#   .dev/strata-stream  branch stream-kept (08ee2c9): main + the indexer's stream scorer holding a whole
-#                       key, launch-bounded to 256 threads (32 keys a block for Q > 4)
-#   .dev/strata-pinned  branch pinned-read (8987989): main + small reads (the token) through pinned memory
-# First the whole pass's switches that speed-20's call 6 did not reach (all of the section, QUICK=1), then
-# the branches' checks (the stream scorer also with the attention main lane's two opt-ins).
+# For the session after speed-20 (call 1 of 3, about 6 minutes). Carry [".dev"] with five stripped
+# binaries (rebuild them if their commits moved; the README's table gives each one's commit and md5):
+#   .dev/strata         main (308f0e8): e80fc5d's kernels (full_model.sh writes the model with it)
+#   .dev/strata-stream  branch stream-kept: the indexer's stream scorer holding a whole key, launch-bounded
+#   .dev/strata-pinned  branch pinned-read: small reads (the token) through cached pinned memory
+#   .dev/strata-split   branch graph-split: STRATA_GRAPH_SPLIT=k, a decode step as two graphs (opt-in)
+#   .dev/strata-combo   branch combo: the three merged
+# The combination's checks: the parity tools and the small preset's whole pass (the stream scorer, the
+# pinned reads), alone and with the attention main lane's two opt-ins; then `strata run` and checkpoints
+# against the CPU with the step split in two graphs (only `strata run`'s decode steps recorded ahead use it).
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 date -u
-PARTS=switches QUICK=1 timeout 280 bash bench/gpu_forward_all.sh > ${OUT:-/tmp}/forward_switches.log 2>&1
-log=${OUT:-/tmp}/forward_switches.log
-echo "forward_all (switches, QUICK=1): $(grep -c '^OK' $log) OK, $(grep -c 'rc=[1-9]' $log) failed, $(grep -c '^==' $log) started"
-grep -B2 'rc=[1-9]' $log | head -20
-date -u
-STRATA_BIN=.dev/strata-stream timeout 200 bash bench/gpu_candidates.sh "" "STRATA_QKV_ONCE=1 STRATA_KV_FUSE=1" \
+STRATA_BIN=.dev/strata-combo timeout 240 bash bench/gpu_candidates.sh "" "STRATA_QKV_ONCE=1 STRATA_KV_FUSE=1" \
   | grep -E '^==|^rc=|^candidate|FAIL' | tail -40
 date -u
-STRATA_BIN=.dev/strata-pinned timeout 100 bash bench/gpu_candidates.sh "" | grep -E '^candidate|FAIL' | tail
+STRATA_BIN=.dev/strata-combo STRATA_GRAPH_SPLIT=48 timeout 150 bash bench/gpu_run.sh > ${OUT:-/tmp}/run-split.log 2>&1
+echo "strata run cpu vs cuda, split: $(grep -c ': SAME' ${OUT:-/tmp}/run-split.log) SAME, $(grep -c 'DIFFER\|failed' ${OUT:-/tmp}/run-split.log) not"
+grep 'DIFFER\|failed' ${OUT:-/tmp}/run-split.log | head
+date -u
+STRATA_BIN=.dev/strata-combo STRATA_GRAPH_SPLIT=48 timeout 100 bash bench/gpu_checkpoint.sh > ${OUT:-/tmp}/checkpoint-split.log 2>&1
+echo "checkpoints, split: $(grep -c ': SAME' ${OUT:-/tmp}/checkpoint-split.log) SAME, $(grep -c 'DIFFER\|failed' ${OUT:-/tmp}/checkpoint-split.log) not"
 date -u

@@ -77,8 +77,8 @@ pub fn table_rows(c: &PleConfig, w: &PleWeights, t: u32, prev: &mut [u64], emb: 
     let rows = ple_rows(c, t, prev);
     // A byte of each cache line of every row read before any row is dequantized: the rows' cache and TLB
     // misses (random rows of a table of tens of GB) then overlap, where one row's dequantizing stood
-    // between them (`strata bench ple_rows`, a table of 2.9 GB: 12.0–13.5 against 3.8–4.2 µs a token on the 2-core build
-    // machine, bench/results/2026-12-02-cpu-ple-rows/).
+    // between them (`strata bench ple_rows`, a table of 2.9 GB: 12.0–13.5 against 3.8–4.2 µs a token on
+    // the 2-core build machine, bench/results/2026-12-02-cpu-ple-rows/).
     let touched = rows.iter().fold(0u8, |acc, &row| {
         let b = w.table.row_slice(row as usize);
         b.iter().step_by(64).chain(b.last()).fold(acc, |a, &x| a ^ x)

@@ -326,9 +326,8 @@ fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
             };
             format!(
                 "; the host {:.0} µs a decode step before its launch ({:.0} µs of it launching, {:.0} copying {:.0} \
-                 bytes up; {:.0} µs before it from the token's return, {:.0} of it writing the token's inputs, {:.1} of that \
-                 reading its PLE rows){ahead}; \
-                 {:.0} µs a step matching and updating its graph",
+                 bytes up; {:.0} µs before it from the token's return, {:.0} of it writing the token's inputs, \
+                 {:.1} of that reading its PLE rows){ahead}; {:.0} µs a step matching and updating its graph",
                 per_step(end.host_ns - p.host_ns),
                 per_step(end.launch_ns - p.launch_ns),
                 per_step(end.copy_ns - p.copy_ns),

@@ -19,10 +19,11 @@ split() {
   read -r first rest <<< "$1"
   if [ -n "$first" ] && [ -x "$first" ]; then b=$first; vars=$rest; else b=$bin; vars=$1; fi
 }
-for i in $(seq 1 $#); do  # each binary's plan, made once before the timed runs (its layouts said)
+for i in $(seq 1 $#); do  # each binary's plan, made once before the timed runs (its choices said)
   split "${!i}"
   env $vars $b run -m $model --prompt-tokens @$t/ids-ab.txt -n 4 --ignore-eos --device cuda 2>&1 >/dev/null \
-    | sed -n "s/.*(matvec layouts: \(.*\))$/setting $i's plan: \1/p"
+    | sed -n -e "s/^kernels: \(.*\) (.*$/setting $i's kernels: \1/p" \
+      -e "s/.*(matvec layouts: \(.*\))$/setting $i's plan: \1/p"
 done
 for r in $(seq 1 ${ROUNDS:-3}); do
   for i in $(seq 1 $#); do

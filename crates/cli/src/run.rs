@@ -293,6 +293,13 @@ fn cuda_decoder<'a>(
     let started = std::time::Instant::now();
     gpu.load_all().context("compiling the kernels")?;
     let plan = strata_cuda::plan::plan(&gpu);
+    eprintln!(
+        "kernels: HC read {}, QSA scorer {}, QSA top-k {} ({})",
+        plan.hc.variant.name(),
+        plan.scores.variant.name(),
+        plan.topk.variant.name(),
+        if first { "chosen now" } else { "kept from an earlier start" }
+    );
     if first {
         eprintln!(
             "note: kernels compiled and variants chosen in {:.1} s; kept for later starts (matvec layouts: {})",

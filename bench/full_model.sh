@@ -6,6 +6,10 @@ export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
 t=/tmp/strata-full
 model=$t/full-00001-of-00002.gguf
 mkdir -p $t
+if [ ! -x "$bin" ]; then  # a call that carried other binaries only: say so, rather than time nothing
+  echo "bench/full_model.sh: no binary at $bin (carry .dev/strata, or set STRATA_BIN)" >&2
+  exit 1
+fi
 if [ ! -f $model ]; then
   s=$(date +%s)
   $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -2

@@ -115,15 +115,16 @@ pub fn attend(q: &[f32], ks: &[f32], vs: &[f32], dim: usize, off: usize, scale: 
 /// every dim's dot by the contract (§ dot), all dims side by side.
 fn weighted_sum(e: &[f32], vs: &[f32], dim: usize, off: usize, dh: usize) -> Vec<f32> {
     let mut lanes = vec![[0f32; LANES]; dh];
+    let mut part = vec![0f32; dh];
     for (c, ec) in e.chunks(CHUNK).enumerate() {
-        let mut part = vec![0f32; dh];
+        part.fill(0.0);
         for (i, &ej) in ec.iter().enumerate() {
             let row = (c * CHUNK + i) * dim + off;
             for (p, &v) in part.iter_mut().zip(&vs[row..row + dh]) {
                 *p = ej.mul_add(v, *p);
             }
         }
-        for (lane, p) in lanes.iter_mut().zip(part) {
+        for (lane, &p) in lanes.iter_mut().zip(&part) {
             lane[c % LANES] += p;
         }
     }

@@ -63,13 +63,12 @@ impl Matrix {
     fn rows_into(&self, x: &[f32], first: usize, out: &mut [f32], qdot: bool) {
         debug_assert_eq!(x.len(), self.cols);
         let qx = qdot.then(|| quantize_input(x));
-        let rb = self.row_bytes();
         let rows = |t: usize, o: &mut [f32]| {
             let mut w = vec![0f32; if qx.is_some() { 0 } else { self.cols }];
             for (i, v) in o.iter_mut().enumerate() {
                 let r = first + t * ROWS_PER_TASK + i;
                 *v = match &qx {
-                    Some(qx) => qdot_row(self.ty, &self.bytes[r * rb..(r + 1) * rb], qx),
+                    Some(qx) => qdot_row(self.ty, self.row_slice(r), qx),
                     None => {
                         self.row(r, &mut w);
                         dot(&w, x)

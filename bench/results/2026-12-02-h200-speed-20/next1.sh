@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # For the session after speed-20 (call 1 of 3, about 6 minutes). Carry [".dev"] with five stripped
 # binaries (rebuild them if their commits moved; the README's table gives each one's commit and md5):
-#   .dev/strata         main (27893e3): e80fc5d's kernels (full_model.sh writes the model with it)
+#   .dev/strata         main (6703096): e80fc5d's kernels (full_model.sh writes the model with it)
 #   .dev/strata-stream  branch stream-kept: the indexer's stream scorer holding a whole key, launch-bounded
 #   .dev/strata-pinned  branch pinned-read: small reads (the token) through cached pinned memory
 #   .dev/strata-split   branch graph-split: STRATA_GRAPH_SPLIT=k, a decode step as two graphs (opt-in)

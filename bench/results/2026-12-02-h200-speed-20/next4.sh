@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# For the session after speed-20, if device time is left after next3.sh (about 8 minutes): where the deeper
-# contexts stand (the table's 32K row is ff549d7's, its 128K row 9f9a065's): one run each of 32K and 128K,
-# 256 new tokens (128K's prefill alone is about 270 s), with main's binary or the one given as $1.
+# For the session after speed-20 (call 4, about 7 minutes): speed-20 ran PART=1 only on the merged kernels
+# (e80fc5d: the attention values, the scores per mode, the HC up epilogue, the GDN out norm, norm_rope), so
+# the whole pass under the STRATA_DEFINES variants (HC_EARLY=2 loads the changed HC up kernel's weights
+# early) and under each forced matvec layout has not run on them: PART=2 QUICK=1 on the binary given as $1
+# (main's, or the winner of next2.sh).
 exec > >(tee ${OUT:-/tmp}/next4.log) 2>&1
 date -u
-STRATA_BIN=${1:-.dev/strata} PROFILES= REPEAT=1 timeout 560 bash bench/engine.sh "32768 131072" 256
+STRATA_BIN=${1:-.dev/strata} PART=2 QUICK=1 timeout 560 bash bench/gpu_verify.sh
 date -u

@@ -143,7 +143,11 @@ extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const
 // bit-reversed lane order, pairs merged as a binary counter carries — so a thread holds a 5-deep stack per
 // dot instead of 32 values: same additions, same operands, same bits.
 #define STREAM_KEPT 16
-extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, const float* __restrict__ queries,
+// A thread holding a whole key takes 181 registers (sm_90): at most 256 threads a block (the host halves
+// the keys a block for Q > 4), or a launch of 64 keys × 8 queries asks for more registers than a
+// multiprocessor has and fails.
+#define STREAM_THREADS 256
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS) qsa_scores_stream(const float* __restrict__ keys, const float* __restrict__ queries,
                                              float* __restrict__ scores, const int* __restrict__ n_scored,
                                              int n_blocks, int di, int hi, int Q, int stride) {
     grid_dep_wait();

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, PinnedHostSlice};
 use cudarc::nvrtc::Ptx;
 
 use crate::compile::{compile_ptx, first_sentence, full_source, no_panic};
@@ -37,7 +37,14 @@ pub struct Gpu {
     pub(crate) rec_on: AtomicBool,
     /// Set when a graph could not be made: later steps are issued op by op.
     pub(crate) graphs_failed: AtomicBool,
+    /// Pinned memory that small reads from the device pass through (made at the first such read).
+    readback: Mutex<Option<PinnedHostSlice<u8>>>,
 }
+
+/// The most bytes a read passes through the pinned readback area. A decode step's token is such a read,
+/// made while the card waits for the next step: into pinned memory the copy is one DMA that the stream's
+/// synchronisation waits for, where into pageable memory the driver stages it itself.
+pub(crate) const READBACK_BYTES: usize = 4096;
 
 /// The stream-ordered allocator keeps freed memory for reuse instead of handing it back to the driver at
 /// each synchronisation, so a step's temporaries cost no mapping.
@@ -100,7 +107,29 @@ impl Gpu {
             recorder: Mutex::new(Default::default()),
             rec_on: AtomicBool::new(false),
             graphs_failed: AtomicBool::new(false),
+            readback: Mutex::new(None),
         }))
+    }
+
+    /// `dst.len()` bytes (at most [`READBACK_BYTES`]) from device address `src`, ordered on the stream,
+    /// through the pinned readback area.
+    pub(crate) fn read_small(&self, src: u64, dst: &mut [u8]) -> Result<(), CudaError> {
+        if dst.len() > READBACK_BYTES {
+            return Err(CudaError::Shape(format!("a read of {} bytes through the readback area", dst.len())));
+        }
+        let mut area = self.readback.lock().unwrap_or_else(|p| p.into_inner());
+        if area.is_none() {
+            // SAFETY: the context is alive; the area is only ever read after the copy into it has completed.
+            *area = Some(unsafe { self.ctx.alloc_pinned::<u8>(READBACK_BYTES) }.check("allocating pinned memory")?);
+        }
+        let host = area.as_mut().expect("made above").as_mut_slice().check("reading the readback area")?;
+        let host = &mut host[..dst.len()];
+        // SAFETY: pinned memory held under the lock until the synchronisation below has waited for the copy.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src, self.stream.cu_stream()) }
+            .check("copying from the device")?;
+        self.sync()?;
+        dst.copy_from_slice(host);
+        Ok(())
     }
 
     /// (free, total) device memory in bytes.

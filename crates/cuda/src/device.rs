@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
 use crate::compile::{compile_ptx, first_sentence, full_source, no_panic};
@@ -38,7 +38,36 @@ pub struct Gpu {
     /// Set when a graph could not be made: later steps are issued op by op.
     pub(crate) graphs_failed: AtomicBool,
     /// Pinned memory that small reads from the device pass through (made at the first such read).
-    readback: Mutex<Option<PinnedHostSlice<u8>>>,
+    readback: Mutex<Option<Readback>>,
+}
+
+/// [`READBACK_BYTES`] of pinned host memory, cached (not write-combined, as cudarc's pinned slices are:
+/// the host reads it).
+struct Readback {
+    ctx: Arc<CudaContext>,
+    ptr: *mut u8,
+}
+
+// SAFETY: the memory is owned, and only touched under the Gpu's lock.
+unsafe impl Send for Readback {}
+
+impl Readback {
+    fn new(ctx: &Arc<CudaContext>) -> Result<Readback, CudaError> {
+        ctx.bind_to_thread().check("binding the context")?;
+        // SAFETY: a plain allocation of pinned host memory (flags 0: portable to this context, cached).
+        let ptr =
+            unsafe { cudarc::driver::result::malloc_host(READBACK_BYTES, 0) }.check("allocating pinned memory")?;
+        Ok(Readback { ctx: ctx.clone(), ptr: ptr as *mut u8 })
+    }
+}
+
+impl Drop for Readback {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by malloc_host above and freed once; nothing reads it after.
+            let _ = unsafe { cudarc::driver::result::free_host(self.ptr as *mut std::ffi::c_void) };
+        }
+    }
 }
 
 /// The most bytes a read passes through the pinned readback area. A decode step's token is such a read,
@@ -119,11 +148,11 @@ impl Gpu {
         }
         let mut area = self.readback.lock().unwrap_or_else(|p| p.into_inner());
         if area.is_none() {
-            // SAFETY: the context is alive; the area is only ever read after the copy into it has completed.
-            *area = Some(unsafe { self.ctx.alloc_pinned::<u8>(READBACK_BYTES) }.check("allocating pinned memory")?);
+            *area = Some(Readback::new(&self.ctx)?);
         }
-        let host = area.as_mut().expect("made above").as_mut_slice().check("reading the readback area")?;
-        let host = &mut host[..dst.len()];
+        let ptr = area.as_ref().expect("made above").ptr;
+        // SAFETY: READBACK_BYTES of pinned memory, held under the lock until the copy has been read.
+        let host = unsafe { std::slice::from_raw_parts_mut(ptr, dst.len()) };
         // SAFETY: pinned memory held under the lock until the synchronisation below has waited for the copy.
         unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src, self.stream.cu_stream()) }
             .check("copying from the device")?;

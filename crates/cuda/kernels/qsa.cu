@@ -142,7 +142,12 @@ extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const
 // reads broadcast). The 32 lane totals are added by the butterfly's tree in post-order — leaves in
 // bit-reversed lane order, pairs merged as a binary counter carries — so a thread holds a 5-deep stack per
 // dot instead of 32 values: same additions, same operands, same bits.
-extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, const float* __restrict__ queries,
+#define STREAM_KEPT 16
+// A thread holding a whole key takes 181 registers (sm_90): at most 256 threads a block (the host halves
+// the keys a block for Q > 4), or a launch of 64 keys × 8 queries asks for more registers than a
+// multiprocessor has and fails.
+#define STREAM_THREADS 256
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS) qsa_scores_stream(const float* __restrict__ keys, const float* __restrict__ queries,
                                              float* __restrict__ scores, const int* __restrict__ n_scored,
                                              int n_blocks, int di, int hi, int Q, int stride) {
     grid_dep_wait();
@@ -153,18 +158,32 @@ extern "C" __global__ void qsa_scores_stream(const float* __restrict__ keys, con
     const int q = threadIdx.y;
     if (q >= Q) return;
     const int ns = n_scored[q], nch = di / CHUNK;
+    // Keys of at most STREAM_KEPT chunks (di ≤ 128: the model's) are loaded whole before the leaves, every
+    // load in flight at once; a leaf's loads inside its loop waited out a round trip each, 16 of them a key.
+    const bool kept = nch <= STREAM_KEPT;
     for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < min(n_blocks, ns); b += gridDim.x * blockDim.x) {
         const float* k = keys + (size_t)b * di;
         const float* x = sq + q * hi * di;
+        float kk[STREAM_KEPT][CHUNK];
+        if (kept) {
+#pragma unroll
+            for (int c = 0; c < STREAM_KEPT; ++c)
+                if (c < nch) load8_f32(k + c * CHUNK, kk[c]);
+        }
         float st[4][6];  // a post-order stack per head (up to 4 heads)
 #pragma unroll
         for (int i = 0; i < WARP; ++i) {
             const int l = __brev(i) >> 27;  // the i-th leaf in post-order is lane bitrev5(i)
             float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            // The leaf's chunks l, l + 32, … (with the key kept, at most chunk l): each once for every head.
             for (int c = l; c < nch; c += WARP) {
-                // The key chunk once (two 16-byte loads) for every head.
                 float kv[CHUNK];
-                load8_f32(k + c * CHUNK, kv);
+                if (kept && l < STREAM_KEPT) {
+#pragma unroll
+                    for (int e = 0; e < CHUNK; ++e) kv[e] = kk[l < STREAM_KEPT ? l : 0][e];
+                } else {
+                    load8_f32(k + c * CHUNK, kv);
+                }
 #pragma unroll
                 for (int h = 0; h < 4; ++h) {
                     if (h < hi) {

@@ -102,6 +102,17 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
         }
         let src = self.ptr(gpu) + (offset * std::mem::size_of::<T>()) as u64;
         let mut out = Vec::with_capacity(len);
+        let bytes = len * std::mem::size_of::<T>();
+        if bytes <= crate::device::READBACK_BYTES {
+            // SAFETY: the vector has room for len elements (bytes bytes), all written by read_small before
+            // set_len, and any bits are a valid T (plain data).
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, bytes);
+                gpu.read_small(src, dst)?;
+                out.set_len(len);
+            }
+            return Ok(out);
+        }
         // SAFETY: the range is inside the buffer (checked); the vector has room for len elements, the copy
         // fills them all before the synchronisation returns, and any bits are a valid T (plain data).
         unsafe {

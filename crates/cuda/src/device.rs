@@ -37,7 +37,43 @@ pub struct Gpu {
     pub(crate) rec_on: AtomicBool,
     /// Set when a graph could not be made: later steps are issued op by op.
     pub(crate) graphs_failed: AtomicBool,
+    /// Pinned memory that small reads from the device pass through (made at the first such read).
+    readback: Mutex<Option<Readback>>,
 }
+
+/// [`READBACK_BYTES`] of pinned host memory, cached (not write-combined, as cudarc's pinned slices are:
+/// the host reads it).
+struct Readback {
+    ctx: Arc<CudaContext>,
+    ptr: *mut u8,
+}
+
+// SAFETY: the memory is owned, and only touched under the Gpu's lock.
+unsafe impl Send for Readback {}
+
+impl Readback {
+    fn new(ctx: &Arc<CudaContext>) -> Result<Readback, CudaError> {
+        ctx.bind_to_thread().check("binding the context")?;
+        // SAFETY: a plain allocation of pinned host memory (flags 0: portable to this context, cached).
+        let ptr =
+            unsafe { cudarc::driver::result::malloc_host(READBACK_BYTES, 0) }.check("allocating pinned memory")?;
+        Ok(Readback { ctx: ctx.clone(), ptr: ptr as *mut u8 })
+    }
+}
+
+impl Drop for Readback {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by malloc_host above and freed once; nothing reads it after.
+            let _ = unsafe { cudarc::driver::result::free_host(self.ptr as *mut std::ffi::c_void) };
+        }
+    }
+}
+
+/// The most bytes a read passes through the pinned readback area. A decode step's token is such a read,
+/// made while the card waits for the next step: into pinned memory the copy is one DMA that the stream's
+/// synchronisation waits for, where into pageable memory the driver stages it itself.
+pub(crate) const READBACK_BYTES: usize = 4096;
 
 /// The stream-ordered allocator keeps freed memory for reuse instead of handing it back to the driver at
 /// each synchronisation, so a step's temporaries cost no mapping.
@@ -100,7 +136,29 @@ impl Gpu {
             recorder: Mutex::new(Default::default()),
             rec_on: AtomicBool::new(false),
             graphs_failed: AtomicBool::new(false),
+            readback: Mutex::new(None),
         }))
+    }
+
+    /// `dst.len()` bytes (at most [`READBACK_BYTES`]) from device address `src`, ordered on the stream,
+    /// through the pinned readback area.
+    pub(crate) fn read_small(&self, src: u64, dst: &mut [u8]) -> Result<(), CudaError> {
+        if dst.len() > READBACK_BYTES {
+            return Err(CudaError::Shape(format!("a read of {} bytes through the readback area", dst.len())));
+        }
+        let mut area = self.readback.lock().unwrap_or_else(|p| p.into_inner());
+        if area.is_none() {
+            *area = Some(Readback::new(&self.ctx)?);
+        }
+        let ptr = area.as_ref().expect("made above").ptr;
+        // SAFETY: READBACK_BYTES of pinned memory, held under the lock until the copy has been read.
+        let host = unsafe { std::slice::from_raw_parts_mut(ptr, dst.len()) };
+        // SAFETY: pinned memory held under the lock until the synchronisation below has waited for the copy.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src, self.stream.cu_stream()) }
+            .check("copying from the device")?;
+        self.sync()?;
+        dst.copy_from_slice(host);
+        Ok(())
     }
 
     /// (free, total) device memory in bytes.

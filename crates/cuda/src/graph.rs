@@ -109,7 +109,8 @@ impl Chunks {
 /// A step recorded ahead of its run ([`Gpu::prepare`]): its graph, matched and updated (or captured)
 /// ahead too, or its ops when no graph could be made.
 pub struct Prepared {
-    ready: Ready,
+    /// Launched in order: one graph, or two with `STRATA_GRAPH_SPLIT`.
+    parts: Vec<Ready>,
 }
 
 enum Ready {
@@ -162,7 +163,7 @@ pub struct GraphStats {
 
 /// Graphs kept, the least recently used dropped first: a decode step and the few shapes around it (a
 /// block's keys made, a prompt window, a verify window).
-const KEPT: usize = 12;
+const KEPT: usize = 16;
 
 /// The step being recorded and what is kept between steps.
 #[derive(Default)]
@@ -207,6 +208,32 @@ fn print_lanes_once(ops: &[Op]) {
         })
         .collect();
     eprint!("{}", crate::lanes::report(&marks));
+}
+
+/// `STRATA_GRAPH_SPLIT=k`: a decode step recorded ahead runs as two graphs, the first of its first k ops
+/// (or the first point after them where no side lane is open). The card starts on the short first graph
+/// while the host launches the long second one, where one graph's launch (~30 µs on the H200) stood
+/// between the token's inputs and the card's start. 0 or unset: one graph.
+fn split_at() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("STRATA_GRAPH_SPLIT").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
+/// The first index at or after `k` (0 < index < ops.len()) where the ops before it hold no open side
+/// lane: the two parts then each capture as a graph of their own. None when there is none.
+fn balanced_split(ops: &[Op], k: usize) -> Option<usize> {
+    let mut open = false;
+    for (i, op) in ops.iter().enumerate() {
+        if i >= k.max(1) && !open {
+            return Some(i);
+        }
+        match op {
+            Op::Fork => open = true,
+            Op::Join => open = false,
+            _ => {}
+        }
+    }
+    None
 }
 
 fn graph_switch() -> &'static str {
@@ -340,30 +367,44 @@ impl Gpu {
         // The graph is matched and updated now too: an update changes only later launches of an
         // executable graph, not the one of the step still running (cuGraphExecKernelNodeSetParams).
         self.ctx.bind_to_thread().check("binding the context")?;
-        let ready = match self.graph_ahead(ops)? {
-            Ok(exec) => Ready::Graph(exec),
-            Err(ops) => Ready::Ops(ops),
+        let mut ops = ops;
+        let rest = match balanced_split(&ops, split_at()) {
+            Some(i) if split_at() > 0 => Some(ops.split_off(i)),
+            _ => None,
         };
+        let mut parts = Vec::with_capacity(2);
+        for part in std::iter::once(ops).chain(rest) {
+            parts.push(match self.graph_ahead(part)? {
+                Ok(exec) => Ready::Graph(exec),
+                Err(ops) => Ready::Ops(ops),
+            });
+        }
         let mut r = self.recorder();
         r.stats.ahead_ns += t0.elapsed().as_nanos() as u64;
         r.stats.ahead += 1;
-        Ok((out, Prepared { ready }))
+        Ok((out, Prepared { parts }))
     }
 
-    /// A prepared step on the card: its inputs copied up and its graph launched.
+    /// A prepared step on the card: its inputs copied up and its graphs launched (a part that has no
+    /// graph: one made now, or its ops issued one by one).
     pub fn run_prepared(&self, p: Prepared) -> Result<(), CudaError> {
         let t0 = std::time::Instant::now();
-        match p.ready {
-            Ready::Graph(exec) => {
-                self.ctx.bind_to_thread().check("binding the context")?;
-                let before = self.gap_mark()?;
-                self.copy_up()?;
-                self.launch_graph(exec)?;
-                if let (Some(a), Some(b)) = (before, self.gap_mark()?) {
-                    self.recorder().marks.push((a, b));
+        self.ctx.bind_to_thread().check("binding the context")?;
+        let before = self.gap_mark()?;
+        self.copy_up()?;
+        for part in p.parts {
+            match part {
+                Ready::Graph(exec) => self.launch_graph(exec)?,
+                Ready::Ops(ops) if ops.is_empty() => {}
+                Ready::Ops(ops) => {
+                    if let Some(exec) = self.graph_for(ops)? {
+                        self.launch_graph(exec)?;
+                    }
                 }
             }
-            Ready::Ops(ops) => self.run(ops)?,
+        }
+        if let (Some(a), Some(b)) = (before, self.gap_mark()?) {
+            self.recorder().marks.push((a, b));
         }
         self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
@@ -577,5 +618,28 @@ impl Gpu {
         let held = |c: &Chunks| c.dev.iter().map(|d| d.len() as u64).sum();
         let stats = GraphStats { arena_bytes: held(&r.arena), staging_bytes: held(&r.staging), ..r.stats };
         self.graphs_on().then_some(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{balanced_split, Op};
+
+    fn zero() -> Op {
+        Op::Zero { ptr: 0, bytes: 4 }
+    }
+
+    #[test]
+    fn a_split_never_falls_inside_a_side_lane() {
+        // 0 zero, 1 fork, 2 zero, 3 back, 4 zero, 5 join, 6 zero, 7 zero
+        let ops = vec![zero(), Op::Fork, zero(), Op::Back, zero(), Op::Join, zero(), zero()];
+        assert_eq!(balanced_split(&ops, 0), Some(1));
+        assert_eq!(balanced_split(&ops, 1), Some(1));
+        for k in 2..=6 {
+            assert_eq!(balanced_split(&ops, k), Some(6), "k = {k}");
+        }
+        assert_eq!(balanced_split(&ops, 7), Some(7));
+        assert_eq!(balanced_split(&ops, 8), None);
+        assert_eq!(balanced_split(&ops[..6], 2), None, "closed only at the end: no second part");
     }
 }

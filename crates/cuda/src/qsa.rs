@@ -161,8 +161,9 @@ pub fn scores(
         }
         ScoresVariant::Stream => {
             // At most 8 blocks per SM, each thread looping over keys: measured faster than a thread per
-            // key and query (bench/results/2026-11-30-h200-qsa/stream_nocap_run.log).
-            let keys_per_block = 64u32;
+            // key and query (bench/results/2026-11-30-h200-qsa/stream_nocap_run.log). At most 256 threads
+            // a block (the kernel's launch bound: a thread holds its whole key): 32 keys a block for Q > 4.
+            let keys_per_block = if q <= 4 { 64u32 } else { 32 };
             let blocks = (n_blocks as u32).div_ceil(keys_per_block).min(gpu.sm_count * 8);
             (
                 "qsa_scores_stream",

@@ -48,6 +48,12 @@ model small STRATA_GDN_QUANTIZE=0 int8
 # The PLE gate by one warp a stream (ple_gate_z): the same bits.
 model small STRATA_PLE_SPLIT=0 fp16
 model tiny STRATA_PLE_SPLIT=0 int8
+# The attention's q, k and v products each quantizing x in a launch of its own (the default quantizes it
+# once for the three): the same bits.
+model small STRATA_QKV_ONCE=0 fp16 int8
+# norm_rope then kv_store (the default appends the k and v cells in norm_rope's launch): the same bits.
+tool attn_parity STRATA_KV_FUSE=0
+model small STRATA_KV_FUSE=0 fp16 int8
 # QUICK=1 (a shorter check after kernel work) leaves out the launch modes below.
 if [ -z "${QUICK:-}" ]; then
   # Every op issued on its own instead of one graph a step: the same bits.

@@ -20,9 +20,11 @@ same() { # name, then the arguments of both runs
   $bin run "$@" --device cuda >$t/gpu2.out 2>$t/gpu2.err || { echo "$name: cuda (no dump) failed"; cat $t/gpu2.err; return; }
   # Greedy steps recorded only after the token before (STRATA_OVERLAP=0): the same tokens again.
   STRATA_OVERLAP=0 $bin run "$@" --device cuda >$t/gpu3.out 2>$t/gpu3.err || { echo "$name: cuda (STRATA_OVERLAP=0) failed"; cat $t/gpu3.err; return; }
+  # A step recorded ahead as one graph (STRATA_GRAPH_SPLIT=0; the default cuts it in two): the same tokens.
+  STRATA_GRAPH_SPLIT=0 $bin run "$@" --device cuda >$t/gpu4.out 2>$t/gpu4.err || { echo "$name: cuda (STRATA_GRAPH_SPLIT=0) failed"; cat $t/gpu4.err; return; }
   if cmp -s $t/cpu.f32 $t/gpu.f32 && cmp -s $t/cpu.out $t/gpu.out && cmp -s $t/cpu.out $t/gpu2.out \
-    && cmp -s $t/cpu.out $t/gpu3.out; then
-    echo "$name: SAME ($(stat -c %s $t/cpu.f32) bytes of logits, $(wc -c <$t/cpu.out) bytes of output, also without the dump, with and without STRATA_OVERLAP)"
+    && cmp -s $t/cpu.out $t/gpu3.out && cmp -s $t/cpu.out $t/gpu4.out; then
+    echo "$name: SAME ($(stat -c %s $t/cpu.f32) bytes of logits, $(wc -c <$t/cpu.out) bytes of output, also without the dump, with and without STRATA_OVERLAP, in one graph a step)"
   else
     echo "$name: DIFFER"
   fi

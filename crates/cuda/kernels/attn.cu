@@ -140,10 +140,10 @@ __device__ __forceinline__ void warp_kv_put(const float* x, int dh, unsigned sho
     }
 }
 
-// norm_rope and kv_store in one launch (STRATA_KV_FUSE=1): blockIdx.y = 0 the q heads (normed and roped
-// into out), 1 the k heads (normed and roped into out2, then each appended to the k cache by the warp that
-// made it), 2 the v heads (v, hkv heads of dim dh a token, appended to the v cache). The same values as
-// the two kernels.
+// norm_rope and kv_store in one launch (the default; STRATA_KV_FUSE=0 runs the two): blockIdx.y = 0 the
+// q heads (normed and roped into out), 1 the k heads (normed and roped into out2, then each appended to
+// the k cache by the warp that made it), 2 the v heads (v, hkv heads of dim dh a token, appended to the v
+// cache). The same values as the two kernels.
 extern "C" __global__ void norm_rope_kv(const float* __restrict__ in, int in_stride, int head_stride,
                                        float* __restrict__ out, const float* __restrict__ w, int heads,
                                        const float* __restrict__ in2, int in_stride2, int head_stride2,

@@ -265,8 +265,8 @@ pub fn attention(
         Buf::<f32>::uninit(gpu, t * dim)?,
         Buf::<f32>::uninit(gpu, t * dim)?,
     );
-    // With STRATA_QKV_ONCE=1 x is quantized once for the three products (after the selection's fork,
-    // which reads x as floats), not by a launch before each.
+    // By default (STRATA_QKV_ONCE=0: a launch each) x is quantized once for the three products (after
+    // the selection's fork, which reads x as floats), not by a launch before each.
     let shared;
     let xq = match xq {
         None if crate::qdot::can_share_input(&[w.q.ty, w.k.ty, w.v.ty]) => {
@@ -291,7 +291,8 @@ pub fn attention(
     ]
     .concat();
     let mut cfg = warps_cfg(t * d.hq.max(d.hkv));
-    // With STRATA_KV_FUSE=1 the k and v cells are appended in the same launch (norm_rope_kv).
+    // By default (STRATA_KV_FUSE=0: kv_store after) the k and v cells are appended in the same launch
+    // (norm_rope_kv).
     if kv_fuse() && (st.k.mode != KvMode::Int8 || d.dh.is_multiple_of(64)) {
         cfg.grid_dim.1 = 3;
         let mode = [Arg::I32(st.k.mode_id()), i(pos)];
@@ -377,12 +378,12 @@ fn store_kv(
     launch(gpu, &store, "kv_store", cfg, &args)
 }
 
-/// `STRATA_KV_FUSE=1` (opt-in until timed on a card): the q and k heads' norms and rope and the k and v
-/// cells' append in one launch (attn.cu's `norm_rope_kv`, the same values as `norm_rope` and `kv_store`),
-/// one link fewer on an attention layer's chain.
+/// On by default (`STRATA_KV_FUSE=0`: `norm_rope` then `kv_store`): the q and k heads' norms and rope and
+/// the k and v cells' append in one launch (attn.cu's `norm_rope_kv`, the same values as `norm_rope` and
+/// `kv_store`), one link fewer on an attention layer's chain.
 fn kv_fuse() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_KV_FUSE").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("STRATA_KV_FUSE").map_or(true, |v| v != "0"))
 }
 
 /// The values kernel's inputs: the output gates, the V cache, the cells' arguments (ids, stride, counts,

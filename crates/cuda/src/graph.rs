@@ -210,13 +210,18 @@ fn print_lanes_once(ops: &[Op]) {
     eprint!("{}", crate::lanes::report(&marks));
 }
 
+/// The first graph's ops by default: at 4K on the H200 (speed-21) the step in two graphs cut after 48
+/// ops ran 200.4–201.2 tok/s against one graph's 198.3–200.4 (with the attention's one quantize and fused
+/// append). A step of fewer ops than this runs as one graph.
+const DEFAULT_SPLIT: usize = 48;
+
 /// `STRATA_GRAPH_SPLIT=k`: a decode step recorded ahead runs as two graphs, the first of its first k ops
 /// (or the first point after them where no side lane is open). The card starts on the short first graph
 /// while the host launches the long second one, where one graph's launch (~30 µs on the H200) stood
-/// between the token's inputs and the card's start. 0 or unset: one graph.
+/// between the token's inputs and the card's start. 0: one graph. Unset: [`DEFAULT_SPLIT`].
 fn split_at() -> usize {
     static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var("STRATA_GRAPH_SPLIT").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
+    *V.get_or_init(|| std::env::var("STRATA_GRAPH_SPLIT").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_SPLIT))
 }
 
 /// The first index at or after `k` (0 < index < ops.len()) where the ops before it hold no open side

@@ -147,11 +147,11 @@ fn quantize_rows(gpu: &Gpu, w: &MatrixGpu, x: u64, t: usize) -> Result<Buf<i32>,
 
 /// Whether products over `tys` that read one input take it quantized once, by one `_quantize` launch
 /// before them all ([`quantize_shared`]), instead of a launch each: the attention's q, k and v products
-/// (`STRATA_QKV_ONCE=1`; opt-in until timed on a card). Every type must take the codes in element order;
-/// each product's own launch would have made the same pieces, so the same bits.
+/// (on by default; `STRATA_QKV_ONCE=0` gives each product its own launch). Every type must take the codes
+/// in element order; each product's own launch would have made the same pieces, so the same bits.
 pub fn can_share_input(tys: &[GgmlType]) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_QKV_ONCE").is_ok_and(|v| v == "1"));
+    let on = *ON.get_or_init(|| std::env::var("STRATA_QKV_ONCE").map_or(true, |v| v != "0"));
     on && tys.iter().all(|&ty| takes_element_order(ty))
 }
 

@@ -196,9 +196,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if let Some(s) = card.as_ref().and_then(|g| g.graph_stats()).filter(|s| s.steps > 0) {
         eprintln!(
-            "graphs: {} steps each ran as one CUDA graph ({} captured, the last of {} ops: {} kernels, {} zeroings, \
-             {} copies; {} kernel updates; {} MiB of arena, {} MiB of staging){}",
+            "graphs: {} steps ran as CUDA graphs, {} of them as two ({} captured, the last of {} ops: {} kernels, \
+             {} zeroings, {} copies; {} kernel updates; {} MiB of arena, {} MiB of staging){}",
             s.steps,
+            s.split,
             s.built,
             s.nodes,
             s.kernels,

@@ -125,6 +125,8 @@ type Found = Result<sys::CUgraphExec, (CudaError, Vec<Op>)>;
 #[derive(Default, Clone, Copy)]
 pub struct GraphStats {
     pub steps: u64,
+    /// Decode steps recorded ahead that ran as two graphs (`STRATA_GRAPH_SPLIT`).
+    pub split: u64,
     pub built: u64,
     pub updated_kernels: u64,
     /// The last captured graph's ops (the side lane's marks among them, which make no node), and of
@@ -387,6 +389,7 @@ impl Gpu {
         let mut r = self.recorder();
         r.stats.ahead_ns += t0.elapsed().as_nanos() as u64;
         r.stats.ahead += 1;
+        r.stats.split += u64::from(parts.len() == 2);
         Ok((out, Prepared { parts }))
     }
 

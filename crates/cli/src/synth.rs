@@ -87,7 +87,7 @@ fn write(out: &Path, o: Options) -> Result<Vec<PathBuf>> {
 }
 
 /// Bumped whenever the synthetic model's contents change, so a stale cached default is never used.
-const DEFAULT_MODEL_VERSION: u32 = 2;
+const DEFAULT_MODEL_VERSION: u32 = 3;
 
 /// The built-in default model: the tiny preset with seed 0, made on first use into the cache directory
 /// (`$STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`).

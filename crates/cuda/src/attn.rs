@@ -102,6 +102,13 @@ impl KvGpu {
         KvStore::from_parts(self.mode, dim, parts.0, parts.1, parts.2, parts.3, cells).map_err(CudaError::Shape)
     }
 
+    fn zero(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        self.halves.zero(gpu)?;
+        self.codes.zero(gpu)?;
+        self.scales.zero(gpu)?;
+        self.floats.zero(gpu)
+    }
+
     fn upload(&mut self, gpu: &Gpu, store: &KvStore) -> Result<(), CudaError> {
         let (h, c, s, f) = store.parts();
         self.halves.write_at(gpu, 0, h)?;
@@ -185,16 +192,13 @@ impl AttnGpu {
     }
 
     /// A layer's state from the CPU's, in a cache of `capacity` cells.
-    pub fn state_from_host(
-        &self,
-        gpu: &Gpu,
-        q: &QsaState,
-        capacity: usize,
-        ratio: usize,
-    ) -> Result<AttnStateGpu, CudaError> {
+    /// A layer's state written over `st` from the CPU's (a checkpoint restored in place: no second set of
+    /// caches on the card). Every buffer is zeroed first, so the cells past the saved ones read as a fresh
+    /// state's do.
+    pub fn load_state(&self, gpu: &Gpu, st: &mut AttnStateGpu, q: &QsaState, ratio: usize) -> Result<(), CudaError> {
         let cells = q.k.len();
-        if cells > capacity {
-            return Err(CudaError::Shape(format!("the saved context holds {cells} cells, more than {capacity}")));
+        if cells > st.capacity {
+            return Err(CudaError::Shape(format!("the saved context holds {cells} cells, more than {}", st.capacity)));
         }
         let di = self.dims.di;
         let (raw, blocks) = if ratio > 0 { ((cells % ratio) * di, cells / ratio * di) } else { (0, 0) };
@@ -203,7 +207,14 @@ impl AttnGpu {
                 "a saved attention layer of {cells} cells has arrays of other sizes"
             )));
         }
-        let mut st = self.new_state(gpu, q.k.mode(), capacity)?;
+        if q.k.mode() != st.k.mode || q.v.mode() != st.v.mode {
+            return Err(CudaError::Shape(format!("a saved {:?} cache into a {:?} one", q.k.mode(), st.k.mode)));
+        }
+        for kv in [&st.k, &st.v] {
+            kv.zero(gpu)?;
+        }
+        st.raw.zero(gpu)?;
+        st.blocks.zero(gpu)?;
         st.k.upload(gpu, &q.k)?;
         st.v.upload(gpu, &q.v)?;
         if ratio > 0 {
@@ -211,7 +222,7 @@ impl AttnGpu {
             st.blocks.write_at(gpu, 0, &q.blocks)?;
         }
         st.cells = cells;
-        Ok(st)
+        Ok(())
     }
 }
 

@@ -275,12 +275,21 @@ impl<'a> CudaForward<'a> {
 
     /// A conversation on the device continued from the CPU's state, with room for `capacity` cells.
     pub fn state_from_host(&self, host: &State, capacity: usize) -> Result<CudaState, CudaError> {
+        let mut st = self.new_state(host.kv_mode, capacity)?;
+        self.load_state(&mut st, host)?;
+        Ok(st)
+    }
+
+    /// The CPU's state written over `st` (a checkpoint restored in place, within `st`'s capacity).
+    pub fn load_state(&self, st: &mut CudaState, host: &State) -> Result<(), CudaError> {
         let g = &*self.gpu;
         let fresh = State::new(&self.model.config, host.kv_mode);
-        let mut st = self.new_state(host.kv_mode, capacity)?;
         let wrong = || CudaError::Shape("the saved state does not match the model".into());
         if host.layers.len() != st.layers.len() || host.ple.z.len() != fresh.ple.z.len() {
             return Err(wrong());
+        }
+        if host.kv_mode != st.kv {
+            return Err(CudaError::Shape(format!("a state saved with {:?} KV into {:?} caches", host.kv_mode, st.kv)));
         }
         for (((lw, ls), h), f) in self.layers.iter().zip(&mut st.layers).zip(&host.layers).zip(&fresh.layers) {
             match (&lw.mixer, ls, h, f) {
@@ -292,7 +301,7 @@ impl<'a> CudaForward<'a> {
                     s.m.write_at(g, 0, &h.m)?;
                 }
                 (MixerGpu::Attn(a, cells), LayerStateGpu::Attn(s), LayerState::Attn(h), _) => {
-                    **s = a.state_from_host(g, h, capacity, block_size(cells))?;
+                    a.load_state(g, s, h, block_size(cells))?;
                 }
                 _ => return Err(wrong()),
             }
@@ -304,7 +313,7 @@ impl<'a> CudaForward<'a> {
             st.ple_prev = host.ple.prev.clone();
             hist.write_at(g, 0, &host.ple.z.concat())?;
         }
-        Ok(st)
+        Ok(())
     }
 
     /// `f`, its device time added to the op-family profile when one is kept.
@@ -908,6 +917,21 @@ impl Decoder for CudaDecoder<'_> {
 
     fn snapshot(&self) -> Result<State, String> {
         self.fwd.download_state(&self.state, self.pos).map_err(|e| e.to_string())
+    }
+
+    fn restore(&mut self, state: &State) -> Result<(), String> {
+        self.ahead = None; // recorded for the conversation being replaced
+        self.handed = None;
+        let loaded = self.fwd.load_state(&mut self.state, state);
+        // A failed load leaves the caches half written: the conversation starts again from nothing.
+        if let Err(e) = loaded {
+            self.pos = 0;
+            let fresh = State::new(&self.fwd.model.config, self.state.kv);
+            self.fwd.load_state(&mut self.state, &fresh).map_err(|e| e.to_string())?;
+            return Err(e.to_string());
+        }
+        self.pos = state.pos;
+        Ok(())
     }
 }
 

@@ -174,6 +174,9 @@ pub trait Decoder {
     fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, next: &SampleParams) -> Result<u32, String>;
     /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
     fn snapshot(&self) -> Result<crate::State, String>;
+    /// `state` (a [`Decoder::snapshot`] of this model, or a fresh one) in place of the conversation held:
+    /// the next token goes at `state.pos`. On an error the decoder holds an empty conversation.
+    fn restore(&mut self, state: &crate::State) -> Result<(), String>;
     /// A device's own report at the end of a run (a profile, when asked for), if any.
     fn report(&self) -> Option<String> {
         None
@@ -231,5 +234,17 @@ impl Decoder for CpuDecoder<'_> {
 
     fn snapshot(&self) -> Result<crate::State, String> {
         Ok(self.state.clone())
+    }
+
+    fn restore(&mut self, state: &crate::State) -> Result<(), String> {
+        let fresh = crate::State::new(&self.model.config, self.state.kv_mode);
+        let same_kinds = state.layers.len() == fresh.layers.len()
+            && state.layers.iter().zip(&fresh.layers).all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b));
+        if !same_kinds || state.kv_mode != fresh.kv_mode || state.ple.z.len() != fresh.ple.z.len() {
+            self.state = fresh;
+            return Err("the state does not match the model and its KV mode".into());
+        }
+        self.state = state.clone();
+        Ok(())
     }
 }

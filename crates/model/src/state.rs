@@ -69,6 +69,23 @@ impl State {
         };
         State { pos: 0, layers, ple, kv_mode }
     }
+
+    /// The bytes the state holds in memory (its arrays), for a cache's budget.
+    pub fn host_bytes(&self) -> usize {
+        fn kv(k: &crate::kv::KvStore) -> usize {
+            let (h, c, s, f) = k.parts();
+            2 * h.len() + c.len() + 2 * s.len() + 4 * f.len()
+        }
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| match l {
+                LayerState::Gdn(g) => 4 * (g.conv.len() + g.m.len()),
+                LayerState::Attn(q) => kv(&q.k) + kv(&q.v) + 4 * (q.raw.len() + q.blocks.len()),
+            })
+            .sum();
+        layers + 8 * self.ple.prev.len() + self.ple.z.iter().map(|z| 4 * z.len()).sum::<usize>()
+    }
 }
 
 impl QsaState {

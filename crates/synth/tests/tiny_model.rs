@@ -83,6 +83,40 @@ fn tokenizer_round_trips_unicode_and_specials() {
 }
 
 #[test]
+fn the_chat_template_writes_tools_tool_calls_and_results() {
+    let chat = ChatTemplate::new(strata_synth::CHAT_TEMPLATE);
+    let messages = serde_json::json!([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"type": "function", "function": {"name": "time", "arguments": {"zone": "CET"}}}
+        ]},
+        {"role": "tool", "content": "18 C"},
+        {"role": "tool", "content": "14:00"},
+        {"role": "assistant", "content": "18 C at 14:00."}
+    ]);
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "weather", "parameters": {}}}]);
+    let text = chat.render_json(&messages, Some(&tools), true).unwrap();
+    let want = concat!(
+        "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user ",
+        "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n",
+        "{\"type\": \"function\", \"function\": {\"name\": \"weather\", \"parameters\": {}}}\n</tools>\n\n",
+        "For each function call, return a json object with function name and arguments within ",
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": ",
+        "<args-json-object>}\n</tool_call><|im_end|>\n",
+        "<|im_start|>user\nWeather in Paris?<|im_end|>\n",
+        "<|im_start|>assistant\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n",
+        "<tool_call>\n{\"name\": \"time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call><|im_end|>\n",
+        "<|im_start|>user\n<tool_response>\n18 C\n</tool_response>\n<tool_response>\n14:00\n</tool_response><|im_end|>\n",
+        "<|im_start|>assistant\n18 C at 14:00.<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(text, want);
+    let plain = chat.render_json(&serde_json::json!([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]), None, false);
+    assert_eq!(plain.unwrap(), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
+}
+
+#[test]
 fn synth_is_deterministic() {
     let dir = tiny().parent().unwrap();
     let other = dir.join("tiny-again.gguf");

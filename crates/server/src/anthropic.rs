@@ -1,0 +1,214 @@
+//! Anthropic's messages API: system prompts, text and tool-use content blocks, tool results, and the
+//! streamed events (`message_start`, `content_block_*`, `message_delta`, `message_stop`).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::errors::{ApiError, Flavor};
+use crate::gen::{collect, new_id, sampler, Ask};
+use crate::req::{check_schema, content_text, json_object, Fields};
+use crate::stream::{named, sse};
+use crate::tools::{ToolCall, ToolSplit};
+use crate::worker::{Finish, Reason, Update};
+use crate::Shared;
+
+const F: Flavor = Flavor::Anthropic;
+
+fn bad(msg: String) -> ApiError {
+    ApiError::bad(F, msg)
+}
+
+/// `system` and `messages` as the chat template takes them: tool results become `tool` turns, tool uses
+/// an assistant's `tool_calls`.
+fn template_messages(f: &Fields) -> Result<Value, ApiError> {
+    let mut out = Vec::new();
+    match f.get("system") {
+        None => {}
+        Some(v) => out.push(json!({"role": "system", "content": content_text(v, "system", F)?})),
+    }
+    let list = f.array("messages")?.ok_or_else(|| bad("messages: missing".into()))?;
+    if list.is_empty() {
+        return Err(bad("messages: empty".into()));
+    }
+    for (i, m) in list.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let role = m.get("role").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.role: missing")))?;
+        if role != "user" && role != "assistant" {
+            return Err(bad(format!("{at}.role: unknown role {role:?} (user or assistant)")));
+        }
+        match m.get("content") {
+            Some(Value::String(s)) => out.push(json!({"role": role, "content": s})),
+            Some(Value::Array(blocks)) => blocks_to_messages(role, blocks, &at, &mut out)?,
+            Some(_) => return Err(bad(format!("{at}.content: expected a string or an array of blocks"))),
+            None => return Err(bad(format!("{at}.content: missing"))),
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+/// One message's content blocks as template messages, in order.
+fn blocks_to_messages(role: &str, blocks: &[Value], at: &str, out: &mut Vec<Value>) -> Result<(), ApiError> {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for (j, b) in blocks.iter().enumerate() {
+        let at = format!("{at}.content[{j}]");
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.text: missing")))?),
+            Some("tool_use") if role == "assistant" => {
+                let name = b.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.name: missing")))?;
+                let input = b.get("input").cloned().unwrap_or(json!({}));
+                calls.push(json!({"type": "function", "function": {"name": name, "arguments": input}}));
+            }
+            Some("tool_result") if role == "user" => {
+                let content = match b.get("content") {
+                    None | Some(Value::Null) => String::new(),
+                    Some(c) => content_text(c, &format!("{at}.content"), F)?.unwrap_or_default(),
+                };
+                out.push(json!({"role": "tool", "content": content, "tool_call_id": b.get("tool_use_id")}));
+            }
+            Some(other) => return Err(bad(format!("{at}: a block of type {other:?} is not supported in a {role} message"))),
+            None => return Err(bad(format!("{at}.type: missing"))),
+        }
+    }
+    if !text.is_empty() || !calls.is_empty() {
+        let mut m = json!({"role": role, "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+        if !calls.is_empty() {
+            m["tool_calls"] = Value::Array(calls);
+        }
+        out.push(m);
+    }
+    Ok(())
+}
+
+/// `tools` (`name`, `description`, `input_schema`) in the function form the template takes; none when
+/// `tool_choice` is `{"type": "none"}`.
+fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
+    let Some(tools) = f.array("tools")? else { return Ok(None) };
+    let mut out = Vec::new();
+    for (i, t) in tools.iter().enumerate() {
+        let name = t.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("tools[{i}].name: missing")))?;
+        check_schema(t.get("input_schema"), &format!("tools[{i}].input_schema"), F)?;
+        out.push(json!({"type": "function", "function": {
+            "name": name, "description": t.get("description").cloned().unwrap_or(Value::Null),
+            "parameters": t.get("input_schema").cloned().unwrap_or(json!({}))}}));
+    }
+    let none = f.get("tool_choice").and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
+    Ok((!out.is_empty() && !none).then_some(Value::Array(out)))
+}
+
+fn stop_reason(f: &Finish, calls: bool) -> &'static str {
+    match f.reason {
+        _ if calls => "tool_use",
+        Reason::Stop if f.stop_string.is_some() => "stop_sequence",
+        Reason::Stop => "end_turn",
+        Reason::Length | Reason::ContextFull => "max_tokens",
+    }
+}
+
+fn usage(f: &Finish) -> Value {
+    json!({"input_tokens": f.prompt_tokens - f.reused, "output_tokens": f.completion_tokens,
+           "cache_read_input_tokens": f.reused, "cache_creation_input_tokens": 0})
+}
+
+fn tool_use(c: &ToolCall) -> Value {
+    json!({"type": "tool_use", "id": new_id("toolu_"), "name": c.name, "input": c.arguments})
+}
+
+/// POST /v1/messages
+pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
+    let m = json_object(body, s.max_body, F).await?;
+    let f = Fields::new(&m, F);
+    let messages = template_messages(&f)?;
+    let tools = template_tools(&f)?;
+    let with_tools = tools.is_some();
+    let ask = Ask {
+        prompt: s.render(messages, tools, F).await?,
+        max_tokens: f.u64_in("max_tokens", 1, s.info.context as u64)?,
+        sampler: sampler(&f, "top_k")?,
+        stop: f.strings("stop_sequences")?,
+    };
+    let prompt_tokens = ask.prompt.len();
+    let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
+    let stream = f.bool("stream")?.unwrap_or(false);
+    let rx = s.start(ask, F)?;
+    let id = new_id("msg_");
+    if stream {
+        return Ok(message_stream(rx, id, model, prompt_tokens, with_tools).into_response());
+    }
+    let c = collect(rx, F).await?;
+    let (text, calls) = if with_tools { crate::tools::parse(&c.text) } else { (c.text, Vec::new()) };
+    let mut content = Vec::new();
+    if !text.is_empty() || calls.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    content.extend(calls.iter().map(tool_use));
+    Ok(Json(json!({
+        "id": id, "type": "message", "role": "assistant", "model": model, "content": content,
+        "stop_reason": stop_reason(&c.finish, !calls.is_empty()), "stop_sequence": c.finish.stop_string,
+        "usage": usage(&c.finish),
+    }))
+    .into_response())
+}
+
+fn message_stream(
+    rx: tokio::sync::mpsc::UnboundedReceiver<Update>,
+    id: String,
+    model: String,
+    prompt_tokens: usize,
+    with_tools: bool,
+) -> impl IntoResponse {
+    let first = vec![
+        named("message_start", &json!({"type": "message_start", "message": {
+            "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": 0}}})),
+        named("content_block_start", &json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}})),
+        named("ping", &json!({"type": "ping"})),
+    ];
+    let delta = |t: &str| {
+        named("content_block_delta", &json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": t}}))
+    };
+    let mut split = ToolSplit::default();
+    sse(rx, first, move |u| match u {
+        Update::Text(t) => {
+            let t = if with_tools { split.push(&t) } else { t };
+            if t.is_empty() {
+                Vec::new()
+            } else {
+                vec![delta(&t)]
+            }
+        }
+        Update::Done(f) => {
+            let (tail, calls) = split.finish();
+            let mut out = Vec::new();
+            if !tail.is_empty() {
+                out.push(delta(&tail));
+            }
+            out.push(named("content_block_stop", &json!({"type": "content_block_stop", "index": 0})));
+            for (i, c) in calls.iter().enumerate() {
+                let mut block = tool_use(c);
+                block["input"] = json!({});
+                out.push(named("content_block_start", &json!({"type": "content_block_start", "index": i + 1, "content_block": block})));
+                out.push(named("content_block_delta", &json!({"type": "content_block_delta", "index": i + 1,
+                    "delta": {"type": "input_json_delta", "partial_json": c.arguments_text()}})));
+                out.push(named("content_block_stop", &json!({"type": "content_block_stop", "index": i + 1})));
+            }
+            out.push(named("message_delta", &json!({"type": "message_delta",
+                "delta": {"stop_reason": stop_reason(&f, !calls.is_empty()), "stop_sequence": f.stop_string},
+                "usage": {"output_tokens": f.completion_tokens}})));
+            out.push(named("message_stop", &json!({"type": "message_stop"})));
+            out
+        }
+        Update::Failed(e) => {
+            vec![named("error", &ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body())]
+        }
+        Update::Started { .. } | Update::Prefill { .. } => Vec::new(),
+    })
+}

@@ -1,0 +1,119 @@
+//! What every endpoint shares: a prompt made and checked, a job queued, and its updates gathered (for a
+//! reply sent whole) or passed on (for a streamed one).
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::Value;
+use strata_engine::sampler::SamplerConfig;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::errors::{ApiError, Flavor};
+use crate::req::Fields;
+use crate::worker::{Finish, Job, Update};
+use crate::Shared;
+
+/// The sampling settings common to the APIs (defaults as theirs: temperature 1; without a seed, a new
+/// one each request).
+pub fn sampler(f: &Fields, top_k_key: &str) -> Result<SamplerConfig, ApiError> {
+    let seed = match f.get("seed") {
+        None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+        Some(v) => v.as_i64().map(|s| s as u64).or(v.as_u64()).ok_or_else(|| ApiError::bad(f.flavor, "seed: expected an integer"))?,
+    };
+    Ok(SamplerConfig {
+        temperature: f.f32_in("temperature", 0.0, 2.0)?.unwrap_or(1.0),
+        top_p: f.f32_in("top_p", 0.0, 1.0)?.unwrap_or(1.0),
+        top_k: f.u64_in(top_k_key, 0, 1 << 20)?.unwrap_or(0) as usize,
+        seed,
+    })
+}
+
+/// A generation asked for.
+pub struct Ask {
+    pub prompt: Vec<u32>,
+    pub max_tokens: Option<u64>,
+    pub sampler: SamplerConfig,
+    pub stop: Vec<String>,
+}
+
+/// What a reply sent whole carries.
+pub struct Collected {
+    pub text: String,
+    pub finish: Finish,
+}
+
+impl Shared {
+    /// Messages (and tools) through the model's chat template, as tokens.
+    pub async fn render(self: &Arc<Self>, messages: Value, tools: Option<Value>, flavor: Flavor) -> Result<Vec<u32>, ApiError> {
+        let me = self.clone();
+        let text = tokio::task::spawn_blocking(move || {
+            let t = me.template.as_ref().ok_or("the model has no chat template")?;
+            t.render_json(&messages, tools.as_ref(), true).map_err(|e| e.to_string().into())
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, flavor, e.to_string()))?
+        .map_err(|e: Box<str>| ApiError::bad(flavor, e.to_string()))?;
+        self.encode(text, flavor).await
+    }
+
+    /// Text as tokens (special tokens written in it become their ids).
+    pub async fn encode(self: &Arc<Self>, text: String, flavor: Flavor) -> Result<Vec<u32>, ApiError> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.tok.encode(&text))
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, flavor, e.to_string()))?
+            .map_err(|e| ApiError::bad(flavor, format!("the prompt: {e}")))
+    }
+
+    /// Queues the generation; its updates come through the receiver. Refused with 400 for a prompt that
+    /// leaves no room to generate, 503 (with Retry-After) when the queue is full.
+    pub fn start(&self, ask: Ask, flavor: Flavor) -> Result<UnboundedReceiver<Update>, ApiError> {
+        let context = self.info.context;
+        if ask.prompt.is_empty() {
+            return Err(ApiError::bad(flavor, "the prompt is empty"));
+        }
+        if ask.prompt.len() >= context {
+            return Err(ApiError::bad(
+                flavor,
+                format!("the prompt has {} tokens; the context holds {context}, with room for one more at least", ask.prompt.len()),
+            ));
+        }
+        let room = (context - ask.prompt.len()) as u64;
+        let max_tokens = ask.max_tokens.unwrap_or(room).min(room) as usize;
+        let (tx, rx) = unbounded_channel();
+        let job = Job { prompt: ask.prompt, max_tokens, sampler: ask.sampler, stop: ask.stop, updates: tx };
+        self.queue.submit(job).map_err(|_| {
+            let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, flavor, "the server is busy: its queue is full");
+            e.retry_after = Some(2);
+            e
+        })?;
+        Ok(rx)
+    }
+}
+
+/// The updates of a generation gathered until it ends.
+pub async fn collect(mut rx: UnboundedReceiver<Update>, flavor: Flavor) -> Result<Collected, ApiError> {
+    let mut text = String::new();
+    while let Some(u) = rx.recv().await {
+        match u {
+            Update::Text(t) => text.push_str(&t),
+            Update::Done(finish) => return Ok(Collected { text, finish }),
+            Update::Failed(e) => return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, flavor, e)),
+            Update::Started { .. } | Update::Prefill { .. } => {}
+        }
+    }
+    Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, flavor, "the engine stopped"))
+}
+
+/// Seconds since the epoch (the APIs' `created`).
+pub fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A new id with the API's prefix.
+pub fn new_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{prefix}{:x}{:04x}", t, N.fetch_add(1, Ordering::Relaxed) & 0xffff)
+}

@@ -1,0 +1,328 @@
+//! The engine's thread: one generation at a time, in the order the requests came (a bounded FIFO queue),
+//! each reading only the tokens past the longest saved state its prompt begins with.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use strata_engine::generate::{generate, Event, GenerateConfig, GenerateError, Stop};
+use strata_engine::sampler::SamplerConfig;
+use strata_engine::tokenizer::Tokenizer;
+use strata_model::backend::Decoder;
+use strata_model::State;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::convo::Convos;
+use crate::text::TextStream;
+
+/// What a request asks the engine for.
+pub struct Job {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub sampler: SamplerConfig,
+    pub stop: Vec<String>,
+    pub updates: UnboundedSender<Update>,
+}
+
+/// What the engine tells the request, in order: `Started`, `Prefill`s, `Text`s, then `Done` or `Failed`.
+#[derive(Debug)]
+pub enum Update {
+    /// The generation has begun, `reused` of the prompt's tokens taken from a saved state.
+    Started { reused: usize },
+    Prefill { done: usize, total: usize },
+    Text(String),
+    Done(Finish),
+    Failed(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A stop token or a stop string.
+    Stop,
+    /// `max_tokens` generated.
+    Length,
+    /// The context is full.
+    ContextFull,
+}
+
+#[derive(Clone, Debug)]
+pub struct Finish {
+    pub reason: Reason,
+    pub prompt_tokens: usize,
+    pub reused: usize,
+    pub completion_tokens: usize,
+    /// The stop string that ended the text, if one did.
+    pub stop_string: Option<String>,
+    pub prefill: Duration,
+    pub decode: Duration,
+}
+
+/// The generation running now, as /v1/status shows it.
+#[derive(Clone, Debug)]
+pub struct Running {
+    pub prompt_tokens: usize,
+    pub reused: usize,
+    pub generated: usize,
+    pub since: Instant,
+}
+
+type Now = Arc<Mutex<Option<Running>>>;
+
+/// The sending side of the queue, shared by the request handlers.
+#[derive(Clone)]
+pub struct Queue {
+    tx: SyncSender<Job>,
+    waiting: Arc<AtomicUsize>,
+    capacity: usize,
+    now: Now,
+}
+
+/// The receiving side, for [`work`].
+pub struct Jobs {
+    rx: Receiver<Job>,
+    waiting: Arc<AtomicUsize>,
+    now: Now,
+}
+
+/// A queue of at most `capacity` waiting jobs.
+pub fn queue(capacity: usize) -> (Queue, Jobs) {
+    let capacity = capacity.max(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let now = Now::default();
+    (Queue { tx, waiting: waiting.clone(), capacity, now: now.clone() }, Jobs { rx, waiting, now })
+}
+
+impl Queue {
+    /// Queues `job`; `Err` when the queue is full (or the engine has stopped).
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let r = self.tx.try_send(job).map_err(|e| match e {
+            TrySendError::Full(j) | TrySendError::Disconnected(j) => j,
+        });
+        if r.is_err() {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        metrics::gauge!("strata_queue_depth").set(self.waiting() as f64);
+        r
+    }
+
+    /// Jobs waiting for the engine (the running one not counted).
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The generation running now, if any.
+    pub fn running(&self) -> Option<Running> {
+        self.now.lock().ok()?.clone()
+    }
+}
+
+fn set(now: &Now, f: impl FnOnce(&mut Option<Running>)) {
+    if let Ok(mut g) = now.lock() {
+        f(&mut g);
+    }
+}
+
+/// The engine's side: the decoder, the text tools and the saved states.
+pub struct Engine<'a> {
+    pub dec: &'a mut dyn Decoder,
+    pub tok: &'a Tokenizer,
+    /// The model's end-of-text and end-of-turn tokens.
+    pub stop_tokens: Vec<u32>,
+    pub max_context: usize,
+    /// A fresh conversation (the decoder's reset).
+    pub fresh: State,
+    pub convos: Convos<State>,
+    /// The tokens the decoder holds now; `None` when unknown (after a device error).
+    pub live: Option<Vec<u32>>,
+}
+
+/// Runs jobs until every [`Queue`] is dropped.
+pub fn work(jobs: Jobs, engine: &mut Engine) {
+    while let Ok(job) = jobs.rx.recv() {
+        jobs.waiting.fetch_sub(1, Ordering::SeqCst);
+        metrics::gauge!("strata_queue_depth").set(jobs.waiting.load(Ordering::SeqCst) as f64);
+        // A client that left while its request waited.
+        if job.updates.is_closed() {
+            continue;
+        }
+        metrics::gauge!("strata_running").set(1.0);
+        let out = engine.run(&job, &jobs.now);
+        set(&jobs.now, |r| *r = None);
+        metrics::gauge!("strata_running").set(0.0);
+        let _ = job.updates.send(match out {
+            Ok(f) => {
+                record(&f);
+                Update::Done(f)
+            }
+            Err(e) => Update::Failed(e),
+        });
+    }
+}
+
+fn record(f: &Finish) {
+    metrics::counter!("strata_prompt_tokens_total").increment(f.prompt_tokens as u64);
+    metrics::counter!("strata_reused_prompt_tokens_total").increment(f.reused as u64);
+    metrics::counter!("strata_generated_tokens_total").increment(f.completion_tokens as u64);
+    let read = f.prompt_tokens - f.reused;
+    if read > 0 && !f.prefill.is_zero() {
+        metrics::gauge!("strata_prefill_tokens_per_second").set(read as f64 / f.prefill.as_secs_f64());
+    }
+    if f.completion_tokens > 1 && !f.decode.is_zero() {
+        metrics::gauge!("strata_decode_tokens_per_second")
+            .set((f.completion_tokens - 1) as f64 / f.decode.as_secs_f64());
+    }
+    metrics::histogram!("strata_time_to_first_token_seconds").record(f.prefill.as_secs_f64());
+}
+
+/// The client went away (its updates channel closed).
+fn gone() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client closed the request")
+}
+
+impl Engine<'_> {
+    fn run(&mut self, job: &Job, now: &Now) -> Result<Finish, String> {
+        let t0 = Instant::now();
+        if job.prompt.is_empty() {
+            return Err("the prompt is empty".into());
+        }
+        let reused = self.resume(&job.prompt)?;
+        set(now, |r| *r = Some(Running { prompt_tokens: job.prompt.len(), reused, generated: 0, since: t0 }));
+        let _ = job.updates.send(Update::Started { reused });
+        let n = job.prompt.len();
+        // The prompt but its last token, in windows; then the state where the assistant's turn begins is
+        // saved, which the conversation's next request begins with.
+        let mut done = reused;
+        for w in job.prompt[reused..n - 1].chunks(self.dec.window().max(1)) {
+            if let Err(e) = self.dec.advance(w) {
+                self.live = None;
+                return Err(format!("the device: {e}"));
+            }
+            done += w.len();
+            self.live = Some(job.prompt[..done].to_vec());
+            if job.updates.send(Update::Prefill { done, total: n }).is_err() {
+                return Err("the client closed the request".into());
+            }
+        }
+        if done > reused {
+            self.save(job.prompt[..done].to_vec());
+        }
+        let cfg = GenerateConfig {
+            n_predict: job.max_tokens,
+            stops: self.stop_tokens.clone(),
+            ignore_eos: false,
+            max_context: self.max_context,
+            sampler: job.sampler.clone(),
+            logits: false,
+        };
+        let mut text = TextStream::new(self.tok, job.stop.clone());
+        let mut tokens = Vec::new();
+        let mut stopped_by_string = false;
+        let mut first: Option<Duration> = None;
+        let out = generate(&mut *self.dec, &job.prompt[n - 1..], &cfg, |ev| {
+            let Event::Token(t) = ev else { return Ok(()) };
+            first.get_or_insert_with(|| t0.elapsed());
+            tokens.push(t);
+            set(now, |r| {
+                if let Some(r) = r {
+                    r.generated += 1;
+                }
+            });
+            if self.stop_tokens.contains(&t) {
+                return Ok(());
+            }
+            let (delta, stop) = text.push(t);
+            if !delta.is_empty() {
+                job.updates.send(Update::Text(delta)).map_err(|_| gone())?;
+            }
+            if stop {
+                stopped_by_string = true;
+                return Err(std::io::Error::other("a stop string"));
+            }
+            Ok(())
+        });
+        // The decoder holds the prompt and every generated token but the last.
+        let mut held = job.prompt.clone();
+        held.extend(tokens.iter().take(tokens.len().saturating_sub(1)));
+        let reason = match out {
+            Ok(g) => match g.stop {
+                Stop::Length => Reason::Length,
+                Stop::StopToken(_) => Reason::Stop,
+                Stop::ContextFull => Reason::ContextFull,
+            },
+            Err(GenerateError::Caller(_)) if stopped_by_string => Reason::Stop,
+            Err(GenerateError::Caller(e)) => {
+                self.live = Some(held);
+                return Err(e.to_string());
+            }
+            Err(e) => {
+                self.live = None;
+                return Err(e.to_string());
+            }
+        };
+        self.live = Some(held);
+        if !stopped_by_string {
+            let tail = text.finish();
+            if !tail.is_empty() {
+                let _ = job.updates.send(Update::Text(tail));
+            }
+        }
+        let prefill = first.unwrap_or_else(|| t0.elapsed());
+        Ok(Finish {
+            reason,
+            prompt_tokens: n,
+            reused,
+            completion_tokens: tokens.len(),
+            stop_string: text.matched().map(str::to_string),
+            prefill,
+            decode: t0.elapsed().saturating_sub(prefill),
+        })
+    }
+
+    /// Puts the decoder at the longest state `prompt` begins with (the one it holds, or a saved one, or
+    /// none) and says how many of its tokens that covers. The state left is saved first.
+    fn resume(&mut self, prompt: &[u32]) -> Result<usize, String> {
+        if let Some(live) = &self.live {
+            if live.len() < prompt.len() && prompt.starts_with(live) {
+                return Ok(live.len());
+            }
+        }
+        if let Some(live) = self.live.take() {
+            if !live.is_empty() && !self.convos.contains(&live) {
+                self.save(live);
+            }
+        }
+        let (reused, state) = match self.convos.longest_prefix(prompt) {
+            Some((n, s)) => (n, s),
+            None => (0, &self.fresh),
+        };
+        let out = self.dec.restore(state);
+        self.live = Some(prompt[..reused].to_vec());
+        match out {
+            Ok(()) => Ok(reused),
+            // The decoder then holds an empty conversation: the prompt is read whole.
+            Err(e) => {
+                eprintln!("note: a saved conversation could not be restored ({e}); reading the prompt whole");
+                self.live = Some(Vec::new());
+                Ok(0)
+            }
+        }
+    }
+
+    /// Saves the decoder's state under `tokens` (what it holds).
+    fn save(&mut self, tokens: Vec<u32>) {
+        if let Ok(state) = self.dec.snapshot() {
+            let bytes = state.host_bytes();
+            self.convos.put(tokens, state, bytes);
+            let (n, held) = self.convos.usage();
+            metrics::gauge!("strata_cached_conversations").set(n as f64);
+            metrics::gauge!("strata_cached_bytes").set(held as f64);
+        }
+    }
+}

@@ -2,8 +2,10 @@
 
 mod bench;
 mod gguf;
+mod load;
 mod parity;
 mod run;
+mod serve;
 mod synth;
 
 use std::process::ExitCode;
@@ -27,20 +29,13 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Generate text with a model on the CPU (no -m: the built-in tiny model).
     Run(Box<run::RunArgs>),
-    /// Serve a model over HTTP (not in this version yet).
-    Serve(Pending),
+    /// Serve a model over HTTP: the OpenAI and Anthropic APIs (no -m: the built-in tiny model).
+    Serve(Box<serve::ServeArgs>),
     /// Write a synthetic qwen4exp model.
     Synth(synth::SynthArgs),
     /// Parity tools: GPU kernels against the CPU contract, byte for byte (prints OK and the case count).
     #[command(subcommand)]
     Parity(parity::ParityCommand),
-}
-
-/// The arguments of a subcommand this version does not have yet.
-#[derive(clap::Args)]
-struct Pending {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    args: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -67,7 +62,7 @@ fn main() -> ExitCode {
         Command::Gguf(c) => gguf::run(c),
         Command::Bench(c) => bench::run(c),
         Command::Run(a) => run::run(*a),
-        Command::Serve(_) => pending("serve"),
+        Command::Serve(a) => serve::run(*a),
         Command::Synth(a) => synth::run(a),
         Command::Parity(c) => parity::run(c),
     };
@@ -83,10 +78,6 @@ fn main() -> ExitCode {
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
-}
-
-fn pending(name: &str) -> anyhow::Result<()> {
-    anyhow::bail!("`strata {name}` is not available in this version yet")
 }
 
 /// The error and its causes on one line.

@@ -3,10 +3,8 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use strata_cuda::forward::{plan_bytes, CudaDecoder, CudaForward};
 use strata_cuda::graph::GraphStats;
 use strata_cuda::Gpu;
 use strata_engine::chat::{ChatTemplate, Message};
@@ -14,13 +12,14 @@ use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, G
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::backend::{CpuDecoder, Decoder};
-use strata_model::{KvMode, Model, RopeScaling, State};
+use strata_model::{KvMode, Model, State};
+
+use crate::load::{open_device, open_model, try_cuda, EngineArgs};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// Model file (or any shard of a set). Without it, the built-in tiny model.
-    #[arg(short, long)]
-    model: Option<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Prompt text.
     #[arg(short, long, conflicts_with = "prompt_tokens", required_unless_present = "prompt_tokens")]
     prompt: Option<String>,
@@ -46,30 +45,6 @@ pub struct RunArgs {
     /// The sampling seed: the same seed gives the same tokens on the CPU and the GPU.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Context cells (default: the model's trained context).
-    #[arg(long)]
-    max_context: Option<usize>,
-    /// Position scaling: none, linear or yarn. Default: yarn when --max-context exceeds the trained
-    /// context, else none.
-    #[arg(long)]
-    rope_scaling: Option<String>,
-    /// Scaling factor for linear or yarn (default: max-context / trained context).
-    #[arg(long)]
-    rope_scale: Option<f64>,
-    /// Where the forward pass runs: cuda (GPU 0), cpu (the reference engine), or auto (the GPU when
-    /// one opens, else the CPU). Both give the same bits.
-    #[arg(long, default_value = "auto")]
-    device: String,
-    /// KV cache storage: fp16, int8, or f32 (unrounded: for checks against float references).
-    #[arg(long, default_value = "fp16")]
-    kv: KvMode,
-    /// The MTP draft layer from a separate MTP-only GGUF (the converter's `--mtp` output), in place of
-    /// the model file's own; loaded and checked against the model (speculative decoding uses it).
-    #[arg(long)]
-    mtp: Option<PathBuf>,
-    /// CPU threads (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
     /// Write the logits rows (little-endian f32, vocab each): the last prompt position's, then one per
     /// generated token but the last.
     #[arg(long)]
@@ -86,29 +61,8 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    let gpu = open_device(&a)?;
-    if let Some(t) = a.threads {
-        if t == 0 {
-            bail!("--threads must be at least 1");
-        }
-        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().context("setting up threads")?;
-    }
-    let path = match &a.model {
-        Some(p) => p.clone(),
-        None => crate::synth::default_model()?,
-    };
-    let mut model = Model::open(&path, RopeScaling::None).with_context(|| format!("loading {}", path.display()))?;
-    let trained = model.config.context_length;
-    let max_context = a.max_context.unwrap_or(trained);
-    if a.rope_scaling.is_some() || a.rope_scale.is_some() || max_context > trained {
-        model.rope.scaling = rope_scaling(a.rope_scaling.as_deref(), a.rope_scale, max_context, trained)?;
-    }
-    if let Some(p) = &a.mtp {
-        model.attach_mtp(p).with_context(|| format!("loading the MTP layer from {}", p.display()))?;
-    }
-    for note in &model.config.notes {
-        eprintln!("note: {note}");
-    }
+    let gpu = open_device(&a.engine)?;
+    let (model, max_context) = open_model(&a.engine)?;
     let tok = match a.prompt_tokens {
         Some(_) => None,
         None => Some(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?),
@@ -142,27 +96,11 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0 };
     // A saved conversation continues on either device.
     let saved = match &a.load_state {
-        Some(p) => Some(load_state(&model, p, a.kv)?),
+        Some(p) => Some(load_state(&model, p, a.engine.kv)?),
         None => None,
     };
     let card = gpu.clone();
-    let cuda = match gpu {
-        Some(gpu) => {
-            let dec = check_fits(&gpu, &model, a.kv, max_context)
-                .and_then(|()| cuda_decoder(gpu, &model, a.kv, max_context, saved.as_ref()));
-            match dec {
-                Ok(dec) => Some(dec),
-                // A model too large for the card, or with a weight layout the kernels do not take yet,
-                // still runs under auto, on the CPU; --device cuda refuses it.
-                Err(e) if a.device == "auto" => {
-                    eprintln!("note: running on the CPU: {e:#}");
-                    None
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        None => None,
-    };
+    let cuda = try_cuda(&a.engine, gpu, &model, max_context, saved.as_ref())?;
     // The PLE table's pages read ahead while the prompt runs (its rows are read on the host each token).
     if let Some(w) = &model.weights.ple {
         strata_model::layers::ple::warm_table(w);
@@ -177,7 +115,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         None => {
             let state = match saved {
                 Some(s) => s,
-                None => model.new_state(a.kv)?,
+                None => model.new_state(a.engine.kv)?,
             };
             cpu = CpuDecoder { model: &model, state };
             &mut cpu
@@ -185,7 +123,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let (generated, at_prompt_end) = decode(dec, &prompt, &cfg, &mut dump, &mut printer, card.as_deref())?;
     if let Some(report) = dec.report() {
-        let bytes = strata_cuda::forward::decode_bytes(&model, a.kv, dec.position());
+        let bytes = strata_cuda::forward::decode_bytes(&model, a.engine.kv, dec.position());
         eprintln!("{report}  a decode step at depth {} reads {:.3} GB", dec.position(), bytes as f64 / 1e9);
     }
     if let Some(p) = &a.save_state {
@@ -235,89 +173,6 @@ pub fn run(a: RunArgs) -> Result<()> {
         rate(generated.tokens.len().saturating_sub(1), generated.decode_time)
     );
     Ok(())
-}
-
-/// The GPU to run on, or `None` for the CPU, from `--device`.
-fn open_device(a: &RunArgs) -> Result<Option<Arc<Gpu>>> {
-    match a.device.as_str() {
-        "cpu" => Ok(None),
-        "cuda" | "gpu" => Ok(Some(Gpu::new(0).context("--device cuda")?)),
-        "auto" => match Gpu::new(0) {
-            Ok(gpu) => Ok(Some(gpu)),
-            Err(e) => {
-                eprintln!("note: running on the CPU ({e})");
-                Ok(None)
-            }
-        },
-        other => bail!("--device {other:?}: use auto, cuda or cpu"),
-    }
-}
-
-/// Prints what the model takes on the GPU and refuses one that does not fit, with the numbers.
-fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> {
-    let plan = plan_bytes(model, kv, cells);
-    let need = plan.weights + plan.caches + plan.scratch;
-    let (free, _) = gpu.memory()?;
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    eprintln!(
-        "device: {}: weights {:.2} GiB + caches for {cells} cells {:.2} GiB + scratch {:.2} GiB; {:.2} GiB free",
-        gpu.name,
-        gib(plan.weights),
-        gib(plan.caches),
-        gib(plan.scratch),
-        gib(free as u64)
-    );
-    if need > free as u64 {
-        bail!(
-            "the model, its caches and scratch need {:.2} GiB on {}, {:.2} GiB free: lower --max-context, use \
-             --kv int8, or --device cpu",
-            gib(need),
-            gpu.name,
-            gib(free as u64)
-        );
-    }
-    Ok(())
-}
-
-/// The model's weights and a conversation of `cells` on the GPU.
-fn cuda_decoder<'a>(
-    gpu: Arc<Gpu>,
-    model: &'a Model,
-    kv: KvMode,
-    cells: usize,
-    saved: Option<&State>,
-) -> Result<CudaDecoder<'a>> {
-    let first = !strata_cuda::plan::is_kept(&gpu);
-    if first {
-        eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
-    }
-    let started = std::time::Instant::now();
-    gpu.load_all().context("compiling the kernels")?;
-    let plan = strata_cuda::plan::plan(&gpu);
-    eprintln!(
-        "kernels: HC read {}, QSA scorer {}, QSA top-k {} ({})",
-        plan.hc.variant.name(),
-        plan.scores.variant.name(),
-        plan.topk.variant.name(),
-        if first { "chosen now" } else { "kept from an earlier start" }
-    );
-    if first {
-        eprintln!(
-            "note: kernels compiled and variants chosen in {:.1} s; kept for later starts (matvec layouts: {})",
-            started.elapsed().as_secs_f64(),
-            plan.matvec.variant.summary()
-        );
-    }
-    let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;
-    let tuned = fwd.tuned_summary();
-    if !tuned.is_empty() {
-        eprintln!("note: one token's products, the layout for each shape (timed on this model's weights): {tuned}");
-    }
-    let (state, pos) = match saved {
-        Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),
-        None => (fwd.new_state(kv, cells).context("allocating the caches")?, 0),
-    };
-    Ok(CudaDecoder::new(fwd, state, pos))
 }
 
 /// The host's time a decode step before its graph's launch (the steps after the prompt's), said after
@@ -487,21 +342,6 @@ impl Printer<'_> {
         writeln!(out)?;
         Ok(())
     }
-}
-
-/// Spec §8: YaRN by default past the trained context, with F = max_context / trained.
-fn rope_scaling(kind: Option<&str>, scale: Option<f64>, max_context: usize, trained: usize) -> Result<RopeScaling> {
-    let factor = scale.unwrap_or(max_context as f64 / trained as f64).max(1.0);
-    if !(factor.is_finite() && factor > 0.0) {
-        bail!("--rope-scale must be a positive number");
-    }
-    Ok(match kind {
-        None if max_context > trained => RopeScaling::Yarn { factor, orig_ctx: trained as u64 },
-        None | Some("none") => RopeScaling::None,
-        Some("linear") => RopeScaling::Linear(factor),
-        Some("yarn") => RopeScaling::Yarn { factor, orig_ctx: trained as u64 },
-        Some(other) => bail!("--rope-scaling {other:?}: use none, linear or yarn"),
-    })
 }
 
 /// `--prompt-tokens`: ids separated by commas or white space, given inline or in the file named after `@`.

@@ -239,7 +239,11 @@ impl Decoder for CpuDecoder<'_> {
     fn restore(&mut self, state: &crate::State) -> Result<(), String> {
         let fresh = crate::State::new(&self.model.config, self.state.kv_mode);
         let same_kinds = state.layers.len() == fresh.layers.len()
-            && state.layers.iter().zip(&fresh.layers).all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b));
+            && state
+                .layers
+                .iter()
+                .zip(&fresh.layers)
+                .all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b));
         if !same_kinds || state.kv_mode != fresh.kv_mode || state.ple.z.len() != fresh.ple.z.len() {
             self.state = fresh;
             return Err("the state does not match the model and its KV mode".into());

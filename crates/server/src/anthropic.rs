@@ -58,7 +58,9 @@ fn blocks_to_messages(role: &str, blocks: &[Value], at: &str, out: &mut Vec<Valu
     for (j, b) in blocks.iter().enumerate() {
         let at = format!("{at}.content[{j}]");
         match b.get("type").and_then(Value::as_str) {
-            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.text: missing")))?),
+            Some("text") => {
+                text.push_str(b.get("text").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.text: missing")))?)
+            }
             Some("tool_use") if role == "assistant" => {
                 let name = b.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.name: missing")))?;
                 let input = b.get("input").cloned().unwrap_or(json!({}));
@@ -71,7 +73,9 @@ fn blocks_to_messages(role: &str, blocks: &[Value], at: &str, out: &mut Vec<Valu
                 };
                 out.push(json!({"role": "tool", "content": content, "tool_call_id": b.get("tool_use_id")}));
             }
-            Some(other) => return Err(bad(format!("{at}: a block of type {other:?} is not supported in a {role} message"))),
+            Some(other) => {
+                return Err(bad(format!("{at}: a block of type {other:?} is not supported in a {role} message")))
+            }
             None => return Err(bad(format!("{at}.type: missing"))),
         }
     }
@@ -163,17 +167,26 @@ fn message_stream(
     with_tools: bool,
 ) -> impl IntoResponse {
     let first = vec![
-        named("message_start", &json!({"type": "message_start", "message": {
+        named(
+            "message_start",
+            &json!({"type": "message_start", "message": {
             "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
             "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": 0}}})),
-        named("content_block_start", &json!({"type": "content_block_start", "index": 0,
-            "content_block": {"type": "text", "text": ""}})),
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": 0}}}),
+        ),
+        named(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+        ),
         named("ping", &json!({"type": "ping"})),
     ];
     let delta = |t: &str| {
-        named("content_block_delta", &json!({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "text_delta", "text": t}}))
+        named(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": t}}),
+        )
     };
     let mut split = ToolSplit::default();
     sse(rx, first, move |u| match u {
@@ -195,14 +208,23 @@ fn message_stream(
             for (i, c) in calls.iter().enumerate() {
                 let mut block = tool_use(c);
                 block["input"] = json!({});
-                out.push(named("content_block_start", &json!({"type": "content_block_start", "index": i + 1, "content_block": block})));
-                out.push(named("content_block_delta", &json!({"type": "content_block_delta", "index": i + 1,
-                    "delta": {"type": "input_json_delta", "partial_json": c.arguments_text()}})));
+                out.push(named(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": i + 1, "content_block": block}),
+                ));
+                out.push(named(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": i + 1,
+                    "delta": {"type": "input_json_delta", "partial_json": c.arguments_text()}}),
+                ));
                 out.push(named("content_block_stop", &json!({"type": "content_block_stop", "index": i + 1})));
             }
-            out.push(named("message_delta", &json!({"type": "message_delta",
+            out.push(named(
+                "message_delta",
+                &json!({"type": "message_delta",
                 "delta": {"stop_reason": stop_reason(&f, !calls.is_empty()), "stop_sequence": f.stop_string},
-                "usage": {"output_tokens": f.completion_tokens}})));
+                "usage": {"output_tokens": f.completion_tokens}}),
+            ));
             out.push(named("message_stop", &json!({"type": "message_stop"})));
             out
         }

@@ -18,7 +18,11 @@ use crate::Shared;
 pub fn sampler(f: &Fields, top_k_key: &str) -> Result<SamplerConfig, ApiError> {
     let seed = match f.get("seed") {
         None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
-        Some(v) => v.as_i64().map(|s| s as u64).or(v.as_u64()).ok_or_else(|| ApiError::bad(f.flavor, "seed: expected an integer"))?,
+        Some(v) => v
+            .as_i64()
+            .map(|s| s as u64)
+            .or(v.as_u64())
+            .ok_or_else(|| ApiError::bad(f.flavor, "seed: expected an integer"))?,
     };
     Ok(SamplerConfig {
         temperature: f.f32_in("temperature", 0.0, 2.0)?.unwrap_or(1.0),
@@ -44,7 +48,12 @@ pub struct Collected {
 
 impl Shared {
     /// Messages (and tools) through the model's chat template, as tokens.
-    pub async fn render(self: &Arc<Self>, messages: Value, tools: Option<Value>, flavor: Flavor) -> Result<Vec<u32>, ApiError> {
+    pub async fn render(
+        self: &Arc<Self>,
+        messages: Value,
+        tools: Option<Value>,
+        flavor: Flavor,
+    ) -> Result<Vec<u32>, ApiError> {
         let me = self.clone();
         let text = tokio::task::spawn_blocking(move || {
             let t = me.template.as_ref().ok_or("the model has no chat template")?;
@@ -75,7 +84,10 @@ impl Shared {
         if ask.prompt.len() >= context {
             return Err(ApiError::bad(
                 flavor,
-                format!("the prompt has {} tokens; the context holds {context}, with room for one more at least", ask.prompt.len()),
+                format!(
+                    "the prompt has {} tokens; the context holds {context}, with room for one more at least",
+                    ask.prompt.len()
+                ),
             ));
         }
         let room = (context - ask.prompt.len()) as u64;

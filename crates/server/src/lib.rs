@@ -165,8 +165,14 @@ async fn authorize(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Re
 /// Counts requests by endpoint and outcome.
 async fn count(req: Request, next: Next) -> Response {
     let endpoint = match req.uri().path() {
-        p @ ("/health" | "/v1/status" | "/metrics" | "/v1/models" | "/v1/chat/completions" | "/v1/completions"
-        | "/v1/responses" | "/v1/messages") => p.to_string(),
+        p @ ("/health"
+        | "/v1/status"
+        | "/metrics"
+        | "/v1/models"
+        | "/v1/chat/completions"
+        | "/v1/completions"
+        | "/v1/responses"
+        | "/v1/messages") => p.to_string(),
         _ => "other".to_string(),
     };
     let r = next.run(req).await;

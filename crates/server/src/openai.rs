@@ -37,7 +37,8 @@ pub fn template_messages(v: Option<&Value>) -> Result<Value, ApiError> {
         .map(|(i, m)| {
             let at = format!("messages[{i}]");
             let m = m.as_object().ok_or_else(|| ApiError::bad(F, format!("{at}: expected an object")))?;
-            let role = m.get("role").and_then(Value::as_str).ok_or_else(|| ApiError::bad(F, format!("{at}.role: missing")))?;
+            let role =
+                m.get("role").and_then(Value::as_str).ok_or_else(|| ApiError::bad(F, format!("{at}.role: missing")))?;
             if !ROLES.contains(&role) {
                 return Err(ApiError::bad(F, format!("{at}.role: unknown role {role:?}")));
             }
@@ -68,7 +69,8 @@ fn tool_calls(v: Option<&Value>, at: &str) -> Result<Vec<Value>, ApiError> {
     list.iter()
         .enumerate()
         .map(|(j, c)| {
-            let f = c.get("function").ok_or_else(|| ApiError::bad(F, format!("{at}.tool_calls[{j}].function: missing")))?;
+            let f =
+                c.get("function").ok_or_else(|| ApiError::bad(F, format!("{at}.tool_calls[{j}].function: missing")))?;
             let name = f.get("name").and_then(Value::as_str);
             let name = name.ok_or_else(|| ApiError::bad(F, format!("{at}.tool_calls[{j}].function.name: missing")))?;
             let args = match f.get("arguments") {
@@ -163,10 +165,15 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let (content, calls) = if with_tools { crate::tools::parse(&c.text) } else { (c.text, Vec::new()) };
     let mut message = json!({"role": "assistant", "content": if content.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(content) }});
     if !calls.is_empty() {
-        message["tool_calls"] = Value::Array(calls_json(&calls).into_iter().map(|mut c| {
-            c.as_object_mut().map(|o| o.remove("index"));
-            c
-        }).collect());
+        message["tool_calls"] = Value::Array(
+            calls_json(&calls)
+                .into_iter()
+                .map(|mut c| {
+                    c.as_object_mut().map(|o| o.remove("index"));
+                    c
+                })
+                .collect(),
+        );
     }
     Ok(Json(json!({
         "id": id, "object": "chat.completion", "created": created, "model": model,
@@ -222,7 +229,10 @@ fn chat_stream(
             out.push(Event::default().data("[DONE]"));
             out
         }
-        Update::Failed(e) => vec![data(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body()), Event::default().data("[DONE]")],
+        Update::Failed(e) => vec![
+            data(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body()),
+            Event::default().data("[DONE]"),
+        ],
         Update::Started { .. } | Update::Prefill { .. } => Vec::new(),
     })
 }
@@ -279,7 +289,10 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
                 last["usage"] = usage(&f);
                 vec![data(&last), Event::default().data("[DONE]")]
             }
-            Update::Failed(e) => vec![data(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body()), Event::default().data("[DONE]")],
+            Update::Failed(e) => vec![
+                data(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body()),
+                Event::default().data("[DONE]"),
+            ],
             _ => Vec::new(),
         })
         .into_response());

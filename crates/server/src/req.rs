@@ -63,7 +63,9 @@ impl<'a> Fields<'a> {
         let Some(v) = self.get(key) else { return Ok(None) };
         let x = match v.as_u64() {
             Some(x) => x,
-            None if v.as_i64().is_some() => return Err(ApiError::bad(self.flavor, format!("{key}: {v} is below {lo}"))),
+            None if v.as_i64().is_some() => {
+                return Err(ApiError::bad(self.flavor, format!("{key}: {v} is below {lo}")))
+            }
             None => return Err(self.wrong(key, "a whole number")),
         };
         if !(lo..=hi).contains(&x) {
@@ -77,10 +79,9 @@ impl<'a> Fields<'a> {
         match self.get(key) {
             None => Ok(Vec::new()),
             Some(Value::String(s)) => Ok(vec![s.clone()]),
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|v| v.as_str().map(str::to_string).ok_or_else(|| self.wrong(key, "strings")))
-                .collect(),
+            Some(Value::Array(a)) => {
+                a.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(|| self.wrong(key, "strings"))).collect()
+            }
             Some(_) => Err(self.wrong(key, "a string or an array of strings")),
         }
     }

@@ -133,7 +133,8 @@ impl Shell {
         }
         if let Some(f) = f.filter(|f| f.reason != Reason::Stop) {
             r["status"] = "incomplete".into();
-            r["incomplete_details"] = json!({"reason": if f.reason == Reason::Length { "max_output_tokens" } else { "max_context" }});
+            r["incomplete_details"] =
+                json!({"reason": if f.reason == Reason::Length { "max_output_tokens" } else { "max_context" }});
         }
         r
     }
@@ -146,7 +147,11 @@ fn usage(f: &Finish) -> Value {
 }
 
 fn message_item(id: &str, text: &str, status: &str) -> Value {
-    let content = if status == "completed" { json!([{"type": "output_text", "text": text, "annotations": []}]) } else { json!([]) };
+    let content = if status == "completed" {
+        json!([{"type": "output_text", "text": text, "annotations": []}])
+    } else {
+        json!([])
+    };
     json!({"type": "message", "id": id, "status": status, "role": "assistant", "content": content})
 }
 
@@ -171,11 +176,13 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
         sampler: sampler(&f, "top_k")?,
         stop: Vec::new(),
     };
-    let echo: Map<String, Value> = ["instructions", "tools", "tool_choice", "temperature", "top_p", "max_output_tokens"]
-        .into_iter()
-        .filter_map(|k| Some((k.to_string(), m.get(k)?.clone())))
-        .collect();
-    let shell = Shell { id: new_id("resp_"), created: now(), model: f.str("model")?.unwrap_or(&s.info.name).into(), echo };
+    let echo: Map<String, Value> =
+        ["instructions", "tools", "tool_choice", "temperature", "top_p", "max_output_tokens"]
+            .into_iter()
+            .filter_map(|k| Some((k.to_string(), m.get(k)?.clone())))
+            .collect();
+    let shell =
+        Shell { id: new_id("resp_"), created: now(), model: f.str("model")?.unwrap_or(&s.info.name).into(), echo };
     let stream = f.bool("stream")?.unwrap_or(false);
     let rx = s.start(ask, F)?;
     if stream {
@@ -191,7 +198,11 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
     Ok(Json(shell.object("completed", output, Some(&c.finish))).into_response())
 }
 
-fn response_stream(rx: tokio::sync::mpsc::UnboundedReceiver<Update>, shell: Shell, with_tools: bool) -> impl IntoResponse {
+fn response_stream(
+    rx: tokio::sync::mpsc::UnboundedReceiver<Update>,
+    shell: Shell,
+    with_tools: bool,
+) -> impl IntoResponse {
     let msg_id = new_id("msg_");
     let mut seq = 0u64;
     let mut ev = move |kind: &str, mut v: Value| {
@@ -204,14 +215,20 @@ fn response_stream(rx: tokio::sync::mpsc::UnboundedReceiver<Update>, shell: Shel
         ev("response.created", json!({"response": shell.object("in_progress", vec![], None)})),
         ev("response.in_progress", json!({"response": shell.object("in_progress", vec![], None)})),
         ev("response.output_item.added", json!({"output_index": 0, "item": message_item(&msg_id, "", "in_progress")})),
-        ev("response.content_part.added", json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
-            "part": {"type": "output_text", "text": "", "annotations": []}})),
+        ev(
+            "response.content_part.added",
+            json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
+            "part": {"type": "output_text", "text": "", "annotations": []}}),
+        ),
     ];
     let mut split = ToolSplit::default();
     let mut text = String::new();
     sse(rx, first, move |u| {
         let delta = |ev: &mut dyn FnMut(&str, Value) -> _, t: &str| {
-            ev("response.output_text.delta", json!({"item_id": msg_id, "output_index": 0, "content_index": 0, "delta": t}))
+            ev(
+                "response.output_text.delta",
+                json!({"item_id": msg_id, "output_index": 0, "content_index": 0, "delta": t}),
+            )
         };
         match u {
             Update::Text(t) => {
@@ -244,10 +261,14 @@ fn response_stream(rx: tokio::sync::mpsc::UnboundedReceiver<Update>, shell: Shel
                     added["arguments"] = "".into();
                     added["status"] = "in_progress".into();
                     out.push(ev("response.output_item.added", json!({"output_index": i + 1, "item": added})));
-                    out.push(ev("response.function_call_arguments.delta",
-                        json!({"item_id": item["id"], "output_index": i + 1, "delta": item["arguments"]})));
-                    out.push(ev("response.function_call_arguments.done",
-                        json!({"item_id": item["id"], "output_index": i + 1, "arguments": item["arguments"]})));
+                    out.push(ev(
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item["id"], "output_index": i + 1, "delta": item["arguments"]}),
+                    ));
+                    out.push(ev(
+                        "response.function_call_arguments.done",
+                        json!({"item_id": item["id"], "output_index": i + 1, "arguments": item["arguments"]}),
+                    ));
                     out.push(ev("response.output_item.done", json!({"output_index": i + 1, "item": item})));
                     items.push(item);
                 }

@@ -35,7 +35,8 @@ impl<'a> TextStream<'a> {
 
     /// What is still held back, at the end of the generation.
     pub fn finish(&mut self) -> String {
-        let tail = if self.pending.is_empty() { String::new() } else { self.tok.decode(&self.pending).unwrap_or_default() };
+        let tail =
+            if self.pending.is_empty() { String::new() } else { self.tok.decode(&self.pending).unwrap_or_default() };
         self.pending.clear();
         let (mut out, stopped) = self.stops.push(&tail);
         if !stopped {

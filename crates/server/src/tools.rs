@@ -77,10 +77,8 @@ impl ToolSplit {
             self.held.drain(..at);
             return out;
         }
-        let keep = (1..OPEN.len())
-            .rev()
-            .find(|&n| self.held.len() >= n && self.held.ends_with(&OPEN[..n]))
-            .unwrap_or(0);
+        let keep =
+            (1..OPEN.len()).rev().find(|&n| self.held.len() >= n && self.held.ends_with(&OPEN[..n])).unwrap_or(0);
         let out = self.held[..self.held.len() - keep].to_string();
         self.held.drain(..self.held.len() - keep);
         out
@@ -104,7 +102,8 @@ mod tests {
 
     #[test]
     fn calls_are_read_and_the_text_around_them_kept() {
-        let text = "Let me look.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n\
+        let text =
+            "Let me look.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n\
                     <tool_call>{\"name\": \"time\", \"arguments\": \"{\\\"zone\\\": \\\"CET\\\"}\"}</tool_call>";
         let (rest, calls) = parse(text);
         assert_eq!(rest, "Let me look.");

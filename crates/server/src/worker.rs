@@ -29,8 +29,13 @@ pub struct Job {
 #[derive(Debug)]
 pub enum Update {
     /// The generation has begun, `reused` of the prompt's tokens taken from a saved state.
-    Started { reused: usize },
-    Prefill { done: usize, total: usize },
+    Started {
+        reused: usize,
+    },
+    Prefill {
+        done: usize,
+        total: usize,
+    },
     Text(String),
     Done(Finish),
     Failed(String),

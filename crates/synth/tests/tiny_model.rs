@@ -112,7 +112,11 @@ fn the_chat_template_writes_tools_tool_calls_and_results() {
         "<|im_start|>assistant\n18 C at 14:00.<|im_end|>\n<|im_start|>assistant\n"
     );
     assert_eq!(text, want);
-    let plain = chat.render_json(&serde_json::json!([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]), None, false);
+    let plain = chat.render_json(
+        &serde_json::json!([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]),
+        None,
+        false,
+    );
     assert_eq!(plain.unwrap(), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
 }
 

@@ -135,6 +135,7 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
         max_tokens: f.u64_in("max_tokens", 1, s.info.context as u64)?,
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop_sequences")?,
+        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
     };
     let prompt_tokens = ask.prompt.len();
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();

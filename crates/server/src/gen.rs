@@ -38,6 +38,8 @@ pub struct Ask {
     pub max_tokens: Option<u64>,
     pub sampler: SamplerConfig,
     pub stop: Vec<String>,
+    /// `ignore_eos` (an extension to every API): past the stop tokens, to `max_tokens`.
+    pub ignore_eos: bool,
 }
 
 /// What a reply sent whole carries.
@@ -93,7 +95,14 @@ impl Shared {
         let room = (context - ask.prompt.len()) as u64;
         let max_tokens = ask.max_tokens.unwrap_or(room).min(room) as usize;
         let (tx, rx) = unbounded_channel();
-        let job = Job { prompt: ask.prompt, max_tokens, sampler: ask.sampler, stop: ask.stop, updates: tx };
+        let job = Job {
+            prompt: ask.prompt,
+            max_tokens,
+            sampler: ask.sampler,
+            stop: ask.stop,
+            ignore_eos: ask.ignore_eos,
+            updates: tx,
+        };
         self.queue.submit(job).map_err(|_| {
             let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, flavor, "the server is busy: its queue is full");
             e.retry_after = Some(2);

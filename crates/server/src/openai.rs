@@ -152,6 +152,7 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
         max_tokens: max_tokens(&f, s.info.context)?,
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop")?,
+        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
     };
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
     let stream = f.bool("stream")?.unwrap_or(false);
@@ -272,6 +273,7 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
         max_tokens: Some(f.u64_in("max_tokens", 1, s.info.context as u64)?.unwrap_or(16)),
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop")?,
+        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
     };
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
     let stream = f.bool("stream")?.unwrap_or(false);

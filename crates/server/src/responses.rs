@@ -175,6 +175,7 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
         max_tokens: f.u64_in("max_output_tokens", 1, s.info.context as u64)?,
         sampler: sampler(&f, "top_k")?,
         stop: Vec::new(),
+        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
     };
     let echo: Map<String, Value> =
         ["instructions", "tools", "tool_choice", "temperature", "top_p", "max_output_tokens"]
@@ -272,8 +273,9 @@ fn response_stream(
                     out.push(ev("response.output_item.done", json!({"output_index": i + 1, "item": item})));
                     items.push(item);
                 }
-                let kind = if f.reason == Reason::Stop { "response.completed" } else { "response.incomplete" };
-                out.push(ev(kind, json!({"response": shell.object("completed", items, Some(&f))})));
+                // Ended by its length too: the object's status says "incomplete", and clients wait for
+                // this event to end the turn.
+                out.push(ev("response.completed", json!({"response": shell.object("completed", items, Some(&f))})));
                 out
             }
             Update::Failed(e) => {

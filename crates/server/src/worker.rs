@@ -22,6 +22,8 @@ pub struct Job {
     pub max_tokens: usize,
     pub sampler: SamplerConfig,
     pub stop: Vec<String>,
+    /// Generate past the model's stop tokens (for benchmarks: a reply of exactly `max_tokens`).
+    pub ignore_eos: bool,
     pub updates: UnboundedSender<Update>,
 }
 
@@ -221,7 +223,7 @@ impl Engine<'_> {
         let cfg = GenerateConfig {
             n_predict: job.max_tokens,
             stops: self.stop_tokens.clone(),
-            ignore_eos: false,
+            ignore_eos: job.ignore_eos,
             max_context: self.max_context,
             sampler: job.sampler.clone(),
             logits: false,
@@ -239,7 +241,7 @@ impl Engine<'_> {
                     r.generated += 1;
                 }
             });
-            if self.stop_tokens.contains(&t) {
+            if self.stop_tokens.contains(&t) && !job.ignore_eos {
                 return Ok(());
             }
             let (delta, stop) = text.push(t);

@@ -1,0 +1,269 @@
+//! `strata serve` on the built-in tiny model on the CPU: bad input, keys, the queue, hang-ups and the
+//! conversation cache over plain HTTP, then the official Python clients (serve_clients.py).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// A server process, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn strata() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+    // The built-in model is made once, in a folder the tests share.
+    c.env("STRATA_CACHE", env!("CARGO_TARGET_TMPDIR")).env_remove("STRATA_API_KEY");
+    c
+}
+
+/// Starts `strata serve` with `args` on a free port and waits until it listens.
+fn serve(args: &[&str]) -> Server {
+    let mut child = strata()
+        .args(["serve", "--device", "cpu", "--port", "0", "--threads", "2"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting strata serve");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("strata serve ended before listening").unwrap();
+        if let Some(a) = line.strip_prefix("listening on http://") {
+            break a.to_string();
+        }
+    };
+    // Keep draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Server { child, addr }
+}
+
+/// One HTTP/1.1 exchange: the status, the headers (lowercase names) and the body.
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    s.write_all(format!("{req}\r\n").as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a whole response");
+    let head = String::from_utf8_lossy(&raw[..split]).to_lowercase();
+    let status = head[9..12].parse().unwrap();
+    let mut body = raw[split + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        body = unchunk(&body);
+    }
+    (status, head, body)
+}
+
+fn unchunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = b.windows(2).position(|w| w == b"\r\n") {
+        let n = usize::from_str_radix(std::str::from_utf8(&b[..end]).unwrap().trim(), 16).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[end + 2..end + 2 + n]);
+        b = &b[end + 4 + n..];
+    }
+    out
+}
+
+fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
+    let (status, _, b) = http(addr, "POST", path, &[("content-type", "application/json")], body.to_string().as_bytes());
+    (status, serde_json::from_slice(&b).unwrap_or(Value::Null))
+}
+
+fn chat(user: &[(&str, &str)], max_tokens: u64) -> Value {
+    let messages: Vec<Value> = user.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
+    json!({"model": "m", "messages": messages, "max_tokens": max_tokens, "temperature": 0})
+}
+
+#[test]
+fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
+    let s = serve(&["--max-context", "256", "--max-body-mib", "1"]);
+    let a = s.addr.as_str();
+    let long = "word ".repeat(600);
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("/v1/chat/completions", b"{\"messages\": [".to_vec(), 400),
+        ("/v1/chat/completions", b"[1, 2]".to_vec(), 400),
+        ("/v1/chat/completions", json!({"messages": "hi"}).to_string().into_bytes(), 400),
+        ("/v1/chat/completions", json!({"model": "m"}).to_string().into_bytes(), 400),
+        ("/v1/chat/completions", json!({"messages": []}).to_string().into_bytes(), 400),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "wizard", "content": "x"}]}).to_string().into_bytes(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": long}]}).to_string().into_bytes(),
+            400,
+        ),
+        ("/v1/chat/completions", chat(&[("user", "x")], 0).to_string().into_bytes(), 400),
+        ("/v1/chat/completions", chat(&[("user", "x")], 100_000).to_string().into_bytes(), 400),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}).to_string().into_bytes(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": "not an object"}}]})
+            .to_string()
+            .into_bytes(),
+            400,
+        ),
+        ("/v1/chat/completions", b"{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}".to_vec(), 400),
+        ("/v1/chat/completions", vec![b' '; 2 << 20], 413),
+        ("/v1/completions", json!({"prompt": [999_999]}).to_string().into_bytes(), 400),
+        ("/v1/responses", json!({"input": 5}).to_string().into_bytes(), 400),
+        ("/v1/responses", json!({"input": "x", "previous_response_id": "resp_1"}).to_string().into_bytes(), 400),
+        ("/v1/nothing", b"{}".to_vec(), 404),
+    ];
+    for (path, body, want) in &cases {
+        let (status, _, b) = http(a, "POST", path, &[("content-type", "application/json")], body);
+        let v: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+        let shown = String::from_utf8_lossy(&body[..body.len().min(80)]).to_string();
+        assert_eq!(status, *want, "{path} {shown}: {v}");
+        assert!(v["error"]["message"].is_string(), "{path} {shown}: not OpenAI's error shape: {v}");
+    }
+    let anthropic = [
+        json!({"max_tokens": 4, "messages": [{"role": "system", "content": "x"}]}),
+        json!({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image"}]}]}),
+        json!({"max_tokens": 4, "messages": [{"role": "user", "content": "x"}],
+               "tools": [{"name": "f", "input_schema": [1]}]}),
+        json!({"max_tokens": -1, "messages": [{"role": "user", "content": "x"}]}),
+    ];
+    for body in &anthropic {
+        let (status, v) = post(a, "/v1/messages", body);
+        assert_eq!(status, 400, "{body}: {v}");
+        assert_eq!(v["type"], "error", "{body}: not Anthropic's error shape: {v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    let (status, v) = post(a, "/v1/chat/completions", &chat(&[("user", "still here?")], 3));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+}
+
+#[test]
+fn a_key_guards_every_endpoint_but_health() {
+    let s = serve(&["--api-key", "sesame"]);
+    let a = s.addr.as_str();
+    assert_eq!(http(a, "GET", "/health", &[], b"").0, 200);
+    assert_eq!(http(a, "GET", "/v1/models", &[], b"").0, 401);
+    assert_eq!(http(a, "GET", "/v1/models", &[("authorization", "Bearer wrong")], b"").0, 401);
+    assert_eq!(http(a, "GET", "/v1/models", &[("authorization", "Bearer sesame")], b"").0, 200);
+    assert_eq!(http(a, "GET", "/metrics", &[("x-api-key", "sesame")], b"").0, 200);
+    let (status, _, b) = http(a, "POST", "/v1/messages", &[], b"{}");
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!((status, v["error"]["type"].as_str()), (401, Some("authentication_error")), "{v}");
+    let out = strata().args(["serve", "--device", "cpu", "--host", "0.0.0.0", "--port", "0"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--api-key"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_resumed_conversation_writes_what_a_fresh_server_writes() {
+    let first = serve(&[]);
+    let (_, v) = post(&first.addr, "/v1/chat/completions", &chat(&[("user", "Tell me a story.")], 12));
+    let reply = v["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    let turn2 = chat(&[("user", "Tell me a story."), ("assistant", &reply), ("user", "And then?")], 12);
+    let (_, resumed) = post(&first.addr, "/v1/chat/completions", &turn2);
+    let reused = resumed["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    assert!(reused > 0, "the second turn read its whole prompt again: {resumed}");
+    let fresh = serve(&[]);
+    let (_, whole) = post(&fresh.addr, "/v1/chat/completions", &turn2);
+    assert_eq!(whole["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(resumed["choices"][0]["message"]["content"], whole["choices"][0]["message"]["content"]);
+    assert_eq!(resumed["usage"]["completion_tokens"], whole["usage"]["completion_tokens"]);
+    // Another conversation in between, then the first again: its state comes back from the cache.
+    post(&first.addr, "/v1/chat/completions", &chat(&[("user", "Something else entirely.")], 4));
+    let (_, again) = post(&first.addr, "/v1/chat/completions", &turn2);
+    assert!(again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{again}");
+    assert_eq!(again["choices"][0]["message"]["content"], whole["choices"][0]["message"]["content"]);
+    let metrics = String::from_utf8(http(&first.addr, "GET", "/metrics", &[], b"").2).unwrap();
+    let reused_total = metrics.lines().find(|l| l.starts_with("strata_reused_prompt_tokens_total"));
+    assert!(reused_total.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
+}
+
+#[test]
+fn a_full_queue_answers_503_and_a_client_that_leaves_stops_its_generation() {
+    let s = serve(&["--queue", "1"]);
+    let a = s.addr.clone();
+    // A streamed generation long enough to outlast the others; read its first event, then hang up.
+    let mut stream = TcpStream::connect(&a).unwrap();
+    let body = json!({"messages": [{"role": "user", "content": "go"}], "max_tokens": 4000, "stream": true,
+                      "ignore_eos": true})
+    .to_string();
+    write!(stream, "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}", body.len())
+        .unwrap();
+    let mut first = [0u8; 256];
+    let n = stream.read(&mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    // One waits in the queue; the queue holds one, so the next is refused.
+    let waiting = {
+        let a = a.clone();
+        std::thread::spawn(move || post(&a, "/v1/chat/completions", &chat(&[("user", "wait")], 2)))
+    };
+    let t0 = Instant::now();
+    let status = || -> Value { serde_json::from_slice(&http(&a, "GET", "/v1/status", &[], b"").2).unwrap() };
+    while status()["queue"]["waiting"] != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the second request never waited: {}", status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, head, _) =
+        http(&a, "POST", "/v1/chat/completions", &[], chat(&[("user", "x")], 2).to_string().as_bytes());
+    assert_eq!(code, 503);
+    let refused = (head, ());
+    assert!(refused.0.contains("retry-after:"), "{}", refused.0);
+    let now = status();
+    assert!(now["running"]["generated_tokens"].as_u64().is_some(), "{now}");
+    drop(stream);
+    let (code, v) = waiting.join().unwrap();
+    assert_eq!(code, 200, "{v}");
+    // The hung-up generation stopped long before its 4,000 tokens (over 10 s on the CPU): the waiting
+    // request ran right after it.
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let after = status();
+    assert!(after["running"].is_null(), "{after}");
+}
+
+#[test]
+fn the_official_clients_work_and_a_load_of_200_requests_loses_none() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_clients.py");
+    let have = Command::new("python3").args(["-c", "import openai, anthropic"]).output();
+    if !have.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the openai and anthropic packages (.ci/run installs them)"
+        );
+        eprintln!("skipped: python3 with the openai and anthropic packages is not here (pip install openai anthropic)");
+        return;
+    }
+    let s = serve(&["--cache-mib", "16"]);
+    let out = Command::new("python3")
+        .args([script, &format!("http://{}", s.addr), &s.child.id().to_string(), "16"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the client checks failed:\n{text}");
+    assert!(text.contains(" 0 failed"), "{text}");
+}

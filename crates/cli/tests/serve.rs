@@ -217,13 +217,17 @@ fn a_full_queue_answers_503_and_a_client_that_leaves_stops_its_generation() {
     let mut first = [0u8; 256];
     let n = stream.read(&mut first).unwrap();
     assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    let t0 = Instant::now();
+    let status = || -> Value { serde_json::from_slice(&http(&a, "GET", "/v1/status", &[], b"").2).unwrap() };
+    while status()["running"].is_null() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the streamed request never ran: {}", status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // One waits in the queue; the queue holds one, so the next is refused.
     let waiting = {
         let a = a.clone();
         std::thread::spawn(move || post(&a, "/v1/chat/completions", &chat(&[("user", "wait")], 2)))
     };
-    let t0 = Instant::now();
-    let status = || -> Value { serde_json::from_slice(&http(&a, "GET", "/v1/status", &[], b"").2).unwrap() };
     while status()["queue"]["waiting"] != 1 {
         assert!(t0.elapsed() < Duration::from_secs(20), "the second request never waited: {}", status());
         std::thread::sleep(Duration::from_millis(20));

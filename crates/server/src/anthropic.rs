@@ -167,21 +167,19 @@ fn message_stream(
     prompt_tokens: usize,
     with_tools: bool,
 ) -> impl IntoResponse {
-    let first = vec![
-        named(
-            "message_start",
-            &json!({"type": "message_start", "message": {
-            "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": 0}}}),
-        ),
-        named(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": 0,
-            "content_block": {"type": "text", "text": ""}}),
-        ),
-        named("ping", &json!({"type": "ping"})),
-    ];
+    // Opened once the engine takes the request: its usage then says how much of the prompt was reused.
+    let start = move |reused: usize| {
+        let usage = json!({"input_tokens": prompt_tokens - reused, "output_tokens": 0,
+                           "cache_read_input_tokens": reused, "cache_creation_input_tokens": 0});
+        let message = json!({"id": id, "type": "message", "role": "assistant", "model": model, "content": [],
+                             "stop_reason": null, "stop_sequence": null, "usage": usage});
+        let block = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}});
+        vec![
+            named("message_start", &json!({"type": "message_start", "message": message})),
+            named("content_block_start", &block),
+            named("ping", &json!({"type": "ping"})),
+        ]
+    };
     let delta = |t: &str| {
         named(
             "content_block_delta",
@@ -190,7 +188,8 @@ fn message_stream(
         )
     };
     let mut split = ToolSplit::default();
-    sse(rx, first, move |u| match u {
+    sse(rx, Vec::new(), move |u| match u {
+        Update::Started { reused } => start(reused),
         Update::Text(t) => {
             let t = if with_tools { split.push(&t) } else { t };
             if t.is_empty() {
@@ -232,6 +231,6 @@ fn message_stream(
         Update::Failed(e) => {
             vec![named("error", &ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body())]
         }
-        Update::Started { .. } | Update::Prefill { .. } => Vec::new(),
+        Update::Prefill { .. } => Vec::new(),
     })
 }

@@ -102,6 +102,7 @@ impl Shared {
             stop: ask.stop,
             ignore_eos: ask.ignore_eos,
             updates: tx,
+            arrived: std::time::Instant::now(),
         };
         self.queue.submit(job).map_err(|_| {
             let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, flavor, "the server is busy: its queue is full");

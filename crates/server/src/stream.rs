@@ -13,7 +13,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::worker::Update;
 
-/// `first` (the API's opening events), then `map` of each text, end or failure update.
+/// `first` (the API's opening events), then `map` of each update but the prompt's progress.
 pub fn sse<F>(
     rx: UnboundedReceiver<Update>,
     first: Vec<Event>,
@@ -29,7 +29,7 @@ where
                 said = Instant::now();
                 vec![Event::default().comment(format!("reading the prompt: {done} of {total} tokens"))]
             }
-            Update::Prefill { .. } | Update::Started { .. } => Vec::new(),
+            Update::Prefill { .. } => Vec::new(),
             u => map(u),
         };
         stream::iter(out)

@@ -25,6 +25,8 @@ pub struct Job {
     /// Generate past the model's stop tokens (for benchmarks: a reply of exactly `max_tokens`).
     pub ignore_eos: bool,
     pub updates: UnboundedSender<Update>,
+    /// When the request came (its time to first token counts the wait in the queue).
+    pub arrived: Instant,
 }
 
 /// What the engine tells the request, in order: `Started`, `Prefill`s, `Text`s, then `Done` or `Failed`.
@@ -61,7 +63,10 @@ pub struct Finish {
     pub completion_tokens: usize,
     /// The stop string that ended the text, if one did.
     pub stop_string: Option<String>,
+    /// From the engine's start on the request to its first token (restoring a state, reading the prompt).
     pub prefill: Duration,
+    /// From the request's arrival to its first token.
+    pub first_token: Duration,
     pub decode: Duration,
 }
 
@@ -185,7 +190,7 @@ fn record(f: &Finish) {
         metrics::gauge!("strata_decode_tokens_per_second")
             .set((f.completion_tokens - 1) as f64 / f.decode.as_secs_f64());
     }
-    metrics::histogram!("strata_time_to_first_token_seconds").record(f.prefill.as_secs_f64());
+    metrics::histogram!("strata_time_to_first_token_seconds").record(f.first_token.as_secs_f64());
 }
 
 /// The client went away (its updates channel closed).
@@ -288,6 +293,7 @@ impl Engine<'_> {
             completion_tokens: tokens.len(),
             stop_string: text.matched().map(str::to_string),
             prefill,
+            first_token: (t0 + prefill).duration_since(job.arrived),
             decode: t0.elapsed().saturating_sub(prefill),
         })
     }

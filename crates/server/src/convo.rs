@@ -40,6 +40,11 @@ impl<S> Convos<S> {
         }
     }
 
+    /// Whether anything can be kept (a budget above 0).
+    pub fn keeps(&self) -> bool {
+        self.budget > 0
+    }
+
     /// Whether an entry for exactly these tokens is kept.
     pub fn contains(&self, tokens: &[u32]) -> bool {
         self.entries.iter().any(|e| e.tokens == tokens)

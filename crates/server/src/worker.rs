@@ -330,6 +330,9 @@ impl Engine<'_> {
 
     /// Saves the decoder's state under `tokens` (what it holds).
     fn save(&mut self, tokens: Vec<u32>) {
+        if !self.convos.keeps() {
+            return; // no copy of the state made for nothing
+        }
         if let Ok(state) = self.dec.snapshot() {
             let bytes = state.host_bytes();
             self.convos.put(tokens, state, bytes);

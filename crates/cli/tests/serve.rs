@@ -132,6 +132,20 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
         ),
         ("/v1/chat/completions", b"{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}".to_vec(), 400),
         ("/v1/chat/completions", vec![b' '; 2 << 20], 413),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}).to_string().into_bytes(),
+            400,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            "tool_choice": {"type": "function", "function": {"name": "g"}}})
+            .to_string()
+            .into_bytes(),
+            400,
+        ),
         ("/v1/completions", json!({"prompt": [999_999]}).to_string().into_bytes(), 400),
         ("/v1/responses", json!({"input": 5}).to_string().into_bytes(), 400),
         ("/v1/responses", json!({"input": "x", "previous_response_id": "resp_1"}).to_string().into_bytes(), 400),
@@ -150,6 +164,8 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
         json!({"max_tokens": 4, "messages": [{"role": "user", "content": "x"}],
                "tools": [{"name": "f", "input_schema": [1]}]}),
         json!({"max_tokens": -1, "messages": [{"role": "user", "content": "x"}]}),
+        json!({"max_tokens": 4, "messages": [{"role": "user", "content": "x"}],
+               "tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "tool", "name": "g"}}),
     ];
     for body in &anthropic {
         let (status, v) = post(a, "/v1/messages", body);
@@ -160,6 +176,17 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
     let (status, v) = post(a, "/v1/chat/completions", &chat(&[("user", "still here?")], 3));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+    // A forced call: the reply begins with the call's opening, so the prompt holds it too.
+    let tools = json!([{"type": "function", "function": {"name": "weather", "parameters": {}}}]);
+    let mut free = chat(&[("user", "Weather?")], 3);
+    free["tools"] = tools;
+    let mut named = free.clone();
+    named["tool_choice"] = json!({"type": "function", "function": {"name": "weather"}});
+    let (_, free) = post(a, "/v1/chat/completions", &free);
+    let (status, named) = post(a, "/v1/chat/completions", &named);
+    assert_eq!(status, 200, "{named}");
+    let extra = named["usage"]["prompt_tokens"].as_u64().unwrap() - free["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(extra >= 5, "the call's opening is not in the prompt: {free} {named}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use crate::errors::{ApiError, Flavor};
 use crate::gen::{collect, new_id, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
-use crate::tools::{ToolCall, ToolSplit};
+use crate::tools::{Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -105,6 +105,19 @@ fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
     Ok((!out.is_empty() && !none).then_some(Value::Array(out)))
 }
 
+/// The call `tool_choice` forces: `{"type": "any"}` any, `{"type": "tool", "name"}` that one.
+fn forced<'a>(f: &Fields<'a>) -> Result<Option<Option<&'a str>>, ApiError> {
+    let Some(c) = f.get("tool_choice") else { return Ok(None) };
+    match c.get("type").and_then(Value::as_str) {
+        Some("any") => Ok(Some(None)),
+        Some("tool") => match c.get("name").and_then(Value::as_str) {
+            Some(name) => Ok(Some(Some(name))),
+            None => Err(bad("tool_choice.name: missing".into())),
+        },
+        _ => Ok(None),
+    }
+}
+
 fn stop_reason(f: &Finish, calls: bool) -> &'static str {
     match f.reason {
         _ if calls => "tool_use",
@@ -129,9 +142,9 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
     let f = Fields::new(&m, F);
     let messages = template_messages(&f)?;
     let tools = template_tools(&f)?;
-    let with_tools = tools.is_some();
+    let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
-        prompt: s.render(messages, tools, F).await?,
+        prompt: s.render(messages, tools, &reading.opening, F).await?,
         max_tokens: f.u64_in("max_tokens", 1, s.info.context as u64)?,
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop_sequences")?,
@@ -143,10 +156,10 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
     let rx = s.start(ask, F)?;
     let id = new_id("msg_");
     if stream {
-        return Ok(message_stream(rx, id, model, prompt_tokens, with_tools).into_response());
+        return Ok(message_stream(rx, id, model, prompt_tokens, reading).into_response());
     }
     let c = collect(rx, F).await?;
-    let (text, calls) = if with_tools { crate::tools::parse(&c.text) } else { (c.text, Vec::new()) };
+    let (text, calls) = reading.parse(c.text);
     let mut content = Vec::new();
     if !text.is_empty() || calls.is_empty() {
         content.push(json!({"type": "text", "text": text}));
@@ -165,7 +178,7 @@ fn message_stream(
     id: String,
     model: String,
     prompt_tokens: usize,
-    with_tools: bool,
+    reading: Reading,
 ) -> impl IntoResponse {
     // Opened once the engine takes the request: its usage then says how much of the prompt was reused.
     let start = move |reused: usize| {
@@ -187,11 +200,11 @@ fn message_stream(
             "delta": {"type": "text_delta", "text": t}}),
         )
     };
-    let mut split = ToolSplit::default();
+    let mut split = reading.splitter();
     sse(rx, Vec::new(), move |u| match u {
         Update::Started { reused } => start(reused),
         Update::Text(t) => {
-            let t = if with_tools { split.push(&t) } else { t };
+            let t = if reading.on { split.push(&t) } else { t };
             if t.is_empty() {
                 Vec::new()
             } else {

@@ -49,21 +49,25 @@ pub struct Collected {
 }
 
 impl Shared {
-    /// Messages (and tools) through the model's chat template, as tokens.
+    /// Messages (and tools) through the model's chat template, then `opening` (the start of the reply,
+    /// a forced tool call's), as tokens.
     pub async fn render(
         self: &Arc<Self>,
         messages: Value,
         tools: Option<Value>,
+        opening: &str,
         flavor: Flavor,
     ) -> Result<Vec<u32>, ApiError> {
         let me = self.clone();
+        let opening = opening.to_string();
         let text = tokio::task::spawn_blocking(move || {
-            let t = me.template.as_ref().ok_or("the model has no chat template")?;
-            t.render_json(&messages, tools.as_ref(), true).map_err(|e| e.to_string().into())
+            let t = me.template.as_ref().ok_or_else(|| "the model has no chat template".to_string())?;
+            let text = t.render_json(&messages, tools.as_ref(), true).map_err(|e| e.to_string())?;
+            Ok::<_, String>(text + &opening)
         })
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, flavor, e.to_string()))?
-        .map_err(|e: Box<str>| ApiError::bad(flavor, e.to_string()))?;
+        .map_err(|e| ApiError::bad(flavor, e))?;
         self.encode(text, flavor).await
     }
 

@@ -14,7 +14,7 @@ use crate::errors::{ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{data, sse};
-use crate::tools::{ToolCall, ToolSplit};
+use crate::tools::{Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -98,6 +98,18 @@ pub fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
     Ok((!tools.is_empty() && !none).then(|| Value::Array(tools.clone())))
 }
 
+/// The call `tool_choice` forces: "required" any, `{"type": "function", "function": {"name"}}` that one.
+fn forced<'a>(f: &Fields<'a>) -> Result<Option<Option<&'a str>>, ApiError> {
+    match f.get("tool_choice") {
+        Some(Value::String(s)) if s == "required" => Ok(Some(None)),
+        Some(Value::Object(o)) => match o.get("function").and_then(|x| x.get("name")).and_then(Value::as_str) {
+            Some(name) => Ok(Some(Some(name))),
+            None => Err(ApiError::bad(F, "tool_choice.function.name: missing")),
+        },
+        _ => Ok(None),
+    }
+}
+
 /// `max_tokens` or `max_completion_tokens`, within the context.
 fn max_tokens(f: &Fields, context: usize) -> Result<Option<u64>, ApiError> {
     let a = f.u64_in("max_completion_tokens", 1, context as u64)?;
@@ -146,9 +158,9 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     only_one_choice(&f)?;
     let messages = template_messages(f.get("messages"))?;
     let tools = template_tools(&f)?;
-    let with_tools = tools.is_some();
+    let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
-        prompt: s.render(messages, tools, F).await?,
+        prompt: s.render(messages, tools, &reading.opening, F).await?,
         max_tokens: max_tokens(&f, s.info.context)?,
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop")?,
@@ -160,10 +172,10 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let rx = s.start(ask, F)?;
     let (id, created) = (new_id("chatcmpl-"), now());
     if stream {
-        return Ok(chat_stream(rx, id, created, model, with_tools, include_usage.unwrap_or(false)).into_response());
+        return Ok(chat_stream(rx, id, created, model, reading, include_usage.unwrap_or(false)).into_response());
     }
     let c = collect(rx, F).await?;
-    let (content, calls) = if with_tools { crate::tools::parse(&c.text) } else { (c.text, Vec::new()) };
+    let (content, calls) = reading.parse(c.text);
     let mut message = json!({"role": "assistant", "content": if content.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(content) }});
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(
@@ -190,7 +202,7 @@ fn chat_stream(
     id: String,
     created: u64,
     model: String,
-    with_tools: bool,
+    reading: Reading,
     include_usage: bool,
 ) -> impl IntoResponse {
     let chunk = move |delta: Value, finish: Value| {
@@ -198,10 +210,10 @@ fn chat_stream(
                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
     };
     let first = vec![data(&chunk(json!({"role": "assistant", "content": ""}), Value::Null))];
-    let mut split = ToolSplit::default();
+    let mut split = reading.splitter();
     sse(rx, first, move |u| match u {
         Update::Text(t) => {
-            let t = if with_tools { split.push(&t) } else { t };
+            let t = if reading.on { split.push(&t) } else { t };
             if t.is_empty() {
                 return Vec::new();
             }

@@ -15,7 +15,7 @@ use crate::errors::{ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
-use crate::tools::{ToolCall, ToolSplit};
+use crate::tools::{Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -111,6 +111,20 @@ fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
     Ok((!out.is_empty() && !none).then_some(Value::Array(out)))
 }
 
+/// The call `tool_choice` forces: "required" any, `{"type": "function", "name"}` that one.
+fn forced<'a>(f: &Fields<'a>) -> Result<Option<Option<&'a str>>, ApiError> {
+    match f.get("tool_choice") {
+        Some(Value::String(s)) if s == "required" => Ok(Some(None)),
+        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("function") => {
+            match o.get("name").and_then(Value::as_str) {
+                Some(name) => Ok(Some(Some(name))),
+                None => Err(bad("tool_choice.name: missing".into())),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The response object around its `output` items.
 struct Shell {
     id: String,
@@ -169,9 +183,9 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
     }
     let messages = template_messages(&f)?;
     let tools = template_tools(&f)?;
-    let with_tools = tools.is_some();
+    let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
-        prompt: s.render(messages, tools, F).await?,
+        prompt: s.render(messages, tools, &reading.opening, F).await?,
         max_tokens: f.u64_in("max_output_tokens", 1, s.info.context as u64)?,
         sampler: sampler(&f, "top_k")?,
         stop: Vec::new(),
@@ -187,10 +201,10 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
     let stream = f.bool("stream")?.unwrap_or(false);
     let rx = s.start(ask, F)?;
     if stream {
-        return Ok(response_stream(rx, shell, with_tools).into_response());
+        return Ok(response_stream(rx, shell, reading).into_response());
     }
     let c = collect(rx, F).await?;
-    let (text, calls) = if with_tools { crate::tools::parse(&c.text) } else { (c.text, Vec::new()) };
+    let (text, calls) = reading.parse(c.text);
     let mut output = Vec::new();
     if !text.is_empty() || calls.is_empty() {
         output.push(message_item(&new_id("msg_"), &text, "completed"));
@@ -202,7 +216,7 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
 fn response_stream(
     rx: tokio::sync::mpsc::UnboundedReceiver<Update>,
     shell: Shell,
-    with_tools: bool,
+    reading: Reading,
 ) -> impl IntoResponse {
     let msg_id = new_id("msg_");
     let mut seq = 0u64;
@@ -222,7 +236,7 @@ fn response_stream(
             "part": {"type": "output_text", "text": "", "annotations": []}}),
         ),
     ];
-    let mut split = ToolSplit::default();
+    let mut split = reading.splitter();
     let mut text = String::new();
     sse(rx, first, move |u| {
         let delta = |ev: &mut dyn FnMut(&str, Value) -> _, t: &str| {
@@ -233,7 +247,7 @@ fn response_stream(
         };
         match u {
             Update::Text(t) => {
-                let t = if with_tools { split.push(&t) } else { t };
+                let t = if reading.on { split.push(&t) } else { t };
                 if t.is_empty() {
                     return Vec::new();
                 }

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::errors::{ApiError, Flavor};
+
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
 
@@ -54,6 +56,55 @@ fn call(json: &str) -> Option<ToolCall> {
         Some(a) => a.clone(),
     };
     Some(ToolCall { name, arguments })
+}
+
+/// How a reply's tool calls are read: not at all (no tools offered), or from its text, which begins with
+/// the opening of a call when the request forces one (`tool_choice` required, or a named function): the
+/// prompt then ends with that opening, so the model writes the call.
+#[derive(Clone, Debug, Default)]
+pub struct Reading {
+    pub on: bool,
+    pub opening: String,
+}
+
+impl Reading {
+    /// For the template's `tools` (function form) and the forced choice: `Some(None)` any call,
+    /// `Some(Some(name))` that function's.
+    pub fn new(tools: Option<&Value>, forced: Option<Option<&str>>, flavor: Flavor) -> Result<Reading, ApiError> {
+        let Some(tools) = tools else {
+            return match forced {
+                Some(_) => Err(ApiError::bad(flavor, "tool_choice: a call is required, but no tools are given")),
+                None => Ok(Reading::default()),
+            };
+        };
+        let opening = match forced {
+            None => String::new(),
+            Some(None) => format!("{OPEN}\n"),
+            Some(Some(name)) => {
+                let known = tools.as_array().into_iter().flatten().any(|t| t["function"]["name"] == name);
+                if !known {
+                    return Err(ApiError::bad(flavor, format!("tool_choice: no tool named {name:?}")));
+                }
+                format!("{OPEN}\n{{\"name\": {}, \"arguments\": ", Value::String(name.into()))
+            }
+        };
+        Ok(Reading { on: true, opening })
+    }
+
+    /// The reply's text outside its calls, and the calls.
+    pub fn parse(&self, text: String) -> (String, Vec<ToolCall>) {
+        if !self.on {
+            return (text, Vec::new());
+        }
+        parse(&format!("{}{text}", self.opening))
+    }
+
+    /// A splitter for a streamed reply, the opening already in it.
+    pub fn splitter(&self) -> ToolSplit {
+        let mut s = ToolSplit::default();
+        s.push(&self.opening);
+        s
+    }
 }
 
 /// Splits a stream of text deltas: text before the first `<tool_call>` is released as it comes (a
@@ -121,6 +172,24 @@ mod tests {
         let (rest, calls) = parse("x <tool_call>{\"name\": \"f\"}");
         assert_eq!((rest.as_str(), calls.len()), ("x", 1), "an unclosed call at the end still counts");
         assert_eq!(calls[0].arguments, json!({}));
+    }
+
+    #[test]
+    fn a_forced_call_begins_the_reply() {
+        let tools = json!([{"type": "function", "function": {"name": "weather"}}]);
+        let r = Reading::new(Some(&tools), Some(Some("weather")), Flavor::OpenAi).unwrap();
+        assert_eq!(r.opening, "<tool_call>\n{\"name\": \"weather\", \"arguments\": ");
+        let (text, calls) = r.parse("{\"city\": \"Paris\"}}\n</tool_call>".into());
+        assert_eq!((text.as_str(), calls.len()), ("", 1));
+        assert_eq!(calls[0].arguments, json!({"city": "Paris"}));
+        let mut split = r.splitter();
+        assert_eq!(split.push("{}}</tool_call>"), "", "a forced reply streams no text");
+        assert_eq!(split.finish().1.len(), 1);
+        assert_eq!(Reading::new(Some(&tools), Some(None), Flavor::OpenAi).unwrap().opening, "<tool_call>\n");
+        assert!(Reading::new(Some(&tools), Some(Some("time")), Flavor::OpenAi).is_err(), "an unknown tool");
+        assert!(Reading::new(None, Some(None), Flavor::OpenAi).is_err(), "a call required without tools");
+        let off = Reading::new(None, None, Flavor::OpenAi).unwrap();
+        assert_eq!(off.parse("<tool_call>{\"name\": \"f\"}</tool_call>".into()).1.len(), 0, "no tools: text");
     }
 
     #[test]

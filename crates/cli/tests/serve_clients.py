@@ -4,6 +4,7 @@ trip on each API, then a bounded load test. Usage: serve_clients.py BASE_URL SER
 check and a closing 'N passed, N failed' line; exits non-zero on any failure."""
 
 import json
+import subprocess
 import sys
 import threading
 import urllib.error
@@ -223,13 +224,27 @@ def raw_errors():
             assert shape in json.loads(e.read()), "not the API's error shape"
 
 
+def curl():
+    """curl, as the README shows it: a streamed chat ending in [DONE], a message, /health."""
+    def run(*args):
+        return subprocess.run(["curl", "-sS", "-N", *args], check=True, capture_output=True, text=True).stdout
+    out = run(BASE + "/v1/chat/completions", "-d", json.dumps(
+        {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": True}))
+    events = [line[6:] for line in out.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and all(json.loads(e)["object"] == "chat.completion.chunk" for e in events[:-1])
+    r = json.loads(run(BASE + "/v1/messages", "-H", "x-api-key: unused", "-d", json.dumps(
+        {"max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})))
+    assert r["type"] == "message" and r["usage"]["output_tokens"] >= 1
+    assert json.loads(run(BASE + "/health")) == {"status": "ok"}
+
+
 for name, f in [("openai chat", openai_chat), ("openai chat stream", openai_chat_stream),
                 ("openai completions", openai_completions), ("openai models", openai_models),
                 ("openai tool round trip", openai_tool_round_trip), ("openai responses", openai_responses),
                 ("openai responses tool round trip", openai_responses_tool_round_trip),
                 ("openai errors", openai_errors), ("anthropic messages", anthropic_messages),
                 ("anthropic tool round trip", anthropic_tool_round_trip), ("anthropic errors", anthropic_errors),
-                ("raw errors", raw_errors), ("load test", load_test)]:
+                ("raw errors", raw_errors), ("curl", curl), ("load test", load_test)]:
     check(name, f)
 failed = sum(1 for _, e in results if e)
 print(f"clients: {len(results) - failed} passed, {failed} failed")

@@ -175,7 +175,10 @@ async fn count(req: Request, next: Next) -> Response {
         | "/v1/messages") => p.to_string(),
         _ => "other".to_string(),
     };
+    let (method, path, t0) = (req.method().clone(), req.uri().path().to_string(), Instant::now());
     let r = next.run(req).await;
+    // Streamed replies: the time to their headers.
+    eprintln!("{method} {path} {} {:.1} ms", r.status().as_u16(), t0.elapsed().as_secs_f64() * 1e3);
     let outcome = match r.status() {
         s if s.is_success() => "ok",
         StatusCode::SERVICE_UNAVAILABLE => "busy",

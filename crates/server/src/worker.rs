@@ -179,6 +179,20 @@ pub fn work(jobs: Jobs, engine: &mut Engine) {
 }
 
 fn record(f: &Finish) {
+    let rate = |n: usize, d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    eprintln!(
+        "generation: prompt {} tokens ({} reused) read in {:.2} s ({:.1} tok/s); {} tokens in {:.2} s ({:.1} tok/s); \
+         first token {:.2} s after the request; {:?}",
+        f.prompt_tokens,
+        f.reused,
+        f.prefill.as_secs_f64(),
+        rate(f.prompt_tokens - f.reused, f.prefill),
+        f.completion_tokens,
+        f.decode.as_secs_f64(),
+        rate(f.completion_tokens.saturating_sub(1), f.decode),
+        f.first_token.as_secs_f64(),
+        f.reason,
+    );
     metrics::counter!("strata_prompt_tokens_total").increment(f.prompt_tokens as u64);
     metrics::counter!("strata_reused_prompt_tokens_total").increment(f.reused as u64);
     metrics::counter!("strata_generated_tokens_total").increment(f.completion_tokens as u64);

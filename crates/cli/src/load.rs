@@ -89,7 +89,7 @@ pub fn open_device(a: &EngineArgs) -> Result<Option<Arc<Gpu>>> {
 }
 
 /// Prints what the model takes on the GPU and refuses one that does not fit, with the numbers.
-pub fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> {
+fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> {
     let plan = plan_bytes(model, kv, cells);
     let need = plan.weights + plan.caches + plan.scratch;
     let (free, _) = gpu.memory()?;
@@ -115,7 +115,7 @@ pub fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<
 }
 
 /// The model's weights and a conversation of `cells` on the GPU.
-pub fn cuda_decoder<'a>(
+fn cuda_decoder<'a>(
     gpu: Arc<Gpu>,
     model: &'a Model,
     kv: KvMode,
@@ -179,7 +179,7 @@ pub fn try_cuda<'a>(
 }
 
 /// Spec §8: YaRN by default past the trained context, with F = max_context / trained.
-pub fn rope_scaling(kind: Option<&str>, scale: Option<f64>, max_context: usize, trained: usize) -> Result<RopeScaling> {
+fn rope_scaling(kind: Option<&str>, scale: Option<f64>, max_context: usize, trained: usize) -> Result<RopeScaling> {
     let factor = scale.unwrap_or(max_context as f64 / trained as f64).max(1.0);
     if !(factor.is_finite() && factor > 0.0) {
         bail!("--rope-scale must be a positive number");

@@ -14,7 +14,7 @@ use crate::errors::{ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{data, sse};
-use crate::tools::{Reading, ToolCall};
+use crate::tools::{arguments, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -73,12 +73,7 @@ fn tool_calls(v: Option<&Value>, at: &str) -> Result<Vec<Value>, ApiError> {
                 c.get("function").ok_or_else(|| ApiError::bad(F, format!("{at}.tool_calls[{j}].function: missing")))?;
             let name = f.get("name").and_then(Value::as_str);
             let name = name.ok_or_else(|| ApiError::bad(F, format!("{at}.tool_calls[{j}].function.name: missing")))?;
-            let args = match f.get("arguments") {
-                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
-                Some(a) => a.clone(),
-                None => json!({}),
-            };
-            Ok(json!({"type": "function", "function": {"name": name, "arguments": args}}))
+            Ok(json!({"type": "function", "function": {"name": name, "arguments": arguments(f.get("arguments"))}}))
         })
         .collect()
 }
@@ -140,15 +135,27 @@ pub fn usage(f: &Finish) -> Value {
     })
 }
 
-fn calls_json(calls: &[ToolCall]) -> Vec<Value> {
-    calls
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            json!({"index": i, "id": new_id("call_"), "type": "function",
-                   "function": {"name": c.name, "arguments": c.arguments_text()}})
-        })
-        .collect()
+/// The calls in OpenAI's form; a streamed delta's carry their `index` too.
+fn calls_json(calls: &[ToolCall], streamed: bool) -> Vec<Value> {
+    let call = |c: &ToolCall| {
+        json!({"id": new_id("call_"), "type": "function",
+               "function": {"name": c.name, "arguments": c.arguments_text()}})
+    };
+    let index = |(i, mut v): (usize, Value)| {
+        if streamed {
+            v["index"] = i.into();
+        }
+        v
+    };
+    calls.iter().map(call).enumerate().map(index).collect()
+}
+
+/// A failure in an OpenAI stream: the error object, then the end.
+fn failed(e: String) -> Vec<Event> {
+    vec![
+        data(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body()),
+        Event::default().data("[DONE]"),
+    ]
 }
 
 /// POST /v1/chat/completions
@@ -178,15 +185,7 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let (content, calls) = reading.parse(c.text);
     let mut message = json!({"role": "assistant", "content": if content.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(content) }});
     if !calls.is_empty() {
-        message["tool_calls"] = Value::Array(
-            calls_json(&calls)
-                .into_iter()
-                .map(|mut c| {
-                    c.as_object_mut().map(|o| o.remove("index"));
-                    c
-                })
-                .collect(),
-        );
+        message["tool_calls"] = Value::Array(calls_json(&calls, false));
     }
     Ok(Json(json!({
         "id": id, "object": "chat.completion", "created": created, "model": model,
@@ -226,7 +225,7 @@ fn chat_stream(
                 out.push(data(&chunk(json!({"content": tail}), Value::Null)));
             }
             if !calls.is_empty() {
-                out.push(data(&chunk(json!({"tool_calls": calls_json(&calls)}), Value::Null)));
+                out.push(data(&chunk(json!({"tool_calls": calls_json(&calls, true)}), Value::Null)));
             }
             let mut last = chunk(json!({}), Value::String(finish_reason(&f, !calls.is_empty()).into()));
             if include_usage {
@@ -242,10 +241,7 @@ fn chat_stream(
             out.push(Event::default().data("[DONE]"));
             out
         }
-        Update::Failed(e) => vec![
-            data(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body()),
-            Event::default().data("[DONE]"),
-        ],
+        Update::Failed(e) => failed(e),
         Update::Started { .. } | Update::Prefill { .. } => Vec::new(),
     })
 }
@@ -303,10 +299,7 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
                 last["usage"] = usage(&f);
                 vec![data(&last), Event::default().data("[DONE]")]
             }
-            Update::Failed(e) => vec![
-                data(&ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, F, e).body()),
-                Event::default().data("[DONE]"),
-            ],
+            Update::Failed(e) => failed(e),
             _ => Vec::new(),
         })
         .into_response());

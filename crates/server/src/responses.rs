@@ -15,7 +15,7 @@ use crate::errors::{ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
-use crate::tools::{Reading, ToolCall};
+use crate::tools::{arguments, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -62,12 +62,8 @@ fn item_to_messages(item: &Value, at: &str, out: &mut Vec<Value>) -> Result<(), 
         }
         "function_call" => {
             let name = item.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.name: missing")))?;
-            let args = match item.get("arguments") {
-                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
-                Some(a) => a.clone(),
-                None => json!({}),
-            };
-            let call = json!({"type": "function", "function": {"name": name, "arguments": args}});
+            let call =
+                json!({"type": "function", "function": {"name": name, "arguments": arguments(item.get("arguments"))}});
             // Calls in a row belong to one assistant turn.
             match out.last_mut() {
                 Some(m) if m["role"] == "assistant" => match m.get_mut("tool_calls").and_then(Value::as_array_mut) {

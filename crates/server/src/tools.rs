@@ -49,13 +49,17 @@ pub fn parse(text: &str) -> (String, Vec<ToolCall>) {
 fn call(json: &str) -> Option<ToolCall> {
     let v: Value = serde_json::from_str(json.trim()).ok()?;
     let name = v.get("name")?.as_str()?.to_string();
-    let arguments = match v.get("arguments") {
+    Some(ToolCall { name, arguments: arguments(v.get("arguments")) })
+}
+
+/// A call's arguments as a JSON value: an object as it is, a JSON string (as the OpenAI APIs carry them,
+/// and as some models write them) read, none an empty object.
+pub fn arguments(v: Option<&Value>) -> Value {
+    match v {
         None | Some(Value::Null) => Value::Object(Default::default()),
-        // Some models write the arguments as a JSON string.
         Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
         Some(a) => a.clone(),
-    };
-    Some(ToolCall { name, arguments })
+    }
 }
 
 /// How a reply's tool calls are read: not at all (no tools offered), or from its text, which begins with

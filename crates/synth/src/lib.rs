@@ -24,36 +24,10 @@ const CORPUS: [&str; 3] = [
     include_str!("../corpus/code.rs.txt"),
 ];
 
-/// ChatML, as Qwen models use it.
-/// The chat template of the synthetic models: ChatML turns, with tools in the system turn and tool calls
-/// and tool results in the form the Qwen family's templates write (`<tool_call>` and `<tool_response>`).
-pub const CHAT_TEMPLATE: &str = r#"{%- if tools %}
-{{- '<|im_start|>system\n' }}
-{%- if messages[0].role == 'system' %}{{- messages[0].content + '\n\n' }}{%- endif %}
-{{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>' }}
-{%- for tool in tools %}{{- '\n' + (tool | tojson) }}{%- endfor %}
-{{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' }}
-{%- elif messages[0].role == 'system' %}
-{{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
-{%- endif %}
-{%- for message in messages %}
-{%- if message.role == 'system' %}
-{%- if not loop.first %}{{- '<|im_start|>system\n' + message.content + '<|im_end|>\n' }}{%- endif %}
-{%- elif message.role == 'tool' %}
-{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
-{{- '\n<tool_response>\n' + message.content + '\n</tool_response>' }}
-{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
-{%- else %}
-{{- '<|im_start|>' + message.role + '\n' + (message.content or '') }}
-{%- for tc in (message.tool_calls or []) %}
-{%- set f = tc.function if tc.function else tc %}
-{%- if message.content or not loop.first %}{{- '\n' }}{%- endif %}
-{{- '<tool_call>\n{"name": ' + (f.name | tojson) + ', "arguments": ' + (f.arguments if f.arguments is string else (f.arguments | tojson)) + '}\n</tool_call>' }}
-{%- endfor %}
-{{- '<|im_end|>\n' }}
-{%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"#;
+/// The chat template of the synthetic models and of the built-in trained one (python/train/): ChatML
+/// turns, with tools in the system turn and tool calls and tool results in the form the Qwen family's
+/// templates write (`<tool_call>` and `<tool_response>`).
+pub const CHAT_TEMPLATE: &str = include_str!("chat_template.jinja");
 
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {

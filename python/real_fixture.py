@@ -242,9 +242,10 @@ def build(llama_cpp, out):
     print(f"prompt {len(prompt)} tokens, greedy {greedy}")
 
 
-def convert(llama_cpp, out):
-    """The vendored converter, with one change: a tokenizer whose pre-tokenizer hash it does not know (this
-    truncated Qwen2 vocabulary) is given the `qwen2` pre-tokenizer instead of refused."""
+def converter(llama_cpp):
+    """The vendored converter's entry point, with one change: a tokenizer whose pre-tokenizer hash it does
+    not know (a truncated or newly trained vocabulary with Qwen2's pre-tokenizer) is given the `qwen2`
+    pre-tokenizer instead of refused."""
     sys.path.insert(0, str(Path(llama_cpp)))
     sys.path.insert(0, str(Path(llama_cpp) / "gguf-py"))
     sys.argv = ["convert_hf_to_gguf.py"]
@@ -259,11 +260,18 @@ def convert(llama_cpp, out):
             return "qwen2"
 
     TextModel.get_vocab_base_pre = with_fallback
-    out = Path(out)
-    for kind in ("f32", "bf16", "q8_0"):
-        sys.argv = ["convert_hf_to_gguf.py", str(out / "hf"), "--outtype", kind,
-                    "--outfile", str(out / f"qwen4exp-real-{kind}.gguf")]
+
+    def convert_one(hf, kind, outfile):
+        sys.argv = ["convert_hf_to_gguf.py", str(hf), "--outtype", kind, "--outfile", str(outfile)]
         convert_hf_to_gguf.main()
+    return convert_one
+
+
+def convert(llama_cpp, out):
+    out = Path(out)
+    convert_one = converter(llama_cpp)
+    for kind in ("f32", "bf16", "q8_0"):
+        convert_one(out / "hf", kind, out / f"qwen4exp-real-{kind}.gguf")
 
 
 if __name__ == "__main__":

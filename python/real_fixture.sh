@@ -9,14 +9,7 @@ out="${1:-$here/../fixtures/real}"
 work="${WORK:-$(mktemp -d)}"
 mkdir -p "$work" "$out"
 
-if [ ! -d "$work/llama_cpp_python-0.3.36" ]; then
-  # pip fetches the sdist, then fails to build its metadata (no cmake needed here): keep the archive.
-  pip download --no-deps --no-binary :all: --no-build-isolation llama-cpp-python==0.3.36 -d "$work" \
-    > "$work/download.log" 2>&1 || true
-  archive="$(ls "$work"/llama_cpp_python-0.3.36.tar.gz 2>/dev/null || ls /tmp/pip-unpack-*/llama_cpp_python-0.3.36.tar.gz | head -1)"
-  tar xzf "$archive" -C "$work"
-fi
-llama="$work/llama_cpp_python-0.3.36/vendor/llama.cpp"
+llama="$("$here/llama_cpp_src.sh" "$work")"
 
 for v in tf conv; do
   [ -d "$work/venv-$v" ] || python3 -m venv --system-site-packages "$work/venv-$v"

@@ -5,6 +5,7 @@ and QSA layers, hyper-connections, MoE with a shared expert, PLE) and an MTP dra
 
     train.py tokenizer DATA        # CPU: byte-level BPE with Qwen2's pre-tokenizer on DATA/train.txt;
                                    #      writes DATA/tok/ and the token streams DATA/{train,heldout}.u16
+    train.py untrained DATA OUT    # CPU: the model as training starts it, exported the same way (a baseline)
     train.py train DATA OUT [MIN]  # GPU: trains for MIN minutes (default 7), then writes OUT/hf/ (the trunk
                                    #      plus the MTP block as layer L, for the converter), OUT/nextn.pt (the
                                    #      block's own tensors), OUT/eval.json, and the float64 reference
@@ -271,25 +272,37 @@ def evaluate(trunk, mtp, held, device):
     return res
 
 
+def models(data, device):
+    """The tokenizer, and the trunk and MTP block as initialised (seed 1234: the same on any device)."""
+    import torch
+    from transformers import PreTrainedTokenizerFast, Qwen4ExpForCausalLM
+    fast = PreTrainedTokenizerFast.from_pretrained(Path(data) / "tok")
+    cfg = config(len(fast), fast.convert_tokens_to_ids("<|endoftext|>"), layers=8)
+    torch.manual_seed(1234)
+    model = Qwen4ExpForCausalLM(cfg).to(device)
+    mtp, mtp_cfg = mtp_module(cfg)
+    return fast, model, mtp.to(device), mtp_cfg
+
+
+def untrained(data, out):
+    """The model as training starts it, exported like the trained one: the baseline of the evidence."""
+    fast, model, mtp, mtp_cfg = models(data, "cpu")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    export(model, mtp, mtp_cfg, fast, Path(out))
+
+
 def train(data, out, minutes=7.0):
     import copy
     import torch
     import torch.nn.functional as F
-    from transformers import PreTrainedTokenizerFast, Qwen4ExpForCausalLM
 
     data, out = Path(data), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     selection(True)
-    fast = PreTrainedTokenizerFast.from_pretrained(data / "tok")
-    eos = fast.convert_tokens_to_ids("<|endoftext|>")
     stream = np.fromfile(data / "train.u16", dtype="<u2")
     held = np.fromfile(data / "heldout.u16", dtype="<u2")[:HELD]
-    cfg = config(len(fast), eos, layers=8)
-    torch.manual_seed(1234)
-    model = Qwen4ExpForCausalLM(cfg).to(device)
-    mtp, mtp_cfg = mtp_module(cfg)
-    mtp = mtp.to(device)
+    fast, model, mtp, mtp_cfg = models(data, device)
     trunk = Trunk(model)
     mixers = [getattr(layer, "linear_attn", None) or layer.self_attn for layer in model.model.layers]
     add_dropout(mixers + [layer.mlp for layer in model.model.layers] + [mtp.layer.self_attn, mtp.layer.mlp])
@@ -437,6 +450,8 @@ if __name__ == "__main__":
     phase = sys.argv[1]
     if phase == "tokenizer":
         tokenizer(sys.argv[2])
+    elif phase == "untrained":
+        untrained(sys.argv[2], sys.argv[3])
     elif phase == "train":
         train(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 7.0)
     else:

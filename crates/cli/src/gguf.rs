@@ -1,13 +1,13 @@
-//! `strata gguf info|dequant`.
+//! `strata gguf info|dequant|quantize`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
-use strata_gguf::{quant, GgufFile, GgufSet};
+use strata_gguf::{quant, GgmlType, GgufFile, GgufSet, TensorInfo};
 
 #[derive(Subcommand)]
 pub enum GgufCommand {
@@ -20,13 +20,72 @@ pub enum GgufCommand {
         #[arg(short, long)]
         out: PathBuf,
     },
+    /// Write a copy with the routed experts (`*_exps`) and the other large matrices stored as other types.
+    /// The router (`ffn_gate_inp`) and tensors of under 4,096 values keep their type; a matrix whose rows
+    /// are not whole blocks of the new type is stored as F16 instead. One file, not a shard set.
+    Quantize {
+        file: PathBuf,
+        out: PathBuf,
+        /// The routed experts' type: Q2_0, IQ2_XS, IQ3_XXS, IQ3_S, IQ4_NL, Q4_K, Q6_K, Q8_0, F16 …
+        #[arg(long, default_value = "IQ4_NL")]
+        experts: String,
+        /// The other large matrices' type.
+        #[arg(long, default_value = "Q8_0")]
+        matrices: String,
+    },
 }
 
 pub fn run(cmd: GgufCommand) -> Result<()> {
     match cmd {
         GgufCommand::Info { file } => info(&GgufSet::open(&file)?),
         GgufCommand::Dequant { file, tensor, out } => dequant(&GgufSet::open(&file)?, &tensor, &out),
+        GgufCommand::Quantize { file, out, experts, matrices } => {
+            quantize(&file, &out, quant_type("--experts", &experts)?, quant_type("--matrices", &matrices)?)
+        }
     }
+}
+
+fn quant_type(flag: &str, name: &str) -> Result<GgmlType> {
+    match GgmlType::from_name(&name.to_uppercase()) {
+        Some(t) if quant::can_quantize(t) => Ok(t),
+        Some(t) => bail!("{flag} {name}: strata reads {t} but does not write it"),
+        None => bail!("{flag} {name}: not a ggml type name (Q2_0, IQ3_S, IQ4_NL, Q8_0, F16, …)"),
+    }
+}
+
+/// The type each tensor gets (see `GgufCommand::Quantize`).
+fn planned(t: &TensorInfo, experts: GgmlType, matrices: GgmlType) -> GgmlType {
+    let big = t.shape.len() >= 2 && t.n_elements >= 1 << 12 && !t.name.contains("ffn_gate_inp");
+    let want = if t.name.contains("_exps.") {
+        experts
+    } else if big {
+        matrices
+    } else {
+        return t.ty;
+    };
+    if t.shape[0] % want.block_size() as u64 == 0 {
+        want
+    } else {
+        GgmlType::F16
+    }
+}
+
+fn quantize(file: &Path, out: &Path, experts: GgmlType, matrices: GgmlType) -> Result<()> {
+    if file == out {
+        bail!("{}: the copy needs a file of its own", out.display());
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} tensors").expect("valid template"));
+    let tmp = out.with_extension("gguf.partial");
+    strata_gguf::retyped_copy(file, &tmp, |t| planned(t, experts, matrices), &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    std::fs::rename(&tmp, out).with_context(|| format!("moving the copy to {}", out.display()))?;
+    let (before, after) = (std::fs::metadata(file)?.len(), std::fs::metadata(out)?.len());
+    println!("wrote {}: {after} bytes ({before} before)", out.display());
+    Ok(())
 }
 
 fn info(set: &GgufSet) -> Result<()> {

@@ -12,7 +12,8 @@ use strata_model::{KvMode, Model, RopeScaling, State};
 /// The model, where it runs, and its context.
 #[derive(clap::Args, Clone)]
 pub struct EngineArgs {
-    /// Model file (or any shard of a set). Without it, the built-in tiny model.
+    /// Model file (or any shard of a set). Without it, the built-in model (a small one trained on English
+    /// text: models/README.md).
     #[arg(short, long)]
     pub model: Option<PathBuf>,
     /// Where the forward pass runs: cuda (GPU 0), cpu (the reference engine), or auto (the GPU when
@@ -52,7 +53,7 @@ pub fn open_model(a: &EngineArgs) -> Result<(Model, usize)> {
     }
     let path = match &a.model {
         Some(p) => p.clone(),
-        None => crate::synth::default_model()?,
+        None => crate::default_model::path()?,
     };
     let mut model = Model::open(&path, RopeScaling::None).with_context(|| format!("loading {}", path.display()))?;
     let trained = model.config.context_length;

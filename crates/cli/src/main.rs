@@ -1,9 +1,11 @@
 //! `strata`: the qwen4exp inference engine's command-line tool.
 
 mod bench;
+mod default_model;
 mod gguf;
 mod load;
 mod parity;
+mod perplexity;
 mod run;
 mod serve;
 mod synth;
@@ -27,10 +29,12 @@ enum Command {
     /// Benchmarks (printed tables; record them under bench/results/).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-    /// Generate text with a model on the CPU (no -m: the built-in tiny model).
+    /// Generate text with a model on the CPU (no -m: the built-in model, trained on fortunes).
     Run(Box<run::RunArgs>),
-    /// Serve a model over HTTP: the OpenAI and Anthropic APIs (no -m: the built-in tiny model).
+    /// Serve a model over HTTP: the OpenAI and Anthropic APIs (no -m: the built-in model, trained on fortunes).
     Serve(Box<serve::ServeArgs>),
+    /// Score a text: the model's perplexity on it (windows of --ctx tokens, each from an empty context).
+    Perplexity(Box<perplexity::PerplexityArgs>),
     /// Write a synthetic qwen4exp model.
     Synth(synth::SynthArgs),
     /// Parity tools: GPU kernels against the CPU contract, byte for byte (prints OK and the case count).
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Bench(c) => bench::run(c),
         Command::Run(a) => run::run(*a),
         Command::Serve(a) => serve::run(*a),
+        Command::Perplexity(a) => perplexity::run(*a),
         Command::Synth(a) => synth::run(a),
         Command::Parity(c) => parity::run(c),
     };

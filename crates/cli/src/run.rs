@@ -93,7 +93,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
         logits: dump.is_some(),
     };
-    let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0 };
+    // The stop token that ends a reply is not part of its text.
+    let hidden = if a.ignore_eos { Vec::new() } else { cfg.stops.clone() };
+    let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0, hidden };
     // A saved conversation continues on either device.
     let saved = match &a.load_state {
         Some(p) => Some(load_state(&model, p, a.engine.kv)?),
@@ -315,12 +317,15 @@ struct Printer<'a> {
     tok: Option<&'a Tokenizer>,
     pending: Vec<u32>,
     count: usize,
+    /// Tokens not printed (the stop tokens).
+    hidden: Vec<u32>,
 }
 
 impl Printer<'_> {
     fn token(&mut self, out: &mut impl Write, t: u32) -> std::io::Result<()> {
         self.count += 1;
         match self.tok {
+            Some(_) if self.hidden.contains(&t) => {}
             Some(tok) => {
                 self.pending.push(t);
                 let text = tok.decode(&self.pending).map_err(std::io::Error::other)?;
@@ -345,7 +350,7 @@ impl Printer<'_> {
 }
 
 /// `--prompt-tokens`: ids separated by commas or white space, given inline or in the file named after `@`.
-fn prompt_ids(arg: &str) -> Result<Vec<u32>> {
+pub(crate) fn prompt_ids(arg: &str) -> Result<Vec<u32>> {
     let text = match arg.strip_prefix('@') {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("--prompt-tokens: reading {path}"))?,
         None => arg.to_string(),

@@ -101,7 +101,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
 
 /// The model's id: its file name without `.gguf` (and without a shard's `-00001-of-00002`).
 fn model_name(path: Option<&Path>) -> String {
-    let Some(p) = path else { return "qwen4exp-tiny".into() };
+    let Some(p) = path else { return "strata-fortunes".into() };
     let stem = p.file_name().and_then(|n| n.to_str()).unwrap_or("model");
     let stem = stem.strip_suffix(".gguf").unwrap_or(stem);
     match stem.rsplit_once("-of-").and_then(|(head, _)| head.rsplit_once('-')) {
@@ -161,6 +161,6 @@ mod tests {
         assert_eq!(model_name(Some(Path::new("/m/Qwen3.8-Flash-Next-Q2_0.gguf"))), "Qwen3.8-Flash-Next-Q2_0");
         assert_eq!(model_name(Some(Path::new("full-00001-of-00002.gguf"))), "full");
         assert_eq!(model_name(Some(Path::new("model-v2"))), "model-v2");
-        assert_eq!(model_name(None), "qwen4exp-tiny");
+        assert_eq!(model_name(None), "strata-fortunes");
     }
 }

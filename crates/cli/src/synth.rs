@@ -85,30 +85,3 @@ fn write(out: &Path, o: Options) -> Result<Vec<PathBuf>> {
     bar.finish_and_clear();
     Ok(files)
 }
-
-/// Bumped whenever the synthetic model's contents change, so a stale cached default is never used.
-const DEFAULT_MODEL_VERSION: u32 = 3;
-
-/// The built-in default model: the tiny preset with seed 0, made on first use into the cache directory
-/// (`$STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`).
-pub fn default_model() -> Result<PathBuf> {
-    let dir = match std::env::var_os("STRATA_CACHE") {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(d) => PathBuf::from(d).join("strata"),
-            None => PathBuf::from(std::env::var_os("HOME").context("no HOME for the model cache: set STRATA_CACHE")?)
-                .join(".cache/strata"),
-        },
-    };
-    let path = dir.join(format!("qwen4exp-tiny-v{DEFAULT_MODEL_VERSION}.gguf"));
-    if path.exists() {
-        return Ok(path);
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    eprintln!("making the built-in tiny model (first use only): {}", path.display());
-    // Made under a name of its own and renamed, so concurrent first runs never see each other's half file.
-    let tmp = dir.join(format!(".tiny-{}.gguf", std::process::id()));
-    write(&tmp, Options { preset: Preset::tiny(), experts: GgmlType::Q2_0, seed: 0 })?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("moving the model into {}", path.display()))?;
-    Ok(path)
-}

@@ -1,4 +1,4 @@
-//! `strata serve` on the built-in tiny model on the CPU: bad input, keys, the queue, hang-ups and the
+//! `strata serve` on the built-in model on the CPU: bad input, keys, the queue, hang-ups and the
 //! conversation cache over plain HTTP, then the official Python clients (serve_clients.py).
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,5 +1,5 @@
 """The official `openai` and `anthropic` clients against a running `strata serve` (crates/cli/tests/serve.rs
-starts it on the built-in tiny model and runs this): every endpoint, streaming and not, a tool-call round
+starts it on the built-in model and runs this): every endpoint, streaming and not, a tool-call round
 trip on each API, then a bounded load test. Usage: serve_clients.py BASE_URL SERVER_PID CACHE_MIB (the server's --cache-mib). Prints one line per
 check and a closing 'N passed, N failed' line; exits non-zero on any failure."""
 

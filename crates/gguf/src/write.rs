@@ -242,25 +242,40 @@ fn put_array(out: &mut Vec<u8>, a: &Array) {
 /// values; the rest byte for byte): a model whose products all run in f32, for comparisons with a float
 /// reference.
 pub fn dequantized_copy(src: &Path, dst: &Path, which: impl Fn(GgmlType) -> bool) -> Result<()> {
+    retyped_copy(src, dst, |t| if which(t.ty) { GgmlType::F32 } else { t.ty }, &mut |_, _| {})
+}
+
+/// A copy of the file at `src` with each tensor stored as `ty_of` says: a tensor of the same type is copied
+/// byte for byte, any other is dequantized to f32 and quantized to its new type (a whole number of blocks
+/// per row, or an error naming the tensor). `progress(done, total)` counts tensors.
+pub fn retyped_copy(
+    src: &Path,
+    dst: &Path,
+    ty_of: impl Fn(&TensorInfo) -> GgmlType,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<()> {
     let f = crate::file::GgufFile::open(src)?;
-    let ty = |t: GgmlType| if which(t) { GgmlType::F32 } else { t };
     let mut b = GgufBuilder::new();
     for (k, v) in f.metadata() {
         b.add(k, v.clone());
     }
     for t in f.tensors() {
-        b.add_tensor(&t.name, &t.shape, ty(t.ty))?;
+        b.add_tensor(&t.name, &t.shape, ty_of(t))?;
     }
     let mut w = b.create(dst)?;
-    for t in f.tensors() {
-        let data = f.require(&t.name)?.data;
-        if ty(t.ty) == t.ty {
+    let fail = |e: String| Error::new(src, ErrorKind::Write(e));
+    for (i, t) in f.tensors().iter().enumerate() {
+        let (data, ty) = (f.require(&t.name)?.data, ty_of(t));
+        if ty == t.ty {
             w.write_tensor(&t.name, data)?;
         } else {
             let mut v = vec![0f32; data.len() / t.ty.type_size() * t.ty.block_size()];
-            crate::quant::dequantize(t.ty, data, &mut v).map_err(|e| Error::new(src, ErrorKind::Write(e)))?;
-            w.write_tensor(&t.name, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())?;
+            crate::quant::dequantize(t.ty, data, &mut v).map_err(|e| fail(format!("{}: {e}", t.name)))?;
+            let mut out = Vec::new();
+            crate::quant::quantize(ty, &v, &mut out).map_err(|e| fail(format!("{}: {e}", t.name)))?;
+            w.write_tensor(&t.name, &out)?;
         }
+        progress(i + 1, f.tensors().len());
     }
     w.finish().map(|_| ())
 }

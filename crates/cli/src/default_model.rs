@@ -1,0 +1,52 @@
+//! The built-in default model: a small qwen4exp model trained on English text (models/README.md says what
+//! it is and how python/train/ rebuilds it), carried inside the binary and written once to the cache
+//! directory, which the loader maps like any other file.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+/// The file itself.
+static MODEL: &[u8] = include_bytes!("../../../models/fortunes.gguf");
+
+/// The cache directory: `$STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`.
+fn cache_dir() -> Result<PathBuf> {
+    Ok(match std::env::var_os("STRATA_CACHE") {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(d) => PathBuf::from(d).join("strata"),
+            None => PathBuf::from(std::env::var_os("HOME").context("no HOME for the model cache: set STRATA_CACHE")?)
+                .join(".cache/strata"),
+        },
+    })
+}
+
+/// FNV-1a over the bytes: the cached copy's name, so a binary with another model never takes an old one.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// The path of the built-in model, written there on first use.
+pub fn path() -> Result<PathBuf> {
+    let dir = cache_dir()?;
+    let path = dir.join(format!("strata-fortunes-{:016x}.gguf", fingerprint(MODEL)));
+    if path.metadata().is_ok_and(|m| m.len() == MODEL.len() as u64) {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    eprintln!("writing the built-in model (first use only): {}", path.display());
+    // Written under a name of its own and renamed, so concurrent first runs never see each other's half file.
+    let tmp = dir.join(format!(".fortunes-{}.gguf", std::process::id()));
+    std::fs::write(&tmp, MODEL).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("moving the model into {}", path.display()))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_fingerprint_tells_files_apart() {
+        assert_eq!(super::fingerprint(b""), 0xcbf2_9ce4_8422_2325);
+        assert_ne!(super::fingerprint(b"ab"), super::fingerprint(b"ba"));
+    }
+}

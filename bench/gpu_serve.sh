@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: `strata serve` on the GPU. (1) The tiny model served on the GPU and on the CPU gives the
+# One device call: `strata serve` on the GPU. (1) The built-in model served on the GPU and on the CPU gives the
 # same greedy replies, a conversation resumed from a saved state among them (the CUDA state restored in
 # place); (2) the full-size synthetic model served on the GPU: a streamed reply of N tokens after a prompt
 # of DEPTH tokens, timed from the client (bench/serve_stream.py). Usage: bench/gpu_serve.sh [DEPTH] [N]
@@ -35,7 +35,7 @@ for f in turn1 turn2 turn3; do
   if [ "$a" = "$b" ]; then same=$((same + 1)); echo "$f: SAME on cuda and cpu: $(cat $t/$f-18101.json)"
   else differ=$((differ + 1)); echo "$f: DIFFER: cuda $(cat $t/$f-18101.json) cpu $(cat $t/$f-18102.json)"; fi
 done
-echo "tiny model served: $same SAME, $differ DIFFER"
+echo "built-in model served: $same SAME, $differ DIFFER"
 kill %1 %2 2>/dev/null; wait 2>/dev/null
 up 18103 -m $model --device cuda --max-context $(( depth + n + 8 )) || exit 1
 grep -E '^(device|kernels|serving)' $t/serve-18103.log

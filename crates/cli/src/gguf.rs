@@ -63,7 +63,7 @@ fn planned(t: &TensorInfo, experts: GgmlType, matrices: GgmlType) -> GgmlType {
     } else {
         return t.ty;
     };
-    if t.shape[0] % want.block_size() as u64 == 0 {
+    if t.shape[0].is_multiple_of(want.block_size() as u64) {
         want
     } else {
         GgmlType::F16

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call: `strata run` on the GPU against the CPU, on the tiny and small synthetic models:
+# One device call: `strata run` on the GPU against the CPU, on the tiny and small synthetic models and the
+# built-in trained one:
 # the logits rows it dumps must be the same bytes (every KV mode, a chat prompt as text, and a context past
 # the trained one, where YaRN scaling is on), and without a dump (greedy tokens from the device's argmax,
 # no logits copied, greedy steps recorded a step ahead) the same output again, and again with each step
@@ -36,6 +37,9 @@ for kv in fp16 int8 f32; do
   same "tiny ids --kv $kv" -m $t/tiny.gguf --prompt-tokens $ids -n 64 --ignore-eos --kv $kv
 done
 same "tiny chat text" -m $t/tiny.gguf -p "Hello there, how are you?" --chat -n 48 --ignore-eos
+# The built-in trained model (no -m): a short prompt, and held-out text long enough for sparse selection.
+same "built-in text" -p "Once upon a time" -n 64 --ignore-eos
+same "built-in held-out text --kv int8" -p "$(head -c 3000 fixtures/fortunes/heldout.txt)" -n 48 --ignore-eos --kv int8
 same "tiny yarn 2x context" -m $t/tiny.gguf --prompt-tokens $ids -n 32 --ignore-eos --max-context 16384
 # Generation up to a full context (no step is recorded ahead there).
 same "tiny full context" -m $t/tiny.gguf --prompt-tokens $ids -n 64 --ignore-eos --max-context 60

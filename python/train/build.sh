@@ -54,5 +54,5 @@ cp "$work/run.gguf" models/fortunes.gguf
 python3 -c 'import numpy as np, sys; print(" ".join(map(str, np.fromfile(sys.argv[1], dtype="<u2"))))' \
   "$work/data/heldout.u16" > "$work/heldout.ids"
 for m in run untrained; do
-  echo "$m: $("$strata" perplexity -m "$work/$m.gguf" --device cpu --tokens "@$work/heldout.ids")"
+  echo "$m: $("$strata" perplexity -m "$work/$m.gguf" --device cpu --drafts --tokens "@$work/heldout.ids" | tr "\n" " ")"
 done | tee "$work/perplexity.txt"

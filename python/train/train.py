@@ -6,7 +6,7 @@ and QSA layers, hyper-connections, MoE with a shared expert, PLE) and an MTP dra
     train.py tokenizer DATA        # CPU: byte-level BPE with Qwen2's pre-tokenizer on DATA/train.txt;
                                    #      writes DATA/tok/ and the token streams DATA/{train,heldout}.u16
     train.py untrained DATA OUT    # CPU: the model as training starts it, exported the same way (a baseline)
-    train.py train DATA OUT [MIN]  # GPU: trains for MIN minutes (default 7), then writes OUT/hf/ (the trunk
+    train.py train DATA OUT [MIN]  # GPU: trains for MIN minutes (default 3.5), then writes OUT/hf/ (the trunk
                                    #      plus the MTP block as layer L, for the converter), OUT/nextn.pt (the
                                    #      block's own tensors), OUT/eval.json, and the float64 reference
                                    #      OUT/expected.json + OUT/logits.f64 (fixtures/real's layout)
@@ -291,7 +291,7 @@ def untrained(data, out):
     export(model, mtp, mtp_cfg, fast, Path(out))
 
 
-def train(data, out, minutes=7.0):
+def train(data, out, minutes=3.5):
     import copy
     import torch
     import torch.nn.functional as F
@@ -453,6 +453,6 @@ if __name__ == "__main__":
     elif phase == "untrained":
         untrained(sys.argv[2], sys.argv[3])
     elif phase == "train":
-        train(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 7.0)
+        train(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 3.5)
     else:
         raise SystemExit(__doc__)

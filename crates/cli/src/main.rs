@@ -29,7 +29,7 @@ enum Command {
     /// Benchmarks (printed tables; record them under bench/results/).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-    /// Generate text with a model on the CPU (no -m: the built-in model, trained on fortunes).
+    /// Generate text with a model, on the GPU or the CPU (no -m: the built-in model, trained on fortunes).
     Run(Box<run::RunArgs>),
     /// Serve a model over HTTP: the OpenAI and Anthropic APIs (no -m: the built-in model, trained on fortunes).
     Serve(Box<serve::ServeArgs>),

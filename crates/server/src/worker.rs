@@ -354,9 +354,6 @@ impl Engine<'_> {
     pub fn keep_turn(&mut self) {
         let turn = self.turn.take();
         let Some(live) = self.live.clone().filter(|l| !l.is_empty() && self.convos.keeps()) else { return };
-        if turn.is_none() && self.convos.contains(&live) {
-            return; // nothing new (a request refused before it ran, or one that read no new token)
-        }
         let Ok(end) = self.dec.snapshot() else { return };
         let start = turn.and_then(|(tokens, light)| match end.cut_back(&light, &self.config) {
             Ok(start) => Some((tokens, start)),

@@ -119,12 +119,12 @@ impl State {
         for (l, (o, s)) in out.layers.iter_mut().zip(&self.layers).enumerate() {
             if let (LayerState::Attn(o), LayerState::Attn(s)) = (o, s) {
                 let cells = light.pos;
-                let blocks = cells.checked_div(c.ratio(l)).unwrap_or(0) * c.idx_dim;
-                if s.k.len() < cells || s.v.len() < cells || s.blocks.len() < blocks {
+                if s.k.len() < cells {
                     return Err(format!("layer {l} holds {} cells, fewer than {cells}", s.k.len()));
                 }
                 o.k = s.k.prefix(cells);
                 o.v = s.v.prefix(cells);
+                let blocks = cells.checked_div(c.ratio(l)).unwrap_or(0) * c.idx_dim;
                 o.blocks = s.blocks[..blocks].to_vec();
             }
         }

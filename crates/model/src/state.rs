@@ -124,8 +124,8 @@ impl State {
                 }
                 o.k = s.k.prefix(cells);
                 o.v = s.v.prefix(cells);
-                let blocks = cells.checked_div(c.ratio(l)).unwrap_or(0) * c.idx_dim;
-                o.blocks = s.blocks[..blocks].to_vec();
+                let r = c.ratio(l);
+                o.blocks = if r > 0 { s.blocks[..cells / r * c.idx_dim].to_vec() } else { Vec::new() };
             }
         }
         Ok(out)

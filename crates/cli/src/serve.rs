@@ -146,8 +146,6 @@ fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result
         fresh: model.new_state(a.kv)?,
         convos: Convos::new(cache),
         live: Some(Vec::new()),
-        config: model.config.clone(),
-        turn: None,
     };
     worker::work(jobs, &mut engine);
     Ok(())

@@ -178,26 +178,17 @@ impl AttnGpu {
 
 impl AttnGpu {
     /// A layer's state as the CPU holds it (checkpoints): the caches' cells, and on a QSA layer of block
-    /// size `ratio` the complete blocks' keys and the raw keys of the incomplete block; without the cells
-    /// and the complete blocks unless `caches` (a light copy: they only grow).
-    pub fn download_state(
-        &self,
-        gpu: &Gpu,
-        st: &AttnStateGpu,
-        ratio: usize,
-        caches: bool,
-    ) -> Result<QsaState, CudaError> {
+    /// size `ratio` the complete blocks' keys and the raw keys of the incomplete block.
+    pub fn download_state(&self, gpu: &Gpu, st: &AttnStateGpu, ratio: usize) -> Result<QsaState, CudaError> {
         let (dim, di, cells) = (self.dims.hkv * self.dims.dh, self.dims.di, st.cells);
-        let kept = if caches { cells } else { 0 };
         let (raw, blocks) = match ratio {
             0 => (Vec::new(), Vec::new()),
             r => {
                 let done = cells / r;
-                let blocks = if caches { done * di } else { 0 };
-                (st.raw.read_at(gpu, done * r * di, (cells - done * r) * di)?, st.blocks.read_at(gpu, 0, blocks)?)
+                (st.raw.read_at(gpu, done * r * di, (cells - done * r) * di)?, st.blocks.read_at(gpu, 0, done * di)?)
             }
         };
-        Ok(QsaState { k: st.k.download(gpu, dim, kept)?, v: st.v.download(gpu, dim, kept)?, raw, blocks })
+        Ok(QsaState { k: st.k.download(gpu, dim, cells)?, v: st.v.download(gpu, dim, cells)?, raw, blocks })
     }
 
     /// A layer's state from the CPU's, in a cache of `capacity` cells.

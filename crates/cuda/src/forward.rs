@@ -248,9 +248,8 @@ impl<'a> CudaForward<'a> {
         Ok(CudaState { kv, layers, ple_prev, ple_hist })
     }
 
-    /// The conversation as the CPU holds it (for a checkpoint), after `pos` tokens; without the attention
-    /// caches' cells and complete blocks unless `caches` (see `Decoder::snapshot_light`).
-    pub fn download_state(&self, st: &CudaState, pos: usize, caches: bool) -> Result<State, CudaError> {
+    /// The conversation as the CPU holds it (for a checkpoint), after `pos` tokens.
+    pub fn download_state(&self, st: &CudaState, pos: usize) -> Result<State, CudaError> {
         let (c, g) = (&self.model.config, &*self.gpu);
         let mut host = State::new(c, st.kv);
         host.pos = pos;
@@ -260,7 +259,7 @@ impl<'a> CudaForward<'a> {
                     LayerState::Gdn(GdnState { conv: s.tail.read(g, f.conv.len())?, m: s.m.read(g, f.m.len())? })
                 }
                 (MixerGpu::Attn(a, cells), LayerStateGpu::Attn(s), _) => {
-                    LayerState::Attn(Box::new(a.download_state(g, s, block_size(cells), caches)?))
+                    LayerState::Attn(Box::new(a.download_state(g, s, block_size(cells))?))
                 }
                 _ => return Err(CudaError::Shape("a layer's state of the other kind".into())),
             };
@@ -917,11 +916,7 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn snapshot(&self) -> Result<State, String> {
-        self.fwd.download_state(&self.state, self.pos, true).map_err(|e| e.to_string())
-    }
-
-    fn snapshot_light(&self) -> Result<State, String> {
-        self.fwd.download_state(&self.state, self.pos, false).map_err(|e| e.to_string())
+        self.fwd.download_state(&self.state, self.pos).map_err(|e| e.to_string())
     }
 
     fn restore(&mut self, state: &State) -> Result<(), String> {

@@ -174,11 +174,6 @@ pub trait Decoder {
     fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, next: &SampleParams) -> Result<u32, String>;
     /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
     fn snapshot(&self) -> Result<crate::State, String>;
-    /// [`Decoder::snapshot`] without the attention caches' cells and complete blocks, which only grow: the
-    /// part of the state a later one no longer holds (`State::cut_back` rebuilds the whole from the two).
-    fn snapshot_light(&self) -> Result<crate::State, String> {
-        self.snapshot()
-    }
     /// `state` (a [`Decoder::snapshot`] of this model, or a fresh one) in place of the conversation held:
     /// the next token goes at `state.pos`. On an error the decoder holds an empty conversation.
     fn restore(&mut self, state: &crate::State) -> Result<(), String>;
@@ -239,10 +234,6 @@ impl Decoder for CpuDecoder<'_> {
 
     fn snapshot(&self) -> Result<crate::State, String> {
         Ok(self.state.clone())
-    }
-
-    fn snapshot_light(&self) -> Result<crate::State, String> {
-        Ok(self.state.light())
     }
 
     fn restore(&mut self, state: &crate::State) -> Result<(), String> {

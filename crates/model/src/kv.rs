@@ -58,11 +58,6 @@ impl KvStore {
         self.mode
     }
 
-    /// Values per cell.
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-
     pub fn len(&self) -> usize {
         match self.mode {
             KvMode::F16 => self.halves.len() / self.dim,
@@ -116,20 +111,6 @@ impl KvStore {
                     }
                 }
             }
-        }
-    }
-
-    /// The first `cells` cells (all of them when there are fewer).
-    pub fn prefix(&self, cells: usize) -> KvStore {
-        let n = cells.min(self.len()) * self.dim;
-        let cut = |len: usize, per: usize| if len == 0 { 0 } else { n / per };
-        KvStore {
-            mode: self.mode,
-            dim: self.dim,
-            halves: self.halves[..cut(self.halves.len(), 1)].to_vec(),
-            codes: self.codes[..cut(self.codes.len(), 1)].to_vec(),
-            scales: self.scales[..cut(self.scales.len(), INT8_GROUP)].to_vec(),
-            floats: self.floats[..cut(self.floats.len(), 1)].to_vec(),
         }
     }
 

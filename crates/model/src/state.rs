@@ -88,50 +88,6 @@ impl State {
     }
 }
 
-impl State {
-    /// This state without what only grows, the attention layers' K and V cells and complete blocks' keys:
-    /// the part a later state of the same conversation no longer holds (see [`State::cut_back`]).
-    pub fn light(&self) -> State {
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| match l {
-                LayerState::Gdn(g) => LayerState::Gdn(g.clone()),
-                LayerState::Attn(q) => LayerState::Attn(Box::new(QsaState {
-                    k: KvStore::new(q.k.mode(), q.k.dim()),
-                    v: KvStore::new(q.v.mode(), q.v.dim()),
-                    raw: q.raw.clone(),
-                    blocks: Vec::new(),
-                })),
-            })
-            .collect();
-        State { pos: self.pos, layers, ple: self.ple.clone(), kv_mode: self.kv_mode }
-    }
-
-    /// The conversation as it was at `light` (a [`State::light`] copy taken then), from this later state of
-    /// it: the caches' first `light.pos` cells and complete blocks are this state's (they only grow), the
-    /// rest is `light`'s. The same state a full copy taken at `light` would be.
-    pub fn cut_back(&self, light: &State, c: &Config) -> Result<State, String> {
-        if light.pos > self.pos || light.layers.len() != self.layers.len() || light.kv_mode != self.kv_mode {
-            return Err(format!("a state at {} cannot be cut back to one at {}", self.pos, light.pos));
-        }
-        let mut out = light.clone();
-        for (l, (o, s)) in out.layers.iter_mut().zip(&self.layers).enumerate() {
-            if let (LayerState::Attn(o), LayerState::Attn(s)) = (o, s) {
-                let cells = light.pos;
-                if s.k.len() < cells {
-                    return Err(format!("layer {l} holds {} cells, fewer than {cells}", s.k.len()));
-                }
-                o.k = s.k.prefix(cells);
-                o.v = s.v.prefix(cells);
-                let r = c.ratio(l);
-                o.blocks = if r > 0 { s.blocks[..cells / r * c.idx_dim].to_vec() } else { Vec::new() };
-            }
-        }
-        Ok(out)
-    }
-}
-
 impl QsaState {
     /// An empty cache of an attention layer.
     pub fn new(c: &Config, kv_mode: KvMode) -> QsaState {

@@ -10,7 +10,7 @@ use strata_engine::generate::{generate, Event, GenerateConfig, GenerateError, St
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::backend::Decoder;
-use strata_model::{Config, State};
+use strata_model::State;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::convo::Convos;
@@ -153,9 +153,6 @@ pub struct Engine<'a> {
     pub convos: Convos<State>,
     /// The tokens the decoder holds now; `None` when unknown (after a device error).
     pub live: Option<Vec<u32>>,
-    pub config: Config,
-    /// The running turn's start: its tokens and a light copy of the state there ([`Engine::keep_turn`]).
-    pub turn: Option<(Vec<u32>, State)>,
 }
 
 /// Runs jobs until every [`Queue`] is dropped.
@@ -178,7 +175,6 @@ pub fn work(jobs: Jobs, engine: &mut Engine) {
             }
             Err(e) => Update::Failed(e),
         });
-        engine.keep_turn();
     }
 }
 
@@ -240,11 +236,8 @@ impl Engine<'_> {
                 return Err("the client closed the request".into());
             }
         }
-        // The state where the assistant's turn begins is what the conversation's next request begins with.
-        // Only its part that the reply overwrites is copied now; the rest, which only grows, is taken from
-        // the copy made after the reply (keep_turn), so the first token waits for the small part alone.
-        if done > reused && self.convos.keeps() {
-            self.turn = self.dec.snapshot_light().ok().map(|s| (job.prompt[..done].to_vec(), s));
+        if done > reused {
+            self.save(job.prompt[..done].to_vec());
         }
         let cfg = GenerateConfig {
             n_predict: job.max_tokens,
@@ -349,42 +342,17 @@ impl Engine<'_> {
         }
     }
 
-    /// After a reply has been sent: keeps the conversation as it stands (the live state) and as it stood
-    /// where the reply's turn began, both from one copy of the decoder's state.
-    pub fn keep_turn(&mut self) {
-        let turn = self.turn.take();
-        let Some(live) = self.live.clone().filter(|l| !l.is_empty() && self.convos.keeps()) else { return };
-        let Ok(end) = self.dec.snapshot() else { return };
-        let start = turn.and_then(|(tokens, light)| match end.cut_back(&light, &self.config) {
-            Ok(start) => Some((tokens, start)),
-            Err(e) => {
-                eprintln!("note: the turn's start was not kept ({e})");
-                None
-            }
-        });
-        // The turn's start last, so a budget that holds one state keeps it (the live one stays in the
-        // decoder while the conversation goes on).
-        self.put(live, end);
-        if let Some((tokens, start)) = start {
-            self.put(tokens, start);
-        }
-    }
-
     /// Saves the decoder's state under `tokens` (what it holds).
     fn save(&mut self, tokens: Vec<u32>) {
         if !self.convos.keeps() {
             return; // no copy of the state made for nothing
         }
         if let Ok(state) = self.dec.snapshot() {
-            self.put(tokens, state);
+            let bytes = state.host_bytes();
+            self.convos.put(tokens, state, bytes);
+            let (n, held) = self.convos.usage();
+            metrics::gauge!("strata_cached_conversations").set(n as f64);
+            metrics::gauge!("strata_cached_bytes").set(held as f64);
         }
-    }
-
-    fn put(&mut self, tokens: Vec<u32>, state: State) {
-        let bytes = state.host_bytes();
-        self.convos.put(tokens, state, bytes);
-        let (n, held) = self.convos.usage();
-        metrics::gauge!("strata_cached_conversations").set(n as f64);
-        metrics::gauge!("strata_cached_bytes").set(held as f64);
     }
 }

@@ -7,7 +7,6 @@ use std::sync::OnceLock;
 use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::tokenizer::Tokenizer;
 use strata_gguf::{Array, GgufBuilder, GgufFile, GgufSet, Value};
-use strata_model::state::LayerState;
 use strata_model::{Config, KvMode, Model, ModelError, RopeScaling};
 use strata_synth::{Options, Preset};
 
@@ -61,39 +60,6 @@ fn checkpoint_restores_exactly() {
     let mut st = saved;
     let b: Vec<Vec<f32>> = p[70..].iter().map(|&t| model.forward(&mut st, t)).collect();
     assert_eq!(a, b);
-}
-
-/// A state cut back from a later point of its conversation to a light copy's point is the state a full copy
-/// taken there would be, byte for byte (what the server saves after a turn instead of copying the whole
-/// state before the turn's first token): inside a QSA block and at a block's end, in every KV mode.
-#[test]
-fn a_later_state_cut_back_to_a_light_copy_is_the_full_copy() {
-    let model = Model::open(tiny(), RopeScaling::None).unwrap();
-    let p = prompt();
-    let bytes = |st: &strata_model::State| {
-        let mut b = Vec::new();
-        st.save(&model.config, &mut b).unwrap();
-        b
-    };
-    for kv in [KvMode::F16, KvMode::Int8, KvMode::F32] {
-        for at in [70, 68] {
-            let mut st = model.new_state(kv).unwrap();
-            for &t in &p[..at] {
-                model.forward(&mut st, t);
-            }
-            let (full, light) = (st.clone(), st.light());
-            let cells = |st: &strata_model::State| {
-                st.layers.iter().map(|l| if let LayerState::Attn(q) = l { q.k.len() + q.blocks.len() } else { 0 }).sum()
-            };
-            assert_eq!((cells(&light), cells(&full) > 0), (0, true), "the light copy leaves the caches out");
-            for &t in &p[at..] {
-                model.forward(&mut st, t);
-            }
-            let cut = st.cut_back(&light, &model.config).unwrap();
-            assert!(bytes(&cut) == bytes(&full), "{kv:?} at {at}");
-            assert!(full.cut_back(&st.light(), &model.config).is_err(), "a later point is refused");
-        }
-    }
 }
 
 #[test]

@@ -3,10 +3,10 @@
 # 1. The built-in model became the trained one (models/fortunes.gguf: IQ4_NL experts, Q8_0 and F16 matrices,
 #    width 256, experts of width 160), which has not run on a GPU: `strata run` on the GPU against the CPU
 #    (gpu_run.sh has the built-in model's cases now) and its perplexity on both.
-# 2. `strata serve` copies only the light part of the state before a turn's first token now
-#    (CudaForward::download_state with caches = false) and cuts the turn's start from one full copy after
-#    the reply: gpu_serve.sh serves on the GPU against the CPU (turn 3 restores such a cut state), then
-#    times the first token cold and on the same prompt again (REPEAT=2; before: 8583 and 232 ms).
+# 2. Then gpu_serve.sh: the built-in model served on the GPU against the CPU, and the first token timed cold
+#    and on the same prompt again (REPEAT=2; at speed-22: 8583 and 232 ms). Run this script again on branch
+#    `light-turn` (a copy of only the state's light part before a turn's first token, the turn's start cut
+#    from one full copy after the reply; not on main until it has passed here) and compare the two timings.
 exec > >(tee ${OUT:-/tmp}/next1.log) 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 md5sum .dev/strata; date -u

@@ -223,7 +223,9 @@ fn a_resumed_conversation_writes_what_a_fresh_server_writes() {
     // Another conversation in between, then the first again: its state comes back from the cache.
     post(&first.addr, "/v1/chat/completions", &chat(&[("user", "Something else entirely.")], 4));
     let (_, again) = post(&first.addr, "/v1/chat/completions", &turn2);
-    assert!(again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{again}");
+    // The state saved where that turn began: all but the prompt's last token.
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    assert_eq!(cached + 1, again["usage"]["prompt_tokens"].as_u64().unwrap(), "{again}");
     assert_eq!(again["choices"][0]["message"]["content"], whole["choices"][0]["message"]["content"]);
     let metrics = String::from_utf8(http(&first.addr, "GET", "/metrics", &[], b"").2).unwrap();
     let reused_total = metrics.lines().find(|l| l.starts_with("strata_reused_prompt_tokens_total"));

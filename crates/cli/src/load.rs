@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use strata_cuda::forward::{plan_bytes, CudaDecoder, CudaForward};
 use strata_cuda::Gpu;
+use strata_model::backend::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling, State};
 
 /// The model, where it runs, and its context.
@@ -177,6 +178,25 @@ pub fn try_cuda<'a>(
         }
         Err(e) => Err(e),
     }
+}
+
+/// The decoder: `cuda` when [`try_cuda`] gave one, else the CPU's, holding `saved` or a fresh conversation.
+pub fn decoder<'a>(
+    cuda: Option<CudaDecoder<'a>>,
+    model: &'a Model,
+    kv: KvMode,
+    saved: Option<State>,
+) -> Result<Box<dyn Decoder + 'a>> {
+    Ok(match cuda {
+        Some(d) => Box::new(d),
+        None => {
+            let state = match saved {
+                Some(s) => s,
+                None => model.new_state(kv)?,
+            };
+            Box::new(CpuDecoder { model, state })
+        }
+    })
 }
 
 /// Spec §8: YaRN by default past the trained context, with F = max_context / trained.

@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use strata_engine::tokenizer::Tokenizer;
-use strata_model::backend::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model};
 
-use crate::load::{open_device, open_model, try_cuda, EngineArgs};
+use crate::load::{decoder, open_device, open_model, try_cuda, EngineArgs};
 
 #[derive(clap::Args)]
 pub struct PerplexityArgs {
@@ -37,7 +36,8 @@ pub fn run(a: PerplexityArgs) -> Result<()> {
     if a.ctx < 2 {
         bail!("--ctx must be at least 2 (a window predicts its tokens after the first)");
     }
-    let gpu = open_device(&a.engine)?;
+    // The drafts are scored on the CPU (Model::forward_hidden and mtp_draft): no card is opened for them.
+    let gpu = if a.drafts { None } else { open_device(&a.engine)? };
     let (model, max_context) = open_model(&a.engine)?;
     let ids = match (&a.file, &a.tokens) {
         (_, Some(t)) => crate::run::prompt_ids(t)?,
@@ -68,17 +68,7 @@ pub fn run(a: PerplexityArgs) -> Result<()> {
         }
     } else {
         let cuda = try_cuda(&a.engine, gpu, &model, ctx, None)?;
-        let (mut cpu, mut gpu_dec);
-        let dec: &mut dyn Decoder = match cuda {
-            Some(d) => {
-                gpu_dec = d;
-                &mut gpu_dec
-            }
-            None => {
-                cpu = CpuDecoder { model: &model, state: model.new_state(a.engine.kv)? };
-                &mut cpu
-            }
-        };
+        let mut dec = decoder(cuda, &model, a.engine.kv, None)?;
         let fresh = dec.snapshot().map_err(|e| anyhow!("{e}"))?;
         for w in &windows {
             dec.restore(&fresh).map_err(|e| anyhow!("{e}"))?;

@@ -11,10 +11,10 @@ use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
-use strata_model::backend::{CpuDecoder, Decoder};
+use strata_model::backend::Decoder;
 use strata_model::{KvMode, Model, State};
 
-use crate::load::{open_device, open_model, try_cuda, EngineArgs};
+use crate::load::{decoder, open_device, open_model, try_cuda, EngineArgs};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -107,22 +107,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     if let Some(w) = &model.weights.ple {
         strata_model::layers::ple::warm_table(w);
     }
-    let mut cpu;
-    let mut gpu_dec;
-    let dec: &mut dyn Decoder = match cuda {
-        Some(d) => {
-            gpu_dec = d;
-            &mut gpu_dec
-        }
-        None => {
-            let state = match saved {
-                Some(s) => s,
-                None => model.new_state(a.engine.kv)?,
-            };
-            cpu = CpuDecoder { model: &model, state };
-            &mut cpu
-        }
-    };
+    let mut dec = decoder(cuda, &model, a.engine.kv, saved)?;
+    let dec = &mut *dec;
     let (generated, at_prompt_end) = decode(dec, &prompt, &cfg, &mut dump, &mut printer, card.as_deref())?;
     if let Some(report) = dec.report() {
         let bytes = strata_cuda::forward::decode_bytes(&model, a.engine.kv, dec.position());

@@ -10,12 +10,11 @@ use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 use strata_engine::chat::ChatTemplate;
 use strata_engine::tokenizer::Tokenizer;
-use strata_model::backend::{CpuDecoder, Decoder};
 use strata_server::convo::Convos;
 use strata_server::worker::{self, Engine, Jobs};
 use strata_server::{ModelInfo, Options, Shared};
 
-use crate::load::{open_device, open_model, try_cuda, EngineArgs};
+use crate::load::{decoder, open_device, open_model, try_cuda, EngineArgs};
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -123,15 +122,13 @@ fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result
         }
     };
     let card_name = gpu.as_ref().map(|g| g.name.clone());
-    let mut cuda = try_cuda(a, gpu, &model, max_context, None)?;
-    let mut cpu;
-    let (dec, device): (&mut dyn Decoder, String) = match cuda.as_mut() {
-        Some(d) => (d, format!("cuda: {}", card_name.unwrap_or_default())),
-        None => {
-            cpu = CpuDecoder { model: &model, state: model.new_state(a.kv)? };
-            (&mut cpu, "cpu".to_string())
-        }
+    let cuda = try_cuda(a, gpu, &model, max_context, None)?;
+    let device = match cuda {
+        Some(_) => format!("cuda: {}", card_name.unwrap_or_default()),
+        None => "cpu".to_string(),
     };
+    let mut dec = decoder(cuda, &model, a.kv, None)?;
+    let dec = &mut *dec;
     if let Some(w) = &model.weights.ple {
         strata_model::layers::ple::warm_table(w);
     }

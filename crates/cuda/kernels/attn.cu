@@ -10,7 +10,7 @@
 // line of warp_kv_group, whose PTX is what passed parity.
 #define NR_HELD 8  // a lane's values of a head held through the norm (dim ≤ 256)
 __device__ __forceinline__ void warp_norm_rope(const float* x, float* o, const float* w, const float* rr, int dim,
-                                               int rot) {
+                                               int rot, float eps) {
     const int lane = threadIdx.x % WARP;
     const bool held = dim <= WARP * NR_HELD;
     float xv[NR_HELD], wv[NR_HELD];
@@ -23,7 +23,7 @@ __device__ __forceinline__ void warp_norm_rope(const float* x, float* o, const f
             }
         }
     }
-    const float rs = warp_rms_scale(x, dim);
+    const float rs = warp_rms_scale(x, dim, eps);
     if (held) {
 #pragma unroll
         for (int i = 0; i < NR_HELD; ++i)
@@ -44,7 +44,7 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
                                     float* __restrict__ out, const float* __restrict__ w, int heads,
                                     const float* __restrict__ in2, int in_stride2, int head_stride2,
                                     float* __restrict__ out2, const float* __restrict__ w2, int heads2,
-                                    const float* __restrict__ rope, int dim, int rot, int T) {
+                                    const float* __restrict__ rope, int dim, int rot, int T, float eps) {
     grid_dep_wait();
     if (blockIdx.y) {
         in = in2;
@@ -58,7 +58,7 @@ extern "C" __global__ void norm_rope(const float* __restrict__ in, int in_stride
     if (gw >= T * heads) return;
     const int t = gw / heads, h = gw % heads;
     warp_norm_rope(in + (size_t)t * in_stride + (size_t)h * head_stride, out + (size_t)gw * dim, w,
-                   rope + (size_t)t * rot, dim, rot);
+                   rope + (size_t)t * rot, dim, rot, eps);
 }
 
 // A group of 64 cache values at x in int8 (a warp): scale = f16(amax/127) to *scale, each code =
@@ -153,7 +153,7 @@ extern "C" __global__ void norm_rope_kv(const float* __restrict__ in, int in_str
                                        signed char* __restrict__ kc, unsigned short* __restrict__ ks,
                                        float* __restrict__ kf, unsigned short* __restrict__ vh,
                                        signed char* __restrict__ vc, unsigned short* __restrict__ vs,
-                                       float* __restrict__ vf, int mode, int cell0) {
+                                       float* __restrict__ vf, int mode, int cell0, float eps) {
     grid_dep_wait();
     const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     const int cache_dim = heads2 * dim;  // a cell: the k (or v) heads of a token
@@ -176,7 +176,7 @@ extern "C" __global__ void norm_rope_kv(const float* __restrict__ in, int in_str
     if (gw >= T * heads) return;
     const int t = gw / heads, h = gw % heads;
     float* o = out + (size_t)gw * dim;
-    warp_norm_rope(in + (size_t)t * in_stride + (size_t)h * head_stride, o, w, rope + (size_t)t * rot, dim, rot);
+    warp_norm_rope(in + (size_t)t * in_stride + (size_t)h * head_stride, o, w, rope + (size_t)t * rot, dim, rot, eps);
     if (k) {
         __syncwarp();
         warp_kv_put(o, dim, kh, kc, ks, kf, mode, cache_dim, (size_t)cell0 + t, h * dim);
@@ -244,7 +244,7 @@ template <> struct KvRaw8<2> {
 // first position (rope row given per new block). One warp per new block.
 extern "C" __global__ void block_keys(const float* __restrict__ raw, float* __restrict__ blocks, int first_block,
                                      int n_new, int r, int di, const float* __restrict__ w,
-                                     const float* __restrict__ rope, int rot) {
+                                     const float* __restrict__ rope, int rot, float eps) {
     grid_dep_wait();
     const int nb = (blockIdx.x * blockDim.x + threadIdx.x) / WARP, lane = threadIdx.x % WARP;
     if (nb >= n_new) return;
@@ -256,7 +256,7 @@ extern "C" __global__ void block_keys(const float* __restrict__ raw, float* __re
         key[d] = __fdiv_rn(s, (float)r);
     }
     __syncwarp();
-    warp_rms_norm(key, w, di);
+    warp_rms_norm(key, w, di, eps);
     warp_rope_neox(key, rope + (size_t)nb * rot, rot);
 }
 

@@ -262,7 +262,8 @@ __device__ __forceinline__ void warp_row_dot2(const void* w1, const void* w2, in
 }
 
 // One warp's rms norm pieces (docs/ARITHMETIC.md § norm), n a multiple of 8: the sum of squares by the
-// reduction contract (every lane ends with it), rs = 1/√(Σx²/n + 1e-6), and the norm in place, (x·rs)·w.
+// reduction contract (every lane ends with it), rs = 1/√(Σx²/n + eps), and the norm in place, (x·rs)·w.
+// eps is the file's rms epsilon (attention.layer_norm_rms_epsilon), a kernel argument from the host.
 __device__ __forceinline__ float warp_sum_squares(const float* v, int n) {
     const int lane = threadIdx.x % WARP;
     float acc = 0.0f;
@@ -270,12 +271,17 @@ __device__ __forceinline__ float warp_sum_squares(const float* v, int n) {
     return warp_butterfly(acc);
 }
 
-__device__ __forceinline__ float warp_rms_scale(const float* v, int n) {
-    return s_rsqrt(__fadd_rn(__fdiv_rn(warp_sum_squares(v, n), (float)n), 1e-6f));
+// 1/√(ss/n + eps) from a sum of squares: every rms norm's scale, whatever sums the squares.
+__device__ __forceinline__ float rms_scale_of(float ss, int n, float eps) {
+    return s_rsqrt(__fadd_rn(__fdiv_rn(ss, (float)n), eps));
 }
 
-__device__ void warp_rms_norm(float* x, const float* w, int n) {
-    const float rs = warp_rms_scale(x, n);
+__device__ __forceinline__ float warp_rms_scale(const float* v, int n, float eps) {
+    return rms_scale_of(warp_sum_squares(v, n), n, eps);
+}
+
+__device__ void warp_rms_norm(float* x, const float* w, int n, float eps) {
+    const float rs = warp_rms_scale(x, n, eps);
     __syncwarp();
     for (int d = threadIdx.x % WARP; d < n; d += WARP) x[d] = __fmul_rn(__fmul_rn(x[d], rs), w[d]);
     __syncwarp();

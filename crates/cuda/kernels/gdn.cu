@@ -52,8 +52,9 @@ __device__ __forceinline__ void gdn_gates(float alpha, float beta, const float* 
     decay[i] = s_exp(__fmul_rn(s_softplus(__fadd_rn(alpha, dt_bias[j])), a[j]));
 }
 
-// A q or k head's S values L2-normalised in place by one warp (x·(1/√(Σx² + eps))), then a q head's
-// scaled by `qscale` (= rsqrt(S), from the host).
+// A q or k head's S values L2-normalised in place by one warp (x·(1/√(Σx² + 1e-6))), then a q head's
+// scaled by `qscale` (= rsqrt(S), from the host). The 1e-6 is the model's own constant (transformers'
+// `l2norm(…, eps=1e-6)`), not the file's rms epsilon: ops/norm.rs's L2_EPS.
 __device__ __forceinline__ void qk_norm_head(float* v, int S, bool is_q, float qscale) {
     const int lane = threadIdx.x % WARP;
     const float rs = s_rsqrt(__fadd_rn(warp_sum_squares(v, S), 1e-6f));
@@ -131,8 +132,8 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
 #define NORM_HELD 4  // a lane's values of a head held through its output norm (S ≤ 128)
 template <bool QY>
 __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __restrict__ z,
-                                  const float* __restrict__ w, float* __restrict__ y, int hv, int S, int T, int j,
-                                  int4* __restrict__ yq = nullptr) {
+                                  const float* __restrict__ w, float* __restrict__ y, float eps, int hv, int S, int T,
+                                  int j, int4* __restrict__ yq = nullptr) {
     const int warp = threadIdx.x / WARP, warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
     for (int t = warp; t < T; t += warps) {
         const size_t base = ((size_t)t * hv + j) * S;
@@ -152,7 +153,7 @@ __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __re
                 }
             }
         }
-        const float rs = warp_rms_scale(o + base, S);
+        const float rs = warp_rms_scale(o + base, S, eps);
         // y_d, and with QY the warp's piece quantized (lane i element i).
         auto put = [&](int d, float od, float wd, float zd) {
             const float v = __fmul_rn(__fmul_rn(__fmul_rn(od, rs), wd), s_sigmoid(zd));
@@ -176,7 +177,8 @@ __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __re
 extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restrict__ conv,
                                     const float* __restrict__ decay, const float* __restrict__ betas,
                                     float* __restrict__ o, int C, int hk, int hv, int S, int T,
-                                    const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {
+                                    const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
+                                    float eps) {
     grid_dep_wait();
     extern __shared__ float qk[];  // q then k of the head's key head, S each
     const int j = blockIdx.x, b = threadIdx.x, i = j % hk;
@@ -209,7 +211,7 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
         }
     }
     __syncthreads();  // the block's o rows written
-    gdn_out_norm_rows<false>(o, z, wn, y, hv, S, T, j);
+    gdn_out_norm_rows<false>(o, z, wn, y, eps, hv, S, T, j);
 }
 
 // The same rule with M's column b held in registers for the window (S a compile-time 32, 64 or 128): the
@@ -227,7 +229,7 @@ template <int S, int P, bool NORM = false, bool QY = false>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
                                const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
-                               float qscale = 0.0f, int4* __restrict__ yq = nullptr) {
+                               float eps, float qscale = 0.0f, int4* __restrict__ yq = nullptr) {
     constexpr int R = S / P;
     __shared__ float qk[2 * S];
     const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
@@ -283,30 +285,31 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
 #pragma unroll
     for (int a = 0; a < R; ++a) m[(size_t)a * S + b] = col[a];
     __syncthreads();  // the block's o rows written
-    gdn_out_norm_rows<QY>(o, z, wn, y, hv, S, T, j, yq);
+    gdn_out_norm_rows<QY>(o, z, wn, y, eps, hv, S, T, j, yq);
 }
 
 #define GDN_DELTA_COLS(S, P)                                                                                   \
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y) {                  \
-        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y);                               \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps) {       \
+        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps);                          \
     }                                                                                                          \
     /* q and k normalised here (the fused conv: made without the norms) */                                     \
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_n(                                     \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float qscale) {      \
-        gdn_delta_cols<S, P, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, qscale);                 \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
+        float qscale) {                                                                                        \
+        gdn_delta_cols<S, P, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale);            \
     }                                                                                                          \
     /* the same, y also quantized for the output product (STRATA_GDN_QUANTIZE=1) */                            \
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_nq(                                    \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float qscale,        \
-        int4* yq) {                                                                                            \
-        gdn_delta_cols<S, P, true, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, qscale, yq);       \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
+        float qscale, int4* yq) {                                                                              \
+        gdn_delta_cols<S, P, true, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, yq);  \
     }
 GDN_DELTA_COLS(32, 1)
 GDN_DELTA_COLS(64, 1)

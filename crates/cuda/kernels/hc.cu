@@ -19,7 +19,7 @@ __device__ __forceinline__ void load8_w(const float* p, float* w) { load8_f32(p,
 
 extern "C" __global__ void gr_norm(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                    const float* __restrict__ inj_prev, int pending, const float* __restrict__ w_norm,
-                                   float* __restrict__ xn, int n, int hc) {
+                                   float* __restrict__ xn, int n, int hc, float eps) {
     grid_dep_wait();
     const int t = blockIdx.x, c = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (c >= hc) return;
@@ -40,7 +40,7 @@ extern "C" __global__ void gr_norm(const float* __restrict__ r_in, float* r_out,
         acc = __fadd_rn(acc, chunk_dot(v, v));
     }
     acc = warp_butterfly(acc);
-    const float rs = s_rsqrt(__fadd_rn(__fdiv_rn(acc, (float)n), 1e-6f));
+    const float rs = rms_scale_of(acc, n, eps);
     const float* w = w_norm + (size_t)c * n;
     float* x = xn + base;
     for (int ch = lane; ch < n / CHUNK; ch += WARP) {
@@ -160,7 +160,8 @@ extern "C" __global__ void gr_write(float* r, const float* __restrict__ y, const
 // stay in registers from the load to the xn store.
 extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* r_out, const float* __restrict__ y_prev,
                                          const float* __restrict__ inj_prev, int pending,
-                                         const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc) {
+                                         const float* __restrict__ w_norm, float* __restrict__ xn, int n, int hc,
+                                         float eps) {
     grid_dep_wait();
     extern __shared__ float part[];  // n/8 chunk sums, then rs
     const int c = blockIdx.x, t = blockIdx.y, ch = threadIdx.x;
@@ -185,7 +186,7 @@ extern "C" __global__ void gr_norm_split(const float* __restrict__ r_in, float* 
         float acc = 0.0f;
         for (int k = ch; k < nch; k += WARP) acc = __fadd_rn(acc, part[k]);
         acc = warp_butterfly(acc);
-        if (ch == 0) part[nch] = s_rsqrt(__fadd_rn(__fdiv_rn(acc, (float)n), 1e-6f));
+        if (ch == 0) part[nch] = rms_scale_of(acc, n, eps);
     }
     __syncthreads();
     if (ch < nch) {

@@ -7,7 +7,7 @@
 // same operations on the same values, so the same bits).
 extern "C" __global__ void mtp_input(const float* __restrict__ e, const float* __restrict__ r,
                                      const float* __restrict__ enorm, const float* __restrict__ hnorm,
-                                     float* __restrict__ cat, int n, int hc, int rows) {
+                                     float* __restrict__ cat, int n, int hc, int rows, float eps) {
     grid_dep_wait();
     const int ts = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (ts >= rows) return;
@@ -18,6 +18,6 @@ extern "C" __global__ void mtp_input(const float* __restrict__ e, const float* _
         row[n + d] = r[((size_t)t * hc + s) * n + d];
     }
     __syncwarp();
-    warp_rms_norm(row, enorm, n);
-    warp_rms_norm(row + n, hnorm + (size_t)s * n, n);
+    warp_rms_norm(row, enorm, n, eps);
+    warp_rms_norm(row + n, hnorm + (size_t)s * n, n, eps);
 }

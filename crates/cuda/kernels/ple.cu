@@ -4,19 +4,21 @@
 
 // Warp c, per stream c of n: key = rms_norm(key_c, norm_key_c), query = rms_norm(R_c, norm_query_c) (into
 // `query`), s = dot(key, query)/√n, gate = σ(sign(s)·√max(|s|, 1e-6)), gated_c = value·gate, and
-// z_c = rms_norm(gated_c, norm_conv_c). `key` is normed in place.
+// z_c = rms_norm(gated_c, norm_conv_c). `key` is normed in place. The norms take the file's eps; the gate's
+// clamp 1e-6 is a constant of the model (transformers' `clamp_min(1e-6)`).
 extern "C" __global__ void ple_gate_z(float* __restrict__ key, const float* __restrict__ r, float* __restrict__ query,
                                      const float* __restrict__ value, const float* __restrict__ nk,
                                      const float* __restrict__ nq, const float* __restrict__ nc,
-                                     float* __restrict__ gated, float* __restrict__ z, int n, int hc) {
+                                     float* __restrict__ gated, float* __restrict__ z, int n, int hc,
+                                     float eps) {
     grid_dep_wait();
     const int c = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if (c >= hc) return;
     const size_t o = (size_t)c * n;
     for (int d = lane; d < n; d += WARP) query[o + d] = r[o + d];
     __syncwarp();
-    warp_rms_norm(key + o, nk + o, n);
-    warp_rms_norm(query + o, nq + o, n);
+    warp_rms_norm(key + o, nk + o, n, eps);
+    warp_rms_norm(query + o, nq + o, n, eps);
     float acc = 0.0f;
     for (int ch = lane; ch < n / CHUNK; ch += WARP) acc = __fadd_rn(acc, chunk_dot(key + o + CHUNK * ch, query + o + CHUNK * ch));
     const float s = __fdiv_rn(warp_butterfly(acc), __fsqrt_rn((float)n));
@@ -28,7 +30,7 @@ extern "C" __global__ void ple_gate_z(float* __restrict__ key, const float* __re
         z[o + d] = g;
     }
     __syncwarp();
-    warp_rms_norm(z + o, nc + o, n);
+    warp_rms_norm(z + o, nc + o, n, eps);
 }
 
 // The sum of the block's chunk sums by the reduction contract (warp_sum_squares's order): thread ch holds
@@ -59,7 +61,7 @@ extern "C" __global__ void ple_gate_z_split(float* __restrict__ key, const float
                                            float* __restrict__ query, const float* __restrict__ value,
                                            const float* __restrict__ nk, const float* __restrict__ nq,
                                            const float* __restrict__ nc, float* __restrict__ gated,
-                                           float* __restrict__ z, int n, int hc) {
+                                           float* __restrict__ z, int n, int hc, float eps) {
     extern __shared__ float part[];  // n/8 chunk sums, then their total
     grid_dep_wait();
     const int ch = threadIdx.x, nch = n / CHUNK;
@@ -67,7 +69,7 @@ extern "C" __global__ void ple_gate_z_split(float* __restrict__ key, const float
     const size_t o = (size_t)blockIdx.x * n + (size_t)ch * CHUNK;
     const auto rms_scale = [&](const float* x) {
         const float ss = block_chunk_sum(mine ? chunk_dot(x, x) : 0.0f, part, nch);
-        return s_rsqrt(__fadd_rn(__fdiv_rn(ss, (float)n), 1e-6f));
+        return rms_scale_of(ss, n, eps);
     };
     float k8[CHUNK], q8[CHUNK], w8[CHUNK];
     if (mine) {

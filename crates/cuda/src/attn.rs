@@ -27,6 +27,8 @@ pub struct AttnDims {
     pub hi: usize,
     pub di: usize,
     pub top_k: usize,
+    /// The q/k and indexer norms' epsilon (the file's `attention.layer_norm_rms_epsilon`).
+    pub eps: f32,
 }
 
 pub struct AttnGpu {
@@ -301,16 +303,18 @@ pub fn attention(
         &[Arg::Ptr(rows.ptr(gpu)), i(d.dh), i(d.rot), i(t)],
     ]
     .concat();
+    let eps = [Arg::F32(d.eps)];
     let mut cfg = warps_cfg(t * d.hq.max(d.hkv));
     // By default (STRATA_KV_FUSE=0: kv_store after) the k and v cells are appended in the same launch
     // (norm_rope_kv).
     if kv_fuse() && (st.k.mode != KvMode::Int8 || d.dh.is_multiple_of(64)) {
         cfg.grid_dim.1 = 3;
         let mode = [Arg::I32(st.k.mode_id()), i(pos)];
-        let args = [&args[..], &[Arg::Ptr(vv.ptr(gpu))], &st.k.args(gpu), &st.v.args(gpu), &mode].concat();
+        let args = [&args[..], &[Arg::Ptr(vv.ptr(gpu))], &st.k.args(gpu), &st.v.args(gpu), &mode, &eps].concat();
         launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope_kv")?, "norm_rope_kv", cfg, &args)?;
     } else {
         cfg.grid_dim.1 = 2;
+        let args = [&args[..], &eps].concat();
         launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope")?, "norm_rope", cfg, &args)?;
         store_kv(gpu, st, (&k, &vv), (dim, t))?;
     }
@@ -499,6 +503,7 @@ fn select(
             Arg::Ptr(kn.ptr(gpu)),
             Arg::Ptr(brows.ptr(gpu)),
             i(d.rot),
+            Arg::F32(d.eps),
         ];
         launch(gpu, &f, "block_keys", warps_cfg(n_new), &args)?;
     }
@@ -512,7 +517,7 @@ fn select(
     // One set of rows (the second set repeats it; blockIdx.y stays 0).
     let set =
         [Arg::Ptr(qraw.ptr(gpu)), i(d.hi * d.di), i(d.di), Arg::Ptr(queries.ptr(gpu)), Arg::Ptr(qn.ptr(gpu)), i(d.hi)];
-    let args = [&set[..], &set, &[Arg::Ptr(rows.ptr(gpu)), i(d.di), i(d.rot), i(t)]].concat();
+    let args = [&set[..], &set, &[Arg::Ptr(rows.ptr(gpu)), i(d.di), i(d.rot), i(t), Arg::F32(d.eps)]].concat();
     launch(gpu, &nr, "norm_rope", warps_cfg(t * d.hi), &args)?;
     let stride = (st.capacity / r).max(1);
     let scored: Vec<i32> = n_cells.iter().map(|&n| n / r as i32).collect();

@@ -32,7 +32,7 @@ fn fnv(bytes: impl Iterator<Item = u8>) -> u64 {
 pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<Vec<GrRow>, CudaError> {
     let (n, hc, r) = (2560, 4, 320);
     let weights: Vec<HcGpu> = (0..sets)
-        .map(|i| HcGpu::upload(gpu, &random_hc(n, hc, r, true, 100 + i as u64), hc))
+        .map(|i| HcGpu::upload(gpu, &random_hc(n, hc, r, true, 100 + i as u64), hc, 1e-6))
         .collect::<Result<_, _>>()?;
     let s = HcScratch::new(gpu, n, hc, r)?;
     let mut rows = Vec::new();

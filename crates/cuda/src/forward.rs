@@ -124,7 +124,9 @@ impl<'a> CudaForward<'a> {
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {
             let mixer = match (&lw.mixer, c.kinds[l]) {
-                (Mixer::Gdn(gw), _) => MixerGpu::Gdn(GdnGpu::upload(g, gw, (c.ssm_state, c.ssm_groups, c.ssm_heads))?),
+                (Mixer::Gdn(gw), _) => {
+                    MixerGpu::Gdn(GdnGpu::upload(g, gw, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps)?)
+                }
                 (Mixer::Attn(aw), LayerKind::Attn { ratio }) => {
                     let cells = if ratio > 0 { Cells::Qsa(ratio) } else { Cells::Dense(usize::MAX) };
                     MixerGpu::Attn(AttnGpu::upload(g, aw, dims)?, cells)
@@ -132,9 +134,9 @@ impl<'a> CudaForward<'a> {
                 (Mixer::Attn(_), LayerKind::Gdn) => unreachable!("weights bound from the same config"),
             };
             layers.push(LayerGpu {
-                hc_attn: HcGpu::upload(g, &lw.hc_attn, c.hc)?,
+                hc_attn: HcGpu::upload(g, &lw.hc_attn, c.hc, c.eps)?,
                 mixer,
-                hc_ffn: HcGpu::upload(g, &lw.hc_ffn, c.hc)?,
+                hc_ffn: HcGpu::upload(g, &lw.hc_ffn, c.hc, c.eps)?,
                 moe: MoeGpu::upload(g, &lw.moe, c.n_expert_used, c.expert_ff)?,
             });
         }
@@ -150,7 +152,7 @@ impl<'a> CudaForward<'a> {
                 Arc::new(MatrixGpu::upload(g, &w.output)?)
             },
             embd,
-            head: HcGpu::upload(g, &w.output_hc, c.hc)?,
+            head: HcGpu::upload(g, &w.output_hc, c.hc, c.eps)?,
             scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
             hc_done: if hc_publish() { Some(Buf::zeros(g, c.n_embd.div_ceil(32))?) } else { None },
             rope: Mutex::new(None),
@@ -204,12 +206,12 @@ impl<'a> CudaForward<'a> {
             hnorm: Buf::from_host(g, &m.hnorm)?,
             eh_proj: MatrixGpu::upload(g, &m.eh_proj)?,
             layer: LayerGpu {
-                hc_attn: HcGpu::upload(g, &m.layer.hc_attn, c.hc)?,
+                hc_attn: HcGpu::upload(g, &m.layer.hc_attn, c.hc, c.eps)?,
                 mixer: MixerGpu::Attn(attn, Cells::Dense(MTP_WINDOW)),
-                hc_ffn: HcGpu::upload(g, &m.layer.hc_ffn, c.hc)?,
+                hc_ffn: HcGpu::upload(g, &m.layer.hc_ffn, c.hc, c.eps)?,
                 moe: MoeGpu::upload(g, &m.layer.moe, c.n_expert_used, c.expert_ff)?,
             },
-            head: HcGpu::upload(g, &m.output_hc, c.hc)?,
+            head: HcGpu::upload(g, &m.output_hc, c.hc, c.eps)?,
         });
         Ok(())
     }
@@ -361,6 +363,7 @@ fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
         hi: c.idx_heads,
         di: c.idx_dim,
         top_k: c.idx_top_k,
+        eps: c.eps,
     }
 }
 
@@ -575,7 +578,7 @@ impl Backend for CudaForward<'_> {
                     &f,
                     name,
                     cfg,
-                    &[&args.map(Arg::Ptr)[..], &[Arg::I32(n as i32), Arg::I32(hc as i32)]].concat(),
+                    &[&args.map(Arg::Ptr)[..], &[Arg::I32(n as i32), Arg::I32(hc as i32), Arg::F32(c.eps)]].concat(),
                 )?;
                 let f = g.function("ple.cu", crate::compile::PLE, "ple_conv")?;
                 let cfg = cudarc::driver::LaunchConfig {
@@ -685,7 +688,7 @@ impl Backend for CudaForward<'_> {
             };
             let ptrs = [e.ptr(g), r.buf.ptr(g), m.enorm.ptr(g), m.hnorm.ptr(g), cat.ptr(g)].map(Arg::Ptr);
             let ints = [n, hc, rows].map(|v| Arg::I32(v as i32));
-            launch(g, &f, "mtp_input", cfg, &[&ptrs[..], &ints[..]].concat())?;
+            launch(g, &f, "mtp_input", cfg, &[&ptrs[..], &ints[..], &[Arg::F32(c.eps)]].concat())?;
             // eh_proj on every (token, stream) row, at most a window's worth a call: R' in the streams' layout.
             let buf = Buf::<f32>::uninit(g, rows * n)?;
             for first in (0..rows).step_by(crate::matvec::MAX_T) {

@@ -29,6 +29,8 @@ pub struct GdnGpu {
     a: Buf<f32>,
     dt_bias: Buf<f32>,
     norm: Buf<f32>,
+    /// The output norm's epsilon (the file's rms epsilon; the q/k l2 norms keep the model's fixed 1e-6).
+    eps: f32,
 }
 
 impl GdnGpu {
@@ -49,7 +51,12 @@ pub struct GdnStateGpu {
 }
 
 impl GdnGpu {
-    pub fn upload(gpu: &Gpu, w: &GdnWeights, (s, hk, hv): (usize, usize, usize)) -> Result<GdnGpu, CudaError> {
+    pub fn upload(
+        gpu: &Gpu,
+        w: &GdnWeights,
+        (s, hk, hv): (usize, usize, usize),
+        eps: f32,
+    ) -> Result<GdnGpu, CudaError> {
         let channels = 2 * hk * s + hv * s;
         let k = w.conv.len() / channels;
         if !s.is_multiple_of(8) || s > 1024 || !(1..=16).contains(&k) || hk == 0 || !hv.is_multiple_of(hk) {
@@ -74,6 +81,7 @@ impl GdnGpu {
             a: Buf::from_host(gpu, &w.a)?,
             dt_bias: Buf::from_host(gpu, &w.dt_bias)?,
             norm: Buf::from_host(gpu, &w.norm)?,
+            eps,
         })
     }
 
@@ -247,7 +255,7 @@ pub fn gdn(
     gpu.join()?;
     let args = [st.m.ptr(gpu), conv.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu), o.ptr(gpu)].map(Arg::Ptr);
     let sizes = [ci(channels), ci(hk), ci(hv), ci(s), ci(t)];
-    let norm = [z.ptr(gpu), w.norm.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
+    let norm = [Arg::Ptr(z.ptr(gpu)), Arg::Ptr(w.norm.ptr(gpu)), Arg::Ptr(y.ptr(gpu)), Arg::F32(w.eps)];
     let qscale = fuse.then_some(Arg::F32(rsqrt(s as f32)));
     let quantized = yq.as_ref().map(|q| Arg::Ptr(q.ptr(gpu)));
     launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice(), quantized.as_slice()].concat())?;

@@ -18,6 +18,8 @@ pub struct HcGpu {
     pub hc: usize,
     pub r: usize,
     pub f32_weights: bool,
+    /// The norm's epsilon (the file's rms epsilon).
+    pub eps: f32,
     norm: Buf<f32>,
     down: Buf<u8>,
     up: Buf<u8>,
@@ -39,7 +41,8 @@ fn weight_bytes(m: &strata_model::ops::matvec::Matrix, f32_weights: bool) -> Vec
 }
 
 impl HcGpu {
-    pub fn upload(gpu: &Gpu, w: &HcWeights, hc: usize) -> Result<HcGpu, CudaError> {
+    /// The read's weights for `hc` streams, its norm with epsilon `eps`.
+    pub fn upload(gpu: &Gpu, w: &HcWeights, hc: usize, eps: f32) -> Result<HcGpu, CudaError> {
         let wide = w.norm.len();
         let (n, r) = (wide / hc, w.down.rows);
         if !wide.is_multiple_of(8) || !r.is_multiple_of(8) || !n.is_multiple_of(8) || n / 8 > 1024 || r > 512 || hc > 4
@@ -56,6 +59,7 @@ impl HcGpu {
             hc,
             r,
             f32_weights,
+            eps,
             norm: Buf::from_host(gpu, &w.norm)?,
             down: upload(&w.down)?,
             up: upload(&w.up)?,
@@ -373,6 +377,7 @@ fn norm(
         Arg::Ptr(s.xn.ptr(gpu)),
         Arg::I32(n as i32),
         Arg::I32(hc as i32),
+        Arg::F32(w.eps),
     ];
     let (name, cfg) = match v.split {
         false => (

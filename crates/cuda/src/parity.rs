@@ -30,17 +30,21 @@ fn same(what: &str, a: &[f32], b: &[f32]) -> Result<(), String> {
     }
 }
 
+/// The norms' epsilons the parity tools take in turn: the released model's, and another a file may give
+/// (attention.layer_norm_rms_epsilon reaches every rms norm, on the device as a kernel argument).
+pub const EPSILONS: [f32; 2] = [1e-6, 1e-5];
+
 /// `gr_parity`: the GPU read against the CPU reference, T = 1..8, with and without the pending write and
-/// the inject rows, at the given geometries.
+/// the inject rows, at the given geometries, with each of [`EPSILONS`].
 pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcome {
     let mut cases = 0;
     use strata_gguf::GgmlType::{BF16, F32, Q8_0};
     // BF16 weights in every variant; F32 and Q8_0 (the `_f32` kernels) with and without inject.
     let kinds = [(BF16, true), (BF16, false), (F32, true), (Q8_0, false)];
     for &(n, hc, r) in dims {
-        for (ty, inject) in kinds {
+        for ((ty, inject), eps) in kinds.into_iter().zip(EPSILONS.into_iter().cycle()) {
             let w = random_hc_as(ty, n, hc, r, inject, seed ^ (n as u64) ^ (inject as u64));
-            let wg = HcGpu::upload(gpu, &w, hc).map_err(|e| e.to_string())?;
+            let wg = HcGpu::upload(gpu, &w, hc, eps).map_err(|e| e.to_string())?;
             let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
             for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
                 for pending in [false, true] {
@@ -52,11 +56,12 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
                         if pending {
                             cpu_write(rk, &x.y[k * n..(k + 1) * n], &x.inj[k * hc..(k + 1) * hc]);
                         }
-                        let read = cpu_read(rk, &w, hc);
+                        let read = cpu_read(rk, &w, hc, eps);
                         mixed_cpu.extend(read.mixed);
                         inj_cpu.extend(read.inject);
                     }
-                    let case = format!("{} {ty} n {n} r {r} T {t} pending {pending} inject {inject}", v.name());
+                    let case =
+                        format!("{} {ty} n {n} r {r} T {t} pending {pending} inject {inject} eps {eps:e}", v.name());
                     same(&format!("{case}: R"), &r_gpu, &r_cpu)?;
                     same(&format!("{case}: mixed"), &mixed_gpu, &mixed_cpu)?;
                     same(&format!("{case}: inj"), &inj_gpu, &inj_cpu)?;
@@ -71,7 +76,8 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
 /// `gr_multi_parity`: a window of T tokens against T single-token calls, in place and out of place.
 pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> Outcome {
     let w = random_hc(n, hc, r, true, seed);
-    let wg = HcGpu::upload(gpu, &w, hc).map_err(|e| e.to_string())?;
+    let eps = EPSILONS[1];
+    let wg = HcGpu::upload(gpu, &w, hc, eps).map_err(|e| e.to_string())?;
     let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
     let mut cases = 0;
     for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
@@ -93,7 +99,7 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
                 // And the CPU reference for the token.
                 let mut r_cpu = one.r.clone();
                 cpu_write(&mut r_cpu, &one.y, &one.inj);
-                let read = cpu_read(&r_cpu, &w, hc);
+                let read = cpu_read(&r_cpu, &w, hc, eps);
                 same(&format!("{case}: R vs CPU"), &r1, &r_cpu)?;
                 same(&format!("{case}: mixed vs CPU"), &m1, &read.mixed)?;
                 same(&format!("{case}: inj vs CPU"), &i1, &read.inject)?;
@@ -405,22 +411,24 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let mut cases = 0;
     // α and β rows as BF16 and F32 (their logits made inside the gates' warps) and as Q8_0 (by the products).
     use strata_gguf::GgmlType::{BF16, F32, Q8_0};
-    for (n, dims, k, ab) in [
+    let cases_of = [
         (64usize, (16usize, 2usize, 4usize), 4usize, BF16),
         (2560, (128, 16, 48), 4, BF16),
         (64, (16, 2, 4), 4, Q8_0),
         (256, (32, 2, 8), 4, F32),
-    ] {
+    ];
+    for ((n, dims, k, ab), eps) in cases_of.into_iter().zip(EPSILONS.into_iter().cycle()) {
         let (s, hk, hv) = dims;
         let mut w = random_gdn(n, dims, k, &mut rng);
         w.alpha = retype(&w.alpha, ab);
         w.beta = retype(&w.beta, ab);
-        let wg = crate::gdn::GdnGpu::upload(gpu, &w, dims).map_err(e)?;
+        let wg = crate::gdn::GdnGpu::upload(gpu, &w, dims, eps).map_err(e)?;
         let len = 13;
         let xs: Vec<f32> = (0..len * n).map(|_| normal(&mut rng)).collect();
         let channels = 2 * hk * s + hv * s;
         let mut cpu = GdnState { conv: vec![0.0; (k - 1) * channels], m: vec![0.0; hv * s * s] };
-        let want: Vec<Vec<f32>> = (0..len).map(|i| gdn_dims(&xs[i * n..(i + 1) * n], &w, dims, &mut cpu)).collect();
+        let want: Vec<Vec<f32>> =
+            (0..len).map(|i| gdn_dims(&xs[i * n..(i + 1) * n], &w, dims, eps, &mut cpu)).collect();
         for t in 1..=MAX_T {
             let mut st = wg.new_state(gpu).map_err(e)?;
             for (wi, window) in xs.chunks(t * n).enumerate() {
@@ -551,7 +559,7 @@ fn attn_config(d: crate::attn::AttnDims, n: usize) -> strata_model::Config {
         n_head: d.hq,
         n_head_kv: d.hkv,
         head_dim: d.dh,
-        eps: 1e-6,
+        eps: d.eps,
         rope_dim: d.rot,
         rope_base: 1e7,
         context_length: 4096,
@@ -615,8 +623,9 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let e = |e: crate::CudaError| e.to_string();
     let mut rng = SplitMix64::new(seed);
     let mut cases = 0;
-    let small = AttnDims { hq: 4, hkv: 2, dh: 64, rot: 16, hi: 4, di: 32, top_k: 16 };
-    let full = AttnDims { hq: 8, hkv: 2, dh: 256, rot: 64, hi: 4, di: 128, top_k: 16 };
+    let [eps0, eps1] = EPSILONS;
+    let small = AttnDims { hq: 4, hkv: 2, dh: 64, rot: 16, hi: 4, di: 32, top_k: 16, eps: eps1 };
+    let full = AttnDims { hq: 8, hkv: 2, dh: 256, rot: 64, hi: 4, di: 128, top_k: 16, eps: eps0 };
     for (n, d, len) in [(256usize, small, 60usize), (2560, full, 44)] {
         let w = random_attn(n, d, &mut rng);
         let wg = AttnGpu::upload(gpu, &w, d).map_err(e)?;

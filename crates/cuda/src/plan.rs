@@ -186,7 +186,8 @@ fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
     // The F32 kernels (a file's F32 or Q8_0 HC weights) are checked too: a variant is kept only when both
     // weight types give the plain kernel's bits.
     let w32 = random_hc_as(strata_gguf::GgmlType::F32, n, hc, r, true, 0x5e20);
-    let ups = (HcGpu::upload(gpu, &w, hc), HcGpu::upload(gpu, &w32, hc), HcScratch::new(gpu, n, hc, r));
+    // The variants differ in how they schedule the same operations, not in eps: the model's 1e-6 serves.
+    let ups = (HcGpu::upload(gpu, &w, hc, 1e-6), HcGpu::upload(gpu, &w32, hc, 1e-6), HcScratch::new(gpu, n, hc, r));
     let (Ok(wg), Ok(wg32), Ok(s)) = ups else {
         return Choice { variant: HcVariant::PLAIN, reason: "self-check could not run: plain".into() };
     };

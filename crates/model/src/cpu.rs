@@ -69,10 +69,10 @@ impl Backend for Cpu<'_> {
     }
 
     fn hc_read(&self, r: &Self::Rows, id: HcId) -> Result<(Self::Rows, Self::Rows), Self::Error> {
-        let (w, hc) = (self.hc_weights(id), self.model.config.hc);
+        let (w, c) = (self.hc_weights(id), &self.model.config);
         Ok(r.iter()
             .map(|row| {
-                let read = hc_read(row, w, hc);
+                let read = hc_read(row, w, c.hc, c.eps);
                 (read.mixed, read.inject)
             })
             .unzip())
@@ -127,14 +127,14 @@ impl Backend for Cpu<'_> {
             .map(|(r, &t)| {
                 let mut e = vec![0f32; n];
                 w.token_embd.row(t as usize, &mut e);
-                rms_norm_inplace(&mut e, &m.enorm);
+                rms_norm_inplace(&mut e, &m.enorm, c.eps);
                 // Per stream: eh_proj · [enorm(e) | hnorm(R[s])], the embedding first.
                 let mut cat = vec![0f32; 2 * n];
                 cat[..n].copy_from_slice(&e);
                 let mut rp = vec![0f32; c.hc * n];
                 for s in 0..c.hc {
                     cat[n..].copy_from_slice(&r[s * n..(s + 1) * n]);
-                    rms_norm_inplace(&mut cat[n..], &m.hnorm[s * n..(s + 1) * n]);
+                    rms_norm_inplace(&mut cat[n..], &m.hnorm[s * n..(s + 1) * n], c.eps);
                     rp[s * n..(s + 1) * n].copy_from_slice(&m.eh_proj.matvec(&cat));
                 }
                 rp

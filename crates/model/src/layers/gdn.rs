@@ -31,11 +31,18 @@ pub fn causal_conv(tail: &mut [f32], cur: &[f32], w: &[f32]) -> Vec<f32> {
 }
 
 pub fn gdn(x: &[f32], w: &GdnWeights, c: &Config, st: &mut GdnState) -> Vec<f32> {
-    gdn_dims(x, w, (c.ssm_state, c.ssm_groups, c.ssm_heads), st)
+    gdn_dims(x, w, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps, st)
 }
 
-/// [`gdn`] for head dim S, Hk key heads and Hv value heads.
-pub fn gdn_dims(x: &[f32], w: &GdnWeights, (s, hk, hv): (usize, usize, usize), st: &mut GdnState) -> Vec<f32> {
+/// [`gdn`] for head dim S, Hk key heads and Hv value heads, and the output norm's epsilon `eps` (the q
+/// and k l2 norms keep their own fixed one).
+pub fn gdn_dims(
+    x: &[f32],
+    w: &GdnWeights,
+    (s, hk, hv): (usize, usize, usize),
+    eps: f32,
+    st: &mut GdnState,
+) -> Vec<f32> {
     let u = w.qkv.matvec(x);
     let z = w.gate.matvec(x);
     let mut conv: Vec<f32> = causal_conv(&mut st.conv, &u, &w.conv).into_iter().map(silu).collect();
@@ -64,7 +71,7 @@ pub fn gdn_dims(x: &[f32], w: &GdnWeights, (s, hk, hv): (usize, usize, usize), s
             exp(gate),
         );
         let yj = &mut y[j * s..(j + 1) * s];
-        rms_norm(&o, &w.norm, yj);
+        rms_norm(&o, &w.norm, eps, yj);
         for (a, &zz) in yj.iter_mut().zip(&z[j * s..(j + 1) * s]) {
             *a *= sigmoid(zz);
         }

@@ -12,15 +12,15 @@ pub struct HcRead {
     pub inject: Vec<f32>,
 }
 
-/// `R` holds the hc streams of n values, stream 0 first.
-pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize) -> HcRead {
+/// `R` holds the hc streams of n values, stream 0 first; `eps` is the norm's (the file's rms epsilon).
+pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize, eps: f32) -> HcRead {
     let n = r.len() / hc;
     let hcf = hc as f32;
     // 1. per-stream rms; xn = (R·rs)·w
     let mut xn = vec![0f32; r.len()];
     for c in 0..hc {
         let s = c * n..(c + 1) * n;
-        let rs = rms_scale(&r[s.clone()]);
+        let rs = rms_scale(&r[s.clone()], eps);
         for ((o, &v), &g) in xn[s.clone()].iter_mut().zip(&r[s.clone()]).zip(&w.norm[s]) {
             *o = (v * rs) * g;
         }

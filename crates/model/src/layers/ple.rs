@@ -98,9 +98,9 @@ pub fn ple(r: &mut [f32], w: &PleWeights, c: &Config, p: &PleConfig, t: u32, st:
     table_rows(p, w, t, &mut st.prev, &mut emb);
 
     let mut key = vec![0f32; hc * n];
-    grouped_rms_norm(&w.key.matvec(&emb), &w.norm_key, n, &mut key);
+    grouped_rms_norm(&w.key.matvec(&emb), &w.norm_key, n, c.eps, &mut key);
     let mut query = vec![0f32; hc * n];
-    grouped_rms_norm(r, &w.norm_query, n, &mut query);
+    grouped_rms_norm(r, &w.norm_query, n, c.eps, &mut query);
     let value = w.value.matvec(&emb);
     let sqrt_n = (n as f32).sqrt();
     let mut gated = vec![0f32; hc * n];
@@ -112,7 +112,7 @@ pub fn ple(r: &mut [f32], w: &PleWeights, c: &Config, p: &PleConfig, t: u32, st:
         }
     }
     let mut z = vec![0f32; hc * n];
-    grouped_rms_norm(&gated, &w.norm_conv, n, &mut z);
+    grouped_rms_norm(&gated, &w.norm_conv, n, c.eps, &mut z);
     // Causal conv of K taps at dilation ngram_size over z_{t−(K−1)d} … z_t, by fma from the oldest. The
     // history holds the (K−1)·d frames before t, oldest first.
     let (k, d) = (p.conv_kernel, p.ngram_size);

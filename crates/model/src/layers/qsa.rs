@@ -55,7 +55,7 @@ fn append_kv(x: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, row: &[(
     let mut k = w.k.matvec(x);
     let v = w.v.matvec(x);
     for head in k.chunks_mut(c.head_dim) {
-        rms_norm_inplace(head, &w.k_norm);
+        rms_norm_inplace(head, &w.k_norm, c.eps);
         rope.apply(row, head);
     }
     st.k.push(&k);
@@ -87,7 +87,7 @@ fn attend_cells(
         let g = h / (hq / hkv);
         let mut q = qg[h * 2 * dh..h * 2 * dh + dh].to_vec();
         let gate = &qg[h * 2 * dh + dh..(h + 1) * 2 * dh];
-        rms_norm_inplace(&mut q, &w.q_norm);
+        rms_norm_inplace(&mut q, &w.q_norm, c.eps);
         rope.apply(row, &mut q);
         let a = attend(&q, &ks, &vs, dim, g * dh, scale);
         for (o, (&av, &gv)) in out[h * dh..(h + 1) * dh].iter_mut().zip(a.iter().zip(gate)) {
@@ -151,7 +151,7 @@ fn select(
     if n_cells.is_multiple_of(r) {
         let mut key = block_mean(&st.raw, di);
         st.raw.clear();
-        rms_norm_inplace(&mut key, &w.k_norm);
+        rms_norm_inplace(&mut key, &w.k_norm, c.eps);
         rope.apply(&rope.row((n_cells - r) as u64), &mut key);
         st.blocks.extend(key);
     }
@@ -162,7 +162,7 @@ fn select(
     }
     let mut qi = w.q.matvec(x);
     for head in qi.chunks_mut(di) {
-        rms_norm_inplace(head, &w.q_norm);
+        rms_norm_inplace(head, &w.q_norm, c.eps);
         rope.apply(row, head);
     }
     let scores: Vec<f32> = (0..complete).map(|b| block_score(&qi, &st.blocks[b * di..(b + 1) * di])).collect();

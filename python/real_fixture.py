@@ -36,15 +36,15 @@ PROMPT = (
 )
 
 
-def qwen2_vocab(llama_cpp):
-    """Tokens, merges and specials of Qwen2's real vocabulary, cut to the first N_REGULAR tokens."""
+def qwen2_vocab(llama_cpp, n_regular=N_REGULAR):
+    """Tokens, merges and specials of Qwen2's real vocabulary, cut to the first `n_regular` tokens."""
     sys.path.insert(0, str(Path(llama_cpp) / "gguf-py"))
     import gguf
     r = gguf.GGUFReader(str(Path(llama_cpp) / "models" / "ggml-vocab-qwen2.gguf"))
     field = lambda k: r.fields[k]
     toks = [bytes(field("tokenizer.ggml.tokens").parts[i]).decode() for i in field("tokenizer.ggml.tokens").data]
     merges = [bytes(field("tokenizer.ggml.merges").parts[i]).decode() for i in field("tokenizer.ggml.merges").data]
-    kept = toks[:N_REGULAR]
+    kept = toks[:n_regular]
     keep = set(kept)
     cut = []
     for m in merges:
@@ -54,10 +54,10 @@ def qwen2_vocab(llama_cpp):
     return kept, cut
 
 
-def build_tokenizer(llama_cpp, out):
+def build_tokenizer(llama_cpp, out, n_regular=N_REGULAR):
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
-    kept, merges = qwen2_vocab(llama_cpp)
+    kept, merges = qwen2_vocab(llama_cpp, n_regular)
     vocab = {t: i for i, t in enumerate(kept)}
     for s in SPECIALS:
         vocab[s] = len(vocab)
@@ -105,8 +105,14 @@ def make_model(vocab_size, eos):
     cfg._experts_implementation = "eager"  # the reference loop, which runs in float64
     torch.manual_seed(1234)
     model = Qwen4ExpForCausalLM(cfg)
-    # Weights drawn so every feature matters: projections keep their input's scale, norm gammas and the
-    # PLE conv are not their zero init, the router is decisive.
+    randomize(model)
+    return model
+
+
+def randomize(model):
+    """Weights drawn so every feature matters: projections keep their input's scale, norm gammas and the
+    PLE conv are not their zero init, the router is decisive."""
+    import torch
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.ndim >= 2 and "embed" not in name:
@@ -122,7 +128,6 @@ def make_model(vocab_size, eos):
                 p.uniform_(-0.5, 0.5)
             if name.endswith("lm_head.weight"):
                 p.mul_(3.0)
-    return model
 
 
 class NoTies:
@@ -223,12 +228,7 @@ def build(llama_cpp, out):
     eos = fast.convert_tokens_to_ids("<|endoftext|>")
     model = make_model(len(fast), eos)
     model.save_pretrained(hf)
-    # transformers 5 writes the layer types as "indexed_attention"; the converter (and the released
-    # checkpoint) name them "full_attention", which is what sets the block sizes in the file.
-    cfg_path = hf / "config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["layer_types"] = ["full_attention" if t == "indexed_attention" else t for t in cfg["layer_types"]]
-    cfg_path.write_text(json.dumps(cfg, indent=2))
+    fix_layer_types(hf)
     model = model.to(torch.float64).eval()
     prompt = fast.encode(PROMPT, add_special_tokens=False)
     greedy, rows = greedy_run(model, prompt, GREEDY)
@@ -240,6 +240,15 @@ def build(llama_cpp, out):
     }
     (out / "expected.json").write_text(json.dumps(expected, ensure_ascii=False, indent=1))
     print(f"prompt {len(prompt)} tokens, greedy {greedy}")
+
+
+def fix_layer_types(hf):
+    """transformers 5 writes the layer types as "indexed_attention"; the converter (and the released
+    checkpoint) name them "full_attention", which is what sets the block sizes in the file."""
+    cfg_path = Path(hf) / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["layer_types"] = ["full_attention" if t == "indexed_attention" else t for t in cfg["layer_types"]]
+    cfg_path.write_text(json.dumps(cfg, indent=2))
 
 
 def converter(llama_cpp):

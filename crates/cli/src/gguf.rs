@@ -93,6 +93,13 @@ fn info(set: &GgufSet) -> Result<()> {
     for f in set.files() {
         print_file(&mut o, f)?;
     }
+    // The one fact about the head a reader would otherwise infer from a missing name.
+    if set.tensor("token_embd.weight").is_some() {
+        match set.tensor("output.weight") {
+            Some(_) => writeln!(o, "head: output.weight (untied)")?,
+            None => writeln!(o, "head: tied (no output.weight: token_embd.weight is the head)")?,
+        }
+    }
     Ok(())
 }
 

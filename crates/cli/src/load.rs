@@ -68,6 +68,7 @@ pub fn open_model(a: &EngineArgs) -> Result<(Model, usize)> {
     if let Some(p) = &a.mtp {
         model.attach_mtp(p).with_context(|| format!("loading the MTP layer from {}", p.display()))?;
     }
+    eprintln!("model: {}", model.describe());
     for note in &model.config.notes {
         eprintln!("note: {note}");
     }

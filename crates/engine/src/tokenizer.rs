@@ -62,6 +62,17 @@ fn assemble(bpe: BPE) -> Result<HfTokenizer, TokenizerError> {
     Ok(t)
 }
 
+const EOS_KEY: &str = "tokenizer.ggml.eos_token_id";
+
+/// A special token id from the file, refused unless it names a token of the vocabulary.
+fn special_id(key: &str, v: &Value, vocab: usize) -> Result<u32, TokenizerError> {
+    match v.as_u64() {
+        Some(id) if id < vocab as u64 => Ok(id as u32),
+        Some(id) => Err(TokenizerError::Metadata(format!("{key} = {id} is not in the vocabulary ({vocab} tokens)"))),
+        None => Err(TokenizerError::Metadata(format!("{key}: not an unsigned integer"))),
+    }
+}
+
 impl Tokenizer {
     /// Builds the tokenizer from `tokenizer.ggml.*` (model "gpt2": byte-level BPE).
     pub fn from_gguf(set: &GgufSet) -> Result<Tokenizer, TokenizerError> {
@@ -89,7 +100,9 @@ impl Tokenizer {
         };
         let vocab = Vocab { tokens, types, merges };
         let mut t = Self::from_vocab(&vocab)?;
-        t.eos = set.get("tokenizer.ggml.eos_token_id").and_then(Value::as_u64).map(|v| v as u32).or(t.eos);
+        if let Some(v) = set.get(EOS_KEY) {
+            t.eos = Some(special_id(EOS_KEY, v, t.tokens.len())?);
+        }
         Ok(t)
     }
 

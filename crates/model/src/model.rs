@@ -45,6 +45,29 @@ impl Model {
         Ok(Model { config, weights, rope, gguf })
     }
 
+    /// Whether the head is the token embedding (the file has no `output.weight`).
+    pub fn tied_head(&self) -> bool {
+        std::ptr::eq(&self.weights.output.bytes[..], &self.weights.token_embd.bytes[..])
+    }
+
+    /// One line on what was loaded: layers, widths, experts, the head, the norms' epsilon.
+    pub fn describe(&self) -> String {
+        let c = &self.config;
+        let attn = (0..c.n_layer).filter(|&l| c.is_attn(l)).count();
+        format!(
+            "{} layers ({} GDN, {attn} attention){}, width {}, vocabulary {}, {} experts (top {}), {}, rms eps {:e}",
+            c.n_layer,
+            c.n_layer - attn,
+            if self.weights.mtp.is_some() { " + MTP" } else { "" },
+            c.n_embd,
+            c.vocab,
+            c.n_expert,
+            c.n_expert_used,
+            if self.tied_head() { "tied head (no output.weight: token_embd is the head)" } else { "own head" },
+            c.eps,
+        )
+    }
+
     /// Takes the MTP draft layer from a separate MTP-only file (`--mtp FILE`), in place of the model
     /// file's own, after checking its geometry against the model's.
     pub fn attach_mtp(&mut self, path: impl AsRef<Path>) -> Result<(), ModelError> {

@@ -48,3 +48,22 @@ fn chat_templates_render_what_transformers_renders() {
         }
     }
 }
+
+/// The end-of-text id must name a token: one past the vocabulary, or not an integer, is refused in one
+/// line naming the key; one inside it is the id the tokenizer stops on.
+#[test]
+fn the_eos_id_is_checked_against_the_vocabulary() {
+    use strata_gguf::{with_metadata, GgufFile, Value};
+    let src = GgufFile::open(dir().join("qwen4exp-real-q8_0.gguf")).unwrap();
+    let key = "tokenizer.ggml.eos_token_id";
+    let tok_with = |v: Value| {
+        Tokenizer::from_gguf(&GgufSet::from_files(vec![with_metadata(&src, key, Some(&v)).unwrap()]).unwrap())
+    };
+    let vocab =
+        Tokenizer::from_gguf(&GgufSet::open(dir().join("qwen4exp-real-q8_0.gguf")).unwrap()).unwrap().vocab_size();
+    for bad in [Value::U32(vocab as u32), Value::U64(u64::MAX), Value::I32(-1), Value::String("x".into())] {
+        let e = tok_with(bad.clone()).err().unwrap_or_else(|| panic!("eos {bad:?} was accepted")).to_string();
+        assert!(e.contains(key) && !e.contains('\n'), "{e}");
+    }
+    assert_eq!(tok_with(Value::U32(vocab as u32 - 1)).unwrap().eos, Some(vocab as u32 - 1));
+}

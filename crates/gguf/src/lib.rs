@@ -19,4 +19,4 @@ pub use read::{align_up, parse, parse_head, Header, TensorInfo, DEFAULT_ALIGNMEN
 pub use rng::SplitMix64;
 pub use types::{GgmlType, QK_K};
 pub use value::{Array, Value, ValueType};
-pub use write::{dequantized_copy, retyped_copy, GgufBuilder, GgufWriter};
+pub use write::{dequantized_copy, retyped_copy, with_metadata, GgufBuilder, GgufWriter};

@@ -279,3 +279,31 @@ pub fn retyped_copy(
     }
     w.finish().map(|_| ())
 }
+
+/// An in-memory copy of `src` with metadata `key` set to `value` (added when absent), or dropped when
+/// `value` is `None`; the tensors byte for byte. For tests and tools that vary one key of a real file.
+pub fn with_metadata(src: &crate::file::GgufFile, key: &str, value: Option<&Value>) -> Result<crate::file::GgufFile> {
+    let mut b = GgufBuilder::new();
+    let mut seen = false;
+    for (k, v) in src.metadata() {
+        if k == key {
+            seen = true;
+            if let Some(new) = value {
+                b.add(k, new.clone());
+            }
+        } else {
+            b.add(k, v.clone());
+        }
+    }
+    if let (false, Some(new)) = (seen, value) {
+        b.add(key, new.clone());
+    }
+    for t in src.tensors() {
+        b.add_tensor(&t.name, &t.shape, t.ty)?;
+    }
+    let mut w = b.begin(Vec::new(), src.path())?;
+    for t in src.tensors() {
+        w.write_tensor(&t.name, src.require(&t.name)?.data)?;
+    }
+    crate::file::GgufFile::from_bytes(src.path(), w.finish()?)
+}

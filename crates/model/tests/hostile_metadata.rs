@@ -6,7 +6,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-use strata_gguf::{Array, GgufBuilder, GgufFile, GgufSet, Value};
+use strata_gguf::{with_metadata, Array, GgufBuilder, GgufFile, GgufSet, Value};
 use strata_model::{KvMode, Model, RopeScaling};
 
 fn scalars() -> Vec<Value> {
@@ -60,27 +60,7 @@ fn arrays(a: &Array) -> Vec<Value> {
 }
 
 fn rebuild(src: &GgufFile, key: &str, value: Option<&Value>) -> GgufSet {
-    let mut b = GgufBuilder::new();
-    for (k, v) in src.metadata() {
-        match (k == key, value) {
-            (false, _) => {
-                b.add(k, v.clone());
-            }
-            (true, Some(new)) => {
-                b.add(k, new.clone());
-            }
-            (true, None) => {}
-        }
-    }
-    for t in src.tensors() {
-        b.add_tensor(&t.name, &t.shape, t.ty).unwrap();
-    }
-    let mut w = b.begin(Vec::new(), "mutant.gguf").unwrap();
-    for t in src.tensors() {
-        w.write_tensor(&t.name, src.require(&t.name).unwrap().data).unwrap();
-    }
-    let bytes = w.finish().unwrap();
-    GgufSet::from_files(vec![GgufFile::from_bytes("mutant.gguf", bytes).unwrap()]).unwrap()
+    GgufSet::from_files(vec![with_metadata(src, key, value).unwrap()]).unwrap()
 }
 
 #[test]

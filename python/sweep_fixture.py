@@ -4,8 +4,8 @@ each a random `Qwen4ExpForCausalLM` of transformers 5.23, converted to f32 by ll
 converter, with transformers' float64 logits for a prompt long enough for sparse QSA selection and 16
 greedy tokens. Together the models vary every dimension the config allows (see SPECS).
 
-    sweep_fixture.py build   LLAMA_CPP OUT   # transformers 5.23: tokenizer, model, logits per spec
-    sweep_fixture.py convert LLAMA_CPP OUT   # transformers 4.57 + the vendored converter: OUT/NAME/model.gguf
+    sweep_fixture.py build   LLAMA_CPP OUT [NAME…]  # transformers 5.23: tokenizer, model, logits per spec
+    sweep_fixture.py convert LLAMA_CPP OUT [NAME…]  # transformers 4.57 + the vendored converter: OUT/NAME/model.gguf
 
 No decision of the reference sits on a near tie, so that equal greedy tokens are a fair demand: each model
 is drawn again (next weight seed) until every compared row's top-1 margin is at least 0.05 and every
@@ -39,13 +39,13 @@ SPECS = {
     "eps5-tied-4l": dict(eps=1e-5, tied=True, vocab=1200, layers=4, attn=[3], head_dim=16, rotary=1.0,
                          mrope=[4, 2, 2], theta=1e6, idx_heads=4, idx_dim=16, budget=32, ratio=8, experts=4,
                          top_k=1, shared_ff=16, ple=1, ngram_base=500, hc=2, hc_rank=8, prompt=1),
-    # eps 1e-5, eight layers, wide GDN (4 key, 8 value heads of 8), 16 experts top-4, a 64-dim head with a
+    # eps 1e-5, eight layers, wide GDN (4 key, 8 value heads of 8), 16 narrow experts top-4, a 64-dim head with a
     # quarter rotary, four indexer heads of 64. (With fewer than three indexer heads a block's score is 0
     # too often — every head's dot negative — for a prompt without exact ties at the top-k boundary.)
-    "eps5-gdn-8l": dict(eps=1e-5, vocab=2500, hidden=96, layers=8, attn=[3, 7], heads=6, kv_heads=3,
+    "eps5-gdn-8l": dict(eps=1e-5, vocab=800, hidden=48, layers=8, attn=[3, 7], heads=4, kv_heads=2,
                         head_dim=64, rotary=0.25, mrope=[4, 2, 2], theta=5e5, gdn_k_heads=4, gdn_v_heads=8,
                         gdn_dim=8, idx_heads=4, idx_dim=64, budget=8, ratio=4, experts=16, top_k=4,
-                        expert_ff=16, shared_ff=32, ple=3, ngram_base=2000, heads_per_ngram=4, ple_kernel=3,
+                        expert_ff=8, shared_ff=32, ple=3, ngram_base=400, heads_per_ngram=4, ple_kernel=3,
                         hc=3, hc_rank=24, prompt=2),
     # eps 1e-6, twelve layers, attention at irregular places, one GDN key head, blocks of 8, bigrams.
     "eps6-tied-12l": dict(eps=1e-6, tied=True, vocab=1000, hidden=32, layers=12, attn=[2, 5, 6, 11], heads=2,
@@ -53,14 +53,14 @@ SPECS = {
                           gdn_v_heads=2, gdn_dim=32, idx_heads=3, idx_dim=16, budget=16, ratio=8, experts=6,
                           top_k=3, expert_ff=24, shared_ff=8, ple=5, ngram=2, heads_per_ngram=8, ple_kernel=2,
                           ngram_base=700, hc_rank=8, prompt=3),
-    # eps 1e-5, untied, many experts top-1, a wide shared expert, 5 layers, the largest vocabulary.
-    "eps5-untied-5l": dict(eps=1e-5, vocab=3000, hidden=48, layers=5, attn=[1, 4], heads=4, kv_heads=4,
+    # eps 1e-5, untied, 16 experts top-1, a wide shared expert, 5 layers, the largest vocabulary.
+    "eps5-untied-5l": dict(eps=1e-5, vocab=2800, hidden=48, layers=5, attn=[1, 4], heads=4, kv_heads=4,
                            head_dim=16, rotary=0.5, mrope=[2, 2, 0], theta=2e6, gdn_k_heads=3, gdn_v_heads=3,
-                           gdn_dim=16, idx_heads=4, idx_dim=8, budget=24, ratio=4, experts=24, top_k=1,
+                           gdn_dim=16, idx_heads=4, idx_dim=8, budget=24, ratio=4, experts=16, top_k=1,
                            expert_ff=8, shared_ff=64, ple=1, ngram_base=300, heads_per_ngram=2, ngram=4,
                            hc_rank=16, prompt=4),
     # eps 1e-6, the base with blocks of 8 and top-2 of 8: the released model's proportions, small.
-    "eps6-untied-6l": dict(ratio=8, budget=24, prompt=5),
+    "eps6-untied-6l": dict(ratio=8, budget=24, vocab=1200, expert_ff=16, shared_ff=32, ngram_base=400, prompt=5),
 }
 
 PROMPTS = [
@@ -198,18 +198,18 @@ def build_one(llama_cpp, out, name):
     (d / "expected.json").write_text(json.dumps(expected, indent=1))
 
 
-def build(llama_cpp, out):
-    for name in SPECS:
+def build(llama_cpp, out, names):
+    for name in names:
         build_one(llama_cpp, out, name)
 
 
-def convert(llama_cpp, out):
+def convert(llama_cpp, out, names):
     convert_one = rf.converter(llama_cpp)
-    for name in SPECS:
+    for name in names:
         d = Path(out) / name
         convert_one(d / "hf", "f32", d / "model.gguf")
 
 
 if __name__ == "__main__":
     phase, llama_cpp, out = sys.argv[1:4]
-    {"build": build, "convert": convert}[phase](llama_cpp, out)
+    {"build": build, "convert": convert}[phase](llama_cpp, out, sys.argv[4:] or list(SPECS))

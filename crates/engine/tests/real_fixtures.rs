@@ -57,7 +57,8 @@ fn the_eos_id_is_checked_against_the_vocabulary() {
     let src = GgufFile::open(dir().join("qwen4exp-real-q8_0.gguf")).unwrap();
     let key = "tokenizer.ggml.eos_token_id";
     let tok_with = |v: Value| {
-        Tokenizer::from_gguf(&GgufSet::from_files(vec![with_metadata(&src, key, Some(&v)).unwrap()]).unwrap())
+        let file = GgufFile::from_bytes("eos.gguf", with_metadata(&src, key, Some(&v)).unwrap()).unwrap();
+        Tokenizer::from_gguf(&GgufSet::from_files(vec![file]).unwrap())
     };
     let vocab =
         Tokenizer::from_gguf(&GgufSet::open(dir().join("qwen4exp-real-q8_0.gguf")).unwrap()).unwrap().vocab_size();

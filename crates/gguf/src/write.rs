@@ -280,9 +280,9 @@ pub fn retyped_copy(
     w.finish().map(|_| ())
 }
 
-/// An in-memory copy of `src` with metadata `key` set to `value` (added when absent), or dropped when
+/// The bytes of a copy of `src` with metadata `key` set to `value` (added when absent), or dropped when
 /// `value` is `None`; the tensors byte for byte. For tests and tools that vary one key of a real file.
-pub fn with_metadata(src: &crate::file::GgufFile, key: &str, value: Option<&Value>) -> Result<crate::file::GgufFile> {
+pub fn with_metadata(src: &crate::file::GgufFile, key: &str, value: Option<&Value>) -> Result<Vec<u8>> {
     let mut b = GgufBuilder::new();
     let mut seen = false;
     for (k, v) in src.metadata() {
@@ -305,5 +305,5 @@ pub fn with_metadata(src: &crate::file::GgufFile, key: &str, value: Option<&Valu
     for t in src.tensors() {
         w.write_tensor(&t.name, src.require(&t.name)?.data)?;
     }
-    crate::file::GgufFile::from_bytes(src.path(), w.finish()?)
+    w.finish()
 }

@@ -97,6 +97,22 @@ impl PleConfig {
 
 impl Config {
     pub fn from_gguf(set: &GgufSet) -> Result<Config, ModelError> {
+        Self::read(&Reader::new(set))
+    }
+
+    /// Every `qwen4exp.*` key that reading `set` looks up (present or not), in order: the list a test
+    /// rewrites one key at a time, so that no key is read and then ignored.
+    pub fn keys_read(set: &GgufSet) -> Vec<String> {
+        let r = Reader::new(set);
+        let _ = Self::read(&r);
+        let mut keys = r.read.into_inner();
+        let mut seen = std::collections::HashSet::new();
+        keys.retain(|k| seen.insert(k.clone()));
+        keys
+    }
+
+    fn read(r: &Reader) -> Result<Config, ModelError> {
+        let set = r.set;
         let arch = set.get("general.architecture").and_then(Value::as_str);
         if arch != Some(ARCH) {
             return Err(ModelError::Metadata {
@@ -104,15 +120,14 @@ impl Config {
                 what: format!("is {arch:?}, expected \"{ARCH}\""),
             });
         }
-        let r = Reader(set);
-        if set.get(&format!("{ARCH}.attention.indexer.kpool")).is_some() {
+        if r.opt("attention.indexer.kpool").is_some() {
             return Err(r.bad(
                 "attention.indexer.kpool",
                 "this file is in the retired layout of older `strata synth` (no compress_ratios); \
                  write it again with this version's `strata synth`",
             ));
         }
-        let vocab = match set.get(&format!("{ARCH}.vocab_size")) {
+        let vocab = match r.opt("vocab_size") {
             Some(v) => v.as_u64().ok_or_else(|| r.bad("vocab_size", "not an unsigned integer"))? as usize,
             None => set
                 .get("tokenizer.ggml.tokens")
@@ -168,6 +183,7 @@ impl Config {
             notes: Vec::new(),
         };
         c.check()?;
+        r.check_rope_sections(c.rope_dim)?;
         if let Some(inner) = r.opt_usize("ssm.inner_size")? {
             if inner != c.ssm_heads * c.ssm_state {
                 return Err(r.bad("ssm.inner_size", "must equal ssm.time_step_rank × ssm.state_size"));
@@ -274,15 +290,25 @@ impl Config {
     }
 }
 
-/// Reads `qwen4exp.*` keys with errors that name them.
-struct Reader<'a>(&'a GgufSet);
+/// Reads `qwen4exp.*` keys with errors that name them, noting each key looked up.
+struct Reader<'a> {
+    set: &'a GgufSet,
+    read: std::cell::RefCell<Vec<String>>,
+}
 
-impl Reader<'_> {
-    fn opt(&self, key: &str) -> Option<&Value> {
-        self.0.get(&format!("{ARCH}.{key}"))
+impl<'a> Reader<'a> {
+    fn new(set: &'a GgufSet) -> Reader<'a> {
+        Reader { set, read: Default::default() }
     }
 
-    fn get(&self, key: &str) -> Result<&Value, ModelError> {
+    fn opt(&self, key: &str) -> Option<&'a Value> {
+        let key = format!("{ARCH}.{key}");
+        let v = self.set.get(&key);
+        self.read.borrow_mut().push(key);
+        v
+    }
+
+    fn get(&self, key: &str) -> Result<&'a Value, ModelError> {
         self.opt(key).ok_or_else(|| self.missing(key))
     }
 
@@ -379,6 +405,22 @@ impl Reader<'_> {
             .collect()
     }
 
+    /// `rope.dimension_sections` (M-RoPE's split of the rotated pairs among time, height and width): text
+    /// positions are equal in every section, so the rotation is plain NEOX rope over all of them, and the
+    /// sections must cover exactly the `rope.dimension_count / 2` pairs.
+    fn check_rope_sections(&self, rope_dim: usize) -> Result<(), ModelError> {
+        let key = "rope.dimension_sections";
+        if self.opt(key).is_none() {
+            return Ok(());
+        }
+        let pairs: u128 = self.u64s(key)?.iter().map(|&s| s as u128).sum();
+        if pairs != (rope_dim / 2) as u128 {
+            return Err(self
+                .bad(key, &format!("covers {pairs} pairs; rope.dimension_count {rope_dim} rotates {}", rope_dim / 2)));
+        }
+        Ok(())
+    }
+
     fn rope_scaling(&self) -> Result<Option<FileRopeScaling>, ModelError> {
         let Some(kind) = self.opt("rope.scaling.type") else { return Ok(None) };
         let kind = kind.as_str().ok_or_else(|| self.bad("rope.scaling.type", "not a string"))?.to_string();
@@ -409,7 +451,7 @@ impl Reader<'_> {
         };
         if layers.is_empty() {
             // A PLE table with no layer to run it would be ignored silently: refuse the file instead.
-            if self.0.tensor("per_layer_token_embd.weight").is_some() {
+            if self.set.tensor("per_layer_token_embd.weight").is_some() {
                 return Err(self.bad("ple.layers", "is missing or empty, but the file has a PLE table"));
             }
             return Ok(None);

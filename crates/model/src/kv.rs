@@ -50,7 +50,7 @@ pub struct KvStore {
 
 impl KvStore {
     pub fn new(mode: KvMode, dim: usize) -> KvStore {
-        assert!(mode == KvMode::F16 || dim.is_multiple_of(INT8_GROUP), "int8 KV needs whole groups of 64");
+        assert!(mode != KvMode::Int8 || dim.is_multiple_of(INT8_GROUP), "int8 KV needs whole groups of 64");
         KvStore { mode, dim, halves: Vec::new(), codes: Vec::new(), scales: Vec::new(), floats: Vec::new() }
     }
 

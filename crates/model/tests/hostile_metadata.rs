@@ -60,7 +60,8 @@ fn arrays(a: &Array) -> Vec<Value> {
 }
 
 fn rebuild(src: &GgufFile, key: &str, value: Option<&Value>) -> GgufSet {
-    GgufSet::from_files(vec![with_metadata(src, key, value).unwrap()]).unwrap()
+    let bytes = with_metadata(src, key, value).unwrap();
+    GgufSet::from_files(vec![GgufFile::from_bytes("mutant.gguf", bytes).unwrap()]).unwrap()
 }
 
 #[test]

@@ -39,14 +39,14 @@ SPECS = {
     "eps5-tied-4l": dict(eps=1e-5, tied=True, vocab=1200, layers=4, attn=[3], head_dim=16, rotary=1.0,
                          mrope=[4, 2, 2], theta=1e6, idx_heads=4, idx_dim=16, budget=32, ratio=8, experts=4,
                          top_k=1, shared_ff=16, ple=1, ngram_base=500, hc=2, hc_rank=8, prompt=1),
-    # eps 1e-5, eight layers, wide GDN (4 key, 8 value heads of 8), 16 narrow experts top-4, a 64-dim head with a
+    # eps 1e-5, eight layers, wide GDN (4 key, 8 value heads of 8), 12 narrow experts top-4, a 64-dim head with a
     # quarter rotary, four indexer heads of 64. (With fewer than three indexer heads a block's score is 0
     # too often — every head's dot negative — for a prompt without exact ties at the top-k boundary.)
     "eps5-gdn-8l": dict(eps=1e-5, vocab=800, hidden=48, layers=8, attn=[3, 7], heads=4, kv_heads=2,
                         head_dim=64, rotary=0.25, mrope=[4, 2, 2], theta=5e5, gdn_k_heads=4, gdn_v_heads=8,
-                        gdn_dim=8, idx_heads=4, idx_dim=64, budget=8, ratio=4, experts=16, top_k=4,
+                        gdn_dim=8, idx_heads=4, idx_dim=64, budget=8, ratio=4, experts=12, top_k=4,
                         expert_ff=8, shared_ff=32, ple=3, ngram_base=400, heads_per_ngram=4, ple_kernel=3,
-                        hc=3, hc_rank=24, prompt=2),
+                        hc=3, hc_rank=16, prompt=2),
     # eps 1e-6, twelve layers, attention at irregular places, one GDN key head, blocks of 8, bigrams.
     "eps6-tied-12l": dict(eps=1e-6, tied=True, vocab=1000, hidden=32, layers=12, attn=[2, 5, 6, 11], heads=2,
                           kv_heads=1, head_dim=16, rotary=0.5, mrope=[2, 1, 1], theta=1e4, gdn_k_heads=1,
@@ -60,7 +60,7 @@ SPECS = {
                            expert_ff=8, shared_ff=64, ple=1, ngram_base=300, heads_per_ngram=2, ngram=4,
                            hc_rank=16, prompt=4),
     # eps 1e-6, the base with blocks of 8 and top-2 of 8: the released model's proportions, small.
-    "eps6-untied-6l": dict(ratio=8, budget=24, vocab=1200, expert_ff=16, shared_ff=32, ngram_base=400, prompt=5),
+    "eps6-untied-6l": dict(ratio=8, budget=24, vocab=900, expert_ff=8, shared_ff=32, ngram_base=400, prompt=5),
 }
 
 PROMPTS = [

@@ -29,6 +29,9 @@ pub struct SynthArgs {
     /// turns sparse after a short prompt.
     #[arg(long)]
     indexer_top_k: Option<usize>,
+    /// The rms norms' epsilon written into the file (default: the preset's, the released model's 1e-6).
+    #[arg(long)]
+    rms_eps: Option<f32>,
     /// Output file (the full preset writes PREFIX-00001-of-00002.gguf and its PLE shard beside it).
     #[arg(short, long)]
     out: PathBuf,
@@ -54,6 +57,12 @@ pub fn run(a: SynthArgs) -> Result<()> {
             bail!("--indexer-top-k must be at least 1");
         }
         preset.idx_top_k = k;
+    }
+    if let Some(eps) = a.rms_eps {
+        if !(eps > 0.0 && eps < 1.0) {
+            bail!("--rms-eps {eps}: a number in (0, 1)");
+        }
+        preset.rms_eps = eps;
     }
     let experts = match GgmlType::from_name(&a.experts_type) {
         Some(t @ (GgmlType::Q2_0 | GgmlType::IQ2_XS | GgmlType::IQ3_XXS | GgmlType::IQ3_S)) => t,

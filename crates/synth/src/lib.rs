@@ -121,7 +121,7 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
         ("attention.head_count_kv", u(p.n_head_kv)),
         ("attention.key_length", u(p.head_dim)),
         ("attention.value_length", u(p.head_dim)),
-        ("attention.layer_norm_rms_epsilon", Value::F32(1e-6)),
+        ("attention.layer_norm_rms_epsilon", Value::F32(p.rms_eps)),
         ("rope.dimension_count", u(p.rope_dim)),
         ("rope.freq_base", Value::F32(1e7)),
         ("context_length", u(p.context_length)),

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call (issue: the file's rms epsilon): every parity tool (each takes the norms' epsilon 1e-6 and
+# 1e-5 in turn: crates/cuda/src/parity.rs EPSILONS), then `forward_parity` (the whole GPU pass against the
+# CPU, logits and MTP drafts bit for bit, windows T = 1..8) on the sweep of real geometries
+# (fixtures/sweep/: eps 1e-5 and 1e-6), on the tiny and small presets written with --rms-eps 1e-5, and the
+# default checks of gpu_forward_all.sh (eps 1e-6). Every check prints `== …`, the tool's output and `rc=…`.
+# Run from the repo root with the binary in .dev/strata.
+source "$(dirname "$0")/presets.sh"
+start=$SECONDS
+for name in gr_parity gr_multi_parity qsa_parity matvec_parity gdn_parity moe_parity attn_parity sample_parity; do
+  case $name in gr_parity) check "$name --selftest" "" $bin parity $name --selftest ;; *) tool $name "" ;; esac
+done
+check "qsa_topk_parity --selftest" "" $bin parity qsa_topk_parity --selftest
+for d in fixtures/sweep/*/; do
+  for kv in f32 fp16 int8; do
+    check "$d, 96 tokens, $kv" "" $bin parity forward_parity $d/model.gguf --tokens 96 --kv $kv
+  done
+done
+$bin synth --preset tiny --rms-eps 1e-5 -o $t/tiny5.gguf >/dev/null
+$bin synth --preset small --rms-eps 1e-5 -o $t/small5.gguf >/dev/null
+for kv in fp16 int8; do
+  check "tiny, eps 1e-5, 140 tokens, $kv" "" $bin parity forward_parity $t/tiny5.gguf --tokens 140 --kv $kv
+  check "small, eps 1e-5, 600 tokens, $kv" "" $bin parity forward_parity $t/small5.gguf --tokens 600 --kv $kv
+done
+echo "eps part: $((SECONDS - start)) s"
+PARTS=defaults source "$(dirname "$0")/gpu_forward_all.sh"
+echo "all: $((SECONDS - start)) s"

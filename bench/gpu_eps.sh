@@ -12,7 +12,10 @@ for name in gr_parity gr_multi_parity qsa_parity matvec_parity gdn_parity moe_pa
 done
 check "qsa_topk_parity --selftest" "" $bin parity qsa_topk_parity --selftest
 for d in fixtures/sweep/*/; do
-  for kv in f32 fp16 int8; do
+  # int8 KV takes k/v widths in groups of 64: the two models with 32-wide cells are refused it at load.
+  kvs="f32 fp16 int8"
+  case $d in *eps5-tied-4l*|*eps6-tied-12l*) kvs="f32 fp16" ;; esac
+  for kv in $kvs; do
     check "$d, 96 tokens, $kv" "" $bin parity forward_parity $d/model.gguf --tokens 96 --kv $kv
   done
 done

@@ -153,7 +153,7 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
     b.add(&format!("{a}.attention.recurrent_layers"), Value::Array(Array::Bool(recurrent)));
     let ratios = trunk.map(|i| if tensors::is_attn(i) { tensors::QSA_RATIO as i32 } else { 0 }).collect();
     b.add(&format!("{a}.attention.compress_ratios"), Value::Array(Array::I32(ratios)));
-    b.add(&format!("{a}.rope.dimension_sections"), Value::Array(Array::I32(vec![11, 11, 10, 0])));
+    b.add(&format!("{a}.rope.dimension_sections"), Value::Array(Array::I32(rope_sections(p.rope_dim))));
     b.add(&format!("{a}.ple.layers"), Value::Array(Array::I32(vec![tensors::PLE_LAYER as i32])));
     // Odd multipliers drawn from the seed; heads laid out one after another in the table.
     // Odd, and small enough that token × multiplier stays below 2^63, as the real model's are.
@@ -253,4 +253,13 @@ fn draw(init: Init, rng: &mut SplitMix64) -> f32 {
         Init::AroundOne(std) => 1.0 + normal(rng) * std,
         Init::Uniform(lo, hi) => lo + (hi - lo) * rng.uniform(),
     }
+}
+
+/// M-RoPE's sections over the `rope_dim / 2` rotated pairs, split as the released model splits its 32
+/// ([11, 11, 10, 0]): a third, rounded down, last; the rest in two halves.
+fn rope_sections(rope_dim: usize) -> Vec<i32> {
+    let pairs = rope_dim / 2;
+    let third = pairs / 3;
+    let first = (pairs - third).div_ceil(2);
+    vec![first as i32, (pairs - third - first) as i32, third as i32, 0]
 }

@@ -25,6 +25,14 @@ for kv in fp16 int8; do
   check "tiny, eps 1e-5, 140 tokens, $kv" "" $bin parity forward_parity $t/tiny5.gguf --tokens 140 --kv $kv
   check "small, eps 1e-5, 600 tokens, $kv" "" $bin parity forward_parity $t/small5.gguf --tokens 600 --kv $kv
 done
+# The other kernels that take eps, each behind its switch, at eps 1e-5: ple_gate_z (one warp a stream),
+# norm_rope then kv_store, gdn_conv_norm with the plain gdn_delta kernels, the GDN output quantized apart.
+for vars in STRATA_PLE_SPLIT=0 STRATA_KV_FUSE=0 STRATA_GDN_FUSE=0 STRATA_GDN_QUANTIZE=0; do
+  check "small, eps 1e-5, 600 tokens, fp16" $vars $bin parity forward_parity $t/small5.gguf --tokens 600 --kv fp16
+done
+check "eps5-gdn-8l, 96 tokens, fp16" "STRATA_PLE_SPLIT=0 STRATA_KV_FUSE=0 STRATA_GDN_FUSE=0" \
+  $bin parity forward_parity fixtures/sweep/eps5-gdn-8l/model.gguf --tokens 96 --kv fp16
 echo "eps part: $((SECONDS - start)) s"
-PARTS=defaults source "$(dirname "$0")/gpu_forward_all.sh"
+# The checks of gpu_forward_all.sh at the released model's eps: its defaults and (QUICK) its switches.
+PARTS="defaults switches" QUICK=1 source "$(dirname "$0")/gpu_forward_all.sh"
 echo "all: $((SECONDS - start)) s"

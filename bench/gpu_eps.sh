@@ -11,14 +11,7 @@ for name in gr_parity gr_multi_parity qsa_parity matvec_parity gdn_parity moe_pa
   case $name in gr_parity) check "$name --selftest" "" $bin parity $name --selftest ;; *) tool $name "" ;; esac
 done
 check "qsa_topk_parity --selftest" "" $bin parity qsa_topk_parity --selftest
-for d in fixtures/sweep/*/; do
-  # int8 KV takes k/v widths in groups of 64: the two models with 32-wide cells are refused it at load.
-  kvs="f32 fp16 int8"
-  case $d in *eps5-tied-4l*|*eps6-tied-12l*) kvs="f32 fp16" ;; esac
-  for kv in $kvs; do
-    check "$d, 96 tokens, $kv" "" $bin parity forward_parity $d/model.gguf --tokens 96 --kv $kv
-  done
-done
+source "$(dirname "$0")/gpu_sweep.sh"
 $bin synth --preset tiny --rms-eps 1e-5 -o $t/tiny5.gguf >/dev/null
 $bin synth --preset small --rms-eps 1e-5 -o $t/small5.gguf >/dev/null
 for kv in fp16 int8; do

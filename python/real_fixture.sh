@@ -9,14 +9,7 @@ out="${1:-$here/../fixtures/real}"
 work="${WORK:-$(mktemp -d)}"
 mkdir -p "$work" "$out"
 
-llama="$("$here/llama_cpp_src.sh" "$work")"
-
-for v in tf conv; do
-  [ -d "$work/venv-$v" ] || python3 -m venv --system-site-packages "$work/venv-$v"
-done
-python3 -c "import torch" 2>/dev/null || pip install torch numpy safetensors
-"$work/venv-tf/bin/pip" install -q "transformers==5.23.0"
-"$work/venv-conv/bin/pip" install -q "transformers==4.57.6" sentencepiece "protobuf>=4.21.0,<5.0.0"
+source "$here/fixture_env.sh"
 
 "$work/venv-tf/bin/python" "$here/real_fixture.py" build "$llama" "$work/fixture"
 "$work/venv-conv/bin/python" "$here/real_fixture.py" convert "$llama" "$work/fixture"

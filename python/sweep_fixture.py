@@ -31,14 +31,15 @@ SEEDS = 40
 BASE = dict(
     vocab=3000, hidden=64, layers=6, attn=[3, 5], heads=4, kv_heads=2, head_dim=32, rotary=0.5,
     mrope=[4, 2, 2], theta=1e7, gdn_k_heads=2, gdn_v_heads=4, gdn_dim=16, hc=4, hc_rank=16, experts=8,
-    top_k=2, expert_ff=32, shared_ff=48, ple=2, ngram=3, heads_per_ngram=8, ple_kernel=4, ngram_base=1000,
+    top_k=2, expert_ff=32, shared_ff=48, ple=2, ngram=3, heads_per_ngram=8, ple_kernel=4, ngram_base=1000, conv=4,
     idx_heads=8, idx_dim=32, budget=16, ratio=4, eps=1e-6, tied=False, prompt=0,
 )
 SPECS = {
-    # eps 1e-5, a tied head, four layers, a small vocabulary, blocks of 8, full rotary over a 16-dim head.
+    # eps 1e-5, a tied head, four layers, a small vocabulary, blocks of 8, full rotary over a 16-dim head,
+    # a GDN conv of 3 taps.
     "eps5-tied-4l": dict(eps=1e-5, tied=True, vocab=1200, layers=4, attn=[3], head_dim=16, rotary=1.0,
                          mrope=[4, 2, 2], theta=1e6, idx_heads=4, idx_dim=16, budget=32, ratio=8, experts=4,
-                         top_k=1, shared_ff=16, ple=1, ngram_base=500, hc=2, hc_rank=8, prompt=1),
+                         top_k=1, shared_ff=16, ple=1, ngram_base=500, hc=2, hc_rank=8, conv=3, prompt=1),
     # eps 1e-5, eight layers, wide GDN (4 key, 8 value heads of 8), 12 narrow experts top-4, a 64-dim head with a
     # quarter rotary, four indexer heads of 64. (With fewer than three indexer heads a block's score is 0
     # too often — every head's dot negative — for a prompt without exact ties at the top-k boundary.)
@@ -47,12 +48,13 @@ SPECS = {
                         gdn_dim=8, idx_heads=4, idx_dim=64, budget=8, ratio=4, experts=12, top_k=4,
                         expert_ff=8, shared_ff=32, ple=3, ngram_base=400, heads_per_ngram=4, ple_kernel=3,
                         hc=3, hc_rank=16, prompt=2),
-    # eps 1e-6, twelve layers, attention at irregular places, one GDN key head, blocks of 8, bigrams.
+    # eps 1e-6, twelve layers, attention at irregular places, one GDN key head, a GDN conv of 5 taps, blocks
+    # of 8, bigrams.
     "eps6-tied-12l": dict(eps=1e-6, tied=True, vocab=1000, hidden=32, layers=12, attn=[2, 5, 6, 11], heads=2,
                           kv_heads=1, head_dim=16, rotary=0.5, mrope=[2, 1, 1], theta=1e4, gdn_k_heads=1,
                           gdn_v_heads=2, gdn_dim=32, idx_heads=3, idx_dim=16, budget=16, ratio=8, experts=6,
                           top_k=3, expert_ff=24, shared_ff=8, ple=5, ngram=2, heads_per_ngram=8, ple_kernel=2,
-                          ngram_base=700, hc_rank=8, prompt=3),
+                          ngram_base=700, hc_rank=8, conv=5, prompt=3),
     # eps 1e-5, untied, 16 experts top-1, a wide shared expert, 5 layers, the largest vocabulary.
     "eps5-untied-5l": dict(eps=1e-5, vocab=2800, hidden=48, layers=5, attn=[1, 4], heads=4, kv_heads=4,
                            head_dim=16, rotary=0.5, mrope=[2, 2, 0], theta=2e6, gdn_k_heads=3, gdn_v_heads=3,
@@ -102,7 +104,7 @@ def make_model(s, vocab_size, eos, seed):
         num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"], head_dim=s["head_dim"],
         rope_parameters={"rope_type": "default", "rope_theta": s["theta"], "partial_rotary_factor": s["rotary"],
                          "mrope_section": s["mrope"], "mrope_interleaved": True},
-        linear_conv_kernel_dim=4, linear_key_head_dim=s["gdn_dim"], linear_value_head_dim=s["gdn_dim"],
+        linear_conv_kernel_dim=s["conv"], linear_key_head_dim=s["gdn_dim"], linear_value_head_dim=s["gdn_dim"],
         linear_num_key_heads=s["gdn_k_heads"], linear_num_value_heads=s["gdn_v_heads"],
         hc_count=s["hc"], hc_lowrank=s["hc_rank"], rms_norm_eps=s["eps"],
         num_experts=s["experts"], num_experts_per_tok=s["top_k"], moe_intermediate_size=s["expert_ff"],

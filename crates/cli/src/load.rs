@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use strata_cuda::forward::{plan_bytes, CudaDecoder, CudaForward};
 use strata_cuda::Gpu;
-use strata_model::backend::{CpuDecoder, Decoder};
+use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling, State};
 
 /// The model, where it runs, and its context.

@@ -11,7 +11,7 @@ use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
-use strata_model::backend::Decoder;
+use strata_model::decoder::Decoder;
 use strata_model::{KvMode, Model, State};
 
 use crate::load::{decoder, open_device, open_model, try_cuda, EngineArgs};

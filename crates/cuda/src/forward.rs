@@ -5,8 +5,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use strata_model::backend::{trunk, Backend, Decoder, HcId, MoeId};
+use strata_model::backend::{trunk, Backend, HcId, MoeId};
 use strata_model::config::LayerKind;
+use strata_model::decoder::Decoder;
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::table_rows;
 use strata_model::model::MTP_WINDOW;

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use strata_model::backend::Decoder;
+use strata_model::decoder::Decoder;
 
 use crate::sampler::{Sampler, SamplerConfig};
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
 use strata_engine::sampler::SamplerConfig;
-use strata_model::backend::{CpuDecoder, Decoder};
+use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling};
 
 fn model() -> Model {

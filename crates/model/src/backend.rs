@@ -8,7 +8,6 @@
 //! window of T tokens equals T single-token steps, on every back-end.
 
 use crate::config::Config;
-use crate::ops::sample::SampleParams;
 
 /// Which hyper-connection read: a layer's two halves, the final read, or the MTP layer's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,102 +152,4 @@ pub fn mtp_step<B: Backend>(b: &B, cache: &mut B::MtpCache, r: &B::Rows, next: &
     layer_step(b, &mut rp, &mut pending, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, mix)?;
     let (fin, _) = read(b, &mut rp, &mut pending, HcId::MtpHead)?;
     Ok((b.logits(&fin)?, rp))
-}
-
-/// A model and one conversation's state on some device: what the generation loop drives.
-pub trait Decoder {
-    fn vocab(&self) -> usize;
-    /// Tokens held (the position of the next one).
-    fn position(&self) -> usize;
-    /// The most tokens one `forward` call takes.
-    fn window(&self) -> usize;
-    /// Runs `tokens` at the current position without the head (a prompt's windows before its last).
-    fn advance(&mut self, tokens: &[u32]) -> Result<(), String>;
-    /// Runs `tokens`: the logits of the last only.
-    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String>;
-    /// Runs `tokens`: the greedy token after the last (`argmax` of its logits, on the device that has them).
-    fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String>;
-    /// Runs `tokens`: the token drawn after the last with `p` (ops/sample.rs), on the device that has the
-    /// logits. `next` is what the following step, if one comes, draws with: a device may record that step
-    /// while this one runs.
-    fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, next: &SampleParams) -> Result<u32, String>;
-    /// The conversation as the CPU holds it: what a checkpoint saves, whichever device made it.
-    fn snapshot(&self) -> Result<crate::State, String>;
-    /// `state` (a [`Decoder::snapshot`] of this model, or a fresh one) in place of the conversation held:
-    /// the next token goes at `state.pos`. On an error the decoder holds an empty conversation.
-    fn restore(&mut self, state: &crate::State) -> Result<(), String>;
-    /// A device's own report at the end of a run (a profile, when asked for), if any.
-    fn report(&self) -> Option<String> {
-        None
-    }
-}
-
-/// The CPU back-end with a conversation's state.
-pub struct CpuDecoder<'a> {
-    pub model: &'a crate::Model,
-    pub state: crate::State,
-}
-
-impl CpuDecoder<'_> {
-    /// Runs `tokens` through the trunk, then `head` on their final reads.
-    fn with_trunk<R>(&mut self, tokens: &[u32], head: impl FnOnce(&crate::cpu::Cpu, &Vec<Vec<f32>>) -> R) -> R {
-        let (cpu, pos) = (crate::cpu::Cpu { model: self.model }, self.state.pos);
-        let Ok((fin, _)) = trunk(&cpu, &self.model.config, &mut self.state, tokens, pos);
-        self.state.pos += tokens.len();
-        head(&cpu, &fin)
-    }
-}
-
-impl Decoder for CpuDecoder<'_> {
-    fn vocab(&self) -> usize {
-        self.model.config.vocab
-    }
-
-    fn position(&self) -> usize {
-        self.state.pos
-    }
-
-    fn window(&self) -> usize {
-        8
-    }
-
-    fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
-        self.with_trunk(tokens, |_, _| ());
-        Ok(())
-    }
-
-    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
-        let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_logits(fin));
-        Ok(v)
-    }
-
-    fn forward_greedy(&mut self, tokens: &[u32]) -> Result<u32, String> {
-        let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_argmax(fin));
-        Ok(v)
-    }
-
-    fn forward_sample(&mut self, tokens: &[u32], p: &SampleParams, _next: &SampleParams) -> Result<u32, String> {
-        let Ok(v) = self.with_trunk(tokens, |cpu, fin| cpu.last_sample(fin, p));
-        Ok(v)
-    }
-
-    fn snapshot(&self) -> Result<crate::State, String> {
-        Ok(self.state.clone())
-    }
-
-    fn restore(&mut self, state: &crate::State) -> Result<(), String> {
-        let fresh = crate::State::new(&self.model.config, self.state.kv_mode);
-        let same_kinds = state.layers.len() == fresh.layers.len()
-            && state
-                .layers
-                .iter()
-                .zip(&fresh.layers)
-                .all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b));
-        if !same_kinds || state.kv_mode != fresh.kv_mode || state.ple.z.len() != fresh.ple.z.len() {
-            self.state = fresh;
-            return Err("the state does not match the model and its KV mode".into());
-        }
-        self.state = state.clone();
-        Ok(())
-    }
 }

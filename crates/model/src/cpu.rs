@@ -1,7 +1,7 @@
 //! The CPU reference back-end: each block operation of [`crate::backend::Backend`] is the contract
 //! function of `layers/` applied to each token of the window in order.
 
-use crate::backend::{Backend, HcId, MoeId};
+use crate::backend::{forward_window, mtp_step, Backend, HcId, MoeId};
 use crate::layers::hc::{hc_read, hc_write};
 use crate::layers::{gdn::gdn, moe::moe, ple::ple, qsa::qsa, qsa::qsa_dense};
 use crate::model::{Model, MTP_WINDOW};
@@ -146,5 +146,38 @@ impl Backend for Cpu<'_> {
         let (m, c) = (self.model, &self.model.config);
         let Mixer::Attn(q) = &self.mtp().layer.mixer else { unreachable!("the MTP layer is bound as attention") };
         Ok(x.iter().enumerate().map(|(i, x)| qsa_dense(x, q, c, cache, pos + i, &m.rope, MTP_WINDOW)).collect())
+    }
+}
+
+/// The CPU forward pass, on the model itself (the layer loop is backend.rs's, run on [`Cpu`]).
+impl Model {
+    /// Runs one token through the model at position `state.pos`; returns the vocabulary logits.
+    pub fn forward(&self, state: &mut State, token: u32) -> Vec<f32> {
+        self.forward_hidden(state, token).0
+    }
+
+    /// [`Model::forward`], also returning R, the residual streams after the last layer (the MTP layer's
+    /// input, spec §9).
+    pub fn forward_hidden(&self, state: &mut State, token: u32) -> (Vec<f32>, Vec<f32>) {
+        let (mut logits, mut r) = self.forward_window(state, &[token]);
+        (logits.remove(0), r.remove(0))
+    }
+
+    /// A window of tokens at positions `state.pos, …` on the CPU: each token's logits and residual
+    /// streams, the same bits as one token at a time.
+    pub fn forward_window(&self, state: &mut State, tokens: &[u32]) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let pos = state.pos;
+        let Ok(out) = forward_window(&Cpu { model: self }, &self.config, state, tokens, pos);
+        state.pos += tokens.len();
+        out
+    }
+
+    /// One MTP draft step (spec §0.11, §9) from residual streams `r` at cell `pos` (the trunk's R_pos, or the
+    /// previous step's R'), with `next` the token at pos + 1: returns the draft logits for pos + 2 and R'.
+    /// `cache` is the MTP layer's own KV cache (dense attention over at most its last 32,768 cells).
+    pub fn mtp_draft(&self, cache: &mut QsaState, r: &[f32], next: u32, pos: usize) -> Option<(Vec<f32>, Vec<f32>)> {
+        self.weights.mtp.as_ref()?;
+        let Ok((mut logits, mut rp)) = mtp_step(&Cpu { model: self }, cache, &vec![r.to_vec()], &[next], pos);
+        Some((logits.remove(0), rp.remove(0)))
     }
 }

@@ -5,6 +5,7 @@ pub mod backend;
 pub mod checkpoint;
 pub mod config;
 pub mod cpu;
+pub mod decoder;
 pub mod error;
 pub mod kv;
 pub mod layers;

@@ -5,9 +5,7 @@ use std::path::Path;
 
 use strata_gguf::GgufSet;
 
-use crate::backend::{forward_window, mtp_step};
 use crate::config::Config;
-use crate::cpu::Cpu;
 use crate::error::ModelError;
 use crate::kv::KvMode;
 use crate::ops::rope::{Rope, RopeScaling};
@@ -86,36 +84,6 @@ impl Model {
             });
         }
         Ok(State::new(&self.config, kv))
-    }
-
-    /// Runs one token through the model at position `state.pos`; returns the vocabulary logits.
-    pub fn forward(&self, state: &mut State, token: u32) -> Vec<f32> {
-        self.forward_hidden(state, token).0
-    }
-
-    /// [`Model::forward`], also returning R, the residual streams after the last layer (the MTP layer's
-    /// input, spec §9).
-    pub fn forward_hidden(&self, state: &mut State, token: u32) -> (Vec<f32>, Vec<f32>) {
-        let (mut logits, mut r) = self.forward_window(state, &[token]);
-        (logits.remove(0), r.remove(0))
-    }
-
-    /// A window of tokens at positions `state.pos, …` on the CPU: each token's logits and residual
-    /// streams, the same bits as one token at a time.
-    pub fn forward_window(&self, state: &mut State, tokens: &[u32]) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-        let pos = state.pos;
-        let Ok(out) = forward_window(&Cpu { model: self }, &self.config, state, tokens, pos);
-        state.pos += tokens.len();
-        out
-    }
-
-    /// One MTP draft step (spec §0.11, §9) from residual streams `r` at cell `pos` (the trunk's R_pos, or the
-    /// previous step's R'), with `next` the token at pos + 1: returns the draft logits for pos + 2 and R'.
-    /// `cache` is the MTP layer's own KV cache (dense attention over at most its last 32,768 cells).
-    pub fn mtp_draft(&self, cache: &mut QsaState, r: &[f32], next: u32, pos: usize) -> Option<(Vec<f32>, Vec<f32>)> {
-        self.weights.mtp.as_ref()?;
-        let Ok((mut logits, mut rp)) = mtp_step(&Cpu { model: self }, cache, &vec![r.to_vec()], &[next], pos);
-        Some((logits.remove(0), rp.remove(0)))
     }
 
     /// An empty cache for the MTP layer.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use strata_engine::generate::{generate, Event, GenerateConfig, GenerateError, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
-use strata_model::backend::Decoder;
+use strata_model::decoder::Decoder;
 use strata_model::State;
 use tokio::sync::mpsc::UnboundedSender;
 

@@ -75,6 +75,17 @@ pub fn open_model(a: &EngineArgs) -> Result<(Model, usize)> {
     Ok((model, max_context))
 }
 
+/// Reads the PLE table's pages ahead in the background (layers/ple.rs `warm_table`), unless
+/// `STRATA_PLE_WARM=0` (read here, at start-up, not below it).
+pub fn warm_ple(model: &Model) {
+    if std::env::var("STRATA_PLE_WARM").is_ok_and(|v| v == "0") {
+        return;
+    }
+    if let Some(w) = &model.weights.ple {
+        strata_model::layers::ple::warm_table(w);
+    }
+}
+
 /// The GPU to run on, or `None` for the CPU, from `--device`.
 pub fn open_device(a: &EngineArgs) -> Result<Option<Arc<Gpu>>> {
     match a.device.as_str() {

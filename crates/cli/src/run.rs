@@ -104,9 +104,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let card = gpu.clone();
     let cuda = try_cuda(&a.engine, gpu, &model, max_context, saved.as_ref())?;
     // The PLE table's pages read ahead while the prompt runs (its rows are read on the host each token).
-    if let Some(w) = &model.weights.ple {
-        strata_model::layers::ple::warm_table(w);
-    }
+    crate::load::warm_ple(&model);
     let mut dec = decoder(cuda, &model, a.engine.kv, saved)?;
     let dec = &mut *dec;
     let (generated, at_prompt_end) = decode(dec, &prompt, &cfg, &mut dump, &mut printer, card.as_deref())?;

@@ -129,9 +129,7 @@ fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result
     };
     let mut dec = decoder(cuda, &model, a.kv, None)?;
     let dec = &mut *dec;
-    if let Some(w) = &model.weights.ple {
-        strata_model::layers::ple::warm_table(w);
-    }
+    crate::load::warm_ple(&model);
     let stop_tokens = [tok.eos, tok.im_end].into_iter().flatten().collect();
     let info = ModelInfo { name: String::new(), context: max_context, device, settings: json!({}) };
     let _ = ready.send(Ok(Ready { info, tok: tok.clone(), template }));

@@ -12,12 +12,9 @@ use crate::weights::PleWeights;
 /// table that may hold tens of GB, read from the memory-mapped file on the host) do not each wait for a
 /// page fault or the disk while the device waits for them (`strata bench ple_rows`: 78 µs a token from a
 /// cold page cache, 4 µs read ahead). Skipped, and said, when the table is more than half the memory the
-/// system has available; off with `STRATA_PLE_WARM=0`. Returns the thread (None when skipped); nothing
-/// waits for it.
+/// system has available (the command line turns it off: `STRATA_PLE_WARM=0`). Returns the thread (None
+/// when skipped); nothing waits for it.
 pub fn warm_table(w: &PleWeights) -> Option<std::thread::JoinHandle<()>> {
-    if std::env::var("STRATA_PLE_WARM").is_ok_and(|v| v == "0") {
-        return None;
-    }
     let bytes = w.table.bytes.clone();
     let len = bytes.len() as u64;
     match available_memory() {

@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use strata_cuda::graph::GraphStats;
 use strata_cuda::Gpu;
 use strata_engine::chat::{ChatTemplate, Message};
+use strata_engine::detok::Detokenizer;
 use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
@@ -95,7 +96,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     // The stop token that ends a reply is not part of its text.
     let hidden = if a.ignore_eos { Vec::new() } else { cfg.stops.clone() };
-    let mut printer = Printer { tok: tok.as_ref(), pending: Vec::new(), count: 0, hidden };
+    let mut printer = Printer { detok: tok.as_ref().map(Detokenizer::new), count: 0, hidden };
     // A saved conversation continues on either device.
     let saved = match &a.load_state {
         Some(p) => Some(load_state(&model, p, a.engine.kv)?),
@@ -297,9 +298,9 @@ impl PromptLog {
 /// Writes generated tokens as text (or as ids without a tokenizer). A multi-byte character can span
 /// tokens, so text is printed once it decodes whole; only the tokens not yet printed are decoded each
 /// step, not the whole generation (which would be quadratic).
+/// Prints the generated tokens: as text through the detokenizer, or (`--prompt-tokens`) as ids.
 struct Printer<'a> {
-    tok: Option<&'a Tokenizer>,
-    pending: Vec<u32>,
+    detok: Option<Detokenizer<'a>>,
     count: usize,
     /// Tokens not printed (the stop tokens).
     hidden: Vec<u32>,
@@ -308,16 +309,9 @@ struct Printer<'a> {
 impl Printer<'_> {
     fn token(&mut self, out: &mut impl Write, t: u32) -> std::io::Result<()> {
         self.count += 1;
-        match self.tok {
+        match &mut self.detok {
             Some(_) if self.hidden.contains(&t) => {}
-            Some(tok) => {
-                self.pending.push(t);
-                let text = tok.decode(&self.pending).map_err(std::io::Error::other)?;
-                if !text.ends_with('\u{FFFD}') {
-                    write!(out, "{text}")?;
-                    self.pending.clear();
-                }
-            }
+            Some(d) => write!(out, "{}", d.push(t).map_err(std::io::Error::other)?)?,
             None => write!(out, "{}{t}", if self.count > 1 { "," } else { "" })?,
         }
         out.flush()
@@ -325,8 +319,8 @@ impl Printer<'_> {
 
     /// An unfinished character at the end is printed as it is; then the line ends.
     fn finish(&mut self, out: &mut impl Write) -> Result<()> {
-        if let (Some(tok), false) = (self.tok, self.pending.is_empty()) {
-            write!(out, "{}", tok.decode(&self.pending)?)?;
+        if let Some(d) = &mut self.detok {
+            write!(out, "{}", d.finish()?)?;
         }
         writeln!(out)?;
         Ok(())

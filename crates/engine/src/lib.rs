@@ -2,6 +2,7 @@
 //! decode loop.
 
 pub mod chat;
+pub mod detok;
 pub mod generate;
 pub mod sampler;
 pub mod tokenizer;

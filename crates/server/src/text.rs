@@ -1,30 +1,25 @@
 //! Generated tokens as text, a piece at a time: a character split across tokens waits for its last byte,
 //! and text that could be the start of a stop string waits until it is known not to be one.
 
+use strata_engine::detok::Detokenizer;
 use strata_engine::tokenizer::Tokenizer;
 
 /// Turns tokens into text deltas, holding back what may still change.
 pub struct TextStream<'a> {
-    tok: &'a Tokenizer,
-    /// Tokens not yet decoded whole (a character's bytes spread over them).
-    pending: Vec<u32>,
+    /// Whole characters only (a character's bytes spread over tokens wait for the last).
+    detok: Detokenizer<'a>,
     stops: StopMatcher,
 }
 
 impl<'a> TextStream<'a> {
     pub fn new(tok: &'a Tokenizer, stops: Vec<String>) -> TextStream<'a> {
-        TextStream { tok, pending: Vec::new(), stops: StopMatcher::new(stops) }
+        TextStream { detok: Detokenizer::new(tok), stops: StopMatcher::new(stops) }
     }
 
     /// The text that `id` releases, and whether a stop string has now been met (the text then ends
     /// before it).
     pub fn push(&mut self, id: u32) -> (String, bool) {
-        self.pending.push(id);
-        let text = self.tok.decode(&self.pending).unwrap_or_default();
-        if text.ends_with('\u{FFFD}') && self.pending.len() < 8 {
-            return (String::new(), false);
-        }
-        self.pending.clear();
+        let text = self.detok.push(id).unwrap_or_default();
         self.stops.push(&text)
     }
 
@@ -35,9 +30,7 @@ impl<'a> TextStream<'a> {
 
     /// What is still held back, at the end of the generation.
     pub fn finish(&mut self) -> String {
-        let tail =
-            if self.pending.is_empty() { String::new() } else { self.tok.decode(&self.pending).unwrap_or_default() };
-        self.pending.clear();
+        let tail = self.detok.finish().unwrap_or_default();
         let (mut out, stopped) = self.stops.push(&tail);
         if !stopped {
             out.push_str(&self.stops.take_held());

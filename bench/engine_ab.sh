@@ -2,7 +2,7 @@
 # One device call: decode rates of several settings side by side, interleaved round by round so that a
 # drift of the card's speed falls on all of them alike; each run is a process of its own (the rate moves
 # by a few percent from one process to the next). Usage:
-#   bench/engine_ab.sh "" STRATA_TUNE=1 "STRATA_TUNE=1 STRATA_PDL_JOIN=0" ".dev/strata-b STRATA_TUNE=1"
+#   bench/engine_ab.sh "" STRATA_PDL_JOIN=0 "STRATA_PDL_JOIN=0 STRATA_SIDE=0" ".dev/strata-b STRATA_SIDE=0"
 # ("" is the default; a setting whose first word is an executable runs that binary instead of $bin, so
 # two builds are compared in one call). ROUNDS (3), DEPTH (1024: the prompt; decode speed barely moves
 # with depth, the selection keeping 2,048 cells) and N (256 new tokens). Prints each run and the median

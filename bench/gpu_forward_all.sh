@@ -17,8 +17,6 @@ for f in fixtures/real/qwen4exp-real-{f32,bf16,q8_0}.gguf; do
 done
 fi
 if want switches; then
-# One token's dense layouts tuned per shape on the model's own matrices (opt-in): the same bits.
-model small STRATA_TUNE=1 fp16
 # Plain edges into the kernels that join the side lane: the same bits.
 model small STRATA_PDL_JOIN=0 fp16
 # The experts' down products and the MoE combination as two launches: the same bits.

@@ -158,10 +158,6 @@ fn cuda_decoder<'a>(
         );
     }
     let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;
-    let tuned = fwd.tuned_summary();
-    if !tuned.is_empty() {
-        eprintln!("note: one token's products, the layout for each shape (timed on this model's weights): {tuned}");
-    }
     let (state, pos) = match saved {
         Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),
         None => (fwd.new_state(kv, cells).context("allocating the caches")?, 0),

@@ -43,17 +43,6 @@ pub struct AttnGpu {
     idx: Option<(MatrixGpu, MatrixGpu, Buf<f32>, Buf<f32>)>,
 }
 
-impl AttnGpu {
-    /// The matrices a step multiplies one token by.
-    pub(crate) fn products(&self) -> Vec<&MatrixGpu> {
-        let mut v = vec![&self.q, &self.k, &self.v, &self.o];
-        if let Some((iq, ik, _, _)) = &self.idx {
-            v.extend([iq, ik]);
-        }
-        v
-    }
-}
-
 /// One K or V cache on the device in a KV mode.
 pub struct KvGpu {
     mode: KvMode,

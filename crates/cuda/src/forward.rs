@@ -26,7 +26,6 @@ use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
 use crate::profile::ProfileMode;
-use crate::tune::ShapeChoice;
 
 /// A window's rows on the device: `t` rows of `width` values; `q`, where the HC read that made them also
 /// quantized them for § qdot products wanting the codes in element order (`STRATA_HC_PUBLISH=1`).
@@ -88,8 +87,6 @@ pub struct CudaForward<'a> {
     hc_done: Option<Buf<u32>>,
     /// The rope rows of the last window's positions (first, tokens), which all its attention layers share.
     rope: Mutex<Option<WindowRope>>,
-    /// The layouts tuned per shape for one token's dense products at load (tune.rs).
-    tuned: Vec<ShapeChoice>,
     /// While a step is prepared ahead (`STRATA_OVERLAP`): the staged inputs that depend on its token,
     /// left as placeholders and written once the token is known.
     late: Mutex<Option<Vec<Late>>>,
@@ -146,7 +143,7 @@ impl<'a> CudaForward<'a> {
             None => None,
         };
         let embd = Arc::new(MatrixGpu::upload(g, &w.token_embd)?);
-        let mut fwd = CudaForward {
+        Ok(CudaForward {
             output: if std::ptr::eq(&w.output.bytes[..], &w.token_embd.bytes[..]) {
                 embd.clone()
             } else {
@@ -163,34 +160,7 @@ impl<'a> CudaForward<'a> {
             mtp: None,
             model,
             gpu,
-            tuned: Vec::new(),
-        };
-        fwd.tuned = crate::tune::tune(&fwd.gpu, &fwd.products())?;
-        Ok(fwd)
-    }
-
-    /// The matrices a decode step multiplies one token by: every layer's dense products and the head.
-    fn products(&self) -> Vec<&MatrixGpu> {
-        let mut v = Vec::new();
-        for l in &self.layers {
-            match &l.mixer {
-                MixerGpu::Gdn(g) => v.extend(g.products()),
-                MixerGpu::Attn(a, _) => v.extend(a.products()),
-            }
-            v.extend(l.moe.products());
-        }
-        v.push(&*self.output);
-        v
-    }
-
-    /// One line: each shape's tuned layout (empty unless `STRATA_TUNE=1`).
-    pub fn tuned_summary(&self) -> String {
-        self.tuned.iter().map(ShapeChoice::name).collect::<Vec<_>>().join(", ")
-    }
-
-    /// Each shape's tuned layout with why, a line each.
-    pub fn tuned_reasons(&self) -> Vec<String> {
-        self.tuned.iter().map(|c| format!("{}: {}", c.name(), c.reason)).collect()
+        })
     }
 
     /// Uploads the MTP draft layer (an attention layer run dense over its own cache, spec §9), for

@@ -33,17 +33,6 @@ pub struct GdnGpu {
     eps: f32,
 }
 
-impl GdnGpu {
-    /// The matrices a step multiplies one token by (α and β only when products make their logits).
-    pub(crate) fn products(&self) -> Vec<&MatrixGpu> {
-        let mut v = vec![&self.qkv, &self.out, &self.gate];
-        if self.ab_kind == 0 {
-            v.extend([&self.alpha, &self.beta]);
-        }
-        v
-    }
-}
-
 /// A GDN layer's state on the device: the conv tail ((K − 1) frames of the channels) and Hv S×S matrices.
 pub struct GdnStateGpu {
     pub tail: Buf<f32>,

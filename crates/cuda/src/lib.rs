@@ -25,7 +25,6 @@ pub mod qdot;
 pub mod qsa;
 pub mod sample;
 pub mod skip;
-pub mod tune;
 
 pub use device::Gpu;
 pub use error::CudaError;

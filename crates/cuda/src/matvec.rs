@@ -399,13 +399,9 @@ impl MatrixGpu {
     }
 }
 
-/// The layout of `w`'s product of `t` tokens: for one token the layout tuned for its shape on the loaded
-/// model's weights (tune.rs), if any; else the plan's for its weight type.
+/// The layout of `w`'s product of `t` tokens: the plan's for its weight type.
 fn dense_layout(gpu: &Gpu, w: &MatrixGpu, t: usize) -> Layout {
-    match (t, crate::tune::tuned(w)) {
-        (1, Some(l)) => l,
-        _ => crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t),
-    }
+    crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t)
 }
 
 /// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, in the layout for the weight's shape and type.

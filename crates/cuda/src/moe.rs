@@ -69,18 +69,6 @@ pub struct MoeGpu {
     done_sh: Option<Buf<u32>>,
 }
 
-impl MoeGpu {
-    /// The dense matrices a step multiplies one token by (the shared gate logit's row only when a product
-    /// makes it).
-    pub(crate) fn products(&self) -> Vec<&MatrixGpu> {
-        let mut v = vec![&self.router, &self.gate_sh, &self.up_sh, &self.down_sh];
-        if self.sg_kind == 0 {
-            v.push(&self.sgate);
-        }
-        v
-    }
-}
-
 /// The most experts the router kernels hold: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu); moe_route_block
 /// holds as many.
 const ROUTE_MAX_EXPERTS: usize = 2 * 8 * 32;

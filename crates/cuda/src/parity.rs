@@ -696,9 +696,6 @@ pub fn forward_parity(
         }
     }
     let mut cuda = crate::forward::CudaForward::upload(gpu.clone(), model).map_err(e)?;
-    for line in cuda.tuned_reasons() {
-        eprintln!("tuned: {line}");
-    }
     if has_mtp {
         cuda.upload_mtp().map_err(e)?;
     }

@@ -4,7 +4,7 @@
 # preset (fp16 and int8 KV), printed as gpu_forward_all.sh prints (`== …`, the tool's output, `rc=…`),
 # then a line a setting: `candidate SETTING: N checks, F failed`. A setting that passes can then be timed
 # against the default (bench/engine_ab.sh). Usage (settings as engine_ab.sh takes them):
-#   bench/gpu_candidates.sh STRATA_DEFINES=QDOT_ROW_AHEAD=0 "STRATA_QDOT_STAGE=0 STRATA_DEFINES=QDOT_EARLY=1"
+#   bench/gpu_candidates.sh STRATA_DEFINES=QDOT_ROW_AHEAD=0 "STRATA_QDOT_STAGE=0 STRATA_DEFINES=HC_EARLY=2"
 # Each distinct STRATA_DEFINES compiles every kernel file once more (about a minute on the H200). Run
 # from the repo root with the binary in .dev/strata.
 source "$(dirname "$0")/presets.sh"

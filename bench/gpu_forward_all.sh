@@ -22,9 +22,6 @@ model small STRATA_PDL_JOIN=0 fp16
 # The experts' down products and the MoE combination as two launches: the same bits.
 tool moe_parity STRATA_DOWN_COMBINE=0
 model small STRATA_DOWN_COMBINE=0 fp16 int8
-# The routing by one warp (the default is moe_route_block): the same ids and weights.
-tool moe_parity STRATA_ROUTE=warp
-model small STRATA_ROUTE=warp fp16 int8
 # Each block of a qdot product quantizing its own inputs (the default quantizes once).
 tool matvec_parity STRATA_QDOT_ONCE=0
 tool moe_parity STRATA_QDOT_ONCE=0
@@ -69,8 +66,6 @@ if [ -z "${QUICK:-}" ]; then
 fi
 fi
 if want defines; then
-# The qdot dense kernels' weights asked for before grid_dep_wait (opt-in).
-tool matvec_parity STRATA_DEFINES=QDOT_EARLY=1
 # The HC split up kernel's first weights loaded before grid_dep_wait too (HC_EARLY=2).
 check "gr_parity --selftest" STRATA_DEFINES=HC_EARLY=2 $bin parity gr_parity --selftest
 model small STRATA_DEFINES=HC_EARLY=2 fp16
@@ -84,7 +79,7 @@ model small STRATA_DEFINES=QDOT_ROW_AHEAD=0 fp16
 fi
 if want layouts; then
 # Each matvec layout forced for every type (the plan picks one per type; both must give the CPU's bits).
-for layout in block warp staged multi wide stream; do
+for layout in block warp staged wide stream; do
   model tiny STRATA_MATVEC=$layout fp16
   tool moe_parity STRATA_MATVEC=$layout
 done

@@ -445,23 +445,6 @@ __device__ __forceinline__ float qd_scale(float amax, float* d) {
     return amax == 0.0f ? 0.0f : __fdiv_rn(QMAX, amax);
 }
 
-// Whether this block is the last of `blocks` to arrive at counter *count (every thread calls it, after
-// writing its share): each thread fences its writes, one counts for the block, and the last to count
-// sets the count back to 0 for the next launch and fences again, so it sees every block's writes (read
-// them past the L1, __ldcg). No block waits for another. qdot.cu's and hc.cu's publishing kernels.
-__device__ __forceinline__ bool last_block_in(unsigned* count, int blocks) {
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(count, 1u) == (unsigned)(blocks - 1);
-        if (last) *count = 0;
-    }
-    __syncthreads();
-    if (last) __threadfence();
-    return last;
-}
-
 // Piece f of vector t quantized from the 32 lanes' values (lane i element i): the amax by a butterfly
 // of maxima from +0 (exact, so any order gives qd_quantize's), each lane's code, the sums of lanes
 // 0..15's and 16..31's codes; written into QIn's layout (codes [T][P][32 bytes], then the halves' sums

@@ -496,30 +496,6 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
 GR_UP_SPLIT(, bf16_t)
 GR_UP_SPLIT(_f32, float)
 
-// gr_up_split that also quantizes `mixed` for the § qdot products that read it (`gr_up_split_q`,
-// STRATA_HC_PUBLISH=1; n a multiple of 32): the block that completes a piece of 32 outputs (the 32 / UP_D
-// blocks that write it count their arrivals after a fence, in any order) quantizes that piece of each
-// token, a warp a token, lane i element i (common.cuh's warp_quantize_piece, the `_quantize` kernel's
-// codes), into xq (QIn's layout: T vectors of n / 32 pieces, codes in element order), and sets the count
-// back to 0 for the next launch. So the products after the read need no `_quantize` launch.
-#define GR_UP_SPLIT_Q(SUFFIX, WT)                                                                     \
-    extern "C" __global__ void gr_up_split_q##SUFFIX(const WT* __restrict__ w_up,                     \
-        const float* __restrict__ lo, const float* __restrict__ xn, float* __restrict__ mixed,        \
-        int r, int n, int hc, int T, int4* __restrict__ xq, unsigned* __restrict__ done) {            \
-        if (HC_EARLY < 2) grid_dep_wait();                                                            \
-        gr_up_split_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                       \
-        gr_up_publish(mixed, n, T, xq, done);                                                         \
-    }
-__device__ void gr_up_publish(const float* mixed, int n, int T, int4* xq, unsigned* done) {
-    const int f = blockIdx.x * UP_D / QBLOCK;
-    if (!last_block_in(&done[f], QBLOCK / UP_D)) return;
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
-    for (int t = warp; t < T; t += warps)
-        warp_quantize_piece(__ldcg(mixed + (size_t)t * n + QBLOCK * f + lane), xq, T, n / QBLOCK, t, f);
-}
-GR_UP_SPLIT_Q(, bf16_t)
-GR_UP_SPLIT_Q(_f32, float)
-
 // ---- The staged down kernel (STRATA_HC_SPLIT=2): one block per row; xn and the row's weights pass through
 // shared memory in tiles of STAGE_CH chunks, double-buffered: while a tile's chunk sums are computed from
 // one buffer, the next tile's activations and weights are already loaded into registers, then stored into

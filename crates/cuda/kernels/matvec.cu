@@ -395,19 +395,6 @@ __device__ void matvec_rows_multi(const unsigned char* __restrict__ wbase, const
     }
 }
 
-// The multi layout's window kernel (T > 1) with the window's input in shared memory: the block copies
-// the T rows of x there once (16 bytes a load), then each warp runs matvec_rows_multi's sums from it, so
-// the input is read from L2 once a block and not once a warp. The same sums as matvec_rows_multi.
-template <typename W>
-__device__ void matvec_rows_window_xs(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
-                                      float* __restrict__ y, int rows, int cols, int T) {
-    extern __shared__ float4 xs4[];  // [T][cols]
-    const int n4 = T * cols / 4;
-    for (int i = threadIdx.x; i < n4; i += blockDim.x) xs4[i] = reinterpret_cast<const float4*>(x)[i];
-    __syncthreads();
-    matvec_rows_multi<W>(wbase, reinterpret_cast<const float*>(xs4), y, rows, cols, T);
-}
-
 // The staged layout: a block takes rpb consecutive rows (up to 32, with up to 8 warps), which are one span
 // of bytes (of one slot's expert for the gathers). First the block copies the whole span into shared
 // memory, 16 bytes a copy, so the card sees wide coalesced reads with many bytes in flight (a warp
@@ -638,12 +625,6 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                     const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
         matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);        \
-    }                                                                                                         \
-    extern "C" __global__ void NAME##_window_xs(const unsigned char* w, const float* __restrict__ x, float* y, \
-                                               int rows, int cols, int T, const unsigned char* w2, float* y2) { \
-        grid_dep_wait();                                                                                      \
-        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        matvec_rows_window_xs<W>(w, x, y, rows, cols, T);                                                     \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu,            \
                                                  const float* __restrict__ x, float* h, int rows, int cols,   \

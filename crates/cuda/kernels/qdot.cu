@@ -9,13 +9,6 @@
 // (prepended, after common.cuh and dequant.cuh) holds the per-type unpacking.
 
 #define FULL 0xffffffffu
-// QDOT_EARLY (STRATA_DEFINES; 0 by default until timed on a card): 1, the dense kernels ask for their
-// block's weight rows into the L2 before grid_dep_wait (0: right after it), so that with programmatic
-// launches those reads start while the kernel before still runs (a weight is no kernel's output). The
-// sums are untouched.
-#ifndef QDOT_EARLY
-#define QDOT_EARLY 0
-#endif
 // QDOT_ROW_AHEAD (STRATA_DEFINES; 1 by default since speed-18, ahead in four of five interleaved
 // comparisons at depth 1,024: −0.7% and +1.2% in speed-14, +2.0% and +0.4% in speed-16, +1.0% in
 // speed-18; alone the head 184 against 238 µs): a dense kernel whose warps take several rows (rpw > 1: the
@@ -193,7 +186,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
         if (threadIdx.x % WARP == 0 && row < rows) cf.load(cv.tail, cv.taps, rows, 4, row);
     }
     // The block's rows (one span: QD_WARPS·rpw rows from its first) asked for into the L2, so that their
-    // fetch overlaps the inputs' quantization: before grid_dep_wait with QDOT_EARLY, else after it.
+    // fetch overlaps the inputs' quantization, right after grid_dep_wait.
     const auto fetch = [&] {
         if (QDOT_ROW_AHEAD && rpw > 1) {  // the warp's first row only; the loop asks for each next one
             const int row = blockIdx.x * rpw * (blockDim.x / WARP) + threadIdx.x / WARP;
@@ -206,9 +199,8 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
             prefetch_l2(w + first * row_bytes, n * row_bytes, threadIdx.x, blockDim.x);
         }
     };
-    if (QDOT_EARLY) fetch();
     grid_dep_wait();
-    if (!QDOT_EARLY) fetch();
+    fetch();
     const QIn q = qd_inputs<Q, G>(x, QSrc{x, (size_t)cols, 0, 1}, T, cols);
     const int warps = blockDim.x / WARP;
     for (int i = 0; i < rpw; ++i) {
@@ -310,26 +302,13 @@ __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const floa
     if (threadIdx.x % WARP == 0) y[(size_t)ts * rows + row] = v;
 }
 
-// Once a block's rows of h (slot ts, rows first .. first + warps − 1) are written: the block that
-// completes a piece of 32 rows (the 32 / warps blocks that write it arrive in any order) quantizes it
-// into hq, the down products' inputs (QIn's layout, n vectors of rows / 32 pieces). No block waits: each
-// fences its writes before it counts, so the last to count sees every row of the piece, and it sets the
-// count back to 0 for the next launch (no other block of this one touches it again).
-template <typename Q>
-__device__ void qd_publish(const float* h, int4* hq, unsigned* done, int ts, int first, int rows, int n) {
-    const int P = rows / QBLOCK, f = ts * P + first / QBLOCK;
-    if (!last_block_in(&done[f], QBLOCK / (blockDim.x / WARP))) return;
-    qd_quantize<Q, true, 1>(QSrc{h, (size_t)rows, 0, 1}, f, f + 1, QIn(hq, n, P));
-}
-
 // The experts' gate and up products with the activation: h[ts·rows + row] = silu(g)·u, the product
-// rounded (matvec.cu's _gather_glu, moe.cu's moe_act). HQ: h also quantized into hq for the down
-// products (qd_publish; rows a multiple of 32).
-template <typename Q, bool G, bool HQ = false>
+// rounded (matvec.cu's _gather_glu, moe.cu's moe_act).
+template <typename Q, bool G>
 __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
                                      const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
                                      const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
-                                     int x_slot, int4* hq = nullptr, unsigned* done = nullptr) {
+                                     int x_slot) {
     const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
     const unsigned char *rg = wg + (e + off_g + row) * row_bytes, *ru = wu + (e + off_u + row) * row_bytes;
@@ -338,18 +317,10 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
         prefetch_l2(ru, row_bytes, threadIdx.x % WARP, WARP);
     }
     const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
-    const auto glu_row = [&] {
-        float g, u;
-        qd_row2<Q>(rg, ru, q, 0, &g, &u);
-        if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
-    };
-    if constexpr (HQ) {  // every block counts its arrival, rows or none
-        if (row < rows) glu_row();
-        qd_publish<Q>(h, hq, done, ts, blockIdx.x * (blockDim.x / WARP), rows, gridDim.y);
-    } else {
-        if (row >= rows) return;
-        glu_row();
-    }
+    if (row >= rows) return;
+    float g, u;
+    qd_row2<Q>(rg, ru, q, 0, &g, &u);
+    if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
 }
 
 // The MoE combination of a block's nv output rows (from row) of token t, once every slot's outputs are in
@@ -526,14 +497,6 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_router(const void* wr, int kind, const float* x, float* logits, int E, int n, int T, int qb,    \
                       int4* out) {                                                                            \
         qdot_router_rows<Q>(wr, kind, x, logits, E, n, T, qb, out);                                           \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
-        NAME##_g_gather_glu_q(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,  \
-                              float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,     \
-                              int off_u, int x_tok, int x_slot, int4* hq, unsigned* done) {                  \
-        grid_dep_wait();                                                                                      \
-        qdot_gather_glu_rows<Q, true, true>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok,    \
-                                            x_slot, hq, done);                                                \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_quantize(const float* x, int tok, int slot, int kd, int n, int P, int4* out) {                 \

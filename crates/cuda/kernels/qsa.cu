@@ -85,58 +85,6 @@ extern "C" __global__ void qsa_scores_halve(const float* __restrict__ keys, cons
     }
 }
 
-// The tiled scorer (STRATA_SCORES_TILE=1): one thread computes one (key block, query) score. A dot of the
-// contract needs no warp: the thread forms the 32 lane totals itself (lane l: the chunks l, l + 32, ... in
-// order, from +0) and adds them by the butterfly's tree (offsets 16, 8, 4, 2, 1: v[l] + v[l + o]), which is
-// the value every lane of the warp would hold. A block loads 32 key blocks into shared memory (rows padded
-// against bank conflicts); thread (x, y) scores key x of the tile for query y.
-#define TILE_KEYS 32
-__device__ float tree_dot(const float* k, const float* x, int nch) {
-    float v[WARP];
-#pragma unroll
-    for (int l = 0; l < WARP; ++l) {
-        float acc = 0.0f;
-        for (int c = l; c < nch; c += WARP) acc = __fadd_rn(acc, chunk_dot(k + c * CHUNK, x + c * CHUNK));
-        v[l] = acc;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-        for (int l = 0; l < o; ++l) v[l] = __fadd_rn(v[l], v[l + o]);
-    }
-    return v[0];
-}
-
-extern "C" __global__ void qsa_scores_tile(const float* __restrict__ keys, const float* __restrict__ queries,
-                                           float* __restrict__ scores, const int* __restrict__ n_scored,
-                                           int n_blocks, int di, int hi, int Q, int stride) {
-    grid_dep_wait();
-    extern __shared__ float sm[];
-    const int pitch = di + 1;
-    float* sk = sm;                         // [TILE_KEYS][pitch]
-    float* sq = sm + TILE_KEYS * pitch;     // [Q][hi][di]
-    const int tx = threadIdx.x, q = threadIdx.y, nt = blockDim.x * blockDim.y, tid = q * blockDim.x + tx;
-    for (int i = tid; i < Q * hi * di; i += nt) sq[i] = queries[i];
-    const int ns = q < Q ? n_scored[q] : 0;
-    for (int tile = blockIdx.x; tile * TILE_KEYS < n_blocks; tile += gridDim.x) {
-        __syncthreads();
-        for (int i = tid; i < TILE_KEYS * di; i += nt) {
-            const int kk = i / di, c = i % di, b = tile * TILE_KEYS + kk;
-            sk[kk * pitch + c] = b < n_blocks ? keys[(size_t)b * di + c] : 0.0f;
-        }
-        __syncthreads();
-        const int b = tile * TILE_KEYS + tx;
-        if (b < n_blocks && b < ns) {
-            float s = 0.0f;
-            for (int h = 0; h < hi; ++h) {
-                const float d = tree_dot(sk + tx * pitch, sq + (q * hi + h) * di, di / CHUNK);
-                if (d > 0.0f) s = __fadd_rn(s, d);
-            }
-            scores[(size_t)q * stride + b] = scaled_score(s, di);
-        }
-    }
-}
-
 // The streaming scorer (STRATA_SCORES_STREAM=1): one thread per (key block, query), keys read straight from
 // global memory (each thread whole 32-byte sectors), queries in shared memory (a warp shares its query, so
 // reads broadcast). The 32 lane totals are added by the butterfly's tree in post-order — leaves in

@@ -243,7 +243,7 @@ pub fn attention(
     gpu: &Gpu,
     w: &AttnGpu,
     st: &mut AttnStateGpu,
-    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    x: &Buf<f32>,
     t: usize,
     cells: Cells,
     (rope, rows): (&Rope, &Buf<f32>),
@@ -269,14 +269,12 @@ pub fn attention(
     );
     // By default (STRATA_QKV_ONCE=0: a launch each) x is quantized once for the three products (after
     // the selection's fork, which reads x as floats), not by a launch before each.
-    let shared;
-    let xq = match xq {
-        None if crate::qdot::can_share_input(&[w.q.ty, w.k.ty, w.v.ty]) => {
-            shared = crate::qdot::quantize_shared(gpu, &w.q, x, t)?;
-            Some(&shared)
-        }
-        xq => xq,
+    let shared = if crate::qdot::can_share_input(&[w.q.ty, w.k.ty, w.v.ty]) {
+        Some(crate::qdot::quantize_shared(gpu, &w.q, x, t)?)
+    } else {
+        None
     };
+    let xq = shared.as_ref();
     matvec_pre(gpu, (x, xq), (&w.q, &qg), None, t)?;
     matvec_pre(gpu, (x, xq), (&w.k, &kk), Some((&w.v, &vv)), t)?;
     // The q and k heads normed and roped in one launch (blockIdx.y picks the set); written whole by

@@ -121,8 +121,8 @@ fn time_graph(gpu: &Gpu, iters: usize, f: &dyn Fn(usize) -> Result<(), CudaError
 
 pub struct QsaRow {
     pub q: usize,
-    /// Butterfly, halving, tile, stream.
-    pub scores_us: [f64; 4],
+    /// Butterfly, halving, stream.
+    pub scores_us: [f64; 3],
     /// Wide, split, cluster (NaN where the card cannot run it).
     pub topk_us: [f64; 3],
     pub floor_us: f64,
@@ -157,7 +157,7 @@ pub fn qsa_select_bench(
         let ob: Buf<u32> = Buf::zeros(gpu, q * out_stride)?;
         let count: Buf<i32> = Buf::zeros(gpu, q)?;
         let n_scored_max = scored.iter().copied().max().unwrap_or(0) as usize;
-        let mut scores_us = [0f64; 4];
+        let mut scores_us = [0f64; 3];
         let mut hashes = Vec::new();
         for (i, v) in crate::qsa::ScoresVariant::ALL.into_iter().enumerate() {
             scores_us[i] = time_calls(gpu, reps, &|| {

@@ -78,7 +78,7 @@ pub fn full_source(file: &str, source: &str) -> String {
 
 /// `STRATA_DEFINES="NAME=VALUE NAME …"`: macros defined before every kernel file, so that a kernel's
 /// compile-time variant (`MATVEC_PREFETCH=0`) is tried without a rebuild. Entries are parted by spaces or
-/// commas (`QDOT_EARLY=1,HC_EARLY=2` stays one word for a script that splits settings on spaces). An entry that
+/// commas (`QDOT_ROW_AHEAD=0,HC_EARLY=2` stays one word for a script that splits settings on spaces). An entry that
 /// is not a name (letters, digits, `_`) with an optional value of the same characters is said and ignored.
 fn env_defines() -> &'static str {
     static DEFINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -172,8 +172,8 @@ mod tests {
         let (text, bad) = defines(" MATVEC_PREFETCH=1  LEVEL=0 FLAG ");
         assert_eq!(text, "#define MATVEC_PREFETCH 1\n#define LEVEL 0\n#define FLAG \n");
         assert!(bad.is_empty());
-        let (text, bad) = defines("QDOT_EARLY=1,HC_EARLY=2,, FLAG");
-        assert_eq!(text, "#define QDOT_EARLY 1\n#define HC_EARLY 2\n#define FLAG \n");
+        let (text, bad) = defines("QDOT_ROW_AHEAD=0,HC_EARLY=2,, FLAG");
+        assert_eq!(text, "#define QDOT_ROW_AHEAD 0\n#define HC_EARLY 2\n#define FLAG \n");
         assert!(bad.is_empty());
     }
 

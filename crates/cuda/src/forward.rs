@@ -27,13 +27,11 @@ use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
 use crate::moe::{moe, MoeGpu};
 use crate::profile::ProfileMode;
 
-/// A window's rows on the device: `t` rows of `width` values; `q`, where the HC read that made them also
-/// quantized them for § qdot products wanting the codes in element order (`STRATA_HC_PUBLISH=1`).
+/// A window's rows on the device: `t` rows of `width` values.
 pub struct Rows {
     pub buf: Buf<f32>,
     pub t: usize,
     pub width: usize,
-    pub q: Option<Buf<i32>>,
 }
 
 enum MixerGpu {
@@ -82,9 +80,6 @@ pub struct CudaForward<'a> {
     mtp: Option<MtpGpu>,
     /// The HC reads' intermediates and outputs; each read hands its outputs out and leaves fresh ones.
     scratch: Mutex<HcScratch>,
-    /// With `STRATA_HC_PUBLISH=1`: the arrival counts of the pieces of a layer's mixer input, for the read
-    /// before the mixer that also quantizes it (`gr_up_split_q`; zero between reads, one read at a time).
-    hc_done: Option<Buf<u32>>,
     /// The rope rows of the last window's positions (first, tokens), which all its attention layers share.
     rope: Mutex<Option<WindowRope>>,
     /// While a step is prepared ahead (`STRATA_OVERLAP`): the staged inputs that depend on its token,
@@ -152,7 +147,6 @@ impl<'a> CudaForward<'a> {
             embd,
             head: HcGpu::upload(g, &w.output_hc, c.hc, c.eps)?,
             scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
-            hc_done: if hc_publish() { Some(Buf::zeros(g, c.n_embd.div_ceil(32))?) } else { None },
             rope: Mutex::new(None),
             late: Mutex::new(None),
             layers,
@@ -352,29 +346,10 @@ impl CudaForward<'_> {
         // leave with the rows.
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
-        // A layer's mixer input (and with STRATA_HC_PUBLISH=2 its MoE input) also quantized by the read, where
-        // that is on and the plan's up kernel is the split one (the layer's products then take it: gdn.rs,
-        // attn.rs, and the shared expert's gate and up in moe.rs).
-        let v = crate::plan::plan(g).hc.variant;
-        let publish = match (&self.hc_done, id) {
-            (Some(done), HcId::Attn(_) | HcId::Ffn(_))
-                if v.split
-                    && !v.up75
-                    && c.n_embd.is_multiple_of(32)
-                    && (hc_publish_ffn() || matches!(id, HcId::Attn(_))) =>
-            {
-                let q = Buf::<i32>::uninit(g, crate::qdot::quantized_words(r.t, c.n_embd))?;
-                s.publish = Some(crate::qdot::Publish { hq: q.ptr(g), done: done.ptr(g) });
-                Some(q)
-            }
-            _ => None,
-        };
-        let read = hc_read(g, w, p, p, pending, r.t, &s);
-        s.publish = None;
-        read?;
+        hc_read(g, w, p, p, pending, r.t, &s)?;
         let mixed = std::mem::replace(&mut s.mixed, Buf::empty());
         let inj = std::mem::replace(&mut s.inj, Buf::empty());
-        Ok((Rows { buf: mixed, t: r.t, width: c.n_embd, q: publish }, Rows { buf: inj, t: r.t, width: c.hc, q: None }))
+        Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
     }
 
     /// The rope rows of positions `first .. first + t`: made once a window, shared by its attention layers.
@@ -491,7 +466,7 @@ impl Backend for CudaForward<'_> {
             let staged = Buf::from_host(&self.gpu, &ids)?;
             self.note_late(|| Late::Id(staged.ptr(&self.gpu)));
             embed(&self.gpu, &self.embd, &staged, &buf, t, c.hc)?;
-            Ok(Rows { buf, t, width, q: None })
+            Ok(Rows { buf, t, width })
         })
     }
 
@@ -587,19 +562,19 @@ impl Backend for CudaForward<'_> {
             let g = &*self.gpu;
             let n = self.model.config.n_embd;
             let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
-                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, (&x.buf, x.q.as_ref()), x.t)?,
+                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
                 (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => attention(
                     g,
                     w,
                     s,
-                    (&x.buf, x.q.as_ref()),
+                    &x.buf,
                     x.t,
                     *cells,
                     (&self.model.rope, &*self.window_rope(pos, x.t)?),
                 )?,
                 _ => unreachable!("state built from the same layers"),
             };
-            Ok(Rows { buf, t: x.t, width: n, q: None })
+            Ok(Rows { buf, t: x.t, width: n })
         })
     }
 
@@ -610,8 +585,8 @@ impl Backend for CudaForward<'_> {
                 MoeId::Mtp => &self.mtp()?.layer.moe,
             };
             let n = self.model.config.n_embd;
-            let (buf, _) = moe(&self.gpu, w, (&x.buf, x.q.as_ref()), x.t)?;
-            Ok(Rows { buf, t: x.t, width: n, q: None })
+            let (buf, _) = moe(&self.gpu, w, &x.buf, x.t)?;
+            Ok(Rows { buf, t: x.t, width: n })
         })
     }
 
@@ -667,7 +642,7 @@ impl Backend for CudaForward<'_> {
                 let (x, y) = (cat.ptr(g) + (first * 2 * n * 4) as u64, buf.ptr(g) + (first * n * 4) as u64);
                 matvec_at(g, &m.eh_proj, x, y, k)?;
             }
-            Ok(Rows { buf, t, width: hc * n, q: None })
+            Ok(Rows { buf, t, width: hc * n })
         })
     }
 
@@ -675,8 +650,8 @@ impl Backend for CudaForward<'_> {
         self.timed("mtp", || {
             let MixerGpu::Attn(w, cells) = &self.mtp()?.layer.mixer else { unreachable!("uploaded as attention") };
             let rows = self.window_rope(pos, x.t)?;
-            let buf = attention(&self.gpu, w, cache, (&x.buf, x.q.as_ref()), x.t, *cells, (&self.model.rope, &rows))?;
-            Ok(Rows { buf, t: x.t, width: self.model.config.n_embd, q: None })
+            let buf = attention(&self.gpu, w, cache, &x.buf, x.t, *cells, (&self.model.rope, &rows))?;
+            Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
         })
     }
 }
@@ -988,30 +963,4 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
     let chunks = 2 * crate::graph::CHUNK as u64;
     let scratch = 4 * crate::matvec::MAX_T as u64 * per_token as u64 + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
-}
-
-/// Whether the HC read before each layer's mixer also quantizes its input for the mixer's § qdot products
-/// (`STRATA_HC_PUBLISH=1`, or `2` for the reads before the MoE blocks too, whose shared expert's gate and
-/// up products take it, on the side lane; opt-in until timed on a card; the split up kernel's
-/// `gr_up_split_q`), so those products need no `_quantize` launch. The same codes, so the same bits.
-fn hc_publish_value() -> u8 {
-    static V: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    let v = *V.get_or_init(|| match std::env::var("STRATA_HC_PUBLISH").as_deref() {
-        Ok("1") => 1,
-        Ok("2") => 2,
-        _ => 0,
-    });
-    if crate::qdot::once() {
-        v
-    } else {
-        0
-    }
-}
-
-fn hc_publish() -> bool {
-    hc_publish_value() > 0
-}
-
-fn hc_publish_ffn() -> bool {
-    hc_publish_value() == 2
 }

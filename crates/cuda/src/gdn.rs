@@ -9,7 +9,7 @@ use strata_model::weights::GdnWeights;
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_pre, matvec_two, MatrixGpu, MAX_T};
+use crate::matvec::{matvec, matvec_two, MatrixGpu, MAX_T};
 
 const SRC: &str = crate::compile::GDN;
 
@@ -150,13 +150,11 @@ fn fuse(gpu: &Gpu, w: &GdnGpu) -> bool {
 }
 
 /// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
-/// `xq`: x already quantized in element order by the HC read before (forward.rs, `STRATA_HC_PUBLISH`), for
-/// the products that take it.
 pub fn gdn(
     gpu: &Gpu,
     w: &GdnGpu,
     st: &mut GdnStateGpu,
-    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    x: &Buf<f32>,
     t: usize,
 ) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) {
@@ -178,19 +176,16 @@ pub fn gdn(
         if side_gates {
             conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&conv, t), ConvWarps::Gates)?;
         }
-        matvec_pre(gpu, (x, xq), (&w.gate, &z), None, t)
+        matvec(gpu, &w.gate, x, &z, t)
     })?;
     // Where the fusion applies (fuse above) the qkv product runs the conv in its epilogue and the delta
     // kernel normalises q and k: gdn_conv_norm then makes only the gates, if they are not on the side lane.
     let fuse = fuse(gpu, w);
     if fuse {
         let conv_args = (conv.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu));
-        match xq.filter(|_| crate::qdot::takes_element_order(w.qkv.ty)) {
-            Some(q) => crate::qdot::dense_conv_quantized(gpu, &w.qkv, q, conv_args, t)?,
-            None => crate::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?,
-        }
+        crate::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?;
     } else {
-        matvec_pre(gpu, (x, xq), (&w.qkv, &u), None, t)?;
+        matvec(gpu, &w.qkv, x, &u, t)?;
     }
     // The α and β logits: by the products here only when gdn_conv_norm's gate warps cannot make them.
     let logits = if w.ab_kind == 0 {

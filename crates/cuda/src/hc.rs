@@ -89,9 +89,6 @@ pub struct HcScratch {
     pub lo: Buf<f32>,
     pub inj: Buf<f32>,
     pub mixed: Buf<f32>,
-    /// Where the read also quantizes `mixed` for the § qdot products after it (`gr_up_split_q`; the split
-    /// up kernel only, STRATA_HC_PUBLISH=1): the pieces and the arrival counts of their blocks.
-    pub publish: Option<crate::qdot::Publish>,
 }
 
 impl HcScratch {
@@ -101,7 +98,6 @@ impl HcScratch {
             lo: Buf::zeros(gpu, MAX_T * r)?,
             inj: Buf::zeros(gpu, MAX_T * hc)?,
             mixed: Buf::zeros(gpu, MAX_T * n)?,
-            publish: None,
         })
     }
 }
@@ -337,15 +333,6 @@ pub fn hc_read_with(
             Arg::I32(hc as i32),
             Arg::I32(t as i32),
         ];
-        let (name, args) = match s.publish {
-            None => (name, args.to_vec()),
-            Some(p) if name == "gr_up_split" && n.is_multiple_of(32) => {
-                ("gr_up_split_q", [&args[..], &[Arg::Ptr(p.hq), Arg::Ptr(p.done)]].concat())
-            }
-            Some(_) => {
-                return Err(CudaError::Shape(format!("{name} does not quantize its output (n = {n})")));
-            }
-        };
         let name = w.kernel(name);
         launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
     }

@@ -8,7 +8,7 @@ use strata_model::ops::matvec::Matrix;
 
 use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
-use crate::error::{Check, CudaError};
+use crate::error::CudaError;
 
 const SRC: &str = crate::compile::MATVEC;
 pub const MAX_T: usize = 8;
@@ -22,8 +22,6 @@ const SHORT_COLS: usize = 1024;
 const SHORT_ROWS: usize = 4;
 /// The warp layout's window kernels (T > 1): a warp takes MULTI_ROWS rows (kernels/matvec.cu).
 const MULTI_ROWS: usize = 4;
-// The multi layout's gathers run the short-row kernel with the multi layout's grid.
-const _: () = assert!(SHORT_ROWS == MULTI_ROWS);
 
 /// How a product's rows are spread over the card; all give the same sums (kernels/matvec.cu), and the
 /// plan picks the fastest per weight type, for the dense products and the experts' apart.
@@ -37,11 +35,6 @@ pub enum Layout {
     /// memory with wide loads, then each warp decodes its rows from there. Needs one row to fit in shared
     /// memory.
     Staged,
-    /// Four rows a warp, 8 warps a block, at every T: each chunk of the input is loaded once for the four
-    /// rows, and each lane keeps four rows' loads in flight (the warp layout does this only for windows
-    /// and short rows). One token's products, the experts' gathers among them, run the warp layout's
-    /// short-row kernel at any row length.
-    Multi,
     /// The staged layout with twice the rows a block (32 KB of them): fewer blocks, so a product of
     /// many rows (the GDN and attention projections) fits the card in one wave of blocks.
     Wide,
@@ -62,15 +55,13 @@ const STAGE_SHARED: usize = 48 << 10;
 const STAGE_TARGET: usize = 16 << 10;
 
 impl Layout {
-    pub const ALL: [Layout; 6] =
-        [Layout::Block, Layout::Warp, Layout::Staged, Layout::Multi, Layout::Wide, Layout::Stream];
+    pub const ALL: [Layout; 5] = [Layout::Block, Layout::Warp, Layout::Staged, Layout::Wide, Layout::Stream];
 
     pub fn name(self) -> &'static str {
         match self {
             Layout::Block => "block",
             Layout::Warp => "warp",
             Layout::Staged => "staged",
-            Layout::Multi => "multi",
             Layout::Wide => "wide",
             Layout::Stream => "stream",
         }
@@ -92,7 +83,6 @@ impl Layout {
             Layout::Block => "",
             Layout::Warp => "_warp",
             Layout::Staged | Layout::Wide => "_staged",
-            Layout::Multi => "_multi_warp",
             Layout::Stream => "_stream",
         }
     }
@@ -144,22 +134,16 @@ impl Layout {
     }
 
     /// The kernel this layout runs for `t` tokens' rows of `cols` values (the experts' gathers with
-    /// `gather`; a window's input from shared memory with `xs`): its name's kind and the layout whose
-    /// suffix it has. One token in the multi layout, the experts' rows among them, runs the warp layout's
-    /// short-row kernel at any row length (four rows a warp, each input chunk loaded once for the four).
-    fn kernel(self, t: usize, cols: usize, gather: bool, xs: bool) -> (&'static str, Layout) {
+    /// `gather`): its name's kind and the layout whose suffix it has.
+    fn kernel(self, t: usize, cols: usize, gather: bool) -> (&'static str, Layout) {
         match (self, gather) {
-            (Layout::Multi, true) => ("_gather_short", Layout::Warp),
             (Layout::Warp, true) if Layout::short(1, cols) => ("_gather_short", Layout::Warp),
             (_, true) => ("_gather", self),
             (Layout::Warp, false) if Layout::short(t, cols) => ("_short", self),
             (Layout::Warp, false) if t > 1 => ("_multi", self),
-            (Layout::Multi, false) if t == 1 => ("_short", Layout::Warp),
-            (Layout::Multi, false) if xs => ("_window_xs", Layout::Block),
             // One token in the staged layouts: the kernel compiled without the window's code, so fewer
             // registers and more blocks a multiprocessor.
             (Layout::Staged | Layout::Wide, false) if t == 1 => ("_one", self),
-            // (The multi layout's window kernel is named by its suffix.)
             _ => ("", self),
         }
     }
@@ -185,7 +169,6 @@ impl Layout {
                 };
                 ((rows.div_ceil(per_warp) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0)
             }
-            Layout::Multi => ((rows.div_ceil(MULTI_ROWS) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0),
             Layout::Staged | Layout::Wide => {
                 let (rpb, shared) = self.staged_rows(row_bytes).expect("usable() checked");
                 (rows.div_ceil(rpb) as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
@@ -443,9 +426,9 @@ pub fn matvec_two(
     matvec_two_with(gpu, dense_layout(gpu, a.0, t), a, b, x, t)
 }
 
-/// [`matvec`], or with `second` [`matvec_two`], where `xq` may hold x already quantized in element order by
-/// the kernel that made it (forward.rs, `STRATA_HC_PUBLISH`): § qdot products that take it read those
-/// pieces instead of quantizing x again (`qdot::dense_quantized`); the same bits either way.
+/// [`matvec`], or with `second` [`matvec_two`], where `xq` may hold x already quantized in element order
+/// once for several products (attn.rs, `STRATA_QKV_ONCE`): § qdot products that take it read those pieces
+/// instead of quantizing x again (`qdot::dense_quantized`); the same bits either way.
 pub fn matvec_pre(
     gpu: &Gpu,
     (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
@@ -502,21 +485,10 @@ fn matvec_launch(
         return crate::qdot::dense(gpu, w, x, (y, second), t);
     }
     let layout = layout.usable(w.row_bytes());
-    // A window in the multi layout reads its input from shared memory when it fits there and its rows
-    // start 16-byte aligned (the copy's loads): the input read once a block, not once a warp.
-    let xs_bytes = t * w.cols * 4;
-    let xs = layout == Layout::Multi && t > 1 && xs_bytes <= gpu.smem_optin as usize && x.is_multiple_of(16);
-    let (kind, named) = layout.kernel(t, w.cols, false, xs);
+    let (kind, named) = layout.kernel(t, w.cols, false);
     let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), (t, 1), gpu.sm_count as usize);
-    if xs {
-        cfg.shared_mem_bytes = xs_bytes as u32;
-        if xs_bytes > 48 << 10 {
-            use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
-            f.set_attribute(MAX_SMEM, xs_bytes as i32).check("allowing a window kernel its shared memory")?;
-        }
-    }
     let (w2, y2) = second.map_or((w.bytes.ptr(gpu), y), |(b, y2)| (b.bytes.ptr(gpu), y2));
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let mut args = vec![
@@ -612,8 +584,7 @@ pub fn glu_on() -> bool {
 /// up rows of the slot's expert dotted with the token's input by one warp, the product rounded: the bits of
 /// [`matvec_gather_two`] then the activation kernel (moe.cu's `moe_act`). `false` (nothing launched) when
 /// the two matrices differ in type, shape or expert stride. `xq`: each token's input already quantized for
-/// a § qdot type's products (qdot.rs `router_quantize`). `hq` (a § qdot type, [`crate::qdot::Publish`]):
-/// h also quantized for the down products, in the same launch.
+/// a § qdot type's products (qdot.rs `router_quantize`).
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_gather_glu(
     gpu: &Gpu,
@@ -621,7 +592,7 @@ pub fn matvec_gather_glu(
     (wu, gu): (&MatrixGpu, Gather),
     (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
     (x_tok, x_slot): (usize, usize),
-    (h, hq): (&Buf<f32>, Option<crate::qdot::Publish>),
+    h: &Buf<f32>,
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<bool, CudaError> {
@@ -645,11 +616,11 @@ pub fn matvec_gather_glu(
         i(x_slot),
     ];
     if crate::qdot::uses(wg.ty) {
-        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, (xq, hq))?;
+        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, xq)?;
         return Ok(true);
     }
-    if xq.is_some() || hq.is_some() {
-        return Err(CudaError::Shape(format!("{} gate and up products take and make no quantized vectors", wg.ty)));
+    if xq.is_some() {
+        return Err(CudaError::Shape(format!("{} gate and up products take no quantized vectors", wg.ty)));
     }
     let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
     let f = gpu.function("matvec.cu", SRC, name)?;
@@ -665,14 +636,13 @@ pub fn matvec_gather_glu(
 /// The routed experts' down products and the MoE combination in one launch (matvec.cu's
 /// `_gather_combine`): `y[t][d] = fma chain over the slots s < k of weights[t·k + s]·(W[ids[t·k + s]]·x)[d]`
 /// from +0, then `fma(σ(sg[t]), shared[t][d], ·)`, the bits of [`matvec_gather`] then moe.cu's
-/// `moe_combine`. A block of k warps takes four output rows of one token. `xq`: the slots' inputs already
-/// quantized (§ qdot types; [`crate::qdot::Publish`]'s buffer).
+/// `moe_combine`. A block of k warps takes four output rows of one token.
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_gather_combine(
     gpu: &Gpu,
     w: &MatrixGpu,
     g: Gather,
-    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    x: &Buf<f32>,
     (x_tok, x_slot): (usize, usize),
     ids: &Buf<i32>,
     (t, k): (usize, usize),
@@ -685,7 +655,7 @@ pub fn matvec_gather_combine(
     let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
     args.extend([weights, shared, sg].map(|b| Arg::Ptr(b.ptr(gpu))));
     if crate::qdot::uses(w.ty) {
-        return crate::qdot::gather_combine(gpu, w, g, (t, k), &args, xq);
+        return crate::qdot::gather_combine(gpu, w, g, (t, k), &args);
     }
     let name = kernel_name(w.ty, "_gather_combine", Layout::Block);
     let f = gpu.function("matvec.cu", SRC, name)?;
@@ -720,7 +690,7 @@ fn gather_launch(
     }
     // Each slot's rows are one token's.
     let layout = layout.for_gather().usable(w.row_bytes());
-    let (kind, named) = layout.kernel(1, w.cols, true, false);
+    let (kind, named) = layout.kernel(1, w.cols, true);
     let name = kernel_name(w.ty, kind, named);
     let f = gpu.function("matvec.cu", SRC, name)?;
     let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), (1, t * k), gpu.sm_count as usize);
@@ -841,27 +811,22 @@ mod tests {
 
     #[test]
     fn each_layout_runs_its_kernel() {
-        let name = |l: Layout, t, cols, gather, xs| {
-            let (kind, named) = l.kernel(t, cols, gather, xs);
+        let name = |l: Layout, t, cols, gather| {
+            let (kind, named) = l.kernel(t, cols, gather);
             kernel_name(GgmlType::Q4_K, kind, named)
         };
-        // One token: multi runs the short-row kernel at any length, dense or gathered.
-        assert_eq!(name(Layout::Multi, 1, 2560, false, false), "matvec_q4_k_short_warp");
-        assert_eq!(name(Layout::Multi, 1, 2560, true, false), "matvec_q4_k_gather_short_warp");
-        assert_eq!(name(Layout::Warp, 1, 2560, true, false), "matvec_q4_k_gather_warp");
-        assert_eq!(name(Layout::Warp, 1, 512, true, false), "matvec_q4_k_gather_short_warp");
-        assert_eq!(name(Layout::Warp, 1, 2560, false, false), "matvec_q4_k_warp");
-        // Windows: warp and multi share the multi kernel unless the input goes to shared memory.
-        assert_eq!(name(Layout::Warp, 8, 2560, false, false), "matvec_q4_k_multi_warp");
-        assert_eq!(name(Layout::Multi, 8, 2560, false, false), "matvec_q4_k_multi_warp");
-        assert_eq!(name(Layout::Multi, 8, 2560, false, true), "matvec_q4_k_window_xs");
-        assert_eq!(name(Layout::Wide, 8, 2560, false, false), "matvec_q4_k_staged");
-        assert_eq!(name(Layout::Wide, 1, 2560, false, false), "matvec_q4_k_one_staged");
-        assert_eq!(name(Layout::Staged, 1, 2560, false, false), "matvec_q4_k_one_staged");
-        assert_eq!(name(Layout::Staged, 2, 2560, false, false), "matvec_q4_k_staged");
-        assert_eq!(name(Layout::Stream, 1, 2560, false, false), "matvec_q4_k_stream");
-        assert_eq!(name(Layout::Wide, 1, 2560, true, false), "matvec_q4_k_gather_staged");
-        assert_eq!(name(Layout::Block, 8, 2560, false, false), "matvec_q4_k");
+        assert_eq!(name(Layout::Warp, 1, 2560, true), "matvec_q4_k_gather_warp");
+        assert_eq!(name(Layout::Warp, 1, 512, true), "matvec_q4_k_gather_short_warp");
+        assert_eq!(name(Layout::Warp, 1, 2560, false), "matvec_q4_k_warp");
+        // Windows: the warp layout takes four rows a warp.
+        assert_eq!(name(Layout::Warp, 8, 2560, false), "matvec_q4_k_multi_warp");
+        assert_eq!(name(Layout::Wide, 8, 2560, false), "matvec_q4_k_staged");
+        assert_eq!(name(Layout::Wide, 1, 2560, false), "matvec_q4_k_one_staged");
+        assert_eq!(name(Layout::Staged, 1, 2560, false), "matvec_q4_k_one_staged");
+        assert_eq!(name(Layout::Staged, 2, 2560, false), "matvec_q4_k_staged");
+        assert_eq!(name(Layout::Stream, 1, 2560, false), "matvec_q4_k_stream");
+        assert_eq!(name(Layout::Wide, 1, 2560, true), "matvec_q4_k_gather_staged");
+        assert_eq!(name(Layout::Block, 8, 2560, false), "matvec_q4_k");
     }
 
     #[test]
@@ -875,7 +840,7 @@ mod tests {
         assert_eq!(Layout::Wide.usable(40 << 10), Layout::Wide);
         assert_eq!(Layout::Wide.usable(48 << 10), Layout::Block);
         assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Wide), "matvec_q4_k_staged");
-        assert!(Layout::Wide.staged() && Layout::Staged.staged() && !Layout::Multi.staged());
+        assert!(Layout::Wide.staged() && Layout::Staged.staged() && !Layout::Warp.staged());
     }
 
     #[test]
@@ -898,7 +863,7 @@ mod tests {
         assert_eq!(Layout::Stream.usable(20 << 10), Layout::Stream);
         // Its kernels: the stream one for dense products at any T, the staged gathers for the experts.
         assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Stream), "matvec_q4_k_stream");
-        assert_eq!(Layout::Stream.kernel(8, 2560, false, false), ("", Layout::Stream));
+        assert_eq!(Layout::Stream.kernel(8, 2560, false), ("", Layout::Stream));
         assert_eq!(Layout::Stream.for_gather(), Layout::Staged);
         assert_eq!(Layout::Wide.for_gather(), Layout::Wide);
         assert!(Layout::Stream.staged());
@@ -910,9 +875,9 @@ mod tests {
         let l = Layouts {
             dense: vec![(GgmlType::Q4_K, Layout::Staged)],
             gather: vec![],
-            window: vec![(GgmlType::Q4_K, Layout::Multi), (GgmlType::Q8_0, Layout::Warp)],
+            window: vec![(GgmlType::Q4_K, Layout::Wide), (GgmlType::Q8_0, Layout::Warp)],
         };
-        assert_eq!(l.summary(), "dense: Q4_K staged; experts: block for all; windows: Q4_K multi, Q8_0 warp");
+        assert_eq!(l.summary(), "dense: Q4_K staged; experts: block for all; windows: Q4_K wide, Q8_0 warp");
     }
 
     #[test]
@@ -924,9 +889,6 @@ mod tests {
         assert_eq!(grid(1000, 2560, 8), 32);
         assert_eq!(grid(1001, 2560, 2), 32); // 251 warps, the last with one row
         assert_eq!(grid(1025, 2560, 2), 33);
-        // The multi layout: 4 rows a warp at every T.
-        assert_eq!(Layout::Multi.config(1000, 2560, 0, (1, 1), 132).0.grid_dim.0, 32);
-        assert_eq!(kernel_name(GgmlType::Q4_K, "", Layout::Multi), "matvec_q4_k_multi_warp");
         assert_eq!(kernel_name(GgmlType::Q4_K, "_multi", Layout::Warp), "matvec_q4_k_multi_warp");
     }
 }

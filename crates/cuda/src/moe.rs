@@ -9,7 +9,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::matvec::{
-    glu_on, matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_pre, Gather,
+    glu_on, matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather,
     MatrixGpu, MAX_T,
 };
 
@@ -59,14 +59,6 @@ pub struct MoeGpu {
     /// How the shared expert's gate logit is made: by the routing warp from an F32 (1) or BF16 (2) row of
     /// the input's width, or (0) by a product of its own.
     sg_kind: i32,
-    /// Where the experts' gate and up launch also quantizes h for the down products (qdot.rs
-    /// `can_publish`): the arrival counts of its pieces' blocks, zero between launches.
-    done: Option<Buf<u32>>,
-    /// MAX_T zeros: the shared expert as expert 0 of a one-slot gather ([`shared_glu`]).
-    zeros: Buf<i32>,
-    /// As `done`, for the shared expert's one-launch GLU where it quantizes its output for the shared
-    /// down product too.
-    done_sh: Option<Buf<u32>>,
 }
 
 /// The most experts the router kernels hold: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu); moe_route_block
@@ -87,14 +79,7 @@ impl MoeGpu {
             )));
         }
         let gate = StackedGpu::upload(gpu, &w.gate_exps)?;
-        let publish = crate::qdot::can_publish(w.gate_exps.m.ty, w.down_exps.m.ty, f);
-        let done = if publish { Some(Buf::zeros(gpu, MAX_T * k * f / 32)?) } else { None };
-        let publish_sh = crate::qdot::can_publish(w.gate_shexp.ty, w.down_shexp.ty, fs);
-        let done_sh = if publish_sh && shared_glu() { Some(Buf::zeros(gpu, MAX_T * fs / 32)?) } else { None };
         Ok(MoeGpu {
-            done,
-            done_sh,
-            zeros: Buf::zeros(gpu, MAX_T)?,
             dims: (e, k, f, fs, n),
             router: MatrixGpu::upload(gpu, &w.router)?,
             up: StackedGpu::upload_beside(gpu, &w.up_exps, (&w.gate_exps, &gate))?,
@@ -118,16 +103,14 @@ fn elementwise(n: usize) -> LaunchConfig {
 }
 
 /// The block's output for the window's inputs `x` (T rows of n); also the chosen experts (T·k ids).
-/// `xq`: x already quantized in element order by the HC read before (forward.rs, `STRATA_HC_PUBLISH=2`),
-/// for the shared expert's gate and up products.
 pub fn moe(
     gpu: &Gpu,
     w: &MoeGpu,
-    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    x: &Buf<f32>,
     t: usize,
 ) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
     let (_, k, f, _, n) = w.dims;
-    let p = moe_hidden(gpu, w, (x, xq), t)?;
+    let p = moe_hidden(gpu, w, x, t)?;
     let y = Buf::<f32>::uninit(gpu, t * n)?;
     let down = w.down.gather(n);
     let finish_shared = || match &p.shared_h {
@@ -138,7 +121,7 @@ pub fn moe(
         finish_shared()?;
         gpu.join()?;
         let mix = (&p.weights, &p.shared, &p.sg);
-        matvec_gather_combine(gpu, &w.down.m, down, (&p.h, p.hq.as_ref()), (k * f, f), &p.ids, (t, k), mix, &y)?;
+        matvec_gather_combine(gpu, &w.down.m, down, &p.h, (k * f, f), &p.ids, (t, k), mix, &y)?;
     } else {
         let eo = Buf::uninit(gpu, t * k * n)?;
         matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, &p.ids, (t, k))?;
@@ -175,8 +158,6 @@ fn combine(
 /// (`shared_h`) is still to be made from its activation when there is no side lane.
 struct Hidden {
     h: Buf<f32>,
-    /// h quantized for the down products, where the gate and up launch made it (MoeGpu's `done`).
-    hq: Option<Buf<i32>>,
     ids: Buf<i32>,
     weights: Buf<f32>,
     shared: Buf<f32>,
@@ -185,7 +166,7 @@ struct Hidden {
 }
 
 /// Everything of the block before the routed experts' down products (see [`Hidden`]).
-fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t: usize) -> Result<Hidden, CudaError> {
+fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -203,24 +184,11 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
     let (gs, us, hs, shared) =
         (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
     gpu.side(|| {
-        // With STRATA_SHARED_GLU=1 the gate and up products and the activation in one launch, which with
-        // STRATA_QDOT_PUBLISH=1 also quantizes hs for the down product.
-        let hq = match &w.done_sh {
-            Some(_) if whole && shared_glu() => Some(Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, fs))?),
-            _ => None,
-        };
-        let glu = whole && shared_glu() && shared_glu_launch(gpu, w, (x, xq), (&hs, hq.as_ref()), t)?;
-        if !glu {
-            matvec_pre(gpu, (x, xq), (&w.gate_sh, &gs), Some((&w.up_sh, &us)), t)?;
-            if whole {
-                let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
-                launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
-            }
-        }
-        match hq.filter(|_| glu) {
-            Some(hq) => crate::qdot::dense_quantized(gpu, &w.down_sh, &hq, (shared.ptr(gpu), None), t)?,
-            None if whole => matvec(gpu, &w.down_sh, &hs, &shared, t)?,
-            None => {}
+        matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?;
+        if whole {
+            let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
+            launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
+            matvec(gpu, &w.down_sh, &hs, &shared, t)?;
         }
         if w.sg_kind == 0 {
             matvec(gpu, &w.sgate, x, &sg, t)?;
@@ -237,16 +205,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
     // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
     // shared expert's when it is not on the side lane.
-    let hq = match &w.done {
-        Some(done) if glu_on() => {
-            let hq = Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t * k, f))?;
-            Some((crate::qdot::Publish { hq: hq.ptr(gpu), done: done.ptr(gpu) }, hq))
-        }
-        _ => None,
-    };
-    let publish = hq.as_ref().map(|(p, _)| *p);
-    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), (&h, publish), &ids, (t, k))?;
-    let hq = hq.filter(|_| glu).map(|(_, b)| b);
+    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &ids, (t, k))?;
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {
         let (g, u) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * f)?);
@@ -257,42 +216,11 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, (x, xq): (&Buf<f32>, Option<&Buf<i32>>), t:
         let args = [&ptrs(&gs, &us, &hs)[..], &[i(shared_act)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
         launch(gpu, &act, "moe_act", elementwise(shared_act), &args)?;
     }
-    Ok(Hidden { h, hq, ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
-}
-
-/// `STRATA_SHARED_GLU=1` (opt-in until timed on a card): the shared expert's gate and up products and its
-/// activation in one launch, the experts' one-launch GLU with the shared expert as expert 0 of one slot, so
-/// the side lane holds no `moe_act` launch. The same products and `silu(g)·u`, so the same bits.
-fn shared_glu() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_SHARED_GLU").is_ok_and(|v| v == "1"))
-}
-
-/// The shared expert's activation `hs` (t rows of fs) from its gate and up products in one launch
-/// (`matvec_gather_glu` over the two matrices as a stack of one expert), and with `hq` (`done_sh`:
-/// `STRATA_QDOT_PUBLISH=1` and types that can) hs quantized into it for the down product; `false`,
-/// nothing launched, where the two differ in type or shape. x quantized before in element order is taken
-/// where the type wants it.
-fn shared_glu_launch(
-    gpu: &Gpu,
-    w: &MoeGpu,
-    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
-    (hs, hq): (&Buf<f32>, Option<&Buf<i32>>),
-    t: usize,
-) -> Result<bool, CudaError> {
-    let (fs, n) = (w.dims.3, w.dims.4);
-    let one = Gather { stride: 0, offset: 0, rows: fs };
-    let xq = xq.filter(|_| crate::qdot::takes_element_order(w.gate_sh.ty));
-    let publish = match (hq, &w.done_sh) {
-        (Some(hq), Some(done)) => Some(crate::qdot::Publish { hq: hq.ptr(gpu), done: done.ptr(gpu) }),
-        _ => None,
-    };
-    let (gate, up) = ((&w.gate_sh, one), (&w.up_sh, one));
-    matvec_gather_glu(gpu, gate, up, (x, xq), (n, 0), (hs, publish), &w.zeros, (t, 1))
+    Ok(Hidden { h, ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and
-/// `moe_route_block` (or `moe_route`). The shared expert's gate logit comes with them when its row is F32 or
+/// `moe_route_block`. The shared expert's gate logit comes with them when its row is F32 or
 /// BF16.
 fn route(
     gpu: &Gpu,
@@ -314,20 +242,13 @@ fn route(
         matvec(gpu, &w.router, x, &logits, t)?;
         None
     };
-    // The routing by ROUTE_BLOCK_WARPS (moe_route_block), or with `STRATA_ROUTE=warp` by one warp
-    // (moe_route); the shared expert's gate logit by one more warp when its one row is F32 or BF16.
-    let (name, warps) = if route_block() { ("moe_route_block", ROUTE_BLOCK_WARPS) } else { ("moe_route", 1) };
+    // The routing by ROUTE_BLOCK_WARPS (moe_route_block); the shared expert's gate logit by one more warp
+    // when its one row is F32 or BF16.
+    let name = "moe_route_block";
     let f = gpu.function("moe.cu", SRC, name)?;
-    let warps = warps + usize::from(w.sg_kind != 0);
+    let warps = ROUTE_BLOCK_WARPS + usize::from(w.sg_kind != 0);
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps as u32, 1, 1), shared_mem_bytes: 0 };
     let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];
     launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())?;
     Ok(xq)
-}
-
-/// The routing by several warps, three experts a thread, unless `STRATA_ROUTE=warp` (the same ids and
-/// weights; +2.2% at depth 1,024 on the H200, bench/results/2026-12-01-h200-speed-11/).
-fn route_block() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_ROUTE").map_or(true, |v| v != "warp"))
 }

@@ -434,7 +434,7 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
             for (wi, window) in xs.chunks(t * n).enumerate() {
                 let tt = window.len() / n;
                 let xb = Buf::from_host(gpu, window).map_err(e)?;
-                let y = crate::gdn::gdn(gpu, &wg, &mut st, (&xb, None), tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
+                let y = crate::gdn::gdn(gpu, &wg, &mut st, &xb, tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
                 for j in 0..tt {
                     let i = wi * t + j;
                     same(&format!("GDN n {n}, window of {t}, token {i}"), &y[j * n..(j + 1) * n], &want[i])?;
@@ -529,7 +529,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             for t in 1..=MAX_T {
                 let x: Vec<f32> = (0..t * n).map(|_| normal(&mut rng)).collect();
                 let xb = Buf::from_host(gpu, &x).map_err(e)?;
-                let (y, ids) = crate::moe::moe(gpu, &wg, (&xb, None), t).map_err(e)?;
+                let (y, ids) = crate::moe::moe(gpu, &wg, &xb, t).map_err(e)?;
                 let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
                 for j in 0..t {
                     let xj = &x[j * n..(j + 1) * n];
@@ -646,7 +646,7 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
                             gpu,
                             &wg,
                             &mut gs,
-                            (&xb, None),
+                            &xb,
                             tt,
                             cells,
                             (&rope, &rope_rows(gpu, &rope, wi * t..wi * t + tt).map_err(e)?),

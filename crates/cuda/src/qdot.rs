@@ -164,24 +164,6 @@ pub fn quantize_shared(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, t: usize) -> Resu
     quantize_rows(gpu, w, x.ptr(gpu), t)
 }
 
-/// Where the experts' gate and up launch also quantizes its output h for the down products
-/// (qdot.cu's `_g_gather_glu_q`): the pieces (44 bytes each, every slot's) and the arrival counts of the
-/// pieces' blocks (zero between launches).
-#[derive(Clone, Copy)]
-pub struct Publish {
-    pub hq: u64,
-    pub done: u64,
-}
-
-/// Whether gate and up products over `gate` can hand their output quantized to down products over `down`
-/// of `f` columns (`STRATA_QDOT_PUBLISH=1`, opt-in until timed again on a card): inputs quantized once,
-/// both § qdot types wanting the codes in one order, whole pieces.
-pub fn can_publish(gate: GgmlType, down: GgmlType, f: usize) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_QDOT_PUBLISH").is_ok_and(|v| v == "1"));
-    on && once() && uses(gate) && uses(down) && layout(gate) == layout(down) && f.is_multiple_of(32)
-}
-
 /// Whether products over `ty` take the § qdot kernels.
 pub fn uses(ty: GgmlType) -> bool {
     strata_model::ops::qdot::uses_qdot(ty)
@@ -232,22 +214,9 @@ fn prepare(
 }
 
 /// Rows a warp of the dense kernel takes: one, unless the product has rows for more than 32 blocks a
-/// multiprocessor, then up to 8 (each block quantizes the input, so fewer blocks do that less often), or
-/// up to `STRATA_QDOT_RPW` (1..=8; opt-in until timed on a card: at 1 the head, 248,320 rows at twice its
-/// floor, runs in the staged kernel like the other products, every warp's row copied before its wait).
+/// multiprocessor, then up to 8 (each block quantizes the input, so fewer blocks do that less often).
 fn rows_per_warp(rows: usize, sms: usize) -> usize {
-    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let max = *MAX.get_or_init(|| rpw_max(std::env::var("STRATA_QDOT_RPW").ok().as_deref()));
-    rows_per_warp_up_to(rows, sms, max)
-}
-
-fn rows_per_warp_up_to(rows: usize, sms: usize, max: usize) -> usize {
-    (rows / (WARPS as usize * 32 * sms.max(1))).clamp(1, max)
-}
-
-/// The most rows a warp for a value of `STRATA_QDOT_RPW`: 1..=8, else 8.
-fn rpw_max(v: Option<&str>) -> usize {
-    v.and_then(|v| v.parse().ok()).filter(|m| (1..=8).contains(m)).unwrap_or(8)
+    (rows / (WARPS as usize * 32 * sms.max(1))).clamp(1, 8)
 }
 
 /// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, and the same for a second matrix of the same type and
@@ -267,7 +236,7 @@ pub fn dense(
 }
 
 /// [`dense`] over inputs already quantized for `w`'s type (`xq`: t vectors of `w.cols` values, made by
-/// the kernel that wrote them: gdn.cu's `_nq` delta kernels, hc.cu's `gr_up_split_q`).
+/// the kernel that wrote them: gdn.cu's `_nq` delta kernels; attn.rs's input shared by q, k and v).
 pub fn dense_quantized(
     gpu: &Gpu,
     w: &MatrixGpu,
@@ -337,19 +306,6 @@ pub fn dense_conv(
     dense_conv_launch(gpu, w, q.ptr(gpu), (conv, tail, taps), t)
 }
 
-/// [`dense_conv`] over inputs already quantized for `w`'s type (`xq`: t vectors of `w.cols` values, made
-/// by the kernel that wrote them: hc.cu's `gr_up_split_q`).
-pub fn dense_conv_quantized(
-    gpu: &Gpu,
-    w: &MatrixGpu,
-    xq: &Buf<i32>,
-    conv_args: (u64, u64, u64),
-    t: usize,
-) -> Result<(), CudaError> {
-    check_quantized(xq, t, w.cols)?;
-    dense_conv_launch(gpu, w, xq.ptr(gpu), conv_args, t)
-}
-
 /// That `xq` holds t quantized vectors of `cols` values.
 fn check_quantized(xq: &Buf<i32>, t: usize, cols: usize) -> Result<(), CudaError> {
     if xq.len() < quantized_words(t, cols) {
@@ -393,7 +349,7 @@ pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
 }
 
 /// Whether products over `ty` can take inputs quantized in element order by the kernel that made them
-/// ([`dense_quantized`], [`dense_conv_quantized`]): a § qdot type wanting that order, inputs quantized once.
+/// ([`dense_quantized`]): a § qdot type wanting that order, inputs quantized once.
 pub fn takes_element_order(ty: GgmlType) -> bool {
     uses(ty) && layout(ty) == 0 && once()
 }
@@ -491,33 +447,18 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
 }
 
 /// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments); `xq`:
-/// each token's input already quantized ([`router_quantize`]); with `publish` (made where [`can_publish`]
-/// holds) h quantized too.
+/// each token's input already quantized ([`router_quantize`]).
 pub fn gather_glu(
     gpu: &Gpu,
     w: &MatrixGpu,
     g: Gather,
     slots: usize,
     args: &[Arg],
-    (xq, publish): (Option<&Buf<i32>>, Option<Publish>),
+    xq: Option<&Buf<i32>>,
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?;
-    let kind = match (g_kernel, publish) {
-        (false, None) => "_gather_glu",
-        (true, None) => "_g_gather_glu",
-        (true, Some(p)) if g.rows.is_multiple_of(32) => {
-            args.extend([Arg::Ptr(p.hq), Arg::Ptr(p.done)]);
-            "_g_gather_glu_q"
-        }
-        _ => {
-            return Err(CudaError::Shape(format!(
-                "gate and up products of {} rows cannot quantize their output",
-                g.rows
-            )))
-        }
-    };
-    let name = name(w.ty, kind);
+    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
@@ -532,10 +473,9 @@ pub fn gather_combine(
     g: Gather,
     (t, k): (usize, usize),
     args: &[Arg],
-    xq: Option<&Buf<i32>>,
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), xq)?;
+    let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), None)?;
     let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
     let vectors = if g_kernel { 0 } else { k };
     let (f, cfg) = prepare(
@@ -556,16 +496,10 @@ mod tests {
 
     #[test]
     fn the_head_takes_several_rows_a_warp_and_a_layer_one() {
-        assert_eq!(rows_per_warp_up_to(248_320, 132, 8), 7);
-        assert_eq!(rows_per_warp_up_to(1_000_000, 132, 8), 8);
-        assert_eq!(rows_per_warp_up_to(2560, 132, 8), 1);
-        assert_eq!(rows_per_warp_up_to(12_288, 0, 8), 8);
-        // STRATA_QDOT_RPW=1: the head one row a warp, as the staged kernel takes it.
-        assert_eq!(rows_per_warp_up_to(248_320, 132, 1), 1);
-        assert_eq!((rpw_max(None), rpw_max(Some("1")), rpw_max(Some("4"))), (8, 1, 4));
-        for bad in ["0", "9", "x", ""] {
-            assert_eq!(rpw_max(Some(bad)), 8, "{bad}");
-        }
+        assert_eq!(rows_per_warp(248_320, 132), 7);
+        assert_eq!(rows_per_warp(1_000_000, 132), 8);
+        assert_eq!(rows_per_warp(2560, 132), 1);
+        assert_eq!(rows_per_warp(12_288, 0), 8);
     }
 
     /// qdot_rows_staged copies n16 words of 16 bytes from the boundary below its rows (a = 0..15 bytes

@@ -15,31 +15,24 @@ pub const MAX_Q: usize = 8;
 pub enum ScoresVariant {
     Butterfly,
     Halve,
-    /// One thread per (key block, query), the contract's tree in registers (`STRATA_SCORES_TILE=1`).
-    Tile,
     /// One thread per (key block, query), keys from global memory, the tree in post-order
     /// (`STRATA_SCORES_STREAM=1`).
     Stream,
 }
 
 impl ScoresVariant {
-    pub const ALL: [ScoresVariant; 4] =
-        [ScoresVariant::Butterfly, ScoresVariant::Halve, ScoresVariant::Tile, ScoresVariant::Stream];
+    pub const ALL: [ScoresVariant; 3] = [ScoresVariant::Butterfly, ScoresVariant::Halve, ScoresVariant::Stream];
 
-    /// The scorer the switches force, if any: `STRATA_SCORES_STREAM=1`, `STRATA_SCORES_TILE=1`,
+    /// The scorer the switches force, if any: `STRATA_SCORES_STREAM=1`,
     /// `STRATA_SCORES_HALVE=0|1`; `STRATA_SM75_PERF=1` alone means the halving scorer.
     pub fn from_env() -> Option<ScoresVariant> {
         if std::env::var("STRATA_SCORES_STREAM").as_deref() == Ok("1") {
             return Some(ScoresVariant::Stream);
         }
         if std::env::var_os("STRATA_SCORES_HALVE").is_none()
-            && std::env::var_os("STRATA_SCORES_TILE").is_none()
             && std::env::var("STRATA_SM75_PERF").as_deref() == Ok("1")
         {
             return Some(ScoresVariant::Halve);
-        }
-        if std::env::var("STRATA_SCORES_TILE").as_deref() == Ok("1") {
-            return Some(ScoresVariant::Tile);
         }
         match std::env::var("STRATA_SCORES_HALVE").ok()?.as_str() {
             "0" => Some(ScoresVariant::Butterfly),
@@ -58,7 +51,6 @@ impl ScoresVariant {
         match self {
             ScoresVariant::Butterfly => "butterfly",
             ScoresVariant::Halve => "halve",
-            ScoresVariant::Tile => "tile",
             ScoresVariant::Stream => "stream",
         }
     }
@@ -147,18 +139,6 @@ pub fn scores(
                 shared_mem_bytes: 0,
             },
         ),
-        ScoresVariant::Tile => {
-            let blocks = (n_blocks as u32).div_ceil(32).min(gpu.sm_count * 16);
-            let floats = 32 * (di + 1) + q * hi * di;
-            (
-                "qsa_scores_tile",
-                LaunchConfig {
-                    grid_dim: (blocks, 1, 1),
-                    block_dim: (32, q as u32, 1),
-                    shared_mem_bytes: (floats * 4) as u32,
-                },
-            )
-        }
         ScoresVariant::Stream => {
             // At most 8 blocks per SM, each thread looping over keys: measured faster than a thread per
             // key and query (bench/results/2026-11-30-h200-qsa/stream_nocap_run.log). At most 256 threads

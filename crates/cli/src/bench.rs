@@ -120,7 +120,7 @@ fn matvec(reps: usize) -> Result<()> {
     if reps == 0 {
         anyhow::bail!("matvec_bench REPS: REPS ≥ 1");
     }
-    let gpu = strata_cuda::Gpu::new(0)?;
+    let gpu = strata_cuda::Gpu::new(0, crate::env::settings().clone())?;
     let bw = strata_cuda::bench::copy_bandwidth(&gpu, 1024)?;
     println!(
         "device: {} ({}); copy rate {:.2} TB/s (read + write), {reps} calls each",
@@ -161,7 +161,7 @@ fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<(
             "qsa_select_bench CTX QMAX REPS CAPACITY: 1 ≤ QMAX ≤ 8, CTX + QMAX − 1 ≤ CAPACITY (a multiple of 4)"
         );
     }
-    let gpu = strata_cuda::Gpu::new(0)?;
+    let gpu = strata_cuda::Gpu::new(0, crate::env::settings().clone())?;
     println!("device: {} ({}); {ctx} cells, capacity {capacity}, {reps} calls", gpu.name, gpu.arch_name());
     let names: Vec<&str> = strata_cuda::qsa::ScoresVariant::ALL.iter().map(|v| v.name()).collect();
     println!(
@@ -191,7 +191,7 @@ fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {
     if iters == 0 || sets == 0 || tmin == 0 || tmin > tmax || tmax > strata_cuda::hc::MAX_T {
         anyhow::bail!("fused_gr_bench ITERS TMIN TMAX SETS: ITERS, SETS ≥ 1 and 1 ≤ TMIN ≤ TMAX ≤ 8");
     }
-    let gpu = strata_cuda::Gpu::new(0)?;
+    let gpu = strata_cuda::Gpu::new(0, crate::env::settings().clone())?;
     println!(
         "device: {} ({}), driver {}; {iters} iterations, {sets} weight sets",
         gpu.name,

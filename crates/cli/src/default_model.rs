@@ -11,16 +11,8 @@ static MODEL: &[u8] = include_bytes!("../../../models/fortunes.gguf");
 
 /// The cache directory: `$STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`.
 fn cache_dir() -> Result<PathBuf> {
-    Ok(match std::env::var_os("STRATA_CACHE") {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(d) => PathBuf::from(d).join("strata"),
-            None => PathBuf::from(std::env::var_os("HOME").context("no HOME for the model cache: set STRATA_CACHE")?)
-                .join(".cache/strata"),
-        },
-    })
+    crate::env::settings().cache.clone().context("no HOME for the model cache: set STRATA_CACHE")
 }
-
 /// FNV-1a over the bytes: the cached copy's name, so a binary with another model never takes an old one.
 fn fingerprint(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))

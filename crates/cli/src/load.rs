@@ -76,9 +76,9 @@ pub fn open_model(a: &EngineArgs) -> Result<(Model, usize)> {
 }
 
 /// Reads the PLE table's pages ahead in the background (layers/ple.rs `warm_table`), unless
-/// `STRATA_PLE_WARM=0` (read here, at start-up, not below it).
+/// `STRATA_PLE_WARM=0`.
 pub fn warm_ple(model: &Model) {
-    if std::env::var("STRATA_PLE_WARM").is_ok_and(|v| v == "0") {
+    if !crate::env::settings().ple_warm {
         return;
     }
     if let Some(w) = &model.weights.ple {
@@ -90,8 +90,8 @@ pub fn warm_ple(model: &Model) {
 pub fn open_device(a: &EngineArgs) -> Result<Option<Arc<Gpu>>> {
     match a.device.as_str() {
         "cpu" => Ok(None),
-        "cuda" | "gpu" => Ok(Some(Gpu::new(0).context("--device cuda")?)),
-        "auto" => match Gpu::new(0) {
+        "cuda" | "gpu" => Ok(Some(Gpu::new(0, crate::env::settings().clone()).context("--device cuda")?)),
+        "auto" => match Gpu::new(0, crate::env::settings().clone()) {
             Ok(gpu) => Ok(Some(gpu)),
             Err(e) => {
                 eprintln!("note: running on the CPU ({e})");

@@ -2,6 +2,7 @@
 
 mod bench;
 mod default_model;
+mod env;
 mod gguf;
 mod load;
 mod parity;
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    env::settings(); // read once, before any command (its notes first)
     let result = match cli.command {
         Command::Gguf(c) => gguf::run(c),
         Command::Bench(c) => bench::run(c),

@@ -86,7 +86,7 @@ pub enum ParityCommand {
 }
 
 pub fn run(c: ParityCommand) -> Result<()> {
-    let gpu = Gpu::new(0)?;
+    let gpu = Gpu::new(0, crate::env::settings().clone())?;
     eprintln!("device: {} ({}), driver {}", gpu.name, gpu.arch_name(), gpu.driver_version);
     let plan = strata_cuda::plan::plan(&gpu);
     eprintln!("HC read variant: {} ({})", plan.hc.variant.name(), plan.hc.reason);

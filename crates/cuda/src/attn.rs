@@ -269,7 +269,7 @@ pub fn attention(
     );
     // By default (STRATA_QKV_ONCE=0: a launch each) x is quantized once for the three products (after
     // the selection's fork, which reads x as floats), not by a launch before each.
-    let shared = if crate::qdot::can_share_input(&[w.q.ty, w.k.ty, w.v.ty]) {
+    let shared = if crate::qdot::can_share_input(gpu, &[w.q.ty, w.k.ty, w.v.ty]) {
         Some(crate::qdot::quantize_shared(gpu, &w.q, x, t)?)
     } else {
         None
@@ -294,7 +294,7 @@ pub fn attention(
     let mut cfg = warps_cfg(t * d.hq.max(d.hkv));
     // By default (STRATA_KV_FUSE=0: kv_store after) the k and v cells are appended in the same launch
     // (norm_rope_kv).
-    if kv_fuse() && (st.k.mode != KvMode::Int8 || d.dh.is_multiple_of(64)) {
+    if kv_fuse(gpu) && (st.k.mode != KvMode::Int8 || d.dh.is_multiple_of(64)) {
         cfg.grid_dim.1 = 3;
         let mode = [Arg::I32(st.k.mode_id()), i(pos)];
         let args = [&args[..], &[Arg::Ptr(vv.ptr(gpu))], &st.k.args(gpu), &st.v.args(gpu), &mode, &eps].concat();
@@ -383,9 +383,8 @@ fn store_kv(
 /// On by default (`STRATA_KV_FUSE=0`: `norm_rope` then `kv_store`): the q and k heads' norms and rope and
 /// the k and v cells' append in one launch (attn.cu's `norm_rope_kv`, the same values as `norm_rope` and
 /// `kv_store`), one link fewer on an attention layer's chain.
-fn kv_fuse() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_KV_FUSE").map_or(true, |v| v != "0"))
+fn kv_fuse(gpu: &Gpu) -> bool {
+    gpu.settings.kv_fuse
 }
 
 /// The values kernel's inputs: the output gates, the V cache, the cells' arguments (ids, stride, counts,

@@ -254,7 +254,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
         let bytes = rows * cols / ty.block_size() * ty.type_size() * slots.max(1);
         let set_bytes = rows * cols / ty.block_size() * ty.type_size() * experts;
         // `STRATA_BENCH_WARM=1`: one weight set, read again by each call (from the L2 where it fits).
-        let warm = std::env::var("STRATA_BENCH_WARM").is_ok_and(|v| v == "1");
+        let warm = gpu.settings.bench_warm;
         let sets = if warm { 1 } else { (256usize << 20).div_ceil(set_bytes).clamp(2, 64) };
         let weights: Vec<MatrixGpu> = (0..sets)
             .map(|_| {

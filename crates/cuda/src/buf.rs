@@ -199,7 +199,7 @@ impl Arg {
 /// Launches `f` with `args` (or records the launch into the step being recorded); the launch is checked.
 pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), CudaError> {
     if gpu.recording() {
-        if crate::skip::skipped(name) {
+        if crate::skip::skipped(&gpu.skip, name) {
             return Ok(()); // STRATA_SKIP: left out of the step's graph, for timing only
         }
         let op = Op::Kernel { name: name.to_string(), f: f.clone(), cfg, args: args.to_vec() };

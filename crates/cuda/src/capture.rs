@@ -59,9 +59,9 @@ impl StepGraph {
             return Err(CudaError::Shape(format!("a step of {} ops captured as {} nodes", ops.len(), g.nodes.len())));
         }
         // On by default (`STRATA_PDL=0` turns them off): 119.7 against 111.6 tok/s at 4K on the H200.
-        let pdl = std::env::var("STRATA_PDL").map_or(true, |v| v != "0") && !PDL_FAILED.load(Ordering::Relaxed);
+        let pdl = gpu.settings.pdl && !PDL_FAILED.load(Ordering::Relaxed);
         if gpu.arch.0 >= 9 && pdl {
-            programmatic(graph, &g.nodes, ops)?;
+            programmatic(graph, &g.nodes, ops, join_pdl(gpu))?;
         }
         // SAFETY: a graph just captured; writes the executable's handle.
         unsafe { sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0) }
@@ -120,8 +120,8 @@ static JOIN_PDL_FAILED: AtomicBool = AtomicBool::new(false);
 /// lane's edge stays plain), so it may start while that kernel runs once the side lane has completed. On
 /// unless `STRATA_PDL_JOIN=0` (133.6 against 131.1 tok/s decoding after 1,024 tokens on the H200,
 /// bench/results/2026-12-01-h200-speed-8/).
-fn join_pdl() -> bool {
-    std::env::var("STRATA_PDL_JOIN").map_or(true, |v| v != "0") && !JOIN_PDL_FAILED.load(Ordering::Relaxed)
+fn join_pdl(gpu: &Gpu) -> bool {
+    gpu.settings.pdl_join && !JOIN_PDL_FAILED.load(Ordering::Relaxed)
 }
 
 /// Programmatic launches (on unless `STRATA_PDL=0`): each kernel whose one dependency is a kernel follows it
@@ -131,12 +131,11 @@ fn join_pdl() -> bool {
 /// kernel before. A kernel that joins two lanes keeps a plain edge from its side lane (and from its main lane
 /// too under `STRATA_PDL_JOIN=0`), and zeroings and copies keep theirs. Each kernel waits before it lets the
 /// next one launch, so when a kernel starts early, every kernel before the one it follows has completed.
-fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op]) -> Result<(), CudaError> {
+fn programmatic(graph: sys::CUgraph, nodes: &[sys::CUgraphNode], ops: &[Op], joins: bool) -> Result<(), CudaError> {
     // Each node's op index: of a join's dependencies, the main lane's is the one recorded last (the side
     // lane's ops were all recorded before the main lane's that follow its fork).
     let index: std::collections::HashMap<sys::CUgraphNode, usize> =
         nodes.iter().enumerate().filter(|(_, n)| !n.is_null()).map(|(i, n)| (*n, i)).collect();
-    let joins = join_pdl();
     for (i, to) in nodes.iter().enumerate() {
         if !matches!(ops[i], Op::Kernel { .. }) || to.is_null() {
             continue;

@@ -64,46 +64,17 @@ pub const KERNEL_FILES: [(&str, &str); 11] = [
 /// Ampere, Ada, Hopper. Cards of other capabilities compile at run time the same way.
 pub const SUPPORTED_ARCHS: [(i32, i32); 5] = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)];
 
-/// The source NVRTC sees for a kernel file: the macros of `STRATA_DEFINES`, the contract's functions, the
+/// The source NVRTC sees for a kernel file: `defines` (the `#define` lines of `STRATA_DEFINES`,
+/// [`Settings::defines`](crate::settings::Settings)), the contract's functions, the
 /// lattice grids and the weight decoders for the matrix-vector kernels (written from strata_gguf's tables,
 /// the one copy of those constants; qdot.cu also gets qdot.cuh), the file. The kernel and plan caches are keyed by it.
-pub fn full_source(file: &str, source: &str) -> String {
+pub fn full_source(file: &str, source: &str, defines: &str) -> String {
     let decoders = match file {
         "matvec.cu" => grid_tables() + DEQUANT,
         "qdot.cu" => grid_tables() + DEQUANT + QDOT,
         _ => String::new(),
     };
-    format!("{}{COMMON}\n{decoders}\n{source}", env_defines())
-}
-
-/// `STRATA_DEFINES="NAME=VALUE NAME …"`: macros defined before every kernel file, so that a kernel's
-/// compile-time variant (`MATVEC_PREFETCH=0`) is tried without a rebuild. Entries are parted by spaces or
-/// commas (`QDOT_ROW_AHEAD=0,HC_EARLY=2` stays one word for a script that splits settings on spaces). An entry that
-/// is not a name (letters, digits, `_`) with an optional value of the same characters is said and ignored.
-fn env_defines() -> &'static str {
-    static DEFINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DEFINES.get_or_init(|| {
-        let (text, bad) = defines(&std::env::var("STRATA_DEFINES").unwrap_or_default());
-        for b in bad {
-            eprintln!("STRATA_DEFINES: `{b}` is not NAME or NAME=VALUE (letters, digits, _); ignored");
-        }
-        text
-    })
-}
-
-/// The `#define` lines of a `STRATA_DEFINES` value, and the entries refused.
-pub fn defines(value: &str) -> (String, Vec<String>) {
-    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    let (mut text, mut bad) = (String::new(), Vec::new());
-    for entry in value.split(|c: char| c.is_whitespace() || c == ',').filter(|e| !e.is_empty()) {
-        let (name, val) = entry.split_once('=').unwrap_or((entry, ""));
-        if word(name) && !name.starts_with(|c: char| c.is_ascii_digit()) && (val.is_empty() || word(val)) {
-            text += &format!("#define {name} {val}\n");
-        } else {
-            bad.push(entry.to_string());
-        }
-    }
-    (text, bad)
+    format!("{defines}{COMMON}\n{decoders}\n{source}")
 }
 
 /// The IQ grids as CUDA arrays in global memory, and IQ4_NL's table as four words (`IQ4_NL_W0..3`).
@@ -124,8 +95,9 @@ pub fn grid_tables() -> String {
         + &table("IQ3S_GRID", "unsigned int", IQ3S_GRID.iter().map(|v| format!("{v:#x}u")).collect())
 }
 
-/// PTX of `source` (a kernel file, `common.cuh` not yet prepended) for compute capability `arch`.
-pub fn compile_ptx(file: &str, source: &str, arch: (i32, i32)) -> Result<String, CudaError> {
+/// PTX of `source` (a kernel file, `common.cuh` not yet prepended, `defines` before it) for compute
+/// capability `arch`.
+pub fn compile_ptx(file: &str, source: &str, defines: &str, arch: (i32, i32)) -> Result<String, CudaError> {
     let target: &'static str = Box::leak(format!("compute_{}{}", arch.0, arch.1).into_boxed_str());
     let opts = CompileOptions {
         ftz: Some(false),
@@ -137,7 +109,7 @@ pub fn compile_ptx(file: &str, source: &str, arch: (i32, i32)) -> Result<String,
         name: Some(file.to_string()),
         ..Default::default()
     };
-    let full = full_source(file, source);
+    let full = full_source(file, source, defines);
     let ptx = no_panic(|| cudarc::nvrtc::compile_ptx_with_opts(&full, opts))
         .map_err(|m| CudaError::NoDevice(format!("NVRTC could not be loaded: {}", first_sentence(&m))))?
         .map_err(|e| CudaError::Compile { file: file.to_string(), log: format!("{e:?}") })?;
@@ -161,26 +133,4 @@ pub(crate) fn no_panic<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Res
 /// cudarc's load failures list every library name tried; the first part says what matters.
 pub(crate) fn first_sentence(m: &str) -> &str {
     m.split(" - searched").next().unwrap_or(m)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::defines;
-
-    #[test]
-    fn defines_are_names_with_optional_values() {
-        let (text, bad) = defines(" MATVEC_PREFETCH=1  LEVEL=0 FLAG ");
-        assert_eq!(text, "#define MATVEC_PREFETCH 1\n#define LEVEL 0\n#define FLAG \n");
-        assert!(bad.is_empty());
-        let (text, bad) = defines("QDOT_ROW_AHEAD=0,HC_EARLY=2,, FLAG");
-        assert_eq!(text, "#define QDOT_ROW_AHEAD 0\n#define HC_EARLY 2\n#define FLAG \n");
-        assert!(bad.is_empty());
-    }
-
-    #[test]
-    fn defines_refuse_what_could_inject_code() {
-        let (text, bad) = defines("1X=2 A=b;c =3 B=(1) OK=2");
-        assert_eq!(text, "#define OK 2\n");
-        assert_eq!(bad, ["1X=2", "A=b;c", "=3", "B=(1)"]);
-    }
 }

@@ -3,7 +3,6 @@
 //! source hash, architecture and driver version.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +11,8 @@ use cudarc::nvrtc::Ptx;
 
 use crate::compile::{compile_ptx, first_sentence, full_source, no_panic};
 use crate::error::{Check, CudaError};
-use crate::profile::{Profile, ProfileMode};
+use crate::profile::Profile;
+use crate::settings::{ProfileMode, Settings};
 
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
@@ -29,6 +29,10 @@ pub struct Gpu {
     pub smem_optin: u32,
     /// The time breakdown asked for by `STRATA_PROFILE`, if any.
     pub profile: Option<Profile>,
+    /// The switches, read once at start-up.
+    pub settings: Settings,
+    /// `STRATA_SKIP`'s kernels, left out of each step's graph (skip.rs).
+    pub(crate) skip: Vec<String>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     /// Kernels already looked up, per file by name (a decode step launches ~1,400: no allocation per lookup).
     functions: Mutex<HashMap<&'static str, HashMap<String, CudaFunction>>>,
@@ -95,8 +99,8 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), CudaError> {
 }
 
 impl Gpu {
-    /// Device `ordinal`; a clear error when there is no driver or no device.
-    pub fn new(ordinal: usize) -> Result<Arc<Gpu>, CudaError> {
+    /// Device `ordinal` run with `settings`; a clear error when there is no driver or no device.
+    pub fn new(ordinal: usize, settings: Settings) -> Result<Arc<Gpu>, CudaError> {
         let ctx = no_panic(|| CudaContext::new(ordinal))
             .map_err(|m| {
                 CudaError::NoDevice(format!("the CUDA driver library could not be loaded: {}", first_sentence(&m)))
@@ -130,7 +134,9 @@ impl Gpu {
             driver_version: v,
             sm_count,
             smem_optin,
-            profile: ProfileMode::from_env().map(Profile::new),
+            profile: settings.profile.map(Profile::new),
+            skip: crate::skip::entries(&settings.skip),
+            settings,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             recorder: Mutex::new(Default::default()),
@@ -226,17 +232,17 @@ impl Gpu {
         let key = format!(
             "{}-{:016x}-{}-drv{}.ptx",
             file.trim_end_matches(".cu"),
-            fnv(&full_source(file, source)),
+            fnv(&full_source(file, source, &self.settings.defines)),
             self.arch_name(),
             self.driver_version
         );
-        let path = cache_dir().map(|d| d.join(&key));
+        let path = self.settings.cache.as_ref().map(|d| d.join("kernels").join(&key));
         if let Some(p) = &path {
             if let Ok(text) = std::fs::read_to_string(p) {
                 return Ok(text);
             }
         }
-        let ptx = compile_ptx(file, source, self.arch)?;
+        let ptx = compile_ptx(file, source, &self.settings.defines, self.arch)?;
         if let Some(p) = path {
             // The cache is an optimisation: a failure to write it is not an error of the run.
             if let Some(dir) = p.parent() {
@@ -285,20 +291,6 @@ impl Gpu {
         p.add(name, t0.elapsed().as_secs_f64());
         Ok(r)
     }
-}
-
-/// `$STRATA_CACHE/kernels`, else `$XDG_CACHE_HOME/strata/kernels`, else `~/.cache/strata/kernels`.
-/// `$STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`.
-pub(crate) fn cache_root() -> Option<PathBuf> {
-    std::env::var_os("STRATA_CACHE").map(PathBuf::from).or_else(|| {
-        std::env::var_os("XDG_CACHE_HOME")
-            .map(|d| PathBuf::from(d).join("strata"))
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/strata")))
-    })
-}
-
-fn cache_dir() -> Option<PathBuf> {
-    Some(cache_root()?.join("kernels"))
 }
 
 pub(crate) fn fnv(s: &str) -> u64 {

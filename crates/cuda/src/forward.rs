@@ -313,10 +313,8 @@ fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
 
 /// The PLE gate by ple_gate_z_split (a thread a chunk of 8: n a multiple of 8, n/8 ≤ 1024 threads), unless
 /// `STRATA_PLE_SPLIT=0`; else by ple_gate_z. The same bits.
-fn ple_split(n: usize) -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *OFF.get_or_init(|| std::env::var("STRATA_PLE_SPLIT").is_ok_and(|v| v == "0"));
-    !off && n.is_multiple_of(8) && n / 8 <= 1024
+fn ple_split(s: &crate::settings::Settings, n: usize) -> bool {
+    s.ple_split && n.is_multiple_of(8) && n / 8 <= 1024
 }
 
 fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
@@ -497,7 +495,7 @@ impl Backend for CudaForward<'_> {
                 let row = r.buf.ptr(g) + (i * wide * 4) as u64;
                 // A block a stream and a thread a chunk of 8 (ple_gate_z_split), or a warp a stream
                 // (ple_gate_z): the same bits.
-                let (name, grid, threads, smem) = if ple_split(n) {
+                let (name, grid, threads, smem) = if ple_split(&g.settings, n) {
                     ("ple_gate_z_split", hc, (n / 8).next_multiple_of(32), (n / 8 + 1) * 4)
                 } else {
                     ("ple_gate_z", 1, 32 * hc, 0)
@@ -706,12 +704,6 @@ impl Chosen {
     }
 }
 
-/// Decode steps recorded a step ahead, unless `STRATA_OVERLAP=0`.
-fn overlap_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_OVERLAP").map_or(true, |v| v != "0"))
-}
-
 impl CudaState {
     /// The attention layers' cell counts (0 for a GDN layer): the host's part of the state that a step's
     /// recording moves on.
@@ -795,7 +787,7 @@ impl CudaDecoder<'_> {
     /// recorded ahead, [`CudaDecoder::overlapped`], telling it that the next one chooses as `next`.
     fn choose(&mut self, tokens: &[u32], how: Choice, next: Choice) -> Result<u32, String> {
         let g = &self.fwd.gpu;
-        if overlap_on() && g.graphs_on() && !g.recording() {
+        if g.settings.overlap && g.graphs_on() && !g.recording() {
             return self.overlapped(tokens, how, next).map_err(|e| e.to_string());
         }
         self.with_trunk(tokens, |fwd, fin| fwd.choose_head(fin, how), |fwd, chosen| chosen.read(&fwd.gpu))
@@ -861,7 +853,8 @@ impl Decoder for CudaDecoder<'_> {
 
     fn report(&self) -> Option<String> {
         let p = self.fwd.gpu.profile.as_ref()?;
-        Some(p.report().unwrap_or_else(|e| format!("profile: {e}")))
+        let layouts = format!("matvec layouts: {}", crate::plan::plan(&self.fwd.gpu).matvec.variant.summary());
+        Some(p.report(Some(&layouts)).unwrap_or_else(|e| format!("profile: {e}")))
     }
 
     fn snapshot(&self) -> Result<State, String> {

@@ -143,10 +143,8 @@ fn conv_norm(
 /// and the q/k norms in the delta kernel (its register forms, S = 32, 64, 128): the same bits, one launch
 /// fewer on the chain (+1.8% decode in speed-14). `STRATA_GDN_FUSE=0` keeps the separate `gdn_conv_norm`.
 fn fuse(gpu: &Gpu, w: &GdnGpu) -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *OFF.get_or_init(|| std::env::var("STRATA_GDN_FUSE").is_ok_and(|v| v == "0"));
     let (s, _, _, k) = w.dims;
-    !off && k == 4 && matches!(s, 32 | 64 | 128) && crate::qdot::can_conv(gpu, &w.qkv)
+    gpu.settings.gdn_fuse && k == 4 && matches!(s, 32 | 64 | 128) && crate::qdot::can_conv(gpu, &w.qkv)
 }
 
 /// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
@@ -211,7 +209,7 @@ pub fn gdn(
     // With STRATA_GDN_QUANTIZE=1 (qdot.rs `can_gdn_quantize`; the fused conv's `_n` kernels only) the
     // `_nq` kernels also quantize y for the output product, which then takes those pieces (no quantizing
     // launch of its own).
-    let yq = if fuse && crate::qdot::can_gdn_quantize(w.out.ty, s) {
+    let yq = if fuse && crate::qdot::can_gdn_quantize(gpu, w.out.ty, s) {
         Some(Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, hv * s))?)
     } else {
         None

@@ -17,6 +17,7 @@ use crate::buf::Arg;
 use crate::capture::{issue_all, StepGraph};
 use crate::device::Gpu;
 use crate::error::{Check, CudaError};
+use crate::settings::{GraphMode, Settings};
 
 /// One stream operation of a step, or a mark of its side lane: `Fork` starts the side lane after
 /// everything recorded so far, the ops up to `Back` go on it, and `Join` makes what follows on the main
@@ -186,13 +187,6 @@ pub struct Recorder {
     marks: Vec<(CudaEvent, CudaEvent)>,
 }
 
-/// `STRATA_SIDE` and `STRATA_GRAPH` ("" when unset), read once per process: `Gpu::side_lanes` is asked
-/// ~100 times a step.
-fn side_switch() -> &'static str {
-    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    V.get_or_init(|| std::env::var("STRATA_SIDE").unwrap_or_default())
-}
-
 /// `STRATA_GRAPH=lanes`: the first decode step recorded ahead, its fork-to-joins by lane (lanes.rs).
 fn print_lanes_once(ops: &[Op]) {
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -221,9 +215,8 @@ const DEFAULT_SPLIT: usize = 48;
 /// (or the first point after them where no side lane is open). The card starts on the short first graph
 /// while the host launches the long second one, where one graph's launch (~30 µs on the H200) stood
 /// between the token's inputs and the card's start. 0: one graph. Unset: [`DEFAULT_SPLIT`].
-fn split_at() -> usize {
-    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var("STRATA_GRAPH_SPLIT").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_SPLIT))
+fn split_at(s: &Settings) -> usize {
+    s.graph_split.unwrap_or(DEFAULT_SPLIT)
 }
 
 /// The first index at or after `k` (0 < index < ops.len()) where the ops before it hold no open side
@@ -241,11 +234,6 @@ fn balanced_split(ops: &[Op], k: usize) -> Option<usize> {
         }
     }
     None
-}
-
-fn graph_switch() -> &'static str {
-    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    V.get_or_init(|| std::env::var("STRATA_GRAPH").unwrap_or_default())
 }
 
 impl Recorder {
@@ -325,7 +313,7 @@ impl Gpu {
 
     /// Whether [`Gpu::side`] puts work on a side lane now (a step is recorded, unless `STRATA_SIDE=0`).
     pub fn side_lanes(&self) -> bool {
-        self.recording() && side_switch() != "0"
+        self.recording() && self.settings.side
     }
 
     /// The main lane waits here for the side lane's ops (nothing where no side lane is open).
@@ -340,7 +328,7 @@ impl Gpu {
 
     /// Whether steps run as graphs: on unless `STRATA_GRAPH=0` or a profile times each launch.
     pub fn graphs_on(&self) -> bool {
-        self.profile.is_none() && !self.graphs_failed.load(Ordering::Relaxed) && graph_switch() != "0"
+        self.profile.is_none() && !self.graphs_failed.load(Ordering::Relaxed) && self.settings.graph != GraphMode::Off
     }
 
     /// `f` as one step: recorded, then run as a graph. Buffers it makes stay valid until the next step.
@@ -368,15 +356,15 @@ impl Gpu {
         let t0 = std::time::Instant::now();
         let (out, ops) = self.record_step(f)?;
         let out = out?;
-        if graph_switch() == "lanes" {
+        if self.settings.graph == GraphMode::Lanes {
             print_lanes_once(&ops);
         }
         // The graph is matched and updated now too: an update changes only later launches of an
         // executable graph, not the one of the step still running (cuGraphExecKernelNodeSetParams).
         self.ctx.bind_to_thread().check("binding the context")?;
         let mut ops = ops;
-        let rest = match balanced_split(&ops, split_at()) {
-            Some(i) if split_at() > 0 => Some(ops.split_off(i)),
+        let rest = match balanced_split(&ops, split_at(&self.settings)) {
+            Some(i) if split_at(&self.settings) > 0 => Some(ops.split_off(i)),
             _ => None,
         };
         let mut parts = Vec::with_capacity(2);
@@ -546,7 +534,7 @@ impl Gpu {
                 exec
             }
             None => {
-                if graph_switch() == "debug" {
+                if self.settings.graph == GraphMode::Debug {
                     eprintln!("graph: new shape of {} ops ({})", ops.len(), r.nearest(&ops));
                 }
                 drop(r);
@@ -586,8 +574,7 @@ impl Gpu {
 
     /// A timing event recorded on the stream now, with `STRATA_GAPS=1` (None otherwise).
     fn gap_mark(&self) -> Result<Option<CudaEvent>, CudaError> {
-        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if !*ON.get_or_init(|| std::env::var("STRATA_GAPS").is_ok_and(|v| v == "1")) {
+        if !self.settings.gaps {
             return Ok(None);
         }
         let e = self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).check("creating an event")?;

@@ -146,19 +146,18 @@ impl HcVariant {
         HcVariant { split: false, staged: false, up75: true, down_tg: 0 },
     ];
 
-    /// The variant the switches force, if any is set.
-    pub fn from_env() -> Option<HcVariant> {
-        let var = |k: &str| std::env::var(k).ok();
-        let sm75 = var("STRATA_SM75_PERF").as_deref() == Some("1");
-        let (split, up75, tg) = (var("STRATA_HC_SPLIT"), var("STRATA_GR_UP75"), var("STRATA_GR_DOWN_TG"));
-        if !sm75 && split.is_none() && up75.is_none() && tg.is_none() {
+    /// The variant the switches force, if any is set (`STRATA_HC_SPLIT`, `STRATA_GR_UP75`,
+    /// `STRATA_GR_DOWN_TG`; `STRATA_SM75_PERF=1` means split+up75+tg2 where those are unset).
+    pub fn forced(s: &crate::settings::Settings) -> Option<HcVariant> {
+        let sm75 = s.sm75_perf;
+        if !sm75 && s.hc_split.is_none() && s.gr_up75.is_none() && s.gr_down_tg.is_none() {
             return None;
         }
         Some(HcVariant {
-            staged: split.as_deref() == Some("2"),
-            split: split.map(|v| v != "0").unwrap_or(true),
-            up75: up75.map(|v| v != "0").unwrap_or(sm75),
-            down_tg: tg.and_then(|v| v.parse().ok()).unwrap_or(if sm75 { 2 } else { 0 }).min(8),
+            staged: s.hc_split == Some(2),
+            split: s.hc_split.is_none_or(|v| v != 0),
+            up75: s.gr_up75.unwrap_or(sm75),
+            down_tg: s.gr_down_tg.unwrap_or(if sm75 { 2 } else { 0 }).min(8),
         })
     }
 

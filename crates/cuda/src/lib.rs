@@ -24,7 +24,9 @@ pub mod profile;
 pub mod qdot;
 pub mod qsa;
 pub mod sample;
+pub mod settings;
 pub mod skip;
 
 pub use device::Gpu;
 pub use error::CudaError;
+pub use settings::Settings;

@@ -297,9 +297,9 @@ impl Layouts {
     /// The inverse of [`Layouts::name`]; `None` for anything else.
     /// `STRATA_MATVEC`: one layout for every type (a layout's name), or a plan's own list
     /// (`dense=Q4_K:staged+Q8_0:warp,gather=Q2_0:warp,window=-`: a type not named takes `block`).
-    pub fn from_env() -> Option<Layouts> {
-        let v = std::env::var("STRATA_MATVEC").ok()?;
-        let l = Layout::from_name(&v).map(Layouts::all).or_else(|| Layouts::parse(&v));
+    pub fn forced(s: &crate::settings::Settings) -> Option<Layouts> {
+        let v = s.matvec.as_deref()?;
+        let l = Layout::from_name(v).map(Layouts::all).or_else(|| Layouts::parse(v));
         if l.is_none() {
             eprintln!("note: STRATA_MATVEC={v:?} is neither a layout nor a plan's list: the plan's layouts are used");
         }
@@ -442,7 +442,7 @@ pub fn matvec_pre(
         return matvec_pre(gpu, (x, xq), (b, yb), None, t);
     }
     let pair = second.is_none_or(|(b, _)| w.same_shape(b));
-    match (xq.filter(|_| pair && crate::qdot::takes_element_order(w.ty)), second) {
+    match (xq.filter(|_| pair && crate::qdot::takes_element_order(gpu, w.ty)), second) {
         (Some(q), _) => {
             crate::qdot::dense_quantized(gpu, w, q, (y.ptr(gpu), second.map(|(b, yb)| (b, yb.ptr(gpu)))), t)
         }
@@ -571,13 +571,6 @@ pub fn matvec_gather_two(
         gather_launch(gpu, layout, a, None, x, strides, ids, tk)?;
         gather_launch(gpu, layout, b, None, x, strides, ids, tk)
     }
-}
-
-/// The experts' gate and up products and the activation in one launch ([`matvec_gather_glu`]); on by
-/// default, off with `STRATA_GLU=0` (the same bits either way).
-pub fn glu_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_GLU").map_or(true, |v| v != "0"))
 }
 
 /// For each slot (t·k + s) of the gathers' ids: `h[(t·k + s)·rows ..] = silu(gate·x)·(up·x)`, the gate and

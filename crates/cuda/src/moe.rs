@@ -9,7 +9,7 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::matvec::{
-    glu_on, matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather,
+    matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather,
     MatrixGpu, MAX_T,
 };
 
@@ -117,7 +117,9 @@ pub fn moe(
         Some(hs) => matvec(gpu, &w.down_sh, hs, &p.shared, t),
         None => Ok(()),
     };
-    if down_combine() && k <= 32 {
+    // The routed experts' down products and the combination in one launch (matvec.cu's
+    // `_gather_combine`: the same sums, +1.9% at depth 1,024 in speed-9) unless `STRATA_DOWN_COMBINE=0`.
+    if gpu.settings.down_combine && k <= 32 {
         finish_shared()?;
         gpu.join()?;
         let mix = (&p.weights, &p.shared, &p.sg);
@@ -130,13 +132,6 @@ pub fn moe(
         combine(gpu, (&eo, &p.weights, &p.shared, &p.sg), (n, k, t), &y)?;
     }
     Ok((y, p.ids))
-}
-
-/// The routed experts' down products and the combination in one launch (matvec.cu's `_gather_combine`:
-/// the same sums, +1.9% at depth 1,024 in speed-9); `STRATA_DOWN_COMBINE=0` makes them two launches.
-fn down_combine() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_DOWN_COMBINE").map_or(true, |v| v != "0"))
 }
 
 /// `y` from the slots' outputs `eo`, their weights (rank order), the shared expert's output and its gate
@@ -205,7 +200,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
     // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
     // shared expert's when it is not on the side lane.
-    let glu = glu_on() && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &ids, (t, k))?;
+    let glu = gpu.settings.glu && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &ids, (t, k))?;
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {
         let (g, u) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * f)?);
@@ -236,7 +231,7 @@ fn route(
     // The experts' input quantized in the router's launch where that is on (qdot.rs), for the GLU launch;
     // the gate and up products then quantize nothing themselves.
     let experts = w.gate.m.ty;
-    let xq = if glu_on() && crate::qdot::can_router_quantize(w.router.ty, experts) {
+    let xq = if gpu.settings.glu && crate::qdot::can_router_quantize(gpu, w.router.ty, experts) {
         Some(crate::qdot::router_quantize(gpu, &w.router, x, &logits, t, experts)?)
     } else {
         matvec(gpu, &w.router, x, &logits, t)?;

@@ -73,16 +73,16 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
             }
         };
         let forced = || "forced by a switch".to_string();
-        if let Some(l) = Layouts::from_env() {
+        if let Some(l) = Layouts::forced(&gpu.settings) {
             plan.matvec = Choice { variant: l, reason: forced() };
         }
-        if let Some(v) = HcVariant::from_env() {
+        if let Some(v) = HcVariant::forced(&gpu.settings) {
             plan.hc = Choice { variant: v, reason: forced() };
         }
-        if let Some(v) = ScoresVariant::from_env() {
+        if let Some(v) = ScoresVariant::forced(&gpu.settings) {
             plan.scores = Choice { variant: v, reason: forced() };
         }
-        if let Some(v) = TopkVariant::from_env() {
+        if let Some(v) = TopkVariant::forced(&gpu.settings) {
             plan.topk = Choice { variant: v, reason: forced() };
         }
         plan
@@ -96,11 +96,11 @@ fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
     let exe = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
     let mtime = exe.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     let sources: String =
-        crate::compile::KERNEL_FILES.iter().map(|(file, src)| crate::compile::full_source(file, src)).collect();
+        crate::compile::KERNEL_FILES.iter().map(|(file, src)| crate::compile::full_source(file, src, &gpu.settings.defines)).collect();
     let kernels = crate::device::fnv(&sources);
     let card: String = gpu.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let name = format!("{card}-{}-drv{}-{}-{mtime}-{kernels:016x}.txt", gpu.arch_name(), gpu.driver_version, exe.len());
-    Some(crate::device::cache_root()?.join("plans").join(name))
+    Some(gpu.settings.cache.as_ref()?.join("plans").join(name))
 }
 
 fn keep(gpu: &Gpu, p: &Plan) {

@@ -11,23 +11,7 @@ use cudarc::driver::CudaEvent;
 
 use crate::error::{Check, CudaError};
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum ProfileMode {
-    Families,
-    Kernels,
-}
-
-impl ProfileMode {
-    /// From `STRATA_PROFILE`: `1` families, `kernels` kernels, anything else none.
-    pub fn from_env() -> Option<ProfileMode> {
-        match std::env::var("STRATA_PROFILE").ok()?.as_str() {
-            "1" => Some(ProfileMode::Families),
-            "kernels" => Some(ProfileMode::Kernels),
-            _ => None,
-        }
-    }
-}
-
+pub use crate::settings::ProfileMode;
 /// Seconds and calls per name over some forward calls.
 #[derive(Default)]
 struct Table {
@@ -132,8 +116,9 @@ impl Profile {
         self.tables.lock().expect("profile lock")[table].record(name, secs);
     }
 
-    /// The decode steps' breakdown, then the prompt windows'.
-    pub fn report(&self) -> Result<String, CudaError> {
+    /// The decode steps' breakdown (with `note` under it: the plan's matvec layouts), then the prompt
+    /// windows'.
+    pub fn report(&self, note: Option<&str>) -> Result<String, CudaError> {
         self.settle()?;
         let tables = self.tables.lock().expect("profile lock");
         let how = match self.mode {
@@ -141,8 +126,8 @@ impl Profile {
             ProfileMode::Kernels => "each kernel's time on the device, none synchronised",
         };
         let mut out = tables[0].report(&format!("decode steps ({how})"), "step");
-        if let Some(p) = crate::plan::kept_plan() {
-            out += &format!("  (matvec layouts: {})\n", p.matvec.variant.summary());
+        if let Some(note) = note {
+            out += &format!("  ({note})\n");
         }
         if tables[1].calls > 0 {
             out += &tables[1].report(&format!("prompt windows ({how})"), "window");
@@ -166,7 +151,7 @@ mod tests {
         p.add("big", 0.003);
         p.begin(true).unwrap();
         p.add("big", 0.003);
-        let r = p.report().unwrap();
+        let r = p.report(None).unwrap();
         assert!(r.starts_with("profile of 2 decode steps (each kernel's time on the device"), "{r}");
         assert!(r.contains("): 3.50 ms per step"), "{r}");
         let windows = r.find("profile of 1 prompt windows").expect("a prompt section");

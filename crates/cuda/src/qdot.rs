@@ -28,18 +28,16 @@ const PIECE_BYTES: usize = 44;
 /// those pieces from global memory): the default, +6.8% at depth 1,024 on the H200
 /// (bench/results/2026-12-01-h200-speed-12/). `STRATA_QDOT_ONCE=0`: every block of the product quantizes
 /// the inputs it needs into its shared memory. The same codes, sums and bits either way.
-pub fn once() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_QDOT_ONCE").map_or(true, |v| v != "0"))
+pub fn once(gpu: &Gpu) -> bool {
+    gpu.settings.qdot_once
 }
 
 /// Whether a one-token product with inputs quantized once and a row a warp copies its block's rows into
 /// shared memory before it waits for the kernel before (the `_st` kernels): the default, +0.8% at depth
 /// 1,024 on the H200, every round ahead (bench/results/2026-12-02-h200-speed-15/).
 /// `STRATA_QDOT_STAGE=0`: the plain `_g_one` kernels. The same bits either way.
-fn staged() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STRATA_QDOT_STAGE").map_or(true, |v| v != "0"))
+fn staged(gpu: &Gpu) -> bool {
+    gpu.settings.qdot_stage
 }
 
 /// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
@@ -53,7 +51,7 @@ fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
 /// has it; None otherwise (the plain kernels).
 fn stage(gpu: &Gpu, w: &MatrixGpu) -> Option<usize> {
     let bytes = stage_bytes(w.ty, w.cols);
-    (staged() && bytes <= gpu.smem_optin as usize).then_some(bytes)
+    (staged(gpu) && bytes <= gpu.smem_optin as usize).then_some(bytes)
 }
 
 /// Shared memory for `vectors` inputs of `cols` values quantized by the block itself (none for the `_g`
@@ -67,10 +65,8 @@ fn inputs_bytes(vectors: usize, cols: usize) -> usize {
 /// inputs are quantized once. The default since speed-18, ahead of the separate `_quantize` launch in three
 /// calls' interleaved rounds at depth 1,024 (+0.75%, +1.5%, +1.8%); `STRATA_ROUTER_QUANTIZE=0` turns it
 /// off. The same bits either way.
-pub fn can_router_quantize(router: GgmlType, experts: GgmlType) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_ROUTER_QUANTIZE").map_or(true, |v| v != "0"));
-    on && once() && uses(experts) && matches!(router, GgmlType::F32 | GgmlType::BF16)
+pub fn can_router_quantize(gpu: &Gpu, router: GgmlType, experts: GgmlType) -> bool {
+    gpu.settings.router_quantize && once(gpu) && uses(experts) && matches!(router, GgmlType::F32 | GgmlType::BF16)
 }
 
 /// The router's logits (`logits[t·E + e]`) and the t inputs at `x` quantized for `ty`'s products, in one
@@ -149,16 +145,14 @@ fn quantize_rows(gpu: &Gpu, w: &MatrixGpu, x: u64, t: usize) -> Result<Buf<i32>,
 /// before them all ([`quantize_shared`]), instead of a launch each: the attention's q, k and v products
 /// (on by default; `STRATA_QKV_ONCE=0` gives each product its own launch). Every type must take the codes
 /// in element order; each product's own launch would have made the same pieces, so the same bits.
-pub fn can_share_input(tys: &[GgmlType]) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_QKV_ONCE").map_or(true, |v| v != "0"));
-    on && tys.iter().all(|&ty| takes_element_order(ty))
+pub fn can_share_input(gpu: &Gpu, tys: &[GgmlType]) -> bool {
+    gpu.settings.qkv_once && tys.iter().all(|&ty| takes_element_order(gpu, ty))
 }
 
 /// The t rows of `w.cols` values at `x` quantized once in element order, for [`dense_quantized`] over `w`
 /// and over any other matrix of that width whose type [`takes_element_order`].
 pub fn quantize_shared(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, t: usize) -> Result<Buf<i32>, CudaError> {
-    if !takes_element_order(w.ty) {
+    if !takes_element_order(gpu, w.ty) {
         return Err(CudaError::Shape(format!("{} inputs are not quantized in element order", w.ty)));
     }
     quantize_rows(gpu, w, x.ptr(gpu), t)
@@ -228,7 +222,7 @@ pub fn dense(
     (y, second): (u64, Option<(&MatrixGpu, u64)>),
     t: usize,
 ) -> Result<(), CudaError> {
-    if once() {
+    if once(gpu) {
         let q = quantize_rows(gpu, w, x, t)?;
         return dense_launch(gpu, w, (q.ptr(gpu), true), (y, second), t);
     }
@@ -289,7 +283,7 @@ fn dense_launch(
 /// Whether a product over `w` can run the GDN conv in its epilogue ([`dense_conv`]): a § qdot type with
 /// inputs quantized once and one row a warp.
 pub fn can_conv(gpu: &Gpu, w: &MatrixGpu) -> bool {
-    uses(w.ty) && once() && rows_per_warp(w.rows, gpu.sm_count as usize) == 1
+    uses(w.ty) && once(gpu) && rows_per_warp(w.rows, gpu.sm_count as usize) == 1
 }
 
 /// The GDN qkv product with the conv in its epilogue (qdot.cu's `_conv` kernels): for each channel (row)
@@ -342,16 +336,14 @@ fn dense_conv_launch(
 /// width the register kernels take (32, 64, 128). The default since speed-18 (+0.8% at depth 1,024 in
 /// speed-17 and again in speed-18, +1.9% with `QDOT_ROW_AHEAD` there, ahead in each of five rounds);
 /// `STRATA_GDN_QUANTIZE=0` turns it off. The same bits either way.
-pub fn can_gdn_quantize(out: GgmlType, s: usize) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("STRATA_GDN_QUANTIZE").map_or(true, |v| v != "0"));
-    on && takes_element_order(out) && matches!(s, 32 | 64 | 128)
+pub fn can_gdn_quantize(gpu: &Gpu, out: GgmlType, s: usize) -> bool {
+    gpu.settings.gdn_quantize && takes_element_order(gpu, out) && matches!(s, 32 | 64 | 128)
 }
 
 /// Whether products over `ty` can take inputs quantized in element order by the kernel that made them
 /// ([`dense_quantized`]): a § qdot type wanting that order, inputs quantized once.
-pub fn takes_element_order(ty: GgmlType) -> bool {
-    uses(ty) && layout(ty) == 0 && once()
+pub fn takes_element_order(gpu: &Gpu, ty: GgmlType) -> bool {
+    uses(ty) && layout(ty) == 0 && once(gpu)
 }
 
 /// The order a type's products want the input codes in (qdot.cuh's `Q::pos`): element order (0), Q2_0's
@@ -388,7 +380,7 @@ fn gather_input(
     cols: usize,
     per_token: bool,
 ) -> Result<Option<Buf<i32>>, CudaError> {
-    if !once() {
+    if !once(gpu) {
         return Ok(None);
     }
     let int = |a: Arg| match a {
@@ -419,7 +411,7 @@ fn gather_input_or(
     xq: Option<&Buf<i32>>,
 ) -> Result<(Option<Buf<i32>>, bool), CudaError> {
     match xq {
-        Some(_) if !once() => Err(CudaError::Shape("an input quantized before without STRATA_QDOT_ONCE".into())),
+        Some(_) if !once(gpu) => Err(CudaError::Shape("an input quantized before without STRATA_QDOT_ONCE".into())),
         Some(xq) => {
             args[at.x] = Arg::Ptr(xq.ptr(gpu));
             if per_token {

@@ -25,19 +25,14 @@ impl ScoresVariant {
 
     /// The scorer the switches force, if any: `STRATA_SCORES_STREAM=1`,
     /// `STRATA_SCORES_HALVE=0|1`; `STRATA_SM75_PERF=1` alone means the halving scorer.
-    pub fn from_env() -> Option<ScoresVariant> {
-        if std::env::var("STRATA_SCORES_STREAM").as_deref() == Ok("1") {
+    pub fn forced(s: &crate::settings::Settings) -> Option<ScoresVariant> {
+        if s.scores_stream {
             return Some(ScoresVariant::Stream);
         }
-        if std::env::var_os("STRATA_SCORES_HALVE").is_none()
-            && std::env::var("STRATA_SM75_PERF").as_deref() == Ok("1")
-        {
-            return Some(ScoresVariant::Halve);
-        }
-        match std::env::var("STRATA_SCORES_HALVE").ok()?.as_str() {
-            "0" => Some(ScoresVariant::Butterfly),
-            "1" => Some(ScoresVariant::Halve),
-            _ => None,
+        match (s.scores_halve, s.sm75_perf) {
+            (Some(false), _) => Some(ScoresVariant::Butterfly),
+            (Some(true), _) | (None, true) => Some(ScoresVariant::Halve),
+            (None, false) => None,
         }
     }
 
@@ -72,17 +67,14 @@ impl TopkVariant {
 
     /// The top-k the switches force, if any: `STRATA_QSA_CLUSTER=1`, `STRATA_TOPK_SPLIT=0|1`;
     /// `STRATA_SM75_PERF=1` alone means the split kernel.
-    pub fn from_env() -> Option<TopkVariant> {
-        if std::env::var("STRATA_QSA_CLUSTER").as_deref() == Ok("1") {
+    pub fn forced(s: &crate::settings::Settings) -> Option<TopkVariant> {
+        if s.qsa_cluster {
             return Some(TopkVariant::Cluster);
         }
-        if std::env::var_os("STRATA_TOPK_SPLIT").is_none() && std::env::var("STRATA_SM75_PERF").as_deref() == Ok("1") {
-            return Some(TopkVariant::Split);
-        }
-        match std::env::var("STRATA_TOPK_SPLIT").ok()?.as_str() {
-            "0" => Some(TopkVariant::Wide),
-            "1" => Some(TopkVariant::Split),
-            _ => None,
+        match (s.topk_split, s.sm75_perf) {
+            (Some(false), _) => Some(TopkVariant::Wide),
+            (Some(true), _) | (None, true) => Some(TopkVariant::Split),
+            (None, false) => None,
         }
     }
 

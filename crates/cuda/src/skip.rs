@@ -10,8 +10,6 @@
 //! (the routing, the selection's top-k, argmax, sampling) are never left out: garbage ids would read
 //! outside the weights or the caches. Garbage floats stay inside every buffer.
 
-use std::sync::OnceLock;
-
 /// Kernels that write ids or counts something else indexes with: never skipped.
 const KEPT: [&str; 4] = ["moe_route", "qsa_topk", "argmax", "sample"];
 
@@ -42,28 +40,24 @@ fn matches(entries: &[String], name: &str) -> bool {
     })
 }
 
-fn entries() -> &'static [String] {
-    static ENTRIES: OnceLock<Vec<String>> = OnceLock::new();
-    ENTRIES.get_or_init(|| {
-        let Ok(value) = std::env::var("STRATA_SKIP") else { return Vec::new() };
-        let (use_, refused) = parse(&value);
-        if !refused.is_empty() {
-            eprintln!("note: STRATA_SKIP: {} not left out (their outputs are indices)", refused.join(", "));
-        }
-        if !use_.is_empty() {
-            eprintln!(
-                "note: STRATA_SKIP={}: left out of every step's graph, for timing only: the output is garbage",
-                use_.join(",")
-            );
-        }
-        use_
-    })
+/// The entries of a `STRATA_SKIP` value to leave out, the refused ones and the others said in notes.
+pub(crate) fn entries(value: &str) -> Vec<String> {
+    let (use_, refused) = parse(value);
+    if !refused.is_empty() {
+        eprintln!("note: STRATA_SKIP: {} not left out (their outputs are indices)", refused.join(", "));
+    }
+    if !use_.is_empty() {
+        eprintln!(
+            "note: STRATA_SKIP={}: left out of every step's graph, for timing only: the output is garbage",
+            use_.join(",")
+        );
+    }
+    use_
 }
 
 /// Whether a kernel named `name`, launched while a step is recorded, is to be left out.
-pub(crate) fn skipped(name: &str) -> bool {
-    let e = entries();
-    !e.is_empty() && matches(e, name)
+pub(crate) fn skipped(entries: &[String], name: &str) -> bool {
+    !entries.is_empty() && matches(entries, name)
 }
 
 #[cfg(test)]

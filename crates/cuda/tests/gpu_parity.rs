@@ -6,11 +6,17 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use strata_cuda::{parity, CudaError, Gpu};
+use strata_cuda::{parity, CudaError, Gpu, Settings};
 use strata_model::{KvMode, Model, RopeScaling};
 
+/// The switches from the environment (a test may read it), so bench/gpu_tests.sh can run the tests
+/// under a switch.
+fn settings() -> Settings {
+    Settings::read(&|k| std::env::var(k).ok()).0
+}
+
 fn gpu() -> Arc<Gpu> {
-    Gpu::new(0).expect("a CUDA device (these tests run on the device machine)")
+    Gpu::new(0, settings()).expect("a CUDA device (these tests run on the device machine)")
 }
 
 /// A parity tool's outcome: some cases checked, none different.
@@ -23,7 +29,7 @@ fn ok(what: &str, outcome: parity::Outcome) {
 
 #[test]
 fn without_a_device_the_error_says_so() {
-    if let Err(e) = Gpu::new(0) {
+    if let Err(e) = Gpu::new(0, settings()) {
         assert!(matches!(e, CudaError::NoDevice(_)), "not a clear no-device error: {e}");
         assert!(e.to_string().starts_with("no CUDA device: use --device cpu"), "{e}");
     }

@@ -46,7 +46,7 @@ fn spills(report: &str) -> Vec<(String, u64, u64, u64)> {
 
 #[test]
 fn every_kernel_compiles_for_every_architecture_without_spills() {
-    match compile_ptx("hc.cu", KERNEL_FILES[0].1, (9, 0)) {
+    match compile_ptx("hc.cu", KERNEL_FILES[0].1, "", (9, 0)) {
         Err(CudaError::NoDevice(m)) => {
             assert!(!ci(), "CI must have NVRTC (.ci/run installs nvidia-cuda-nvrtc): {m}");
             eprintln!("SKIPPED: {m} (pip install nvidia-cuda-nvrtc==13.0.* and put its lib folder on LD_LIBRARY_PATH)");
@@ -80,7 +80,7 @@ fn every_kernel_compiles_for_every_architecture_without_spills() {
         }
         let what = format!("{file} {define}");
         let ptx =
-            compile_ptx(file, &source, arch).unwrap_or_else(|e| panic!("{what} for sm_{}{}: {e}", arch.0, arch.1));
+            compile_ptx(file, &source, "", arch).unwrap_or_else(|e| panic!("{what} for sm_{}{}: {e}", arch.0, arch.1));
         assert!(ptx.contains(".entry"), "{what}: no kernel in the PTX");
         let Some(ptxas) = &ptxas else { continue };
         let tag: String = define.split_whitespace().map(|w| format!("-{w}")).collect();

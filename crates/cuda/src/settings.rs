@@ -1,0 +1,320 @@
+//! The settings: every switch of the engine in one value, read once at start-up (the command line's
+//! crates read the environment and hand a lookup to [`Settings::read`]) and passed down inside the
+//! [`Gpu`](crate::Gpu). Nothing below start-up reads the environment. [`SWITCHES`] lists each switch with
+//! its meaning and default; docs/DETAILS.md's switch table is checked against it (tests/switches.rs).
+//!
+//! Every kernel variant gives the same bits (docs/ARITHMETIC.md): a switch changes speed only, except
+//! `STRATA_SKIP`, which is for timing and says so.
+
+use std::path::PathBuf;
+
+/// One switch: its environment name, its values and what they mean, and its default.
+pub struct Switch {
+    pub name: &'static str,
+    pub meaning: &'static str,
+    pub default: &'static str,
+}
+
+const fn sw(name: &'static str, meaning: &'static str, default: &'static str) -> Switch {
+    Switch { name, meaning, default }
+}
+
+/// Every switch the engine reads, in the order docs/DETAILS.md's table lists them.
+pub const SWITCHES: &[Switch] = &[
+    // The seeds' seven switches: their names and meanings are the seeds' interface.
+    sw("STRATA_HC_SPLIT", "HC read: 0 plain, 1 split, 2 staged", "the plan's choice"),
+    sw("STRATA_GR_UP75", "HC read: 1 the row-batched up kernel (made for sm_75), 0 not", "the plan's choice"),
+    sw("STRATA_GR_DOWN_TG", "HC read: token groups of n for the split down kernel (0 none; at most 8)", "the plan's choice"),
+    sw("STRATA_SM75_PERF", "1: the sm_75 variants on any card (HC split+up75+tg2, the halving scorer, the split top-k); each switch above overrides its part", "off"),
+    sw("STRATA_SCORES_HALVE", "QSA scorer: 0 butterfly, 1 recursive halving", "the plan's choice"),
+    sw("STRATA_TOPK_SPLIT", "QSA top-k: 0 wide (a block a query), 1 split (chunks over many blocks)", "the plan's choice"),
+    sw("STRATA_QSA_CLUSTER", "QSA top-k: 1 one launch, a cluster of 8 blocks a query (sm_90+)", "the plan's choice"),
+    // Other forced variants.
+    sw("STRATA_SCORES_STREAM", "QSA scorer: 1 the streaming scorer", "the plan's choice"),
+    sw("STRATA_MATVEC", "matvec layout: one of block, warp, staged, wide, stream for every type, or a plan's list (dense=…,gather=…,window=…)", "the plan's choice"),
+    // Kill switches of default paths (0 turns the path off; the same bits either way).
+    sw("STRATA_GRAPH", "0: every op issued on the stream (no graphs); lanes: print the first step's lanes; debug: say where a step's graph differs from the kept one", "graphs on"),
+    sw("STRATA_GRAPH_SPLIT", "ops a step's graph holds before it is split into two launched apart (0: never split)", "the engine's default"),
+    sw("STRATA_PDL", "0: plain edges inside a step's graph, no programmatic launches", "on (sm_90+)"),
+    sw("STRATA_PDL_JOIN", "0: plain edges into the kernels that join the side lane", "on"),
+    sw("STRATA_SIDE", "0: no side lane in a step's graph", "on"),
+    sw("STRATA_OVERLAP", "0: each decode step recorded only once its token is known", "on"),
+    sw("STRATA_GLU", "0: the experts' gate and up products, then the activation, as separate launches", "on"),
+    sw("STRATA_DOWN_COMBINE", "0: the experts' down products and the MoE combination as two launches", "on"),
+    sw("STRATA_QDOT_ONCE", "0: every block of a § qdot product quantizes its own inputs", "on"),
+    sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
+    sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
+    sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
+    sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
+    sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
+    sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
+    sw("STRATA_PLE_SPLIT", "0: the PLE gate by one block a token, not a thread a chunk of 8", "on"),
+    sw("STRATA_PLE_WARM", "0: the PLE table is not read ahead at load", "on"),
+    // Speed work and tools.
+    sw("STRATA_DEFINES", "NAME=VALUE … (spaces or commas): macros defined before every kernel file", "none"),
+    sw("STRATA_PROFILE", "1: time each op family; kernels: each kernel (synchronises: slower)", "off"),
+    sw("STRATA_GAPS", "1: measure the card's idle time between a step's kernels", "off"),
+    sw("STRATA_SKIP", "NAME,PREFIX*,…: kernels left out of each step's graph, for timing only (the output is garbage)", "none"),
+    sw("STRATA_BENCH_WARM", "1: `strata bench matvec` reads one weight set again (from the L2 where it fits)", "off"),
+    sw("STRATA_CACHE", "where compiled kernels, plans and the built-in model are kept", "$XDG_CACHE_HOME/strata or ~/.cache/strata"),
+    sw("STRATA_API_KEY", "`strata serve`: the key clients must send (as --api-key)", "none"),
+];
+
+/// What `STRATA_PROFILE` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileMode {
+    /// Time each op family.
+    Families,
+    /// Time each kernel.
+    Kernels,
+}
+
+/// `STRATA_GRAPH`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphMode {
+    On,
+    Off,
+    /// Print the first decode step's lanes.
+    Lanes,
+    /// Say where a step's graph first parts from the kept one of the same length.
+    Debug,
+}
+
+/// The engine's switches, read once.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub hc_split: Option<u8>,
+    pub gr_up75: Option<bool>,
+    pub gr_down_tg: Option<u8>,
+    pub sm75_perf: bool,
+    pub scores_halve: Option<bool>,
+    pub topk_split: Option<bool>,
+    pub qsa_cluster: bool,
+    pub scores_stream: bool,
+    pub matvec: Option<String>,
+    pub graph: GraphMode,
+    pub graph_split: Option<usize>,
+    pub pdl: bool,
+    pub pdl_join: bool,
+    pub side: bool,
+    pub overlap: bool,
+    pub glu: bool,
+    pub down_combine: bool,
+    pub qdot_once: bool,
+    pub qdot_stage: bool,
+    pub router_quantize: bool,
+    pub gdn_quantize: bool,
+    pub gdn_fuse: bool,
+    pub qkv_once: bool,
+    pub kv_fuse: bool,
+    pub ple_split: bool,
+    pub ple_warm: bool,
+    /// The `#define` lines of `STRATA_DEFINES` (NAME=VALUE … parted by spaces or commas: a kernel's
+    /// compile-time variant tried without a rebuild), put before every kernel file.
+    pub defines: String,
+    pub profile: Option<ProfileMode>,
+    pub gaps: bool,
+    pub skip: String,
+    pub bench_warm: bool,
+    /// `STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`; None: nothing kept on disk.
+    pub cache: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    /// Every default: what runs with no switch set.
+    fn default() -> Settings {
+        Settings::read(&|_| None).0
+    }
+}
+
+impl Settings {
+    /// The settings from `get` (a switch's value, None where unset), and a note for each value that is not
+    /// one of the switch's (that switch then keeps its default).
+    pub fn read(get: &dyn Fn(&str) -> Option<String>) -> (Settings, Vec<String>) {
+        let mut notes = Vec::new();
+        let mut r = Reader { get, notes: &mut notes };
+        let s = Settings {
+            hc_split: r.number("STRATA_HC_SPLIT", 0..=2).map(|v| v as u8),
+            gr_up75: r.flag("STRATA_GR_UP75"),
+            gr_down_tg: r.number("STRATA_GR_DOWN_TG", 0..=8).map(|v| v as u8),
+            sm75_perf: r.flag("STRATA_SM75_PERF").unwrap_or(false),
+            scores_halve: r.flag("STRATA_SCORES_HALVE"),
+            topk_split: r.flag("STRATA_TOPK_SPLIT"),
+            qsa_cluster: r.flag("STRATA_QSA_CLUSTER").unwrap_or(false),
+            scores_stream: r.flag("STRATA_SCORES_STREAM").unwrap_or(false),
+            matvec: r.text("STRATA_MATVEC"),
+            graph: match r.text("STRATA_GRAPH").as_deref() {
+                None | Some("1") => GraphMode::On,
+                Some("0") => GraphMode::Off,
+                Some("lanes") => GraphMode::Lanes,
+                Some("debug") => GraphMode::Debug,
+                Some(v) => r.bad("STRATA_GRAPH", v, GraphMode::On),
+            },
+            graph_split: r.number("STRATA_GRAPH_SPLIT", 0..=usize::MAX),
+            pdl: r.on("STRATA_PDL"),
+            pdl_join: r.on("STRATA_PDL_JOIN"),
+            side: r.on("STRATA_SIDE"),
+            overlap: r.on("STRATA_OVERLAP"),
+            glu: r.on("STRATA_GLU"),
+            down_combine: r.on("STRATA_DOWN_COMBINE"),
+            qdot_once: r.on("STRATA_QDOT_ONCE"),
+            qdot_stage: r.on("STRATA_QDOT_STAGE"),
+            router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
+            gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
+            gdn_fuse: r.on("STRATA_GDN_FUSE"),
+            qkv_once: r.on("STRATA_QKV_ONCE"),
+            kv_fuse: r.on("STRATA_KV_FUSE"),
+            ple_split: r.on("STRATA_PLE_SPLIT"),
+            ple_warm: r.on("STRATA_PLE_WARM"),
+            defines: {
+                let (text, bad) = defines(&r.text("STRATA_DEFINES").unwrap_or_default());
+                for b in bad {
+                    r.notes.push(format!("STRATA_DEFINES: `{b}` is not NAME or NAME=VALUE (letters, digits, _); ignored"));
+                }
+                text
+            },
+            profile: match r.text("STRATA_PROFILE").as_deref() {
+                None | Some("0") => None,
+                Some("1") => Some(ProfileMode::Families),
+                Some("kernels") => Some(ProfileMode::Kernels),
+                Some(v) => r.bad("STRATA_PROFILE", v, None),
+            },
+            gaps: r.flag("STRATA_GAPS").unwrap_or(false),
+            skip: r.text("STRATA_SKIP").unwrap_or_default(),
+            bench_warm: r.flag("STRATA_BENCH_WARM").unwrap_or(false),
+            cache: r.text("STRATA_CACHE").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
+                let home = |k: &str| get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+                home("XDG_CACHE_HOME").map(|d| d.join("strata")).or_else(|| home("HOME").map(|h| h.join(".cache/strata")))
+            }),
+        };
+        (s, notes)
+    }
+
+    /// The names among `names` that look like switches (`STRATA_…`) but are none: a misspelt switch would
+    /// otherwise change nothing, silently.
+    pub fn unknown<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+        const NOT_SWITCHES: [&str; 2] = ["STRATA_REQUIRE_GPU", "STRATA_PTXAS"]; // read by the tests
+        names
+            .filter(|n| n.starts_with("STRATA_") && !NOT_SWITCHES.contains(n))
+            .filter(|n| SWITCHES.iter().all(|s| s.name != *n))
+            .collect()
+    }
+}
+
+/// The `#define` lines of a `STRATA_DEFINES` value, and the entries refused.
+fn defines(value: &str) -> (String, Vec<String>) {
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let (mut text, mut bad) = (String::new(), Vec::new());
+    for entry in value.split(|c: char| c.is_whitespace() || c == ',').filter(|e| !e.is_empty()) {
+        let (name, val) = entry.split_once('=').unwrap_or((entry, ""));
+        if word(name) && !name.starts_with(|c: char| c.is_ascii_digit()) && (val.is_empty() || word(val)) {
+            text += &format!("#define {name} {val}\n");
+        } else {
+            bad.push(entry.to_string());
+        }
+    }
+    (text, bad)
+}
+
+/// Reads switch values, noting the ones it cannot take.
+struct Reader<'a> {
+    get: &'a dyn Fn(&str) -> Option<String>,
+    notes: &'a mut Vec<String>,
+}
+
+impl Reader<'_> {
+    fn text(&mut self, name: &str) -> Option<String> {
+        debug_assert!(SWITCHES.iter().any(|s| s.name == name), "{name} is not in SWITCHES");
+        (self.get)(name)
+    }
+
+    /// `v` is not a value of `name`: noted, and `keep` is used.
+    fn bad<T>(&mut self, name: &str, v: &str, keep: T) -> T {
+        self.notes.push(format!("{name}={v:?} is not one of its values; its default is used (docs/DETAILS.md)"));
+        keep
+    }
+
+    /// `0` or `1`; unset is None.
+    fn flag(&mut self, name: &str) -> Option<bool> {
+        match self.text(name)?.as_str() {
+            "0" => Some(false),
+            "1" => Some(true),
+            v => {
+                let v = v.to_string();
+                self.bad(name, &v, None)
+            }
+        }
+    }
+
+    /// A default path's kill switch: off only with `0`.
+    fn on(&mut self, name: &str) -> bool {
+        self.flag(name).unwrap_or(true)
+    }
+
+    fn number(&mut self, name: &str, range: std::ops::RangeInclusive<usize>) -> Option<usize> {
+        let v = self.text(name)?;
+        match v.parse::<usize>() {
+            Ok(n) if range.contains(&n) => Some(n),
+            _ => self.bad(name, &v, None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(pairs: &[(&str, &str)]) -> (Settings, Vec<String>) {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::read(&move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults_are_the_paths_that_run_with_nothing_set() {
+        let s = Settings::default();
+        assert!(s.glu && s.down_combine && s.pdl && s.side && s.overlap && s.qdot_once && s.kv_fuse);
+        assert_eq!((s.hc_split, s.scores_halve, s.graph, s.profile), (None, None, GraphMode::On, None));
+    }
+
+    #[test]
+    fn values_are_read_and_bad_ones_named() {
+        let (s, notes) = read(&[("STRATA_GLU", "0"), ("STRATA_HC_SPLIT", "2"), ("STRATA_PROFILE", "kernels")]);
+        assert_eq!((s.glu, s.hc_split, s.profile), (false, Some(2), Some(ProfileMode::Kernels)));
+        assert!(notes.is_empty(), "{notes:?}");
+        let (s, notes) = read(&[("STRATA_GLU", "off"), ("STRATA_GR_DOWN_TG", "9"), ("STRATA_GRAPH", "x")]);
+        assert_eq!((s.glu, s.gr_down_tg, s.graph), (true, None, GraphMode::On));
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].starts_with("STRATA_GR_DOWN_TG=\"9\""), "{notes:?}");
+    }
+
+    #[test]
+    fn a_misspelt_switch_is_named() {
+        let names = ["STRATA_GLU", "STRATA_GLUE", "PATH", "STRATA_REQUIRE_GPU"];
+        assert_eq!(Settings::unknown(names.into_iter()), vec!["STRATA_GLUE"]);
+    }
+
+    #[test]
+    fn every_switch_is_listed_once() {
+        for (i, s) in SWITCHES.iter().enumerate() {
+            assert!(SWITCHES[..i].iter().all(|o| o.name != s.name), "{} twice", s.name);
+            assert!(!s.meaning.is_empty() && !s.default.is_empty(), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn defines_are_names_with_optional_values() {
+        let (text, bad) = defines(" MATVEC_PREFETCH=1  LEVEL=0 FLAG ");
+        assert_eq!(text, "#define MATVEC_PREFETCH 1\n#define LEVEL 0\n#define FLAG \n");
+        assert!(bad.is_empty());
+        let (text, bad) = defines("QDOT_ROW_AHEAD=0,HC_EARLY=2,, FLAG");
+        assert_eq!(text, "#define QDOT_ROW_AHEAD 0\n#define HC_EARLY 2\n#define FLAG \n");
+        assert!(bad.is_empty());
+    }
+
+    #[test]
+    fn defines_refuse_what_could_inject_code() {
+        let (text, bad) = defines("1X=2 A=b;c =3 B=(1) OK=2");
+        assert_eq!(text, "#define OK 2\n");
+        assert_eq!(bad, ["1X=2", "A=b;c", "=3", "B=(1)"]);
+    }
+}

@@ -561,15 +561,9 @@ impl Backend for CudaForward<'_> {
             let n = self.model.config.n_embd;
             let buf = match (&self.layers[l].mixer, &mut st.layers[l]) {
                 (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
-                (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => attention(
-                    g,
-                    w,
-                    s,
-                    &x.buf,
-                    x.t,
-                    *cells,
-                    (&self.model.rope, &*self.window_rope(pos, x.t)?),
-                )?,
+                (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
+                    attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, &*self.window_rope(pos, x.t)?))?
+                }
                 _ => unreachable!("state built from the same layers"),
             };
             Ok(Rows { buf, t: x.t, width: n })

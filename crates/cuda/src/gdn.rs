@@ -148,13 +148,7 @@ fn fuse(gpu: &Gpu, w: &GdnGpu) -> bool {
 }
 
 /// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
-pub fn gdn(
-    gpu: &Gpu,
-    w: &GdnGpu,
-    st: &mut GdnStateGpu,
-    x: &Buf<f32>,
-    t: usize,
-) -> Result<Buf<f32>, CudaError> {
+pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }

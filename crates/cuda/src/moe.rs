@@ -9,8 +9,8 @@ use crate::buf::{launch, Arg, Buf};
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::matvec::{
-    matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather,
-    MatrixGpu, MAX_T,
+    matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather, MatrixGpu,
+    MAX_T,
 };
 
 const SRC: &str = crate::compile::MOE;
@@ -103,12 +103,7 @@ fn elementwise(n: usize) -> LaunchConfig {
 }
 
 /// The block's output for the window's inputs `x` (T rows of n); also the chosen experts (T·k ids).
-pub fn moe(
-    gpu: &Gpu,
-    w: &MoeGpu,
-    x: &Buf<f32>,
-    t: usize,
-) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
+pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
     let (_, k, f, _, n) = w.dims;
     let p = moe_hidden(gpu, w, x, t)?;
     let y = Buf::<f32>::uninit(gpu, t * n)?;

@@ -95,8 +95,10 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
 fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
     let exe = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
     let mtime = exe.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    let sources: String =
-        crate::compile::KERNEL_FILES.iter().map(|(file, src)| crate::compile::full_source(file, src, &gpu.settings.defines)).collect();
+    let sources: String = crate::compile::KERNEL_FILES
+        .iter()
+        .map(|(file, src)| crate::compile::full_source(file, src, &gpu.settings.defines))
+        .collect();
     let kernels = crate::device::fnv(&sources);
     let card: String = gpu.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let name = format!("{card}-{}-drv{}-{}-{mtime}-{kernels:016x}.txt", gpu.arch_name(), gpu.driver_version, exe.len());

@@ -169,7 +169,8 @@ impl Settings {
             defines: {
                 let (text, bad) = defines(&r.text("STRATA_DEFINES").unwrap_or_default());
                 for b in bad {
-                    r.notes.push(format!("STRATA_DEFINES: `{b}` is not NAME or NAME=VALUE (letters, digits, _); ignored"));
+                    r.notes
+                        .push(format!("STRATA_DEFINES: `{b}` is not NAME or NAME=VALUE (letters, digits, _); ignored"));
                 }
                 text
             },
@@ -184,7 +185,9 @@ impl Settings {
             bench_warm: r.flag("STRATA_BENCH_WARM").unwrap_or(false),
             cache: r.text("STRATA_CACHE").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
                 let home = |k: &str| get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-                home("XDG_CACHE_HOME").map(|d| d.join("strata")).or_else(|| home("HOME").map(|h| h.join(".cache/strata")))
+                home("XDG_CACHE_HOME")
+                    .map(|d| d.join("strata"))
+                    .or_else(|| home("HOME").map(|h| h.join(".cache/strata")))
             }),
         };
         (s, notes)

@@ -103,7 +103,7 @@ fn step_bytes(path: &std::path::Path, cells: usize, kv: strata_model::KvMode, bw
     use anyhow::Context;
     let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
         .with_context(|| format!("loading {}", path.display()))?;
-    let bytes = strata_cuda::forward::decode_bytes(&model, kv, cells);
+    let bytes = strata_cuda::backend::forward::decode_bytes(&model, kv, cells);
     let gb = bytes as f64 / 1e9;
     match bw {
         Some(tb) if tb > 0.0 && tb.is_finite() => println!(
@@ -121,18 +121,18 @@ fn matvec(reps: usize) -> Result<()> {
         anyhow::bail!("matvec_bench REPS: REPS ≥ 1");
     }
     let gpu = strata_cuda::Gpu::new(0, crate::env::settings().clone())?;
-    let bw = strata_cuda::bench::copy_bandwidth(&gpu, 1024)?;
+    let bw = strata_cuda::tools::bench::copy_bandwidth(&gpu, 1024)?;
     println!(
         "device: {} ({}); copy rate {:.2} TB/s (read + write), {reps} calls each",
         gpu.name,
         gpu.arch_name(),
         bw / 1e12
     );
-    let layouts = strata_cuda::matvec::Layout::ALL;
+    let layouts = strata_cuda::ops::layout::Layout::ALL;
     let heads: String = layouts.iter().map(|l| format!(" {} µs |", l.name())).collect();
     println!("| product | type | rows × cols | MB |{heads} floor µs | best × floor | best GB/s | same bits |");
     println!("|---|---|---:|---:|{}---:|---:|---:|---|", "---:|".repeat(layouts.len()));
-    for r in strata_cuda::bench::matvec_bench(&gpu, reps)? {
+    for r in strata_cuda::tools::bench::matvec_bench(&gpu, reps)? {
         let best = r.us.iter().copied().fold(f64::INFINITY, f64::min);
         let floor = r.bytes as f64 / bw * 1e6;
         let shape = if r.slots > 0 {
@@ -163,13 +163,13 @@ fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<(
     }
     let gpu = strata_cuda::Gpu::new(0, crate::env::settings().clone())?;
     println!("device: {} ({}); {ctx} cells, capacity {capacity}, {reps} calls", gpu.name, gpu.arch_name());
-    let names: Vec<&str> = strata_cuda::qsa::ScoresVariant::ALL.iter().map(|v| v.name()).collect();
+    let names: Vec<&str> = strata_cuda::ops::qsa::ScoresVariant::ALL.iter().map(|v| v.name()).collect();
     println!(
         "| cells | Q | scores µs: {} | floor µs | × floor (best) | top-k µs: wide / split / cluster | hash |",
         names.join(" / ")
     );
     println!("|---:|---:|---|---:|---:|---|---|");
-    for r in strata_cuda::bench::qsa_select_bench(&gpu, ctx, qmax, reps, capacity)? {
+    for r in strata_cuda::tools::bench::qsa_select_bench(&gpu, ctx, qmax, reps, capacity)? {
         let best = r.scores_us.iter().copied().fold(f64::INFINITY, f64::min);
         let scores: Vec<String> = r.scores_us.iter().map(|v| format!("{v:.2}")).collect();
         println!(
@@ -188,7 +188,7 @@ fn qsa_select(ctx: usize, qmax: usize, reps: usize, capacity: usize) -> Result<(
 }
 
 fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {
-    if iters == 0 || sets == 0 || tmin == 0 || tmin > tmax || tmax > strata_cuda::hc::MAX_T {
+    if iters == 0 || sets == 0 || tmin == 0 || tmin > tmax || tmax > strata_cuda::ops::hc::MAX_T {
         anyhow::bail!("fused_gr_bench ITERS TMIN TMAX SETS: ITERS, SETS ≥ 1 and 1 ≤ TMIN ≤ TMAX ≤ 8");
     }
     let gpu = strata_cuda::Gpu::new(0, crate::env::settings().clone())?;
@@ -200,7 +200,7 @@ fn fused_gr(iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<()> {
     );
     println!("| T | variant | read µs (graph) | × floor | read µs (launches) | norm | down | up | floor µs | hash |");
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
-    for r in strata_cuda::bench::fused_gr_bench(&gpu, iters, tmin, tmax, sets)? {
+    for r in strata_cuda::tools::bench::fused_gr_bench(&gpu, iters, tmin, tmax, sets)? {
         let [all, norm, down, up] = r.us;
         println!(
             "| {} | {} | {:.2} | {:.1} | {all:.2} | {norm:.2} | {down:.2} | {up:.2} | {:.2} | {:016x} |",

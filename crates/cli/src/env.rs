@@ -1,5 +1,5 @@
 //! The one place the environment is read: the switches (`STRATA_*`, listed with their meanings in
-//! strata_cuda::settings::SWITCHES and docs/DETAILS.md) become one [`Settings`] value at start-up, which
+//! strata_cuda::runtime::settings::SWITCHES and docs/DETAILS.md) become one [`Settings`] value at start-up, which
 //! every command passes down. A value a switch does not take, or a `STRATA_` name that is no switch, is
 //! said once in a note.
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use strata_cuda::forward::{plan_bytes, CudaDecoder, CudaForward};
+use strata_cuda::backend::forward::{plan_bytes, CudaDecoder, CudaForward};
 use strata_cuda::Gpu;
 use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling, State};
@@ -136,13 +136,13 @@ fn cuda_decoder<'a>(
     cells: usize,
     saved: Option<&State>,
 ) -> Result<CudaDecoder<'a>> {
-    let first = !strata_cuda::plan::is_kept(&gpu);
+    let first = !strata_cuda::select::plan::is_kept(&gpu);
     if first {
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
     }
     let started = std::time::Instant::now();
-    gpu.load_all().context("compiling the kernels")?;
-    let plan = strata_cuda::plan::plan(&gpu);
+    gpu.load_all(&strata_cuda::ops::sources::ALL).context("compiling the kernels")?;
+    let plan = strata_cuda::select::plan::plan(&gpu);
     eprintln!(
         "kernels: HC read {}, QSA scorer {}, QSA top-k {} ({})",
         plan.hc.variant.name(),
@@ -157,7 +157,7 @@ fn cuda_decoder<'a>(
             plan.matvec.variant.summary()
         );
     }
-    let fwd = CudaForward::upload(gpu, model).context("copying the weights to the GPU")?;
+    let fwd = CudaForward::upload(gpu, model, plan.variants()).context("copying the weights to the GPU")?;
     let (state, pos) = match saved {
         Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),
         None => (fwd.new_state(kv, cells).context("allocating the caches")?, 0),

@@ -3,7 +3,8 @@
 
 use anyhow::{bail, Result};
 use clap::Subcommand;
-use strata_cuda::{parity, Gpu};
+use strata_cuda::tools::parity;
+use strata_cuda::Gpu;
 
 #[derive(Subcommand)]
 #[allow(non_camel_case_types)]
@@ -88,7 +89,7 @@ pub enum ParityCommand {
 pub fn run(c: ParityCommand) -> Result<()> {
     let gpu = Gpu::new(0, crate::env::settings().clone())?;
     eprintln!("device: {} ({}), driver {}", gpu.name, gpu.arch_name(), gpu.driver_version);
-    let plan = strata_cuda::plan::plan(&gpu);
+    let plan = strata_cuda::select::plan::plan(&gpu);
     eprintln!("HC read variant: {} ({})", plan.hc.variant.name(), plan.hc.reason);
     eprintln!("QSA scorer: {} ({})", plan.scores.variant.name(), plan.scores.reason);
     eprintln!("QSA top-k: {} ({})", plan.topk.variant.name(), plan.topk.reason);

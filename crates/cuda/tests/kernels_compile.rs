@@ -5,7 +5,8 @@
 
 use std::process::Command;
 
-use strata_cuda::compile::{compile_ptx, KERNEL_FILES, SUPPORTED_ARCHS};
+use strata_cuda::ops::sources::{text_of, BODIES as KERNEL_FILES};
+use strata_cuda::runtime::compile::{compile_ptx, SUPPORTED_ARCHS};
 use strata_cuda::CudaError;
 
 fn ci() -> bool {
@@ -46,7 +47,7 @@ fn spills(report: &str) -> Vec<(String, u64, u64, u64)> {
 
 #[test]
 fn every_kernel_compiles_for_every_architecture_without_spills() {
-    match compile_ptx("hc.cu", KERNEL_FILES[0].1, "", (9, 0)) {
+    match compile_ptx("hc.cu", &text_of("hc.cu", KERNEL_FILES[0].1), "", (9, 0)) {
         Err(CudaError::NoDevice(m)) => {
             assert!(!ci(), "CI must have NVRTC (.ci/run installs nvidia-cuda-nvrtc): {m}");
             eprintln!("SKIPPED: {m} (pip install nvidia-cuda-nvrtc==13.0.* and put its lib folder on LD_LIBRARY_PATH)");
@@ -79,8 +80,8 @@ fn every_kernel_compiles_for_every_architecture_without_spills() {
             continue;
         }
         let what = format!("{file} {define}");
-        let ptx =
-            compile_ptx(file, &source, "", arch).unwrap_or_else(|e| panic!("{what} for sm_{}{}: {e}", arch.0, arch.1));
+        let ptx = compile_ptx(file, &text_of(file, &source), "", arch)
+            .unwrap_or_else(|e| panic!("{what} for sm_{}{}: {e}", arch.0, arch.1));
         assert!(ptx.contains(".entry"), "{what}: no kernel in the PTX");
         let Some(ptxas) = &ptxas else { continue };
         let tag: String = define.split_whitespace().map(|w| format!("-{w}")).collect();

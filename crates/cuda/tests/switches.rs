@@ -1,9 +1,9 @@
-//! docs/DETAILS.md's switch table lists exactly the switches of strata_cuda::settings::SWITCHES, each with
+//! docs/DETAILS.md's switch table lists exactly the switches of strata_cuda::runtime::settings::SWITCHES, each with
 //! its default, and no code outside the start-up readers reads the environment.
 
 use std::path::Path;
 
-use strata_cuda::settings::SWITCHES;
+use strata_cuda::runtime::settings::SWITCHES;
 
 fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

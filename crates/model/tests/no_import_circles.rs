@@ -157,8 +157,40 @@ fn crates_model_has_no_import_circle() {
 }
 
 #[test]
-#[ignore = "crates/cuda's circle is still to be broken: its runtime, ops, select and backend floors come next"]
 fn crates_cuda_has_no_import_circle() {
     let c = circles("cuda");
     assert!(c.is_empty(), "import circles in crates/cuda: {c:?}");
+}
+
+/// crates/cuda's floors, lowest first: a file imports only from its own floor and those below.
+const CUDA_FLOORS: [&str; 5] = ["runtime", "ops", "select", "backend", "tools"];
+
+/// Every import in crates/cuda that reaches up a floor: (file, the floor it names).
+fn upward_imports() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cuda/src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let floor = |m: &[String]| m.first().and_then(|f| CUDA_FLOORS.iter().position(|x| x == f));
+    let mut out = Vec::new();
+    for f in &files {
+        let here = module_of(&src, f);
+        let Some(mine) = floor(&here) else { continue };
+        for p in imports(&std::fs::read_to_string(f).unwrap(), &here) {
+            if let Some(theirs) = floor(&p).filter(|&t| t > mine) {
+                out.push((f.strip_prefix(&src).unwrap().display().to_string(), CUDA_FLOORS[theirs].to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn crates_cuda_floors_import_only_below() {
+    let up = upward_imports();
+    assert!(up.is_empty(), "imports up a floor in crates/cuda (runtime < ops < select < backend < tools): {up:?}");
+    // The check sees the floors at all: every floor holds files.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cuda/src");
+    for f in CUDA_FLOORS {
+        assert!(src.join(f).join("mod.rs").exists(), "crates/cuda/src/{f}/mod.rs");
+    }
 }

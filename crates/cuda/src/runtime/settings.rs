@@ -196,7 +196,15 @@ impl Settings {
     /// The names among `names` that look like switches (`STRATA_…`) but are none: a misspelt switch would
     /// otherwise change nothing, silently.
     pub fn unknown<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-        const NOT_SWITCHES: [&str; 2] = ["STRATA_REQUIRE_GPU", "STRATA_PTXAS"]; // read by the tests
+        // Read by the tests and the bench scripts, not by the engine.
+        const NOT_SWITCHES: [&str; 6] = [
+            "STRATA_REQUIRE_GPU",
+            "STRATA_PTXAS",
+            "STRATA_COMPILE_ONLY",
+            "STRATA_MUTANTS",
+            "STRATA_BIN",
+            "STRATA_BUILT_AT",
+        ];
         names
             .filter(|n| n.starts_with("STRATA_") && !NOT_SWITCHES.contains(n))
             .filter(|n| SWITCHES.iter().all(|s| s.name != *n))

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
-use crate::compile::{compile_ptx, first_sentence, full_source, no_panic};
-use crate::error::{Check, CudaError};
-use crate::profile::Profile;
-use crate::settings::{ProfileMode, Settings};
+use crate::runtime::compile::{compile_ptx, first_sentence, no_panic, KernelFile};
+use crate::runtime::error::{Check, CudaError};
+use crate::runtime::profile::Profile;
+use crate::runtime::settings::{ProfileMode, Settings};
 
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
@@ -37,7 +37,7 @@ pub struct Gpu {
     /// Kernels already looked up, per file by name (a decode step launches ~1,400: no allocation per lookup).
     functions: Mutex<HashMap<&'static str, HashMap<String, CudaFunction>>>,
     /// The step being recorded and the graphs kept (graph.rs).
-    pub(crate) recorder: Mutex<crate::graph::Recorder>,
+    pub(crate) recorder: Mutex<crate::runtime::recorder::Recorder>,
     pub(crate) rec_on: AtomicBool,
     /// Set when a graph could not be made: later steps are issued op by op.
     pub(crate) graphs_failed: AtomicBool,
@@ -135,7 +135,7 @@ impl Gpu {
             sm_count,
             smem_optin,
             profile: settings.profile.map(Profile::new),
-            skip: crate::skip::entries(&settings.skip),
+            skip: crate::runtime::skip::entries(&settings.skip),
             settings,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
@@ -179,7 +179,8 @@ impl Gpu {
     }
 
     /// A kernel of a `.cu` file (compiled once per process, and once per machine thanks to the cache).
-    pub fn function(&self, file: &'static str, source: &'static str, name: &str) -> Result<CudaFunction, CudaError> {
+    pub fn function(&self, kf: &'static KernelFile, name: &str) -> Result<CudaFunction, CudaError> {
+        let file = kf.name;
         if let Some(f) = self.functions.lock().expect("function cache lock").get(file).and_then(|m| m.get(name)) {
             return Ok(f.clone());
         }
@@ -188,7 +189,7 @@ impl Gpu {
             match m.get(file) {
                 Some(module) => module.clone(),
                 None => {
-                    let ptx = self.ptx(file, source)?;
+                    let ptx = self.ptx(kf)?;
                     let module = self.ctx.load_module(Ptx::from_src(ptx)).check(&format!("loading kernels/{file}"))?;
                     m.insert(file, module.clone());
                     module
@@ -207,18 +208,16 @@ impl Gpu {
 
     /// Loads every kernel file, compiling those not cached in parallel, so that a first start pays for
     /// compilation up front rather than inside the first token's time.
-    pub fn load_all(&self) -> Result<(), CudaError> {
+    pub fn load_all(&self, files: &[&'static KernelFile]) -> Result<(), CudaError> {
         let ptx: Vec<Result<String, CudaError>> = std::thread::scope(|s| {
-            let jobs: Vec<_> = crate::compile::KERNEL_FILES
-                .iter()
-                .map(|&(file, source)| s.spawn(move || self.ptx(file, source)))
-                .collect();
+            let jobs: Vec<_> = files.iter().map(|&kf| s.spawn(move || self.ptx(kf))).collect();
             jobs.into_iter()
                 .map(|j| j.join().unwrap_or_else(|_| Err(CudaError::Shape("NVRTC panicked".into()))))
                 .collect()
         });
         let mut m = self.modules.lock().expect("module cache lock");
-        for (&(file, _), ptx) in crate::compile::KERNEL_FILES.iter().zip(ptx) {
+        for (kf, ptx) in files.iter().zip(ptx) {
+            let file = kf.name;
             if !m.contains_key(file) {
                 let module = self.ctx.load_module(Ptx::from_src(ptx?)).check(&format!("loading kernels/{file}"))?;
                 m.insert(file, module);
@@ -227,12 +226,13 @@ impl Gpu {
         Ok(())
     }
 
-    /// PTX for `source`, from the disk cache or NVRTC.
-    fn ptx(&self, file: &str, source: &str) -> Result<String, CudaError> {
+    /// PTX for a kernel file, from the disk cache or NVRTC.
+    fn ptx(&self, kf: &KernelFile) -> Result<String, CudaError> {
+        let (file, text) = (kf.name, (kf.text)());
         let key = format!(
             "{}-{:016x}-{}-drv{}.ptx",
             file.trim_end_matches(".cu"),
-            fnv(&full_source(file, source, &self.settings.defines)),
+            fnv(&format!("{}{text}", self.settings.defines)),
             self.arch_name(),
             self.driver_version
         );
@@ -242,7 +242,7 @@ impl Gpu {
                 return Ok(text);
             }
         }
-        let ptx = compile_ptx(file, source, &self.settings.defines, self.arch)?;
+        let ptx = compile_ptx(file, &text, &self.settings.defines, self.arch)?;
         if let Some(p) = path {
             // The cache is an optimisation: a failure to write it is not an error of the run.
             if let Some(dir) = p.parent() {

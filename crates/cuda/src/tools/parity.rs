@@ -5,11 +5,13 @@ use strata_gguf::SplitMix64;
 use strata_model::layers::hc::{hc_read as cpu_read, hc_write as cpu_write};
 use strata_model::weights::MoeWeights;
 
-use crate::buf::Buf;
-use crate::check::normal;
-pub use crate::check::{gpu_read, inputs, random_hc, random_hc_as, topk_case, topk_case_of, Inputs, Pattern, ReadOut};
-use crate::device::Gpu;
-use crate::hc::{HcGpu, HcScratch, HcVariant, MAX_T};
+use crate::ops::hc::{HcGpu, HcScratch, HcVariant, MAX_T};
+use crate::runtime::buf::Buf;
+use crate::runtime::device::Gpu;
+use crate::select::check::normal;
+pub use crate::select::check::{
+    gpu_read, inputs, random_hc, random_hc_as, topk_case, topk_case_of, Inputs, Pattern, ReadOut,
+};
 
 pub type Outcome = Result<usize, String>;
 
@@ -36,6 +38,12 @@ pub const EPSILONS: [f32; 2] = [1e-6, 1e-5];
 
 /// `gr_parity`: the GPU read against the CPU reference, T = 1..8, with and without the pending write and
 /// the inject rows, at the given geometries, with each of [`EPSILONS`].
+/// The variants the engine runs on this card (the plan's): the tools that check the engine's own path
+/// (GDN, MoE, attention, the whole pass) upload their weights with them.
+fn plan_variants(gpu: &Gpu) -> crate::ops::variants::Variants {
+    crate::select::plan::plan(gpu).variants()
+}
+
 pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcome {
     let mut cases = 0;
     use strata_gguf::GgmlType::{BF16, F32, Q8_0};
@@ -44,7 +52,7 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
     for &(n, hc, r) in dims {
         for ((ty, inject), eps) in kinds.into_iter().zip(EPSILONS.into_iter().cycle()) {
             let w = random_hc_as(ty, n, hc, r, inject, seed ^ (n as u64) ^ (inject as u64));
-            let wg = HcGpu::upload(gpu, &w, hc, eps).map_err(|e| e.to_string())?;
+            let wg = HcGpu::upload(gpu, &w, hc, eps, HcVariant::PLAIN).map_err(|e| e.to_string())?;
             let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
             for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
                 for pending in [false, true] {
@@ -77,7 +85,7 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
 pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> Outcome {
     let w = random_hc(n, hc, r, true, seed);
     let eps = EPSILONS[1];
-    let wg = HcGpu::upload(gpu, &w, hc, eps).map_err(|e| e.to_string())?;
+    let wg = HcGpu::upload(gpu, &w, hc, eps, HcVariant::PLAIN).map_err(|e| e.to_string())?;
     let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
     let mut cases = 0;
     for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
@@ -137,7 +145,7 @@ fn argmax_cases(gpu: &Gpu, seed: u64) -> Outcome {
         rows.push(special);
         for (r, row) in rows.iter().enumerate() {
             let v = Buf::from_host(gpu, row).map_err(|e| e.to_string())?;
-            let (got, want) = (crate::argmax::argmax(gpu, &v, n).map_err(|e| e.to_string())?, argmax(row));
+            let (got, want) = (crate::ops::argmax::argmax(gpu, &v, n).map_err(|e| e.to_string())?, argmax(row));
             if got != want {
                 return Err(format!("argmax of {n} values, row kind {r}: device {got}, CPU {want}"));
             }
@@ -178,7 +186,7 @@ pub fn sample_parity(gpu: &Gpu, seed: u64) -> Outcome {
             ] {
                 for u in [0.0f32, 0.5, 0.999_999_94, uniform_f32(rng.next_u64())] {
                     let p = SampleParams { temperature, top_k, top_p, u };
-                    let got = crate::sample::sample(gpu, &v, n, &p).map_err(|e| e.to_string())?;
+                    let got = crate::ops::sample::sample(gpu, &v, n, &p).map_err(|e| e.to_string())?;
                     let want = sample(row, &p);
                     if got != want {
                         return Err(format!("draw from {n} values, row kind {r}, {p:?}: device {got}, CPU {want}"));
@@ -250,8 +258,8 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
                         .collect()
                 })
                 .collect();
-            for v in crate::qsa::ScoresVariant::ALL {
-                crate::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_blocks, di, hi, q, n_blocks).map_err(e)?;
+            for v in crate::ops::qsa::ScoresVariant::ALL {
+                crate::ops::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_blocks, di, hi, q, n_blocks).map_err(e)?;
                 let got = sb.read(gpu, q * n_blocks).map_err(e)?;
                 for (k, w) in want.iter().enumerate() {
                     same(
@@ -264,14 +272,27 @@ pub fn qsa_parity(gpu: &Gpu, seed: u64) -> Outcome {
             }
             // The selection of the GPU scores, by every top-k kernel, against the CPU's of the CPU scores
             // (the scores are equal, checked above).
-            let mut scratch = crate::qsa::TopkScratch::new(gpu, q, n_blocks).map_err(e)?;
+            let mut scratch = crate::ops::qsa::TopkScratch::new(gpu, q, n_blocks).map_err(e)?;
             let out_stride = top_k + kpool - 1;
             let nc = Buf::from_host(gpu, &cells.iter().map(|&c| c as i32).collect::<Vec<_>>()).map_err(e)?;
-            for v in crate::qsa::TopkVariant::available(gpu) {
+            for v in crate::ops::qsa::TopkVariant::available(gpu) {
                 let out: Buf<u32> = Buf::zeros(gpu, q * out_stride).map_err(e)?;
                 let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;
-                crate::qsa::topk(gpu, v, &sb, n_blocks, &nc, top_k, kpool, &out, out_stride, &count, q, &mut scratch)
-                    .map_err(e)?;
+                crate::ops::qsa::topk(
+                    gpu,
+                    v,
+                    &sb,
+                    n_blocks,
+                    &nc,
+                    top_k,
+                    kpool,
+                    &out,
+                    out_stride,
+                    &count,
+                    q,
+                    &mut scratch,
+                )
+                .map_err(e)?;
                 let ids = out.read(gpu, q * out_stride).map_err(e)?;
                 let counts = count.read(gpu, q).map_err(e)?;
                 for (k, w) in want.iter().enumerate() {
@@ -300,18 +321,18 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let e = |e: crate::CudaError| e.to_string();
     let mut rng = SplitMix64::new(seed);
     let mut cases = 0;
-    for ty in GgmlType::ALL.into_iter().filter(|&t| crate::matvec::supported(t)) {
+    for ty in GgmlType::ALL.into_iter().filter(|&t| crate::ops::layout::supported(t)) {
         for (rows, cols) in [(37usize, 64usize), (300, 256), (257, 2560)] {
             if !cols.is_multiple_of(ty.block_size()) {
                 continue;
             }
             let bytes = random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
             let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) };
-            let wg = crate::matvec::MatrixGpu::upload(gpu, &m).map_err(e)?;
+            let wg = crate::ops::matvec::MatrixGpu::upload(gpu, &m, &Default::default()).map_err(e)?;
             let bytes = random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
             let other_m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) };
-            let other = crate::matvec::MatrixGpu::upload(gpu, &other_m).map_err(e)?;
-            for t in 1..=crate::matvec::MAX_T {
+            let other = crate::ops::matvec::MatrixGpu::upload(gpu, &other_m, &Default::default()).map_err(e)?;
+            for t in 1..=crate::ops::matvec::MAX_T {
                 let mut x: Vec<f32> = (0..t * cols).map(|_| normal(&mut rng)).collect();
                 x[0] = 0.0;
                 x[1] = -0.0;
@@ -319,11 +340,11 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 let xb = Buf::from_host(gpu, &x).map_err(e)?;
                 let want: Vec<Vec<f32>> = (0..t).map(|k| m.matvec(&x[k * cols..(k + 1) * cols])).collect();
                 // The § qdot types take one kernel whatever the layout asked for: checked once.
-                let layouts = &crate::matvec::Layout::ALL
-                    [..if crate::qdot::uses(ty) { 1 } else { crate::matvec::Layout::ALL.len() }];
+                let layouts = &crate::ops::layout::Layout::ALL
+                    [..if crate::ops::qdot::uses(ty) { 1 } else { crate::ops::layout::Layout::ALL.len() }];
                 for &layout in layouts {
                     let yb: Buf<f32> = Buf::zeros(gpu, t * rows).map_err(e)?;
-                    crate::matvec::matvec_with(gpu, layout, &wg, &xb, &yb, t).map_err(e)?;
+                    crate::ops::matvec::matvec_with(gpu, layout, &wg, &xb, &yb, t).map_err(e)?;
                     let got = yb.read(gpu, t * rows).map_err(e)?;
                     for (k, want) in want.iter().enumerate() {
                         let case = format!("{ty} {rows}×{cols} {} layout, token {k} of {t}", layout.name());
@@ -332,7 +353,7 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
                     // The same product as the second of a pair in one launch (the first: the other matrix).
                     let (ya, yb2): (Buf<f32>, Buf<f32>) =
                         (Buf::zeros(gpu, t * rows).map_err(e)?, Buf::zeros(gpu, t * rows).map_err(e)?);
-                    crate::matvec::matvec_two_with(gpu, layout, (&other, &ya), (&wg, &yb2), &xb, t).map_err(e)?;
+                    crate::ops::matvec::matvec_two_with(gpu, layout, (&other, &ya), (&wg, &yb2), &xb, t).map_err(e)?;
                     let (got_a, got_b) = (ya.read(gpu, t * rows).map_err(e)?, yb2.read(gpu, t * rows).map_err(e)?);
                     for (k, want) in want.iter().enumerate() {
                         let case = format!("{ty} {rows}×{cols} {} layout, pair, token {k} of {t}", layout.name());
@@ -370,10 +391,10 @@ fn random_gdn(
     };
     strata_model::weights::GdnWeights {
         qkv: q8(channels, n, rng),
-        gate: crate::check::bf16_matrix(hv * s, n, 1.0 / (n as f32).sqrt(), rng),
+        gate: crate::select::check::bf16_matrix(hv * s, n, 1.0 / (n as f32).sqrt(), rng),
         conv: uniform(-0.6, 0.6, k * channels, rng),
-        alpha: crate::check::bf16_matrix(hv, n, 1.0 / (n as f32).sqrt(), rng),
-        beta: crate::check::bf16_matrix(hv, n, 1.0 / (n as f32).sqrt(), rng),
+        alpha: crate::select::check::bf16_matrix(hv, n, 1.0 / (n as f32).sqrt(), rng),
+        beta: crate::select::check::bf16_matrix(hv, n, 1.0 / (n as f32).sqrt(), rng),
         a: uniform(-4.0, -0.5, hv, rng),
         dt_bias: uniform(-2.0, 0.0, hv, rng),
         norm: (0..s).map(|_| 1.0 + 0.05 * normal(rng)).collect(),
@@ -422,7 +443,7 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
         let mut w = random_gdn(n, dims, k, &mut rng);
         w.alpha = retype(&w.alpha, ab);
         w.beta = retype(&w.beta, ab);
-        let wg = crate::gdn::GdnGpu::upload(gpu, &w, dims, eps).map_err(e)?;
+        let wg = crate::ops::gdn::GdnGpu::upload(gpu, &w, dims, eps, &plan_variants(gpu)).map_err(e)?;
         let len = 13;
         let xs: Vec<f32> = (0..len * n).map(|_| normal(&mut rng)).collect();
         let channels = 2 * hk * s + hv * s;
@@ -434,7 +455,7 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
             for (wi, window) in xs.chunks(t * n).enumerate() {
                 let tt = window.len() / n;
                 let xb = Buf::from_host(gpu, window).map_err(e)?;
-                let y = crate::gdn::gdn(gpu, &wg, &mut st, &xb, tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
+                let y = crate::ops::gdn::gdn(gpu, &wg, &mut st, &xb, tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
                 for j in 0..tt {
                     let i = wi * t + j;
                     same(&format!("GDN n {n}, window of {t}, token {i}"), &y[j * n..(j + 1) * n], &want[i])?;
@@ -485,7 +506,7 @@ fn random_moe(n: usize, e: usize, f: usize, fs: usize, ty: strata_gguf::GgmlType
         gate_shexp: q(GgmlType::Q8_0, fs, n, rng),
         up_shexp: q(GgmlType::Q8_0, fs, n, rng),
         down_shexp: q(GgmlType::Q8_0, n, fs, rng),
-        shexp_gate: crate::check::bf16_matrix(1, n, 1.0 / (n as f32).sqrt(), rng),
+        shexp_gate: crate::select::check::bf16_matrix(1, n, 1.0 / (n as f32).sqrt(), rng),
     }
 }
 
@@ -525,11 +546,11 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 }
                 w.router.bytes = strata_gguf::TensorBytes::from_vec(b);
             }
-            let wg = crate::moe::MoeGpu::upload(gpu, &w, k, f).map_err(e)?;
+            let wg = crate::ops::moe::MoeGpu::upload(gpu, &w, (k, f), &plan_variants(gpu)).map_err(e)?;
             for t in 1..=MAX_T {
                 let x: Vec<f32> = (0..t * n).map(|_| normal(&mut rng)).collect();
                 let xb = Buf::from_host(gpu, &x).map_err(e)?;
-                let (y, ids) = crate::moe::moe(gpu, &wg, &xb, t).map_err(e)?;
+                let (y, ids) = crate::ops::moe::moe(gpu, &wg, &xb, t).map_err(e)?;
                 let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
                 for j in 0..t {
                     let xj = &x[j * n..(j + 1) * n];
@@ -548,7 +569,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
 }
 
 /// A config with the attention geometry (the other fields as the tiny preset's; `qsa` reads only these).
-fn attn_config(d: crate::attn::AttnDims, n: usize) -> strata_model::Config {
+fn attn_config(d: crate::ops::attn::AttnDims, n: usize) -> strata_model::Config {
     strata_model::Config {
         n_layer: 1,
         kinds: vec![],
@@ -581,7 +602,7 @@ fn attn_config(d: crate::attn::AttnDims, n: usize) -> strata_model::Config {
     }
 }
 
-fn random_attn(n: usize, d: crate::attn::AttnDims, rng: &mut SplitMix64) -> strata_model::weights::AttnWeights {
+fn random_attn(n: usize, d: crate::ops::attn::AttnDims, rng: &mut SplitMix64) -> strata_model::weights::AttnWeights {
     use strata_gguf::{quant::quantize, GgmlType, TensorBytes};
     use strata_model::ops::matvec::Matrix;
     use strata_model::weights::{AttnWeights, IndexerWeights};
@@ -602,8 +623,8 @@ fn random_attn(n: usize, d: crate::attn::AttnDims, rng: &mut SplitMix64) -> stra
         k_norm: gamma(d.dh, rng),
         o: matrix(GgmlType::IQ4_NL, n, d.hq * d.dh, rng),
         indexer: Some(IndexerWeights {
-            q: crate::check::bf16_matrix(d.hi * d.di, n, 1.0 / (n as f32).sqrt(), rng),
-            k: crate::check::bf16_matrix(d.di, n, 1.0 / (n as f32).sqrt(), rng),
+            q: crate::select::check::bf16_matrix(d.hi * d.di, n, 1.0 / (n as f32).sqrt(), rng),
+            k: crate::select::check::bf16_matrix(d.di, n, 1.0 / (n as f32).sqrt(), rng),
             q_norm: gamma(d.di, rng),
             k_norm: gamma(d.di, rng),
         }),
@@ -615,7 +636,7 @@ fn random_attn(n: usize, d: crate::attn::AttnDims, rng: &mut SplitMix64) -> stra
 /// first 20 cells) and dense, with fp16, int8 and f32 KV, at a small geometry and the full model's head
 /// geometry (dh 256, rope 64, indexer 4 × 128).
 pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
-    use crate::attn::{attention, rope_rows, AttnDims, AttnGpu, Cells};
+    use crate::ops::attn::{attention, rope_rows, AttnDims, AttnGpu, Cells};
     use strata_model::kv::KvMode;
     use strata_model::layers::qsa::qsa;
     use strata_model::ops::rope::{Rope, RopeScaling};
@@ -628,7 +649,7 @@ pub fn attn_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let full = AttnDims { hq: 8, hkv: 2, dh: 256, rot: 64, hi: 4, di: 128, top_k: 16, eps: eps0 };
     for (n, d, len) in [(256usize, small, 60usize), (2560, full, 44)] {
         let w = random_attn(n, d, &mut rng);
-        let wg = AttnGpu::upload(gpu, &w, d).map_err(e)?;
+        let wg = AttnGpu::upload(gpu, &w, d, &plan_variants(gpu)).map_err(e)?;
         let c = attn_config(d, n);
         let rope = Rope::new(d.rot, 1e7, RopeScaling::None);
         let xs: Vec<f32> = (0..len * n).map(|_| normal(&mut rng)).collect();
@@ -695,12 +716,12 @@ pub fn forward_parity(
             want_mtp.push(draft);
         }
     }
-    let mut cuda = crate::forward::CudaForward::upload(gpu.clone(), model).map_err(e)?;
+    let mut cuda = crate::backend::forward::CudaForward::upload(gpu.clone(), model, plan_variants(gpu)).map_err(e)?;
     if has_mtp {
         cuda.upload_mtp().map_err(e)?;
     }
     let mut cases = 0;
-    for t in 1..=crate::matvec::MAX_T {
+    for t in 1..=crate::ops::matvec::MAX_T {
         let mut st = cuda.new_state(kv, len).map_err(e)?;
         let mut mtp = if has_mtp { Some(cuda.mtp_cache(kv, len).map_err(e)?) } else { None };
         for (wi, window) in tokens[..len].chunks(t).enumerate() {

@@ -3,11 +3,11 @@
 
 use cudarc::driver::sys::CUevent_flags;
 
-use crate::buf::Buf;
-use crate::check::{random_hc, time_calls};
-use crate::device::Gpu;
-use crate::error::{Check, CudaError};
-use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, Stage};
+use crate::ops::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, Stage};
+use crate::runtime::buf::Buf;
+use crate::runtime::device::Gpu;
+use crate::runtime::error::{Check, CudaError};
+use crate::select::check::{random_hc, time_calls};
 
 /// The H200 plain-read bandwidth ceiling used for floors (bytes / this).
 pub const HBM_BYTES_PER_S: f64 = 4.49e12;
@@ -32,7 +32,7 @@ fn fnv(bytes: impl Iterator<Item = u8>) -> u64 {
 pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<Vec<GrRow>, CudaError> {
     let (n, hc, r) = (2560, 4, 320);
     let weights: Vec<HcGpu> = (0..sets)
-        .map(|i| HcGpu::upload(gpu, &random_hc(n, hc, r, true, 100 + i as u64), hc, 1e-6))
+        .map(|i| HcGpu::upload(gpu, &random_hc(n, hc, r, true, 100 + i as u64), hc, 1e-6, HcVariant::PLAIN))
         .collect::<Result<_, _>>()?;
     let s = HcScratch::new(gpu, n, hc, r)?;
     let mut rows = Vec::new();
@@ -159,21 +159,21 @@ pub fn qsa_select_bench(
         let n_scored_max = scored.iter().copied().max().unwrap_or(0) as usize;
         let mut scores_us = [0f64; 3];
         let mut hashes = Vec::new();
-        for (i, v) in crate::qsa::ScoresVariant::ALL.into_iter().enumerate() {
+        for (i, v) in crate::ops::qsa::ScoresVariant::ALL.into_iter().enumerate() {
             scores_us[i] = time_calls(gpu, reps, &|| {
-                crate::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks)
+                crate::ops::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks)
             })?;
             hashes.push(fnv(sb.read(gpu, q * n_blocks)?.iter().flat_map(|v| v.to_le_bytes())));
         }
         if hashes.iter().any(|&h| h != hashes[0]) {
             return Err(CudaError::Shape(format!("scores variants differ at Q = {q}: {hashes:016x?}")));
         }
-        let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, n_blocks)?);
+        let scratch = std::cell::RefCell::new(crate::ops::qsa::TopkScratch::new(gpu, q, n_blocks)?);
         let mut topk_us = [f64::NAN; 3];
         let mut id_hashes = Vec::new();
-        for (i, v) in crate::qsa::TopkVariant::available(gpu).into_iter().enumerate() {
+        for (i, v) in crate::ops::qsa::TopkVariant::available(gpu).into_iter().enumerate() {
             topk_us[i] = time_calls(gpu, reps, &|| {
-                crate::qsa::topk(
+                crate::ops::qsa::topk(
                     gpu,
                     v,
                     &sb,
@@ -218,7 +218,7 @@ pub struct MatvecRow {
     pub bytes: usize,
     /// µs per call at T = 1 in each layout of `Layout::ALL` (cold: weight sets rotated); NaN for a layout
     /// not timed (the § qdot types have one kernel, timed in the first column).
-    pub us: [f64; crate::matvec::Layout::ALL.len()],
+    pub us: [f64; crate::ops::layout::Layout::ALL.len()],
     /// Whether every layout wrote the block layout's bits.
     pub same: bool,
 }
@@ -245,7 +245,8 @@ const PRODUCTS: [(&str, strata_gguf::GgmlType, usize, usize, usize); 12] = {
 /// `matvec_bench REPS`: each product of a decode step at T = 1 in every layout, with enough weight sets
 /// (at least 256 MB in all) that every call reads its weights from memory, not the L2.
 pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError> {
-    use crate::matvec::{matvec_gather_with, matvec_with, Gather, Layout, MatrixGpu};
+    use crate::ops::layout::Layout;
+    use crate::ops::matvec::{matvec_gather_with, matvec_with, Gather, MatrixGpu};
     use strata_model::ops::matvec::Matrix;
     let mut rng = strata_gguf::SplitMix64::new(11);
     let mut out = Vec::new();
@@ -260,7 +261,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
             .map(|_| {
                 let raw = strata_gguf::quant::random_blocks(ty, experts * rows * cols / ty.block_size(), &mut rng);
                 let m = Matrix { ty, rows: experts * rows, cols, bytes: strata_gguf::TensorBytes::from_vec(raw) };
-                MatrixGpu::upload(gpu, &m)
+                MatrixGpu::upload(gpu, &m, &Default::default())
             })
             .collect::<Result<_, _>>()?;
         let x = Buf::from_host(gpu, &(0..cols).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
@@ -281,7 +282,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
         };
         // The § qdot types take one kernel whatever the layout asked for: timed once, the other columns
         // NaN (printed as a dash).
-        let timed = if crate::qdot::uses(ty) { 1 } else { Layout::ALL.len() };
+        let timed = if crate::ops::qdot::uses(ty) { 1 } else { Layout::ALL.len() };
         let mut us = [f64::NAN; Layout::ALL.len()];
         for (k, layout) in Layout::ALL.into_iter().enumerate().take(timed) {
             let i = std::cell::Cell::new(0usize);

@@ -4,9 +4,9 @@
 use cudarc::driver::LaunchConfig;
 use strata_model::ops::sample::{SampleParams, MAX_CANDIDATES};
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
 
 /// The token drawn with `p` from the first `n` values of `v`; only the id is copied back.
 pub fn sample(gpu: &Gpu, v: &Buf<f32>, n: usize, p: &SampleParams) -> Result<u32, CudaError> {
@@ -19,7 +19,7 @@ pub fn sample_start(gpu: &Gpu, v: &Buf<f32>, n: usize, p: &SampleParams) -> Resu
         return Err(CudaError::Shape(format!("sampling from {n} values")));
     }
     let id = Buf::<i32>::zeros(gpu, 1)?;
-    let f = gpu.function("sample.cu", crate::compile::SAMPLE, "sample")?;
+    let f = gpu.function(&crate::ops::sources::SAMPLE_FILE, "sample")?;
     // One block (SAMPLE_THREADS in sample.cu); a top-k past the cap means the cap.
     let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
     let top_k = p.top_k.min(MAX_CANDIDATES) as i32;

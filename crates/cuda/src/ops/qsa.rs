@@ -2,11 +2,10 @@
 
 use cudarc::driver::LaunchConfig;
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
 
-const SRC: &str = crate::compile::QSA;
 pub const MAX_Q: usize = 8;
 
 /// Which scores kernel (`STRATA_SCORES_HALVE`): the butterfly per dot, or all dots reduced together by
@@ -25,7 +24,7 @@ impl ScoresVariant {
 
     /// The scorer the switches force, if any: `STRATA_SCORES_STREAM=1`,
     /// `STRATA_SCORES_HALVE=0|1`; `STRATA_SM75_PERF=1` alone means the halving scorer.
-    pub fn forced(s: &crate::settings::Settings) -> Option<ScoresVariant> {
+    pub fn forced(s: &crate::runtime::settings::Settings) -> Option<ScoresVariant> {
         if s.scores_stream {
             return Some(ScoresVariant::Stream);
         }
@@ -67,7 +66,7 @@ impl TopkVariant {
 
     /// The top-k the switches force, if any: `STRATA_QSA_CLUSTER=1`, `STRATA_TOPK_SPLIT=0|1`;
     /// `STRATA_SM75_PERF=1` alone means the split kernel.
-    pub fn forced(s: &crate::settings::Settings) -> Option<TopkVariant> {
+    pub fn forced(s: &crate::runtime::settings::Settings) -> Option<TopkVariant> {
         if s.qsa_cluster {
             return Some(TopkVariant::Cluster);
         }
@@ -170,7 +169,7 @@ pub fn scores(
         Arg::I32(q as i32),
         Arg::I32(stride as i32),
     ];
-    launch(gpu, &gpu.function("qsa.cu", SRC, name)?, name, cfg, &args)
+    launch(gpu, &gpu.function(&crate::ops::sources::QSA_FILE, name)?, name, cfg, &args)
 }
 
 /// Work buffers of the split top-k for `q` queries of up to `stride` scored blocks.
@@ -217,10 +216,10 @@ pub fn topk(
         let per = stride.div_ceil(8);
         let smem = per * 4;
         let in_smem = smem <= 160 * 1024;
-        let f = gpu.function("qsa.cu", SRC, "qsa_topk_cluster")?;
+        let f = gpu.function(&crate::ops::sources::QSA_FILE, "qsa_topk_cluster")?;
         // Static shared memory (33 KB) plus this must fit: always allow the dynamic size.
         if in_smem {
-            use crate::error::Check;
+            use crate::runtime::error::Check;
             use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
             f.set_attribute(MAX_SMEM, smem as i32).check("allowing the cluster top-k its shared memory")?;
         }
@@ -253,7 +252,7 @@ pub fn topk(
         Arg::I32(out_stride as i32),
         Arg::Ptr(count.ptr(gpu)),
     ];
-    launch(gpu, &gpu.function("qsa.cu", SRC, "qsa_topk_wide")?, "qsa_topk_wide", cfg, &args)
+    launch(gpu, &gpu.function(&crate::ops::sources::QSA_FILE, "qsa_topk_wide")?, "qsa_topk_wide", cfg, &args)
 }
 
 fn check_q(q: usize) -> Result<(), CudaError> {
@@ -290,7 +289,7 @@ fn topk_split(
         Arg::I32(top_k as i32),
         Arg::I32(kpool as i32),
     ];
-    let f = gpu.function("qsa.cu", SRC, "qsa_topk_split_hist")?;
+    let f = gpu.function(&crate::ops::sources::QSA_FILE, "qsa_topk_split_hist")?;
     for pass in 0..4 {
         launch(
             gpu,
@@ -300,10 +299,10 @@ fn topk_split(
             &[&common[..], &[Arg::Ptr(s.hist.ptr(gpu)), Arg::I32(pass)]].concat(),
         )?;
     }
-    let f = gpu.function("qsa.cu", SRC, "qsa_topk_split_count")?;
+    let f = gpu.function(&crate::ops::sources::QSA_FILE, "qsa_topk_split_count")?;
     let extra = [Arg::Ptr(s.hist.ptr(gpu)), Arg::Ptr(s.count.ptr(gpu)), Arg::I32(s.chunks as i32)];
     launch(gpu, &f, "qsa_topk_split_count", cfg, &[&common[..], &extra[..]].concat())?;
-    let f = gpu.function("qsa.cu", SRC, "qsa_topk_split_emit")?;
+    let f = gpu.function(&crate::ops::sources::QSA_FILE, "qsa_topk_split_emit")?;
     let extra = [
         Arg::Ptr(s.hist.ptr(gpu)),
         Arg::Ptr(s.count.ptr(gpu)),

@@ -7,13 +7,14 @@
 //! stays valid until the next step is recorded.
 
 use cudarc::driver::{
-    sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 
-use crate::device::Gpu;
-use crate::error::{Check, CudaError};
-use crate::graph::Op;
-use crate::profile::ProfileMode;
+use crate::runtime::device::Gpu;
+use crate::runtime::error::{Check, CudaError};
+pub use crate::runtime::op::Arg;
+use crate::runtime::op::{issue_copy, Op};
+use crate::runtime::profile::ProfileMode;
 
 pub struct Buf<T> {
     mem: Mem<T>,
@@ -103,7 +104,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
         let src = self.ptr(gpu) + (offset * std::mem::size_of::<T>()) as u64;
         let mut out = Vec::with_capacity(len);
         let bytes = len * std::mem::size_of::<T>();
-        if bytes <= crate::device::READBACK_BYTES {
+        if bytes <= crate::runtime::device::READBACK_BYTES {
             // SAFETY: the vector has room for len elements (bytes bytes), all written by read_small before
             // set_len, and any bits are a valid T (plain data).
             unsafe {
@@ -172,34 +173,10 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
     }
 }
 
-/// A kernel argument: a device pointer, a 32-bit integer or a float.
-#[derive(Clone, Copy, Debug)]
-pub enum Arg {
-    Ptr(u64),
-    I32(i32),
-    F32(f32),
-}
-
-impl Arg {
-    /// The argument's bytes in the low end of a 64-bit slot (what a kernel parameter pointer points at).
-    pub fn slot(self) -> u64 {
-        match self {
-            Arg::Ptr(p) => p,
-            Arg::I32(v) => v as u32 as u64,
-            Arg::F32(v) => v.to_bits() as u64,
-        }
-    }
-
-    /// The same kind and bits.
-    pub fn same(self, other: Arg) -> bool {
-        std::mem::discriminant(&self) == std::mem::discriminant(&other) && self.slot() == other.slot()
-    }
-}
-
 /// Launches `f` with `args` (or records the launch into the step being recorded); the launch is checked.
 pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), CudaError> {
     if gpu.recording() {
-        if crate::skip::skipped(&gpu.skip, name) {
+        if crate::runtime::skip::skipped(&gpu.skip, name) {
             return Ok(()); // STRATA_SKIP: left out of the step's graph, for timing only
         }
         let op = Op::Kernel { name: name.to_string(), f: f.clone(), cfg, args: args.to_vec() };
@@ -238,36 +215,4 @@ fn run_op(gpu: &Gpu, op: Op) -> Result<(), CudaError> {
         return gpu.record(op);
     }
     issue_copy(&gpu.stream, &op)
-}
-
-/// A zeroing or a copy issued on `stream` (a kernel is not one; the side lane's marks are nothing).
-pub(crate) fn issue_copy(stream: &CudaStream, op: &Op) -> Result<(), CudaError> {
-    let s = stream.cu_stream();
-    // SAFETY: the pointers and sizes come from live buffers (checked by the callers); ordered on the stream.
-    match *op {
-        Op::Zero { ptr, bytes } => unsafe { sys::cuMemsetD8Async(ptr, 0, bytes, s) }.result().check("zeroing"),
-        Op::Copy { dst, src, bytes } => {
-            unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, s) }.result().check("copying on the device")
-        }
-        Op::Kernel { .. } => Err(CudaError::Shape("a kernel is not a copy".into())),
-        Op::Fork | Op::Back | Op::Join => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Arg;
-
-    #[test]
-    fn an_argument_is_its_bits_in_the_low_end_of_a_slot() {
-        assert_eq!(Arg::I32(-1).slot(), 0xffff_ffff);
-        assert_eq!(Arg::I32(7).slot(), 7);
-        assert_eq!(Arg::F32(1.0).slot(), 0x3f80_0000);
-        assert_eq!(Arg::Ptr(0x7f00_0000_1000).slot(), 0x7f00_0000_1000);
-        // A graph's kernel is updated when any argument's bits change, and only then.
-        assert!(Arg::F32(f32::NAN).same(Arg::F32(f32::NAN)));
-        assert!(!Arg::F32(0.0).same(Arg::F32(-0.0)));
-        assert!(!Arg::I32(1).same(Arg::Ptr(1)), "a different kind is a different argument");
-        assert!(Arg::Ptr(42).same(Arg::Ptr(42)));
-    }
 }

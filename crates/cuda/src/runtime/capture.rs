@@ -7,33 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::driver::{sys, CudaEvent, CudaStream};
 
-use crate::buf::{issue_copy, launch_now};
-use crate::device::Gpu;
-use crate::error::{Check, CudaError};
-use crate::graph::Op;
-
-/// A captured, instantiated step and the ops it was made from (with any updates since).
-pub(crate) struct StepGraph {
-    graph: sys::CUgraph,
-    pub(crate) exec: sys::CUgraphExec,
-    pub(crate) nodes: Vec<sys::CUgraphNode>,
-    /// The driver's function of each kernel node (null for the others), for updates.
-    funcs: Vec<sys::CUfunction>,
-    pub(crate) ops: Vec<Op>,
-}
-
-// SAFETY: driver handles, valid on any thread that binds the context; the recorder's lock serialises use.
-unsafe impl Send for StepGraph {}
-
-impl Drop for StepGraph {
-    fn drop(&mut self) {
-        // SAFETY: handles made by this struct; a graph still running is freed when it completes.
-        unsafe {
-            sys::cuGraphExecDestroy(self.exec);
-            sys::cuGraphDestroy(self.graph);
-        }
-    }
-}
+use crate::runtime::buf::launch_now;
+use crate::runtime::device::Gpu;
+use crate::runtime::error::{Check, CudaError};
+use crate::runtime::op::{issue_copy, Op};
+use crate::runtime::recorder::StepGraph;
 
 impl StepGraph {
     /// `ops` captured from the streams into a graph (the main lane on the device's stream, the side lane

@@ -4,392 +4,22 @@
 
 use cudarc::driver::LaunchConfig;
 use strata_gguf::GgmlType;
-use strata_model::ops::matvec::Matrix;
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
-
-const SRC: &str = crate::compile::MATVEC;
-pub const MAX_T: usize = 8;
-/// The most warps that share a row (kernels/matvec.cu: a block per row).
-const ROW_WARPS: usize = 4;
-/// Warps per block in the warp layout.
-const WARP_ROWS: u32 = 8;
-/// The warp layout's short rows: a warp takes SHORT_ROWS rows (kernels/matvec.cu) of at most SHORT_COLS
-/// values for a single token.
-const SHORT_COLS: usize = 1024;
-const SHORT_ROWS: usize = 4;
-/// The warp layout's window kernels (T > 1): a warp takes MULTI_ROWS rows (kernels/matvec.cu).
-const MULTI_ROWS: usize = 4;
-
-/// How a product's rows are spread over the card; all give the same sums (kernels/matvec.cu), and the
-/// plan picks the fastest per weight type, for the dense products and the experts' apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// A block per row, its warps side by side over the row.
-    Block,
-    /// A warp per row, 8 rows a block.
-    Warp,
-    /// A few rows a block (up to 32, up to 8 warps): the block first copies its rows' bytes into shared
-    /// memory with wide loads, then each warp decodes its rows from there. Needs one row to fit in shared
-    /// memory.
-    Staged,
-    /// The staged layout with twice the rows a block (32 KB of them): fewer blocks, so a product of
-    /// many rows (the GDN and attention projections) fits the card in one wave of blocks.
-    Wide,
-    /// The staged layout's groups of rows, several a block through two shared-memory buffers: the next
-    /// group is copied (asynchronously, on sm_80+) while the warps decode this one, and the grid holds
-    /// about STREAM_WARPS_PER_SM warps a multiprocessor, so copies and decoding overlap across the whole
-    /// product. One token's and a window's dense products; the experts' gathers run the staged layout.
-    Stream,
-}
-
-/// The stream layout's target of warps per multiprocessor: fewer blocks than the staged layout's (which
-/// held 64 warps and lost to it at 26 on the H200), enough to keep each block's groups in turn.
-const STREAM_WARPS_PER_SM: usize = 32;
-
-/// Shared memory the staged layout may use per block (the default limit, no opt-in).
-const STAGE_SHARED: usize = 48 << 10;
-/// The staged layout takes as many rows a block (at most 32) as fill this many bytes.
-const STAGE_TARGET: usize = 16 << 10;
-
-impl Layout {
-    pub const ALL: [Layout; 5] = [Layout::Block, Layout::Warp, Layout::Staged, Layout::Wide, Layout::Stream];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Layout::Block => "block",
-            Layout::Warp => "warp",
-            Layout::Staged => "staged",
-            Layout::Wide => "wide",
-            Layout::Stream => "stream",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Layout> {
-        Layout::ALL.into_iter().find(|l| l.name() == name)
-    }
-
-    /// Whether the warp layout takes `t` tokens' rows of `cols` values with its short-row kernels (a warp to
-    /// SHORT_ROWS rows).
-    fn short(t: usize, cols: usize) -> bool {
-        t == 1 && cols <= SHORT_COLS
-    }
-
-    /// The kernel's name suffix.
-    fn suffix(self) -> &'static str {
-        match self {
-            Layout::Block => "",
-            Layout::Warp => "_warp",
-            Layout::Staged | Layout::Wide => "_staged",
-            Layout::Stream => "_stream",
-        }
-    }
-
-    /// Rows per block of the staged layout (per group of the stream layout) for rows of `row_bytes`
-    /// bytes, and the shared memory they take (16 bytes either side for the copy's alignment; the stream
-    /// layout's two buffers of whole 16-byte words); `None` when one row does not fit (the block layout
-    /// is used instead).
-    fn staged_rows(self, row_bytes: usize) -> Option<(usize, usize)> {
-        // Up to 8 rows, a warp each; past 16, a multiple of the 8 warps, so no warp idles in a last round.
-        let target = if self == Layout::Wide { 2 * STAGE_TARGET } else { STAGE_TARGET };
-        let fit = target / row_bytes.max(1);
-        let rows = if fit >= 16 { fit.min(32) / 8 * 8 } else { fit.clamp(1, 8) };
-        let shared = match self {
-            Layout::Stream => 2 * ((rows * row_bytes + 32) / 16 * 16),
-            _ => rows * row_bytes + 32,
-        };
-        (shared <= STAGE_SHARED).then_some((rows, shared))
-    }
-
-    /// The stream layout's groups a block, for `rows` rows in groups of `rpb` (a warp a row, up to 8), on
-    /// `sms` multiprocessors.
-    fn stream_groups(rows: usize, rpb: usize, sms: usize) -> usize {
-        let blocks_per_sm = (STREAM_WARPS_PER_SM / rpb.clamp(1, 8)).max(1);
-        rows.div_ceil(rpb).div_ceil(blocks_per_sm * sms.max(1)).max(1)
-    }
-
-    /// The layout the experts' gathers run for this one (the stream layout has no gather kernel: its
-    /// grid is the rows of one slot, few, and the staged one is its gather).
-    fn for_gather(self) -> Layout {
-        if self == Layout::Stream {
-            Layout::Staged
-        } else {
-            self
-        }
-    }
-
-    /// The layout that runs: this one, or the block layout where the staged ones cannot.
-    fn usable(self, row_bytes: usize) -> Layout {
-        match self {
-            Layout::Staged | Layout::Wide | Layout::Stream if self.staged_rows(row_bytes).is_none() => Layout::Block,
-            l => l,
-        }
-    }
-
-    /// Whether the kernels take the rows per block (the staged layouts).
-    fn staged(self) -> bool {
-        matches!(self, Layout::Staged | Layout::Wide | Layout::Stream)
-    }
-
-    /// The kernel this layout runs for `t` tokens' rows of `cols` values (the experts' gathers with
-    /// `gather`): its name's kind and the layout whose suffix it has.
-    fn kernel(self, t: usize, cols: usize, gather: bool) -> (&'static str, Layout) {
-        match (self, gather) {
-            (Layout::Warp, true) if Layout::short(1, cols) => ("_gather_short", Layout::Warp),
-            (_, true) => ("_gather", self),
-            (Layout::Warp, false) if Layout::short(t, cols) => ("_short", self),
-            (Layout::Warp, false) if t > 1 => ("_multi", self),
-            // One token in the staged layouts: the kernel compiled without the window's code, so fewer
-            // registers and more blocks a multiprocessor.
-            (Layout::Staged | Layout::Wide, false) if t == 1 => ("_one", self),
-            _ => ("", self),
-        }
-    }
-
-    /// The launch of `rows` rows of `cols` values (`row_bytes` bytes each) for `t` tokens (`slots` gathered
-    /// slots of one token each) on `sms` multiprocessors, and the staged layouts' rows per block or group
-    /// (an extra kernel argument; 0 for the others).
-    fn config(
-        self,
-        rows: usize,
-        cols: usize,
-        row_bytes: usize,
-        (t, slots): (usize, usize),
-        sms: usize,
-    ) -> (LaunchConfig, usize) {
-        let (grid_x, threads, shared, rpb) = match self {
-            Layout::Block => (rows as u32, 32 * cols.div_ceil(8 * 32).clamp(1, ROW_WARPS) as u32, 0, 0),
-            Layout::Warp => {
-                let per_warp = match t {
-                    1 if Layout::short(t, cols) => SHORT_ROWS,
-                    1 => 1,
-                    _ => MULTI_ROWS,
-                };
-                ((rows.div_ceil(per_warp) as u32).div_ceil(WARP_ROWS), 32 * WARP_ROWS, 0, 0)
-            }
-            Layout::Staged | Layout::Wide => {
-                let (rpb, shared) = self.staged_rows(row_bytes).expect("usable() checked");
-                (rows.div_ceil(rpb) as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
-            }
-            Layout::Stream => {
-                let (rpb, shared) = self.staged_rows(row_bytes).expect("usable() checked");
-                let blocks = rows.div_ceil(rpb).div_ceil(Layout::stream_groups(rows, rpb, sms));
-                (blocks as u32, 32 * rpb.min(8) as u32, shared as u32, rpb)
-            }
-        };
-        let cfg =
-            LaunchConfig { grid_dim: (grid_x, slots as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
-        (cfg, rpb)
-    }
-}
-
-/// The weight types with a GPU matrix-vector kernel.
-pub const TYPES: [GgmlType; 16] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q8_0,
-    GgmlType::Q4_0,
-    GgmlType::Q2_0,
-    GgmlType::Q5_0,
-    GgmlType::IQ2_XS,
-    GgmlType::IQ3_XXS,
-    GgmlType::IQ3_S,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::IQ4_NL,
-    GgmlType::IQ4_XS,
-];
+use crate::ops::layout::{kernel, Layout, WARP_ROWS};
+pub use crate::ops::matrix::{Gather, MatrixGpu, MAX_T};
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
 
 /// The name of a type's kernel of one kind (`""` the dense products, `"_gather"` the experts') in a
 /// layout: made once and kept, since a step launches ~600 of them.
 fn kernel_name(ty: GgmlType, kind: &'static str, layout: Layout) -> &'static str {
-    crate::device::kernel_name([kernel(ty).expect("checked at upload"), kind, layout.suffix()])
-}
-
-/// The kernel for a weight type, or `None` where there is none yet.
-fn kernel(ty: GgmlType) -> Option<&'static str> {
-    Some(match ty {
-        GgmlType::F32 => "matvec_f32",
-        GgmlType::F16 => "matvec_f16",
-        GgmlType::BF16 => "matvec_bf16",
-        GgmlType::Q8_0 => "matvec_q8_0",
-        GgmlType::Q4_0 => "matvec_q4_0",
-        GgmlType::Q2_0 => "matvec_q2_0",
-        GgmlType::Q5_0 => "matvec_q5_0",
-        GgmlType::IQ2_XS => "matvec_iq2_xs",
-        GgmlType::IQ3_XXS => "matvec_iq3_xxs",
-        GgmlType::IQ3_S => "matvec_iq3_s",
-        GgmlType::Q3_K => "matvec_q3_k",
-        GgmlType::Q4_K => "matvec_q4_k",
-        GgmlType::Q5_K => "matvec_q5_k",
-        GgmlType::Q6_K => "matvec_q6_k",
-        GgmlType::IQ4_NL => "matvec_iq4_nl",
-        GgmlType::IQ4_XS => "matvec_iq4_xs",
-        _ => return None,
-    })
-}
-
-/// The layout of each type's products (the plan's choice): the dense ones of a single token, the dense
-/// ones of a prompt window (T > 1) and the experts' apart; a type not listed runs in the block layout.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Layouts {
-    pub dense: Vec<(GgmlType, Layout)>,
-    pub gather: Vec<(GgmlType, Layout)>,
-    pub window: Vec<(GgmlType, Layout)>,
-}
-
-impl Layouts {
-    /// Every type in one layout.
-    pub fn all(layout: Layout) -> Layouts {
-        let every: Vec<_> = TYPES.iter().map(|&t| (t, layout)).collect();
-        Layouts { dense: every.clone(), gather: every.clone(), window: every }
-    }
-
-    /// One line: each type's layout where it is not the block one, for one token, the experts and a
-    /// window ("dense: Q4_K staged, …; experts: …; windows: …").
-    pub fn summary(&self) -> String {
-        let list = |v: &[(GgmlType, Layout)]| {
-            let named: Vec<String> = v.iter().map(|(t, l)| format!("{t} {}", l.name())).collect();
-            if named.is_empty() {
-                "block for all".into()
-            } else {
-                named.join(", ")
-            }
-        };
-        format!("dense: {}; experts: {}; windows: {}", list(&self.dense), list(&self.gather), list(&self.window))
-    }
-
-    /// The layout of a dense product of `t` tokens.
-    pub fn dense_for(&self, ty: GgmlType, t: usize) -> Layout {
-        Layouts::find(if t > 1 { &self.window } else { &self.dense }, ty)
-    }
-
-    fn find(list: &[(GgmlType, Layout)], ty: GgmlType) -> Layout {
-        list.iter().find(|(t, _)| *t == ty).map_or(Layout::Block, |&(_, l)| l)
-    }
-
-    pub fn dense(&self, ty: GgmlType) -> Layout {
-        Layouts::find(&self.dense, ty)
-    }
-
-    pub fn gather(&self, ty: GgmlType) -> Layout {
-        Layouts::find(&self.gather, ty)
-    }
-
-    /// `dense=Q6_K:warp+Q4_K:staged,gather=Q2_0:staged,window=-` (`-` for an empty list): one word, for the
-    /// kept plan.
-    pub fn name(&self) -> String {
-        let list = |v: &[(GgmlType, Layout)]| {
-            if v.is_empty() {
-                "-".to_string()
-            } else {
-                v.iter().map(|(t, l)| format!("{t}:{}", l.name())).collect::<Vec<_>>().join("+")
-            }
-        };
-        format!("dense={},gather={},window={}", list(&self.dense), list(&self.gather), list(&self.window))
-    }
-
-    /// The inverse of [`Layouts::name`]; `None` for anything else.
-    /// `STRATA_MATVEC`: one layout for every type (a layout's name), or a plan's own list
-    /// (`dense=Q4_K:staged+Q8_0:warp,gather=Q2_0:warp,window=-`: a type not named takes `block`).
-    pub fn forced(s: &crate::settings::Settings) -> Option<Layouts> {
-        let v = s.matvec.as_deref()?;
-        let l = Layout::from_name(v).map(Layouts::all).or_else(|| Layouts::parse(v));
-        if l.is_none() {
-            eprintln!("note: STRATA_MATVEC={v:?} is neither a layout nor a plan's list: the plan's layouts are used");
-        }
-        l
-    }
-
-    pub fn parse(name: &str) -> Option<Layouts> {
-        let (dense, rest) = name.split_once(',')?;
-        let (gather, window) = rest.split_once(',')?;
-        let list = |s: &str, key: &str| -> Option<Vec<(GgmlType, Layout)>> {
-            let v = s.strip_prefix(key)?;
-            if v == "-" {
-                return Some(Vec::new());
-            }
-            v.split('+')
-                .map(|e| {
-                    let (t, l) = e.split_once(':')?;
-                    Some((GgmlType::from_name(t).filter(|t| supported(*t))?, Layout::from_name(l)?))
-                })
-                .collect()
-        };
-        Some(Layouts {
-            dense: list(dense, "dense=")?,
-            gather: list(gather, "gather=")?,
-            window: list(window, "window=")?,
-        })
-    }
-}
-
-/// The types with a GPU matrix-vector kernel.
-pub fn supported(ty: GgmlType) -> bool {
-    kernel(ty).is_some()
-}
-
-/// A weight matrix on the device.
-pub struct MatrixGpu {
-    pub ty: GgmlType,
-    pub rows: usize,
-    pub cols: usize,
-    bytes: Buf<u8>,
-}
-
-impl MatrixGpu {
-    /// The device address of the weights' first byte.
-    pub fn ptr(&self, gpu: &Gpu) -> u64 {
-        self.bytes.ptr(gpu)
-    }
-
-    pub fn upload(gpu: &Gpu, m: &Matrix) -> Result<MatrixGpu, CudaError> {
-        if !supported(m.ty) {
-            return Err(CudaError::Shape(format!("no GPU matrix-vector kernel for {} weights yet", m.ty)));
-        }
-        if !m.cols.is_multiple_of(8) || m.cols > i32::MAX as usize || m.rows > i32::MAX as usize {
-            return Err(CudaError::Shape(format!(
-                "matrix of {} × {}: columns must be a multiple of 8",
-                m.rows, m.cols
-            )));
-        }
-        // 16 bytes of padding: the staged layout's copy rounds the last row's end up to 16 bytes.
-        let mut bytes = Buf::zeros(gpu, m.bytes.len() + 16)?;
-        bytes.write(gpu, &m.bytes)?;
-        Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes })
-    }
-
-    /// A second copy of these weights on the device (benches and checks: sets that overflow the L2).
-    pub fn duplicate(&self, gpu: &Gpu) -> Result<MatrixGpu, CudaError> {
-        let bytes = Buf::zeros(gpu, self.bytes.len())?;
-        bytes.copy_from(gpu, 0, &self.bytes, self.bytes.len())?;
-        Ok(MatrixGpu { ty: self.ty, rows: self.rows, cols: self.cols, bytes })
-    }
-
-    /// The same type and shape as `other` (two products in one launch need it).
-    pub fn same_shape(&self, other: &MatrixGpu) -> bool {
-        (self.ty, self.rows, self.cols) == (other.ty, other.rows, other.cols)
-    }
-
-    /// Bytes of one row.
-    pub fn row_bytes(&self) -> usize {
-        self.cols / self.ty.block_size() * self.ty.type_size()
-    }
-}
-
-/// The layout of `w`'s product of `t` tokens: the plan's for its weight type.
-fn dense_layout(gpu: &Gpu, w: &MatrixGpu, t: usize) -> Layout {
-    crate::plan::plan(gpu).matvec.variant.dense_for(w.ty, t)
+    crate::runtime::device::kernel_name([kernel(ty).expect("checked at upload"), kind, layout.suffix()])
 }
 
 /// `y[t·rows + r] = W[r]·x[t·cols ..]` for t < T, in the layout for the weight's shape and type.
 pub fn matvec(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, y: &Buf<f32>, t: usize) -> Result<(), CudaError> {
-    matvec_with(gpu, dense_layout(gpu, w, t), w, x, y, t)
+    matvec_with(gpu, w.layout(t), w, x, y, t)
 }
 
 /// [`matvec`] in a given layout.
@@ -407,7 +37,7 @@ pub fn matvec_with(
 /// [`matvec`] on rows inside larger buffers: `t` inputs of `w.cols` values from device address `x`,
 /// `t` outputs of `w.rows` values to `y` (the caller keeps both ranges inside their buffers).
 pub fn matvec_at(gpu: &Gpu, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
-    matvec_ptrs(gpu, dense_layout(gpu, w, t), w, x, y, t)
+    matvec_ptrs(gpu, w.layout(t), w, x, y, t)
 }
 
 fn matvec_ptrs(gpu: &Gpu, layout: Layout, w: &MatrixGpu, x: u64, y: u64, t: usize) -> Result<(), CudaError> {
@@ -423,7 +53,7 @@ pub fn matvec_two(
     x: &Buf<f32>,
     t: usize,
 ) -> Result<(), CudaError> {
-    matvec_two_with(gpu, dense_layout(gpu, a.0, t), a, b, x, t)
+    matvec_two_with(gpu, a.0.layout(t), a, b, x, t)
 }
 
 /// [`matvec`], or with `second` [`matvec_two`], where `xq` may hold x already quantized in element order
@@ -442,9 +72,9 @@ pub fn matvec_pre(
         return matvec_pre(gpu, (x, xq), (b, yb), None, t);
     }
     let pair = second.is_none_or(|(b, _)| w.same_shape(b));
-    match (xq.filter(|_| pair && crate::qdot::takes_element_order(gpu, w.ty)), second) {
+    match (xq.filter(|_| pair && crate::ops::qdot::takes_element_order(gpu, w.ty)), second) {
         (Some(q), _) => {
-            crate::qdot::dense_quantized(gpu, w, q, (y.ptr(gpu), second.map(|(b, yb)| (b, yb.ptr(gpu)))), t)
+            crate::ops::qdot::dense_quantized(gpu, w, q, (y.ptr(gpu), second.map(|(b, yb)| (b, yb.ptr(gpu)))), t)
         }
         (None, Some(b)) => matvec_two(gpu, (w, y), b, x, t),
         (None, None) => matvec(gpu, w, x, y, t),
@@ -481,18 +111,18 @@ fn matvec_launch(
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
-    if crate::qdot::uses(w.ty) {
-        return crate::qdot::dense(gpu, w, x, (y, second), t);
+    if crate::ops::qdot::uses(w.ty) {
+        return crate::ops::qdot::dense(gpu, w, x, (y, second), t);
     }
     let layout = layout.usable(w.row_bytes());
     let (kind, named) = layout.kernel(t, w.cols, false);
     let name = kernel_name(w.ty, kind, named);
-    let f = gpu.function("matvec.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::MATVEC_FILE, name)?;
     let (mut cfg, rpb) = layout.config(w.rows, w.cols, w.row_bytes(), (t, 1), gpu.sm_count as usize);
-    let (w2, y2) = second.map_or((w.bytes.ptr(gpu), y), |(b, y2)| (b.bytes.ptr(gpu), y2));
+    let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     let mut args = vec![
-        Arg::Ptr(w.bytes.ptr(gpu)),
+        Arg::Ptr(w.ptr(gpu)),
         Arg::Ptr(x),
         Arg::Ptr(y),
         Arg::I32(w.rows as i32),
@@ -509,15 +139,6 @@ fn matvec_launch(
     launch(gpu, &f, name, cfg, &args)
 }
 
-/// Where the experts' rows start in a stacked matrix: expert e's first row is `e·stride + offset`.
-#[derive(Clone, Copy)]
-pub struct Gather {
-    pub stride: usize,
-    pub offset: usize,
-    /// Rows of one expert's projection.
-    pub rows: usize,
-}
-
 /// For each token t < T and slot s < k: `y[(t·k + s)·rows ..] = W[expert ids[t·k + s]]·x[t·x_tok + s·x_slot ..]`,
 /// in the plan's layout for the experts' type.
 #[allow(clippy::too_many_arguments)]
@@ -531,7 +152,7 @@ pub fn matvec_gather(
     ids: &Buf<i32>,
     tk: (usize, usize),
 ) -> Result<(), CudaError> {
-    let layout = crate::plan::plan(gpu).matvec.variant.gather(w.ty);
+    let layout = w.layouts.gather;
     matvec_gather_with(gpu, layout, w, g, x, strides, y, ids, tk)
 }
 
@@ -564,7 +185,7 @@ pub fn matvec_gather_two(
     ids: &Buf<i32>,
     tk: (usize, usize),
 ) -> Result<(), CudaError> {
-    let layout = crate::plan::plan(gpu).matvec.variant.gather(a.0.ty);
+    let layout = a.0.layouts.gather;
     if a.0.same_shape(b.0) && a.1.stride == b.1.stride && a.1.rows == b.1.rows {
         gather_launch(gpu, layout, a, Some(b), x, strides, ids, tk)
     } else {
@@ -594,8 +215,8 @@ pub fn matvec_gather_glu(
     }
     let i = |v: usize| Arg::I32(v as i32);
     let args = [
-        Arg::Ptr(wg.bytes.ptr(gpu)),
-        Arg::Ptr(wu.bytes.ptr(gpu)),
+        Arg::Ptr(wg.ptr(gpu)),
+        Arg::Ptr(wu.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(h.ptr(gpu)),
         i(gg.rows),
@@ -608,15 +229,15 @@ pub fn matvec_gather_glu(
         i(x_tok),
         i(x_slot),
     ];
-    if crate::qdot::uses(wg.ty) {
-        crate::qdot::gather_glu(gpu, wg, gg, t * k, &args, xq)?;
+    if crate::ops::qdot::uses(wg.ty) {
+        crate::ops::qdot::gather_glu(gpu, wg, gg, t * k, &args, xq)?;
         return Ok(true);
     }
     if xq.is_some() {
         return Err(CudaError::Shape(format!("{} gate and up products take no quantized vectors", wg.ty)));
     }
     let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
-    let f = gpu.function("matvec.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::MATVEC_FILE, name)?;
     let cfg = LaunchConfig {
         grid_dim: ((gg.rows as u32).div_ceil(WARP_ROWS), (t * k) as u32, 1),
         block_dim: (32 * WARP_ROWS, 1, 1),
@@ -647,11 +268,11 @@ pub fn matvec_gather_combine(
     }
     let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
     args.extend([weights, shared, sg].map(|b| Arg::Ptr(b.ptr(gpu))));
-    if crate::qdot::uses(w.ty) {
-        return crate::qdot::gather_combine(gpu, w, g, (t, k), &args);
+    if crate::ops::qdot::uses(w.ty) {
+        return crate::ops::qdot::gather_combine(gpu, w, g, (t, k), &args);
     }
     let name = kernel_name(w.ty, "_gather_combine", Layout::Block);
-    let f = gpu.function("matvec.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::MATVEC_FILE, name)?;
     // SHORT_ROWS = 4 rows a block (kernels/matvec.cu).
     let cfg = LaunchConfig {
         grid_dim: (g.rows.div_ceil(4) as u32, t as u32, 1),
@@ -676,16 +297,16 @@ fn gather_launch(
     let (w2, g2, y2) = second.unwrap_or((w, g, y));
     let i = |v: usize| Arg::I32(v as i32);
     let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
-    let tail = [Arg::Ptr(w2.bytes.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))];
-    if crate::qdot::uses(w.ty) {
+    let tail = [Arg::Ptr(w2.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))];
+    if crate::ops::qdot::uses(w.ty) {
         args.extend(tail);
-        return crate::qdot::gather(gpu, w, g, t * k, second.is_some(), &args);
+        return crate::ops::qdot::gather(gpu, w, g, t * k, second.is_some(), &args);
     }
     // Each slot's rows are one token's.
     let layout = layout.for_gather().usable(w.row_bytes());
     let (kind, named) = layout.kernel(1, w.cols, true);
     let name = kernel_name(w.ty, kind, named);
-    let f = gpu.function("matvec.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::MATVEC_FILE, name)?;
     let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), (1, t * k), gpu.sm_count as usize);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     if layout.staged() {
@@ -708,7 +329,7 @@ fn gather_args(
 ) -> Vec<Arg> {
     let i = |v: usize| Arg::I32(v as i32);
     vec![
-        Arg::Ptr(w.bytes.ptr(gpu)),
+        Arg::Ptr(w.ptr(gpu)),
         Arg::Ptr(x.ptr(gpu)),
         Arg::Ptr(y.ptr(gpu)),
         i(g.rows),
@@ -725,10 +346,10 @@ fn gather_args(
 /// The residual streams of each token: its row of `w` (the embedding) repeated `hc` times.
 pub fn embed(gpu: &Gpu, w: &MatrixGpu, ids: &Buf<i32>, out: &Buf<f32>, t: usize, hc: usize) -> Result<(), CudaError> {
     let name = format!("{}_embed", kernel(w.ty).expect("checked at upload"));
-    let f = gpu.function("matvec.cu", SRC, &name)?;
+    let f = gpu.function(&crate::ops::sources::MATVEC_FILE, &name)?;
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
     let args = [
-        Arg::Ptr(w.bytes.ptr(gpu)),
+        Arg::Ptr(w.ptr(gpu)),
         Arg::Ptr(ids.ptr(gpu)),
         Arg::Ptr(out.ptr(gpu)),
         Arg::I32(w.cols as i32),

@@ -6,12 +6,11 @@
 use cudarc::driver::LaunchConfig;
 use strata_gguf::GgmlType;
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::{Check, CudaError};
-use crate::matvec::{Gather, MatrixGpu};
+use crate::ops::matrix::{Gather, MatrixGpu};
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::{Check, CudaError};
 
-const SRC: &str = crate::compile::QDOT_CU;
 /// Warps a block of the dense and gather kernels, a row each (QD_WARPS in qdot.cu).
 const WARPS: u32 = 8;
 /// Output rows a block of the fused down product and combination (at most QD_COMBINE_ROWS = 16): each
@@ -122,7 +121,7 @@ fn quantize(gpu: &Gpu, ty: GgmlType, src: Src, n: usize, cols: usize) -> Result<
     let pieces = n * cols / 32;
     let q = Buf::<i32>::uninit(gpu, quantized_words(n, cols))?;
     let name = name(ty, "_quantize");
-    let f = gpu.function("qdot.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::QDOT_FILE, name)?;
     let blocks = pieces.div_ceil(QUANTIZE_BLOCK_PIECES) as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (32 * WARPS, 1, 1), shared_mem_bytes: 0 };
     let i = |v: usize| Arg::I32(v as i32);
@@ -177,7 +176,7 @@ fn base(ty: GgmlType) -> &'static str {
 
 /// A kernel's name (`device::kernel_name`).
 fn name(ty: GgmlType, kind: &'static str) -> &'static str {
-    crate::device::kernel_name([base(ty), kind, ""])
+    crate::runtime::device::kernel_name([base(ty), kind, ""])
 }
 
 /// The kernel and its launch shape with `smem` bytes of shared memory (inputs quantized by the block, or
@@ -199,7 +198,7 @@ fn prepare(
             gpu.smem_optin
         )));
     }
-    let f = gpu.function("qdot.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::QDOT_FILE, name)?;
     if smem > 48 << 10 {
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
         f.set_attribute(MAX_SMEM, smem as i32).check("allowing a qdot kernel its shared memory")?;

@@ -16,16 +16,18 @@ use strata_model::state::{GdnState, LayerState, PleState};
 use strata_model::weights::{Mixer, PleWeights};
 use strata_model::{Model, State};
 
-use crate::attn::{attention, rope_rows, AttnDims, AttnGpu, AttnStateGpu, Cells};
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
-use crate::gdn::{gdn, GdnGpu, GdnStateGpu};
-use crate::graph::Prepared;
-use crate::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
-use crate::matvec::{embed, matvec, matvec_at, MatrixGpu};
-use crate::moe::{moe, MoeGpu};
-use crate::profile::ProfileMode;
+use crate::ops::attn::{attention, rope_rows, AttnDims, AttnGpu, AttnStateGpu, Cells};
+use crate::ops::gdn::{gdn, GdnGpu, GdnStateGpu};
+use crate::ops::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
+use crate::ops::layout::Layouts;
+use crate::ops::matvec::{embed, matvec, matvec_at, MatrixGpu};
+use crate::ops::moe::{moe, MoeGpu};
+use crate::ops::variants::Variants;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
+use crate::runtime::profile::ProfileMode;
+use crate::runtime::recorder::Prepared;
 
 /// A window's rows on the device: `t` rows of `width` values.
 pub struct Rows {
@@ -71,6 +73,8 @@ type WindowRope = ((usize, usize), Arc<Buf<f32>>);
 pub struct CudaForward<'a> {
     pub gpu: Arc<Gpu>,
     model: &'a Model,
+    /// The variant of each kernel family its weights run (the plan's).
+    pub variants: Variants,
     embd: Arc<MatrixGpu>,
     /// The head: the embedding's own device copy when the file ties them.
     output: Arc<MatrixGpu>,
@@ -109,43 +113,44 @@ pub struct CudaState {
 }
 
 impl<'a> CudaForward<'a> {
-    /// Copies the model's weights to the device; a weight type without a kernel is refused by name.
-    pub fn upload(gpu: Arc<Gpu>, model: &'a Model) -> Result<CudaForward<'a>, CudaError> {
-        let (c, w) = (&model.config, &model.weights);
+    /// Copies the model's weights to the device, each family to run in `variants` (the plan's); a weight
+    /// type without a kernel is refused by name.
+    pub fn upload(gpu: Arc<Gpu>, model: &'a Model, variants: Variants) -> Result<CudaForward<'a>, CudaError> {
+        let (c, w, v) = (&model.config, &model.weights, &variants);
         let g = &*gpu;
         let dims = attn_dims(c);
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {
             let mixer = match (&lw.mixer, c.kinds[l]) {
                 (Mixer::Gdn(gw), _) => {
-                    MixerGpu::Gdn(GdnGpu::upload(g, gw, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps)?)
+                    MixerGpu::Gdn(GdnGpu::upload(g, gw, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps, v)?)
                 }
                 (Mixer::Attn(aw), LayerKind::Attn { ratio }) => {
                     let cells = if ratio > 0 { Cells::Qsa(ratio) } else { Cells::Dense(usize::MAX) };
-                    MixerGpu::Attn(AttnGpu::upload(g, aw, dims)?, cells)
+                    MixerGpu::Attn(AttnGpu::upload(g, aw, dims, v)?, cells)
                 }
                 (Mixer::Attn(_), LayerKind::Gdn) => unreachable!("weights bound from the same config"),
             };
             layers.push(LayerGpu {
-                hc_attn: HcGpu::upload(g, &lw.hc_attn, c.hc, c.eps)?,
+                hc_attn: HcGpu::upload(g, &lw.hc_attn, c.hc, c.eps, v.hc)?,
                 mixer,
-                hc_ffn: HcGpu::upload(g, &lw.hc_ffn, c.hc, c.eps)?,
-                moe: MoeGpu::upload(g, &lw.moe, c.n_expert_used, c.expert_ff)?,
+                hc_ffn: HcGpu::upload(g, &lw.hc_ffn, c.hc, c.eps, v.hc)?,
+                moe: MoeGpu::upload(g, &lw.moe, (c.n_expert_used, c.expert_ff), v)?,
             });
         }
         let ple = match &w.ple {
-            Some(p) => Some(upload_ple(g, p)?),
+            Some(p) => Some(upload_ple(g, p, &v.layouts)?),
             None => None,
         };
-        let embd = Arc::new(MatrixGpu::upload(g, &w.token_embd)?);
+        let embd = Arc::new(MatrixGpu::upload(g, &w.token_embd, &v.layouts)?);
         Ok(CudaForward {
             output: if std::ptr::eq(&w.output.bytes[..], &w.token_embd.bytes[..]) {
                 embd.clone()
             } else {
-                Arc::new(MatrixGpu::upload(g, &w.output)?)
+                Arc::new(MatrixGpu::upload(g, &w.output, &v.layouts)?)
             },
             embd,
-            head: HcGpu::upload(g, &w.output_hc, c.hc, c.eps)?,
+            head: HcGpu::upload(g, &w.output_hc, c.hc, c.eps, v.hc)?,
             scratch: Mutex::new(HcScratch::new(g, c.n_embd, c.hc, c.hc_rank)?),
             rope: Mutex::new(None),
             late: Mutex::new(None),
@@ -154,29 +159,30 @@ impl<'a> CudaForward<'a> {
             mtp: None,
             model,
             gpu,
+            variants,
         })
     }
 
     /// Uploads the MTP draft layer (an attention layer run dense over its own cache, spec §9), for
     /// [`strata_model::backend::mtp_step`]; an error when the model has none.
     pub fn upload_mtp(&mut self) -> Result<(), CudaError> {
-        let (c, g) = (&self.model.config, &*self.gpu);
+        let (c, g, v) = (&self.model.config, &*self.gpu, &self.variants);
         let m = self.model.weights.mtp.as_ref().ok_or_else(|| CudaError::Shape("the model has no MTP layer".into()))?;
         let Mixer::Attn(aw) = &m.layer.mixer else {
             return Err(CudaError::Shape("the MTP layer is not an attention layer".into()));
         };
-        let attn = AttnGpu::upload(g, aw, attn_dims(c))?;
+        let attn = AttnGpu::upload(g, aw, attn_dims(c), v)?;
         self.mtp = Some(MtpGpu {
             enorm: Buf::from_host(g, &m.enorm)?,
             hnorm: Buf::from_host(g, &m.hnorm)?,
-            eh_proj: MatrixGpu::upload(g, &m.eh_proj)?,
+            eh_proj: MatrixGpu::upload(g, &m.eh_proj, &v.layouts)?,
             layer: LayerGpu {
-                hc_attn: HcGpu::upload(g, &m.layer.hc_attn, c.hc, c.eps)?,
+                hc_attn: HcGpu::upload(g, &m.layer.hc_attn, c.hc, c.eps, v.hc)?,
                 mixer: MixerGpu::Attn(attn, Cells::Dense(MTP_WINDOW)),
-                hc_ffn: HcGpu::upload(g, &m.layer.hc_ffn, c.hc, c.eps)?,
-                moe: MoeGpu::upload(g, &m.layer.moe, c.n_expert_used, c.expert_ff)?,
+                hc_ffn: HcGpu::upload(g, &m.layer.hc_ffn, c.hc, c.eps, v.hc)?,
+                moe: MoeGpu::upload(g, &m.layer.moe, (c.n_expert_used, c.expert_ff), v)?,
             },
-            head: HcGpu::upload(g, &m.output_hc, c.hc, c.eps)?,
+            head: HcGpu::upload(g, &m.output_hc, c.hc, c.eps, v.hc)?,
         });
         Ok(())
     }
@@ -300,10 +306,10 @@ impl<'a> CudaForward<'a> {
     }
 }
 
-fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
+fn upload_ple(g: &Gpu, p: &PleWeights, lay: &Layouts) -> Result<PleGpu, CudaError> {
     Ok(PleGpu {
-        key: MatrixGpu::upload(g, &p.key)?,
-        value: MatrixGpu::upload(g, &p.value)?,
+        key: MatrixGpu::upload(g, &p.key, lay)?,
+        value: MatrixGpu::upload(g, &p.value, lay)?,
         norm_key: Buf::from_host(g, &p.norm_key)?,
         norm_query: Buf::from_host(g, &p.norm_query)?,
         norm_conv: Buf::from_host(g, &p.norm_conv)?,
@@ -313,7 +319,7 @@ fn upload_ple(g: &Gpu, p: &PleWeights) -> Result<PleGpu, CudaError> {
 
 /// The PLE gate by ple_gate_z_split (a thread a chunk of 8: n a multiple of 8, n/8 ≤ 1024 threads), unless
 /// `STRATA_PLE_SPLIT=0`; else by ple_gate_z. The same bits.
-fn ple_split(s: &crate::settings::Settings, n: usize) -> bool {
+fn ple_split(s: &crate::runtime::settings::Settings, n: usize) -> bool {
     s.ple_split && n.is_multiple_of(8) && n / 8 <= 1024
 }
 
@@ -366,7 +372,6 @@ impl CudaForward<'_> {
     /// `f` as one step on the card: one CUDA graph (graph.rs). Buffers it makes stay valid until the next
     /// step; the window's rope rows are made anew (the last ones were in the last step's memory).
     pub fn step<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
-        crate::plan::plan(&self.gpu); // chosen (and timed) before anything is recorded
         *self.rope.lock().expect("rope rows lock") = None;
         self.gpu.step(f)
     }
@@ -381,7 +386,6 @@ impl CudaForward<'_> {
     /// `f` recorded as the next step (of one token, at the decoder's next position) without its token:
     /// the step and its late inputs (`Gpu::prepare`).
     fn prepare<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<(R, Prepared, Vec<Late>), CudaError> {
-        crate::plan::plan(&self.gpu);
         *self.rope.lock().expect("rope rows lock") = None;
         *self.late.lock().expect("late inputs lock") = Some(Vec::new());
         let out = self.gpu.prepare(f);
@@ -418,8 +422,8 @@ impl CudaForward<'_> {
         self.timed("head", || {
             let logits = self.last_head(fin)?;
             Ok(match how {
-                Choice::Greedy => Chosen::Argmax(crate::argmax::argmax_start(g, &logits, rows)?),
-                Choice::Draw(p) => Chosen::Drawn(crate::sample::sample_start(g, &logits, rows, &p)?),
+                Choice::Greedy => Chosen::Argmax(crate::ops::argmax::argmax_start(g, &logits, rows)?),
+                Choice::Draw(p) => Chosen::Drawn(crate::ops::sample::sample_start(g, &logits, rows, &p)?),
             })
         })
     }
@@ -505,7 +509,7 @@ impl Backend for CudaForward<'_> {
                     block_dim: (threads as u32, 1, 1),
                     shared_mem_bytes: smem as u32,
                 };
-                let f = g.function("ple.cu", crate::compile::PLE, name)?;
+                let f = g.function(&crate::ops::sources::PLE_FILE, name)?;
                 let args = [
                     key.ptr(g),
                     row,
@@ -524,7 +528,7 @@ impl Backend for CudaForward<'_> {
                     cfg,
                     &[&args.map(Arg::Ptr)[..], &[Arg::I32(n as i32), Arg::I32(hc as i32), Arg::F32(c.eps)]].concat(),
                 )?;
-                let f = g.function("ple.cu", crate::compile::PLE, "ple_conv")?;
+                let f = g.function(&crate::ops::sources::PLE_FILE, "ple_conv")?;
                 let cfg = cudarc::driver::LaunchConfig {
                     grid_dim: (wide.div_ceil(256) as u32, 1, 1),
                     block_dim: (256, 1, 1),
@@ -599,11 +603,11 @@ impl Backend for CudaForward<'_> {
     }
 
     fn last_argmax(&self, fin: &Rows) -> Result<u32, CudaError> {
-        self.timed("head", || crate::argmax::argmax(&self.gpu, &self.last_head(fin)?, self.output.rows))
+        self.timed("head", || crate::ops::argmax::argmax(&self.gpu, &self.last_head(fin)?, self.output.rows))
     }
 
     fn last_sample(&self, fin: &Rows, p: &SampleParams) -> Result<u32, CudaError> {
-        self.timed("head", || crate::sample::sample(&self.gpu, &self.last_head(fin)?, self.output.rows, p))
+        self.timed("head", || crate::ops::sample::sample(&self.gpu, &self.last_head(fin)?, self.output.rows, p))
     }
 
     fn mtp_input(&self, r: &Rows, next: &[u32]) -> Result<Rows, CudaError> {
@@ -618,7 +622,7 @@ impl Backend for CudaForward<'_> {
             embed(g, &self.embd, &Buf::from_host(g, &ids)?, &e, t, 1)?;
             let rows = t * hc;
             let cat = Buf::<f32>::uninit(g, rows * 2 * n)?;
-            let f = g.function("mtp.cu", crate::compile::MTP, "mtp_input")?;
+            let f = g.function(&crate::ops::sources::MTP_FILE, "mtp_input")?;
             let cfg = cudarc::driver::LaunchConfig {
                 grid_dim: (rows.div_ceil(4) as u32, 1, 1),
                 block_dim: (128, 1, 1),
@@ -629,8 +633,8 @@ impl Backend for CudaForward<'_> {
             launch(g, &f, "mtp_input", cfg, &[&ptrs[..], &ints[..], &[Arg::F32(c.eps)]].concat())?;
             // eh_proj on every (token, stream) row, at most a window's worth a call: R' in the streams' layout.
             let buf = Buf::<f32>::uninit(g, rows * n)?;
-            for first in (0..rows).step_by(crate::matvec::MAX_T) {
-                let k = (rows - first).min(crate::matvec::MAX_T);
+            for first in (0..rows).step_by(crate::ops::matvec::MAX_T) {
+                let k = (rows - first).min(crate::ops::matvec::MAX_T);
                 let (x, y) = (cat.ptr(g) + (first * 2 * n * 4) as u64, buf.ptr(g) + (first * n * 4) as u64);
                 matvec_at(g, &m.eh_proj, x, y, k)?;
             }
@@ -692,7 +696,7 @@ enum Chosen {
 impl Chosen {
     fn read(&self, gpu: &Gpu) -> Result<u32, CudaError> {
         match self {
-            Chosen::Argmax(best) => crate::argmax::argmax_id(gpu, best),
+            Chosen::Argmax(best) => crate::ops::argmax::argmax_id(gpu, best),
             Chosen::Drawn(id) => Ok(id.read(gpu, 1)?[0] as u32),
         }
     }
@@ -824,7 +828,7 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn window(&self) -> usize {
-        crate::matvec::MAX_T
+        crate::ops::matvec::MAX_T
     }
 
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
@@ -847,7 +851,7 @@ impl Decoder for CudaDecoder<'_> {
 
     fn report(&self) -> Option<String> {
         let p = self.fwd.gpu.profile.as_ref()?;
-        let layouts = format!("matvec layouts: {}", crate::plan::plan(&self.fwd.gpu).matvec.variant.summary());
+        let layouts = format!("matvec layouts: {}", self.fwd.variants.layouts.summary());
         Some(p.report(Some(&layouts)).unwrap_or_else(|e| format!("profile: {e}")))
     }
 
@@ -946,8 +950,8 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
         + 2 * c.ssm_conv_channels()
         + 4 * c.n_head * c.head_dim
         + 4 * c.n_embd;
-    let arena = (c.n_layer * per_layer + c.vocab) as u64 * 4 * crate::matvec::MAX_T as u64;
-    let chunks = 2 * crate::graph::CHUNK as u64;
-    let scratch = 4 * crate::matvec::MAX_T as u64 * per_token as u64 + arena.max(chunks);
+    let arena = (c.n_layer * per_layer + c.vocab) as u64 * 4 * crate::ops::matvec::MAX_T as u64;
+    let chunks = 2 * crate::runtime::recorder::CHUNK as u64;
+    let scratch = 4 * crate::ops::matvec::MAX_T as u64 * per_token as u64 + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
 }

@@ -3,9 +3,9 @@
 
 use cudarc::driver::LaunchConfig;
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
 
 /// The greedy id among the first `n` values of `v` (0 for none); only the id is copied back.
 pub fn argmax(gpu: &Gpu, v: &Buf<f32>, n: usize) -> Result<u32, CudaError> {
@@ -20,7 +20,7 @@ pub fn argmax_start(gpu: &Gpu, v: &Buf<f32>, n: usize) -> Result<Buf<u64>, CudaE
     // A block per 4,096 values (4 a thread), at most 2 per multiprocessor: one pass over the row.
     let blocks = n.div_ceil(4096).clamp(1, 2 * gpu.sm_count as usize);
     let best = Buf::<u64>::zeros(gpu, 1)?;
-    let f = gpu.function("argmax.cu", crate::compile::ARGMAX, "argmax")?;
+    let f = gpu.function(&crate::ops::sources::ARGMAX_FILE, "argmax")?;
     let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
     launch(gpu, &f, "argmax", cfg, &[Arg::Ptr(v.ptr(gpu)), Arg::I32(n as i32), Arg::Ptr(best.ptr(gpu))])?;
     Ok(best)

@@ -6,12 +6,11 @@ use strata_gguf::GgmlType;
 use strata_model::ops::act::rsqrt;
 use strata_model::weights::GdnWeights;
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_two, MatrixGpu, MAX_T};
-
-const SRC: &str = crate::compile::GDN;
+use crate::ops::matvec::{matvec, matvec_two, MatrixGpu, MAX_T};
+use crate::ops::variants::Variants;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
 
 /// A GDN layer's weights on the device.
 pub struct GdnGpu {
@@ -45,6 +44,7 @@ impl GdnGpu {
         w: &GdnWeights,
         (s, hk, hv): (usize, usize, usize),
         eps: f32,
+        v: &Variants,
     ) -> Result<GdnGpu, CudaError> {
         let channels = 2 * hk * s + hv * s;
         let k = w.conv.len() / channels;
@@ -61,11 +61,11 @@ impl GdnGpu {
         Ok(GdnGpu {
             dims: (s, hk, hv, k),
             ab_kind,
-            qkv: MatrixGpu::upload(gpu, &w.qkv)?,
-            gate: MatrixGpu::upload(gpu, &w.gate)?,
-            alpha: MatrixGpu::upload(gpu, &w.alpha)?,
-            beta: MatrixGpu::upload(gpu, &w.beta)?,
-            out: MatrixGpu::upload(gpu, &w.out)?,
+            qkv: MatrixGpu::upload(gpu, &w.qkv, &v.layouts)?,
+            gate: MatrixGpu::upload(gpu, &w.gate, &v.layouts)?,
+            alpha: MatrixGpu::upload(gpu, &w.alpha, &v.layouts)?,
+            beta: MatrixGpu::upload(gpu, &w.beta, &v.layouts)?,
+            out: MatrixGpu::upload(gpu, &w.out, &v.layouts)?,
             conv: Buf::from_host(gpu, &w.conv)?,
             a: Buf::from_host(gpu, &w.a)?,
             dt_bias: Buf::from_host(gpu, &w.dt_bias)?,
@@ -117,7 +117,7 @@ fn conv_norm(
     let channels = 2 * hk * s + hv * s;
     let ci = |v: usize| Arg::I32(v as i32);
     let (al, be) = logits.map_or((0, 0), |(a, b)| (a.ptr(gpu), b.ptr(gpu)));
-    let f = gpu.function("gdn.cu", SRC, "gdn_conv_norm")?;
+    let f = gpu.function(&crate::ops::sources::GDN_FILE, "gdn_conv_norm")?;
     let conv_args = [u.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu), conv.ptr(gpu)].map(Arg::Ptr);
     let norm = [ci(channels), ci(k), ci(t), ci(hk), ci(s), Arg::F32(rsqrt(s as f32))];
     let gates = [al, be, w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
@@ -144,7 +144,7 @@ fn conv_norm(
 /// fewer on the chain (+1.8% decode in speed-14). `STRATA_GDN_FUSE=0` keeps the separate `gdn_conv_norm`.
 fn fuse(gpu: &Gpu, w: &GdnGpu) -> bool {
     let (s, _, _, k) = w.dims;
-    gpu.settings.gdn_fuse && k == 4 && matches!(s, 32 | 64 | 128) && crate::qdot::can_conv(gpu, &w.qkv)
+    gpu.settings.gdn_fuse && k == 4 && matches!(s, 32 | 64 | 128) && crate::ops::qdot::can_conv(gpu, &w.qkv)
 }
 
 /// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
@@ -175,7 +175,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let fuse = fuse(gpu, w);
     if fuse {
         let conv_args = (conv.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu));
-        crate::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?;
+        crate::ops::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?;
     } else {
         matvec(gpu, &w.qkv, x, &u, t)?;
     }
@@ -203,8 +203,8 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     // With STRATA_GDN_QUANTIZE=1 (qdot.rs `can_gdn_quantize`; the fused conv's `_n` kernels only) the
     // `_nq` kernels also quantize y for the output product, which then takes those pieces (no quantizing
     // launch of its own).
-    let yq = if fuse && crate::qdot::can_gdn_quantize(gpu, w.out.ty, s) {
-        Some(Buf::<i32>::uninit(gpu, crate::qdot::quantized_words(t, hv * s))?)
+    let yq = if fuse && crate::ops::qdot::can_gdn_quantize(gpu, w.out.ty, s) {
+        Some(Buf::<i32>::uninit(gpu, crate::ops::qdot::quantized_words(t, hv * s))?)
     } else {
         None
     };
@@ -220,7 +220,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         (128, true, true) => ("gdn_delta_128_nq", 256, 0),
         _ => ("gdn_delta", s.max(32), 2 * s * 4),
     };
-    let f = gpu.function("gdn.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::GDN_FILE, name)?;
     let cfg = LaunchConfig {
         grid_dim: (hv as u32, 1, 1),
         block_dim: (threads as u32, 1, 1),
@@ -237,7 +237,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice(), quantized.as_slice()].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
     match &yq {
-        Some(yq) => crate::qdot::dense_quantized(gpu, &w.out, yq, (out.ptr(gpu), None), t)?,
+        Some(yq) => crate::ops::qdot::dense_quantized(gpu, &w.out, yq, (out.ptr(gpu), None), t)?,
         None => matvec(gpu, &w.out, &y, &out, t)?,
     }
     Ok(out)

@@ -9,9 +9,9 @@ use std::sync::Mutex;
 
 use cudarc::driver::CudaEvent;
 
-use crate::error::{Check, CudaError};
+use crate::runtime::error::{Check, CudaError};
 
-pub use crate::settings::ProfileMode;
+pub use crate::runtime::settings::ProfileMode;
 /// Seconds and calls per name over some forward calls.
 #[derive(Default)]
 struct Table {

@@ -8,11 +8,12 @@ use strata_gguf::{quant::f32_to_bf16, GgmlType, SplitMix64, TensorBytes};
 use strata_model::ops::matvec::Matrix;
 use strata_model::weights::HcWeights;
 
-use crate::buf::Buf;
-use crate::device::Gpu;
-use crate::error::{Check, CudaError};
-use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending};
-use crate::matvec::{Layout, MAX_T};
+use crate::ops::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending};
+use crate::ops::layout::Layout;
+use crate::ops::matrix::MAX_T;
+use crate::runtime::buf::Buf;
+use crate::runtime::device::Gpu;
+use crate::runtime::error::{Check, CudaError};
 
 pub fn normal(rng: &mut SplitMix64) -> f32 {
     ((0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0) * 3f32.sqrt()
@@ -144,14 +145,14 @@ pub fn topk_case(
     pattern: Pattern,
     seed: u64,
 ) -> Result<(), String> {
-    topk_case_of(gpu, &crate::qsa::TopkVariant::available(gpu), n_cells, capacity, top_k, kpool, pattern, seed)
+    topk_case_of(gpu, &crate::ops::qsa::TopkVariant::available(gpu), n_cells, capacity, top_k, kpool, pattern, seed)
 }
 
 /// [`topk_case`] for the given variants only.
 #[allow(clippy::too_many_arguments)]
 pub fn topk_case_of(
     gpu: &Gpu,
-    variants: &[crate::qsa::TopkVariant],
+    variants: &[crate::ops::qsa::TopkVariant],
     n_cells: &[usize],
     capacity: usize,
     top_k: usize,
@@ -169,12 +170,12 @@ pub fn topk_case_of(
     let out_stride = width_max + 16;
     let s = Buf::from_host(gpu, &scores).map_err(e)?;
     let nc = Buf::from_host(gpu, &n_cells.iter().map(|&v| v as i32).collect::<Vec<_>>()).map_err(e)?;
-    let mut scratch = crate::qsa::TopkScratch::new(gpu, q, stride).map_err(e)?;
+    let mut scratch = crate::ops::qsa::TopkScratch::new(gpu, q, stride).map_err(e)?;
     for &v in variants {
         // Fresh canaries and an impossible count for every variant: nothing is inherited from the last.
         let out = Buf::from_host(gpu, &vec![CANARY; q * out_stride]).map_err(e)?;
         let count = Buf::from_host(gpu, &vec![-1i32; q]).map_err(e)?;
-        crate::qsa::topk(gpu, v, &s, stride, &nc, top_k, kpool, &out, out_stride, &count, q, &mut scratch)
+        crate::ops::qsa::topk(gpu, v, &s, stride, &nc, top_k, kpool, &out, out_stride, &count, q, &mut scratch)
             .map_err(e)?;
         let ids = out.read(gpu, q * out_stride).map_err(e)?;
         let counts = count.read(gpu, q).map_err(e)?;
@@ -214,8 +215,8 @@ pub fn time_calls(gpu: &Gpu, reps: usize, f: &dyn Fn() -> Result<(), CudaError>)
 
 /// For the start-up choice: `Some(µs)` of scorer `v` at Q = 4 over 131K cells if its scores equal the
 /// butterfly kernel's for every Q = 1..8 (40K cells, random and ±0/large inputs), `None` if they differ.
-pub fn scores_check(gpu: &Gpu, v: crate::qsa::ScoresVariant) -> Result<Option<f64>, CudaError> {
-    use crate::qsa::{scores, ScoresVariant};
+pub fn scores_check(gpu: &Gpu, v: crate::ops::qsa::ScoresVariant) -> Result<Option<f64>, CudaError> {
+    use crate::ops::qsa::{scores, ScoresVariant};
     let (di, hi) = (128, 4);
     let mut rng = strata_gguf::SplitMix64::new(77);
     let mut vals = |n: usize| -> Vec<f32> {
@@ -255,7 +256,7 @@ pub fn scores_check(gpu: &Gpu, v: crate::qsa::ScoresVariant) -> Result<Option<f6
 
 /// For the start-up choice: `Some(µs)` of top-k `v` at Q = 4 over 131K cells if its ids equal the CPU's
 /// for Q = 1..8 (40K cells; continuous, 64-level and special scores), `None` otherwise.
-pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
+pub fn topk_check(gpu: &Gpu, v: crate::ops::qsa::TopkVariant) -> Result<Option<f64>, CudaError> {
     for q in 1..=8 {
         let cells: Vec<usize> = (0..q).map(|k| 40_000 - q + 1 + k).collect();
         for p in [Pattern::Continuous, Pattern::Levels64, Pattern::Special] {
@@ -272,9 +273,9 @@ pub fn topk_check(gpu: &Gpu, v: crate::qsa::TopkVariant) -> Result<Option<f64>, 
     let cb = Buf::from_host(gpu, &cells)?;
     let ob: Buf<u32> = Buf::zeros(gpu, q * 2051)?;
     let count: Buf<i32> = Buf::zeros(gpu, q)?;
-    let scratch = std::cell::RefCell::new(crate::qsa::TopkScratch::new(gpu, q, stride)?);
+    let scratch = std::cell::RefCell::new(crate::ops::qsa::TopkScratch::new(gpu, q, stride)?);
     let us = time_calls(gpu, 20, &|| {
-        crate::qsa::topk(gpu, v, &sb, stride, &cb, 2048, 4, &ob, 2051, &count, q, &mut scratch.borrow_mut())
+        crate::ops::qsa::topk(gpu, v, &sb, stride, &cb, 2048, 4, &ob, 2051, &count, q, &mut scratch.borrow_mut())
     })?;
     Ok(Some(us))
 }
@@ -289,7 +290,7 @@ pub struct ShapeCase {
     gather: bool,
     rows: usize,
     cols: usize,
-    w: Vec<crate::matvec::MatrixGpu>,
+    w: Vec<crate::ops::matvec::MatrixGpu>,
     x: Buf<f32>,
     ids: Buf<i32>,
     y: Buf<f32>,
@@ -313,7 +314,7 @@ impl ShapeCase {
         let all_rows = if gather { rows * experts } else { rows };
         let bytes = strata_gguf::quant::random_blocks(ty, all_rows * cols / ty.block_size(), &mut rng);
         let m = Matrix { ty, rows: all_rows, cols, bytes: TensorBytes::from_vec(bytes) };
-        let first = crate::matvec::MatrixGpu::upload(gpu, &m)?;
+        let first = crate::ops::matvec::MatrixGpu::upload(gpu, &m, &Default::default())?;
         let mut w = (1..FLUSH_BYTES.div_ceil(m.bytes.len()).clamp(2, 256))
             .map(|_| first.duplicate(gpu))
             .collect::<Result<Vec<_>, _>>()?;
@@ -326,7 +327,7 @@ impl ShapeCase {
     }
 
     fn run(&self, gpu: &Gpu, layout: Layout, t: usize, set: usize) -> Result<(), CudaError> {
-        use crate::matvec::{matvec_gather_with, matvec_with, Gather};
+        use crate::ops::matvec::{matvec_gather_with, matvec_with, Gather};
         let (w, x, y) = (&self.w[set % self.w.len()], &self.x, &self.y);
         if self.gather {
             let g = Gather { stride: self.rows, offset: 0, rows: self.rows };

@@ -8,16 +8,17 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use crate::buf::Buf;
-use crate::check::{
+use crate::ops::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
+use crate::ops::layout::{Layout, Layouts};
+use crate::ops::qsa::{ScoresVariant, TopkVariant};
+use crate::ops::variants::Variants;
+use crate::runtime::buf::Buf;
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
+use crate::select::check::{
     gpu_read as read, inputs, matvec_layout_cases, matvec_window_case, random_hc, random_hc_as, scores_check,
     time_cold, topk_check, FLUSH_BYTES,
 };
-use crate::device::Gpu;
-use crate::error::CudaError;
-use crate::hc::{hc_read_with, HcGpu, HcScratch, HcVariant, Pending, MAX_T};
-use crate::matvec::{Layout, Layouts};
-use crate::qsa::{ScoresVariant, TopkVariant};
 
 /// A chosen variant and why.
 #[derive(Clone, Debug)]
@@ -33,6 +34,18 @@ pub struct Plan {
     pub hc: Choice<HcVariant>,
     pub scores: Choice<ScoresVariant>,
     pub topk: Choice<TopkVariant>,
+}
+
+impl Plan {
+    /// The chosen variants, as the weights' uploads take them.
+    pub fn variants(&self) -> Variants {
+        Variants {
+            layouts: self.matvec.variant.clone(),
+            hc: self.hc.variant,
+            scores: self.scores.variant,
+            topk: self.topk.variant,
+        }
+    }
 }
 
 static PLAN: OnceLock<Plan> = OnceLock::new();
@@ -95,11 +108,9 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
 fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
     let exe = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
     let mtime = exe.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    let sources: String = crate::compile::KERNEL_FILES
-        .iter()
-        .map(|(file, src)| crate::compile::full_source(file, src, &gpu.settings.defines))
-        .collect();
-    let kernels = crate::device::fnv(&sources);
+    let sources: String =
+        crate::ops::sources::ALL.iter().map(|kf| format!("{}{}", gpu.settings.defines, (kf.text)())).collect();
+    let kernels = crate::runtime::device::fnv(&sources);
     let card: String = gpu.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let name = format!("{card}-{}-drv{}-{}-{mtime}-{kernels:016x}.txt", gpu.arch_name(), gpu.driver_version, exe.len());
     Some(gpu.settings.cache.as_ref()?.join("plans").join(name))
@@ -155,7 +166,7 @@ fn choose_matvec(gpu: &Gpu) -> Choice<Layouts> {
     let mut layouts = Layouts::default();
     let mut notes = Vec::new();
     // The § qdot types have one layout (qdot.rs): nothing to time.
-    for ty in crate::matvec::TYPES.into_iter().filter(|&t| !crate::qdot::uses(t)) {
+    for ty in crate::ops::layout::TYPES.into_iter().filter(|&t| !crate::ops::qdot::uses(t)) {
         for gather in [false, true] {
             let what = format!("{ty} {}, T = 1, cold, the shapes' sum", if gather { "experts" } else { "dense" });
             let c = match matvec_layout_cases(gpu, ty, gather) {
@@ -189,7 +200,11 @@ fn choose_hc(gpu: &Gpu) -> Choice<HcVariant> {
     // weight types give the plain kernel's bits.
     let w32 = random_hc_as(strata_gguf::GgmlType::F32, n, hc, r, true, 0x5e20);
     // The variants differ in how they schedule the same operations, not in eps: the model's 1e-6 serves.
-    let ups = (HcGpu::upload(gpu, &w, hc, 1e-6), HcGpu::upload(gpu, &w32, hc, 1e-6), HcScratch::new(gpu, n, hc, r));
+    let ups = (
+        HcGpu::upload(gpu, &w, hc, 1e-6, HcVariant::PLAIN),
+        HcGpu::upload(gpu, &w32, hc, 1e-6, HcVariant::PLAIN),
+        HcScratch::new(gpu, n, hc, r),
+    );
     let (Ok(wg), Ok(wg32), Ok(s)) = ups else {
         return Choice { variant: HcVariant::PLAIN, reason: "self-check could not run: plain".into() };
     };
@@ -238,7 +253,7 @@ fn agrees(gpu: &Gpu, v: HcVariant, w: &HcGpu, s: &HcScratch, n: usize, hc: usize
     })
 }
 
-fn bits(o: &crate::parity::ReadOut) -> Vec<u32> {
+fn bits(o: &crate::select::check::ReadOut) -> Vec<u32> {
     o.0.iter().chain(&o.1).chain(&o.2).map(|v| v.to_bits()).collect()
 }
 

@@ -11,181 +11,14 @@
 
 use std::sync::atomic::Ordering;
 
-use cudarc::driver::{sys, CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PinnedHostSlice};
+use cudarc::driver::{sys, CudaEvent};
 
-use crate::buf::Arg;
-use crate::capture::{issue_all, StepGraph};
-use crate::device::Gpu;
-use crate::error::{Check, CudaError};
-use crate::settings::{GraphMode, Settings};
-
-/// One stream operation of a step, or a mark of its side lane: `Fork` starts the side lane after
-/// everything recorded so far, the ops up to `Back` go on it, and `Join` makes what follows on the main
-/// lane wait for it (`Gpu::side`, `Gpu::join`). Outside a graph the marks are nothing and every op runs
-/// in the order recorded.
-pub enum Op {
-    Kernel { name: String, f: CudaFunction, cfg: LaunchConfig, args: Vec<Arg> },
-    Zero { ptr: u64, bytes: usize },
-    Copy { dst: u64, src: u64, bytes: usize },
-    Fork,
-    Back,
-    Join,
-}
-
-impl Op {
-    /// The same node in a graph: the same kernel, or the same zeroing or copy.
-    fn same_node(&self, o: &Op) -> bool {
-        match (self, o) {
-            (Op::Kernel { name: a, .. }, Op::Kernel { name: b, .. }) => a == b,
-            (Op::Zero { ptr: a, bytes: n }, Op::Zero { ptr: b, bytes: m }) => a == b && n == m,
-            (Op::Copy { dst: a, src: s, bytes: n }, Op::Copy { dst: b, src: t, bytes: m }) => {
-                a == b && s == t && n == m
-            }
-            (Op::Fork, Op::Fork) | (Op::Back, Op::Back) | (Op::Join, Op::Join) => true,
-            _ => false,
-        }
-    }
-
-    /// The same launch: grid, block, shared memory and every argument.
-    pub(crate) fn same_launch(&self, o: &Op) -> bool {
-        match (self, o) {
-            (Op::Kernel { cfg: c, args: a, .. }, Op::Kernel { cfg: d, args: b, .. }) => {
-                (c.grid_dim, c.block_dim, c.shared_mem_bytes) == (d.grid_dim, d.block_dim, d.shared_mem_bytes)
-                    && a.len() == b.len()
-                    && a.iter().zip(b).all(|(x, y)| x.same(*y))
-            }
-            _ => self.same_node(o),
-        }
-    }
-}
-
-/// Device memory handed out in order from chunks kept across steps: the same requests in the same order
-/// get the same addresses.
-pub(crate) const CHUNK: usize = 64 << 20;
-const ALIGN: usize = 256;
-
-#[derive(Default)]
-struct Chunks {
-    dev: Vec<CudaSlice<u8>>,
-    /// The pinned host mirror of each chunk (staging only).
-    host: Vec<PinnedHostSlice<u8>>,
-    used: Vec<usize>,
-    cur: usize,
-}
-
-impl Chunks {
-    fn reset(&mut self) {
-        self.used.iter_mut().for_each(|u| *u = 0);
-        self.cur = 0;
-    }
-
-    /// (chunk, offset) of `bytes` fresh bytes; a new chunk when none has room.
-    fn take(&mut self, gpu: &Gpu, bytes: usize, pinned: bool) -> Result<(usize, usize), CudaError> {
-        let bytes = bytes.div_ceil(ALIGN) * ALIGN;
-        while self.cur < self.dev.len() && self.dev[self.cur].len() - self.used[self.cur] < bytes {
-            self.cur += 1;
-        }
-        if self.cur == self.dev.len() {
-            let size = bytes.max(CHUNK);
-            // SAFETY: plain bytes; every byte a step reads was written earlier in the step.
-            self.dev.push(unsafe { gpu.stream.alloc::<u8>(size) }.check("allocating a step's arena")?);
-            if pinned {
-                // SAFETY: plain bytes, written by the host before each copy up.
-                self.host.push(unsafe { gpu.ctx.alloc_pinned::<u8>(size) }.check("allocating pinned staging")?);
-            }
-            self.used.push(0);
-        }
-        let at = self.used[self.cur];
-        self.used[self.cur] += bytes;
-        Ok((self.cur, at))
-    }
-
-    fn ptr(&self, gpu: &Gpu, chunk: usize, at: usize) -> u64 {
-        use cudarc::driver::DevicePtr;
-        let (p, _sync) = self.dev[chunk].device_ptr(&gpu.stream);
-        p + at as u64
-    }
-}
-
-/// A step recorded ahead of its run ([`Gpu::prepare`]): its graph, matched and updated (or captured)
-/// ahead too, or its ops when no graph could be made.
-pub struct Prepared {
-    /// Launched in order: one graph, or two with `STRATA_GRAPH_SPLIT`.
-    parts: Vec<Ready>,
-}
-
-enum Ready {
-    Graph(sys::CUgraphExec),
-    Ops(Vec<Op>),
-}
-
-/// A step's executable graph, or why none could be captured and its ops.
-type Found = Result<sys::CUgraphExec, (CudaError, Vec<Op>)>;
-
-/// What a process's steps did with graphs (printed by `strata run`).
-#[derive(Default, Clone, Copy)]
-pub struct GraphStats {
-    pub steps: u64,
-    /// Decode steps recorded ahead that ran as two graphs (`STRATA_GRAPH_SPLIT`).
-    pub split: u64,
-    pub built: u64,
-    pub updated_kernels: u64,
-    /// The last captured graph's ops (the side lane's marks among them, which make no node), and of
-    /// those its kernels, zeroings and copies: a zeroing or copy keeps plain edges, so the kernel after
-    /// it cannot start early.
-    pub nodes: u64,
-    pub kernels: u64,
-    pub zeroings: u64,
-    pub copies: u64,
-    /// Device memory held for steps' temporaries and inputs (the arena and staging chunks).
-    pub arena_bytes: u64,
-    pub staging_bytes: u64,
-    /// The host's time in steps, from a step's start to its graph's launch (recording the ops, matching
-    /// a kept graph, updating it, copying the inputs up): in a decode step, which waits for the token
-    /// before it, the card has nothing queued meanwhile.
-    pub host_ns: u64,
-    /// The host's time matching the recorded ops with a kept graph and updating it (or capturing a new
-    /// one), wherever it ran: before the launch, or ahead.
-    pub graph_ns: u64,
-    /// The host's time in the graphs' launches, and copying the inputs up (parts of `host_ns`), and the
-    /// bytes copied up.
-    pub launch_ns: u64,
-    pub copy_ns: u64,
-    pub staged: u64,
-    /// The host's time from handing a decode step's token back to the caller to the next step's start
-    /// (the generation loop's, and the token's own inputs written: embedding id and PLE rows), and of it
-    /// writing those inputs, and of that reading the PLE rows from the table.
-    pub between_ns: u64,
-    pub late_ns: u64,
-    pub ple_ns: u64,
-    /// The host's time recording steps ahead (`Gpu::prepare`), while the card ran the step before, and
-    /// how many.
-    pub ahead_ns: u64,
-    pub ahead: u64,
-}
-
-/// Graphs kept, the least recently used dropped first: a decode step and the few shapes around it (a
-/// block's keys made, a prompt window, a verify window).
-const KEPT: usize = 16;
-
-/// The step being recorded and what is kept between steps.
-#[derive(Default)]
-pub struct Recorder {
-    ops: Vec<Op>,
-    arena: Chunks,
-    staging: Chunks,
-    /// Recorded after the last copy up: the staging area is not written again before it.
-    copied: Option<CudaEvent>,
-    /// The event `copied` holds between steps, kept for the next copy up (creating one costs the host
-    /// a few µs in the gap before a decode step's launch).
-    spare: Option<CudaEvent>,
-    graphs: Vec<StepGraph>,
-    stats: GraphStats,
-    /// A side lane forked and not yet joined.
-    side_open: bool,
-    /// `STRATA_GAPS=1`: timing events before each prepared step's copy up and after its launch.
-    marks: Vec<(CudaEvent, CudaEvent)>,
-}
+use crate::runtime::capture::issue_all;
+use crate::runtime::device::Gpu;
+use crate::runtime::error::{Check, CudaError};
+use crate::runtime::op::Op;
+use crate::runtime::recorder::{Chunks, Found, GraphStats, Prepared, Ready, Recorder, StepGraph, KEPT};
+use crate::runtime::settings::{GraphMode, Settings};
 
 /// `STRATA_GRAPH=lanes`: the first decode step recorded ahead, its fork-to-joins by lane (lanes.rs).
 fn print_lanes_once(ops: &[Op]) {
@@ -193,17 +26,17 @@ fn print_lanes_once(ops: &[Op]) {
     if DONE.swap(true, Ordering::Relaxed) {
         return;
     }
-    let marks: Vec<crate::lanes::Mark> = ops
+    let marks: Vec<crate::runtime::lanes::Mark> = ops
         .iter()
         .map(|o| match o {
-            Op::Kernel { name, .. } => crate::lanes::Mark::Kernel(name),
-            Op::Fork => crate::lanes::Mark::Fork,
-            Op::Back => crate::lanes::Mark::Back,
-            Op::Join => crate::lanes::Mark::Join,
-            Op::Zero { .. } | Op::Copy { .. } => crate::lanes::Mark::Other,
+            Op::Kernel { name, .. } => crate::runtime::lanes::Mark::Kernel(name),
+            Op::Fork => crate::runtime::lanes::Mark::Fork,
+            Op::Back => crate::runtime::lanes::Mark::Back,
+            Op::Join => crate::runtime::lanes::Mark::Join,
+            Op::Zero { .. } | Op::Copy { .. } => crate::runtime::lanes::Mark::Other,
         })
         .collect();
-    eprint!("{}", crate::lanes::report(&marks));
+    eprint!("{}", crate::runtime::lanes::report(&marks));
 }
 
 /// The first graph's ops by default: at 4K on the H200 (speed-21) the step in two graphs cut after 48
@@ -236,27 +69,6 @@ fn balanced_split(ops: &[Op], k: usize) -> Option<usize> {
     None
 }
 
-impl Recorder {
-    /// Where `ops` first part from the kept graph of the same length (`STRATA_GRAPH=debug`).
-    fn nearest(&self, ops: &[Op]) -> String {
-        let name = |o: &Op| match o {
-            Op::Kernel { name, .. } => name.clone(),
-            Op::Zero { ptr, bytes } => format!("zero {ptr:#x} {bytes}"),
-            Op::Copy { dst, src, bytes } => format!("copy {dst:#x} <- {src:#x} {bytes}"),
-            Op::Fork => "fork".into(),
-            Op::Back => "back".into(),
-            Op::Join => "join".into(),
-        };
-        let Some(g) = self.graphs.iter().find(|g| g.ops.len() == ops.len()) else {
-            return "no kept graph of that length".into();
-        };
-        match g.ops.iter().zip(ops).position(|(a, b)| !a.same_node(b)) {
-            Some(i) => format!("op {i}: {} was {}", name(&ops[i]), name(&g.ops[i])),
-            None => "the same".into(),
-        }
-    }
-}
-
 impl Gpu {
     /// Whether a step is being recorded (ops are kept, not issued).
     pub fn recording(&self) -> bool {
@@ -278,8 +90,8 @@ impl Gpu {
             return Ok(None);
         }
         let mut r = self.recorder();
-        let (c, at) = r.arena.take(self, bytes, false)?;
-        Ok(Some(r.arena.ptr(self, c, at)))
+        let (c, at) = r.arena.take((&self.ctx, &self.stream), bytes, false)?;
+        Ok(Some(r.arena.ptr(&self.stream, c, at)))
     }
 
     /// `data` placed in the staging area (copied up just before the step's graph runs) while a step is
@@ -289,10 +101,10 @@ impl Gpu {
             return Ok(None);
         }
         let mut r = self.recorder();
-        let (c, at) = r.staging.take(self, data.len().max(1), true)?;
+        let (c, at) = r.staging.take((&self.ctx, &self.stream), data.len().max(1), true)?;
         let host = r.staging.host[c].as_mut_slice().check("writing the staging area")?;
         host[at..at + data.len()].copy_from_slice(data);
-        Ok(Some(r.staging.ptr(self, c, at)))
+        Ok(Some(r.staging.ptr(&self.stream, c, at)))
     }
 
     /// `f`'s ops on the step's side lane, forked from everything recorded so far: in the graph they may
@@ -423,7 +235,7 @@ impl Gpu {
     pub fn write_staged(&self, ptr: u64, bytes: &[u8]) -> Result<(), CudaError> {
         let mut r = self.recorder();
         for c in 0..r.staging.dev.len() {
-            let base = r.staging.ptr(self, c, 0);
+            let base = r.staging.ptr(&self.stream, c, 0);
             if ptr >= base && ptr + bytes.len() as u64 <= base + r.staging.used[c] as u64 {
                 let at = (ptr - base) as usize;
                 let host = r.staging.host[c].as_mut_slice().check("writing the staging area")?;
@@ -487,7 +299,7 @@ impl Gpu {
         for c in 0..r.staging.used.len() {
             let used = r.staging.used[c];
             if used > 0 {
-                let dst = r.staging.ptr(self, c, 0);
+                let dst = r.staging.ptr(&self.stream, c, 0);
                 let src = r.staging.host[c].as_slice().check("reading the staging area")?;
                 // SAFETY: pinned memory kept alive by the recorder, into device memory kept alive by it; the
                 // area is not written again before the event below has passed.

@@ -5,15 +5,15 @@ use cudarc::driver::LaunchConfig;
 use strata_gguf::GgmlType;
 use strata_model::weights::{MoeWeights, Stacked};
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
-use crate::matvec::{
+use crate::ops::layout::Layouts;
+use crate::ops::matvec::{
     matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather, MatrixGpu,
     MAX_T,
 };
-
-const SRC: &str = crate::compile::MOE;
+use crate::ops::variants::Variants;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
 
 /// A stacked projection of the experts on the device.
 struct StackedGpu {
@@ -24,8 +24,12 @@ struct StackedGpu {
 }
 
 impl StackedGpu {
-    fn upload(gpu: &Gpu, s: &Stacked) -> Result<StackedGpu, CudaError> {
-        Ok(StackedGpu { m: std::sync::Arc::new(MatrixGpu::upload(gpu, &s.m)?), stride: s.stride, offset: s.offset })
+    fn upload(gpu: &Gpu, s: &Stacked, lay: &Layouts) -> Result<StackedGpu, CudaError> {
+        Ok(StackedGpu {
+            m: std::sync::Arc::new(MatrixGpu::upload(gpu, &s.m, lay)?),
+            stride: s.stride,
+            offset: s.offset,
+        })
     }
 
     /// The gathers' view of one expert's `rows` rows.
@@ -35,12 +39,17 @@ impl StackedGpu {
 
     /// `s` viewing the same tensor as `other` (a fused file's up half beside its gate half) shares its
     /// device copy; else its own upload.
-    fn upload_beside(gpu: &Gpu, s: &Stacked, other: (&Stacked, &StackedGpu)) -> Result<StackedGpu, CudaError> {
+    fn upload_beside(
+        gpu: &Gpu,
+        s: &Stacked,
+        other: (&Stacked, &StackedGpu),
+        lay: &Layouts,
+    ) -> Result<StackedGpu, CudaError> {
         let (a, b) = (&s.m.bytes[..], &other.0.m.bytes[..]);
         if std::ptr::eq(a, b) && s.m.ty == other.0.m.ty {
             return Ok(StackedGpu { m: other.1.m.clone(), stride: s.stride, offset: s.offset });
         }
-        StackedGpu::upload(gpu, s)
+        StackedGpu::upload(gpu, s, lay)
     }
 }
 
@@ -68,7 +77,9 @@ const ROUTE_MAX_EXPERTS: usize = 2 * 8 * 32;
 const ROUTE_BLOCK_WARPS: usize = 7;
 
 impl MoeGpu {
-    pub fn upload(gpu: &Gpu, w: &MoeWeights, k: usize, f: usize) -> Result<MoeGpu, CudaError> {
+    /// The block's weights for k experts a token of width f, run in `v`'s layouts.
+    pub fn upload(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), v: &Variants) -> Result<MoeGpu, CudaError> {
+        let lay = &v.layouts;
         let (e, n, fs) = (w.router.rows, w.router.cols, w.gate_shexp.rows);
         if k == 0 || k > 64 || k > e {
             return Err(CudaError::Shape(format!("MoE: {k} experts used of {e} (at most 64)")));
@@ -78,17 +89,17 @@ impl MoeGpu {
                 "MoE: {e} experts; the GPU router holds at most {ROUTE_MAX_EXPERTS} (kernels/moe.cu)"
             )));
         }
-        let gate = StackedGpu::upload(gpu, &w.gate_exps)?;
+        let gate = StackedGpu::upload(gpu, &w.gate_exps, lay)?;
         Ok(MoeGpu {
             dims: (e, k, f, fs, n),
-            router: MatrixGpu::upload(gpu, &w.router)?,
-            up: StackedGpu::upload_beside(gpu, &w.up_exps, (&w.gate_exps, &gate))?,
+            router: MatrixGpu::upload(gpu, &w.router, lay)?,
+            up: StackedGpu::upload_beside(gpu, &w.up_exps, (&w.gate_exps, &gate), lay)?,
             gate,
-            down: StackedGpu::upload(gpu, &w.down_exps)?,
-            gate_sh: MatrixGpu::upload(gpu, &w.gate_shexp)?,
-            up_sh: MatrixGpu::upload(gpu, &w.up_shexp)?,
-            down_sh: MatrixGpu::upload(gpu, &w.down_shexp)?,
-            sgate: MatrixGpu::upload(gpu, &w.shexp_gate)?,
+            down: StackedGpu::upload(gpu, &w.down_exps, lay)?,
+            gate_sh: MatrixGpu::upload(gpu, &w.gate_shexp, lay)?,
+            up_sh: MatrixGpu::upload(gpu, &w.up_shexp, lay)?,
+            down_sh: MatrixGpu::upload(gpu, &w.down_shexp, lay)?,
+            sgate: MatrixGpu::upload(gpu, &w.shexp_gate, lay)?,
             sg_kind: match (w.shexp_gate.ty, w.shexp_gate.rows, w.shexp_gate.cols) {
                 (GgmlType::F32, 1, c) if c == n => 1,
                 (GgmlType::BF16, 1, c) if c == n => 2,
@@ -138,7 +149,7 @@ fn combine(
     y: &Buf<f32>,
 ) -> Result<(), CudaError> {
     let i = |v: usize| Arg::I32(v as i32);
-    let f = gpu.function("moe.cu", SRC, "moe_combine")?;
+    let f = gpu.function(&crate::ops::sources::MOE_FILE, "moe_combine")?;
     let args = [eo.ptr(gpu), weights.ptr(gpu), shared.ptr(gpu), sg.ptr(gpu), y.ptr(gpu)].map(Arg::Ptr);
     launch(gpu, &f, "moe_combine", elementwise(t * n), &[&args[..], &[i(n), i(k), i(t)]].concat())
 }
@@ -163,7 +174,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     let (_, k, f, fs, n) = w.dims;
     let i = |v: usize| Arg::I32(v as i32);
     // Buffers that a product or an elementwise kernel fills whole are left unset (no memset on the stream).
-    let act = gpu.function("moe.cu", SRC, "moe_act")?;
+    let act = gpu.function(&crate::ops::sources::MOE_FILE, "moe_act")?;
     let ptrs = |a: &Buf<f32>, b: &Buf<f32>, c: &Buf<f32>| [a.ptr(gpu), b.ptr(gpu), c.ptr(gpu)].map(Arg::Ptr);
     // The shared expert (and its gate logit when that is a product of its own) on the step graph's side
     // lane: it reads only x and writes only its own buffers, so it runs beside the routing and the routed
@@ -226,8 +237,8 @@ fn route(
     // The experts' input quantized in the router's launch where that is on (qdot.rs), for the GLU launch;
     // the gate and up products then quantize nothing themselves.
     let experts = w.gate.m.ty;
-    let xq = if gpu.settings.glu && crate::qdot::can_router_quantize(gpu, w.router.ty, experts) {
-        Some(crate::qdot::router_quantize(gpu, &w.router, x, &logits, t, experts)?)
+    let xq = if gpu.settings.glu && crate::ops::qdot::can_router_quantize(gpu, w.router.ty, experts) {
+        Some(crate::ops::qdot::router_quantize(gpu, &w.router, x, &logits, t, experts)?)
     } else {
         matvec(gpu, &w.router, x, &logits, t)?;
         None
@@ -235,7 +246,7 @@ fn route(
     // The routing by ROUTE_BLOCK_WARPS (moe_route_block); the shared expert's gate logit by one more warp
     // when its one row is F32 or BF16.
     let name = "moe_route_block";
-    let f = gpu.function("moe.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::MOE_FILE, name)?;
     let warps = ROUTE_BLOCK_WARPS + usize::from(w.sg_kind != 0);
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (32 * warps as u32, 1, 1), shared_mem_bytes: 0 };
     let sg_args = [Arg::Ptr(w.sgate.ptr(gpu)), Arg::I32(w.sg_kind), Arg::Ptr(x.ptr(gpu)), i(n), Arg::Ptr(sg.ptr(gpu))];

@@ -3,11 +3,10 @@
 use cudarc::driver::LaunchConfig;
 use strata_model::weights::HcWeights;
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::{Check, CudaError};
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::{Check, CudaError};
 
-const SRC: &str = crate::compile::HC;
 pub const MAX_T: usize = 8;
 
 /// One read's weights on the device: BF16 words as the file has them, or F32 (`f32_weights`) when any of
@@ -20,6 +19,8 @@ pub struct HcGpu {
     pub f32_weights: bool,
     /// The norm's epsilon (the file's rms epsilon).
     pub eps: f32,
+    /// The read's variant (the plan's).
+    pub variant: HcVariant,
     norm: Buf<f32>,
     down: Buf<u8>,
     up: Buf<u8>,
@@ -41,8 +42,8 @@ fn weight_bytes(m: &strata_model::ops::matvec::Matrix, f32_weights: bool) -> Vec
 }
 
 impl HcGpu {
-    /// The read's weights for `hc` streams, its norm with epsilon `eps`.
-    pub fn upload(gpu: &Gpu, w: &HcWeights, hc: usize, eps: f32) -> Result<HcGpu, CudaError> {
+    /// The read's weights for `hc` streams, its norm with epsilon `eps`, read by `variant`.
+    pub fn upload(gpu: &Gpu, w: &HcWeights, hc: usize, eps: f32, variant: HcVariant) -> Result<HcGpu, CudaError> {
         let wide = w.norm.len();
         let (n, r) = (wide / hc, w.down.rows);
         if !wide.is_multiple_of(8) || !r.is_multiple_of(8) || !n.is_multiple_of(8) || n / 8 > 1024 || r > 512 || hc > 4
@@ -60,6 +61,7 @@ impl HcGpu {
             r,
             f32_weights,
             eps,
+            variant,
             norm: Buf::from_host(gpu, &w.norm)?,
             down: upload(&w.down)?,
             up: upload(&w.up)?,
@@ -148,7 +150,7 @@ impl HcVariant {
 
     /// The variant the switches force, if any is set (`STRATA_HC_SPLIT`, `STRATA_GR_UP75`,
     /// `STRATA_GR_DOWN_TG`; `STRATA_SM75_PERF=1` means split+up75+tg2 where those are unset).
-    pub fn forced(s: &crate::settings::Settings) -> Option<HcVariant> {
+    pub fn forced(s: &crate::runtime::settings::Settings) -> Option<HcVariant> {
         let sm75 = s.sm75_perf;
         if !sm75 && s.hc_split.is_none() && s.gr_up75.is_none() && s.gr_down_tg.is_none() {
             return None;
@@ -195,7 +197,7 @@ const STAGE_CH: usize = 64;
 /// Outputs per block of gr_up_split (UP_D in hc.cu).
 const UP_D: usize = 4;
 
-/// The read of `t` tokens with this card's chosen variant (see `select`): `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
+/// The read of `t` tokens by the weights' variant (the plan's): `r_out = R + pending write` (r_out may be r_in: pass the same pointer), then
 /// `s.mixed` (t·n) and `s.inj` (t·hc, with inject rows).
 #[allow(clippy::too_many_arguments)]
 pub fn hc_read(
@@ -207,7 +209,7 @@ pub fn hc_read(
     t: usize,
     s: &HcScratch,
 ) -> Result<(), CudaError> {
-    hc_read_with(gpu, crate::plan::plan(gpu).hc.variant, w, r_in, r_out, pending, t, s, None)
+    hc_read_with(gpu, w.variant, w, r_in, r_out, pending, t, s, None)
 }
 
 /// [`hc_read`] with a chosen variant; `only` runs a single stage (benches).
@@ -254,7 +256,7 @@ pub fn hc_read_with(
             && t * STAGE_CH * 8 / 4 <= 4 * SPLIT_THREADS as usize
         {
             let smem = (t * wide / 8 + 2 * t * STAGE_CH * 8) * 4 + 2 * STAGE_CH * 16;
-            let f = gpu.function("hc.cu", SRC, "gr_down_staged")?;
+            let f = gpu.function(&crate::ops::sources::HC_FILE, "gr_down_staged")?;
             use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
             f.set_attribute(MAX_SMEM, smem as i32).check("allowing gr_down_staged its shared memory")?;
             let cfg = LaunchConfig {
@@ -288,7 +290,7 @@ pub fn hc_read_with(
                 }
             };
             let name = w.kernel(name);
-            launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
+            launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, &name)?, &name, cfg, &args)?;
         }
     }
     if run(Stage::Up) {
@@ -333,7 +335,7 @@ pub fn hc_read_with(
             Arg::I32(t as i32),
         ];
         let name = w.kernel(name);
-        launch(gpu, &gpu.function("hc.cu", SRC, &name)?, &name, cfg, &args)?;
+        launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, &name)?, &name, cfg, &args)?;
     }
     Ok(())
 }
@@ -372,7 +374,7 @@ fn norm(
         ),
         true => ("gr_norm_split", split_norm_config(n, hc, t)),
     };
-    launch(gpu, &gpu.function("hc.cu", SRC, name)?, name, cfg, &args)
+    launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)
 }
 
 /// The split norm kernels' launch: a block per (stream, token), a thread per chunk of the stream.
@@ -394,7 +396,7 @@ pub fn hc_write(
     hc: usize,
     t: usize,
 ) -> Result<(), CudaError> {
-    let f = gpu.function("hc.cu", SRC, "gr_write")?;
+    let f = gpu.function(&crate::ops::sources::HC_FILE, "gr_write")?;
     let total = (t * hc * n) as u32;
     let cfg = LaunchConfig { grid_dim: (total.div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let args = [

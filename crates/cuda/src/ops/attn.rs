@@ -10,12 +10,12 @@ use strata_model::ops::rope::Rope;
 use strata_model::state::QsaState;
 use strata_model::weights::AttnWeights;
 
-use crate::buf::{launch, Arg, Buf};
-use crate::device::Gpu;
-use crate::error::CudaError;
-use crate::matvec::{matvec, matvec_at, matvec_pre, MatrixGpu, MAX_T};
-
-const SRC: &str = crate::compile::ATTN;
+use crate::ops::matvec::{matvec, matvec_at, matvec_pre, MatrixGpu, MAX_T};
+use crate::ops::qsa::{ScoresVariant, TopkVariant};
+use crate::ops::variants::Variants;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
 
 /// The geometry an attention layer needs.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +41,8 @@ pub struct AttnGpu {
     k_norm: Buf<f32>,
     /// The indexer: q and k projections and norms (absent on a dense layer without them).
     idx: Option<(MatrixGpu, MatrixGpu, Buf<f32>, Buf<f32>)>,
+    /// The selection's scorer and top-k (the plan's).
+    selection: (ScoresVariant, TopkVariant),
 }
 
 /// One K or V cache on the device in a KV mode.
@@ -125,15 +127,16 @@ pub struct AttnStateGpu {
 }
 
 impl AttnGpu {
-    pub fn upload(gpu: &Gpu, w: &AttnWeights, dims: AttnDims) -> Result<AttnGpu, CudaError> {
+    /// The layer's weights, its products and selection to run in `v`'s variants.
+    pub fn upload(gpu: &Gpu, w: &AttnWeights, dims: AttnDims, v: &Variants) -> Result<AttnGpu, CudaError> {
         let AttnDims { dh, rot, di, hq, hkv, .. } = dims;
         if !dh.is_multiple_of(8) || !di.is_multiple_of(8) || rot > dh || rot > di || hq % hkv != 0 {
             return Err(CudaError::Shape(format!("attention dims: dh {dh}, di {di}, rot {rot}, heads {hq}/{hkv}")));
         }
         let idx = match &w.indexer {
             Some(i) => Some((
-                MatrixGpu::upload(gpu, &i.q)?,
-                MatrixGpu::upload(gpu, &i.k)?,
+                MatrixGpu::upload(gpu, &i.q, &v.layouts)?,
+                MatrixGpu::upload(gpu, &i.k, &v.layouts)?,
                 Buf::from_host(gpu, &i.q_norm)?,
                 Buf::from_host(gpu, &i.k_norm)?,
             )),
@@ -141,13 +144,14 @@ impl AttnGpu {
         };
         Ok(AttnGpu {
             dims,
-            q: MatrixGpu::upload(gpu, &w.q)?,
-            k: MatrixGpu::upload(gpu, &w.k)?,
-            v: MatrixGpu::upload(gpu, &w.v)?,
-            o: MatrixGpu::upload(gpu, &w.o)?,
+            q: MatrixGpu::upload(gpu, &w.q, &v.layouts)?,
+            k: MatrixGpu::upload(gpu, &w.k, &v.layouts)?,
+            v: MatrixGpu::upload(gpu, &w.v, &v.layouts)?,
+            o: MatrixGpu::upload(gpu, &w.o, &v.layouts)?,
             q_norm: Buf::from_host(gpu, &w.q_norm)?,
             k_norm: Buf::from_host(gpu, &w.k_norm)?,
             idx,
+            selection: (v.scores, v.topk),
         })
     }
 
@@ -269,8 +273,8 @@ pub fn attention(
     );
     // By default (STRATA_QKV_ONCE=0: a launch each) x is quantized once for the three products (after
     // the selection's fork, which reads x as floats), not by a launch before each.
-    let shared = if crate::qdot::can_share_input(gpu, &[w.q.ty, w.k.ty, w.v.ty]) {
-        Some(crate::qdot::quantize_shared(gpu, &w.q, x, t)?)
+    let shared = if crate::ops::qdot::can_share_input(gpu, &[w.q.ty, w.k.ty, w.v.ty]) {
+        Some(crate::ops::qdot::quantize_shared(gpu, &w.q, x, t)?)
     } else {
         None
     };
@@ -298,11 +302,11 @@ pub fn attention(
         cfg.grid_dim.1 = 3;
         let mode = [Arg::I32(st.k.mode_id()), i(pos)];
         let args = [&args[..], &[Arg::Ptr(vv.ptr(gpu))], &st.k.args(gpu), &st.v.args(gpu), &mode, &eps].concat();
-        launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope_kv")?, "norm_rope_kv", cfg, &args)?;
+        launch(gpu, &gpu.function(&crate::ops::sources::ATTN_FILE, "norm_rope_kv")?, "norm_rope_kv", cfg, &args)?;
     } else {
         cfg.grid_dim.1 = 2;
         let args = [&args[..], &eps].concat();
-        launch(gpu, &gpu.function("attn.cu", SRC, "norm_rope")?, "norm_rope", cfg, &args)?;
+        launch(gpu, &gpu.function(&crate::ops::sources::ATTN_FILE, "norm_rope")?, "norm_rope", cfg, &args)?;
         store_kv(gpu, st, (&k, &vv), (dim, t))?;
     }
     gpu.join()?;
@@ -335,7 +339,7 @@ pub fn attention(
         shared_mem_bytes: 0,
     };
     let name = kernel_for("attend_scores", st.k.mode);
-    let f = gpu.function("attn.cu", SRC, name)?;
+    let f = gpu.function(&crate::ops::sources::ATTN_FILE, name)?;
     let args = [
         &[Arg::Ptr(q.ptr(gpu))][..],
         &st.k.args(gpu),
@@ -347,7 +351,7 @@ pub fn attention(
     .concat();
     // 8 warps a block, SCORE_CELLS = 4 cells a warp (kernels/attn.cu).
     launch(gpu, &f, name, block((max_n.div_ceil(8 * 4), t * d.hq)), &args)?;
-    let f = gpu.function("attn.cu", SRC, "attend_softmax")?;
+    let f = gpu.function(&crate::ops::sources::ATTN_FILE, "attend_softmax")?;
     let args = [Arg::Ptr(sbuf.ptr(gpu)), i(sbuf_stride), Arg::Ptr(count.ptr(gpu)), i(d.hq)];
     launch(gpu, &f, "attend_softmax", block((t * d.hq, 1)), &args)?;
     attend_values(gpu, &Values { qg: &qg, v: &st.v, cells: &cells_args, sbuf: (&sbuf, sbuf_stride), out: &out }, d, t)?;
@@ -366,7 +370,7 @@ fn store_kv(
     (dim, t): (usize, usize),
 ) -> Result<(), CudaError> {
     let (pos, i) = (st.cells, |v: usize| Arg::I32(v as i32));
-    let store = gpu.function("attn.cu", SRC, "kv_store")?;
+    let store = gpu.function(&crate::ops::sources::ATTN_FILE, "kv_store")?;
     let mut cfg = if st.k.mode == KvMode::Int8 { warps_cfg(t * dim / 64) } else { warps_cfg((t * dim).div_ceil(32)) };
     cfg.grid_dim.1 = 2;
     let args = [
@@ -430,7 +434,7 @@ fn attend_values(gpu: &Gpu, x: &Values, d: AttnDims, t: usize) -> Result<(), Cud
         shared_mem_bytes: 0,
     };
     let name = kernel_for("attend_values", x.v.mode);
-    launch(gpu, &gpu.function("attn.cu", SRC, name)?, name, cfg, &args)
+    launch(gpu, &gpu.function(&crate::ops::sources::ATTN_FILE, name)?, name, cfg, &args)
 }
 
 /// Attention kernel `family` (attn.cu's `attend_scores`, `attend_values`) in its form for caches in `mode`:
@@ -441,7 +445,7 @@ fn kernel_for(family: &'static str, mode: KvMode) -> &'static str {
         KvMode::Int8 => "_i8",
         KvMode::F32 => "_f32",
     };
-    crate::device::kernel_name([family, suffix, ""])
+    crate::runtime::device::kernel_name([family, suffix, ""])
 }
 
 /// The indexer for the window: raw keys stored, the blocks they complete keyed, the queries normed and
@@ -478,7 +482,7 @@ fn select(
     if done_after > done_before {
         let n_new = done_after - done_before;
         let brows = rope_rows(gpu, rope, (done_before..done_after).map(|b| b * r))?;
-        let f = gpu.function("attn.cu", SRC, "block_keys")?;
+        let f = gpu.function(&crate::ops::sources::ATTN_FILE, "block_keys")?;
         let args = [
             Arg::Ptr(st.raw.ptr(gpu)),
             Arg::Ptr(st.blocks.ptr(gpu)),
@@ -499,7 +503,7 @@ fn select(
     let qraw = Buf::<f32>::uninit(gpu, t * d.hi * d.di)?;
     matvec(gpu, iq, x, &qraw, t)?;
     let queries = Buf::<f32>::uninit(gpu, t * d.hi * d.di)?;
-    let nr = gpu.function("attn.cu", SRC, "norm_rope")?;
+    let nr = gpu.function(&crate::ops::sources::ATTN_FILE, "norm_rope")?;
     // One set of rows (the second set repeats it; blockIdx.y stays 0).
     let set =
         [Arg::Ptr(qraw.ptr(gpu)), i(d.hi * d.di), i(d.di), Arg::Ptr(queries.ptr(gpu)), Arg::Ptr(qn.ptr(gpu)), i(d.hi)];
@@ -511,27 +515,13 @@ fn select(
     let (scores, nb, nc) =
         (Buf::<f32>::uninit(gpu, t * stride)?, Buf::from_host(gpu, &scored)?, Buf::from_host(gpu, n_cells)?);
     // Every scorer gives the same bits; the plan's fastest where it takes this shape, else the reference.
-    let plan = crate::plan::plan(gpu);
-    let fits = plan.scores.variant.fits(d.hi, d.di);
-    let scorer = if fits { plan.scores.variant } else { crate::qsa::ScoresVariant::Butterfly };
-    crate::qsa::scores(gpu, scorer, &st.blocks, &queries, &scores, &nb, done_after, d.di, d.hi, t, stride)?;
+    let (scorer, topk) = w.selection;
+    let scorer = if scorer.fits(d.hi, d.di) { scorer } else { ScoresVariant::Butterfly };
+    crate::ops::qsa::scores(gpu, scorer, &st.blocks, &queries, &scores, &nb, done_after, d.di, d.hi, t, stride)?;
     let out_stride = d.top_k + r - 1;
     // Left unset: top-k writes every query's count and its first count ids, and the attention reads no more.
     let (ids, count) = (Buf::<u32>::uninit(gpu, t * out_stride)?, Buf::<i32>::uninit(gpu, t)?);
-    let mut scratch = crate::qsa::TopkScratch::new(gpu, t, stride)?;
-    crate::qsa::topk(
-        gpu,
-        plan.topk.variant,
-        &scores,
-        stride,
-        &nc,
-        d.top_k,
-        r,
-        &ids,
-        out_stride,
-        &count,
-        t,
-        &mut scratch,
-    )?;
+    let mut scratch = crate::ops::qsa::TopkScratch::new(gpu, t, stride)?;
+    crate::ops::qsa::topk(gpu, topk, &scores, stride, &nc, d.top_k, r, &ids, out_stride, &count, t, &mut scratch)?;
     Ok((ids, out_stride, count))
 }

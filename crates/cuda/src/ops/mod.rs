@@ -1,0 +1,13 @@
+pub mod argmax;
+pub mod attn;
+pub mod gdn;
+pub mod hc;
+pub mod layout;
+pub mod matrix;
+pub mod matvec;
+pub mod moe;
+pub mod qdot;
+pub mod qsa;
+pub mod sample;
+pub mod sources;
+pub mod variants;

@@ -1,0 +1,12 @@
+pub mod buf;
+pub mod capture;
+pub mod compile;
+pub mod device;
+pub mod error;
+pub mod graph;
+pub mod lanes;
+pub mod op;
+pub mod profile;
+pub mod recorder;
+pub mod settings;
+pub mod skip;

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use strata_cuda::{parity, CudaError, Gpu, Settings};
+use strata_cuda::tools::parity;
+use strata_cuda::{CudaError, Gpu, Settings};
 use strata_model::{KvMode, Model, RopeScaling};
 
 /// The switches from the environment (a test may read it), so bench/gpu_tests.sh can run the tests

@@ -244,7 +244,7 @@ fn every_chunk_decoder_gives_the_codecs_bits() {
     let Some(exe) = build(&dir) else { return };
     let mut rng = SplitMix64::new(0xdec0de);
     let (rows, cols) = (48, 768);
-    for ty in strata_cuda::ops::matvec::TYPES {
+    for ty in strata_cuda::ops::layout::TYPES {
         let blocks = rows * cols / ty.block_size();
         let bytes = quant::random_blocks(ty, blocks, &mut rng);
         let (input, output) = (dir.join(format!("{ty}.in")), dir.join(format!("{ty}.out")));

@@ -361,6 +361,7 @@ pub fn embed(gpu: &Gpu, w: &MatrixGpu, ids: &Buf<i32>, out: &Buf<f32>, t: usize,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::layout::*;
 
     #[test]
     fn layouts_name_and_parse_are_inverse_and_the_rest_is_refused() {

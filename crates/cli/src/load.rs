@@ -141,7 +141,8 @@ fn cuda_decoder<'a>(
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
     }
     let started = std::time::Instant::now();
-    gpu.load_all(&strata_cuda::ops::sources::ALL).context("compiling the kernels")?;
+    let load = gpu.load_all(&strata_cuda::ops::sources::ALL).context("compiling the kernels")?;
+    let compiled = started.elapsed().as_secs_f64();
     let plan = strata_cuda::select::plan::plan(&gpu);
     eprintln!(
         "kernels: HC read {}, QSA scorer {}, QSA top-k {} ({})",
@@ -152,8 +153,8 @@ fn cuda_decoder<'a>(
     );
     if first {
         eprintln!(
-            "note: kernels compiled and variants chosen in {:.1} s; kept for later starts (matvec layouts: {})",
-            started.elapsed().as_secs_f64(),
+            "note: kernels ready in {compiled:.1} s ({load}) and variants chosen in {:.1} s; kept for later starts (matvec layouts: {})",
+            started.elapsed().as_secs_f64() - compiled,
             plan.matvec.variant.summary()
         );
     }

@@ -207,23 +207,43 @@ impl Gpu {
     }
 
     /// Loads every kernel file, compiling those not cached in parallel, so that a first start pays for
-    /// compilation up front rather than inside the first token's time.
-    pub fn load_all(&self, files: &[&'static KernelFile]) -> Result<(), CudaError> {
-        let ptx: Vec<Result<String, CudaError>> = std::thread::scope(|s| {
-            let jobs: Vec<_> = files.iter().map(|&kf| s.spawn(move || self.ptx(kf))).collect();
+    /// compilation up front rather than inside the first token's time. Says where the time went: each
+    /// file's compilation (NVRTC, in parallel) and the loading of all (the driver's JIT from PTX).
+    pub fn load_all(&self, files: &[&'static KernelFile]) -> Result<String, CudaError> {
+        let t0 = std::time::Instant::now();
+        let ptx: Vec<Result<(String, f64), CudaError>> = std::thread::scope(|s| {
+            let jobs: Vec<_> = files
+                .iter()
+                .map(|&kf| {
+                    s.spawn(move || {
+                        let t = std::time::Instant::now();
+                        self.ptx(kf).map(|p| (p, t.elapsed().as_secs_f64()))
+                    })
+                })
+                .collect();
             jobs.into_iter()
                 .map(|j| j.join().unwrap_or_else(|_| Err(CudaError::Shape("NVRTC panicked".into()))))
                 .collect()
         });
+        let compiled = t0.elapsed().as_secs_f64();
+        let mut slowest = (0.0, "");
         let mut m = self.modules.lock().expect("module cache lock");
         for (kf, ptx) in files.iter().zip(ptx) {
             let file = kf.name;
+            let (ptx, secs) = ptx?;
+            if secs > slowest.0 {
+                slowest = (secs, file);
+            }
             if !m.contains_key(file) {
-                let module = self.ctx.load_module(Ptx::from_src(ptx?)).check(&format!("loading kernels/{file}"))?;
+                let module = self.ctx.load_module(Ptx::from_src(ptx)).check(&format!("loading kernels/{file}"))?;
                 m.insert(file, module);
             }
         }
-        Ok(())
+        let loaded = t0.elapsed().as_secs_f64() - compiled;
+        Ok(format!(
+            "{compiled:.1} s to compile or read (slowest {} {:.1} s), {loaded:.1} s to load",
+            slowest.1, slowest.0
+        ))
     }
 
     /// PTX for a kernel file, from the disk cache or NVRTC.

@@ -71,16 +71,28 @@ pub fn plan(gpu: &Gpu) -> &'static Plan {
         let mut plan = match kept(gpu) {
             Some(p) => p,
             None => {
-                let p = Plan {
-                    matvec: choose_matvec(gpu),
-                    hc: choose_hc(gpu),
-                    scores: fastest("Q = 4, 131K cells", &ScoresVariant::ALL, ScoresVariant::name, |v| {
-                        scores_check(gpu, v)
-                    }),
-                    topk: fastest("Q = 4, 131K cells", &TopkVariant::available(gpu), TopkVariant::name, |v| {
-                        topk_check(gpu, v)
-                    }),
+                // Each family's checks timed, for the first start's note (the plan's cost, said once).
+                let mut spent = Vec::new();
+                let mut timed = |name: &str, t0: std::time::Instant| {
+                    spent.push(format!("{name} {:.1} s", t0.elapsed().as_secs_f64()))
                 };
+                let t0 = std::time::Instant::now();
+                let matvec = choose_matvec(gpu);
+                timed("matvec", t0);
+                let t0 = std::time::Instant::now();
+                let hc = choose_hc(gpu);
+                timed("HC", t0);
+                let t0 = std::time::Instant::now();
+                let scores =
+                    fastest("Q = 4, 131K cells", &ScoresVariant::ALL, ScoresVariant::name, |v| scores_check(gpu, v));
+                timed("scores", t0);
+                let t0 = std::time::Instant::now();
+                let topk = fastest("Q = 4, 131K cells", &TopkVariant::available(gpu), TopkVariant::name, |v| {
+                    topk_check(gpu, v)
+                });
+                timed("top-k", t0);
+                eprintln!("note: variants checked and timed: {}", spent.join(", "));
+                let p = Plan { matvec, hc, scores, topk };
                 keep(gpu, &p);
                 p
             }

@@ -137,3 +137,23 @@ fn the_spill_report_is_read() {
                   ptxas info    : Used 40 registers\n";
     assert_eq!(spills(report), vec![("k".to_string(), 12, 4, 255), ("j".to_string(), 0, 0, 40)]);
 }
+
+/// The run-time path: machine code straight from NVRTC (no PTX for the driver to compile at each load),
+/// a part of a split file holding its own type's kernels and not another's.
+#[test]
+fn a_part_compiles_to_machine_code() {
+    use strata_cuda::ops::sources::MATVEC_FILE;
+    use strata_cuda::runtime::compile::compile_cubin;
+    let part = MATVEC_FILE.part_of("matvec_q8_0_staged");
+    let bin = match compile_cubin("matvec.cu", &MATVEC_FILE.part_text(part), "", (9, 0)) {
+        Err(CudaError::NoDevice(m)) => {
+            assert!(!ci(), "CI must have NVRTC: {m}");
+            eprintln!("SKIPPED: {m}");
+            return;
+        }
+        r => r.expect("matvec.cu's Q8_0 part compiles to a cubin for sm_90"),
+    };
+    assert_eq!(&bin[..4], b"\x7fELF", "a cubin is an ELF file");
+    let has = |name: &str| bin.windows(name.len()).any(|w| w == name.as_bytes());
+    assert!(has("matvec_q8_0_staged") && !has("matvec_q4_k_staged"), "the part holds its own type only");
+}

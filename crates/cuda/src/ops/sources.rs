@@ -86,19 +86,50 @@ pub fn grid_tables() -> String {
         + &table("IQ3S_GRID", "unsigned int", IQ3S_GRID.iter().map(|v| format!("{v:#x}u")).collect())
 }
 
+/// The base names of matvec.cu's types and qdot.cu's, one instantiation line each (`MATVEC(matvec_q4_k, …)`):
+/// those files are compiled a type at a time, in parallel.
+const MATVEC_PARTS: [&str; 16] = [
+    "matvec_f32",
+    "matvec_f16",
+    "matvec_bf16",
+    "matvec_q8_0",
+    "matvec_q4_0",
+    "matvec_q2_0",
+    "matvec_q5_0",
+    "matvec_iq2_xs",
+    "matvec_iq3_xxs",
+    "matvec_iq3_s",
+    "matvec_q4_k",
+    "matvec_q5_k",
+    "matvec_q6_k",
+    "matvec_q3_k",
+    "matvec_iq4_nl",
+    "matvec_iq4_xs",
+];
+const QDOT_PARTS: [&str; 6] = ["qdot_q8_0", "qdot_q4_0", "qdot_q2_0", "qdot_iq4_nl", "qdot_q4_k", "qdot_q6_k"];
+
 macro_rules! kernel_files {
-    ($($id:ident = $name:literal, $body:ident;)*) => {
-        $(pub static $id: KernelFile = KernelFile { name: $name, text: || text_of($name, $body) };)*
+    ($($id:ident = $name:literal, $body:ident $(, $parts:expr, $split:literal)?;)*) => {
+        $(pub static $id: KernelFile = KernelFile {
+            name: $name,
+            text: || text_of($name, $body),
+            parts: kernel_files!(@parts $($parts)?),
+            split: kernel_files!(@split $($split)?),
+        };)*
         /// Every kernel file, for compiling them all at once and for the plan's cache key.
         pub static ALL: [&KernelFile; BODIES.len()] = [$(&$id),*];
     };
+    (@parts $parts:expr) => { &$parts };
+    (@parts) => { &[] };
+    (@split $split:literal) => { $split };
+    (@split) => { "" };
 }
 
 kernel_files! {
     HC_FILE = "hc.cu", HC;
     QSA_FILE = "qsa.cu", QSA;
-    MATVEC_FILE = "matvec.cu", MATVEC;
-    QDOT_FILE = "qdot.cu", QDOT_CU;
+    MATVEC_FILE = "matvec.cu", MATVEC, MATVEC_PARTS, "MATVEC(";
+    QDOT_FILE = "qdot.cu", QDOT_CU, QDOT_PARTS, "QDOT(";
     GDN_FILE = "gdn.cu", GDN;
     MOE_FILE = "moe.cu", MOE;
     ATTN_FILE = "attn.cu", ATTN;
@@ -106,4 +137,29 @@ kernel_files! {
     MTP_FILE = "mtp.cu", MTP;
     ARGMAX_FILE = "argmax.cu", ARGMAX;
     SAMPLE_FILE = "sample.cu", SAMPLE;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each part holds exactly its own type's instantiation line, and every line is some part's.
+    #[test]
+    fn the_parts_split_the_instantiations() {
+        for (kf, body) in [(&MATVEC_FILE, MATVEC), (&QDOT_FILE, QDOT_CU)] {
+            let lines: Vec<&str> = body.lines().filter(|l| l.starts_with(kf.split)).collect();
+            assert_eq!(lines.len(), kf.parts.len(), "{}", kf.name);
+            for (i, part) in kf.parts.iter().enumerate() {
+                let text = kf.part_text(i);
+                let own: Vec<&str> = text.lines().filter(|l| l.starts_with(kf.split)).collect();
+                assert_eq!(own.len(), 1, "{}", kf.part_name(i));
+                assert!(own[0].starts_with(&format!("{}{part},", kf.split)), "{own:?}");
+                assert_eq!(kf.part_of(&format!("{part}_staged")), i);
+                assert_eq!(kf.part_of(part), i);
+            }
+        }
+        assert_eq!(MATVEC_FILE.part_of("matvec_iq3_xxs_gather"), 8);
+        assert_eq!(HC_FILE.part_count(), 1);
+        assert_eq!(HC_FILE.part_text(0), (HC_FILE.text)());
+    }
 }

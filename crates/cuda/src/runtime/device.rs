@@ -3,13 +3,14 @@
 //! source hash, architecture and driver version.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
-use crate::runtime::compile::{compile_ptx, first_sentence, no_panic, KernelFile};
+use crate::runtime::compile::{compile_cubin, compile_ptx, first_sentence, no_panic, KernelFile};
 use crate::runtime::error::{Check, CudaError};
 use crate::runtime::profile::Profile;
 use crate::runtime::settings::{ProfileMode, Settings};
@@ -33,7 +34,8 @@ pub struct Gpu {
     pub settings: Settings,
     /// `STRATA_SKIP`'s kernels, left out of each step's graph (skip.rs).
     pub(crate) skip: Vec<String>,
-    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Loaded modules, per kernel file and part.
+    modules: Mutex<HashMap<(&'static str, usize), Arc<CudaModule>>>,
     /// Kernels already looked up, per file by name (a decode step launches ~1,400: no allocation per lookup).
     functions: Mutex<HashMap<&'static str, HashMap<String, CudaFunction>>>,
     /// The step being recorded and the graphs kept (graph.rs).
@@ -43,6 +45,12 @@ pub struct Gpu {
     pub(crate) graphs_failed: AtomicBool,
     /// Pinned memory that small reads from the device pass through (made at the first such read).
     readback: Mutex<Option<Readback>>,
+}
+
+/// A compiled part of a kernel file: machine code in a file, or PTX for the driver to compile.
+enum Image {
+    Cubin(PathBuf),
+    Ptx(String),
 }
 
 /// [`READBACK_BYTES`] of pinned host memory, cached (not write-combined, as cudarc's pinned slices are:
@@ -184,14 +192,14 @@ impl Gpu {
         if let Some(f) = self.functions.lock().expect("function cache lock").get(file).and_then(|m| m.get(name)) {
             return Ok(f.clone());
         }
+        let part = kf.part_of(name);
         let module = {
             let mut m = self.modules.lock().expect("module cache lock");
-            match m.get(file) {
+            match m.get(&(file, part)) {
                 Some(module) => module.clone(),
                 None => {
-                    let ptx = self.ptx(kf)?;
-                    let module = self.ctx.load_module(Ptx::from_src(ptx)).check(&format!("loading kernels/{file}"))?;
-                    m.insert(file, module.clone());
+                    let module = self.load(kf, part, self.image(kf, part)?)?;
+                    m.insert((file, part), module.clone());
                     module
                 }
             }
@@ -206,18 +214,20 @@ impl Gpu {
         Ok(f)
     }
 
-    /// Loads every kernel file, compiling those not cached in parallel, so that a first start pays for
-    /// compilation up front rather than inside the first token's time. Says where the time went: each
-    /// file's compilation (NVRTC, in parallel) and the loading of all (the driver's JIT from PTX).
+    /// Loads every kernel file, compiling the parts not cached in parallel, so that a first start pays for
+    /// compilation up front rather than inside the first token's time. Says where the time went: the
+    /// compilation (NVRTC, every part at once), its slowest part, and the loading.
     pub fn load_all(&self, files: &[&'static KernelFile]) -> Result<String, CudaError> {
         let t0 = std::time::Instant::now();
-        let ptx: Vec<Result<(String, f64), CudaError>> = std::thread::scope(|s| {
-            let jobs: Vec<_> = files
+        let pieces: Vec<(&'static KernelFile, usize)> =
+            files.iter().flat_map(|&kf| (0..kf.part_count()).map(move |p| (kf, p))).collect();
+        let images: Vec<Result<(Image, f64), CudaError>> = std::thread::scope(|s| {
+            let jobs: Vec<_> = pieces
                 .iter()
-                .map(|&kf| {
+                .map(|&(kf, part)| {
                     s.spawn(move || {
                         let t = std::time::Instant::now();
-                        self.ptx(kf).map(|p| (p, t.elapsed().as_secs_f64()))
+                        self.image(kf, part).map(|i| (i, t.elapsed().as_secs_f64()))
                     })
                 })
                 .collect();
@@ -226,54 +236,68 @@ impl Gpu {
                 .collect()
         });
         let compiled = t0.elapsed().as_secs_f64();
-        let mut slowest = (0.0, "");
+        let mut slowest = (0.0, String::new());
         let mut m = self.modules.lock().expect("module cache lock");
-        for (kf, ptx) in files.iter().zip(ptx) {
-            let file = kf.name;
-            let (ptx, secs) = ptx?;
+        for (&(kf, part), image) in pieces.iter().zip(images) {
+            let (image, secs) = image?;
             if secs > slowest.0 {
-                slowest = (secs, file);
+                slowest = (secs, kf.part_name(part));
             }
-            if !m.contains_key(file) {
-                let module = self.ctx.load_module(Ptx::from_src(ptx)).check(&format!("loading kernels/{file}"))?;
-                m.insert(file, module);
+            if !m.contains_key(&(kf.name, part)) {
+                let module = self.load(kf, part, image)?;
+                m.insert((kf.name, part), module);
             }
         }
         let loaded = t0.elapsed().as_secs_f64() - compiled;
         Ok(format!(
-            "{compiled:.1} s to compile or read (slowest {} {:.1} s), {loaded:.1} s to load",
-            slowest.1, slowest.0
+            "{compiled:.1} s to compile or read {} parts (slowest {} {:.1} s), {loaded:.1} s to load",
+            pieces.len(),
+            slowest.1,
+            slowest.0
         ))
     }
 
-    /// PTX for a kernel file, from the disk cache or NVRTC.
-    fn ptx(&self, kf: &KernelFile) -> Result<String, CudaError> {
-        let (file, text) = (kf.name, (kf.text)());
-        let key = format!(
-            "{}-{:016x}-{}-drv{}.ptx",
-            file.trim_end_matches(".cu"),
-            fnv(&format!("{}{text}", self.settings.defines)),
-            self.arch_name(),
-            self.driver_version
-        );
-        let path = self.settings.cache.as_ref().map(|d| d.join("kernels").join(&key));
-        if let Some(p) = &path {
-            if let Ok(text) = std::fs::read_to_string(p) {
-                return Ok(text);
-            }
+    fn load(&self, kf: &KernelFile, part: usize, image: Image) -> Result<Arc<CudaModule>, CudaError> {
+        let what = format!("loading kernels/{}", kf.part_name(part));
+        match image {
+            Image::Cubin(path) => self.ctx.load_module(Ptx::from_file(path)).check(&what),
+            Image::Ptx(text) => self.ctx.load_module(Ptx::from_src(text)).check(&what),
         }
-        let ptx = compile_ptx(file, &text, &self.settings.defines, self.arch)?;
-        if let Some(p) = path {
-            // The cache is an optimisation: a failure to write it is not an error of the run.
-            if let Some(dir) = p.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-            if std::fs::write(&tmp, &ptx).is_ok() {
-                let _ = std::fs::rename(&tmp, &p);
-            }
+    }
+
+    /// A part of a kernel file compiled for this card: machine code (a cubin file, from the cache or
+    /// NVRTC), or PTX where NVRTC cannot make machine code for the card (the driver then compiles it).
+    fn image(&self, kf: &KernelFile, part: usize) -> Result<Image, CudaError> {
+        let text = kf.part_text(part);
+        let stem = kf.part_name(part).replace([':', '.'], "-");
+        let hash = fnv(&format!("{}{text}", self.settings.defines));
+        let key = format!("{stem}-{hash:016x}-{}-drv{}.cubin", self.arch_name(), self.driver_version);
+        // Without a cache folder the machine code still goes through a file (the loader reads cubins from
+        // files), one of this process's own.
+        let dir = match &self.settings.cache {
+            Some(d) => d.join("kernels"),
+            None => std::env::temp_dir().join(format!("strata-kernels-{}", std::process::id())),
+        };
+        let path = dir.join(&key);
+        if path.is_file() {
+            return Ok(Image::Cubin(path));
         }
-        Ok(ptx)
+        match compile_cubin(kf.name, &text, &self.settings.defines, self.arch) {
+            Ok(bin) => {
+                let _ = std::fs::create_dir_all(&dir);
+                let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+                std::fs::write(&tmp, &bin)
+                    .and_then(|()| std::fs::rename(&tmp, &path))
+                    .map_err(|e| CudaError::Shape(format!("writing {}: {e}", path.display())))?;
+                Ok(Image::Cubin(path))
+            }
+            // A card newer than this NVRTC: PTX for the newest architecture it knows, which the driver
+            // compiles for the card.
+            Err(CudaError::Compile { log, .. }) if log.contains("gpu-architecture") => {
+                Ok(Image::Ptx(compile_ptx(kf.name, &text, &self.settings.defines, self.arch)?))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub fn sync(&self) -> Result<(), CudaError> {

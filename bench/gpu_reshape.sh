@@ -37,7 +37,7 @@ for b in $bins; do
   done
 done
 # 4. The whole pass against the CPU (presets, real fixtures; the run-time switches, each layout forced).
-[ -x .dev/strata ] || exit 0
+[ -x .dev/strata ] && [ "${FORWARD:-1}" = 1 ] || exit 0
 mkdir -p ${OUT:-/tmp}
 STRATA_BIN=.dev/strata PARTS="defaults switches layouts" QUICK=1 bash bench/gpu_forward_all.sh > ${OUT:-/tmp}/forward_all.log 2>&1
 echo "forward_all: $(grep -c '^rc=0' ${OUT:-/tmp}/forward_all.log) checks rc=0, $(grep -c '^rc=[1-9]' ${OUT:-/tmp}/forward_all.log) failed"

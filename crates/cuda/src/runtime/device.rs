@@ -243,9 +243,8 @@ impl Gpu {
             if secs > slowest.0 {
                 slowest = (secs, kf.part_name(part));
             }
-            if !m.contains_key(&(kf.name, part)) {
-                let module = self.load(kf, part, image)?;
-                m.insert((kf.name, part), module);
+            if let std::collections::hash_map::Entry::Vacant(e) = m.entry((kf.name, part)) {
+                e.insert(self.load(kf, part, image)?);
             }
         }
         let loaded = t0.elapsed().as_secs_f64() - compiled;

@@ -103,7 +103,7 @@ fn step_bytes(path: &std::path::Path, cells: usize, kv: strata_model::KvMode, bw
     use anyhow::Context;
     let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
         .with_context(|| format!("loading {}", path.display()))?;
-    let bytes = strata_cuda::backend::forward::decode_bytes(&model, kv, cells);
+    let bytes = strata_cuda::backend::budget::decode_bytes(&model, kv, cells);
     let gb = bytes as f64 / 1e9;
     match bw {
         Some(tb) if tb > 0.0 && tb.is_finite() => println!(

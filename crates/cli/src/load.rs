@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use strata_cuda::backend::forward::{plan_bytes, CudaDecoder, CudaForward};
+use strata_cuda::backend::budget::plan_bytes;
+use strata_cuda::backend::decoder::CudaDecoder;
+use strata_cuda::backend::forward::CudaForward;
 use strata_cuda::Gpu;
 use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling, State};

@@ -110,7 +110,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let dec = &mut *dec;
     let (generated, at_prompt_end) = decode(dec, &prompt, &cfg, &mut dump, &mut printer, card.as_deref())?;
     if let Some(report) = dec.report() {
-        let bytes = strata_cuda::backend::forward::decode_bytes(&model, a.engine.kv, dec.position());
+        let bytes = strata_cuda::backend::budget::decode_bytes(&model, a.engine.kv, dec.position());
         eprintln!("{report}  a decode step at depth {} reads {:.3} GB", dec.position(), bytes as f64 / 1e9);
     }
     if let Some(p) = &a.save_state {

@@ -1,1 +1,5 @@
+pub mod budget;
+pub mod decoder;
 pub mod forward;
+pub mod state;
+pub mod weights;

@@ -1,0 +1,166 @@
+//! The model's weights on the device: each layer's mixer, HC reads and MoE block, the embedding and the
+//! head, the PLE block and (on request) the MTP layer, every family uploaded to run the plan's variant.
+
+use std::sync::Arc;
+
+use strata_model::config::LayerKind;
+use strata_model::model::MTP_WINDOW;
+use strata_model::weights::{Mixer, PleWeights};
+use strata_model::Model;
+
+use crate::ops::attn::{AttnDims, AttnGpu, Cells};
+use crate::ops::gdn::GdnGpu;
+use crate::ops::hc::HcGpu;
+use crate::ops::layout::Layouts;
+use crate::ops::matvec::MatrixGpu;
+use crate::ops::moe::MoeGpu;
+use crate::ops::variants::Variants;
+use crate::runtime::buf::Buf;
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
+
+pub(crate) enum MixerGpu {
+    Gdn(GdnGpu),
+    Attn(AttnGpu, Cells),
+}
+
+pub(crate) struct LayerGpu {
+    pub(crate) hc_attn: HcGpu,
+    pub(crate) mixer: MixerGpu,
+    pub(crate) hc_ffn: HcGpu,
+    pub(crate) moe: MoeGpu,
+}
+
+/// The MTP draft layer on the device (uploaded on request: only drafting needs it).
+pub(crate) struct MtpGpu {
+    pub(crate) enorm: Buf<f32>,
+    pub(crate) hnorm: Buf<f32>,
+    pub(crate) eh_proj: MatrixGpu,
+    pub(crate) layer: LayerGpu,
+    pub(crate) head: HcGpu,
+}
+
+pub(crate) struct PleGpu {
+    pub(crate) key: MatrixGpu,
+    pub(crate) value: MatrixGpu,
+    pub(crate) norm_key: Buf<f32>,
+    pub(crate) norm_query: Buf<f32>,
+    pub(crate) norm_conv: Buf<f32>,
+    pub(crate) conv: Buf<f32>,
+}
+
+/// The model's weights on the device.
+pub struct WeightsGpu {
+    pub(crate) embd: Arc<MatrixGpu>,
+    /// The head: the embedding's own device copy when the file ties them.
+    pub(crate) output: Arc<MatrixGpu>,
+    pub(crate) layers: Vec<LayerGpu>,
+    pub(crate) head: HcGpu,
+    pub(crate) ple: Option<PleGpu>,
+    pub(crate) mtp: Option<MtpGpu>,
+}
+
+impl WeightsGpu {
+    /// Copies the model's weights to the device, each family to run in `v`'s variants (the plan's); a
+    /// weight type without a kernel is refused by name. The MTP layer is uploaded apart ([`Self::upload_mtp`]).
+    pub fn upload(g: &Gpu, model: &Model, v: &Variants) -> Result<WeightsGpu, CudaError> {
+        let (c, w) = (&model.config, &model.weights);
+        let dims = attn_dims(c);
+        let mut layers = Vec::with_capacity(c.n_layer);
+        for (l, lw) in w.layers.iter().enumerate() {
+            let mixer = match (&lw.mixer, c.kinds[l]) {
+                (Mixer::Gdn(gw), _) => {
+                    MixerGpu::Gdn(GdnGpu::upload(g, gw, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps, v)?)
+                }
+                (Mixer::Attn(aw), LayerKind::Attn { ratio }) => {
+                    let cells = if ratio > 0 { Cells::Qsa(ratio) } else { Cells::Dense(usize::MAX) };
+                    MixerGpu::Attn(AttnGpu::upload(g, aw, dims, v)?, cells)
+                }
+                (Mixer::Attn(_), LayerKind::Gdn) => unreachable!("weights bound from the same config"),
+            };
+            layers.push(LayerGpu {
+                hc_attn: HcGpu::upload(g, &lw.hc_attn, c.hc, c.eps, v.hc)?,
+                mixer,
+                hc_ffn: HcGpu::upload(g, &lw.hc_ffn, c.hc, c.eps, v.hc)?,
+                moe: MoeGpu::upload(g, &lw.moe, (c.n_expert_used, c.expert_ff), v)?,
+            });
+        }
+        let ple = match &w.ple {
+            Some(p) => Some(upload_ple(g, p, &v.layouts)?),
+            None => None,
+        };
+        let embd = Arc::new(MatrixGpu::upload(g, &w.token_embd, &v.layouts)?);
+        Ok(WeightsGpu {
+            output: if std::ptr::eq(&w.output.bytes[..], &w.token_embd.bytes[..]) {
+                embd.clone()
+            } else {
+                Arc::new(MatrixGpu::upload(g, &w.output, &v.layouts)?)
+            },
+            embd,
+            head: HcGpu::upload(g, &w.output_hc, c.hc, c.eps, v.hc)?,
+            layers,
+            ple,
+            mtp: None,
+        })
+    }
+
+    /// Uploads the MTP draft layer (an attention layer run dense over its own cache, spec §9), for
+    /// [`strata_model::backend::mtp_step`]; an error when the model has none.
+    pub fn upload_mtp(&mut self, g: &Gpu, model: &Model, v: &Variants) -> Result<(), CudaError> {
+        let c = &model.config;
+        let m = model.weights.mtp.as_ref().ok_or_else(|| CudaError::Shape("the model has no MTP layer".into()))?;
+        let Mixer::Attn(aw) = &m.layer.mixer else {
+            return Err(CudaError::Shape("the MTP layer is not an attention layer".into()));
+        };
+        let attn = AttnGpu::upload(g, aw, attn_dims(c), v)?;
+        self.mtp = Some(MtpGpu {
+            enorm: Buf::from_host(g, &m.enorm)?,
+            hnorm: Buf::from_host(g, &m.hnorm)?,
+            eh_proj: MatrixGpu::upload(g, &m.eh_proj, &v.layouts)?,
+            layer: LayerGpu {
+                hc_attn: HcGpu::upload(g, &m.layer.hc_attn, c.hc, c.eps, v.hc)?,
+                mixer: MixerGpu::Attn(attn, Cells::Dense(MTP_WINDOW)),
+                hc_ffn: HcGpu::upload(g, &m.layer.hc_ffn, c.hc, c.eps, v.hc)?,
+                moe: MoeGpu::upload(g, &m.layer.moe, (c.n_expert_used, c.expert_ff), v)?,
+            },
+            head: HcGpu::upload(g, &m.output_hc, c.hc, c.eps, v.hc)?,
+        });
+        Ok(())
+    }
+
+    pub(crate) fn mtp(&self) -> Result<&MtpGpu, CudaError> {
+        self.mtp.as_ref().ok_or_else(|| CudaError::Shape("the MTP layer is not on the device (upload_mtp)".into()))
+    }
+}
+
+fn upload_ple(g: &Gpu, p: &PleWeights, lay: &Layouts) -> Result<PleGpu, CudaError> {
+    Ok(PleGpu {
+        key: MatrixGpu::upload(g, &p.key, lay)?,
+        value: MatrixGpu::upload(g, &p.value, lay)?,
+        norm_key: Buf::from_host(g, &p.norm_key)?,
+        norm_query: Buf::from_host(g, &p.norm_query)?,
+        norm_conv: Buf::from_host(g, &p.norm_conv)?,
+        conv: Buf::from_host(g, &p.conv)?,
+    })
+}
+
+pub(crate) fn attn_dims(c: &strata_model::config::Config) -> AttnDims {
+    AttnDims {
+        hq: c.n_head,
+        hkv: c.n_head_kv,
+        dh: c.head_dim,
+        rot: c.rope_dim,
+        hi: c.idx_heads,
+        di: c.idx_dim,
+        top_k: c.idx_top_k,
+        eps: c.eps,
+    }
+}
+
+/// The QSA block size of an attention layer (0: dense).
+pub(crate) fn block_size(cells: &Cells) -> usize {
+    match cells {
+        Cells::Qsa(r) => *r,
+        Cells::Dense(_) => 0,
+    }
+}

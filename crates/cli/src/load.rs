@@ -138,25 +138,22 @@ fn cuda_decoder<'a>(
     cells: usize,
     saved: Option<&State>,
 ) -> Result<CudaDecoder<'a>> {
-    let first = !strata_cuda::select::plan::is_kept(&gpu);
-    if first {
+    if !strata_cuda::select::plan::is_kept(&gpu) {
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
     }
-    let started = std::time::Instant::now();
-    let load = gpu.load_all(&strata_cuda::ops::sources::ALL).context("compiling the kernels")?;
-    let compiled = started.elapsed().as_secs_f64();
-    let plan = strata_cuda::select::plan::plan(&gpu);
+    let started = strata_cuda::select::start::start(&gpu).context("compiling the kernels")?;
+    let plan = started.plan;
     eprintln!(
         "kernels: HC read {}, QSA scorer {}, QSA top-k {} ({})",
         plan.hc.variant.name(),
         plan.scores.variant.name(),
         plan.topk.variant.name(),
-        if first { "chosen now" } else { "kept from an earlier start" }
+        if started.first { "chosen now" } else { "kept from an earlier start" }
     );
-    if first {
+    if started.first {
         eprintln!(
-            "note: kernels ready in {compiled:.1} s ({load}) and variants chosen in {:.1} s; kept for later starts (matvec layouts: {})",
-            started.elapsed().as_secs_f64() - compiled,
+            "note: {}; kept for later starts (matvec layouts: {})",
+            started.note,
             plan.matvec.variant.summary()
         );
     }

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
@@ -34,8 +35,9 @@ pub struct Gpu {
     pub settings: Settings,
     /// `STRATA_SKIP`'s kernels, left out of each step's graph (skip.rs).
     pub(crate) skip: Vec<String>,
-    /// Loaded modules, per kernel file and part.
-    modules: Mutex<HashMap<(&'static str, usize), Arc<CudaModule>>>,
+    /// Loaded modules, per kernel file and part: a part is compiled and loaded once, and a thread that
+    /// wants one another thread is compiling waits for it (see [`Gpu::load_all`]).
+    modules: Mutex<HashMap<(&'static str, usize), Arc<ModuleSlot>>>,
     /// Kernels already looked up, per file by name (a decode step launches ~1,400: no allocation per lookup).
     functions: Mutex<HashMap<&'static str, HashMap<String, CudaFunction>>>,
     /// The step being recorded and the graphs kept (graph.rs).
@@ -46,6 +48,9 @@ pub struct Gpu {
     /// Pinned memory that small reads from the device pass through (made at the first such read).
     readback: Mutex<Option<Readback>>,
 }
+
+/// A part's module once compiled and loaded, or why it could not be (said at each use).
+type ModuleSlot = OnceLock<Result<Arc<CudaModule>, CudaError>>;
 
 /// A compiled part of a kernel file: machine code in a file, or PTX for the driver to compile.
 enum Image {
@@ -192,18 +197,7 @@ impl Gpu {
         if let Some(f) = self.functions.lock().expect("function cache lock").get(file).and_then(|m| m.get(name)) {
             return Ok(f.clone());
         }
-        let part = kf.part_of(name);
-        let module = {
-            let mut m = self.modules.lock().expect("module cache lock");
-            match m.get(&(file, part)) {
-                Some(module) => module.clone(),
-                None => {
-                    let module = self.load(kf, part, self.image(kf, part)?)?;
-                    m.insert((file, part), module.clone());
-                    module
-                }
-            }
-        };
+        let module = self.module(kf, kf.part_of(name))?;
         let f = module.load_function(name).check(&format!("kernel {name} of kernels/{file}"))?;
         self.functions
             .lock()
@@ -214,44 +208,52 @@ impl Gpu {
         Ok(f)
     }
 
-    /// Loads every kernel file, compiling the parts not cached in parallel, so that a first start pays for
-    /// compilation up front rather than inside the first token's time. Says where the time went: the
-    /// compilation (NVRTC, every part at once), its slowest part, and the loading.
-    pub fn load_all(&self, files: &[&'static KernelFile]) -> Result<String, CudaError> {
+    /// Part `part` of `kf`, compiled (or read from the cache) and loaded by the first thread that asks;
+    /// the others wait for it rather than compile it again.
+    fn module(&self, kf: &'static KernelFile, part: usize) -> Result<Arc<CudaModule>, CudaError> {
+        let slot = self.modules.lock().expect("module cache lock").entry((kf.name, part)).or_default().clone();
+        slot.get_or_init(|| self.image(kf, part).and_then(|image| self.load(kf, part, image))).clone()
+    }
+
+    /// Loads every part of `files`, in that order, on `threads` threads, so that a first start pays for
+    /// compilation up front rather than inside the first token's time. A caller may meanwhile ask for any
+    /// kernel ([`Gpu::function`]): it waits for its part only. Says where the time went.
+    pub fn load_all(&self, files: &[&'static KernelFile], threads: usize) -> Result<String, CudaError> {
         let t0 = std::time::Instant::now();
         let pieces: Vec<(&'static KernelFile, usize)> =
             files.iter().flat_map(|&kf| (0..kf.part_count()).map(move |p| (kf, p))).collect();
-        let images: Vec<Result<(Image, f64), CudaError>> = std::thread::scope(|s| {
-            let jobs: Vec<_> = pieces
-                .iter()
-                .map(|&(kf, part)| {
-                    s.spawn(move || {
-                        let t = std::time::Instant::now();
-                        self.image(kf, part).map(|i| (i, t.elapsed().as_secs_f64()))
-                    })
-                })
-                .collect();
+        let next = AtomicUsize::new(0);
+        let threads = threads.clamp(1, pieces.len().max(1));
+        let times: Vec<Result<Vec<(f64, usize)>, CudaError>> = std::thread::scope(|s| {
+            let worker = || {
+                let mut times = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(kf, part)) = pieces.get(i) else { return Ok(times) };
+                    let t = std::time::Instant::now();
+                    self.module(kf, part)?;
+                    times.push((t.elapsed().as_secs_f64(), i));
+                }
+            };
+            let jobs: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
             jobs.into_iter()
                 .map(|j| j.join().unwrap_or_else(|_| Err(CudaError::Shape("NVRTC panicked".into()))))
                 .collect()
         });
-        let compiled = t0.elapsed().as_secs_f64();
-        let mut slowest = (0.0, String::new());
-        let mut m = self.modules.lock().expect("module cache lock");
-        for (&(kf, part), image) in pieces.iter().zip(images) {
-            let (image, secs) = image?;
-            if secs > slowest.0 {
-                slowest = (secs, kf.part_name(part));
-            }
-            if let std::collections::hash_map::Entry::Vacant(e) = m.entry((kf.name, part)) {
-                e.insert(self.load(kf, part, image)?);
+        let mut slowest = (0.0, 0);
+        for t in times {
+            for (secs, i) in t? {
+                if secs > slowest.0 {
+                    slowest = (secs, i);
+                }
             }
         }
-        let loaded = t0.elapsed().as_secs_f64() - compiled;
+        let (kf, part) = pieces.get(slowest.1).copied().unwrap_or((files[0], 0));
         Ok(format!(
-            "{compiled:.1} s to compile or read {} parts (slowest {} {:.1} s), {loaded:.1} s to load",
+            "{} parts compiled or read and loaded in {:.1} s on {threads} threads (slowest {} {:.1} s)",
             pieces.len(),
-            slowest.1,
+            t0.elapsed().as_secs_f64(),
+            kf.part_name(part),
             slowest.0
         ))
     }

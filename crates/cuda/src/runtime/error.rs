@@ -14,6 +14,21 @@ pub enum CudaError {
     Shape(String),
 }
 
+/// A kept error said again (a kernel part that failed to compile fails each use the same way).
+impl Clone for CudaError {
+    fn clone(&self) -> Self {
+        match self {
+            CudaError::NoDevice(m) => CudaError::NoDevice(m.clone()),
+            CudaError::Driver { what, err } => CudaError::Driver { what: what.clone(), err: *err },
+            CudaError::Compile { file, log } => CudaError::Compile { file: file.clone(), log: log.clone() },
+            CudaError::Cache { path, err } => {
+                CudaError::Cache { path: path.clone(), err: std::io::Error::new(err.kind(), err.to_string()) }
+            }
+            CudaError::Shape(m) => CudaError::Shape(m.clone()),
+        }
+    }
+}
+
 /// Adds what was being done to a driver error.
 pub trait Check<T> {
     fn check(self, what: &str) -> Result<T, CudaError>;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (issue: the file's rms epsilon): every parity tool (each takes the norms' epsilon 1e-6 and
-# 1e-5 in turn: crates/cuda/src/parity.rs EPSILONS), then `forward_parity` (the whole GPU pass against the
+# 1e-5 in turn: crates/cuda/src/tools/parity.rs EPSILONS), then `forward_parity` (the whole GPU pass against the
 # CPU, logits and MTP drafts bit for bit, windows T = 1..8) on the sweep of real geometries
 # (fixtures/sweep/: eps 1e-5 and 1e-6), on the tiny and small presets written with --rms-eps 1e-5, and the
 # default checks of gpu_forward_all.sh (eps 1e-6). Every check prints `== …`, the tool's output and `rc=…`.

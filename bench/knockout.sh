@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: what each kernel family takes from a decode step as the step's graph runs it. Each
-# family is left out of the graphs (STRATA_SKIP, crates/cuda/src/skip.rs: the output is garbage, for
+# family is left out of the graphs (STRATA_SKIP, crates/cuda/src/runtime/skip.rs: the output is garbage, for
 # timing only) and the step time is compared with the full step's, runs interleaved round by round as
 # in engine_ab.sh. Events time each kernel alone; this counts overlap (programmatic launches, the side
 # lane): a family off the critical path saves little. Usage:

@@ -10,7 +10,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::{KvMode, Model};
 
-use crate::load::{decoder, open_device, open_model, try_cuda, EngineArgs};
+use strata_engine::session::Device;
+
+use crate::load::EngineArgs;
 
 #[derive(clap::Args)]
 pub struct PerplexityArgs {
@@ -37,8 +39,8 @@ pub fn run(a: PerplexityArgs) -> Result<()> {
         bail!("--ctx must be at least 2 (a window predicts its tokens after the first)");
     }
     // The drafts are scored on the CPU (Model::forward_hidden and mtp_draft): no card is opened for them.
-    let gpu = if a.drafts { None } else { open_device(&a.engine)? };
-    let (model, max_context) = open_model(&a.engine)?;
+    let session = a.engine.open_on(if a.drafts { Device::Cpu } else { a.engine.device })?;
+    let (model, max_context) = (&session.model, session.context);
     let ids = match (&a.file, &a.tokens) {
         (_, Some(t)) => crate::run::prompt_ids(t)?,
         (Some(f), None) => {
@@ -63,12 +65,11 @@ pub fn run(a: PerplexityArgs) -> Result<()> {
             bail!("--drafts: this model has no MTP draft layer");
         }
         for w in &windows {
-            score_with_drafts(&model, a.engine.kv, w, &mut score)?;
+            score_with_drafts(model, a.engine.kv, w, &mut score)?;
             bar.inc(w.len() as u64);
         }
     } else {
-        let cuda = try_cuda(&a.engine, gpu, &model, ctx, None)?;
-        let mut dec = decoder(cuda, &model, a.engine.kv, None)?;
+        let (mut dec, _) = session.decoder(ctx, None)?;
         let fresh = dec.snapshot().map_err(|e| anyhow!("{e}"))?;
         for w in &windows {
             dec.restore(&fresh).map_err(|e| anyhow!("{e}"))?;

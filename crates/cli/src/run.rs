@@ -5,8 +5,6 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
-use strata_cuda::runtime::recorder::GraphStats;
-use strata_cuda::Gpu;
 use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::detok::Detokenizer;
 use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
@@ -15,7 +13,7 @@ use strata_engine::tokenizer::Tokenizer;
 use strata_model::decoder::Decoder;
 use strata_model::{KvMode, Model, State};
 
-use crate::load::{decoder, open_device, open_model, try_cuda, EngineArgs};
+use crate::load::EngineArgs;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -62,8 +60,8 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    let gpu = open_device(&a.engine)?;
-    let (model, max_context) = open_model(&a.engine)?;
+    let session = a.engine.open()?;
+    let (model, max_context) = (&session.model, session.context);
     let tok = match a.prompt_tokens {
         Some(_) => None,
         None => Some(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?),
@@ -93,58 +91,27 @@ pub fn run(a: RunArgs) -> Result<()> {
         max_context,
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
         logits: dump.is_some(),
+        mark: None,
     };
     // The stop token that ends a reply is not part of its text.
     let hidden = if a.ignore_eos { Vec::new() } else { cfg.stops.clone() };
     let mut printer = Printer { detok: tok.as_ref().map(Detokenizer::new), count: 0, hidden };
     // A saved conversation continues on either device.
     let saved = match &a.load_state {
-        Some(p) => Some(load_state(&model, p, a.engine.kv)?),
+        Some(p) => Some(load_state(model, p, a.engine.kv)?),
         None => None,
     };
-    let card = gpu.clone();
-    let cuda = try_cuda(&a.engine, gpu, &model, max_context, saved.as_ref())?;
-    // The PLE table's pages read ahead while the prompt runs (its rows are read on the host each token).
-    crate::load::warm_ple(&model);
-    let mut dec = decoder(cuda, &model, a.engine.kv, saved)?;
+    let (mut dec, _) = session.decoder(max_context, saved)?;
     let dec = &mut *dec;
-    let (generated, at_prompt_end) = decode(dec, &prompt, &cfg, &mut dump, &mut printer, card.as_deref())?;
+    let generated = decode(dec, &prompt, &cfg, &mut dump, &mut printer)?;
     if let Some(report) = dec.report() {
-        let bytes = strata_cuda::backend::budget::decode_bytes(&model, a.engine.kv, dec.position());
-        eprintln!("{report}  a decode step at depth {} reads {:.3} GB", dec.position(), bytes as f64 / 1e9);
+        eprintln!("{report}");
     }
     if let Some(p) = &a.save_state {
         // The saved conversation includes the last generated token.
         complete_state(dec, &generated, max_context)?;
         let state = dec.snapshot().map_err(|e| anyhow!("reading the state back from the device: {e}"))?;
-        save_state(&model, &state, p)?;
-    }
-    if let Some(s) = card.as_ref().and_then(|g| g.graph_stats()).filter(|s| s.steps > 0) {
-        eprintln!(
-            "graphs: {} steps ran as CUDA graphs, {} of them as two ({} captured, the last of {} ops: {} kernels, \
-             {} zeroings, {} copies; {} kernel updates; {} MiB of arena, {} MiB of staging){}",
-            s.steps,
-            s.split,
-            s.built,
-            s.nodes,
-            s.kernels,
-            s.zeroings,
-            s.copies,
-            s.updated_kernels,
-            s.arena_bytes >> 20,
-            s.staging_bytes >> 20,
-            decode_host(at_prompt_end, s)
-        );
-    }
-    if let Some(g) = card.as_ref() {
-        match g.gap_summary() {
-            Ok(Some((busy, idle, n))) => eprintln!(
-                "gaps: {n} decode steps: {busy:.1} µs each on the card (inputs copied up, then the graph), the card \
-                 idle {idle:.1} µs between one and the next"
-            ),
-            Ok(None) => {}
-            Err(e) => eprintln!("gaps: not timed: {e}"),
-        }
+        save_state(model, &state, p)?;
     }
     if generated.stop == Stop::ContextFull {
         eprintln!("stopped: the context is full (--max-context {max_context})");
@@ -162,46 +129,14 @@ pub fn run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// The host's time a decode step before its graph's launch (the steps after the prompt's), said after
-/// the graphs' figures: the card waits that long for each step's graph, with nothing queued.
-fn decode_host(at_prompt_end: Option<GraphStats>, end: GraphStats) -> String {
-    match at_prompt_end {
-        Some(p) if end.steps > p.steps => {
-            let per_step = |ns: u64| ns as f64 / (end.steps - p.steps) as f64 / 1e3;
-            let ahead = match end.ahead - p.ahead {
-                0 => String::new(),
-                n => {
-                    format!(", and {:.0} µs recording each ahead", (end.ahead_ns - p.ahead_ns) as f64 / n as f64 / 1e3)
-                }
-            };
-            format!(
-                "; the host {:.0} µs a decode step before its launch ({:.0} µs of it launching, {:.0} copying {:.0} \
-                 bytes up; {:.0} µs before it from the token's return, {:.0} of it writing the token's inputs, \
-                 {:.1} of that reading its PLE rows){ahead}; {:.0} µs a step matching and updating its graph",
-                per_step(end.host_ns - p.host_ns),
-                per_step(end.launch_ns - p.launch_ns),
-                per_step(end.copy_ns - p.copy_ns),
-                (end.staged - p.staged) as f64 / (end.steps - p.steps) as f64,
-                per_step(end.between_ns - p.between_ns),
-                per_step(end.late_ns - p.late_ns),
-                per_step(end.ple_ns - p.ple_ns),
-                per_step(end.graph_ns - p.graph_ns)
-            )
-        }
-        _ => String::new(),
-    }
-}
-
-/// Runs the generation loop, printing tokens and writing logits rows as they come; also returns the
-/// card's graph figures as the prompt ended (so the decode steps' own can be told apart).
+/// Runs the generation loop, printing tokens and writing logits rows as they come.
 fn decode(
     dec: &mut dyn Decoder,
     prompt: &[u32],
     cfg: &GenerateConfig,
     dump: &mut Option<BufWriter<File>>,
     printer: &mut Printer,
-    card: Option<&Gpu>,
-) -> Result<(Generated, Option<GraphStats>)> {
+) -> Result<Generated> {
     let mut out = std::io::stdout().lock();
     // A long prompt shows its progress (on a terminal only: indicatif draws nothing to a pipe).
     let bar = (prompt.len() >= 256).then(|| {
@@ -213,7 +148,6 @@ fn decode(
         bar
     });
     let mut log = PromptLog::new();
-    let mut at_prompt_end = None;
     let generated = generate(dec, prompt, cfg, |event| match event {
         Event::Prompt { done, total } => {
             if let Some(b) = &bar {
@@ -223,9 +157,6 @@ fn decode(
                 }
             }
             log.prompt(done, total);
-            if done == total {
-                at_prompt_end = card.and_then(|g| g.graph_stats());
-            }
             Ok(())
         }
         Event::Logits(l) => match dump.as_mut() {
@@ -233,6 +164,7 @@ fn decode(
             None => Ok(()),
         },
         Event::Token(t) => printer.token(&mut out, t),
+        Event::Mark(_) => Ok(()),
     })
     .map_err(|e| match e {
         // Said in terms of the flag the user can change.
@@ -248,7 +180,7 @@ fn decode(
     if let Some(d) = dump.as_mut() {
         d.flush()?;
     }
-    Ok((generated, at_prompt_end))
+    Ok(generated)
 }
 
 fn load_state(model: &Model, p: &std::path::Path, kv: KvMode) -> Result<State> {

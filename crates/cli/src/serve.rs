@@ -14,7 +14,7 @@ use strata_server::convo::Convos;
 use strata_server::worker::{self, Engine, Jobs};
 use strata_server::{ModelInfo, Options, Shared};
 
-use crate::load::{decoder, open_device, open_model, try_cuda, EngineArgs};
+use crate::load::EngineArgs;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -111,8 +111,8 @@ fn model_name(path: Option<&Path>) -> String {
 
 /// Loads the model and its decoder, says so, then runs jobs until the server stops.
 fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result<Ready>>) -> Result<()> {
-    let gpu = open_device(a)?;
-    let (model, max_context) = open_model(a)?;
+    let session = a.open()?;
+    let model = &session.model;
     let tok = Arc::new(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?);
     let template = match ChatTemplate::from_gguf(&model.gguf) {
         Ok(t) => Some(t),
@@ -121,24 +121,16 @@ fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result
             None
         }
     };
-    let card_name = gpu.as_ref().map(|g| g.name.clone());
-    let cuda = try_cuda(a, gpu, &model, max_context, None)?;
-    let device = match cuda {
-        Some(_) => format!("cuda: {}", card_name.unwrap_or_default()),
-        None => "cpu".to_string(),
-    };
-    let mut dec = decoder(cuda, &model, a.kv, None)?;
-    let dec = &mut *dec;
-    crate::load::warm_ple(&model);
+    let (mut dec, device) = session.decoder(session.context, None)?;
     let stop_tokens = [tok.eos, tok.im_end].into_iter().flatten().collect();
-    let info = ModelInfo { name: String::new(), context: max_context, device, settings: json!({}) };
+    let info = ModelInfo { name: String::new(), context: session.context, device, settings: json!({}) };
     let _ = ready.send(Ok(Ready { info, tok: tok.clone(), template }));
     let mut engine = Engine {
-        dec,
+        dec: &mut *dec,
         tok: &tok,
         stop_tokens,
-        max_context,
-        fresh: model.new_state(a.kv)?,
+        max_context: session.context,
+        fresh: model.new_state(session.kv)?,
         convos: Convos::new(cache),
         live: Some(Vec::new()),
     };

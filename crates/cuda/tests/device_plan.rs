@@ -1,7 +1,7 @@
 //! The figures `strata run` prints and benches use, from a model alone (no GPU needed): what the model
 //! takes on the device, and the bytes a decode step reads.
 
-use strata_cuda::backend::forward::{decode_bytes, plan_bytes};
+use strata_cuda::backend::budget::{decode_bytes, plan_bytes};
 use strata_gguf::GgmlType;
 use strata_model::{KvMode, Model, RopeScaling};
 use strata_synth::{Options, Preset};

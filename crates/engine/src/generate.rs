@@ -21,6 +21,10 @@ pub struct GenerateConfig {
     /// The caller wants each generated token's logits ([`Event::Logits`]). Without them a greedy
     /// generation takes its tokens from the device's argmax and copies no logits to the host.
     pub logits: bool,
+    /// A point in the prompt (0 < mark < its length) where the loop says [`Event::Mark`] with the
+    /// decoder holding the prompt's tokens before it: the server saves the state there, where the
+    /// assistant's turn begins. The prompt's windows end at the mark.
+    pub mark: Option<usize>,
 }
 
 /// Why the generation ended.
@@ -34,11 +38,13 @@ pub enum Stop {
     ContextFull,
 }
 
-/// What the caller sees, in order: the prompt's progress after each window, then for each generated token
-/// the logits that chose it (when [`GenerateConfig::logits`] asks for them or sampling has them), then the
-/// token.
+/// What the caller sees, in order: the prompt's progress after each window (and the mark, when the
+/// config sets one, where it falls), then for each generated token the logits that chose it (when
+/// [`GenerateConfig::logits`] asks for them or sampling has them), then the token.
 pub enum Event<'a> {
     Prompt { done: usize, total: usize },
+    /// The decoder holds the prompt up to [`GenerateConfig::mark`].
+    Mark(&'a dyn Decoder),
     Logits(&'a [f32]),
     Token(u32),
 }
@@ -98,7 +104,10 @@ pub fn generate(
         head.map_err(GenerateError::Device)
     };
     let t0 = Instant::now();
-    let windows: Vec<&[u32]> = prompt.chunks(dec.window().max(1)).collect();
+    let window = dec.window().max(1);
+    let mark = cfg.mark.filter(|&m| m > 0 && m < prompt.len());
+    let (before_mark, after_mark) = prompt.split_at(mark.unwrap_or(0));
+    let windows: Vec<&[u32]> = before_mark.chunks(window).chain(after_mark.chunks(window)).collect();
     let (last, before) = windows.split_last().expect("check_prompt refuses an empty prompt");
     let mut done = 0;
     // Only the last window's head is used.
@@ -106,8 +115,12 @@ pub fn generate(
         dec.advance(window).map_err(GenerateError::Device)?;
         done += window.len();
         on_event(Event::Prompt { done, total: prompt.len() })?;
+        if Some(done) == mark {
+            on_event(Event::Mark(&*dec))?;
+        }
     }
     let mut head = step(dec, last, &mut sampler)?;
+    dec.prompt_read();
     on_event(Event::Prompt { done: prompt.len(), total: prompt.len() })?;
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();

@@ -1,8 +1,9 @@
-//! Generation on top of the model: the tokenizer and chat template from GGUF metadata, sampling, and the
-//! decode loop.
+//! Generation on top of the model: the tokenizer and chat template from GGUF metadata, sampling, the
+//! decode loop, and the session every command opens.
 
 pub mod chat;
 pub mod detok;
 pub mod generate;
 pub mod sampler;
+pub mod session;
 pub mod tokenizer;

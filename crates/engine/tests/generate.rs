@@ -20,6 +20,7 @@ fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
         max_context,
         sampler: SamplerConfig::default(),
         logits: true,
+        mark: None,
     }
 }
 
@@ -33,7 +34,7 @@ fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, Gene
     let r = generate(&mut dec, prompt, c, |e| {
         match e {
             Event::Prompt { done, total } => {
-                assert!(log.is_empty(), "prompt progress after a token: {log}");
+                assert!(log.is_empty() || log == "M ", "prompt progress after a token: {log}");
                 assert_eq!(total, prompt.len());
                 progress.push(done);
             }
@@ -41,15 +42,38 @@ fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, Gene
                 assert_eq!(l.len(), m.config.vocab);
                 log.push('L');
             }
+            Event::Mark(dec) => {
+                assert_eq!(Some(dec.position()), c.mark, "the mark comes with the decoder holding the prompt before it");
+                assert_eq!(progress.last().copied(), c.mark, "the mark comes right after the window that ends there");
+                log.push_str("M ");
+            }
             Event::Token(t) => log.push_str(&format!("{t} ")),
         }
         Ok(())
     });
     if r.is_ok() {
-        let want: Vec<usize> = (1..=prompt.len().div_ceil(window)).map(|i| (i * window).min(prompt.len())).collect();
+        // Windows of `window` up to the mark, then from it.
+        let m = c.mark.filter(|&m| m > 0 && m < prompt.len()).unwrap_or(0);
+        let ends = |from: usize, to: usize| (from..to).step_by(window).map(move |i| (i + window).min(to));
+        let want: Vec<usize> = ends(0, m).chain(ends(m, prompt.len())).collect();
         assert_eq!(progress, want, "one progress event per window of {window}");
     }
     (r, log)
+}
+
+#[test]
+fn a_mark_splits_the_prompts_windows_and_changes_no_token() {
+    let m = model();
+    let prompt: Vec<u32> = (0..30).map(|i| (i * 37 + 5) % 3000).collect();
+    let (plain, log) = run(&m, &prompt, &cfg(6, vec![], 4096));
+    let (marked, marked_log) = run(&m, &prompt, &GenerateConfig { mark: Some(13), ..cfg(6, vec![], 4096) });
+    assert_eq!(plain.unwrap().tokens, marked.unwrap().tokens);
+    assert_eq!(marked_log, format!("M {log}"), "the mark comes once, before the first token");
+    // A mark outside the prompt's inside is no mark.
+    for at in [0, 30, 31] {
+        let (_, l) = run(&m, &prompt, &GenerateConfig { mark: Some(at), ..cfg(2, vec![], 4096) });
+        assert!(!l.contains('M'), "mark {at}: {l}");
+    }
 }
 
 #[test]

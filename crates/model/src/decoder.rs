@@ -29,7 +29,9 @@ pub trait Decoder {
     /// `state` (a [`Decoder::snapshot`] of this model, or a fresh one) in place of the conversation held:
     /// the next token goes at `state.pos`. On an error the decoder holds an empty conversation.
     fn restore(&mut self, state: &State) -> Result<(), String>;
-    /// A device's own report at the end of a run (a profile, when asked for), if any.
+    /// The prompt has been read: what follows are decode steps (a device's report tells them apart).
+    fn prompt_read(&mut self) {}
+    /// A device's own report at the end of a run (its figures, a profile when asked for), if any.
     fn report(&self) -> Option<String> {
         None
     }

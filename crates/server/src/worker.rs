@@ -222,23 +222,8 @@ impl Engine<'_> {
         set(now, |r| *r = Some(Running { prompt_tokens: job.prompt.len(), reused, generated: 0, since: t0 }));
         let _ = job.updates.send(Update::Started { reused });
         let n = job.prompt.len();
-        // The prompt but its last token, in windows; then the state where the assistant's turn begins is
-        // saved, which the conversation's next request begins with.
-        let mut done = reused;
-        for w in job.prompt[reused..n - 1].chunks(self.dec.window().max(1)) {
-            if let Err(e) = self.dec.advance(w) {
-                self.live = None;
-                return Err(format!("the device: {e}"));
-            }
-            done += w.len();
-            self.live = Some(job.prompt[..done].to_vec());
-            if job.updates.send(Update::Prefill { done, total: n }).is_err() {
-                return Err("the client closed the request".into());
-            }
-        }
-        if done > reused {
-            self.save(job.prompt[..done].to_vec());
-        }
+        // The prompt read from `reused` on; the state where the assistant's turn begins (all but the
+        // prompt's last token) is saved at the mark, which the conversation's next request begins with.
         let cfg = GenerateConfig {
             n_predict: job.max_tokens,
             stops: self.stop_tokens.clone(),
@@ -246,35 +231,49 @@ impl Engine<'_> {
             max_context: self.max_context,
             sampler: job.sampler.clone(),
             logits: false,
+            mark: Some(n - 1 - reused),
         };
         let mut text = TextStream::new(self.tok, job.stop.clone());
         let mut tokens = Vec::new();
+        let mut read = reused; // the prompt's tokens the decoder holds
         let mut stopped_by_string = false;
         let mut first: Option<Duration> = None;
-        let out = generate(&mut *self.dec, &job.prompt[n - 1..], &cfg, |ev| {
-            let Event::Token(t) = ev else { return Ok(()) };
-            first.get_or_insert_with(|| t0.elapsed());
-            tokens.push(t);
-            set(now, |r| {
-                if let Some(r) = r {
-                    r.generated += 1;
+        let convos = &mut self.convos;
+        let out = generate(&mut *self.dec, &job.prompt[reused..], &cfg, |ev| match ev {
+            Event::Prompt { done, .. } => {
+                read = reused + done;
+                job.updates.send(Update::Prefill { done: read, total: n }).map_err(|_| gone())
+            }
+            Event::Mark(dec) => {
+                save(convos, dec, job.prompt[..read].to_vec());
+                Ok(())
+            }
+            Event::Logits(_) => Ok(()),
+            Event::Token(t) => {
+                first.get_or_insert_with(|| t0.elapsed());
+                tokens.push(t);
+                set(now, |r| {
+                    if let Some(r) = r {
+                        r.generated += 1;
+                    }
+                });
+                if self.stop_tokens.contains(&t) && !job.ignore_eos {
+                    return Ok(());
                 }
-            });
-            if self.stop_tokens.contains(&t) && !job.ignore_eos {
-                return Ok(());
+                let (delta, stop) = text.push(t);
+                if !delta.is_empty() {
+                    job.updates.send(Update::Text(delta)).map_err(|_| gone())?;
+                }
+                if stop {
+                    stopped_by_string = true;
+                    return Err(std::io::Error::other("a stop string"));
+                }
+                Ok(())
             }
-            let (delta, stop) = text.push(t);
-            if !delta.is_empty() {
-                job.updates.send(Update::Text(delta)).map_err(|_| gone())?;
-            }
-            if stop {
-                stopped_by_string = true;
-                return Err(std::io::Error::other("a stop string"));
-            }
-            Ok(())
         });
-        // The decoder holds the prompt and every generated token but the last.
-        let mut held = job.prompt.clone();
+        // The decoder holds the prompt (or the part read when the client left during it) and every
+        // generated token but the last.
+        let mut held = job.prompt[..read].to_vec();
         held.extend(tokens.iter().take(tokens.len().saturating_sub(1)));
         let reason = match out {
             Ok(g) => match g.stop {
@@ -344,15 +343,20 @@ impl Engine<'_> {
 
     /// Saves the decoder's state under `tokens` (what it holds).
     fn save(&mut self, tokens: Vec<u32>) {
-        if !self.convos.keeps() {
-            return; // no copy of the state made for nothing
-        }
-        if let Ok(state) = self.dec.snapshot() {
-            let bytes = state.host_bytes();
-            self.convos.put(tokens, state, bytes);
-            let (n, held) = self.convos.usage();
-            metrics::gauge!("strata_cached_conversations").set(n as f64);
-            metrics::gauge!("strata_cached_bytes").set(held as f64);
-        }
+        save(&mut self.convos, &*self.dec, tokens);
+    }
+}
+
+/// Saves `dec`'s state under `tokens` (what it holds) among `convos`.
+fn save(convos: &mut Convos<State>, dec: &dyn Decoder, tokens: Vec<u32>) {
+    if !convos.keeps() {
+        return; // no copy of the state made for nothing
+    }
+    if let Ok(state) = dec.snapshot() {
+        let bytes = state.host_bytes();
+        convos.put(tokens, state, bytes);
+        let (n, held) = convos.usage();
+        metrics::gauge!("strata_cached_conversations").set(n as f64);
+        metrics::gauge!("strata_cached_bytes").set(held as f64);
     }
 }

@@ -9,7 +9,7 @@ use strata_model::State;
 use crate::backend::forward::{Choice, Chosen, CudaForward, Late, Rows};
 use crate::backend::state::CudaState;
 use crate::runtime::error::CudaError;
-use crate::runtime::recorder::Prepared;
+use crate::runtime::recorder::{GraphStats, Prepared};
 
 /// The CUDA back-end with a conversation's state: what the generation loop drives on a GPU.
 pub struct CudaDecoder<'a> {
@@ -20,6 +20,8 @@ pub struct CudaDecoder<'a> {
     ahead: Option<Ahead>,
     /// When the last decode step's token went back to the caller (for the graphs' figures).
     handed: Option<std::time::Instant>,
+    /// The graphs' figures as the prompt was read (the report's decode steps are those after).
+    at_prompt_end: Option<GraphStats>,
 }
 
 /// A decode step of one token recorded ahead, while the step before it ran on the card: the host's
@@ -41,7 +43,7 @@ struct Ahead {
 
 impl<'a> CudaDecoder<'a> {
     pub fn new(fwd: CudaForward<'a>, state: CudaState, pos: usize) -> CudaDecoder<'a> {
-        CudaDecoder { fwd, state, pos, ahead: None, handed: None }
+        CudaDecoder { fwd, state, pos, ahead: None, handed: None, at_prompt_end: None }
     }
 }
 
@@ -156,10 +158,13 @@ impl Decoder for CudaDecoder<'_> {
         self.choose(tokens, Choice::Draw(*p), Choice::Draw(*next))
     }
 
+    fn prompt_read(&mut self) {
+        self.at_prompt_end = self.fwd.gpu.graph_stats();
+    }
+
     fn report(&self) -> Option<String> {
-        let p = self.fwd.gpu.profile.as_ref()?;
-        let layouts = format!("matvec layouts: {}", self.fwd.variants.layouts.summary());
-        Some(p.report(Some(&layouts)).unwrap_or_else(|e| format!("profile: {e}")))
+        let lines = crate::backend::report::lines(self, self.at_prompt_end);
+        (!lines.is_empty()).then(|| lines.join("\n"))
     }
 
     fn snapshot(&self) -> Result<State, String> {

@@ -1,5 +1,6 @@
 pub mod budget;
 pub mod decoder;
 pub mod forward;
+pub mod report;
 pub mod state;
 pub mod weights;

@@ -25,14 +25,7 @@ impl ScoresVariant {
     /// The scorer the switches force, if any: `STRATA_SCORES_STREAM=1`,
     /// `STRATA_SCORES_HALVE=0|1`; `STRATA_SM75_PERF=1` alone means the halving scorer.
     pub fn forced(s: &crate::runtime::settings::Settings) -> Option<ScoresVariant> {
-        if s.scores_stream {
-            return Some(ScoresVariant::Stream);
-        }
-        match (s.scores_halve, s.sm75_perf) {
-            (Some(false), _) => Some(ScoresVariant::Butterfly),
-            (Some(true), _) | (None, true) => Some(ScoresVariant::Halve),
-            (None, false) => None,
-        }
+        forced(s.scores_stream, s.scores_halve, s.sm75_perf, ScoresVariant::ALL)
     }
 
     /// Whether this scorer takes `hi` indexer heads of `di` (the halving and streaming scorers keep a
@@ -47,6 +40,20 @@ impl ScoresVariant {
             ScoresVariant::Halve => "halve",
             ScoresVariant::Stream => "stream",
         }
+    }
+}
+
+/// The variant of [base, switched, third] that the switches force, if any: the third's own switch
+/// first, then the seed switch (`0` the base, `1` the switched one); `STRATA_SM75_PERF=1` alone means
+/// the switched one (the seeds' Turing defaults).
+fn forced<V: Copy>(third: bool, switch: Option<bool>, sm75: bool, [base, switched, other]: [V; 3]) -> Option<V> {
+    if third {
+        return Some(other);
+    }
+    match (switch, sm75) {
+        (Some(false), _) => Some(base),
+        (Some(true), _) | (None, true) => Some(switched),
+        (None, false) => None,
     }
 }
 
@@ -67,14 +74,7 @@ impl TopkVariant {
     /// The top-k the switches force, if any: `STRATA_QSA_CLUSTER=1`, `STRATA_TOPK_SPLIT=0|1`;
     /// `STRATA_SM75_PERF=1` alone means the split kernel.
     pub fn forced(s: &crate::runtime::settings::Settings) -> Option<TopkVariant> {
-        if s.qsa_cluster {
-            return Some(TopkVariant::Cluster);
-        }
-        match (s.topk_split, s.sm75_perf) {
-            (Some(false), _) => Some(TopkVariant::Wide),
-            (Some(true), _) | (None, true) => Some(TopkVariant::Split),
-            (None, false) => None,
-        }
+        forced(s.qsa_cluster, s.topk_split, s.sm75_perf, TopkVariant::ALL)
     }
 
     pub fn name(self) -> &'static str {
@@ -312,4 +312,37 @@ fn topk_split(
         Arg::Ptr(count.ptr(gpu)),
     ];
     launch(gpu, &f, "qsa_topk_split_emit", cfg, &[&common[..], &extra[..]].concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ScoresVariant, TopkVariant};
+    use crate::runtime::settings::Settings;
+
+    /// The seeds' switches keep their meaning: `STRATA_SCORES_HALVE` and `STRATA_TOPK_SPLIT` pick the
+    /// switched kernel at 1 and the baseline at 0, `STRATA_SM75_PERF=1` alone picks both switched ones,
+    /// `STRATA_QSA_CLUSTER=1` the cluster top-k; nothing set leaves the choice to the plan.
+    #[test]
+    fn the_seed_switches_force_their_variants() {
+        let s = |f: &dyn Fn(&mut Settings)| {
+            let mut s = Settings::default();
+            f(&mut s);
+            (ScoresVariant::forced(&s), TopkVariant::forced(&s))
+        };
+        assert_eq!(s(&|_| {}), (None, None));
+        assert_eq!(s(&|s| s.sm75_perf = true), (Some(ScoresVariant::Halve), Some(TopkVariant::Split)));
+        let base = s(&|s| {
+            s.sm75_perf = true;
+            s.scores_halve = Some(false);
+            s.topk_split = Some(false);
+        });
+        assert_eq!(base, (Some(ScoresVariant::Butterfly), Some(TopkVariant::Wide)));
+        assert_eq!(s(&|s| s.topk_split = Some(true)), (None, Some(TopkVariant::Split)));
+        let third = s(&|s| {
+            s.qsa_cluster = true;
+            s.scores_stream = true;
+            s.topk_split = Some(false);
+        });
+        assert_eq!(third, (Some(ScoresVariant::Stream), Some(TopkVariant::Cluster)));
+    }
 }

@@ -2,8 +2,9 @@
 //! first checked bit for bit against the reference (the plain HC read on random inputs with T = 1..8, the
 //! pending write, inject rows and edge-case streams; the butterfly scorer; the CPU's block selection); one
 //! that differs is never used on this card; among those that pass the fastest is chosen. The choice is kept
-//! on disk per card, driver and binary (`$STRATA_CACHE/plans/`), so the checks (about 11 s on an H200) run
-//! once, not at every start. A switch (docs/DETAILS.md) forces a variant, and a forced choice is not kept.
+//! on disk per card, driver and binary (`$STRATA_CACHE/plans/`), so the checks (about 5 s on an H200,
+//! beside the kernels' compilation: start.rs) run once, not at every start. A switch (docs/DETAILS.md)
+//! forces a variant, and a forced choice is not kept.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

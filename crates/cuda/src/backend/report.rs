@@ -1,0 +1,94 @@
+//! What a run on the card did, said at its end (the decoder's report): the profile when one was asked
+//! for, what a decode step reads, the CUDA graphs' figures with the host's time per decode step, and the
+//! card's idle time between steps. The decode steps' own figures are those after the prompt was read
+//! ([`Decoder::prompt_read`](strata_model::decoder::Decoder::prompt_read) marks it).
+
+use crate::backend::budget::decode_bytes;
+use crate::backend::decoder::CudaDecoder;
+use crate::runtime::recorder::GraphStats;
+
+/// The report's lines (none when there is nothing to say).
+pub fn lines(dec: &CudaDecoder, at_prompt_end: Option<GraphStats>) -> Vec<String> {
+    let gpu = &dec.fwd.gpu;
+    let mut out = Vec::new();
+    if let Some(p) = gpu.profile.as_ref() {
+        let layouts = format!("matvec layouts: {}", dec.fwd.variants.layouts.summary());
+        let profile = p.report(Some(&layouts)).unwrap_or_else(|e| format!("profile: {e}"));
+        let bytes = decode_bytes(dec.fwd.model, dec.state.kv, dec.pos);
+        out.push(format!("{profile}  a decode step at depth {} reads {:.3} GB", dec.pos, bytes as f64 / 1e9));
+    }
+    if let Some(s) = gpu.graph_stats().filter(|s| s.steps > 0) {
+        out.push(graphs(&s, at_prompt_end));
+    }
+    match gpu.gap_summary() {
+        Ok(Some((busy, idle, n))) => out.push(format!(
+            "gaps: {n} decode steps: {busy:.1} µs each on the card (inputs copied up, then the graph), the card \
+             idle {idle:.1} µs between one and the next"
+        )),
+        Ok(None) => {}
+        Err(e) => out.push(format!("gaps: not timed: {e}")),
+    }
+    out
+}
+
+/// The graphs' line: how many steps ran as graphs and what the last captured one held, then the host's
+/// time per decode step.
+fn graphs(s: &GraphStats, at_prompt_end: Option<GraphStats>) -> String {
+    format!(
+        "graphs: {} steps ran as CUDA graphs, {} of them as two ({} captured, the last of {} ops: {} kernels, {} \
+         zeroings, {} copies; {} kernel updates; {} MiB of arena, {} MiB of staging){}",
+        s.steps,
+        s.split,
+        s.built,
+        s.nodes,
+        s.kernels,
+        s.zeroings,
+        s.copies,
+        s.updated_kernels,
+        s.arena_bytes >> 20,
+        s.staging_bytes >> 20,
+        decode_host(at_prompt_end, s)
+    )
+}
+
+/// The host's time a decode step before its graph's launch (the steps after the prompt's): the card
+/// waits that long for each step's graph, with nothing queued.
+fn decode_host(at_prompt_end: Option<GraphStats>, end: &GraphStats) -> String {
+    let Some(p) = at_prompt_end.filter(|p| end.steps > p.steps) else { return String::new() };
+    let steps = (end.steps - p.steps) as f64;
+    let per_step = |ns: u64| ns as f64 / steps / 1e3;
+    let ahead = match end.ahead - p.ahead {
+        0 => String::new(),
+        n => format!(", and {:.0} µs recording each ahead", (end.ahead_ns - p.ahead_ns) as f64 / n as f64 / 1e3),
+    };
+    format!(
+        "; the host {:.0} µs a decode step before its launch ({:.0} µs of it launching, {:.0} copying {:.0} bytes \
+         up; {:.0} µs before it from the token's return, {:.0} of it writing the token's inputs, {:.1} of that \
+         reading its PLE rows){ahead}; {:.0} µs a step matching and updating its graph",
+        per_step(end.host_ns - p.host_ns),
+        per_step(end.launch_ns - p.launch_ns),
+        per_step(end.copy_ns - p.copy_ns),
+        (end.staged - p.staged) as f64 / steps,
+        per_step(end.between_ns - p.between_ns),
+        per_step(end.late_ns - p.late_ns),
+        per_step(end.ple_ns - p.ple_ns),
+        per_step(end.graph_ns - p.graph_ns)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_host;
+    use crate::runtime::recorder::GraphStats;
+
+    #[test]
+    fn the_host_time_is_the_decode_steps_own() {
+        let p = GraphStats { steps: 1, host_ns: 9_000_000, ..Default::default() };
+        let end = GraphStats { steps: 5, host_ns: 9_000_000 + 4 * 30_000, ahead: 4, ahead_ns: 4_000_000, ..p };
+        let s = decode_host(Some(p), &end);
+        assert!(s.starts_with("; the host 30 µs a decode step"), "{s}");
+        assert!(s.contains("1000 µs recording each ahead"), "{s}");
+        assert_eq!(decode_host(None, &end), "");
+        assert_eq!(decode_host(Some(end), &end), "", "no decode step after the prompt");
+    }
+}

@@ -163,7 +163,7 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn report(&self) -> Option<String> {
-        let lines = crate::backend::report::lines(self, self.at_prompt_end);
+        let lines = crate::backend::report::lines(&self.fwd, self.state.kv, self.pos, self.at_prompt_end);
         (!lines.is_empty()).then(|| lines.join("\n"))
     }
 

@@ -3,19 +3,21 @@
 //! card's idle time between steps. The decode steps' own figures are those after the prompt was read
 //! ([`Decoder::prompt_read`](strata_model::decoder::Decoder::prompt_read) marks it).
 
+use strata_model::KvMode;
+
 use crate::backend::budget::decode_bytes;
-use crate::backend::decoder::CudaDecoder;
+use crate::backend::forward::CudaForward;
 use crate::runtime::recorder::GraphStats;
 
-/// The report's lines (none when there is nothing to say).
-pub fn lines(dec: &CudaDecoder, at_prompt_end: Option<GraphStats>) -> Vec<String> {
-    let gpu = &dec.fwd.gpu;
+/// The report's lines (none when there is nothing to say) for a conversation of `pos` tokens in `kv`.
+pub fn lines(fwd: &CudaForward, kv: KvMode, pos: usize, at_prompt_end: Option<GraphStats>) -> Vec<String> {
+    let gpu = &fwd.gpu;
     let mut out = Vec::new();
     if let Some(p) = gpu.profile.as_ref() {
-        let layouts = format!("matvec layouts: {}", dec.fwd.variants.layouts.summary());
+        let layouts = format!("matvec layouts: {}", fwd.variants.layouts.summary());
         let profile = p.report(Some(&layouts)).unwrap_or_else(|e| format!("profile: {e}"));
-        let bytes = decode_bytes(dec.fwd.model, dec.state.kv, dec.pos);
-        out.push(format!("{profile}  a decode step at depth {} reads {:.3} GB", dec.pos, bytes as f64 / 1e9));
+        let bytes = decode_bytes(fwd.model, kv, pos);
+        out.push(format!("{profile}  a decode step at depth {pos} reads {:.3} GB", bytes as f64 / 1e9));
     }
     if let Some(s) = gpu.graph_stats().filter(|s| s.steps > 0) {
         out.push(graphs(&s, at_prompt_end));

@@ -35,6 +35,16 @@ pub struct Sampler {
     rng: SplitMix64,
 }
 
+impl SamplerConfig {
+    /// The settings of the generation's `i`-th draw (from 0): what [`Sampler::next_params`] gives the
+    /// `i`-th time, read by index so that a speculative window draws each position's token with the
+    /// number a plain run would use there.
+    pub fn params_at(&self, i: u64) -> SampleParams {
+        let u = if self.greedy() { 0.0 } else { uniform_f32(SplitMix64::nth(self.seed, i)) };
+        SampleParams { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, u }
+    }
+}
+
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Sampler {
         let rng = SplitMix64::new(cfg.seed);
@@ -73,12 +83,18 @@ mod tests {
             (0..50).map(|_| s.sample(&logits)).collect()
         };
         let b: Vec<u32> = {
-            let mut s = Sampler::new(cfg);
+            let mut s = Sampler::new(cfg.clone());
             (0..50).map(|_| s.sample(&logits)).collect()
         };
         assert_eq!(a, b);
         // The 5 highest logits are 6.0 at ids 6, 13, 20, 27, 34.
         assert!(a.iter().all(|t| [6, 13, 20, 27, 34].contains(t)), "{a:?}");
+        // A draw read by its index is the draw made in turn.
+        let mut s = Sampler::new(cfg.clone());
+        for i in 0..20 {
+            let (a, b) = (s.next_params(), cfg.params_at(i));
+            assert_eq!((a.u.to_bits(), a.temperature, a.top_k), (b.u.to_bits(), b.temperature, b.top_k), "draw {i}");
+        }
         let mut tight = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1e-6, seed: 1 });
         assert_eq!(tight.sample(&logits), 6, "top-p keeps only the best");
     }

@@ -93,6 +93,15 @@ impl KvStore {
         }
     }
 
+    /// Keeps the first `cells` cells (all of them when it holds fewer).
+    pub fn truncate(&mut self, cells: usize) {
+        let n = cells * self.dim;
+        self.halves.truncate(n);
+        self.codes.truncate(n);
+        self.floats.truncate(n);
+        self.scales.truncate(n / INT8_GROUP);
+    }
+
     /// Cell `i` dequantized into `out` (dim values).
     pub fn get(&self, i: usize, out: &mut [f32]) {
         let r = i * self.dim..(i + 1) * self.dim;

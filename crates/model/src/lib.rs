@@ -11,6 +11,7 @@ pub mod kv;
 pub mod layers;
 pub mod model;
 pub mod ops;
+pub mod rewind;
 pub mod state;
 pub mod weights;
 

@@ -57,6 +57,11 @@ pub struct RunArgs {
     /// Keep generating past an end-of-text token.
     #[arg(long)]
     ignore_eos: bool,
+    /// Speculative decoding: drafts of the model's MTP layer per verify window (1..7; 0, the default,
+    /// decodes a token at a time). The tokens are those of plain decoding either way (docs/SPECULATION.md).
+    /// On the CPU so far; with --dump-logits, plain.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    spec: u8,
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -92,6 +97,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
         logits: dump.is_some(),
         mark: None,
+        spec: a.spec as usize,
     };
     // The stop token that ends a reply is not part of its text.
     let hidden = if a.ignore_eos { Vec::new() } else { cfg.stops.clone() };
@@ -112,6 +118,23 @@ pub fn run(a: RunArgs) -> Result<()> {
         complete_state(dec, &generated, max_context)?;
         let state = dec.snapshot().map_err(|e| anyhow!("reading the state back from the device: {e}"))?;
         save_state(model, &state, p)?;
+    }
+    let st = &generated.spec;
+    if a.spec > 0 && st.passes == 0 && generated.tokens.len() > 1 {
+        eprintln!("note: --spec: this model or device does not draft (an MTP layer on the CPU so far): decoded plainly");
+    }
+    if st.passes > 0 {
+        let per: Vec<String> =
+            st.at.iter().filter(|a| a.0 > 0).map(|&(n, k)| format!("{:.0}%", 100.0 * k as f64 / n as f64)).collect();
+        eprintln!(
+            "speculation: {} passes, {} drafts, {} accepted ({:.1}%; by position {}); {:.2} tokens a pass",
+            st.passes,
+            st.drafted,
+            st.accepted,
+            100.0 * st.accepted as f64 / st.drafted.max(1) as f64,
+            per.join(", "),
+            (generated.tokens.len() - 1) as f64 / st.passes as f64
+        );
     }
     if generated.stop == Stop::ContextFull {
         eprintln!("stopped: the context is full (--max-context {max_context})");

@@ -25,7 +25,13 @@ pub struct GenerateConfig {
     /// decoder holding the prompt's tokens before it: the server saves the state there, where the
     /// assistant's turn begins. The prompt's windows end at the mark.
     pub mark: Option<usize>,
+    /// Drafts per verify window (0..=7; 0 is plain decoding): docs/SPECULATION.md. Used when the decoder
+    /// drafts and no logits are asked for; the tokens are the plain run's either way.
+    pub spec: usize,
 }
+
+/// The most drafts a window takes (a window is the last token and its drafts: T ≤ 8).
+pub const MAX_DRAFTS: usize = 7;
 
 /// Why the generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +62,18 @@ pub struct Generated {
     pub prompt_tokens: usize,
     pub prompt_time: Duration,
     pub decode_time: Duration,
+    /// Speculation's figures (all zero without it).
+    pub spec: SpecStats,
+}
+
+/// What speculation did: verify passes, drafts made, and drafts accepted at each window position.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpecStats {
+    pub passes: usize,
+    pub drafted: usize,
+    pub accepted: usize,
+    /// Per draft position i: drafts made there, and accepted.
+    pub at: [(usize, usize); MAX_DRAFTS],
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +101,8 @@ pub fn generate(
     mut on_event: impl FnMut(Event) -> std::io::Result<()>,
 ) -> Result<Generated, GenerateError> {
     check_prompt(&*dec, prompt, cfg.max_context)?;
+    // Drafting starts before the prompt, so the MTP layer's cache has its positions' cells.
+    let drafting = cfg.spec > 0 && !cfg.logits && dec.start_drafting();
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let greedy = cfg.sampler.greedy();
     // A device draw's settings are taken from the sampler a step ahead (the same numbers in the same
@@ -125,6 +145,7 @@ pub fn generate(
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
     let mut tokens = Vec::new();
+    let mut spec = SpecStats::default();
     let stop = loop {
         if tokens.len() == cfg.n_predict {
             break Stop::Length;
@@ -147,9 +168,68 @@ pub fn generate(
         if dec.position() >= cfg.max_context {
             break Stop::ContextFull;
         }
+        if drafting {
+            break speculate(dec, cfg, &mut tokens, &mut on_event, &mut spec)?;
+        }
         head = step(dec, &[next], &mut sampler)?;
     };
-    Ok(Generated { tokens, stop, prompt_tokens: prompt.len(), prompt_time, decode_time: t1.elapsed() })
+    Ok(Generated { tokens, stop, prompt_tokens: prompt.len(), prompt_time, decode_time: t1.elapsed(), spec })
+}
+
+/// The rest of the generation in verify windows (docs/SPECULATION.md): `tokens` ends with the last
+/// generated token, not yet through the model, whose stop checks have passed. Each pass drafts after it,
+/// verifies the window, writes the accepted drafts and the model's token after them, and keeps just
+/// those in the decoder; a stop among them ends the generation there, as the plain loop would.
+fn speculate(
+    dec: &mut dyn Decoder,
+    cfg: &GenerateConfig,
+    tokens: &mut Vec<u32>,
+    on_event: &mut impl FnMut(Event) -> std::io::Result<()>,
+    spec: &mut SpecStats,
+) -> Result<Stop, GenerateError> {
+    let device = GenerateError::Device;
+    loop {
+        let x = *tokens.last().expect("the loop starts after a token");
+        // A window of n + 1 cells must fit the context, and yields at most n + 1 tokens.
+        let room = cfg.max_context - dec.position();
+        let n = cfg.spec.min(MAX_DRAFTS).min(cfg.n_predict - tokens.len() - 1).min(room - 1);
+        let drafts = if n > 0 { dec.draft(x, n).map_err(device)? } else { Vec::new() };
+        let window: Vec<u32> = std::iter::once(x).chain(drafts.iter().copied()).collect();
+        // Position i's token is the generation's (tokens.len() + i)-th: drawn with that draw's number.
+        let picks: Vec<_> = (0..window.len())
+            .map(|i| (!cfg.sampler.greedy()).then(|| cfg.sampler.params_at((tokens.len() + i) as u64)))
+            .collect();
+        let chosen = dec.verify(&window, &picks).map_err(device)?;
+        let k = drafts.iter().zip(&chosen).take_while(|(d, c)| d == c).count();
+        spec.passes += 1;
+        spec.drafted += n;
+        spec.accepted += k;
+        for i in 0..n {
+            spec.at[i].0 += 1;
+            spec.at[i].1 += usize::from(i < k);
+        }
+        for (j, &t) in chosen[..=k].iter().enumerate() {
+            tokens.push(t);
+            let sent = on_event(Event::Token(t));
+            let stop = if !cfg.ignore_eos && cfg.stops.contains(&t) {
+                Some(Stop::StopToken(t))
+            } else if tokens.len() == cfg.n_predict {
+                Some(Stop::Length)
+            } else {
+                None
+            };
+            if sent.is_err() || stop.is_some() {
+                // The decoder keeps the window up to this token (which is not through the model).
+                dec.accept(j + 1).map_err(device)?;
+                sent?;
+                return Ok(stop.expect("checked above"));
+            }
+        }
+        dec.accept(k + 1).map_err(device)?;
+        if dec.position() >= cfg.max_context {
+            return Ok(Stop::ContextFull);
+        }
+    }
 }
 
 /// What a window's head gave the loop.

@@ -125,7 +125,7 @@ impl Session {
                     Some(s) => s,
                     None => self.model.new_state(self.kv)?,
                 };
-                (Box::new(CpuDecoder { model: &self.model, state }), "cpu".to_string())
+                (Box::new(CpuDecoder::new(&self.model, state)), "cpu".to_string())
             }
         })
     }

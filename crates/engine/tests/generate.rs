@@ -21,13 +21,14 @@ fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
         sampler: SamplerConfig::default(),
         logits: true,
         mark: None,
+        spec: 0,
     }
 }
 
 /// Runs a generation and records its events as a string: `L` for logits, the id for a token (the
 /// prompt's progress is checked here: after each window, counting up to the prompt, before any logits).
 fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, GenerateError>, String) {
-    let mut dec = CpuDecoder { model: m, state: m.new_state(KvMode::F16).unwrap() };
+    let mut dec = CpuDecoder::new(m, m.new_state(KvMode::F16).unwrap());
     let window = dec.window();
     let mut log = String::new();
     let mut progress = Vec::new();
@@ -138,7 +139,7 @@ fn a_completed_state_continues_like_one_run() {
     let m = model();
     let prompt: Vec<u32> = (0..20).map(|i| (i * 91 + 7) % 3000).collect();
     let c = cfg(6, vec![], 4096);
-    let mut dec = CpuDecoder { model: &m, state: m.new_state(KvMode::F16).unwrap() };
+    let mut dec = CpuDecoder::new(&m, m.new_state(KvMode::F16).unwrap());
     let first = generate(&mut dec, &prompt, &c, |_| Ok(())).unwrap();
     complete_state(&mut dec, &first, 4096).unwrap();
     assert_eq!(dec.position(), prompt.len() + first.tokens.len());
@@ -146,7 +147,7 @@ fn a_completed_state_continues_like_one_run() {
     let turn = [11u32, 12, 13];
     let cont = generate(&mut dec, &turn, &c, |_| Ok(())).unwrap();
     let whole: Vec<u32> = prompt.iter().chain(&first.tokens).chain(&turn).copied().collect();
-    let mut fresh = CpuDecoder { model: &m, state: m.new_state(KvMode::F16).unwrap() };
+    let mut fresh = CpuDecoder::new(&m, m.new_state(KvMode::F16).unwrap());
     let once = generate(&mut fresh, &whole, &c, |_| Ok(())).unwrap();
     assert_eq!(cont.tokens, once.tokens);
 }

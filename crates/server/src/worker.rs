@@ -232,6 +232,7 @@ impl Engine<'_> {
             sampler: job.sampler.clone(),
             logits: false,
             mark: Some(n - 1 - reused),
+            spec: 0,
         };
         let mut text = TextStream::new(self.tok, job.stop.clone());
         let mut tokens = Vec::new();

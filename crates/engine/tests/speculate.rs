@@ -1,0 +1,195 @@
+//! Speculative decoding writes the plain run's tokens and leaves the plain run's state, for every number
+//! of drafts, greedy and sampled, with drafts rejected at every window position, stops inside a window,
+//! a full context and a resumed conversation (docs/SPECULATION.md). On the built-in model, whose MTP
+//! layer is trained (its drafts are accepted often enough for windows to be kept whole and cut).
+
+use std::path::Path;
+
+use strata_engine::generate::{complete_state, generate, GenerateConfig, Generated, Stop};
+use strata_engine::sampler::SamplerConfig;
+use strata_model::decoder::{CpuDecoder, Decoder};
+use strata_model::ops::sample::SampleParams;
+use strata_model::{KvMode, Model, RopeScaling, State};
+
+fn model() -> Model {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
+    Model::open(path, RopeScaling::None).unwrap()
+}
+
+fn cfg(n: usize, spec: usize, sampler: SamplerConfig) -> GenerateConfig {
+    GenerateConfig {
+        n_predict: n,
+        stops: vec![],
+        ignore_eos: true,
+        max_context: 4096,
+        sampler,
+        logits: false,
+        mark: None,
+        spec,
+    }
+}
+
+fn prompt() -> Vec<u32> {
+    (0..19).map(|i| (i * 131 + 40) % 4000).collect()
+}
+
+/// A decoder whose draft at window position `at` is always wrong (the next id), so the window is cut
+/// there (or earlier, where the model disagrees anyway).
+struct Rejecting<'a> {
+    inner: CpuDecoder<'a>,
+    at: usize,
+}
+
+impl Decoder for Rejecting<'_> {
+    fn vocab(&self) -> usize {
+        self.inner.vocab()
+    }
+    fn position(&self) -> usize {
+        self.inner.position()
+    }
+    fn window(&self) -> usize {
+        self.inner.window()
+    }
+    fn advance(&mut self, t: &[u32]) -> Result<(), String> {
+        self.inner.advance(t)
+    }
+    fn forward_last(&mut self, t: &[u32]) -> Result<Vec<f32>, String> {
+        self.inner.forward_last(t)
+    }
+    fn forward_greedy(&mut self, t: &[u32]) -> Result<u32, String> {
+        self.inner.forward_greedy(t)
+    }
+    fn forward_sample(&mut self, t: &[u32], p: &SampleParams, next: &SampleParams) -> Result<u32, String> {
+        self.inner.forward_sample(t, p, next)
+    }
+    fn snapshot(&self) -> Result<State, String> {
+        self.inner.snapshot()
+    }
+    fn restore(&mut self, s: &State) -> Result<(), String> {
+        self.inner.restore(s)
+    }
+    fn start_drafting(&mut self) -> bool {
+        self.inner.start_drafting()
+    }
+    fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
+        let mut d = self.inner.draft(x, n)?;
+        let vocab = self.vocab() as u32;
+        if let Some(t) = d.get_mut(self.at) {
+            *t = (*t + 1) % vocab;
+        }
+        Ok(d)
+    }
+    fn verify(&mut self, w: &[u32], p: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
+        self.inner.verify(w, p)
+    }
+    fn accept(&mut self, kept: usize) -> Result<(), String> {
+        self.inner.accept(kept)
+    }
+}
+
+/// The generation, and the state it leaves once the last token is through the model (checkpoint bytes).
+fn run(dec: &mut dyn Decoder, m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Generated, Vec<u8>) {
+    let g = generate(dec, prompt, c, |_| Ok(())).unwrap();
+    complete_state(dec, &g, c.max_context).unwrap();
+    let mut bytes = Vec::new();
+    dec.snapshot().unwrap().save(&m.config, &mut bytes).unwrap();
+    (g, bytes)
+}
+
+fn fresh(m: &Model) -> CpuDecoder<'_> {
+    CpuDecoder::new(m, m.new_state(KvMode::F16).unwrap())
+}
+
+#[test]
+fn greedy_speculation_writes_the_plain_tokens_for_every_n() {
+    let m = model();
+    let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(40, 0, SamplerConfig::default()));
+    assert_eq!(plain.spec.passes, 0);
+    let (mut kept_whole, mut cut) = (false, false);
+    for n in 1..=7 {
+        let (g, state) = run(&mut fresh(&m), &m, &prompt(), &cfg(40, n, SamplerConfig::default()));
+        assert_eq!(g.tokens, plain.tokens, "N = {n}");
+        assert!(state == plain_state, "N = {n}: the state differs from the plain run's");
+        assert!(g.spec.passes > 0 && g.spec.passes < 40, "N = {n}: {:?}", g.spec);
+        kept_whole |= g.spec.at[n - 1].1 > 0;
+        cut |= g.spec.accepted < g.spec.drafted;
+    }
+    assert!(kept_whole && cut, "the drafts were never all accepted, or never rejected: the test misses a path");
+}
+
+#[test]
+fn sampled_speculation_writes_the_plain_tokens() {
+    let m = model();
+    for seed in [1, 7] {
+        let s = SamplerConfig { temperature: 0.8, top_k: 40, top_p: 0.95, seed };
+        let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, 0, s.clone()));
+        for n in [1, 3, 7] {
+            let (g, state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, n, s.clone()));
+            assert_eq!(g.tokens, plain.tokens, "seed {seed}, N = {n}");
+            assert!(state == plain_state, "seed {seed}, N = {n}: the state differs");
+        }
+    }
+}
+
+#[test]
+fn a_rejection_at_every_window_position_changes_no_token() {
+    let m = model();
+    for sampler in [SamplerConfig::default(), SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 3 }] {
+        let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(24, 0, sampler.clone()));
+        for n in [1, 4, 7] {
+            for at in 0..n {
+                let mut dec = Rejecting { inner: fresh(&m), at };
+                let (g, state) = run(&mut dec, &m, &prompt(), &cfg(24, n, sampler.clone()));
+                assert_eq!(g.tokens, plain.tokens, "N = {n}, rejected at {at}");
+                assert!(state == plain_state, "N = {n}, rejected at {at}: the state differs");
+                assert!(g.spec.at[at].1 == 0, "a draft made wrong at {at} was accepted: {:?}", g.spec);
+            }
+        }
+    }
+}
+
+#[test]
+fn stops_inside_a_window_and_a_full_context_end_where_the_plain_run_does() {
+    let m = model();
+    let (plain, _) = run(&mut fresh(&m), &m, &prompt(), &cfg(40, 0, SamplerConfig::default()));
+    // A stop token: the first occurrence of the 12th token ends both runs there.
+    let stop = plain.tokens[11];
+    let at = plain.tokens.iter().position(|&t| t == stop).unwrap();
+    let c = |spec| GenerateConfig { stops: vec![stop], ignore_eos: false, ..cfg(40, spec, SamplerConfig::default()) };
+    let (a, sa) = run(&mut fresh(&m), &m, &prompt(), &c(0));
+    for n in [2, 5, 7] {
+        let (b, sb) = run(&mut fresh(&m), &m, &prompt(), &c(n));
+        assert_eq!((b.stop, &b.tokens), (Stop::StopToken(stop), &plain.tokens[..=at].to_vec()), "N = {n}");
+        assert_eq!(b.tokens, a.tokens);
+        assert!(sa == sb, "N = {n}: the state after a stop differs");
+    }
+    // The length limit and a full context.
+    for (n_predict, max_context) in [(13, 4096), (40, prompt().len() + 9)] {
+        let c = |spec| GenerateConfig { max_context, ..cfg(n_predict, spec, SamplerConfig::default()) };
+        let (a, sa) = run(&mut fresh(&m), &m, &prompt(), &c(0));
+        for n in [3, 7] {
+            let (b, sb) = run(&mut fresh(&m), &m, &prompt(), &c(n));
+            assert_eq!((b.stop, &b.tokens), (a.stop, &a.tokens), "N = {n}, limit {n_predict}, context {max_context}");
+            assert!(sa == sb, "N = {n}: the state differs");
+        }
+    }
+}
+
+#[test]
+fn a_resumed_conversation_speculates_to_the_plain_tokens() {
+    let m = model();
+    let (_, saved) = run(&mut fresh(&m), &m, &prompt(), &cfg(10, 0, SamplerConfig::default()));
+    let saved = State::load(&m.config, saved.as_slice()).unwrap();
+    let more: Vec<u32> = (0..6).map(|i| (i * 17 + 300) % 4000).collect();
+    let go = |spec| {
+        let mut dec = fresh(&m);
+        dec.start_drafting();
+        dec.restore(&saved).unwrap();
+        run(&mut dec, &m, &more, &cfg(30, spec, SamplerConfig::default()))
+    };
+    let (a, sa) = go(0);
+    let (b, sb) = go(4);
+    assert_eq!(a.tokens, b.tokens);
+    assert!(sa == sb, "the resumed state differs");
+    assert!(b.spec.passes > 0);
+}

@@ -38,6 +38,11 @@ pub struct EngineArgs {
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Speculative decoding: drafts of the model's MTP layer per verify window (1..7; 0, the default,
+    /// decodes a token at a time). The tokens are those of plain decoding either way (docs/SPECULATION.md).
+    /// On the CPU so far; `run --dump-logits` decodes plainly.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub spec: u8,
 }
 
 impl EngineArgs {

@@ -35,6 +35,9 @@ pub struct PerplexityArgs {
 }
 
 pub fn run(a: PerplexityArgs) -> Result<()> {
+    if a.engine.spec > 0 {
+        bail!("--spec: perplexity scores every position of the text, it generates nothing (--drafts scores the MTP layer's drafts)");
+    }
     if a.ctx < 2 {
         bail!("--ctx must be at least 2 (a window predicts its tokens after the first)");
     }

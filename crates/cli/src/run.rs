@@ -57,11 +57,6 @@ pub struct RunArgs {
     /// Keep generating past an end-of-text token.
     #[arg(long)]
     ignore_eos: bool,
-    /// Speculative decoding: drafts of the model's MTP layer per verify window (1..7; 0, the default,
-    /// decodes a token at a time). The tokens are those of plain decoding either way (docs/SPECULATION.md).
-    /// On the CPU so far; with --dump-logits, plain.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
-    spec: u8,
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -97,7 +92,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
         logits: dump.is_some(),
         mark: None,
-        spec: a.spec as usize,
+        spec: a.engine.spec as usize,
     };
     // The stop token that ends a reply is not part of its text.
     let hidden = if a.ignore_eos { Vec::new() } else { cfg.stops.clone() };
@@ -120,7 +115,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         save_state(model, &state, p)?;
     }
     let st = &generated.spec;
-    if a.spec > 0 && st.passes == 0 && generated.tokens.len() > 1 {
+    if a.engine.spec > 0 && st.passes == 0 && generated.tokens.len() > 1 {
         eprintln!("note: --spec: this model or device does not draft (an MTP layer on the CPU so far): decoded plainly");
     }
     if st.passes > 0 {

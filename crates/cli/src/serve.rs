@@ -61,7 +61,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let metrics = strata_server::metrics_handle()?;
     let (queue, jobs) = worker::queue(a.queue);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let settings = json!({"kv": format!("{:?}", a.engine.kv).to_lowercase(), "queue": a.queue,
+    let settings = json!({"kv": format!("{:?}", a.engine.kv).to_lowercase(), "queue": a.queue, "spec": a.engine.spec,
                           "cache_mib": a.cache_mib, "max_body_mib": a.max_body_mib});
     let name = a.name.clone().unwrap_or_else(|| model_name(a.engine.model.as_deref()));
     let (engine_args, cache) = (a.engine.clone(), a.cache_mib << 20);
@@ -131,6 +131,7 @@ fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result
         stop_tokens,
         max_context: session.context,
         fresh: model.new_state(session.kv)?,
+        spec: a.spec as usize,
         convos: Convos::new(cache),
         live: Some(Vec::new()),
     };

@@ -66,6 +66,29 @@ fn default_model_runs_a_prompt() {
     assert!(!String::from_utf8_lossy(&again.stderr).contains("writing the built-in"), "the cached model is reused");
 }
 
+/// `--spec N` writes the plain run's text and says what speculation did; a model without an MTP layer
+/// decodes plainly, with a note; perplexity refuses it.
+#[test]
+fn spec_writes_the_plain_text_and_reports_acceptance() {
+    let cache = dir().join("cache");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--device", "cpu", "-p", "Once upon a time", "-n", "40", "--ignore-eos"];
+        args.extend_from_slice(extra);
+        let out = strata(&args, &cache);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (out.stdout, String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (plain, _) = run(&[]);
+    let (spec, err) = run(&["--spec", "3"]);
+    assert_eq!(spec, plain);
+    assert!(figure_after(&err, "speculation:") > 0.0 && err.contains("tokens a pass"), "{err}");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real/qwen4exp-real-q8_0.gguf");
+    let (_, err) = run(&["-m", real.to_str().unwrap(), "--spec", "2"]);
+    assert!(err.contains("does not draft"), "a model without an MTP layer: {err}");
+    let out = strata(&["perplexity", "--device", "cpu", "--tokens", "1,2,3", "--spec", "2"], &cache);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--spec"));
+}
+
 /// The number after `label` in `text` (e.g. "perplexity 125.8 over …").
 fn figure_after(text: &str, label: &str) -> f64 {
     let rest = &text[text.find(label).unwrap_or_else(|| panic!("no {label:?} in {text}")) + label.len()..];

@@ -232,6 +232,29 @@ fn a_resumed_conversation_writes_what_a_fresh_server_writes() {
     assert!(reused_total.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
 }
 
+/// With drafts (the built-in model has an MTP layer) the replies are the plain server's, turn after turn,
+/// and the drafts are counted in /v1/status and /metrics.
+#[test]
+fn a_speculating_server_writes_what_a_plain_one_writes() {
+    let (spec, plain) = (serve(&["--spec", "3"]), serve(&[]));
+    let ask = |s: &Server, body: &Value| post(&s.addr, "/v1/chat/completions", body).1;
+    let turn1 = chat(&[("user", "Tell me a story.")], 24);
+    let (a, b) = (ask(&spec, &turn1), ask(&plain, &turn1));
+    let reply = a["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    assert_eq!(a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
+    let turn2 = chat(&[("user", "Tell me a story."), ("assistant", &reply), ("user", "And then?")], 24);
+    let (a, b) = (ask(&spec, &turn2), ask(&plain, &turn2));
+    assert_eq!(a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
+    let (_, _, status) = http(&spec.addr, "GET", "/v1/status", &[], b"");
+    let status: Value = serde_json::from_slice(&status).unwrap();
+    let sp = &status["speculation"];
+    assert!(sp["passes"].as_u64().unwrap() > 0 && sp["drafted"].as_u64().unwrap() > 0, "{status}");
+    assert!(sp["acceptance"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{status}");
+    let metrics = String::from_utf8(http(&spec.addr, "GET", "/metrics", &[], b"").2).unwrap();
+    let drafted = metrics.lines().find(|l| l.starts_with("strata_drafted_tokens_total"));
+    assert!(drafted.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
+}
+
 #[test]
 fn a_full_queue_answers_503_and_a_client_that_leaves_stops_its_generation() {
     let s = serve(&["--queue", "1"]);

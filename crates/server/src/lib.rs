@@ -215,6 +215,7 @@ async fn status(State(s): State<Arc<Shared>>) -> Json<serde_json::Value> {
         "settings": s.info.settings,
         "uptime_seconds": s.started.elapsed().as_secs(),
         "queue": {"waiting": s.queue.waiting(), "capacity": s.queue.capacity()},
+        "speculation": speculation(s.queue.spec()),
         "running": running.map(|r| json!({
             "prompt_tokens": r.prompt_tokens,
             "reused_tokens": r.reused,
@@ -222,6 +223,18 @@ async fn status(State(s): State<Arc<Shared>>) -> Json<serde_json::Value> {
             "seconds": r.since.elapsed().as_secs_f64(),
         })),
     }))
+}
+
+/// Speculation's totals: verify passes, drafts made and accepted, and the share accepted.
+fn speculation(t: &worker::SpecTotals) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (passes, drafted, accepted) = (t.passes.load(Relaxed), t.drafted.load(Relaxed), t.accepted.load(Relaxed));
+    json!({
+        "passes": passes,
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance": if drafted > 0 { Some(accepted as f64 / drafted as f64) } else { None },
+    })
 }
 
 async fn prometheus(State(s): State<Arc<Shared>>) -> impl IntoResponse {

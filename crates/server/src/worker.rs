@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use strata_engine::generate::{generate, Event, GenerateConfig, GenerateError, Stop};
+use strata_engine::generate::{generate, Event, GenerateConfig, GenerateError, SpecStats, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::decoder::Decoder;
@@ -68,6 +68,16 @@ pub struct Finish {
     /// From the request's arrival to its first token.
     pub first_token: Duration,
     pub decode: Duration,
+    /// Speculation's passes, drafts and accepted drafts (zero without it, or when a stop string ended it).
+    pub spec: SpecStats,
+}
+
+/// Speculation's totals since the start (passes, drafts, accepted drafts), for /v1/status.
+#[derive(Default)]
+pub struct SpecTotals {
+    pub passes: AtomicUsize,
+    pub drafted: AtomicUsize,
+    pub accepted: AtomicUsize,
 }
 
 /// The generation running now, as /v1/status shows it.
@@ -88,6 +98,7 @@ pub struct Queue {
     waiting: Arc<AtomicUsize>,
     capacity: usize,
     now: Now,
+    spec: Arc<SpecTotals>,
 }
 
 /// The receiving side, for [`work`].
@@ -95,6 +106,7 @@ pub struct Jobs {
     rx: Receiver<Job>,
     waiting: Arc<AtomicUsize>,
     now: Now,
+    spec: Arc<SpecTotals>,
 }
 
 /// A queue of at most `capacity` waiting jobs.
@@ -103,7 +115,9 @@ pub fn queue(capacity: usize) -> (Queue, Jobs) {
     let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
     let waiting = Arc::new(AtomicUsize::new(0));
     let now = Now::default();
-    (Queue { tx, waiting: waiting.clone(), capacity, now: now.clone() }, Jobs { rx, waiting, now })
+    let spec = Arc::new(SpecTotals::default());
+    let queue = Queue { tx, waiting: waiting.clone(), capacity, now: now.clone(), spec: spec.clone() };
+    (queue, Jobs { rx, waiting, now, spec })
 }
 
 impl Queue {
@@ -129,6 +143,11 @@ impl Queue {
         self.capacity
     }
 
+    /// Speculation's totals since the start.
+    pub fn spec(&self) -> &SpecTotals {
+        &self.spec
+    }
+
     /// The generation running now, if any.
     pub fn running(&self) -> Option<Running> {
         self.now.lock().ok()?.clone()
@@ -150,6 +169,8 @@ pub struct Engine<'a> {
     pub max_context: usize,
     /// A fresh conversation (the decoder's reset).
     pub fresh: State,
+    /// Drafts per verify window (0: plain decoding).
+    pub spec: usize,
     pub convos: Convos<State>,
     /// The tokens the decoder holds now; `None` when unknown (after a device error).
     pub live: Option<Vec<u32>>,
@@ -171,6 +192,10 @@ pub fn work(jobs: Jobs, engine: &mut Engine) {
         let _ = job.updates.send(match out {
             Ok(f) => {
                 record(&f);
+                let t = &jobs.spec;
+                t.passes.fetch_add(f.spec.passes, Ordering::Relaxed);
+                t.drafted.fetch_add(f.spec.drafted, Ordering::Relaxed);
+                t.accepted.fetch_add(f.spec.accepted, Ordering::Relaxed);
                 Update::Done(f)
             }
             Err(e) => Update::Failed(e),
@@ -205,6 +230,9 @@ fn record(f: &Finish) {
             .set((f.completion_tokens - 1) as f64 / f.decode.as_secs_f64());
     }
     metrics::histogram!("strata_time_to_first_token_seconds").record(f.first_token.as_secs_f64());
+    metrics::counter!("strata_spec_passes_total").increment(f.spec.passes as u64);
+    metrics::counter!("strata_drafted_tokens_total").increment(f.spec.drafted as u64);
+    metrics::counter!("strata_accepted_drafts_total").increment(f.spec.accepted as u64);
 }
 
 /// The client went away (its updates channel closed).
@@ -232,7 +260,7 @@ impl Engine<'_> {
             sampler: job.sampler.clone(),
             logits: false,
             mark: Some(n - 1 - reused),
-            spec: 0,
+            spec: self.spec,
         };
         let mut text = TextStream::new(self.tok, job.stop.clone());
         let mut tokens = Vec::new();
@@ -276,12 +304,16 @@ impl Engine<'_> {
         // generated token but the last.
         let mut held = job.prompt[..read].to_vec();
         held.extend(tokens.iter().take(tokens.len().saturating_sub(1)));
+        let mut spec = SpecStats::default();
         let reason = match out {
-            Ok(g) => match g.stop {
-                Stop::Length => Reason::Length,
-                Stop::StopToken(_) => Reason::Stop,
-                Stop::ContextFull => Reason::ContextFull,
-            },
+            Ok(g) => {
+                spec = g.spec;
+                match g.stop {
+                    Stop::Length => Reason::Length,
+                    Stop::StopToken(_) => Reason::Stop,
+                    Stop::ContextFull => Reason::ContextFull,
+                }
+            }
             Err(GenerateError::Caller(_)) if stopped_by_string => Reason::Stop,
             Err(GenerateError::Caller(e)) => {
                 self.live = Some(held);
@@ -309,6 +341,7 @@ impl Engine<'_> {
             prefill,
             first_token: (t0 + prefill).duration_since(job.arrived),
             decode: t0.elapsed().saturating_sub(prefill),
+            spec,
         })
     }
 

@@ -123,7 +123,7 @@ pub async fn collect(mut rx: UnboundedReceiver<Update>, flavor: Flavor) -> Resul
     while let Some(u) = rx.recv().await {
         match u {
             Update::Text(t) => text.push_str(&t),
-            Update::Done(finish) => return Ok(Collected { text, finish }),
+            Update::Done(finish) => return Ok(Collected { text, finish: *finish }),
             Update::Failed(e) => return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, flavor, e)),
             Update::Started { .. } | Update::Prefill { .. } => {}
         }

@@ -41,7 +41,7 @@ pub enum Update {
         total: usize,
     },
     Text(String),
-    Done(Finish),
+    Done(Box<Finish>),
     Failed(String),
 }
 
@@ -196,7 +196,7 @@ pub fn work(jobs: Jobs, engine: &mut Engine) {
                 t.passes.fetch_add(f.spec.passes, Ordering::Relaxed);
                 t.drafted.fetch_add(f.spec.drafted, Ordering::Relaxed);
                 t.accepted.fetch_add(f.spec.accepted, Ordering::Relaxed);
-                Update::Done(f)
+                Update::Done(Box::new(f))
             }
             Err(e) => Update::Failed(e),
         });

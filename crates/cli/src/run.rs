@@ -119,10 +119,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         eprintln!("note: --spec: this model or device does not draft (an MTP layer on the CPU so far): decoded plainly");
     }
     if st.passes > 0 {
-        let per: Vec<String> =
-            st.at.iter().filter(|a| a.0 > 0).map(|&(n, k)| format!("{:.0}%", 100.0 * k as f64 / n as f64)).collect();
+        let per: Vec<String> = st.at.iter().filter(|a| a.0 > 0).map(|&(n, k)| format!("{k}/{n}")).collect();
         eprintln!(
-            "speculation: {} passes, {} drafts, {} accepted ({:.1}%; by position {}); {:.2} tokens a pass",
+            "speculation: {} passes, {} drafts, {} accepted ({:.1}%; accepted/drafted by position {}); {:.2} tokens a pass",
             st.passes,
             st.drafted,
             st.accepted,

@@ -87,13 +87,24 @@ impl Decoder for Rejecting<'_> {
     }
 }
 
-/// The generation, and the state it leaves once the last token is through the model (checkpoint bytes).
+/// The generation, and the state it leaves once the last token is through the model: the trunk's
+/// (checkpoint bytes without the MTP cells, which a plain run does not keep).
 fn run(dec: &mut dyn Decoder, m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Generated, Vec<u8>) {
+    let (g, mut state) = run_state(dec, prompt, c);
+    state.mtp = None;
+    (g, bytes(m, &state))
+}
+
+fn run_state(dec: &mut dyn Decoder, prompt: &[u32], c: &GenerateConfig) -> (Generated, State) {
     let g = generate(dec, prompt, c, |_| Ok(())).unwrap();
     complete_state(dec, &g, c.max_context).unwrap();
-    let mut bytes = Vec::new();
-    dec.snapshot().unwrap().save(&m.config, &mut bytes).unwrap();
-    (g, bytes)
+    (g, dec.snapshot().unwrap())
+}
+
+fn bytes(m: &Model, s: &State) -> Vec<u8> {
+    let mut out = Vec::new();
+    s.save(&m.config, &mut out).unwrap();
+    out
 }
 
 fn fresh(m: &Model) -> CpuDecoder<'_> {
@@ -115,6 +126,28 @@ fn greedy_speculation_writes_the_plain_tokens_for_every_n() {
         cut |= g.spec.accepted < g.spec.drafted;
     }
     assert!(kept_whole && cut, "the drafts were never all accepted, or never rejected: the test misses a path");
+}
+
+/// The MTP layer's cells are the conversation's, whatever the number of drafts: every N leaves the same
+/// cells, and a checkpoint holds them and reads back whole.
+#[test]
+fn the_mtp_cells_are_the_same_whatever_n_and_saved_in_checkpoints() {
+    let m = model();
+    let states: Vec<State> =
+        (1..=7).map(|n| run_state(&mut fresh(&m), &prompt(), &cfg(24, n, SamplerConfig::default())).1).collect();
+    let first = bytes(&m, &states[0]);
+    let cells = states[0].mtp.as_ref().expect("drafting keeps MTP cells");
+    assert_eq!(cells.from + cells.cache.k.len() + 1, states[0].pos, "a cell for every position but the last");
+    for (n, s) in states.iter().enumerate() {
+        assert!(bytes(&m, s) == first, "N = {}: the MTP cells differ from N = 1's", n + 1);
+    }
+    let back = State::load(&m.config, first.as_slice()).unwrap();
+    assert!(bytes(&m, &back) == first, "a checkpoint with MTP cells reads back whole");
+    // A damaged count is refused, not run.
+    let mut bad = first.clone();
+    let at = bad.len() - (4 * m.config.hc * m.config.n_embd + 8) - 1;
+    bad[at] ^= 0x40;
+    assert!(State::load(&m.config, bad.as_slice()).is_err());
 }
 
 #[test]

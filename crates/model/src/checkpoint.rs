@@ -3,16 +3,18 @@
 //! it belongs to; a checkpoint of another model, a truncated or a corrupt one is an error, never a panic.
 //!
 //! Layout (little-endian): magic `STRATACK`, version u32, geometry fingerprint u64, kv mode u8, pos u64,
-//! then per layer its vectors, then the PLE history. Every vector is a u64 count and its elements.
+//! then per layer its vectors, then the PLE history, then (version 3) the MTP layer's cells: a byte 0 (none)
+//! or 1, then the first position with a cell, the cell count, K and V, and the pending R (empty or hc·n
+//! values). Every vector is a u64 count and its elements. Version 2 files (no MTP section) still load.
 
 use std::io::{Read, Write};
 
 use crate::config::Config;
 use crate::kv::{KvMode, KvStore};
-use crate::state::{GdnState, LayerState, PleState, QsaState, State};
+use crate::state::{GdnState, LayerState, MtpCells, PleState, QsaState, State};
 
 const MAGIC: &[u8; 8] = b"STRATACK";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -146,6 +148,22 @@ impl State {
         for z in &self.ple.z {
             o.f32s(z)?;
         }
+        match &self.mtp {
+            None => o.0.write_all(&[0])?,
+            Some(m) => {
+                o.0.write_all(&[1])?;
+                o.u64(m.from as u64)?;
+                o.u64(m.cache.k.len() as u64)?;
+                for kv in [&m.cache.k, &m.cache.v] {
+                    let (halves, codes, scales, floats) = kv.parts();
+                    o.u16s(halves)?;
+                    o.i8s(codes)?;
+                    o.u16s(scales)?;
+                    o.f32s(floats)?;
+                }
+                o.f32s(m.last_r.as_deref().unwrap_or_default())?;
+            }
+        }
         o.0.flush()?;
         Ok(())
     }
@@ -157,8 +175,8 @@ impl State {
             return Err(bad("not a strata checkpoint"));
         }
         let version = u32::from_le_bytes(i.bytes()?);
-        if version != VERSION {
-            return Err(bad(format!("version {version}, expected {VERSION}")));
+        if !(2..=VERSION).contains(&version) {
+            return Err(bad(format!("version {version}, expected 2 to {VERSION}")));
         }
         if i.u64()? != fingerprint(c) {
             return Err(bad("made for a model of another geometry"));
@@ -188,12 +206,7 @@ impl State {
                     LayerState::Gdn(GdnState { conv: i.f32s(Some(g.conv.len()))?, m: i.f32s(Some(g.m.len()))? })
                 }
                 LayerState::Attn(_) => {
-                    let mut kv = || -> Result<KvStore, CheckpointError> {
-                        let (halves, codes, scales) = (i.u16s()?, i.i8s()?, i.u16s()?);
-                        let floats = i.f32s(None)?;
-                        KvStore::from_parts(kv_mode, kv_dim, halves, codes, scales, floats, pos).map_err(bad)
-                    };
-                    let (k, v) = (kv()?, kv()?);
+                    let (k, v) = (kv_store(&mut i, kv_mode, kv_dim, pos)?, kv_store(&mut i, kv_mode, kv_dim, pos)?);
                     let raw = i.f32s(None)?;
                     let blocks = i.f32s(None)?;
                     let r = c.ratio(l);
@@ -216,10 +229,45 @@ impl State {
             return Err(bad("PLE history of the wrong length"));
         }
         let z = (0..n_z).map(|_| i.f32s(Some(c.hc * c.n_embd))).collect::<Result<Vec<_>, _>>()?;
+        let mtp = if version >= 3 { load_mtp(&mut i, c, pos, kv_mode)? } else { None };
         let mut rest = [0u8; 1];
         if i.r.read(&mut rest)? != 0 {
             return Err(bad("trailing bytes"));
         }
-        Ok(State { pos, layers, ple: PleState { prev, z }, kv_mode })
+        Ok(State { pos, layers, ple: PleState { prev, z }, kv_mode, mtp })
     }
+}
+
+/// A KV store of `cells` cells as [`State::save`] wrote it.
+fn kv_store<R: Read>(i: &mut In<R>, mode: KvMode, dim: usize, cells: usize) -> Result<KvStore, CheckpointError> {
+    let (halves, codes, scales) = (i.u16s()?, i.i8s()?, i.u16s()?);
+    let floats = i.f32s(None)?;
+    KvStore::from_parts(mode, dim, halves, codes, scales, floats, cells).map_err(bad)
+}
+
+/// The MTP section of a version-3 checkpoint: cells from `from` up to the position (the last one pending
+/// when R is held), checked against it.
+fn load_mtp<R: Read>(i: &mut In<R>, c: &Config, pos: usize, mode: KvMode) -> Result<Option<MtpCells>, CheckpointError> {
+    match i.bytes::<1>()?[0] {
+        0 => return Ok(None),
+        1 => {}
+        b => return Err(bad(format!("unknown MTP section marker {b}"))),
+    }
+    let (from, cells) = (i.u64()?, i.u64()?);
+    if from > pos as u64 || cells > pos as u64 {
+        return Err(bad("MTP cells beyond the position"));
+    }
+    let (from, cells) = (from as usize, cells as usize);
+    let dim = c.n_head_kv * c.head_dim;
+    let (k, v) = (kv_store(i, mode, dim, cells)?, kv_store(i, mode, dim, cells)?);
+    let r = i.f32s(None)?;
+    let last_r = match r.len() {
+        0 => None,
+        n if n == c.hc * c.n_embd => Some(r),
+        n => return Err(bad(format!("an MTP pending R of {n} values"))),
+    };
+    if from + cells + usize::from(last_r.is_some()) != pos {
+        return Err(bad("MTP cells do not cover the positions since drafting began"));
+    }
+    Ok(Some(MtpCells { from, cache: QsaState { k, v, raw: Vec::new(), blocks: Vec::new() }, last_r }))
 }

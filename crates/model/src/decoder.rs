@@ -7,7 +7,7 @@ use crate::model::Model;
 use crate::ops::sample::SampleParams;
 use crate::ops::topk::argmax;
 use crate::rewind::Point;
-use crate::state::{QsaState, State};
+use crate::state::{MtpCells, State};
 
 /// A model and one conversation's state on some device: what the generation loop drives.
 pub trait Decoder {
@@ -65,50 +65,35 @@ pub trait Decoder {
 pub struct CpuDecoder<'a> {
     pub model: &'a Model,
     pub state: State,
-    /// The MTP layer's cache and what drafting keeps between calls, once [`Decoder::start_drafting`].
-    drafting: Option<Drafting>,
-}
-
-/// What a drafting decoder keeps (docs/SPECULATION.md, "The MTP layer's cache").
-struct Drafting {
-    /// Cell p from the trunk's R_p and the token at p + 1, for the positions from `from` on whose next
-    /// token is known; then any provisional cells of the last draft chain.
-    cache: QsaState,
-    /// The first position with a cell.
-    from: usize,
-    /// The trunk's R at the last position, whose next token is not known yet.
-    last_r: Option<Vec<f32>>,
-    /// The verify window's tokens, R at each position and the point after each.
+    /// The verify window's tokens, the trunk's R at each and the point after each.
     window: Vec<(u32, Vec<f32>, Point)>,
 }
 
 impl<'a> CpuDecoder<'a> {
     pub fn new(model: &'a Model, state: State) -> CpuDecoder<'a> {
-        CpuDecoder { model, state, drafting: None }
+        CpuDecoder { model, state, window: Vec::new() }
     }
 
-    /// Runs `tokens` through the trunk, then `head` on their final reads; while drafting, the MTP
-    /// layer's cells of the positions whose next token this makes known.
+    /// Runs `tokens` through the trunk, then `head` on their final reads; while drafting (the state holds
+    /// MTP cells), the cells of the positions whose next token this makes known.
     fn with_trunk<R>(&mut self, tokens: &[u32], head: impl FnOnce(&Cpu, &Vec<Vec<f32>>) -> R) -> R {
         if let Some(&first) = tokens.first() {
-            self.cells_before(first);
+            self.cell_before(first);
         }
         let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
-        let Ok((fin, r)) = trunk(&cpu, &self.model.config, &mut self.state, tokens, pos);
+        let Ok((fin, mut r)) = trunk(&cpu, &self.model.config, &mut self.state, tokens, pos);
         self.state.pos += tokens.len();
-        if self.drafting.is_some() && !tokens.is_empty() {
-            let n = tokens.len();
-            self.write_cells(&r[..n - 1], &tokens[1..], pos);
-            if let Some(d) = &mut self.drafting {
-                d.last_r = Some(r[n - 1].clone());
-            }
+        if self.state.mtp.is_some() && !r.is_empty() {
+            let last = r.pop();
+            self.write_cells(&r, &tokens[1..], pos);
+            self.state.mtp.as_mut().expect("checked above").last_r = last;
         }
         head(&cpu, &fin)
     }
 
-    /// The cell of the position before the next, now that its next token `next` is known.
-    fn cells_before(&mut self, next: u32) {
-        if let Some(r) = self.drafting.as_mut().and_then(|d| d.last_r.take()) {
+    /// The cell of the last position, now that its next token `next` is known.
+    fn cell_before(&mut self, next: u32) {
+        if let Some(r) = self.state.mtp.as_mut().and_then(|m| m.last_r.take()) {
             let pos = self.state.pos - 1;
             self.write_cells(&[r], &[next], pos);
         }
@@ -117,9 +102,8 @@ impl<'a> CpuDecoder<'a> {
     /// MTP cells at positions pos.. from the trunk's `rows` and the tokens after them (the layer's whole
     /// step: its cell is what the cache keeps).
     fn write_cells(&mut self, rows: &[Vec<f32>], next: &[u32], pos: usize) {
-        let (Some(d), false) = (self.drafting.as_mut(), rows.is_empty()) else { return };
-        let cpu = Cpu { model: self.model };
-        let _ = mtp_step(&cpu, &mut d.cache, &rows.to_vec(), next, pos);
+        let (Some(m), false) = (self.state.mtp.as_mut(), rows.is_empty()) else { return };
+        let _ = mtp_step(&Cpu { model: self.model }, &mut m.cache, &rows.to_vec(), next, pos);
     }
 }
 
@@ -160,46 +144,46 @@ impl Decoder for CpuDecoder<'_> {
         if self.model.weights.mtp.is_none() {
             return false;
         }
-        if self.drafting.is_none() {
+        if self.state.mtp.is_none() {
             let cache = self.model.mtp_cache(self.state.kv_mode);
-            self.drafting = Some(Drafting { cache, from: self.state.pos, last_r: None, window: Vec::new() });
+            self.state.mtp = Some(MtpCells { from: self.state.pos, cache, last_r: None });
         }
         true
     }
 
     fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
-        let Some(r) = self.drafting.as_ref().and_then(|d| d.last_r.clone()) else {
-            return Err("no draft before a token has been through the trunk".into());
+        let pos = self.state.pos;
+        let Some(m) = self.state.mtp.as_mut().filter(|m| m.last_r.is_some()) else {
+            return Err("no draft before a token has been through the trunk while drafting".into());
         };
-        let cpu = Cpu { model: self.model };
-        let d = self.drafting.as_mut().expect("checked above");
         // The first step writes the real cell of the position before x; the chain's are provisional.
-        let (mut rows, mut next, mut pos) = (vec![r], x, self.state.pos - 1);
+        let cpu = Cpu { model: self.model };
+        let (mut rows, mut next, mut at) = (vec![m.last_r.clone().expect("checked above")], x, pos - 1);
         let mut drafts = Vec::with_capacity(n);
         for _ in 0..n {
-            let Ok((logits, rp)) = mtp_step(&cpu, &mut d.cache, &rows, &[next], pos);
+            let Ok((logits, rp)) = mtp_step(&cpu, &mut m.cache, &rows, &[next], at);
             next = argmax(&logits[0]);
             drafts.push(next);
-            (rows, pos) = (rp, pos + 1);
+            (rows, at) = (rp, at + 1);
         }
         if n > 0 {
-            d.last_r = None; // its cell is written
+            m.last_r = None; // its cell is written
         }
         Ok(drafts)
     }
 
     fn verify(&mut self, window: &[u32], picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
-        if self.drafting.is_none() || window.is_empty() || picks.len() != window.len() {
+        if self.state.mtp.is_none() || window.is_empty() || picks.len() != window.len() {
             return Err("a verify window needs drafting on and a pick per token".into());
         }
         // The draft chain's provisional cells go; the one before the window stays (or is written now).
         let first = self.state.pos;
-        if let Some(d) = &mut self.drafting {
-            d.cache.k.truncate(first - d.from);
-            d.cache.v.truncate(first - d.from);
-            d.window.clear();
+        if let Some(m) = &mut self.state.mtp {
+            m.cache.k.truncate(first - m.from);
+            m.cache.v.truncate(first - m.from);
         }
-        self.cells_before(window[0]);
+        self.cell_before(window[0]);
+        self.window.clear();
         let mut chosen = Vec::with_capacity(window.len());
         for (&t, pick) in window.iter().zip(picks) {
             let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
@@ -211,24 +195,23 @@ impl Decoder for CpuDecoder<'_> {
             };
             chosen.push(c);
             let point = self.state.point();
-            self.drafting.as_mut().expect("checked above").window.push((t, r[0].clone(), point));
+            self.window.push((t, r.into_iter().next().unwrap_or_default(), point));
         }
         Ok(chosen)
     }
 
     fn accept(&mut self, kept: usize) -> Result<(), String> {
-        let Some(d) = self.drafting.as_mut() else { return Err("no window to accept".into()) };
-        if kept == 0 || kept > d.window.len() {
-            return Err(format!("kept {kept} of a window of {}", d.window.len()));
+        if kept == 0 || kept > self.window.len() {
+            return Err(format!("kept {kept} of a window of {}", self.window.len()));
         }
-        let window = std::mem::take(&mut d.window);
+        let window = std::mem::take(&mut self.window);
         self.state.rewind(&window[kept - 1].2)?;
         let first = self.state.pos - kept;
         let rows: Vec<Vec<f32>> = window[..kept - 1].iter().map(|w| w.1.clone()).collect();
         let next: Vec<u32> = window[1..kept].iter().map(|w| w.0).collect();
         self.write_cells(&rows, &next, first);
-        if let Some(d) = &mut self.drafting {
-            d.last_r = Some(window[kept - 1].1.clone());
+        if let Some(m) = &mut self.state.mtp {
+            m.last_r = Some(window[kept - 1].1.clone());
         }
         Ok(())
     }
@@ -245,14 +228,8 @@ impl Decoder for CpuDecoder<'_> {
                 .iter()
                 .zip(&fresh.layers)
                 .all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b));
-        // The MTP layer's cells start again from the restored position (checkpoints do not hold them yet).
-        if let Some(d) = &mut self.drafting {
-            *d = Drafting { cache: self.model.mtp_cache(fresh.kv_mode), from: state.pos, last_r: None, window: Vec::new() };
-        }
+        self.window.clear();
         if !same_kinds || state.kv_mode != fresh.kv_mode || state.ple.z.len() != fresh.ple.z.len() {
-            if let Some(d) = &mut self.drafting {
-                d.from = 0;
-            }
             self.state = fresh;
             return Err("the state does not match the model and its KV mode".into());
         }

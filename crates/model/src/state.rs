@@ -44,6 +44,20 @@ pub struct State {
     pub layers: Vec<LayerState>,
     pub ple: PleState,
     pub kv_mode: KvMode,
+    /// The MTP layer's cache, while drafting (docs/SPECULATION.md); `None` otherwise.
+    pub mtp: Option<MtpCells>,
+}
+
+/// The MTP layer's cache: cell p from the trunk's R_p and the token at p + 1, for each position p from
+/// `from` on whose next token is known (a draft chain's provisional cells after them while it runs).
+#[derive(Clone, Debug)]
+pub struct MtpCells {
+    /// The first position with a cell (where drafting began).
+    pub from: usize,
+    /// Dense attention cells (no indexer).
+    pub cache: QsaState,
+    /// The trunk's R at the last position (hc·n values), whose next token is not known yet.
+    pub last_r: Option<Vec<f32>>,
 }
 
 impl State {
@@ -67,7 +81,7 @@ impl State {
             },
             None => PleState::default(),
         };
-        State { pos: 0, layers, ple, kv_mode }
+        State { pos: 0, layers, ple, kv_mode, mtp: None }
     }
 
     /// The bytes the state holds in memory (its arrays), for a cache's budget.
@@ -84,7 +98,10 @@ impl State {
                 LayerState::Attn(q) => kv(&q.k) + kv(&q.v) + 4 * (q.raw.len() + q.blocks.len()),
             })
             .sum();
-        layers + 8 * self.ple.prev.len() + self.ple.z.iter().map(|z| 4 * z.len()).sum::<usize>()
+        let mtp = self.mtp.as_ref().map_or(0, |m| {
+            kv(&m.cache.k) + kv(&m.cache.v) + 4 * m.last_r.as_ref().map_or(0, Vec::len)
+        });
+        layers + mtp + 8 * self.ple.prev.len() + self.ple.z.iter().map(|z| 4 * z.len()).sum::<usize>()
     }
 }
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use strata_engine::generate::Drafts;
 use strata_engine::session::{Device, Session, SessionOptions};
 use strata_model::KvMode;
 
@@ -38,11 +39,12 @@ pub struct EngineArgs {
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Speculative decoding: drafts of the model's MTP layer per verify window (1..7; 0, the default,
-    /// decodes a token at a time). The tokens are those of plain decoding either way (docs/SPECULATION.md).
-    /// On the CPU so far; `run --dump-logits` decodes plainly.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
-    pub spec: u8,
+    /// Speculative decoding: drafts of the model's MTP layer per verify window, 1..7, or 0 to decode a
+    /// token at a time; auto (the default) drafts as many as pay where a window costs less than its
+    /// tokens' steps, which is not the CPU (nor, so far, the GPU, which does not draft yet). The tokens
+    /// are those of plain decoding either way (docs/SPECULATION.md); `run --dump-logits` decodes plainly.
+    #[arg(long, default_value = "auto")]
+    pub spec: Drafts,
 }
 
 impl EngineArgs {

@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::{KvMode, Model};
 
+use strata_engine::generate::Drafts;
 use strata_engine::session::Device;
 
 use crate::load::EngineArgs;
@@ -35,7 +36,7 @@ pub struct PerplexityArgs {
 }
 
 pub fn run(a: PerplexityArgs) -> Result<()> {
-    if a.engine.spec > 0 {
+    if !matches!(a.engine.spec, Drafts::Auto | Drafts::Fixed(0)) {
         bail!("--spec: perplexity scores every position of the text, it generates nothing (--drafts scores the MTP layer's drafts)");
     }
     if a.ctx < 2 {

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::detok::Detokenizer;
-use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
+use strata_engine::generate::{
+    complete_state, generate, Drafts, Event, GenerateConfig, GenerateError, Generated, Stop,
+};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::decoder::Decoder;
@@ -92,7 +94,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
         logits: dump.is_some(),
         mark: None,
-        spec: a.engine.spec as usize,
+        spec: a.engine.spec,
     };
     // The stop token that ends a reply is not part of its text.
     let hidden = if a.ignore_eos { Vec::new() } else { cfg.stops.clone() };
@@ -115,8 +117,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         save_state(model, &state, p)?;
     }
     let st = &generated.spec;
-    if a.engine.spec > 0 && st.passes == 0 && generated.tokens.len() > 1 {
-        eprintln!("note: --spec: this model or device does not draft (an MTP layer on the CPU so far): decoded plainly");
+    if matches!(a.engine.spec, Drafts::Fixed(n) if n > 0) && st.passes == 0 && generated.tokens.len() > 1 {
+        eprintln!(
+            "note: --spec: this model or device does not draft (an MTP layer on the CPU so far): decoded plainly"
+        );
     }
     if st.passes > 0 {
         let per: Vec<String> = st.at.iter().filter(|a| a.0 > 0).map(|&(n, k)| format!("{k}/{n}")).collect();

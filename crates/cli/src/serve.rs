@@ -61,7 +61,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let metrics = strata_server::metrics_handle()?;
     let (queue, jobs) = worker::queue(a.queue);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let settings = json!({"kv": format!("{:?}", a.engine.kv).to_lowercase(), "queue": a.queue, "spec": a.engine.spec,
+    let settings = json!({"kv": format!("{:?}", a.engine.kv).to_lowercase(), "queue": a.queue, "spec": format!("{:?}", a.engine.spec).to_lowercase(),
                           "cache_mib": a.cache_mib, "max_body_mib": a.max_body_mib});
     let name = a.name.clone().unwrap_or_else(|| model_name(a.engine.model.as_deref()));
     let (engine_args, cache) = (a.engine.clone(), a.cache_mib << 20);
@@ -131,7 +131,7 @@ fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result
         stop_tokens,
         max_context: session.context,
         fresh: model.new_state(session.kv)?,
-        spec: a.spec as usize,
+        spec: a.spec,
         convos: Convos::new(cache),
         live: Some(Vec::new()),
     };

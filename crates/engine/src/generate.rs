@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use strata_model::decoder::Decoder;
 
 use crate::sampler::{Sampler, SamplerConfig};
+use crate::tuner::Tuner;
 
 #[derive(Clone, Debug)]
 pub struct GenerateConfig {
@@ -25,9 +26,32 @@ pub struct GenerateConfig {
     /// decoder holding the prompt's tokens before it: the server saves the state there, where the
     /// assistant's turn begins. The prompt's windows end at the mark.
     pub mark: Option<usize>,
-    /// Drafts per verify window (0..=7; 0 is plain decoding): docs/SPECULATION.md. Used when the decoder
-    /// drafts and no logits are asked for; the tokens are the plain run's either way.
-    pub spec: usize,
+    /// Drafts per verify window: docs/SPECULATION.md. Used when the decoder drafts and no logits are
+    /// asked for; the tokens are the plain run's either way.
+    pub spec: Drafts,
+}
+
+/// How many drafts a verify window takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drafts {
+    /// This many (0..=7; 0 is plain decoding).
+    Fixed(usize),
+    /// As many as pay, from the acceptance and pass times measured as the run goes (tuner.rs), where
+    /// the decoder says a window costs less than its tokens' steps; plain decoding elsewhere.
+    Auto,
+}
+
+impl std::str::FromStr for Drafts {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Drafts, String> {
+        match s {
+            "auto" => Ok(Drafts::Auto),
+            n => match n.parse::<usize>() {
+                Ok(n) if n <= MAX_DRAFTS => Ok(Drafts::Fixed(n)),
+                _ => Err(format!("{s:?}: use auto or a number of drafts from 0 to {MAX_DRAFTS}")),
+            },
+        }
+    }
 }
 
 /// The most drafts a window takes (a window is the last token and its drafts: T ≤ 8).
@@ -48,7 +72,10 @@ pub enum Stop {
 /// config sets one, where it falls), then for each generated token the logits that chose it (when
 /// [`GenerateConfig::logits`] asks for them or sampling has them), then the token.
 pub enum Event<'a> {
-    Prompt { done: usize, total: usize },
+    Prompt {
+        done: usize,
+        total: usize,
+    },
     /// The decoder holds the prompt up to [`GenerateConfig::mark`].
     Mark(&'a dyn Decoder),
     Logits(&'a [f32]),
@@ -102,7 +129,11 @@ pub fn generate(
 ) -> Result<Generated, GenerateError> {
     check_prompt(&*dec, prompt, cfg.max_context)?;
     // Drafting starts before the prompt, so the MTP layer's cache has its positions' cells.
-    let drafting = cfg.spec > 0 && !cfg.logits && dec.start_drafting();
+    let drafting = match cfg.spec {
+        Drafts::Fixed(n) => n > 0,
+        Drafts::Auto => dec.windows_pay(),
+    } && !cfg.logits
+        && dec.start_drafting();
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let greedy = cfg.sampler.greedy();
     // A device draw's settings are taken from the sampler a step ahead (the same numbers in the same
@@ -188,11 +219,17 @@ fn speculate(
     spec: &mut SpecStats,
 ) -> Result<Stop, GenerateError> {
     let device = GenerateError::Device;
+    let mut tuner = Tuner::new(MAX_DRAFTS);
     loop {
         let x = *tokens.last().expect("the loop starts after a token");
+        let t0 = Instant::now();
+        let wanted = match cfg.spec {
+            Drafts::Fixed(n) => n.min(MAX_DRAFTS),
+            Drafts::Auto => tuner.choose(),
+        };
         // A window of n + 1 cells must fit the context, and yields at most n + 1 tokens.
         let room = cfg.max_context - dec.position();
-        let n = cfg.spec.min(MAX_DRAFTS).min(cfg.n_predict - tokens.len() - 1).min(room - 1);
+        let n = wanted.min(cfg.n_predict - tokens.len() - 1).min(room - 1);
         let drafts = if n > 0 { dec.draft(x, n).map_err(device)? } else { Vec::new() };
         let window: Vec<u32> = std::iter::once(x).chain(drafts.iter().copied()).collect();
         // Position i's token is the generation's (tokens.len() + i)-th: drawn with that draw's number.
@@ -201,6 +238,7 @@ fn speculate(
             .collect();
         let chosen = dec.verify(&window, &picks).map_err(device)?;
         let k = drafts.iter().zip(&chosen).take_while(|(d, c)| d == c).count();
+        tuner.record(n, k, t0.elapsed().as_secs_f64());
         spec.passes += 1;
         spec.drafted += n;
         spec.accepted += k;

@@ -7,3 +7,4 @@ pub mod generate;
 pub mod sampler;
 pub mod session;
 pub mod tokenizer;
+pub mod tuner;

@@ -243,9 +243,13 @@ mod tests {
 
     #[test]
     fn yarn_is_the_default_past_the_trained_context() {
-        assert!(matches!(rope_scaling(None, None, 8192, 4096).unwrap(), RopeScaling::Yarn { factor, .. } if factor == 2.0));
+        assert!(
+            matches!(rope_scaling(None, None, 8192, 4096).unwrap(), RopeScaling::Yarn { factor, .. } if factor == 2.0)
+        );
         assert!(matches!(rope_scaling(None, None, 2048, 4096).unwrap(), RopeScaling::None));
-        assert!(matches!(rope_scaling(Some("linear"), Some(3.0), 2048, 4096).unwrap(), RopeScaling::Linear(f) if f == 3.0));
+        assert!(
+            matches!(rope_scaling(Some("linear"), Some(3.0), 2048, 4096).unwrap(), RopeScaling::Linear(f) if f == 3.0)
+        );
         assert!(rope_scaling(Some("ntk"), None, 2048, 4096).is_err());
         assert!(rope_scaling(None, Some(f64::NAN), 2048, 4096).is_err());
         assert!(rope_scaling(Some("yarn"), Some(0.5), 2048, 4096).is_err());

@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use strata_engine::generate::{complete_state, generate, Event, GenerateConfig, GenerateError, Generated, Stop};
+use strata_engine::generate::{
+    complete_state, generate, Drafts, Event, GenerateConfig, GenerateError, Generated, Stop,
+};
 use strata_engine::sampler::SamplerConfig;
 use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling};
@@ -21,7 +23,7 @@ fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
         sampler: SamplerConfig::default(),
         logits: true,
         mark: None,
-        spec: 0,
+        spec: Drafts::Fixed(0),
     }
 }
 
@@ -44,7 +46,11 @@ fn run(m: &Model, prompt: &[u32], c: &GenerateConfig) -> (Result<Generated, Gene
                 log.push('L');
             }
             Event::Mark(dec) => {
-                assert_eq!(Some(dec.position()), c.mark, "the mark comes with the decoder holding the prompt before it");
+                assert_eq!(
+                    Some(dec.position()),
+                    c.mark,
+                    "the mark comes with the decoder holding the prompt before it"
+                );
                 assert_eq!(progress.last().copied(), c.mark, "the mark comes right after the window that ends there");
                 log.push_str("M ");
             }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use strata_engine::generate::{complete_state, generate, GenerateConfig, Generated, Stop};
+use strata_engine::generate::{complete_state, generate, Drafts, GenerateConfig, Generated, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::ops::sample::SampleParams;
@@ -25,7 +25,7 @@ fn cfg(n: usize, spec: usize, sampler: SamplerConfig) -> GenerateConfig {
         sampler,
         logits: false,
         mark: None,
-        spec,
+        spec: Drafts::Fixed(spec),
     }
 }
 
@@ -70,6 +70,10 @@ impl Decoder for Rejecting<'_> {
     }
     fn start_drafting(&mut self) -> bool {
         self.inner.start_drafting()
+    }
+    /// Said here so that `--spec auto` drafts on the CPU in the test below.
+    fn windows_pay(&self) -> bool {
+        true
     }
     fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
         let mut d = self.inner.draft(x, n)?;
@@ -206,6 +210,21 @@ fn stops_inside_a_window_and_a_full_context_end_where_the_plain_run_does() {
             assert!(sa == sb, "N = {n}: the state differs");
         }
     }
+}
+
+/// `auto` drafts where the decoder says windows pay, choosing N as it goes; the tokens are the plain
+/// run's. Where windows do not pay (the CPU decoder) it decodes plainly.
+#[test]
+fn auto_drafts_where_windows_pay_and_writes_the_plain_tokens() {
+    let m = model();
+    let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(48, 0, SamplerConfig::default()));
+    let auto = GenerateConfig { spec: Drafts::Auto, ..cfg(48, 0, SamplerConfig::default()) };
+    let (g, state) = run(&mut Rejecting { inner: fresh(&m), at: usize::MAX }, &m, &prompt(), &auto);
+    assert_eq!(g.tokens, plain.tokens);
+    assert!(state == plain_state, "the state differs");
+    assert!(g.spec.passes > 0 && g.spec.drafted > 0, "{:?}", g.spec);
+    let (g, _) = run(&mut fresh(&m), &m, &prompt(), &auto);
+    assert_eq!((g.tokens, g.spec.passes), (plain.tokens, 0), "the CPU decoder's windows do not pay");
 }
 
 #[test]

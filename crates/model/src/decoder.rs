@@ -36,6 +36,12 @@ pub trait Decoder {
 
     // Speculation (docs/SPECULATION.md). A decoder that cannot draft keeps these defaults.
 
+    /// Whether a window of T tokens costs less here than T single steps (so drafts can pay): not on the
+    /// CPU, which runs a window's tokens one after another.
+    fn windows_pay(&self) -> bool {
+        false
+    }
+
     /// Turns drafting on from the next token on (the MTP layer's cache then gets a cell at every
     /// position); false when this decoder cannot draft (no MTP layer, or not implemented here).
     fn start_drafting(&mut self) -> bool {

@@ -37,7 +37,9 @@ impl State {
             .iter()
             .map(|l| match l {
                 LayerState::Gdn(g) => LayerPoint::Gdn(g.clone()),
-                LayerState::Attn(q) => LayerPoint::Attn { cells: q.k.len(), raw: q.raw.clone(), blocks: q.blocks.len() },
+                LayerState::Attn(q) => {
+                    LayerPoint::Attn { cells: q.k.len(), raw: q.raw.clone(), blocks: q.blocks.len() }
+                }
             })
             .collect();
         let mtp = self.mtp.as_ref().map(|m| MtpPoint { cells: m.cache.k.len(), last_r: m.last_r.clone() });

@@ -98,9 +98,10 @@ impl State {
                 LayerState::Attn(q) => kv(&q.k) + kv(&q.v) + 4 * (q.raw.len() + q.blocks.len()),
             })
             .sum();
-        let mtp = self.mtp.as_ref().map_or(0, |m| {
-            kv(&m.cache.k) + kv(&m.cache.v) + 4 * m.last_r.as_ref().map_or(0, Vec::len)
-        });
+        let mtp = self
+            .mtp
+            .as_ref()
+            .map_or(0, |m| kv(&m.cache.k) + kv(&m.cache.v) + 4 * m.last_r.as_ref().map_or(0, Vec::len));
         layers + mtp + 8 * self.ple.prev.len() + self.ple.z.iter().map(|z| 4 * z.len()).sum::<usize>()
     }
 }

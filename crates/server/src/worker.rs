@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use strata_engine::generate::{generate, Event, GenerateConfig, GenerateError, SpecStats, Stop};
+use strata_engine::generate::{generate, Drafts, Event, GenerateConfig, GenerateError, SpecStats, Stop};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::decoder::Decoder;
@@ -169,8 +169,8 @@ pub struct Engine<'a> {
     pub max_context: usize,
     /// A fresh conversation (the decoder's reset).
     pub fresh: State,
-    /// Drafts per verify window (0: plain decoding).
-    pub spec: usize,
+    /// Drafts per verify window.
+    pub spec: Drafts,
     pub convos: Convos<State>,
     /// The tokens the decoder holds now; `None` when unknown (after a device error).
     pub live: Option<Vec<u32>>,

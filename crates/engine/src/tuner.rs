@@ -1,0 +1,137 @@
+//! How many drafts a verify window takes when the run chooses (`--spec auto`): from the acceptance
+//! measured so far at each draft position and the measured time of a pass of each size, the number of
+//! drafts with the most tokens per second (docs/SPECULATION.md, "How many drafts").
+
+use crate::generate::MAX_DRAFTS;
+
+/// The measurements and the choice they give.
+#[derive(Clone, Debug)]
+pub struct Tuner {
+    max: usize,
+    /// Per draft position: windows that reached it (every draft before it accepted), and accepted there.
+    reached: [f64; MAX_DRAFTS],
+    accepted: [f64; MAX_DRAFTS],
+    /// Seconds of a pass (draft, verify, accept) of n drafts: a running mean, once measured.
+    secs: [Option<f64>; MAX_DRAFTS + 1],
+    /// Passes since the choice last tried more drafts than it keeps.
+    idle: usize,
+}
+
+/// A window at n = 0 tries one draft every this many passes, so acceptance is measured again.
+const EXPLORE_EVERY: usize = 32;
+/// Weight of the newest pass time in the running mean.
+const NEW: f64 = 0.1;
+
+impl Tuner {
+    pub fn new(max: usize) -> Tuner {
+        Tuner {
+            max: max.min(MAX_DRAFTS),
+            reached: [0.0; MAX_DRAFTS],
+            accepted: [0.0; MAX_DRAFTS],
+            secs: [None; MAX_DRAFTS + 1],
+            idle: 0,
+        }
+    }
+
+    /// The acceptance at draft position i given the drafts before it were accepted: measured, pulled
+    /// towards the position before's (one half for the first) while few windows reached it, so a
+    /// position not reached yet is expected to do as the last one did and gets tried.
+    fn acceptance(&self, i: usize) -> f64 {
+        let prior = if i == 0 { 0.5 } else { self.acceptance(i - 1) };
+        (self.accepted[i] + 2.0 * prior) / (self.reached[i] + 2.0)
+    }
+
+    /// Expected tokens of a pass of n drafts: 1 + q0 + q0·q1 + ….
+    pub fn tokens(&self, n: usize) -> f64 {
+        let (mut sum, mut p) = (1.0, 1.0);
+        for i in 0..n {
+            p *= self.acceptance(i);
+            sum += p;
+        }
+        sum
+    }
+
+    /// The seconds of a pass of n drafts: measured, else a guess from the nearest measured size (each
+    /// draft a tenth of a plain step), so that an unmeasured size gets tried.
+    fn cost(&self, n: usize) -> Option<f64> {
+        self.secs[n].or_else(|| {
+            let m = (0..self.secs.len()).filter(|&m| self.secs[m].is_some()).min_by_key(|&m| m.abs_diff(n))?;
+            Some(self.secs[m]? * (1.0 + 0.1 * n as f64) / (1.0 + 0.1 * m as f64))
+        })
+    }
+
+    /// The drafts for the next pass.
+    pub fn choose(&mut self) -> usize {
+        let Some(best) = (0..=self.max)
+            .filter_map(|n| self.cost(n).map(|c| (n, self.tokens(n) / c)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(n, _)| n)
+        else {
+            return 0; // nothing measured yet: a plain pass measures the baseline
+        };
+        if best == 0 && self.max > 0 {
+            self.idle += 1;
+            if self.idle >= EXPLORE_EVERY {
+                self.idle = 0;
+                return 1;
+            }
+        }
+        best
+    }
+
+    /// A pass of `n` drafts that accepted `k` of them and took `secs`.
+    pub fn record(&mut self, n: usize, k: usize, secs: f64) {
+        for i in 0..n.min(k + 1) {
+            self.reached[i] += 1.0;
+            self.accepted[i] += f64::from(u8::from(i < k));
+        }
+        let s = &mut self.secs[n.min(MAX_DRAFTS)];
+        *s = Some(s.map_or(secs, |old| old + NEW * (secs - old)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tuner;
+
+    /// A run where a pass of n drafts costs `step · (1 + n/10)` (a window nearly as cheap as a step, as on
+    /// a GPU) or `step · (n + 1)` (a window costing its tokens' steps, as on a CPU), and each draft is
+    /// accepted with probability `a` (drawn by a fixed sequence). Returns the choice made most often in
+    /// the last 100 passes (the occasional exploration aside).
+    fn settle(a: f64, cost: impl Fn(usize) -> f64) -> usize {
+        let mut t = Tuner::new(7);
+        let mut rng = strata_gguf::SplitMix64::new(5);
+        let mut late = [0usize; 8];
+        for pass in 0..400 {
+            let n = t.choose();
+            let k = (0..n).take_while(|_| (rng.uniform() as f64) < a).count();
+            t.record(n, k, cost(n));
+            if pass >= 300 {
+                late[n] += 1;
+            }
+        }
+        (0..8).max_by_key(|&n| late[n]).unwrap()
+    }
+
+    #[test]
+    fn drafts_follow_acceptance_and_cost() {
+        let gpu = |n: usize| 5e-3 * (1.0 + 0.1 * n as f64);
+        let cpu = |n: usize| 5e-3 * (n + 1) as f64;
+        let high = settle(0.9, gpu);
+        let mid = settle(0.6, gpu);
+        assert!(high >= 5, "acceptance 0.9 on cheap windows: {high} drafts");
+        assert!((1..high).contains(&mid), "acceptance 0.6: {mid} drafts, 0.9: {high}");
+        assert_eq!(settle(0.02, gpu), 0, "drafts that are never accepted do not pay");
+        assert_eq!(settle(0.7, cpu), 0, "windows that cost their tokens' steps never pay");
+    }
+
+    #[test]
+    fn expected_tokens_follow_the_measured_acceptance() {
+        let mut t = Tuner::new(3);
+        for _ in 0..998 {
+            t.record(3, 3, 1.0);
+        }
+        assert!((t.tokens(3) - 4.0).abs() < 0.01, "{}", t.tokens(3));
+        assert_eq!(t.tokens(0), 1.0);
+    }
+}

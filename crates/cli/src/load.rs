@@ -45,6 +45,10 @@ pub struct EngineArgs {
     /// are those of plain decoding either way (docs/SPECULATION.md); `run --dump-logits` decodes plainly.
     #[arg(long, default_value = "auto")]
     pub spec: Drafts,
+    /// Drafts choose among the first K tokens of the vocabulary (a cheaper draft head; the verify pass's
+    /// full head decides, so the text does not change). Default: all of it.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub draft_vocab: usize,
 }
 
 impl EngineArgs {
@@ -63,6 +67,7 @@ impl EngineArgs {
             rope_scaling: self.rope_scaling.clone(),
             rope_scale: self.rope_scale,
             threads: self.threads,
+            draft_vocab: self.draft_vocab,
             settings: crate::env::settings().clone(),
         })
     }

@@ -51,6 +51,8 @@ pub struct SessionOptions {
     pub rope_scale: Option<f64>,
     /// CPU threads (default: all cores).
     pub threads: Option<usize>,
+    /// The vocabulary rows a draft chooses among (0: all of it).
+    pub draft_vocab: usize,
     pub settings: Settings,
 }
 
@@ -64,6 +66,7 @@ pub struct Session {
     /// The card, when the device is not the CPU and one opened.
     gpu: Option<Arc<Gpu>>,
     settings: Settings,
+    draft_vocab: usize,
 }
 
 impl Session {
@@ -94,7 +97,11 @@ impl Session {
         for note in &model.config.notes {
             eprintln!("note: {note}");
         }
-        Ok(Session { model, context, kv: o.kv, device: o.device, gpu, settings: o.settings })
+        if o.draft_vocab > model.config.vocab {
+            bail!("--draft-vocab {} exceeds the vocabulary of {} tokens", o.draft_vocab, model.config.vocab);
+        }
+        let draft_vocab = o.draft_vocab;
+        Ok(Session { model, context, kv: o.kv, device: o.device, gpu, settings: o.settings, draft_vocab })
     }
 
     /// A decoder of `cells` context cells holding `saved` (or a fresh conversation), on the GPU when the
@@ -118,7 +125,7 @@ impl Session {
             None => None,
         };
         self.warm_ple();
-        Ok(match cuda {
+        let (mut dec, on): (Box<dyn Decoder + '_>, String) = match cuda {
             Some(d) => (Box::new(d), format!("cuda: {}", self.gpu.as_ref().map_or("", |g| g.name.as_str()))),
             None => {
                 let state = match saved {
@@ -127,7 +134,9 @@ impl Session {
                 };
                 (Box::new(CpuDecoder::new(&self.model, state)), "cpu".to_string())
             }
-        })
+        };
+        dec.set_draft_vocab(self.draft_vocab);
+        Ok((dec, on))
     }
 
     /// Reads the PLE table's pages ahead in the background (its rows are read on the host each token),

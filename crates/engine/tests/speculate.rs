@@ -38,6 +38,8 @@ fn prompt() -> Vec<u32> {
 struct Rejecting<'a> {
     inner: CpuDecoder<'a>,
     at: usize,
+    /// Every draft made, as the inner decoder made it.
+    seen: Vec<u32>,
 }
 
 impl Decoder for Rejecting<'_> {
@@ -77,6 +79,7 @@ impl Decoder for Rejecting<'_> {
     }
     fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
         let mut d = self.inner.draft(x, n)?;
+        self.seen.extend(&d);
         let vocab = self.vocab() as u32;
         if let Some(t) = d.get_mut(self.at) {
             *t = (*t + 1) % vocab;
@@ -175,7 +178,7 @@ fn a_rejection_at_every_window_position_changes_no_token() {
         let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(24, 0, sampler.clone()));
         for n in [1, 4, 7] {
             for at in 0..n {
-                let mut dec = Rejecting { inner: fresh(&m), at };
+                let mut dec = Rejecting { inner: fresh(&m), at, seen: Vec::new() };
                 let (g, state) = run(&mut dec, &m, &prompt(), &cfg(24, n, sampler.clone()));
                 assert_eq!(g.tokens, plain.tokens, "N = {n}, rejected at {at}");
                 assert!(state == plain_state, "N = {n}, rejected at {at}: the state differs");
@@ -219,12 +222,26 @@ fn auto_drafts_where_windows_pay_and_writes_the_plain_tokens() {
     let m = model();
     let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(48, 0, SamplerConfig::default()));
     let auto = GenerateConfig { spec: Drafts::Auto, ..cfg(48, 0, SamplerConfig::default()) };
-    let (g, state) = run(&mut Rejecting { inner: fresh(&m), at: usize::MAX }, &m, &prompt(), &auto);
+    let (g, state) = run(&mut Rejecting { inner: fresh(&m), at: usize::MAX, seen: Vec::new() }, &m, &prompt(), &auto);
     assert_eq!(g.tokens, plain.tokens);
     assert!(state == plain_state, "the state differs");
     assert!(g.spec.passes > 0 && g.spec.drafted > 0, "{:?}", g.spec);
     let (g, _) = run(&mut fresh(&m), &m, &prompt(), &auto);
     assert_eq!((g.tokens, g.spec.passes), (plain.tokens, 0), "the CPU decoder's windows do not pay");
+}
+
+/// A draft vocabulary of the first rows: every draft is among them, and the tokens are the plain run's.
+#[test]
+fn a_draft_vocabulary_keeps_drafts_inside_it_and_changes_no_token() {
+    let m = model();
+    let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, 0, SamplerConfig::default()));
+    let mut dec = Rejecting { inner: fresh(&m), at: usize::MAX, seen: Vec::new() };
+    dec.inner.set_draft_vocab(300);
+    let (g, state) = run(&mut dec, &m, &prompt(), &cfg(32, 3, SamplerConfig::default()));
+    assert_eq!(g.tokens, plain.tokens);
+    assert!(state == plain_state, "the state differs");
+    assert!(!dec.seen.is_empty() && dec.seen.iter().all(|&t| t < 300), "{:?}", dec.seen);
+    assert!(plain.tokens.iter().any(|&t| t >= 300), "the text has no token past the draft vocabulary");
 }
 
 #[test]

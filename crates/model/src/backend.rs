@@ -146,10 +146,23 @@ pub fn trunk<B: Backend>(
 /// One MTP draft step (spec §0.11, §9) for each row of `r` (streams at cell pos + i) with `next[i]` the
 /// token at the following cell: the draft logits and R', which feeds the next draft step.
 pub fn mtp_step<B: Backend>(b: &B, cache: &mut B::MtpCache, r: &B::Rows, next: &[u32], pos: usize) -> Step<B> {
+    let (fin, rp) = mtp_read(b, cache, r, next, pos)?;
+    Ok((b.logits(&fin)?, rp))
+}
+
+/// [`mtp_step`] up to the head: each row's final read, and R' (a draft head over part of the vocabulary
+/// takes it from here).
+pub fn mtp_read<B: Backend>(
+    b: &B,
+    cache: &mut B::MtpCache,
+    r: &B::Rows,
+    next: &[u32],
+    pos: usize,
+) -> Result<(B::Rows, B::Rows), B::Error> {
     let mut rp = b.mtp_input(r, next)?;
     let mut pending = None;
     let mix = |x: &B::Rows| b.mtp_attention(x, cache, pos);
     layer_step(b, &mut rp, &mut pending, (HcId::MtpAttn, HcId::MtpFfn), MoeId::Mtp, mix)?;
     let (fin, _) = read(b, &mut rp, &mut pending, HcId::MtpHead)?;
-    Ok((b.logits(&fin)?, rp))
+    Ok((fin, rp))
 }

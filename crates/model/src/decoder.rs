@@ -1,7 +1,7 @@
 //! A model and one conversation's state on some device, behind one trait the generation loop drives:
 //! [`Decoder`], and its CPU form, [`CpuDecoder`] (the GPU's is crates/cuda's).
 
-use crate::backend::{mtp_step, trunk, Backend};
+use crate::backend::{mtp_read, mtp_step, trunk, Backend};
 use crate::cpu::Cpu;
 use crate::model::Model;
 use crate::ops::sample::SampleParams;
@@ -47,6 +47,10 @@ pub trait Decoder {
     fn start_drafting(&mut self) -> bool {
         false
     }
+    /// Drafts choose among the first `rows` tokens of the vocabulary only (the head's first rows: a
+    /// cheaper draft; the verify pass's full head decides, so the tokens do not change). 0 or more than
+    /// the vocabulary: all of it.
+    fn set_draft_vocab(&mut self, _rows: usize) {}
     /// `n` greedy drafts of the tokens after `x`, the last generated token (at [`Decoder::position`]).
     fn draft(&mut self, _x: u32, _n: usize) -> Result<Vec<u32>, String> {
         Err("this decoder does not draft".into())
@@ -73,11 +77,13 @@ pub struct CpuDecoder<'a> {
     pub state: State,
     /// The verify window's tokens, the trunk's R at each and the point after each.
     window: Vec<(u32, Vec<f32>, Point)>,
+    /// The vocabulary rows a draft chooses among.
+    draft_rows: usize,
 }
 
 impl<'a> CpuDecoder<'a> {
     pub fn new(model: &'a Model, state: State) -> CpuDecoder<'a> {
-        CpuDecoder { model, state, window: Vec::new() }
+        CpuDecoder { model, state, window: Vec::new(), draft_rows: model.config.vocab }
     }
 
     /// Runs `tokens` through the trunk, then `head` on their final reads; while drafting (the state holds
@@ -157,6 +163,11 @@ impl Decoder for CpuDecoder<'_> {
         true
     }
 
+    fn set_draft_vocab(&mut self, rows: usize) {
+        let vocab = self.model.config.vocab;
+        self.draft_rows = if rows == 0 { vocab } else { rows.min(vocab) };
+    }
+
     fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
         let pos = self.state.pos;
         let Some(m) = self.state.mtp.as_mut().filter(|m| m.last_r.is_some()) else {
@@ -166,9 +177,11 @@ impl Decoder for CpuDecoder<'_> {
         let cpu = Cpu { model: self.model };
         let (mut rows, mut next, mut at) = (vec![m.last_r.clone().expect("checked above")], x, pos - 1);
         let mut drafts = Vec::with_capacity(n);
+        let mut logits = vec![0f32; self.draft_rows];
         for _ in 0..n {
-            let Ok((logits, rp)) = mtp_step(&cpu, &mut m.cache, &rows, &[next], at);
-            next = argmax(&logits[0]);
+            let Ok((fin, rp)) = mtp_read(&cpu, &mut m.cache, &rows, &[next], at);
+            self.model.weights.output.matvec_rows(&fin[0], 0, &mut logits);
+            next = argmax(&logits);
             drafts.push(next);
             (rows, at) = (rp, at + 1);
         }

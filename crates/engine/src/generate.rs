@@ -8,6 +8,7 @@ use strata_model::decoder::Decoder;
 
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::tuner::Tuner;
+pub use crate::tuner::MAX_DRAFTS;
 
 #[derive(Clone, Debug)]
 pub struct GenerateConfig {
@@ -53,9 +54,6 @@ impl std::str::FromStr for Drafts {
         }
     }
 }
-
-/// The most drafts a window takes (a window is the last token and its drafts: T ≤ 8).
-pub const MAX_DRAFTS: usize = 7;
 
 /// Why the generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //! measured so far at each draft position and the measured time of a pass of each size, the number of
 //! drafts with the most tokens per second (docs/SPECULATION.md, "How many drafts").
 
-use crate::generate::MAX_DRAFTS;
+/// The most drafts a window takes (a window is the last token and its drafts: T ≤ 8).
+pub const MAX_DRAFTS: usize = 7;
 
 /// The measurements and the choice they give.
 #[derive(Clone, Debug)]

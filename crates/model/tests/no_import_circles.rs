@@ -162,6 +162,14 @@ fn crates_cuda_has_no_import_circle() {
     assert!(c.is_empty(), "import circles in crates/cuda: {c:?}");
 }
 
+#[test]
+fn the_other_crates_have_no_import_circle() {
+    for krate in ["gguf", "engine", "server", "synth", "cli"] {
+        let c = circles(krate);
+        assert!(c.is_empty(), "import circles in crates/{krate}: {c:?}");
+    }
+}
+
 /// crates/cuda's floors, lowest first: a file imports only from its own floor and those below.
 const CUDA_FLOORS: [&str; 5] = ["runtime", "ops", "select", "backend", "tools"];
 

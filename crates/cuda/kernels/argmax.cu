@@ -19,3 +19,10 @@ extern "C" __global__ void argmax(const float* __restrict__ v, int n, unsigned l
         atomicMax(best_out, best);
     }
 }
+
+// The id in the word an argmax wrote, put at ids[at] on the device (a draft chain's next input token, a
+// verify window's choices): ~low word, 0 where the word stayed 0 (no values).
+extern "C" __global__ void argmax_put(const unsigned long long* __restrict__ best, int* __restrict__ ids, int at) {
+    grid_dep_wait();
+    if (threadIdx.x == 0) ids[at] = *best == 0 ? 0 : (int)(~(u32)*best);
+}

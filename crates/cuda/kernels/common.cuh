@@ -362,9 +362,19 @@ struct ConvFrames {
             if (i < K) wk[i] = w[(size_t)K * ch + i];
         }
     }
+    // A verify window's rewind slots (docs/SPECULATION.md): the frames kept after token t < T − 1 into
+    // slot t ((K − 1) frames of C channels a slot); the last token's are the tail itself. Stores only.
+    __device__ __forceinline__ void keep_slot(float* __restrict__ slots, int C, int K, int T, int t, int ch) const {
+        if (slots == nullptr || t + 1 >= T) return;
+        float* slot = slots + (size_t)t * (K - 1) * C;
+#pragma unroll
+        for (int i = 0; i < KMAX - 1; ++i) {
+            if (i < K - 1) slot[(size_t)i * C + ch] = frames[i];
+        }
+    }
     // The window's tokens through the channel, then the K − 1 newest frames kept.
     __device__ __forceinline__ void run(const float* __restrict__ u, float* __restrict__ tail, float* __restrict__ out,
-                                        int C, int K, int T, int ch) {
+                                        int C, int K, int T, int ch, float* __restrict__ slots = nullptr) {
         for (int t = 0; t < T; ++t) {
             const float cur = u[(size_t)t * C + ch];
             float s = 0.0f;
@@ -379,6 +389,7 @@ struct ConvFrames {
                 if (i + 1 < K - 1) frames[i] = frames[i + 1];
             }
             if (K > 1) frames[K - 2] = cur;
+            keep_slot(slots, C, K, T, t, ch);
         }
 #pragma unroll
         for (int i = 0; i < KMAX - 1; ++i) {
@@ -390,7 +401,7 @@ struct ConvFrames {
     // gdn_conv_norm, whose PTX is kept as the parity tools checked it until this path is checked too.)
     template <int NT>
     __device__ __forceinline__ void run_vals(const float (&vals)[NT], float* __restrict__ tail, float* __restrict__ out,
-                                             int C, int K, int T, int ch) {
+                                             int C, int K, int T, int ch, float* __restrict__ slots = nullptr) {
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             if (t >= T) break;
@@ -407,6 +418,7 @@ struct ConvFrames {
                 if (i + 1 < K - 1) frames[i] = frames[i + 1];
             }
             if (K > 1) frames[K - 2] = cur;
+            keep_slot(slots, C, K, T, t, ch);
         }
 #pragma unroll
         for (int i = 0; i < KMAX - 1; ++i) {

@@ -7,20 +7,20 @@
 template <int KC>
 __device__ __forceinline__ void conv_channel(const float* __restrict__ u, float* __restrict__ tail,
                                              const float* __restrict__ w, float* __restrict__ out, int C, int Kr,
-                                             int T, int ch) {
+                                             int T, int ch, float* __restrict__ slots) {
     ConvFrames<KC> f;
     const int K = KC > 0 ? KC : Kr;
     f.load(tail, w, C, K, ch);
-    f.run(u, tail, out, C, K, T, ch);
+    f.run(u, tail, out, C, K, T, ch, slots);
 }
 
 // A warp's S channels from channel `first` on (lane L: first + L, first + L + 32, …).
 template <int KC>
 __device__ __forceinline__ void conv_head(const float* __restrict__ u, float* __restrict__ tail,
                                           const float* __restrict__ w, float* __restrict__ out, int C, int K,
-                                          int T, int S, int first) {
+                                          int T, int S, int first, float* __restrict__ slots) {
 #pragma unroll 4
-    for (int c = threadIdx.x % WARP; c < S; c += WARP) conv_channel<KC>(u, tail, w, out, C, K, T, first + c);
+    for (int c = threadIdx.x % WARP; c < S; c += WARP) conv_channel<KC>(u, tail, w, out, C, K, T, first + c, slots);
 }
 
 // conv_head for K = 4 and S ≤ 128 (the model's 128) with every channel's frames and taps read before
@@ -28,7 +28,7 @@ __device__ __forceinline__ void conv_head(const float* __restrict__ u, float* __
 #define CONV_EARLY_CH 4  // channels a lane: S ≤ 128
 __device__ __forceinline__ void conv_head_early(const float* __restrict__ u, float* __restrict__ tail,
                                                 const float* __restrict__ w, float* __restrict__ out, int C, int T,
-                                                int S, int first) {
+                                                int S, int first, float* __restrict__ slots) {
     const int lane = threadIdx.x % WARP;
     ConvFrames<4> f[CONV_EARLY_CH];
 #pragma unroll
@@ -38,7 +38,7 @@ __device__ __forceinline__ void conv_head_early(const float* __restrict__ u, flo
     grid_dep_wait();
 #pragma unroll
     for (int i = 0; i < CONV_EARLY_CH; ++i) {
-        if (lane + i * WARP < S) f[i].run(u, tail, out, C, 4, T, first + lane + i * WARP);
+        if (lane + i * WARP < S) f[i].run(u, tail, out, C, 4, T, first + lane + i * WARP, slots);
     }
 }
 
@@ -105,19 +105,20 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
                                         const float* __restrict__ a, float* __restrict__ decay,
                                         float* __restrict__ betas, int hv, const unsigned char* __restrict__ w_alpha,
                                         const unsigned char* __restrict__ w_beta, int ab_kind,
-                                        const float* __restrict__ x, int n, int h0, int h_end) {
+                                        const float* __restrict__ x, int n, int h0, int h_end,
+                                        float* __restrict__ slots) {
     const int h = h0 + (blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     if (h >= h_end) return;
     if (h < 2 * hk + hv && K == 4 && S <= CONV_EARLY_CH * WARP) {
-        conv_head_early(u, tail, w, out, C, T, S, h * S);  // waits inside, after its early loads
+        conv_head_early(u, tail, w, out, C, T, S, h * S, slots);  // waits inside, after its early loads
     } else {
         grid_dep_wait();
         if (h >= 2 * hk + hv) {
             gate_warp(alpha, beta, dt_bias, a, decay, betas, hv, w_alpha, w_beta, ab_kind, x, n, T, h - (2 * hk + hv));
             return;
         }
-        if (K == 4) conv_head<4>(u, tail, w, out, C, K, T, S, h * S);
-        else conv_head<0>(u, tail, w, out, C, K, T, S, h * S);
+        if (K == 4) conv_head<4>(u, tail, w, out, C, K, T, S, h * S, slots);
+        else conv_head<0>(u, tail, w, out, C, K, T, S, h * S, slots);
     }
     if (h >= 2 * hk) return;
     __syncwarp();  // the lanes' conv outputs, before each norm reads them all
@@ -178,7 +179,7 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
                                     const float* __restrict__ decay, const float* __restrict__ betas,
                                     float* __restrict__ o, int C, int hk, int hv, int S, int T,
                                     const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
-                                    float eps) {
+                                    float eps, float* __restrict__ slots) {
     grid_dep_wait();
     extern __shared__ float qk[];  // q then k of the head's key head, S each
     const int j = blockIdx.x, b = threadIdx.x, i = j % hk;
@@ -208,6 +209,10 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
                 out = __fmaf_rn(x, qk[a], out);
             }
             o[(size_t)t * hv * S + (size_t)j * S + b] = out;
+            if (slots != nullptr && t + 1 < T) {
+                float* kept = slots + ((size_t)t * hv + j) * S * S;
+                for (int a = 0; a < S; ++a) kept[(size_t)a * S + b] = m[(size_t)a * S + b];
+            }
         }
     }
     __syncthreads();  // the block's o rows written
@@ -229,7 +234,8 @@ template <int S, int P, bool NORM = false, bool QY = false>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
                                const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
-                               float eps, float qscale = 0.0f, int4* __restrict__ yq = nullptr) {
+                               float eps, float qscale = 0.0f, int4* __restrict__ yq = nullptr,
+                               float* __restrict__ slots = nullptr) {
     constexpr int R = S / P;
     __shared__ float qk[2 * S];
     const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
@@ -271,6 +277,11 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
         const float delta = __fmul_rn(beta, __fsub_rn(v, p));
 #pragma unroll
         for (int a = 0; a < R; ++a) col[a] = __fmaf_rn(k[a], delta, col[a]);
+        if (slots != nullptr && t + 1 < T) {  // a verify window's rewind slot t: the state after token t
+            float* kept = slots + ((size_t)t * hv + j) * S * S + (size_t)part * R * S;
+#pragma unroll
+            for (int a = 0; a < R; ++a) kept[(size_t)a * S + b] = col[a];
+        }
         float out = 0.0f;
 #pragma unroll
         for (int turn = 0; turn < P; ++turn) {
@@ -292,24 +303,27 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps) {       \
-        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps);                          \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
+        float* slots) {                                                                                        \
+        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, 0.0f, nullptr, slots);    \
     }                                                                                                          \
     /* q and k normalised here (the fused conv: made without the norms) */                                     \
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_n(                                     \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
-        float qscale) {                                                                                        \
-        gdn_delta_cols<S, P, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale);            \
+        float qscale, float* slots) {                                                                          \
+        gdn_delta_cols<S, P, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, nullptr,    \
+                                   slots);                                                                     \
     }                                                                                                          \
     /* the same, y also quantized for the output product (STRATA_GDN_QUANTIZE=1) */                            \
     extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_nq(                                    \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
-        float qscale, int4* yq) {                                                                              \
-        gdn_delta_cols<S, P, true, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, yq);  \
+        float qscale, int4* yq, float* slots) {                                                                \
+        gdn_delta_cols<S, P, true, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, yq,   \
+                                         slots);                                                               \
     }
 GDN_DELTA_COLS(32, 1)
 GDN_DELTA_COLS(64, 1)

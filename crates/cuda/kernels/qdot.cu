@@ -175,6 +175,7 @@ __device__ QIn qd_inputs(const float* x, const QSrc& src, int n, int cols) {
 struct QdConv {
     float* tail;
     const float* taps;
+    float* slots;  // a verify window's rewind slots (ConvFrames::keep_slot), or none
 };
 template <typename Q, bool ONE, bool G, bool CONV = false>
 __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
@@ -216,7 +217,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
         }
         if (threadIdx.x % WARP == 0) {
             if constexpr (CONV) {
-                cf.run_vals(s, cv.tail, y, rows, 4, T, row);
+                cf.run_vals(s, cv.tail, y, rows, 4, T, row, cv.slots);
             } else {
 #pragma unroll
                 for (int t = 0; t < 8; ++t) {
@@ -473,7 +474,7 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_g_one_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,  \
                           int T, float* tail, const float* taps) {                                            \
-        qdot_rows<Q, true, true, true>(w, x, y, rows, cols, 1, 1, QdConv{tail, taps});                        \
+        qdot_rows<Q, true, true, true>(w, x, y, rows, cols, 1, 1, QdConv{tail, taps, nullptr});               \
     }                                                                                                         \
     /* the staged forms (qdot_rows_staged; T = 1, rpw = 1) */                                                \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
@@ -485,12 +486,12 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_g_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
                              int cols, float* tail, const float* taps) {                                      \
-        qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps});                                   \
+        qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps, nullptr});                          \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
-                      int T, float* tail, const float* taps) {                                                \
-        qdot_rows<Q, false, true, true>(w, x, y, rows, cols, T, 1, QdConv{tail, taps});                       \
+                      int T, float* tail, const float* taps, float* slots) {                                  \
+        qdot_rows<Q, false, true, true>(w, x, y, rows, cols, T, 1, QdConv{tail, taps, slots});                \
     }                                                                                                         \
     /* the MoE router's product and the experts' input quantized in one launch (STRATA_ROUTER_QUANTIZE=1) */  \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2) /* ptxas's own pick spilled */           \

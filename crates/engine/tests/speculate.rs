@@ -35,14 +35,14 @@ fn prompt() -> Vec<u32> {
 
 /// A decoder whose draft at window position `at` is always wrong (the next id), so the window is cut
 /// there (or earlier, where the model disagrees anyway).
-struct Rejecting<'a> {
-    inner: CpuDecoder<'a>,
+struct Rejecting<D> {
+    inner: D,
     at: usize,
     /// Every draft made, as the inner decoder made it.
     seen: Vec<u32>,
 }
 
-impl Decoder for Rejecting<'_> {
+impl<D: Decoder> Decoder for Rejecting<D> {
     fn vocab(&self) -> usize {
         self.inner.vocab()
     }
@@ -72,6 +72,9 @@ impl Decoder for Rejecting<'_> {
     }
     fn start_drafting(&mut self) -> bool {
         self.inner.start_drafting()
+    }
+    fn set_draft_vocab(&mut self, rows: usize) {
+        self.inner.set_draft_vocab(rows)
     }
     /// Said here so that `--spec auto` drafts on the CPU in the test below.
     fn windows_pay(&self) -> bool {
@@ -261,4 +264,114 @@ fn a_resumed_conversation_speculates_to_the_plain_tokens() {
     assert_eq!(a.tokens, b.tokens);
     assert!(sa == sb, "the resumed state differs");
     assert!(b.spec.passes > 0);
+}
+
+// On the GPU (ignored without one; bench/gpu_tests.sh runs them on the device machine): the same runs,
+// checked against the CPU's plain run, so the device's windows, rewinds and MTP cells are held to the
+// CPU's bits as well as to its own plain decoding.
+mod gpu {
+    use super::*;
+    use std::sync::{Arc, OnceLock};
+    use strata_cuda::backend::decoder::CudaDecoder;
+    use strata_cuda::backend::forward::CudaForward;
+    use strata_cuda::ops::variants::Variants;
+    use strata_cuda::{Gpu, Settings};
+
+    /// The device, its kernels compiled and variants chosen once for the tests.
+    fn device() -> &'static (Arc<Gpu>, Variants) {
+        static DEVICE: OnceLock<(Arc<Gpu>, Variants)> = OnceLock::new();
+        DEVICE.get_or_init(|| {
+            let gpu = Gpu::new(0, Settings::read(&|k| std::env::var(k).ok()).0).expect("a CUDA device");
+            let plan = strata_cuda::select::start::start(&gpu).expect("kernels").plan;
+            (gpu, plan.variants())
+        })
+    }
+
+    fn on_gpu(m: &Model) -> CudaDecoder<'_> {
+        let (gpu, variants) = device();
+        let fwd = CudaForward::upload(gpu.clone(), m, variants.clone()).unwrap();
+        let state = fwd.new_state(KvMode::F16, 4096).unwrap();
+        CudaDecoder::new(fwd, state, 0)
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA device"]
+    fn gpu_speculation_writes_the_cpu_plain_tokens_and_state_for_every_n() {
+        let m = model();
+        let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(40, 0, SamplerConfig::default()));
+        let (g, state) = run(&mut on_gpu(&m), &m, &prompt(), &cfg(40, 0, SamplerConfig::default()));
+        assert_eq!(g.tokens, plain.tokens, "the GPU's plain run");
+        assert!(state == plain_state, "the GPU's plain state differs from the CPU's");
+        // The CPU's speculating run's MTP cells, against which the GPU's are checked.
+        let (_, cpu_cells) = run_state(&mut fresh(&m), &prompt(), &cfg(40, 3, SamplerConfig::default()));
+        let (mut kept_whole, mut cut) = (false, false);
+        for n in 1..=7 {
+            let (g, full) = run_state(&mut on_gpu(&m), &prompt(), &cfg(40, n, SamplerConfig::default()));
+            assert_eq!(g.tokens, plain.tokens, "N = {n}");
+            assert!(bytes(&m, &full) == bytes(&m, &cpu_cells), "N = {n}: the state or MTP cells differ from the CPU's");
+            kept_whole |= g.spec.at[n - 1].1 > 0;
+            cut |= g.spec.accepted < g.spec.drafted;
+        }
+        assert!(kept_whole && cut, "the drafts were never all accepted, or never rejected: the test misses a path");
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA device"]
+    fn gpu_sampled_speculation_and_rejections_write_the_cpu_plain_tokens() {
+        let m = model();
+        for sampler in [SamplerConfig::default(), SamplerConfig { temperature: 0.8, top_k: 40, top_p: 0.95, seed: 7 }] {
+            let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(24, 0, sampler.clone()));
+            for n in [1, 4, 7] {
+                let (g, state) = run(&mut on_gpu(&m), &m, &prompt(), &cfg(24, n, sampler.clone()));
+                assert_eq!(g.tokens, plain.tokens, "N = {n}");
+                assert!(state == plain_state, "N = {n}: the state differs");
+                for at in 0..n {
+                    let mut dec = Rejecting { inner: on_gpu(&m), at, seen: Vec::new() };
+                    let (g, state) = run(&mut dec, &m, &prompt(), &cfg(24, n, sampler.clone()));
+                    assert_eq!(g.tokens, plain.tokens, "N = {n}, rejected at {at}");
+                    assert!(state == plain_state, "N = {n}, rejected at {at}: the state differs");
+                    assert!(g.spec.at[at].1 == 0, "a draft made wrong at {at} was accepted: {:?}", g.spec);
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA device"]
+    fn gpu_stops_contexts_draft_vocabularies_and_resumed_conversations_match_the_cpu() {
+        let m = model();
+        // The length limit and a full context.
+        for (n_predict, max_context) in [(13, 4096), (40, prompt().len() + 9)] {
+            let c = |spec| GenerateConfig { max_context, ..cfg(n_predict, spec, SamplerConfig::default()) };
+            let (a, sa) = run(&mut fresh(&m), &m, &prompt(), &c(0));
+            for n in [3, 7] {
+                let (b, sb) = run(&mut on_gpu(&m), &m, &prompt(), &c(n));
+                assert_eq!((b.stop, &b.tokens), (a.stop, &a.tokens), "N = {n}, limit {n_predict}, context {max_context}");
+                assert!(sa == sb, "N = {n}: the state differs");
+            }
+        }
+        // A draft vocabulary.
+        let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, 0, SamplerConfig::default()));
+        let mut dec = Rejecting { inner: on_gpu(&m), at: usize::MAX, seen: Vec::new() };
+        dec.set_draft_vocab(300);
+        let (g, state) = run(&mut dec, &m, &prompt(), &cfg(32, 3, SamplerConfig::default()));
+        assert_eq!(g.tokens, plain.tokens);
+        assert!(state == plain_state, "the state differs");
+        assert!(!dec.seen.is_empty() && dec.seen.iter().all(|&t| t < 300), "{:?}", dec.seen);
+        // A conversation saved with MTP cells on the CPU, resumed on the GPU, and the other way round.
+        let (_, saved) = run_state(&mut fresh(&m), &prompt(), &cfg(10, 2, SamplerConfig::default()));
+        assert!(saved.mtp.is_some());
+        let more: Vec<u32> = (0..6).map(|i| (i * 17 + 300) % 4000).collect();
+        let (a, sa) = {
+            let mut dec = fresh(&m);
+            dec.restore(&saved).unwrap();
+            run_state(&mut dec, &more, &cfg(30, 4, SamplerConfig::default()))
+        };
+        let mut dec = on_gpu(&m);
+        dec.restore(&saved).unwrap();
+        let (b, sb) = run_state(&mut dec, &more, &cfg(30, 4, SamplerConfig::default()));
+        assert_eq!(a.tokens, b.tokens);
+        assert!(bytes(&m, &sa) == bytes(&m, &sb), "the resumed state or its MTP cells differ");
+        assert!(b.spec.passes > 0);
+    }
 }

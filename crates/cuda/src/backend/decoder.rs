@@ -7,6 +7,7 @@ use strata_model::ops::sample::SampleParams;
 use strata_model::State;
 
 use crate::backend::forward::{Choice, Chosen, CudaForward, Late, Rows};
+use crate::backend::speculate::{check_picks, Drafting};
 use crate::backend::state::CudaState;
 use crate::runtime::error::CudaError;
 use crate::runtime::recorder::{GraphStats, Prepared};
@@ -22,6 +23,10 @@ pub struct CudaDecoder<'a> {
     handed: Option<std::time::Instant>,
     /// The graphs' figures as the prompt was read (the report's decode steps are those after).
     at_prompt_end: Option<GraphStats>,
+    /// The MTP layer's cells and the draft chain's state, once drafting has started.
+    drafting: Option<Drafting>,
+    /// The vocabulary rows a draft chooses among.
+    draft_rows: usize,
 }
 
 /// A decode step of one token recorded ahead, while the step before it ran on the card: the host's
@@ -43,7 +48,33 @@ struct Ahead {
 
 impl<'a> CudaDecoder<'a> {
     pub fn new(fwd: CudaForward<'a>, state: CudaState, pos: usize) -> CudaDecoder<'a> {
-        CudaDecoder { fwd, state, pos, ahead: None, handed: None, at_prompt_end: None }
+        let draft_rows = fwd.vocab_rows();
+        CudaDecoder { fwd, state, pos, ahead: None, handed: None, at_prompt_end: None, drafting: None, draft_rows }
+    }
+
+    /// Drafting on from the current position (the MTP layer uploaded and its cells and the verify
+    /// windows' rewind slots made, the first time); an error when the model has no MTP layer.
+    fn start(&mut self) -> Result<(), CudaError> {
+        if self.drafting.as_ref().is_some_and(|d| d.active) {
+            return Ok(());
+        }
+        self.make_drafting()?;
+        self.drafting.as_mut().expect("made above").start(self.pos);
+        Ok(())
+    }
+
+    /// The MTP layer, its cells' room and the rewind slots, made once.
+    fn make_drafting(&mut self) -> Result<(), CudaError> {
+        if self.drafting.is_none() {
+            if self.fwd.mtp().is_err() {
+                self.fwd.upload_mtp()?;
+            }
+            self.state.keep_points(&self.fwd.gpu)?;
+            let mut d = Drafting::new(&self.fwd, self.state.kv, self.state.capacity())?;
+            d.draft_rows = self.draft_rows;
+            self.drafting = Some(d);
+        }
+        Ok(())
     }
 }
 
@@ -94,7 +125,9 @@ impl CudaDecoder<'_> {
     /// recorded ahead, [`CudaDecoder::overlapped`], telling it that the next one chooses as `next`.
     fn choose(&mut self, tokens: &[u32], how: Choice, next: Choice) -> Result<u32, String> {
         let g = &self.fwd.gpu;
-        if g.settings.overlap && g.graphs_on() && !g.recording() {
+        // While drafting every pass also writes MTP cells: no step is recorded ahead.
+        let drafting = self.drafting.as_ref().is_some_and(|d| d.active);
+        if g.settings.overlap && g.graphs_on() && !g.recording() && !drafting {
             return self.overlapped(tokens, how, next).map_err(|e| e.to_string());
         }
         self.with_trunk(tokens, |fwd, fin| fwd.choose_head(fin, how), |fwd, chosen| chosen.read(&fwd.gpu))
@@ -116,9 +149,13 @@ impl CudaDecoder<'_> {
             p.begin(tokens.len() == 1).map_err(e)?;
         }
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
+        let drafting = self.drafting.as_mut().filter(|d| d.active);
         let out = fwd
             .step(|| {
-                let (fin, _) = trunk(fwd, &fwd.model.config, state, tokens, pos)?;
+                let (fin, r) = trunk(fwd, &fwd.model.config, state, tokens, pos)?;
+                if let Some(d) = drafting {
+                    d.cells_after(fwd, &r, tokens, pos)?;
+                }
                 head(fwd, &fin)
             })
             .map_err(e)?;
@@ -158,6 +195,65 @@ impl Decoder for CudaDecoder<'_> {
         self.choose(tokens, Choice::Draw(*p), Choice::Draw(*next))
     }
 
+    fn windows_pay(&self) -> bool {
+        true
+    }
+
+    fn start_drafting(&mut self) -> bool {
+        self.start().is_ok()
+    }
+
+    fn set_draft_vocab(&mut self, rows: usize) {
+        let vocab = self.fwd.vocab_rows();
+        self.draft_rows = if rows == 0 { vocab } else { rows.min(vocab) };
+        if let Some(d) = &mut self.drafting {
+            d.draft_rows = self.draft_rows;
+        }
+    }
+
+    fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
+        let e = |e: CudaError| e.to_string();
+        let (fwd, pos) = (&self.fwd, self.pos);
+        let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
+        if n == 0 || n >= crate::ops::matvec::MAX_T {
+            return Err(format!("{n} drafts (1..{})", crate::ops::matvec::MAX_T));
+        }
+        self.ahead = None;
+        let ids = fwd.step(|| d.chain(fwd, x, n, pos)).map_err(e)?;
+        let ids = ids.read(&fwd.gpu, n + 1).map_err(e)?;
+        Ok(ids[1..].iter().map(|&t| t as u32).collect())
+    }
+
+    fn verify(&mut self, window: &[u32], picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
+        let e = |e: CudaError| e.to_string();
+        check_picks(window, picks)?;
+        let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
+        let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
+        self.ahead = None;
+        d.before_window(pos);
+        state.begin_window().map_err(e)?;
+        let ids = fwd
+            .step(|| {
+                let (fin, r) = trunk(fwd, &fwd.model.config, state, window, pos)?;
+                d.cells_after(fwd, &r, window, pos)?;
+                fwd.choose_rows(&fin, picks)
+            })
+            .map_err(e)?;
+        d.ran_window(window.len());
+        self.pos += window.len();
+        let ids = ids.read(&fwd.gpu, window.len()).map_err(e)?;
+        Ok(ids.iter().map(|&t| t as u32).collect())
+    }
+
+    fn accept(&mut self, kept: usize) -> Result<(), String> {
+        let e = |e: CudaError| e.to_string();
+        let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
+        let t = d.accept(kept, self.pos).map_err(e)?;
+        self.state.rewind(&self.fwd.gpu, kept, t).map_err(e)?;
+        self.pos = self.pos - t + kept;
+        Ok(())
+    }
+
     fn prompt_read(&mut self) {
         self.at_prompt_end = self.fwd.gpu.graph_stats();
     }
@@ -168,7 +264,12 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn snapshot(&self) -> Result<State, String> {
-        self.fwd.download_state(&self.state, self.pos).map_err(|e| e.to_string())
+        let e = |e: CudaError| e.to_string();
+        let mut host = self.fwd.download_state(&self.state, self.pos).map_err(e)?;
+        if let Some(d) = self.drafting.as_ref().filter(|d| d.active) {
+            host.mtp = Some(d.download(&self.fwd).map_err(e)?);
+        }
+        Ok(host)
     }
 
     fn restore(&mut self, state: &State) -> Result<(), String> {
@@ -183,6 +284,19 @@ impl Decoder for CudaDecoder<'_> {
             return Err(e.to_string());
         }
         self.pos = state.pos;
+        // The MTP cells with it, or none: drafting starts again from here when asked.
+        match &state.mtp {
+            Some(m) => {
+                self.make_drafting().map_err(|e| e.to_string())?;
+                let d = self.drafting.as_mut().expect("made above");
+                d.load(&self.fwd, m).map_err(|e| e.to_string())?;
+            }
+            None => {
+                if let Some(d) = &mut self.drafting {
+                    d.active = false;
+                }
+            }
+        }
         Ok(())
     }
 }

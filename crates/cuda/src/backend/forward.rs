@@ -49,6 +49,9 @@ pub struct CudaForward<'a> {
     /// While a step is prepared ahead (`STRATA_OVERLAP`): the staged inputs that depend on its token,
     /// left as placeholders and written once the token is known.
     late: Mutex<Option<Vec<Late>>>,
+    /// The next MTP input's token, already on the device (a draft chain's last choice), in place of the
+    /// host's: taken by the next [`Backend::mtp_input`].
+    draft_ids: Mutex<Option<Buf<i32>>>,
 }
 
 /// A staged input of a step prepared ahead that depends on its token: the device address of its bytes.
@@ -69,6 +72,7 @@ impl<'a> CudaForward<'a> {
             scratch: Mutex::new(HcScratch::new(&gpu, c.n_embd, c.hc, c.hc_rank)?),
             rope: Mutex::new(None),
             late: Mutex::new(None),
+            draft_ids: Mutex::new(None),
             model,
             gpu,
             variants,
@@ -109,7 +113,7 @@ impl<'a> CudaForward<'a> {
         }
     }
 
-    fn mtp(&self) -> Result<&MtpGpu, CudaError> {
+    pub(crate) fn mtp(&self) -> Result<&MtpGpu, CudaError> {
         self.w.mtp()
     }
 
@@ -253,6 +257,45 @@ impl CudaForward<'_> {
         self.choose_head(&fin, how)
     }
 
+    /// The next MTP input's token read from `id` on the device (one id) instead of the host's.
+    pub(crate) fn next_draft_input(&self, id: Buf<i32>) {
+        *self.draft_ids.lock().expect("draft ids lock") = Some(id);
+    }
+
+    /// A draft's choice from the MTP layer's final read `fin` (one row): the argmax over the head's first
+    /// `rows` rows (a draft vocabulary), written at `ids[at]` on the device.
+    pub(crate) fn draft_head(&self, fin: &Rows, rows: usize, ids: &Buf<i32>, at: usize) -> Result<(), CudaError> {
+        self.timed("draft head", || {
+            let g = &*self.gpu;
+            let head = self.w.output.first_rows(g, rows.clamp(1, self.w.output.rows))?;
+            let y = Buf::<f32>::uninit(g, head.rows)?;
+            matvec_at(g, &head, fin.buf.ptr(g), y.ptr(g), 1)?;
+            crate::ops::argmax::argmax_into(g, &y, head.rows, ids, at)
+        })
+    }
+
+    /// The token after each of the window's positions chosen on the device, as a plain step would choose
+    /// it there: the argmax where `picks[i]` is None, else the draw with it. Left on the device (t ids).
+    pub(crate) fn choose_rows(&self, fin: &Rows, picks: &[Option<SampleParams>]) -> Result<Buf<i32>, CudaError> {
+        self.timed("head", || {
+            let (g, vocab) = (&*self.gpu, self.w.output.rows);
+            if picks.len() != fin.t {
+                return Err(CudaError::Shape(format!("{} picks for a window of {}", picks.len(), fin.t)));
+            }
+            let y = Buf::<f32>::uninit(g, fin.t * vocab)?;
+            matvec(g, &self.w.output, &fin.buf, &y, fin.t)?;
+            let ids = Buf::<i32>::uninit(g, fin.t)?; // every entry written below
+            for (i, pick) in picks.iter().enumerate() {
+                let row = y.view(g, i * vocab, vocab)?;
+                match pick {
+                    None => crate::ops::argmax::argmax_into(g, &row, vocab, &ids, i)?,
+                    Some(p) => crate::ops::sample::sample_into(g, &row, vocab, p, &ids, i)?,
+                }
+            }
+            Ok(ids)
+        })
+    }
+
     /// The logits of the window's last token, on the device.
     pub(crate) fn last_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
         let (g, n) = (&*self.gpu, self.model.config.n_embd);
@@ -348,6 +391,12 @@ impl Backend for CudaForward<'_> {
                 let args = [row, gated.ptr(g), z.ptr(g), hist.ptr(g), pg.conv.ptr(g)].map(Arg::Ptr);
                 let ints = [wide, p.conv_kernel, p.ngram_size].map(|v| Arg::I32(v as i32));
                 launch(g, &f, "ple_conv", cfg, &[&args[..], &ints[..]].concat())?;
+                // A verify window's rewind point after this token (the last token's is the state itself).
+                if let Some(pts) = st.points.as_mut().filter(|p| p.keep && i + 1 < tokens.len()) {
+                    let slots = pts.ple_slots.as_ref().expect("made with the history");
+                    slots.copy_from(g, i * hist.len(), hist, hist.len())?;
+                    pts.ple_prev.push(st.ple_prev.clone());
+                }
             }
             Ok(())
         })
@@ -374,8 +423,9 @@ impl Backend for CudaForward<'_> {
         self.timed(if self.model.config.is_attn(l) { "attention" } else { "gdn" }, || {
             let g = &*self.gpu;
             let n = self.model.config.n_embd;
+            let keep = st.points.as_ref().is_some_and(|p| p.keep);
             let buf = match (&self.w.layers[l].mixer, &mut st.layers[l]) {
-                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t)?,
+                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t, keep)?,
                 (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
                     attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, &*self.window_rope(pos, x.t)?))?
                 }
@@ -428,9 +478,13 @@ impl Backend for CudaForward<'_> {
             if next.len() != t {
                 return Err(CudaError::Shape(format!("{} next tokens for {t} rows of streams", next.len())));
             }
-            let ids: Vec<i32> = next.iter().map(|&x| x as i32).collect();
+            let ids = match self.draft_ids.lock().expect("draft ids lock").take() {
+                Some(on_device) if on_device.len() == t => on_device,
+                Some(_) => return Err(CudaError::Shape("a draft's device token for a window of rows".into())),
+                None => Buf::from_host(g, &next.iter().map(|&x| x as i32).collect::<Vec<i32>>())?,
+            };
             let e = Buf::<f32>::uninit(g, t * n)?;
-            embed(g, &self.w.embd, &Buf::from_host(g, &ids)?, &e, t, 1)?;
+            embed(g, &self.w.embd, &ids, &e, t, 1)?;
             let rows = t * hc;
             let cat = Buf::<f32>::uninit(g, rows * 2 * n)?;
             let f = g.function(&crate::ops::sources::MTP_FILE, "mtp_input")?;

@@ -26,6 +26,17 @@ pub fn argmax_start(gpu: &Gpu, v: &Buf<f32>, n: usize) -> Result<Buf<u64>, CudaE
     Ok(best)
 }
 
+/// The greedy id among the first `n` values of `v` written at `ids[at]` on the device (nothing read back).
+pub fn argmax_into(gpu: &Gpu, v: &Buf<f32>, n: usize, ids: &Buf<i32>, at: usize) -> Result<(), CudaError> {
+    if at >= ids.len() {
+        return Err(CudaError::Shape(format!("an id at {at} of {}", ids.len())));
+    }
+    let best = argmax_start(gpu, v, n)?;
+    let f = gpu.function(&crate::ops::sources::ARGMAX_FILE, "argmax_put")?;
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    launch(gpu, &f, "argmax_put", cfg, &[Arg::Ptr(best.ptr(gpu)), Arg::Ptr(ids.ptr(gpu)), Arg::I32(at as i32)])
+}
+
 /// The id in the word an argmax wrote.
 pub fn argmax_id(gpu: &Gpu, best: &Buf<u64>) -> Result<u32, CudaError> {
     // The id is the low word, complemented; the word stays 0 only when n is 0.

@@ -32,10 +32,32 @@ pub struct GdnGpu {
     eps: f32,
 }
 
-/// A GDN layer's state on the device: the conv tail ((K − 1) frames of the channels) and Hv S×S matrices.
+/// A GDN layer's state on the device: the conv tail ((K − 1) frames of the channels) and Hv S×S matrices;
+/// while drafting, the rewind slots of a verify window.
 pub struct GdnStateGpu {
     pub tail: Buf<f32>,
     pub m: Buf<f32>,
+    pub slots: Option<GdnSlots>,
+}
+
+/// A verify window's rewind slots (docs/SPECULATION.md): slot t holds the state after the window's token
+/// t, for t < T − 1 (the last token's is the state itself), written by the window's kernels as they go.
+/// A rewind to the point after token t is then a copy, not a second pass.
+pub struct GdnSlots {
+    pub tail: Buf<f32>,
+    pub m: Buf<f32>,
+}
+
+impl GdnStateGpu {
+    /// Room for a verify window's slots (made once, when drafting starts).
+    pub fn keep_slots(&mut self, gpu: &Gpu) -> Result<(), CudaError> {
+        if self.slots.is_none() {
+            let n = MAX_T - 1;
+            self.slots =
+                Some(GdnSlots { tail: Buf::uninit(gpu, n * self.tail.len())?, m: Buf::uninit(gpu, n * self.m.len())? });
+        }
+        Ok(())
+    }
 }
 
 impl GdnGpu {
@@ -78,7 +100,7 @@ impl GdnGpu {
     pub fn new_state(&self, gpu: &Gpu) -> Result<GdnStateGpu, CudaError> {
         let (s, hk, hv, k) = self.dims;
         let channels = 2 * hk * s + hv * s;
-        Ok(GdnStateGpu { tail: Buf::zeros(gpu, (k - 1) * channels)?, m: Buf::zeros(gpu, hv * s * s)? })
+        Ok(GdnStateGpu { tail: Buf::zeros(gpu, (k - 1) * channels)?, m: Buf::zeros(gpu, hv * s * s)?, slots: None })
     }
 }
 
@@ -102,15 +124,16 @@ enum ConvWarps {
 /// The α and β logits of each token and value head, where products made them.
 type Logits = (Buf<f32>, Buf<f32>);
 
-/// gdn_conv_norm (kernels/gdn.cu): the conv of `u` into `conv` with the q/k norms, and the gates into
-/// `decay` and `betas` from `logits` (made by products) or from x's dots with the α and β rows.
+/// gdn_conv_norm (kernels/gdn.cu): the conv of `u` into `conv` with the q/k norms (a verify window's tail
+/// slots at a non-zero `slots`), and the gates into `decay` and `betas` from `logits` (made by products) or
+/// from x's dots with the α and β rows.
 fn conv_norm(
     gpu: &Gpu,
     w: &GdnGpu,
     st: &GdnStateGpu,
     (u, x, logits): (&Buf<f32>, &Buf<f32>, Option<&Logits>),
     (decay, betas): (&Buf<f32>, &Buf<f32>),
-    (conv, t): (&Buf<f32>, usize),
+    (conv, t, slots): (&Buf<f32>, usize, u64),
     warps: ConvWarps,
 ) -> Result<(), CudaError> {
     let (s, hk, hv, k) = w.dims;
@@ -134,6 +157,7 @@ fn conv_norm(
         ci(w.alpha.cols),
         ci(h0),
         ci(h0 + n_warps),
+        Arg::Ptr(slots),
     ];
     let args = [&conv_args[..], &norm, &gates.map(Arg::Ptr), &[ci(hv)], &ab].concat();
     launch(gpu, &f, "gdn_conv_norm", grid(n_warps * 32, 128), &args)
@@ -147,11 +171,24 @@ fn fuse(gpu: &Gpu, w: &GdnGpu) -> bool {
     gpu.settings.gdn_fuse && k == 4 && matches!(s, 32 | 64 | 128) && crate::ops::qdot::can_conv(gpu, &w.qkv)
 }
 
-/// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens.
-pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) -> Result<Buf<f32>, CudaError> {
+/// The layer's output for the window's inputs `x` (T rows of n), advancing `st` by T tokens; with `keep`
+/// (a verify window), the state after each token but the last kept in its slots.
+pub fn gdn(
+    gpu: &Gpu,
+    w: &GdnGpu,
+    st: &mut GdnStateGpu,
+    x: &Buf<f32>,
+    t: usize,
+    keep: bool,
+) -> Result<Buf<f32>, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
+    let (tail_slots, m_slots) = match (&st.slots, keep) {
+        (Some(s), true) => (s.tail.ptr(gpu), s.m.ptr(gpu)),
+        (None, true) => return Err(CudaError::Shape("a verify window without rewind slots".into())),
+        (_, false) => (0, 0),
+    };
     let (s, hk, hv, _) = w.dims;
     let channels = 2 * hk * s + hv * s;
     // Buffers that a matrix-vector product fills whole are left unset (no memset on the stream).
@@ -166,7 +203,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     // delta kernel's output norm reads it.
     gpu.side(|| {
         if side_gates {
-            conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&conv, t), ConvWarps::Gates)?;
+            conv_norm(gpu, w, st, (&u, x, None), (&decay, &betas), (&conv, t, 0), ConvWarps::Gates)?;
         }
         matvec(gpu, &w.gate, x, &z, t)
     })?;
@@ -175,7 +212,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let fuse = fuse(gpu, w);
     if fuse {
         let conv_args = (conv.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu));
-        crate::ops::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, t)?;
+        crate::ops::qdot::dense_conv(gpu, &w.qkv, x.ptr(gpu), conv_args, tail_slots, t)?;
     } else {
         matvec(gpu, &w.qkv, x, &u, t)?;
     }
@@ -195,7 +232,7 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
         (false, false) => Some(ConvWarps::All),
     };
     if let Some(warps) = warps {
-        conv_norm(gpu, w, st, (&u, x, logits.as_ref()), (&decay, &betas), (&conv, t), warps)?;
+        conv_norm(gpu, w, st, (&u, x, logits.as_ref()), (&decay, &betas), (&conv, t, tail_slots), warps)?;
     }
     let o = Buf::<f32>::uninit(gpu, t * hv * s)?;
     // The state held in registers where S is one of the compiled sizes; else read and written in place.
@@ -234,7 +271,8 @@ pub fn gdn(gpu: &Gpu, w: &GdnGpu, st: &mut GdnStateGpu, x: &Buf<f32>, t: usize) 
     let norm = [Arg::Ptr(z.ptr(gpu)), Arg::Ptr(w.norm.ptr(gpu)), Arg::Ptr(y.ptr(gpu)), Arg::F32(w.eps)];
     let qscale = fuse.then_some(Arg::F32(rsqrt(s as f32)));
     let quantized = yq.as_ref().map(|q| Arg::Ptr(q.ptr(gpu)));
-    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice(), quantized.as_slice()].concat())?;
+    let kept = [Arg::Ptr(m_slots)];
+    launch(gpu, &f, name, cfg, &[&args[..], &sizes, &norm, qscale.as_slice(), quantized.as_slice(), &kept].concat())?;
     let out = Buf::<f32>::uninit(gpu, t * w.out.rows)?;
     match &yq {
         Some(yq) => crate::ops::qdot::dense_quantized(gpu, &w.out, yq, (out.ptr(gpu), None), t)?,

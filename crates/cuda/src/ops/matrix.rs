@@ -45,6 +45,18 @@ impl MatrixGpu {
         self.bytes.ptr(gpu)
     }
 
+    /// The first `k` rows (1 ..= rows) as a matrix of their own: a view of these bytes, valid while this
+    /// matrix is (a draft head over the first rows of the vocabulary).
+    pub fn first_rows(&self, gpu: &Gpu, k: usize) -> Result<MatrixGpu, CudaError> {
+        if k == 0 || k > self.rows {
+            return Err(CudaError::Shape(format!("the first {k} rows of a matrix of {}", self.rows)));
+        }
+        // The 16 bytes of padding after the last row stay readable (the staged layout reads them).
+        let row_bytes = (self.bytes.len() - 16) / self.rows;
+        let bytes = self.bytes.view(gpu, 0, k * row_bytes + 16)?;
+        Ok(MatrixGpu { ty: self.ty, rows: k, cols: self.cols, bytes, layouts: self.layouts })
+    }
+
     /// `m` on the device, its products to run in `lay`'s layouts for its type.
     pub fn upload(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
         if !supported(m.ty) {

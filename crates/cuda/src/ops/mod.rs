@@ -8,6 +8,7 @@ pub mod matvec;
 pub mod moe;
 pub mod qdot;
 pub mod qsa;
+pub mod rewind;
 pub mod sample;
 pub mod sources;
 pub mod variants;

@@ -287,16 +287,18 @@ pub fn can_conv(gpu: &Gpu, w: &MatrixGpu) -> bool {
 
 /// The GDN qkv product with the conv in its epilogue (qdot.cu's `_conv` kernels): for each channel (row)
 /// silu of the K = 4 taps over its kept frames (`tail`, updated) and the window's outputs, into `conv`
-/// (t rows of `w.rows`), instead of the raw product. See [`can_conv`].
+/// (t rows of `w.rows`), instead of the raw product; at a non-zero `slots`, a verify window's rewind slots
+/// of the tail (gdn.rs `GdnSlots`). See [`can_conv`].
 pub fn dense_conv(
     gpu: &Gpu,
     w: &MatrixGpu,
     x: u64,
     (conv, tail, taps): (u64, u64, u64),
+    slots: u64,
     t: usize,
 ) -> Result<(), CudaError> {
     let q = quantize_rows(gpu, w, x, t)?;
-    dense_conv_launch(gpu, w, q.ptr(gpu), (conv, tail, taps), t)
+    dense_conv_launch(gpu, w, q.ptr(gpu), (conv, tail, taps), slots, t)
 }
 
 /// That `xq` holds t quantized vectors of `cols` values.
@@ -313,6 +315,7 @@ fn dense_conv_launch(
     w: &MatrixGpu,
     q: u64,
     (conv, tail, taps): (u64, u64, u64),
+    slots: u64,
     t: usize,
 ) -> Result<(), CudaError> {
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
@@ -327,7 +330,9 @@ fn dense_conv_launch(
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
     let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
     let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps)];
-    launch(gpu, &f, name, cfg, &args)
+    // A window's slots (T > 1 only: a single token's state is the tail itself).
+    let slots = (t > 1).then_some(Arg::Ptr(slots));
+    launch(gpu, &f, name, cfg, &[&args[..], slots.as_slice()].concat())
 }
 
 /// Whether the GDN delta kernel also quantizes its output for the output product over `out` (gdn.cu's

@@ -43,8 +43,11 @@ pub const ARGMAX: &str = include_str!("../../kernels/argmax.cu");
 /// A token drawn from a row of logits (twin of ops/sample.rs sample).
 pub const SAMPLE: &str = include_str!("../../kernels/sample.cu");
 
+/// A verify window's rewind: slots copied over the states (twin of crates/model/src/rewind.rs).
+pub const REWIND: &str = include_str!("../../kernels/rewind.cu");
+
 /// Every kernel file's (name, body). All variants of an op family live in its one file.
-pub const BODIES: [(&str, &str); 11] = [
+pub const BODIES: [(&str, &str); 12] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
@@ -56,6 +59,7 @@ pub const BODIES: [(&str, &str); 11] = [
     ("mtp.cu", MTP),
     ("argmax.cu", ARGMAX),
     ("sample.cu", SAMPLE),
+    ("rewind.cu", REWIND),
 ];
 
 /// The text NVRTC compiles for the file `file` of body `body` (see the top of this file).
@@ -137,6 +141,7 @@ kernel_files! {
     MTP_FILE = "mtp.cu", MTP;
     ARGMAX_FILE = "argmax.cu", ARGMAX;
     SAMPLE_FILE = "sample.cu", SAMPLE;
+    REWIND_FILE = "rewind.cu", REWIND;
 }
 
 #[cfg(test)]

@@ -146,6 +146,14 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
         run_op(gpu, Op::Copy { dst: self.ptr(gpu) + (at * size) as u64, src: src.ptr(gpu), bytes: len * size })
     }
 
+    /// `len` elements from element `at` of this buffer, as a buffer that owns nothing: valid while this
+    /// one is (a rewind slot, a row of logits, the first rows of a matrix).
+    pub fn view(&self, gpu: &Gpu, at: usize, len: usize) -> Result<Buf<T>, CudaError> {
+        self.check_range(at, len)?;
+        let ptr = self.ptr(gpu) + (at * std::mem::size_of::<T>()) as u64;
+        Ok(Buf { mem: Mem::Step { ptr, len } })
+    }
+
     /// No memory: a placeholder for a buffer that is made anew before each use.
     pub fn empty() -> Buf<T> {
         Buf { mem: Mem::Step { ptr: 0, len: 0 } }

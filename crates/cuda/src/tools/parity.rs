@@ -448,17 +448,35 @@ pub fn gdn_parity(gpu: &Gpu, seed: u64) -> Outcome {
         let xs: Vec<f32> = (0..len * n).map(|_| normal(&mut rng)).collect();
         let channels = 2 * hk * s + hv * s;
         let mut cpu = GdnState { conv: vec![0.0; (k - 1) * channels], m: vec![0.0; hv * s * s] };
-        let want: Vec<Vec<f32>> =
-            (0..len).map(|i| gdn_dims(&xs[i * n..(i + 1) * n], &w, dims, eps, &mut cpu)).collect();
+        // Each token's output and the state after it (a verify window's rewind slots are checked on it).
+        let (mut want, mut after) = (Vec::new(), Vec::new());
+        for i in 0..len {
+            want.push(gdn_dims(&xs[i * n..(i + 1) * n], &w, dims, eps, &mut cpu));
+            after.push(cpu.clone());
+        }
         for t in 1..=MAX_T {
             let mut st = wg.new_state(gpu).map_err(e)?;
+            // Every second window size keeps its rewind slots (a verify window's): the outputs are the
+            // same, and slot j holds the state after the window's token j.
+            let keep = t % 2 == 0;
+            if keep {
+                st.keep_slots(gpu).map_err(e)?;
+            }
             for (wi, window) in xs.chunks(t * n).enumerate() {
                 let tt = window.len() / n;
                 let xb = Buf::from_host(gpu, window).map_err(e)?;
-                let y = crate::ops::gdn::gdn(gpu, &wg, &mut st, &xb, tt).map_err(e)?.read(gpu, tt * n).map_err(e)?;
+                let y = crate::ops::gdn::gdn(gpu, &wg, &mut st, &xb, tt, keep).map_err(e)?;
+                let y = y.read(gpu, tt * n).map_err(e)?;
                 for j in 0..tt {
                     let i = wi * t + j;
                     same(&format!("GDN n {n}, window of {t}, token {i}"), &y[j * n..(j + 1) * n], &want[i])?;
+                }
+                let slots = st.slots.as_ref().filter(|_| keep);
+                for (j, slots) in (0..tt.saturating_sub(1)).zip(std::iter::repeat(slots).flatten()) {
+                    let (a, ml, tl) = (&after[wi * t + j], cpu.m.len(), cpu.conv.len());
+                    let what = format!("GDN n {n}, window of {t}, rewind slot {j}");
+                    same(&format!("{what}: state"), &slots.m.read_at(gpu, j * ml, ml).map_err(e)?, &a.m)?;
+                    same(&format!("{what}: conv tail"), &slots.tail.read_at(gpu, j * tl, tl).map_err(e)?, &a.conv)?;
                 }
             }
             same(

@@ -1,0 +1,178 @@
+//! Drafting and verify windows on the device (docs/SPECULATION.md): the MTP layer's cells kept beside the
+//! trunk's state, a draft chain run on the card in one step (each draft's token fed to the next from the
+//! device), a verify window's choices at every position, and the rewind after it.
+
+use strata_model::backend::mtp_read;
+use strata_model::kv::KvMode;
+use strata_model::ops::sample::SampleParams;
+use strata_model::state::MtpCells;
+
+use crate::backend::forward::{CudaForward, Rows};
+use crate::backend::weights::MixerGpu;
+use crate::ops::attn::AttnStateGpu;
+use crate::ops::matvec::MAX_T;
+use crate::runtime::buf::Buf;
+use crate::runtime::error::CudaError;
+
+/// The MTP layer's cells and what drafting keeps between passes. Cell i is position `from + i`: made
+/// from the trunk's streams there and the token after it, so the cells are the conversation's, whatever
+/// was drafted.
+pub(crate) struct Drafting {
+    /// Whether the cells are kept now (a conversation restored without them stops it).
+    pub active: bool,
+    cache: AttnStateGpu,
+    from: usize,
+    /// The streams of the last trunk pass's tokens (up to a window of rows), and the row of the last
+    /// position, whose cell waits for its next token (None once a draft wrote it).
+    rows: Buf<f32>,
+    last: Option<usize>,
+    /// The rows of the vocabulary a draft chooses among.
+    pub draft_rows: usize,
+    /// The length of the verify window just run (0: none since the last accept).
+    window: usize,
+}
+
+impl Drafting {
+    /// Room for the cells of `capacity` positions ([`CudaForward::upload_mtp`] first).
+    pub(crate) fn new(fwd: &CudaForward, kv: KvMode, capacity: usize) -> Result<Drafting, CudaError> {
+        let c = &fwd.model.config;
+        Ok(Drafting {
+            active: false,
+            cache: fwd.mtp_cache(kv, capacity)?,
+            from: 0,
+            rows: Buf::uninit(&fwd.gpu, MAX_T * c.hc * c.n_embd)?,
+            last: None,
+            draft_rows: c.vocab,
+            window: 0,
+        })
+    }
+
+    /// Cells kept from position `pos` on (none yet).
+    pub(crate) fn start(&mut self, pos: usize) {
+        (self.active, self.from, self.cache.cells, self.last, self.window) = (true, pos, 0, None, 0);
+    }
+
+    /// Inside the step that ran the trunk over `tokens` at `pos`, leaving the streams `r`: the cells whose
+    /// next token this makes known (the position before the window's, from its kept row, and every
+    /// token's but the last), then the streams kept for the next pass.
+    pub(crate) fn cells_after(
+        &mut self,
+        fwd: &CudaForward,
+        r: &Rows,
+        tokens: &[u32],
+        pos: usize,
+    ) -> Result<(), CudaError> {
+        let (g, t, w) = (&*fwd.gpu, r.t, r.width);
+        let lead = usize::from(self.last.is_some());
+        let n = lead + t - 1;
+        if self.from + self.cache.cells + lead != pos {
+            return Err(CudaError::Shape(format!(
+                "MTP cells to {} before a window at {pos}",
+                self.from + self.cache.cells
+            )));
+        }
+        if n > 0 {
+            let cat = Buf::<f32>::uninit(g, n * w)?;
+            if let Some(row) = self.last {
+                cat.copy_from(g, 0, &self.rows.view(g, row * w, w)?, w)?;
+            }
+            if t > 1 {
+                cat.copy_from(g, lead * w, &r.buf, (t - 1) * w)?;
+            }
+            let rows = Rows { buf: cat, t: n, width: w };
+            mtp_read(fwd, &mut self.cache, &rows, &tokens[1 - lead..], pos - lead)?;
+        }
+        self.rows.copy_from(g, 0, &r.buf, t * w)?;
+        self.last = Some(t - 1);
+        Ok(())
+    }
+
+    /// `n` greedy drafts after `x` (the token at `pos`, not yet through the trunk), chained on the device
+    /// in one step: the first writes the real cell of `pos − 1`, the rest provisional ones (cut by the
+    /// verify window). Left on the device: x then the drafts.
+    pub(crate) fn chain(&mut self, fwd: &CudaForward, x: u32, n: usize, pos: usize) -> Result<Buf<i32>, CudaError> {
+        let g = &*fwd.gpu;
+        let (Some(row), w) = (self.last, self.rows.len() / MAX_T) else {
+            return Err(CudaError::Shape("no draft before a token has been through the trunk while drafting".into()));
+        };
+        let ids = Buf::<i32>::from_host(g, &[x as i32; MAX_T])?;
+        let mut rows = Rows { buf: self.rows.view(g, row * w, w)?, t: 1, width: w };
+        for i in 0..n {
+            fwd.next_draft_input(ids.view(g, i, 1)?);
+            let (fin, rp) = mtp_read(fwd, &mut self.cache, &rows, &[x], pos - 1 + i)?;
+            fwd.draft_head(&fin, self.draft_rows, &ids, i + 1)?;
+            rows = rp;
+        }
+        if n > 0 {
+            self.last = None; // its cell is written
+        }
+        Ok(ids)
+    }
+
+    /// Before a verify window at `pos`: the draft chain's provisional cells cut.
+    pub(crate) fn before_window(&mut self, pos: usize) {
+        if self.last.is_none() {
+            self.cache.cells = pos - self.from;
+        }
+    }
+
+    /// After a verify window of `t` tokens.
+    pub(crate) fn ran_window(&mut self, t: usize) {
+        self.window = t;
+    }
+
+    /// The first `kept` tokens of the window just verified kept (`end`: the position after the whole
+    /// window): the cells past the last kept token's cut, and its streams the row whose cell waits. The
+    /// window's length.
+    pub(crate) fn accept(&mut self, kept: usize, end: usize) -> Result<usize, CudaError> {
+        let t = std::mem::take(&mut self.window);
+        if kept == 0 || kept > t {
+            return Err(CudaError::Shape(format!("kept {kept} of a window of {t}")));
+        }
+        self.cache.cells = end - t + kept - 1 - self.from;
+        self.last = Some(kept - 1);
+        Ok(t)
+    }
+
+    /// The cells as the CPU holds them (a checkpoint).
+    pub(crate) fn download(&self, fwd: &CudaForward) -> Result<MtpCells, CudaError> {
+        let (g, w) = (&*fwd.gpu, self.rows.len() / MAX_T);
+        let cache = fwd.mtp_attn()?.download_state(g, &self.cache, 0)?;
+        let last_r = self.last.map(|row| self.rows.read_at(g, row * w, w)).transpose()?;
+        Ok(MtpCells { from: self.from, cache, last_r })
+    }
+
+    /// The CPU's cells written over these (a checkpoint restored).
+    pub(crate) fn load(&mut self, fwd: &CudaForward, m: &MtpCells) -> Result<(), CudaError> {
+        let (g, w) = (&*fwd.gpu, self.rows.len() / MAX_T);
+        fwd.mtp_attn()?.load_state(g, &mut self.cache, &m.cache, 0)?;
+        self.last = match &m.last_r {
+            Some(r) if r.len() == w => {
+                self.rows.write_at(g, 0, r)?;
+                Some(0)
+            }
+            Some(_) => return Err(CudaError::Shape("saved MTP streams of another width".into())),
+            None => None,
+        };
+        (self.active, self.from, self.window) = (true, m.from, 0);
+        Ok(())
+    }
+}
+
+/// A verify window's picks, checked against its tokens.
+pub(crate) fn check_picks(window: &[u32], picks: &[Option<SampleParams>]) -> Result<(), String> {
+    if window.is_empty() || window.len() > MAX_T || picks.len() != window.len() {
+        return Err(format!("a verify window of {} tokens (1..={MAX_T}) with {} picks", window.len(), picks.len()));
+    }
+    Ok(())
+}
+
+impl CudaForward<'_> {
+    /// The MTP layer's attention weights (for its cells' download and upload).
+    fn mtp_attn(&self) -> Result<&crate::ops::attn::AttnGpu, CudaError> {
+        match &self.mtp()?.layer.mixer {
+            MixerGpu::Attn(a, _) => Ok(a),
+            MixerGpu::Gdn(_) => Err(CudaError::Shape("an MTP layer that is not attention".into())),
+        }
+    }
+}

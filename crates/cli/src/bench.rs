@@ -58,6 +58,20 @@ pub enum BenchCommand {
         #[arg(long)]
         warm: bool,
     },
+    /// Verify windows on the GPU (docs/SPECULATION.md): after a prompt of DEPTH random tokens, the plain
+    /// step, a verify pass of T = 1..8 tokens (kept whole and cut to one) with each window's byte floor
+    /// at BANDWIDTH TB/s, drafts of 1..7 tokens and over draft vocabularies, and the effective decode at
+    /// per-draft acceptance 0.6..0.9, computed and checked by runs whose acceptance is forced to it.
+    Spec {
+        #[command(flatten)]
+        engine: crate::load::EngineArgs,
+        #[arg(long, default_value_t = 4096)]
+        depth: usize,
+        #[arg(long, default_value_t = 32)]
+        reps: usize,
+        #[arg(long)]
+        bandwidth: f64,
+    },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -68,6 +82,9 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Matvec { reps } => matvec(reps),
         BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
         BenchCommand::PleRows { model, tokens, rounds, warm } => ple_rows(&model, tokens, rounds, warm),
+        BenchCommand::Spec { engine, depth, reps, bandwidth } => {
+            crate::bench_spec::run(&engine, depth, reps, bandwidth)
+        }
     }
 }
 

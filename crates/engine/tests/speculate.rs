@@ -346,7 +346,11 @@ mod gpu {
             let (a, sa) = run(&mut fresh(&m), &m, &prompt(), &c(0));
             for n in [3, 7] {
                 let (b, sb) = run(&mut on_gpu(&m), &m, &prompt(), &c(n));
-                assert_eq!((b.stop, &b.tokens), (a.stop, &a.tokens), "N = {n}, limit {n_predict}, context {max_context}");
+                assert_eq!(
+                    (b.stop, &b.tokens),
+                    (a.stop, &a.tokens),
+                    "N = {n}, limit {n_predict}, context {max_context}"
+                );
                 assert!(sa == sb, "N = {n}: the state differs");
             }
         }

@@ -9,8 +9,19 @@ use strata_model::Model;
 /// attention layer the K and V cells it attends (all on a dense layer, `top_k` on a QSA layer) and the block
 /// keys it scores, per GDN layer its state matrices read and written. The floor of a step is these bytes over the card's copy bandwidth.
 pub fn decode_bytes(model: &Model, kv: KvMode, cells: usize) -> u64 {
+    window_bytes(model, kv, cells, 1)
+}
+
+/// The bytes a window of `t` tokens reads at a depth of `cells`, each once (docs/SPECULATION.md): the
+/// weights as a step reads them, but the routed experts at the share the window's tokens choose between
+/// them (with the router spreading tokens evenly, E·(1 − (1 − k/E)^t) distinct experts of E a layer), the
+/// K and V cells once for all its queries (a QSA layer's selections taken as one: the least), and per
+/// GDN layer its state read and written once plus the t − 1 rewind slots a verify window writes.
+pub fn window_bytes(model: &Model, kv: KvMode, cells: usize, t: usize) -> u64 {
     let c = &model.config;
-    let used = c.n_expert_used as f64 / c.n_expert.max(1) as f64;
+    let t = t.max(1);
+    let e = c.n_expert.max(1) as f64;
+    let share = 1.0 - (1.0 - c.n_expert_used as f64 / e).powi(t as i32);
     let weights: f64 = model
         .gguf
         .tensors()
@@ -19,13 +30,14 @@ pub fn decode_bytes(model: &Model, kv: KvMode, cells: usize) -> u64 {
         .map(|(_, t)| {
             let b = t.ty.bytes_for(t.n_elements).unwrap_or(0) as f64;
             if t.name.contains("_exps") {
-                b * used
+                b * share
             } else {
                 b
             }
         })
         .sum();
     let per_cell = kv.cell_bytes(c.n_head_kv * c.head_dim) as f64;
+    let cells = cells + t - 1;
     let attn: f64 = c
         .kinds
         .iter()
@@ -34,8 +46,8 @@ pub fn decode_bytes(model: &Model, kv: KvMode, cells: usize) -> u64 {
             LayerKind::Attn { ratio } => {
                 2.0 * per_cell * cells.min(c.idx_top_k) as f64 + 4.0 * (c.idx_dim * cells / ratio) as f64
             }
-            // The recurrent matrices, read and written.
-            LayerKind::Gdn => 2.0 * 4.0 * (c.ssm_heads * c.ssm_state * c.ssm_state) as f64,
+            // The recurrent matrices, read and written, and the window's slots written.
+            LayerKind::Gdn => (2 + t - 1) as f64 * 4.0 * (c.ssm_heads * c.ssm_state * c.ssm_state) as f64,
         })
         .sum();
     (weights + attn) as u64

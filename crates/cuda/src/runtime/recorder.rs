@@ -116,9 +116,11 @@ pub struct GraphStats {
     pub ahead: u64,
 }
 
-/// Graphs kept, the least recently used dropped first: a decode step and the few shapes around it (a
-/// block's keys made, a prompt window, a verify window).
-pub(crate) const KEPT: usize = 16;
+/// Graphs kept, the least recently used dropped first: a decode step and the shapes around it (a block's
+/// keys made, a prompt window), and while drafting the draft chains of 1..7 tokens and the verify windows
+/// of 1..8 (each also as one that completes an index block). With 16 a drafting run recaptured graphs
+/// all the time; a graph is matched by its op count first, so more cost little to search.
+pub(crate) const KEPT: usize = 64;
 
 /// The step being recorded and what is kept between steps.
 #[derive(Default)]

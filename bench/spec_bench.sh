@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call: `strata bench spec` on the full-size synthetic model (written on the machine:
+# bench/full_model.sh) at each depth (default 4096), the card's copy bandwidth measured by torch in the
+# same call for the floors. Usage: bench/spec_bench.sh [DEPTHS] [REPS]. Log: $OUT/spec_bench.log.
+set -uo pipefail
+exec > >(tee ${OUT:-/tmp}/spec_bench.log) 2>&1
+for f in .dev/*.xz; do xz -dkf "$f"; done
+chmod +x .dev/strata 2>/dev/null
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+bw=$(python3 - <<'PY'
+import torch
+x = torch.empty(2 * 1024**3 // 4, device="cuda"); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+torch.cuda.synchronize(); s.record()
+for _ in range(20): y.copy_(x)
+e.record(); torch.cuda.synchronize()
+print(f"{20 * 2 * x.numel() * 4 / (s.elapsed_time(e) / 1e3) / 1e12:.3f}")
+PY
+)
+echo "copy bandwidth (torch, 2 GiB, read + write): $bw TB/s"
+source "$(dirname "$0")/full_model.sh"
+for d in ${1:-4096}; do
+  echo "== depth $d $(date +%T)"
+  timeout ${T_BENCH:-300} $bin bench spec -m $model --depth $d --reps ${2:-32} --bandwidth $bw 2>&1 | grep -v '^note'
+done
+echo "== done $(date +%T)"

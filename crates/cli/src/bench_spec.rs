@@ -1,0 +1,170 @@
+//! `strata bench spec`: verify windows on the GPU against the plain step (docs/SPECULATION.md). After a
+//! prompt of DEPTH tokens: the plain decode step; a verify pass of T = 1..8 tokens, kept whole and cut to
+//! one (the rewind); drafts of N = 1..7 tokens, and three drafts over draft vocabularies; each window's
+//! byte floor; the effective decode at per-draft acceptance a = 0.6..0.9 computed from those times, and
+//! checked by a run whose acceptance is forced to a.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use strata_engine::session::Device;
+use strata_gguf::SplitMix64;
+use strata_model::decoder::Decoder;
+
+use crate::load::EngineArgs;
+
+/// Distinct pseudo-random ids (windows of one repeated token would route every token to the same experts).
+fn ids(rng: &mut SplitMix64, n: usize, vocab: usize) -> Vec<u32> {
+    (0..n).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
+}
+
+/// Mean seconds of `reps` calls of `f`, after one unmeasured call.
+fn time(reps: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<f64> {
+    f().map_err(anyhow::Error::msg)?;
+    let t0 = Instant::now();
+    for _ in 0..reps {
+        f().map_err(anyhow::Error::msg)?;
+    }
+    Ok(t0.elapsed().as_secs_f64() / reps as f64)
+}
+
+pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64) -> Result<()> {
+    if !(bandwidth > 0.0 && bandwidth.is_finite()) || reps == 0 || depth == 0 {
+        bail!("--bandwidth (TB/s), --reps and --depth must be above 0");
+    }
+    let session = engine.open_on(Device::Cuda)?;
+    let model = &session.model;
+    // Room for the prompt and every pass below (at most 8 cells each).
+    let cells = depth + 8 * reps * 40 + 64;
+    let (mut dec, _) = session.decoder(cells, None)?;
+    let vocab = dec.vocab();
+    let mut rng = SplitMix64::new(7);
+    let prompt = ids(&mut rng, depth, vocab);
+    for w in prompt.chunks(dec.window()) {
+        dec.advance(w).map_err(anyhow::Error::msg)?;
+    }
+    println!(
+        "{} at depth {depth}, {reps} passes a figure",
+        engine.model.as_ref().map_or("the built-in model".into(), |p| p.display().to_string())
+    );
+    let ms = |s: f64| s * 1e3;
+    let floor = |t: usize| strata_cuda::backend::budget::window_bytes(model, session.kv, depth, t) as f64;
+    let floor_ms = |t: usize| floor(t) / (bandwidth * 1e12) * 1e3;
+    // The plain step: decoding a token at a time, steps recorded ahead as `strata run` does.
+    let mut x = prompt[depth - 1];
+    let step = time(reps, || {
+        x = dec.forward_greedy(&[x])?;
+        Ok(())
+    })?;
+    println!(
+        "plain step: {:.3} ms; floor {:.3} ms ({:.2} GB at {bandwidth:.2} TB/s), {:.2}× it",
+        ms(step),
+        floor_ms(1),
+        floor(1) / 1e9,
+        ms(step) / floor_ms(1)
+    );
+    if !dec.start_drafting() {
+        bail!("the model has no MTP layer: nothing to draft with");
+    }
+    // A pass that runs the trunk once while drafting (its MTP cells written), so drafts can follow.
+    dec.verify(&[x], &[None]).map_err(anyhow::Error::msg)?;
+    dec.accept(1).map_err(anyhow::Error::msg)?;
+    println!("\n| T | verify, kept whole (ms) | × step | verify, cut to 1 (ms) | × step | floor (GB) | floor (ms) | floor × step floor |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut pass = [0f64; 9];
+    for (t, pass) in pass.iter_mut().enumerate().skip(1) {
+        let window = ids(&mut rng, t, vocab);
+        let picks = vec![None; t];
+        let kept = time(reps, || dec.verify(&window, &picks).and_then(|_| dec.accept(t)))?;
+        let cut = time(reps, || dec.verify(&window, &picks).and_then(|_| dec.accept(1)))?;
+        *pass = cut;
+        println!(
+            "| {t} | {:.3} | {:.2} | {:.3} | {:.2} | {:.2} | {:.3} | {:.2} |",
+            ms(kept),
+            kept / step,
+            ms(cut),
+            cut / step,
+            floor(t) / 1e9,
+            floor_ms(t),
+            floor(t) / floor(1)
+        );
+    }
+    println!("\n| drafts N | draft time (ms) | × step |");
+    println!("|---|---|---|");
+    let mut draft = [0f64; 8];
+    for (n, d) in draft.iter_mut().enumerate().skip(1) {
+        *d = time_drafts(&mut *dec, x, n, reps)?;
+        println!("| {n} | {:.3} | {:.3} |", ms(*d), *d / step);
+    }
+    println!("\n| draft vocabulary K | three drafts (ms) | × step |");
+    println!("|---|---|---|");
+    for k in [vocab, 65536, 32768, 16384, 8192].into_iter().filter(|&k| k <= vocab) {
+        dec.set_draft_vocab(k);
+        let d3 = time_drafts(&mut *dec, x, 3, reps)?;
+        println!("| {k} | {:.3} | {:.3} |", ms(d3), d3 / step);
+    }
+    dec.set_draft_vocab(0);
+    effective(&mut *dec, (step, &pass, &draft), reps, &mut rng, x)?;
+    if let Some(r) = dec.report() {
+        println!("\n{r}");
+    }
+    Ok(())
+}
+
+/// Mean seconds of a draft of `n` tokens after `x`, over `reps` passes (after one unmeasured): each
+/// draft timed alone, then its window verified and cut to one, untimed.
+fn time_drafts(dec: &mut dyn Decoder, x: u32, n: usize, reps: usize) -> Result<f64> {
+    let mut total = 0.0;
+    for i in 0..=reps {
+        let t0 = Instant::now();
+        let d = dec.draft(x, n).map_err(anyhow::Error::msg)?;
+        if i > 0 {
+            total += t0.elapsed().as_secs_f64();
+        }
+        let w: Vec<u32> = std::iter::once(x).chain(d).collect();
+        dec.verify(&w, &vec![None; n + 1]).and_then(|_| dec.accept(1)).map_err(anyhow::Error::msg)?;
+    }
+    Ok(total / reps as f64)
+}
+
+/// The effective decode at per-draft acceptance a: for each N the tokens a pass yield, (1 − a^(N+1)) /
+/// (1 − a), over the pass's time (N drafts and a window of N + 1 cut to one); the best N; then a run of
+/// passes whose acceptance is forced to a (each draft kept with probability a, the first refusal ending
+/// the window) at that N, timed.
+fn effective(
+    dec: &mut dyn Decoder,
+    (step, pass, draft): (f64, &[f64; 9], &[f64; 8]),
+    reps: usize,
+    rng: &mut SplitMix64,
+    x: u32,
+) -> Result<()> {
+    println!("\n| a | best N | tokens a pass | pass (ms) | effective tok/s | × plain | forced run: tokens a pass | forced run tok/s | × plain |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for a in [0.6f64, 0.7, 0.8, 0.9] {
+        let yield_of = |n: usize| (1.0 - a.powi(n as i32 + 1)) / (1.0 - a);
+        let rate = |n: usize| yield_of(n) / (draft[n] + pass[n + 1]);
+        let best = (1..=7).max_by(|&p, &q| rate(p).total_cmp(&rate(q))).expect("seven");
+        // The forced run: N = best, the kept count drawn as the plain acceptance would make it.
+        let (mut tokens, t0) = (0usize, Instant::now());
+        for _ in 0..reps {
+            let d = dec.draft(x, best).map_err(anyhow::Error::msg)?;
+            let w: Vec<u32> = std::iter::once(x).chain(d).collect();
+            dec.verify(&w, &vec![None; best + 1]).map_err(anyhow::Error::msg)?;
+            let k = (0..best).take_while(|_| ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < a).count();
+            dec.accept(k + 1).map_err(anyhow::Error::msg)?;
+            tokens += k + 1;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "| {a:.1} | {best} | {:.2} | {:.3} | {:.1} | {:.2} | {:.2} | {:.1} | {:.2} |",
+            yield_of(best),
+            (draft[best] + pass[best + 1]) * 1e3,
+            rate(best),
+            rate(best) * step,
+            tokens as f64 / reps as f64,
+            tokens as f64 / secs,
+            tokens as f64 / secs * step
+        );
+    }
+    Ok(())
+}

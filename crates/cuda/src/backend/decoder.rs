@@ -195,8 +195,11 @@ impl Decoder for CudaDecoder<'_> {
         self.choose(tokens, Choice::Draw(*p), Choice::Draw(*next))
     }
 
+    /// Not yet: a verify window costs 2.3 (T = 1) to 4 (T = 8) decode steps on the H200
+    /// (bench/results/2026-12-03-h200-spec), so `--spec auto` decodes plainly here until windows are
+    /// cheaper than their tokens' steps; `--spec N` drafts, exactly.
     fn windows_pay(&self) -> bool {
-        true
+        false
     }
 
     fn start_drafting(&mut self) -> bool {

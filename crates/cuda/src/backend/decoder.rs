@@ -251,7 +251,7 @@ impl Decoder for CudaDecoder<'_> {
     fn accept(&mut self, kept: usize) -> Result<(), String> {
         let e = |e: CudaError| e.to_string();
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
-        let t = d.accept(kept, self.pos).map_err(e)?;
+        let t = d.accept(kept, self.pos, &self.fwd.gpu).map_err(e)?;
         self.state.rewind(&self.fwd.gpu, kept, t).map_err(e)?;
         self.pos = self.pos - t + kept;
         Ok(())

@@ -22,10 +22,13 @@ pub(crate) struct Drafting {
     pub active: bool,
     cache: AttnStateGpu,
     from: usize,
-    /// The streams of the last trunk pass's tokens (up to a window of rows), and the row of the last
-    /// position, whose cell waits for its next token (None once a draft wrote it).
+    /// The streams of the last trunk pass's tokens (up to a window of rows).
     rows: Buf<f32>,
-    last: Option<usize>,
+    /// The streams of the last position, whose cell waits for its next token while `waiting` (until a
+    /// draft writes it). Kept in a buffer of its own, so that a step's copies from it are at the same
+    /// addresses whatever window came before (a step graph matches its copies by address).
+    last_r: Buf<f32>,
+    waiting: bool,
     /// The rows of the vocabulary a draft chooses among.
     pub draft_rows: usize,
     /// The length of the verify window just run (0: none since the last accept).
@@ -41,7 +44,8 @@ impl Drafting {
             cache: fwd.mtp_cache(kv, capacity)?,
             from: 0,
             rows: Buf::uninit(&fwd.gpu, MAX_T * c.hc * c.n_embd)?,
-            last: None,
+            last_r: Buf::uninit(&fwd.gpu, c.hc * c.n_embd)?,
+            waiting: false,
             draft_rows: c.vocab,
             window: 0,
         })
@@ -49,7 +53,7 @@ impl Drafting {
 
     /// Cells kept from position `pos` on (none yet).
     pub(crate) fn start(&mut self, pos: usize) {
-        (self.active, self.from, self.cache.cells, self.last, self.window) = (true, pos, 0, None, 0);
+        (self.active, self.from, self.cache.cells, self.waiting, self.window) = (true, pos, 0, false, 0);
     }
 
     /// Inside the step that ran the trunk over `tokens` at `pos`, leaving the streams `r`: the cells whose
@@ -63,7 +67,7 @@ impl Drafting {
         pos: usize,
     ) -> Result<(), CudaError> {
         let (g, t, w) = (&*fwd.gpu, r.t, r.width);
-        let lead = usize::from(self.last.is_some());
+        let lead = usize::from(self.waiting);
         let n = lead + t - 1;
         if self.from + self.cache.cells + lead != pos {
             return Err(CudaError::Shape(format!(
@@ -73,8 +77,8 @@ impl Drafting {
         }
         if n > 0 {
             let cat = Buf::<f32>::uninit(g, n * w)?;
-            if let Some(row) = self.last {
-                cat.copy_from(g, 0, &self.rows.view(g, row * w, w)?, w)?;
+            if self.waiting {
+                cat.copy_from(g, 0, &self.last_r, w)?;
             }
             if t > 1 {
                 cat.copy_from(g, lead * w, &r.buf, (t - 1) * w)?;
@@ -83,7 +87,8 @@ impl Drafting {
             mtp_read(fwd, &mut self.cache, &rows, &tokens[1 - lead..], pos - lead)?;
         }
         self.rows.copy_from(g, 0, &r.buf, t * w)?;
-        self.last = Some(t - 1);
+        self.last_r.copy_from(g, 0, &r.buf.view(g, (t - 1) * w, w)?, w)?;
+        self.waiting = true;
         Ok(())
     }
 
@@ -92,11 +97,12 @@ impl Drafting {
     /// verify window). Left on the device: x then the drafts.
     pub(crate) fn chain(&mut self, fwd: &CudaForward, x: u32, n: usize, pos: usize) -> Result<Buf<i32>, CudaError> {
         let g = &*fwd.gpu;
-        let (Some(row), w) = (self.last, self.rows.len() / MAX_T) else {
+        if !self.waiting {
             return Err(CudaError::Shape("no draft before a token has been through the trunk while drafting".into()));
-        };
+        }
+        let w = self.last_r.len();
         let ids = Buf::<i32>::from_host(g, &[x as i32; MAX_T])?;
-        let mut rows = Rows { buf: self.rows.view(g, row * w, w)?, t: 1, width: w };
+        let mut rows = Rows { buf: self.last_r.view(g, 0, w)?, t: 1, width: w };
         for i in 0..n {
             fwd.next_draft_input(ids.view(g, i, 1)?);
             let (fin, rp) = mtp_read(fwd, &mut self.cache, &rows, &[x], pos - 1 + i)?;
@@ -104,14 +110,14 @@ impl Drafting {
             rows = rp;
         }
         if n > 0 {
-            self.last = None; // its cell is written
+            self.waiting = false; // its cell is written
         }
         Ok(ids)
     }
 
     /// Before a verify window at `pos`: the draft chain's provisional cells cut.
     pub(crate) fn before_window(&mut self, pos: usize) {
-        if self.last.is_none() {
+        if !self.waiting {
             self.cache.cells = pos - self.from;
         }
     }
@@ -124,35 +130,39 @@ impl Drafting {
     /// The first `kept` tokens of the window just verified kept (`end`: the position after the whole
     /// window): the cells past the last kept token's cut, and its streams the row whose cell waits. The
     /// window's length.
-    pub(crate) fn accept(&mut self, kept: usize, end: usize) -> Result<usize, CudaError> {
+    pub(crate) fn accept(&mut self, kept: usize, end: usize, gpu: &crate::Gpu) -> Result<usize, CudaError> {
         let t = std::mem::take(&mut self.window);
         if kept == 0 || kept > t {
             return Err(CudaError::Shape(format!("kept {kept} of a window of {t}")));
         }
         self.cache.cells = end - t + kept - 1 - self.from;
-        self.last = Some(kept - 1);
+        if kept < t {
+            let w = self.last_r.len();
+            self.last_r.copy_from(gpu, 0, &self.rows.view(gpu, (kept - 1) * w, w)?, w)?;
+        }
+        self.waiting = true;
         Ok(t)
     }
 
     /// The cells as the CPU holds them (a checkpoint).
     pub(crate) fn download(&self, fwd: &CudaForward) -> Result<MtpCells, CudaError> {
-        let (g, w) = (&*fwd.gpu, self.rows.len() / MAX_T);
+        let (g, w) = (&*fwd.gpu, self.last_r.len());
         let cache = fwd.mtp_attn()?.download_state(g, &self.cache, 0)?;
-        let last_r = self.last.map(|row| self.rows.read_at(g, row * w, w)).transpose()?;
+        let last_r = if self.waiting { Some(self.last_r.read(g, w)?) } else { None };
         Ok(MtpCells { from: self.from, cache, last_r })
     }
 
     /// The CPU's cells written over these (a checkpoint restored).
     pub(crate) fn load(&mut self, fwd: &CudaForward, m: &MtpCells) -> Result<(), CudaError> {
-        let (g, w) = (&*fwd.gpu, self.rows.len() / MAX_T);
+        let (g, w) = (&*fwd.gpu, self.last_r.len());
         fwd.mtp_attn()?.load_state(g, &mut self.cache, &m.cache, 0)?;
-        self.last = match &m.last_r {
+        self.waiting = match &m.last_r {
             Some(r) if r.len() == w => {
-                self.rows.write_at(g, 0, r)?;
-                Some(0)
+                self.last_r.write_at(g, 0, r)?;
+                true
             }
             Some(_) => return Err(CudaError::Shape("saved MTP streams of another width".into())),
-            None => None,
+            None => false,
         };
         (self.active, self.from, self.window) = (true, m.from, 0);
         Ok(())

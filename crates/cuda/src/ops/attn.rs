@@ -240,6 +240,9 @@ pub enum Cells {
     Dense(usize),
 }
 
+/// The cells a dense layer's score rows are sized for, rounded up to (see `attention`).
+const SBUF_CELLS: usize = 4096;
+
 /// The layer's output for the window's inputs `x` (T rows of n), appended at cells `st.cells, …` and roped
 /// with `rows`, the [`rope_rows`] of the window's positions (the trunk's cells are its positions; the MTP
 /// layer's cache holds only the drafted positions). Every attention layer of a window shares one `rows`.
@@ -323,8 +326,11 @@ pub fn attention(
     // The most cells a token of the window attends to; the scores, the sum's parts and the sum per head.
     let max_n = if ids.is_some() { ids_stride } else { pos + t };
     // Rows of whole chunks, so that each row starts 32-byte aligned and the values kernel reads a chunk's
-    // e_j by two 16-byte loads.
-    let sbuf_stride = (max_n + max_n.div_ceil(CHUNK) + 1).next_multiple_of(CHUNK);
+    // e_j by two 16-byte loads. A dense layer's rows are sized for its cells rounded up to SBUF_CELLS:
+    // the arena's later buffers then keep their addresses from one step to the next (a step graph
+    // matches its copies and zeroings by address; the MTP layer's cache grows every step).
+    let span = if ids.is_some() { max_n } else { max_n.next_multiple_of(SBUF_CELLS) };
+    let sbuf_stride = (span + span.div_ceil(CHUNK) + 1).next_multiple_of(CHUNK);
     // Left unset: per (token, head) attend_scores writes the n scores (its grid covers max_n ≥ n),
     // attend_softmax the chunks' parts and the sum after them, and every reader stays below those.
     let sbuf = Buf::<f32>::uninit(gpu, t * d.hq * sbuf_stride)?;

@@ -4,7 +4,9 @@
 # STRATA_PROFILE=1 for the per-op-family time of a decode step; the card's copy bandwidth is measured by
 # torch in the same call, and each depth's line gives the bytes a step reads, their floor at that
 # bandwidth and the ratio of the measured step to it. Usage: bench/engine.sh [DEPTHS] [N]
-# (default "4096" and 256); REPEAT=k runs each depth k times, the ratio from their median; PROFILES="1 kernels" adds the per-kernel breakdown (default "1"; PROFILES= none). Run from the repo root with the binary in .dev/strata.
+# (default "4096" and 256); REPEAT=k runs each depth k times, the ratio from their median; PROFILES="1 kernels" adds the per-kernel breakdown (default "1"; PROFILES= none); SPEC=1 adds the speculation rows at
+# each depth (`strata bench spec`: verify windows, drafts, and 256 tokens decoded at forced per-draft
+# acceptance 0.6..0.9). Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 depths=${1:-4096}
 n=${2:-256}
@@ -45,4 +47,8 @@ for d in $depths; do
     STRATA_PROFILE=$p $bin run -m $model --prompt-tokens $ids -n $n --ignore-eos \
       --device cuda --max-context $(( d + n + 8 )) 2>&1 >/dev/null | grep -v '^note\|^device'
   done
+  if [ -n "${SPEC:-}" ]; then
+    echo "-- speculation (strata bench spec; acceptance forced, the random-weight model accepts none)"
+    $bin bench spec -m $model --depth $d --reps 16 --bandwidth $bw 2>&1 | grep -v '^note\|^device\|^model\|^kernels'
+  fi
 done

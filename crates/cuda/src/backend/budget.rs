@@ -96,3 +96,44 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
     let scratch = 4 * crate::ops::matvec::MAX_T as u64 * per_token as u64 + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window's floor: one token's is the decode step's; each token more adds its share of experts
+    /// not yet chosen, its KV cell and a GDN slot, but never a whole step's weights again.
+    #[test]
+    fn a_window_reads_the_weights_once_and_the_experts_its_tokens_choose() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
+        let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
+        let c = &model.config;
+        let step = decode_bytes(&model, KvMode::F16, 1000);
+        assert_eq!(window_bytes(&model, KvMode::F16, 1000, 1), step);
+        let experts: f64 = model
+            .gguf
+            .tensors()
+            .filter(|(_, t)| t.name.contains("_exps") && !t.name.contains(".nextn."))
+            .map(|(_, t)| t.ty.bytes_for(t.n_elements).unwrap() as f64)
+            .sum();
+        let gdn_state = 4 * c.ssm_heads * c.ssm_state * c.ssm_state;
+        let gdn_layers = c.kinds.iter().filter(|k| matches!(k, LayerKind::Gdn)).count();
+        let mut last = step;
+        for t in 2..=8 {
+            let b = window_bytes(&model, KvMode::F16, 1000, t);
+            assert!(b > last && b < step * t as u64, "T = {t}: {b} bytes against a step's {step}");
+            // What the window adds over a step: the experts its other tokens choose, at most (t − 1)
+            // tokens' worth, its cells and the GDN slots.
+            let share = 1.0 - (1.0 - c.n_expert_used as f64 / c.n_expert as f64).powi(t as i32);
+            let more_experts = experts * (share - c.n_expert_used as f64 / c.n_expert as f64);
+            let slots = ((t - 1) * gdn_layers * gdn_state) as f64;
+            let extra = (b - step) as f64;
+            assert!(extra >= more_experts + slots, "T = {t}: {extra} added bytes");
+            assert!(
+                extra <= more_experts + slots + 1e6,
+                "T = {t}: {extra} added bytes, more than experts, slots and cells"
+            );
+            last = b;
+        }
+    }
+}

@@ -150,6 +150,23 @@ pub fn mtp_step<B: Backend>(b: &B, cache: &mut B::MtpCache, r: &B::Rows, next: &
     Ok((b.logits(&fin)?, rp))
 }
 
+/// The MTP cells of the rows of `r` (streams at cell pos + i) with `next[i]` the token at the following
+/// cell: what the layer's cache keeps of [`mtp_step`]. A cell is the attention's K and V of the layer's
+/// first read, so only the input, that read and the attention run (the same ops as the step's start,
+/// so the same cells), not the MoE, the final read or the head.
+pub fn mtp_cells<B: Backend>(
+    b: &B,
+    cache: &mut B::MtpCache,
+    r: &B::Rows,
+    next: &[u32],
+    pos: usize,
+) -> Result<(), B::Error> {
+    let rp = b.mtp_input(r, next)?;
+    let (x, _) = b.hc_read(&rp, HcId::MtpAttn)?;
+    b.mtp_attention(&x, cache, pos)?;
+    Ok(())
+}
+
 /// [`mtp_step`] up to the head: each row's final read, and R' (a draft head over part of the vocabulary
 /// takes it from here).
 pub fn mtp_read<B: Backend>(

@@ -1,7 +1,7 @@
 //! A model and one conversation's state on some device, behind one trait the generation loop drives:
 //! [`Decoder`], and its CPU form, [`CpuDecoder`] (the GPU's is crates/cuda's).
 
-use crate::backend::{mtp_read, mtp_step, trunk, Backend};
+use crate::backend::{mtp_cells, mtp_read, trunk, Backend};
 use crate::cpu::Cpu;
 use crate::model::Model;
 use crate::ops::sample::SampleParams;
@@ -111,11 +111,10 @@ impl<'a> CpuDecoder<'a> {
         }
     }
 
-    /// MTP cells at positions pos.. from the trunk's `rows` and the tokens after them (the layer's whole
-    /// step: its cell is what the cache keeps).
+    /// MTP cells at positions pos.. from the trunk's `rows` and the tokens after them.
     fn write_cells(&mut self, rows: &[Vec<f32>], next: &[u32], pos: usize) {
         let (Some(m), false) = (self.state.mtp.as_mut(), rows.is_empty()) else { return };
-        let _ = mtp_step(&Cpu { model: self.model }, &mut m.cache, &rows.to_vec(), next, pos);
+        let Ok(()) = mtp_cells(&Cpu { model: self.model }, &mut m.cache, &rows.to_vec(), next, pos);
     }
 }
 

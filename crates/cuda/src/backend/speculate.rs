@@ -2,7 +2,7 @@
 //! trunk's state, a draft chain run on the card in one step (each draft's token fed to the next from the
 //! device), a verify window's choices at every position, and the rewind after it.
 
-use strata_model::backend::mtp_read;
+use strata_model::backend::{mtp_cells, mtp_read};
 use strata_model::kv::KvMode;
 use strata_model::ops::sample::SampleParams;
 use strata_model::state::MtpCells;
@@ -84,7 +84,7 @@ impl Drafting {
                 cat.copy_from(g, lead * w, &r.buf, (t - 1) * w)?;
             }
             let rows = Rows { buf: cat, t: n, width: w };
-            mtp_read(fwd, &mut self.cache, &rows, &tokens[1 - lead..], pos - lead)?;
+            mtp_cells(fwd, &mut self.cache, &rows, &tokens[1 - lead..], pos - lead)?;
         }
         self.rows.copy_from(g, 0, &r.buf, t * w)?;
         self.last_r.copy_from(g, 0, &r.buf.view(g, (t - 1) * w, w)?, w)?;

@@ -9,6 +9,8 @@ use strata_model::State;
 use crate::backend::forward::{Choice, Chosen, CudaForward, Late, Rows};
 use crate::backend::speculate::{check_picks, Drafting};
 use crate::backend::state::CudaState;
+use crate::ops::matvec::MAX_T;
+use crate::runtime::buf::Buf;
 use crate::runtime::error::CudaError;
 use crate::runtime::recorder::{GraphStats, Prepared};
 
@@ -27,6 +29,52 @@ pub struct CudaDecoder<'a> {
     drafting: Option<Drafting>,
     /// The vocabulary rows a draft chooses among.
     draft_rows: usize,
+    /// The next verify window, recorded while its draft chain ran.
+    verify_ahead: Option<VerifyAhead>,
+    /// Whether the last verify window chose greedily (the next is recorded ahead only then).
+    greedy_windows: bool,
+}
+
+/// A verify window recorded while the draft chain before it ran on the card (`STRATA_OVERLAP`; greedy
+/// windows after a greedy one): the host's recording overlaps the chain instead of following it. Its
+/// tokens go in once the drafts are read back (`Late`: the embedding's and the MTP cells' ids, the PLE
+/// rows). Recording moved the host's counts on (the attention and MTP cells); they are put back at once
+/// and set again when the window runs, so any other call may drop it.
+struct VerifyAhead {
+    step: Prepared,
+    late: Vec<Late>,
+    /// Where the window leaves the token chosen after each position.
+    chosen: Buf<i32>,
+    pos: usize,
+    t: usize,
+    /// The attention layers' and the MTP layer's counts after the window.
+    cells: Vec<usize>,
+    mtp: (usize, bool),
+}
+
+/// The verify window of `t` tokens at `pos` recorded ahead, greedy (see [`VerifyAhead`]).
+fn record_verify(
+    fwd: &CudaForward,
+    state: &mut CudaState,
+    d: &mut Drafting,
+    pos: usize,
+    t: usize,
+) -> Result<VerifyAhead, CudaError> {
+    let (cells, mtp) = (state.cells(), d.counts());
+    d.before_window(pos);
+    state.begin_window()?;
+    let (placeholders, picks) = ([0u32; MAX_T], [None; MAX_T]);
+    let out = fwd.prepare(|| {
+        let (fin, r) = trunk(fwd, &fwd.model.config, state, &placeholders[..t], pos)?;
+        d.cells_after(fwd, &r, &placeholders[..t], pos)?;
+        fwd.choose_rows(&fin, &picks[..t])
+    });
+    let after = (state.cells(), d.counts());
+    state.set_cells(&cells);
+    d.set_counts(mtp);
+    state.end_window();
+    let (chosen, step, late) = out?;
+    Ok(VerifyAhead { step, late, chosen, pos, t, cells: after.0, mtp: after.1 })
 }
 
 /// A decode step of one token recorded ahead, while the step before it ran on the card: the host's
@@ -49,7 +97,18 @@ struct Ahead {
 impl<'a> CudaDecoder<'a> {
     pub fn new(fwd: CudaForward<'a>, state: CudaState, pos: usize) -> CudaDecoder<'a> {
         let draft_rows = fwd.vocab_rows();
-        CudaDecoder { fwd, state, pos, ahead: None, handed: None, at_prompt_end: None, drafting: None, draft_rows }
+        CudaDecoder {
+            fwd,
+            state,
+            pos,
+            ahead: None,
+            handed: None,
+            at_prompt_end: None,
+            drafting: None,
+            draft_rows,
+            verify_ahead: None,
+            greedy_windows: false,
+        }
     }
 
     /// Drafting on from the current position (the MTP layer uploaded and its cells and the verify
@@ -88,7 +147,7 @@ impl CudaDecoder<'_> {
         let chosen = match self.ahead.take() {
             Some(a) if tokens.len() == 1 && a.pos == self.pos && a.how == how => {
                 let t0 = std::time::Instant::now();
-                self.fwd.write_late(&a.late, tokens[0], &mut self.state)?;
+                self.fwd.write_late(&a.late, tokens, &mut self.state)?;
                 self.fwd.gpu.note(|s| s.late_ns += t0.elapsed().as_nanos() as u64);
                 self.state.set_cells(&a.cells);
                 if let Some(h) = self.handed.take() {
@@ -145,6 +204,7 @@ impl CudaDecoder<'_> {
     ) -> Result<R, String> {
         let e = |e: CudaError| e.to_string();
         self.ahead = None; // a step recorded ahead runs only as the next decode step
+        self.verify_ahead = None;
         if let Some(p) = &self.fwd.gpu.profile {
             p.begin(tokens.len() == 1).map_err(e)?;
         }
@@ -221,8 +281,14 @@ impl Decoder for CudaDecoder<'_> {
         if n == 0 || n >= crate::ops::matvec::MAX_T {
             return Err(format!("{n} drafts (1..{})", crate::ops::matvec::MAX_T));
         }
-        self.ahead = None;
+        (self.ahead, self.verify_ahead) = (None, None);
         let ids = fwd.step(|| d.chain(fwd, x, n, pos)).map_err(e)?;
+        // The window that checks these drafts, recorded while the chain runs (its error only means the
+        // window is recorded when it runs).
+        let g = &fwd.gpu;
+        if self.greedy_windows && g.settings.overlap && g.graphs_on() && !g.recording() {
+            self.verify_ahead = record_verify(fwd, &mut self.state, d, pos, n + 1).ok();
+        }
         let ids = ids.read(&fwd.gpu, n + 1).map_err(e)?;
         Ok(ids[1..].iter().map(|&t| t as u32).collect())
     }
@@ -232,16 +298,27 @@ impl Decoder for CudaDecoder<'_> {
         check_picks(window, picks)?;
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
-        self.ahead = None;
+        let greedy = picks.iter().all(Option::is_none);
+        let ahead = self.verify_ahead.take().filter(|a| a.pos == pos && a.t == window.len() && greedy);
+        (self.ahead, self.greedy_windows) = (None, greedy);
         d.before_window(pos);
         state.begin_window().map_err(e)?;
-        let ids = fwd
-            .step(|| {
-                let (fin, r) = trunk(fwd, &fwd.model.config, state, window, pos)?;
-                d.cells_after(fwd, &r, window, pos)?;
-                fwd.choose_rows(&fin, picks)
-            })
-            .map_err(e)?;
+        let ids = match ahead {
+            Some(a) => {
+                state.set_cells(&a.cells);
+                d.set_counts(a.mtp);
+                fwd.write_late(&a.late, window, state).map_err(e)?;
+                fwd.gpu.run_prepared(a.step).map_err(e)?;
+                a.chosen
+            }
+            None => fwd
+                .step(|| {
+                    let (fin, r) = trunk(fwd, &fwd.model.config, state, window, pos)?;
+                    d.cells_after(fwd, &r, window, pos)?;
+                    fwd.choose_rows(&fin, picks)
+                })
+                .map_err(e)?,
+        };
         d.ran_window(window.len());
         self.pos += window.len();
         let ids = ids.read(&fwd.gpu, window.len()).map_err(e)?;
@@ -276,7 +353,7 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn restore(&mut self, state: &State) -> Result<(), String> {
-        self.ahead = None; // recorded for the conversation being replaced
+        (self.ahead, self.verify_ahead) = (None, None); // recorded for the conversation being replaced
         self.handed = None;
         let loaded = self.fwd.load_state(&mut self.state, state);
         // A failed load leaves the caches half written: the conversation starts again from nothing.

@@ -54,11 +54,13 @@ pub struct CudaForward<'a> {
     draft_ids: Mutex<Option<Buf<i32>>>,
 }
 
-/// A staged input of a step prepared ahead that depends on its token: the device address of its bytes.
+/// A staged input of a step prepared ahead that depends on its tokens: the device address of its bytes.
 pub(crate) enum Late {
-    /// The embedding's token id.
-    Id(u64),
-    /// The PLE table rows of the token (and the PLE history moves on by it).
+    /// Token ids: the last `count` tokens of the step's window (the embedding's: all of them; the MTP
+    /// cells' inputs: those after the first, or all of them after a waiting cell).
+    Ids { ptr: u64, count: usize },
+    /// The PLE table rows of the window's next token (in order: the first such entry is the first token's),
+    /// and the PLE history moves on by it.
     PleRows(u64),
 }
 
@@ -210,21 +212,34 @@ impl CudaForward<'_> {
         Ok((r, p, late))
     }
 
-    /// A prepared step's late inputs written for its token `t` (the PLE history moves on by it).
-    pub(crate) fn write_late(&self, late: &[Late], t: u32, st: &mut CudaState) -> Result<(), CudaError> {
+    /// A prepared step's late inputs written for its window `tokens` (the PLE history moves on by each;
+    /// in a verify window, its rewind points keep the history after each token but the last).
+    pub(crate) fn write_late(&self, late: &[Late], tokens: &[u32], st: &mut CudaState) -> Result<(), CudaError> {
+        let mut ple_token = 0;
         for l in late {
             match *l {
-                Late::Id(ptr) => self.gpu.write_staged(ptr, &(t as i32).to_le_bytes())?,
+                Late::Ids { ptr, count } => {
+                    let ids = tokens.get(tokens.len().wrapping_sub(count)..).filter(|_| count <= tokens.len());
+                    let ids = ids.ok_or_else(|| CudaError::Shape(format!("{count} late ids of {}", tokens.len())))?;
+                    let bytes: Vec<u8> = ids.iter().flat_map(|&t| (t as i32).to_le_bytes()).collect();
+                    self.gpu.write_staged(ptr, &bytes)?;
+                }
                 Late::PleRows(ptr) => {
                     let (Some(p), Some(pw)) = (&self.model.config.ple, &self.model.weights.ple) else {
                         return Err(CudaError::Shape("PLE rows staged for a model without PLE".into()));
                     };
+                    let t =
+                        *tokens.get(ple_token).ok_or_else(|| CudaError::Shape("more PLE rows than tokens".into()))?;
                     let mut emb = vec![0f32; p.embd_dim()];
                     let t0 = std::time::Instant::now();
                     table_rows(p, pw, t, &mut st.ple_prev, &mut emb);
                     self.gpu.note(|s| s.ple_ns += t0.elapsed().as_nanos() as u64);
                     let bytes: Vec<u8> = emb.iter().flat_map(|v| v.to_le_bytes()).collect();
                     self.gpu.write_staged(ptr, &bytes)?;
+                    ple_token += 1;
+                    if let Some(pts) = st.points.as_mut().filter(|p| p.keep && ple_token < tokens.len()) {
+                        pts.ple_prev.push(st.ple_prev.clone());
+                    }
                 }
             }
         }
@@ -319,7 +334,7 @@ impl Backend for CudaForward<'_> {
             let (t, width) = (tokens.len(), c.hc * c.n_embd);
             let buf = Buf::uninit(&self.gpu, t * width)?; // embed writes every stream of every token
             let staged = Buf::from_host(&self.gpu, &ids)?;
-            self.note_late(|| Late::Id(staged.ptr(&self.gpu)));
+            self.note_late(|| Late::Ids { ptr: staged.ptr(&self.gpu), count: tokens.len() });
             embed(&self.gpu, &self.w.embd, &staged, &buf, t, c.hc)?;
             Ok(Rows { buf, t, width })
         })
@@ -391,11 +406,14 @@ impl Backend for CudaForward<'_> {
                 let args = [row, gated.ptr(g), z.ptr(g), hist.ptr(g), pg.conv.ptr(g)].map(Arg::Ptr);
                 let ints = [wide, p.conv_kernel, p.ngram_size].map(|v| Arg::I32(v as i32));
                 launch(g, &f, "ple_conv", cfg, &[&args[..], &ints[..]].concat())?;
-                // A verify window's rewind point after this token (the last token's is the state itself).
+                // A verify window's rewind point after this token (the last token's is the state itself);
+                // the history's token ids are kept here, or by `write_late` once the tokens are known.
                 if let Some(pts) = st.points.as_mut().filter(|p| p.keep && i + 1 < tokens.len()) {
                     let slots = pts.ple_slots.as_ref().expect("made with the history");
                     slots.copy_from(g, i * hist.len(), hist, hist.len())?;
-                    pts.ple_prev.push(st.ple_prev.clone());
+                    if !late {
+                        pts.ple_prev.push(st.ple_prev.clone());
+                    }
                 }
             }
             Ok(())
@@ -481,7 +499,11 @@ impl Backend for CudaForward<'_> {
             let ids = match self.draft_ids.lock().expect("draft ids lock").take() {
                 Some(on_device) if on_device.len() == t => on_device,
                 Some(_) => return Err(CudaError::Shape("a draft's device token for a window of rows".into())),
-                None => Buf::from_host(g, &next.iter().map(|&x| x as i32).collect::<Vec<i32>>())?,
+                None => {
+                    let staged = Buf::from_host(g, &next.iter().map(|&x| x as i32).collect::<Vec<i32>>())?;
+                    self.note_late(|| Late::Ids { ptr: staged.ptr(g), count: t });
+                    staged
+                }
             };
             let e = Buf::<f32>::uninit(g, t * n)?;
             embed(g, &self.w.embd, &ids, &e, t, 1)?;

@@ -115,6 +115,15 @@ impl Drafting {
         Ok(ids)
     }
 
+    /// The host's counts a window's recording moves on: the cells held and whether one waits.
+    pub(crate) fn counts(&self) -> (usize, bool) {
+        (self.cache.cells, self.waiting)
+    }
+
+    pub(crate) fn set_counts(&mut self, (cells, waiting): (usize, bool)) {
+        (self.cache.cells, self.waiting) = (cells, waiting);
+    }
+
     /// Before a verify window at `pos`: the draft chain's provisional cells cut.
     pub(crate) fn before_window(&mut self, pos: usize) {
         if !self.waiting {

@@ -212,6 +212,13 @@ impl CudaState {
         Ok(())
     }
 
+    /// The window recorded ahead is not run now: its rewind points are not kept.
+    pub(crate) fn end_window(&mut self) {
+        if let Some(p) = &mut self.points {
+            p.keep = false;
+        }
+    }
+
     /// The state after the first `kept` tokens of the `t`-token window just run (1 ≤ kept ≤ t): nothing
     /// to do when all are kept, else slot kept − 1 copied back and the cell counts put back.
     pub(crate) fn rewind(&mut self, g: &Gpu, kept: usize, t: usize) -> Result<(), CudaError> {

@@ -38,7 +38,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_PDL", "0: plain edges inside a step's graph, no programmatic launches", "on (sm_90+)"),
     sw("STRATA_PDL_JOIN", "0: plain edges into the kernels that join the side lane", "on"),
     sw("STRATA_SIDE", "0: no side lane in a step's graph", "on"),
-    sw("STRATA_OVERLAP", "0: each decode step recorded only once its token is known", "on"),
+    sw("STRATA_OVERLAP", "0: each decode step and verify window recorded only once its tokens are known", "on"),
     sw("STRATA_GLU", "0: the experts' gate and up products, then the activation, as separate launches", "on"),
     sw("STRATA_DOWN_COMBINE", "0: the experts' down products and the MoE combination as two launches", "on"),
     sw("STRATA_QDOT_ONCE", "0: every block of a § qdot product quantizes its own inputs", "on"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: `strata bench spec` on the full-size synthetic model (written on the machine:
 # bench/full_model.sh) at each depth (default 4096), the card's copy bandwidth measured by torch in the
-# same call for the floors. Usage: bench/spec_bench.sh [DEPTHS] [REPS]. Log: $OUT/spec_bench.log.
+# same call for the floors. Usage: bench/spec_bench.sh [DEPTHS] [REPS]; AB="STRATA_OVERLAP=0" runs each
+# depth again under that setting (A/B in one call). Log: $OUT/spec_bench.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/spec_bench.log) 2>&1
 for f in .dev/*.xz; do xz -dkf "$f"; done
@@ -23,5 +24,9 @@ source "$(dirname "$0")/full_model.sh"
 for d in ${1:-4096}; do
   echo "== depth $d $(date +%T)"
   timeout ${T_BENCH:-300} $bin bench spec -m $model --depth $d --reps ${2:-32} --bandwidth $bw 2>&1 | grep -v '^note'
+  if [ -n "${AB:-}" ]; then
+    echo "-- the same under $AB"
+    env $AB timeout ${T_BENCH:-300} $bin bench spec -m $model --depth $d --reps ${2:-32} --bandwidth $bw 2>&1 | grep -v '^note'
+  fi
 done
 echo "== done $(date +%T)"

@@ -11,17 +11,7 @@ set -uo pipefail
 depths=${1:-4096}
 n=${2:-256}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-bw=$(python3 - <<'PY'
-import torch
-x = torch.empty(2 * 1024**3 // 4, device="cuda"); y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-torch.cuda.synchronize(); s.record()
-for _ in range(20): y.copy_(x)
-e.record(); torch.cuda.synchronize()
-print(f"{20 * 2 * x.numel() * 4 / (s.elapsed_time(e) / 1e3) / 1e12:.3f}")
-PY
-)
+bw=$(python3 "$(dirname "$0")/torch_bandwidth.py")
 echo "copy bandwidth (torch, 2 GiB, read + write): $bw TB/s"
 source "$(dirname "$0")/full_model.sh"
 for d in $depths; do

@@ -160,11 +160,14 @@ impl AttnGpu {
         if mode == KvMode::Int8 && !dim.is_multiple_of(64) {
             return Err(CudaError::Shape(format!("int8 KV needs whole groups of 64 ({dim})")));
         }
+        // The indexer's keys only where there is an indexer (a dense layer, such as the MTP layer's
+        // cache of the whole context, keeps none).
+        let keys = |n: usize| if self.idx.is_some() { Buf::zeros(gpu, n) } else { Ok(Buf::empty()) };
         Ok(AttnStateGpu {
             k: KvGpu::new(gpu, mode, dim, capacity)?,
             v: KvGpu::new(gpu, mode, dim, capacity)?,
-            raw: Buf::zeros(gpu, capacity * self.dims.di)?,
-            blocks: Buf::zeros(gpu, capacity * self.dims.di)?,
+            raw: keys(capacity * self.dims.di)?,
+            blocks: keys(capacity * self.dims.di)?,
             cells: 0,
             capacity,
         })
@@ -208,8 +211,9 @@ impl AttnGpu {
         for kv in [&st.k, &st.v] {
             kv.zero(gpu)?;
         }
-        st.raw.zero(gpu)?;
-        st.blocks.zero(gpu)?;
+        for keys in [&st.raw, &st.blocks].into_iter().filter(|b| !b.is_empty()) {
+            keys.zero(gpu)?;
+        }
         st.k.upload(gpu, &q.k)?;
         st.v.upload(gpu, &q.v)?;
         if ratio > 0 {

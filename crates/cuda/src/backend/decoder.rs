@@ -52,6 +52,21 @@ struct VerifyAhead {
     mtp: (usize, bool),
 }
 
+/// What a verify window's step records: the trunk over `window`, the MTP cells it makes known, and the
+/// token chosen after each position (left on the device).
+fn verify_step(
+    fwd: &CudaForward,
+    state: &mut CudaState,
+    d: &mut Drafting,
+    window: &[u32],
+    pos: usize,
+    picks: &[Option<SampleParams>],
+) -> Result<Buf<i32>, CudaError> {
+    let (fin, r) = trunk(fwd, &fwd.model.config, state, window, pos)?;
+    d.cells_after(fwd, &r, window, pos)?;
+    fwd.choose_rows(&fin, picks)
+}
+
 /// The verify window of `t` tokens at `pos` recorded ahead, greedy (see [`VerifyAhead`]).
 fn record_verify(
     fwd: &CudaForward,
@@ -64,11 +79,7 @@ fn record_verify(
     d.before_window(pos);
     state.begin_window()?;
     let (placeholders, picks) = ([0u32; MAX_T], [None; MAX_T]);
-    let out = fwd.prepare(|| {
-        let (fin, r) = trunk(fwd, &fwd.model.config, state, &placeholders[..t], pos)?;
-        d.cells_after(fwd, &r, &placeholders[..t], pos)?;
-        fwd.choose_rows(&fin, &picks[..t])
-    });
+    let out = fwd.prepare(|| verify_step(fwd, state, d, &placeholders[..t], pos, &picks[..t]));
     let after = (state.cells(), d.counts());
     state.set_cells(&cells);
     d.set_counts(mtp);
@@ -311,13 +322,7 @@ impl Decoder for CudaDecoder<'_> {
                 fwd.gpu.run_prepared(a.step).map_err(e)?;
                 a.chosen
             }
-            None => fwd
-                .step(|| {
-                    let (fin, r) = trunk(fwd, &fwd.model.config, state, window, pos)?;
-                    d.cells_after(fwd, &r, window, pos)?;
-                    fwd.choose_rows(&fin, picks)
-                })
-                .map_err(e)?,
+            None => fwd.step(|| verify_step(fwd, state, d, window, pos, picks)).map_err(e)?,
         };
         d.ran_window(window.len());
         self.pos += window.len();

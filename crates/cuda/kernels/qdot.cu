@@ -110,6 +110,10 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
     for (int j = lane; j < q.P; j += WARP) {
         const unsigned char* b = r + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
         const int p = QBLOCK * j % Q::BS / QBLOCK;
+        // A window's tokens share one unpacking of the piece (Q::load); a single token's kernels keep
+        // Q::value, whose code the one-token kernels were tuned and checked with.
+        QdW W;
+        if constexpr (TMAX > 1) W = Q::load(b, p);
 #pragma unroll
         for (int t = 0; t < TMAX; ++t) {
             if (t < T) {
@@ -118,7 +122,8 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
                 const int4 c0 = a4[0], c1 = a4[1];
                 const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
                 const int2 h = q.sum[i];
-                acc[t] = __fadd_rn(acc[t], Q::value(b, p, a, h.x, h.y, q.d[i]));
+                const float v = TMAX > 1 ? Q::apply(W, a, h.x, h.y, q.d[i]) : Q::value(b, p, a, h.x, h.y, q.d[i]);
+                acc[t] = __fadd_rn(acc[t], v);
             }
         }
     }

@@ -44,14 +44,38 @@ __device__ __forceinline__ float qd_piece_value(float dw, float da, int s) {
     return __fmul_rn(__fmul_rn(dw, da), (float)s);
 }
 
-// A type of one scale dw (the block's first two bytes) and integer weights (Q8_0, Q4_0, Q2_0, IQ4_NL).
-template <typename Q>
-__device__ __forceinline__ float qd_one_scale_value(const unsigned char* b, int p, const int* a, int lo, int hi,
-                                                   float da) {
+// A piece's weights unpacked from its block once (`Q::load`), then put against each input (`Q::apply`):
+// a window's tokens share one unpacking. The 8 words of integer weights and the type's scales: f0, f1
+// and i0, i1 as each type says. `Q::value` is `apply(load(…), …)`: the same operations either way.
+struct QdW {
     int w[8];
-    Q::piece(b, p, w);
-    return qd_piece_value(f16_bits_to_f32(u16_at(b)), da, qd_piece_sum<Q>(w, a, lo + hi));
+    float f0, f1;
+    int i0, i1;
+};
+
+// A type of one scale dw (the block's first two bytes, f0) and integer weights (Q8_0, Q4_0, Q2_0, IQ4_NL).
+template <typename Q>
+__device__ __forceinline__ QdW qd_one_scale_load(const unsigned char* b, int p) {
+    QdW W;
+    Q::piece(b, p, W.w);
+    W.f0 = f16_bits_to_f32(u16_at(b));
+    return W;
 }
+
+template <typename Q>
+__device__ __forceinline__ float qd_one_scale_apply(const QdW& W, const int* a, int lo, int hi, float da) {
+    return qd_piece_value(W.f0, da, qd_piece_sum<Q>(W.w, a, lo + hi));
+}
+
+// The members every type of one scale has: load, apply and value from its `piece`.
+#define QD_ONE_SCALE(Q)                                                                                      \
+    __device__ static QdW load(const unsigned char* b, int p) { return qd_one_scale_load<Q>(b, p); }         \
+    __device__ static float apply(const QdW& W, const int* a, int lo, int hi, float da) {                    \
+        return qd_one_scale_apply<Q>(W, a, lo, hi, da);                                                      \
+    }                                                                                                        \
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {   \
+        return apply(load(b, p), a, lo, hi, da);                                                             \
+    }
 
 // Q8_0: the 32 int8 codes in element order.
 struct Q8_0Q {
@@ -60,9 +84,7 @@ struct Q8_0Q {
     __device__ static void piece(const unsigned char* b, int, int* w) {
         qd_words<8>(b + 2, reinterpret_cast<u32*>(w));
     }
-    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
-        return qd_one_scale_value<Q8_0Q>(b, p, a, lo, hi, da);
-    }
+    QD_ONE_SCALE(Q8_0Q)
 };
 
 // Q4_0: byte j holds element j (low nibble) and j + 16 (high); the weight is the nibble − 8 (OFF), so
@@ -80,9 +102,7 @@ struct Q4_0Q {
             w[4 + m] = (int)((q >> 4) & 0x0f0f0f0fu);
         }
     }
-    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
-        return qd_one_scale_value<Q4_0Q>(b, p, a, lo, hi, da);
-    }
+    QD_ONE_SCALE(Q4_0Q)
 };
 
 // Q2_0: a block of 64 is two pieces; its 16 bytes of codes hold element 4k + s in bits 2s..2s + 1 of
@@ -101,9 +121,7 @@ struct Q2_0Q {
             for (int s = 0; s < 4; ++s) w[4 * g + s] = (int)((c >> (2 * s)) & 0x03030303u);
         }
     }
-    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
-        return qd_one_scale_value<Q2_0Q>(b, p, a, lo, hi, da);
-    }
+    QD_ONE_SCALE(Q2_0Q)
 };
 
 // IQ4_NL: Q4_0's nibble layout, each nibble an index into the format's table of 16 int8 values. Four
@@ -130,9 +148,7 @@ struct IQ4_NLQ {
             w[2 * m + 1] = lookup(q >> 16);
         }
     }
-    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
-        return qd_one_scale_value<IQ4_NLQ>(b, p, a, lo, hi, da);
-    }
+    QD_ONE_SCALE(IQ4_NLQ)
 };
 
 // Q4_K: blocks of 256 in 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles;
@@ -143,29 +159,39 @@ struct IQ4_NLQ {
 struct Q4_KQ {
     static constexpr int BS = 256, TS = 144;
     __device__ static int pos(int i) { return i; }
-    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+    // The piece's nibbles (w), d and dmin (f0, f1), its scale and min (i0, i1).
+    __device__ static QdW load(const unsigned char* b, int p) {
         const uint4 h = *reinterpret_cast<const uint4*>(b);
         const uint4* n = reinterpret_cast<const uint4*>(b + 16 + 32 * (p / 2));
         const uint4 n0 = n[0], n1 = n[1];
         // Scale bytes sc[0..11] are h.y, h.z, h.w; byte q of a word by a shift.
         const unsigned q8 = 8u * (unsigned)(p % 4);
         const u32 s0 = (h.y >> q8) & 0xffu, s4 = (h.z >> q8) & 0xffu, s8 = (h.w >> q8) & 0xffu;
-        int s, m;
+        QdW W;
         if (p < 4) {
-            s = (int)(s0 & 63);  // sc[p]
-            m = (int)(s4 & 63);  // sc[p + 4]
+            W.i0 = (int)(s0 & 63);  // sc[p]
+            W.i1 = (int)(s4 & 63);  // sc[p + 4]
         } else {
-            s = (int)((s8 & 0xf) | ((s0 >> 6) << 4));  // sc[p + 4], sc[p − 4]
-            m = (int)((s8 >> 4) | ((s4 >> 6) << 4));   // sc[p + 4], sc[p]
+            W.i0 = (int)((s8 & 0xf) | ((s0 >> 6) << 4));  // sc[p + 4], sc[p − 4]
+            W.i1 = (int)((s8 >> 4) | ((s4 >> 6) << 4));   // sc[p + 4], sc[p]
         }
         const unsigned shift = 4 * (p % 2);
         const u32 c[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
+#pragma unroll
+        for (int k = 0; k < 8; ++k) W.w[k] = (int)((c[k] >> shift) & 0x0f0f0f0fu);
+        W.f0 = f16_bits_to_f32((unsigned short)(h.x & 0xffffu));
+        W.f1 = f16_bits_to_f32((unsigned short)(h.x >> 16));
+        return W;
+    }
+    __device__ static float apply(const QdW& W, const int* a, int lo, int hi, float da) {
         int S = 0;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) S = __dp4a((int)((c[k] >> shift) & 0x0f0f0f0fu), a[k], S);
-        const float d = f16_bits_to_f32((unsigned short)(h.x & 0xffffu)), dmin = f16_bits_to_f32((unsigned short)(h.x >> 16));
-        const float x = __fmul_rn(__fmul_rn(d, (float)s), da), y = __fmul_rn(__fmul_rn(dmin, (float)m), da);
+        for (int k = 0; k < 8; ++k) S = __dp4a(W.w[k], a[k], S);
+        const float x = __fmul_rn(__fmul_rn(W.f0, (float)W.i0), da), y = __fmul_rn(__fmul_rn(W.f1, (float)W.i1), da);
         return __fmaf_rn(x, (float)S, -__fmul_rn(y, (float)(lo + hi)));
+    }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return apply(load(b, p), a, lo, hi, da);
     }
 };
 
@@ -177,21 +203,31 @@ struct Q4_KQ {
 struct Q6_KQ {
     static constexpr int BS = 256, TS = 210;
     __device__ static int pos(int i) { return i; }
-    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+    // The piece's 6-bit codes (w), its two int8 scales (i0, i1) and d (f0).
+    __device__ static QdW load(const unsigned char* b, int p) {
         const int n = p / 4, k = p % 4;
         const unsigned char *ql = b + 64 * n + 32 * (k % 2), *qh = b + 128 + 32 * n;
         const unsigned ls = 4 * (k / 2), hs = 2 * k;
         u32 L[8], H[8];
         qd_words<8>(ql, L);
         qd_words<8>(qh, H);
+        QdW W;
+#pragma unroll
+        for (int m = 0; m < 8; ++m) W.w[m] = (int)(((L[m] >> ls) & 0x0f0f0f0fu) | (((H[m] >> hs) & 0x03030303u) << 4));
+        const unsigned short sc = u16_at(b + 192 + 8 * n + 2 * k);  // the two int8 scales, one load
+        W.i0 = (int)(signed char)(sc & 0xff);
+        W.i1 = (int)(signed char)(sc >> 8);
+        W.f0 = f16_bits_to_f32(u16_at(b + 208));
+        return W;
+    }
+    __device__ static float apply(const QdW& W, const int* a, int lo, int hi, float da) {
         int S[2] = {0, 0};
 #pragma unroll
-        for (int m = 0; m < 8; ++m) {
-            const u32 q = ((L[m] >> ls) & 0x0f0f0f0fu) | (((H[m] >> hs) & 0x03030303u) << 4);
-            S[m / 4] = __dp4a((int)q, a[m], S[m / 4]);
-        }
-        const unsigned short sc = u16_at(b + 192 + 8 * n + 2 * k);  // the two int8 scales, one load
-        const int I = (int)(signed char)(sc & 0xff) * (S[0] - 32 * lo) + (int)(signed char)(sc >> 8) * (S[1] - 32 * hi);
-        return __fmul_rn(__fmul_rn(f16_bits_to_f32(u16_at(b + 208)), da), (float)I);
+        for (int m = 0; m < 8; ++m) S[m / 4] = __dp4a(W.w[m], a[m], S[m / 4]);
+        const int I = W.i0 * (S[0] - 32 * lo) + W.i1 * (S[1] - 32 * hi);
+        return __fmul_rn(__fmul_rn(W.f0, da), (float)I);
+    }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return apply(load(b, p), a, lo, hi, da);
     }
 };

@@ -228,13 +228,23 @@ fn speculate(
         // A window of n + 1 cells must fit the context, and yields at most n + 1 tokens.
         let room = cfg.max_context - dec.position();
         let n = wanted.min(cfg.n_predict - tokens.len() - 1).min(room - 1);
-        let drafts = if n > 0 { dec.draft(x, n).map_err(device)? } else { Vec::new() };
-        let window: Vec<u32> = std::iter::once(x).chain(drafts.iter().copied()).collect();
         // Position i's token is the generation's (tokens.len() + i)-th: drawn with that draw's number.
-        let picks: Vec<_> = (0..window.len())
-            .map(|i| (!cfg.sampler.greedy()).then(|| cfg.sampler.params_at((tokens.len() + i) as u64)))
-            .collect();
-        let chosen = dec.verify(&window, &picks).map_err(device)?;
+        let pick = |i: usize| (!cfg.sampler.greedy()).then(|| cfg.sampler.params_at((tokens.len() + i) as u64));
+        let (drafts, chosen) = if n > 0 {
+            let drafts = dec.draft(x, n).map_err(device)?;
+            let window: Vec<u32> = std::iter::once(x).chain(drafts.iter().copied()).collect();
+            let picks: Vec<_> = (0..window.len()).map(pick).collect();
+            let chosen = dec.verify(&window, &picks).map_err(device)?;
+            (drafts, chosen)
+        } else {
+            // No drafts: a plain decode step (a device records the next one while it runs), which
+            // keeps its token with no window to accept.
+            let t = match (pick(0), pick(1)) {
+                (Some(p), Some(next)) => dec.forward_sample(&[x], &p, &next),
+                _ => dec.forward_greedy(&[x]),
+            };
+            (Vec::new(), vec![t.map_err(device)?])
+        };
         let k = drafts.iter().zip(&chosen).take_while(|(d, c)| d == c).count();
         tuner.record(n, k, t0.elapsed().as_secs_f64());
         spec.passes += 1;
@@ -256,12 +266,16 @@ fn speculate(
             };
             if sent.is_err() || stop.is_some() {
                 // The decoder keeps the window up to this token (which is not through the model).
-                dec.accept(j + 1).map_err(device)?;
+                if n > 0 {
+                    dec.accept(j + 1).map_err(device)?;
+                }
                 sent?;
                 return Ok(stop.expect("checked above"));
             }
         }
-        dec.accept(k + 1).map_err(device)?;
+        if n > 0 {
+            dec.accept(k + 1).map_err(device)?;
+        }
         if dec.position() >= cfg.max_context {
             return Ok(Stop::ContextFull);
         }

@@ -14,6 +14,9 @@ pub struct Tuner {
     accepted: [f64; MAX_DRAFTS],
     /// Seconds of a pass (draft, verify, accept) of n drafts: a running mean, once measured.
     secs: [Option<f64>; MAX_DRAFTS + 1],
+    /// Passes of n drafts run so far: the first of each size is not timed (a device captures its
+    /// graphs then, which would make that size look dear for as long as it is not chosen again).
+    runs: [usize; MAX_DRAFTS + 1],
     /// Passes since the choice last tried more drafts than it keeps.
     idle: usize,
 }
@@ -30,6 +33,7 @@ impl Tuner {
             reached: [0.0; MAX_DRAFTS],
             accepted: [0.0; MAX_DRAFTS],
             secs: [None; MAX_DRAFTS + 1],
+            runs: [0; MAX_DRAFTS + 1],
             idle: 0,
         }
     }
@@ -86,8 +90,12 @@ impl Tuner {
             self.reached[i] += 1.0;
             self.accepted[i] += f64::from(u8::from(i < k));
         }
-        let s = &mut self.secs[n.min(MAX_DRAFTS)];
-        *s = Some(s.map_or(secs, |old| old + NEW * (secs - old)));
+        let n = n.min(MAX_DRAFTS);
+        self.runs[n] += 1;
+        if self.runs[n] > 1 {
+            let s = &mut self.secs[n];
+            *s = Some(s.map_or(secs, |old| old + NEW * (secs - old)));
+        }
     }
 }
 
@@ -99,7 +107,7 @@ mod tests {
     /// a GPU) or `step · (n + 1)` (a window costing its tokens' steps, as on a CPU), and each draft is
     /// accepted with probability `a` (drawn by a fixed sequence). Returns the choice made most often in
     /// the last 100 passes (the occasional exploration aside).
-    fn settle(a: f64, cost: impl Fn(usize) -> f64) -> usize {
+    fn settle(a: f64, mut cost: impl FnMut(usize) -> f64) -> usize {
         let mut t = Tuner::new(7);
         let mut rng = strata_gguf::SplitMix64::new(5);
         let mut late = [0usize; 8];
@@ -124,6 +132,19 @@ mod tests {
         assert!((1..high).contains(&mid), "acceptance 0.6: {mid} drafts, 0.9: {high}");
         assert_eq!(settle(0.02, gpu), 0, "drafts that are never accepted do not pay");
         assert_eq!(settle(0.7, cpu), 0, "windows that cost their tokens' steps never pay");
+    }
+
+    /// A device's first pass of a size captures its graphs and takes many times a pass (here the first
+    /// plain pass, after the prompt): were it timed, plain passes would look dear until chosen again,
+    /// and drafts that are never accepted would go on being drafted.
+    #[test]
+    fn a_first_pass_that_captures_does_not_decide() {
+        let mut first = true;
+        let capturing = |n: usize| {
+            let dear = n == 0 && std::mem::replace(&mut first, false);
+            5e-3 * (1.0 + 0.6 * n as f64) * if dear { 20.0 } else { 1.0 }
+        };
+        assert_eq!(settle(0.0, capturing), 0, "drafts never accepted after a dear first plain pass");
     }
 
     #[test]

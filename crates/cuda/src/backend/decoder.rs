@@ -100,9 +100,28 @@ struct Ahead {
     /// How it chooses its token, and where it leaves it.
     how: Choice,
     chosen: Chosen,
-    /// The position it was recorded for, and the cell counts after it.
+    /// The position it was recorded for, and the cell counts after it (the attention layers', and the
+    /// MTP layer's while drafting).
     pos: usize,
     cells: Vec<usize>,
+    mtp: Option<(usize, bool)>,
+}
+
+/// A decode step: the trunk over `tokens`, the MTP cells it makes known while drafting, and the token
+/// after them chosen as `how`.
+fn plain_step(
+    fwd: &CudaForward,
+    state: &mut CudaState,
+    drafting: Option<&mut Drafting>,
+    tokens: &[u32],
+    pos: usize,
+    how: Choice,
+) -> Result<Chosen, CudaError> {
+    let (fin, r) = trunk(fwd, &fwd.model.config, state, tokens, pos)?;
+    if let Some(d) = drafting {
+        d.cells_after(fwd, &r, tokens, pos)?;
+    }
+    fwd.choose_head(&fin, how)
 }
 
 impl<'a> CudaDecoder<'a> {
@@ -161,6 +180,9 @@ impl CudaDecoder<'_> {
                 self.fwd.write_late(&a.late, tokens, &mut self.state)?;
                 self.fwd.gpu.note(|s| s.late_ns += t0.elapsed().as_nanos() as u64);
                 self.state.set_cells(&a.cells);
+                if let (Some(d), Some(m)) = (self.drafting.as_mut(), a.mtp) {
+                    d.set_counts(m);
+                }
                 if let Some(h) = self.handed.take() {
                     self.fwd.gpu.note(|s| s.between_ns += h.elapsed().as_nanos() as u64);
                 }
@@ -169,7 +191,8 @@ impl CudaDecoder<'_> {
             }
             _ => {
                 let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
-                fwd.step(|| fwd.choose_trunk(state, tokens, pos, how))?
+                let drafting = self.drafting.as_mut().filter(|d| d.active);
+                fwd.step(|| plain_step(fwd, state, drafting, tokens, pos, how))?
             }
         };
         self.pos += tokens.len();
@@ -181,11 +204,18 @@ impl CudaDecoder<'_> {
         self.handed = None;
         let before = self.state.cells();
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
-        let ahead = fwd.prepare(|| fwd.choose_trunk(state, &[0], pos, next));
+        let mut drafting = self.drafting.as_mut().filter(|d| d.active);
+        let mtp_before = drafting.as_ref().map(|d| d.counts());
+        let ahead = fwd.prepare(|| plain_step(fwd, state, drafting.as_deref_mut(), &[0], pos, next));
         let cells = self.state.cells();
         self.state.set_cells(&before);
+        let mtp = drafting.map(|d| {
+            let after = d.counts();
+            d.set_counts(mtp_before.expect("taken with it"));
+            after
+        });
         let (next_chosen, step, late) = ahead?;
-        self.ahead = Some(Ahead { step, late, how: next, chosen: next_chosen, pos: self.pos, cells });
+        self.ahead = Some(Ahead { step, late, how: next, chosen: next_chosen, pos: self.pos, cells, mtp });
         let id = chosen.read(&self.fwd.gpu)?;
         self.handed = Some(std::time::Instant::now());
         Ok(id)
@@ -195,9 +225,7 @@ impl CudaDecoder<'_> {
     /// recorded ahead, [`CudaDecoder::overlapped`], telling it that the next one chooses as `next`.
     fn choose(&mut self, tokens: &[u32], how: Choice, next: Choice) -> Result<u32, String> {
         let g = &self.fwd.gpu;
-        // While drafting every pass also writes MTP cells: no step is recorded ahead.
-        let drafting = self.drafting.as_ref().is_some_and(|d| d.active);
-        if g.settings.overlap && g.graphs_on() && !g.recording() && !drafting {
+        if g.settings.overlap && g.graphs_on() && !g.recording() {
             return self.overlapped(tokens, how, next).map_err(|e| e.to_string());
         }
         self.with_trunk(tokens, |fwd, fin| fwd.choose_head(fin, how), |fwd, chosen| chosen.read(&fwd.gpu))
@@ -266,11 +294,11 @@ impl Decoder for CudaDecoder<'_> {
         self.choose(tokens, Choice::Draw(*p), Choice::Draw(*next))
     }
 
-    /// Not yet: a verify window costs 2.3 (T = 1) to 4 (T = 8) decode steps on the H200
-    /// (bench/results/2026-12-03-h200-spec), so `--spec auto` decodes plainly here until windows are
-    /// cheaper than their tokens' steps; `--spec N` drafts, exactly.
+    /// A verify window of T tokens costs less than T steps here (on the H200 at 4K: T = 2 1.6 steps,
+    /// T = 8 3.3; bench/results/2026-12-03-h200-spec), so `--spec auto` drafts where the acceptance it
+    /// measures pays for the window (engine/src/tuner.rs).
     fn windows_pay(&self) -> bool {
-        false
+        true
     }
 
     fn start_drafting(&mut self) -> bool {

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use strata_model::backend::{trunk, Backend, HcId, MoeId};
+use strata_model::backend::{Backend, HcId, MoeId};
 use strata_model::kv::KvMode;
 use strata_model::layers::ple::table_rows;
 use strata_model::ops::sample::SampleParams;
@@ -257,19 +257,6 @@ impl CudaForward<'_> {
                 Choice::Draw(p) => Chosen::Drawn(crate::ops::sample::sample_start(g, &logits, rows, &p)?),
             })
         })
-    }
-
-    /// `tokens` through the trunk at `pos`, then the token after them chosen: what one decode step
-    /// records.
-    pub(crate) fn choose_trunk(
-        &self,
-        st: &mut CudaState,
-        tokens: &[u32],
-        pos: usize,
-        how: Choice,
-    ) -> Result<Chosen, CudaError> {
-        let (fin, _) = trunk(self, &self.model.config, st, tokens, pos)?;
-        self.choose_head(&fin, how)
     }
 
     /// The next MTP input's token read from `id` on the device (one id) instead of the host's.

@@ -12,6 +12,7 @@ use crate::backend::state::CudaState;
 use crate::ops::matvec::MAX_T;
 use crate::runtime::buf::Buf;
 use crate::runtime::error::CudaError;
+use crate::runtime::profile::Call;
 use crate::runtime::recorder::{GraphStats, Prepared};
 
 /// The CUDA back-end with a conversation's state: what the generation loop drives on a GPU.
@@ -245,7 +246,7 @@ impl CudaDecoder<'_> {
         self.ahead = None; // a step recorded ahead runs only as the next decode step
         self.verify_ahead = None;
         if let Some(p) = &self.fwd.gpu.profile {
-            p.begin(tokens.len() == 1).map_err(e)?;
+            p.begin(if tokens.len() == 1 { Call::Step } else { Call::Prompt }).map_err(e)?;
         }
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let drafting = self.drafting.as_mut().filter(|d| d.active);
@@ -321,6 +322,9 @@ impl Decoder for CudaDecoder<'_> {
             return Err(format!("{n} drafts (1..{})", crate::ops::matvec::MAX_T));
         }
         (self.ahead, self.verify_ahead) = (None, None);
+        if let Some(p) = &fwd.gpu.profile {
+            p.begin(Call::Drafts).map_err(e)?;
+        }
         let ids = fwd.step(|| d.chain(fwd, x, n, pos)).map_err(e)?;
         // The window that checks these drafts, recorded while the chain runs (its error only means the
         // window is recorded when it runs).
@@ -340,6 +344,9 @@ impl Decoder for CudaDecoder<'_> {
         let greedy = picks.iter().all(Option::is_none);
         let ahead = self.verify_ahead.take().filter(|a| a.pos == pos && a.t == window.len() && greedy);
         (self.ahead, self.greedy_windows) = (None, greedy);
+        if let Some(p) = &fwd.gpu.profile {
+            p.begin(Call::Verify).map_err(e)?;
+        }
         d.before_window(pos);
         state.begin_window().map_err(e)?;
         let ids = match ahead {

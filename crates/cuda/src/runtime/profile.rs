@@ -1,4 +1,5 @@
-//! `STRATA_PROFILE`: where a decode step's device time goes, and apart a prompt window's. `1` times each
+//! `STRATA_PROFILE`: where a decode step's device time goes, and apart a prompt window's, a verify
+//! window's and a draft chain's. `1` times each
 //! op family (embed, HC read, GDN, MoE, …), each synchronised before and after, so a profiled run is slower
 //! than a plain one and the shares are what it is for. `kernels` times each kernel launch by name on the
 //! device (an event either side, no synchronisation), so the sum is the card's busy time in a step and the
@@ -50,11 +51,28 @@ impl Table {
     }
 }
 
-/// The times of the decode steps (one token) and of the prompt's windows (more), apart.
+/// What a forward call is, for the table its times go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// A decode step of one token.
+    Step,
+    /// A window of a prompt.
+    Prompt,
+    /// A verify window (a token and its drafts).
+    Verify,
+    /// A chain of drafts.
+    Drafts,
+}
+
+/// Each table's heading and what one of its calls is called.
+const TABLES: [(&str, &str); 4] =
+    [("decode steps", "step"), ("prompt windows", "window"), ("verify windows", "window"), ("draft chains", "chain")];
+
+/// The times of the decode steps (one token), the prompt's windows, verify windows and draft chains, apart.
 pub struct Profile {
     pub mode: ProfileMode,
-    /// [decode steps, prompt windows].
-    tables: Mutex<[Table; 2]>,
+    /// One a [`Call`], in its order.
+    tables: Mutex<[Table; 4]>,
     /// Which table the calls in flight count to (0 before the first forward call: nothing counts).
     current: AtomicUsize,
     /// Kernels launched and not yet read back: name, start and end events.
@@ -66,18 +84,17 @@ impl Profile {
     pub fn new(mode: ProfileMode) -> Profile {
         Profile {
             mode,
-            tables: Mutex::new([Table::default(), Table::default()]),
+            tables: Mutex::new(Default::default()),
             current: AtomicUsize::new(0),
             pending: Mutex::new(Vec::new()),
             active: AtomicBool::new(false),
         }
     }
 
-    /// Starts a forward call: a decode step (one token) or a prompt window. Reads back the last call's
-    /// kernel times first.
-    pub fn begin(&self, decode_step: bool) -> Result<(), CudaError> {
+    /// Starts a forward call of the kind `call`. Reads back the last call's kernel times first.
+    pub fn begin(&self, call: Call) -> Result<(), CudaError> {
         self.settle()?;
-        let table = if decode_step { 0 } else { 1 };
+        let table = call as usize;
         self.current.store(table, Ordering::Relaxed);
         self.active.store(true, Ordering::Relaxed);
         self.tables.lock().expect("profile lock")[table].calls += 1;
@@ -116,8 +133,8 @@ impl Profile {
         self.tables.lock().expect("profile lock")[table].record(name, secs);
     }
 
-    /// The decode steps' breakdown (with `note` under it: the plan's matvec layouts), then the prompt
-    /// windows'.
+    /// The decode steps' breakdown (with `note` under it: the plan's matvec layouts), then each other
+    /// kind of call's that ran.
     pub fn report(&self, note: Option<&str>) -> Result<String, CudaError> {
         self.settle()?;
         let tables = self.tables.lock().expect("profile lock");
@@ -125,12 +142,14 @@ impl Profile {
             ProfileMode::Families => "each op family synchronised",
             ProfileMode::Kernels => "each kernel's time on the device, none synchronised",
         };
-        let mut out = tables[0].report(&format!("decode steps ({how})"), "step");
-        if let Some(note) = note {
-            out += &format!("  ({note})\n");
-        }
-        if tables[1].calls > 0 {
-            out += &tables[1].report(&format!("prompt windows ({how})"), "window");
+        let mut out = String::new();
+        for (i, (table, (what, per))) in tables.iter().zip(TABLES).enumerate() {
+            if i == 0 || table.calls > 0 {
+                out += &table.report(&format!("{what} ({how})"), per);
+            }
+            if let (0, Some(note)) = (i, note) {
+                out += &format!("  ({note})\n");
+            }
         }
         Ok(out)
     }
@@ -144,12 +163,12 @@ mod tests {
     fn decode_steps_and_prompt_windows_apart_and_the_largest_first() {
         let p = Profile::new(ProfileMode::Kernels);
         p.add("before any call", 5.0);
-        p.begin(false).unwrap();
+        p.begin(Call::Prompt).unwrap();
         p.add("prefill", 9.0);
-        p.begin(true).unwrap();
+        p.begin(Call::Step).unwrap();
         p.add("small", 0.001);
         p.add("big", 0.003);
-        p.begin(true).unwrap();
+        p.begin(Call::Step).unwrap();
         p.add("big", 0.003);
         let r = p.report(None).unwrap();
         assert!(r.starts_with("profile of 2 decode steps (each kernel's time on the device"), "{r}");
@@ -161,5 +180,11 @@ mod tests {
         let (big, small) = (r.find("big").unwrap(), r.find("small").unwrap());
         assert!(big < small, "{r}");
         assert!(r.contains("1.0 calls/step"), "{r}");
+        assert!(!r.contains("verify windows"), "a kind of call that did not run has no table: {r}");
+        p.begin(Call::Verify).unwrap();
+        p.add("verify_kernel", 0.002);
+        let r = p.report(None).unwrap();
+        let verify = r.find("profile of 1 verify windows").expect("a verify section");
+        assert!(r.find("verify_kernel").unwrap() > verify && r[verify..].contains("2.00 ms per window"), "{r}");
     }
 }

@@ -233,22 +233,20 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     }
 }
 
-// The staged kernels (`_g_one_st`, `_g_one_conv_st` for one token; `_g_st`, `_g_conv_st` for a window of
-// T = 2..8: STRATA_QDOT_STAGE=0 for `_g_one` and `_g`, STRATA_QDOT_STAGE_WINDOWS=0 for `_g` alone): inputs
-// quantized once, a row a warp. The block's rows, one span of bytes, are copied into shared memory before
-// grid_dep_wait (a weight is no kernel's output), so with programmatic launches the copy runs while the
-// kernel before does, as HC_EARLY's weight loads do; after the wait each warp decodes its row from there.
-// The copy starts at the 16-byte boundary below the span and keeps each byte's address mod 16 (matvec.cu's
-// staged layout); the host gives 16 bytes more than it, for qd_words' word past a row's end. The same
-// qd_row, and for CONV the same epilogue as qdot_rows: the same sums.
-template <typename Q, bool CONV, bool ONE>
+// The staged kernels (`_g_one_st`, `_g_one_conv_st`; the default, STRATA_QDOT_STAGE=0 for `_g_one`):
+// one token, inputs quantized once, a row a warp. The block's rows, one span of bytes, are copied into
+// shared memory before grid_dep_wait (a weight is no kernel's output), so with programmatic launches the
+// copy runs while the kernel before does, as HC_EARLY's weight loads do; after the wait each warp decodes
+// its row from there. The copy starts at the 16-byte boundary below the span and keeps each byte's address
+// mod 16 (matvec.cu's staged layout); the host gives 16 bytes more than it, for qd_words' word past a row's
+// end. The same qd_row, and for CONV the same epilogue as qdot_rows: the same sums.
+template <typename Q, bool CONV>
 __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,
-                                 float* __restrict__ y, int rows, int cols, int T, QdConv cv = {}) {
+                                 float* __restrict__ y, int rows, int cols, QdConv cv = {}) {
     extern __shared__ uint4 qd_stage[];
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const int warps = blockDim.x / WARP, first = blockIdx.x * warps, nr = min(warps, rows - first);
     const int row = first + threadIdx.x / WARP;
-    if (ONE) T = 1;
     ConvFrames<4> cf;
     if constexpr (CONV) {
         if (threadIdx.x % WARP == 0 && row < rows) cf.load(cv.tail, cv.taps, rows, 4, row);
@@ -260,25 +258,17 @@ __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const floa
     for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
     stage_commit();
     grid_dep_wait();
-    const QIn q = qd_inputs<Q, true>(x, QSrc{}, T, cols);
+    const QIn q = qd_inputs<Q, true>(x, QSrc{}, 1, cols);
     stage_wait<0>();
     __syncthreads();
     if (row >= rows) return;
     float s[8];
-    const unsigned char* r = reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row - first) * row_bytes;
-    if constexpr (ONE) {
-        qd_row<Q, 1>(r, q, 0, 1, s);
-    } else {
-        qd_row<Q, 8>(r, q, 0, T, s);
-    }
+    qd_row<Q, 1>(reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row - first) * row_bytes, q, 0, 1, s);
     if (threadIdx.x % WARP == 0) {
         if constexpr (CONV) {
-            cf.run_vals(s, cv.tail, y, rows, 4, T, row, cv.slots);
+            cf.run_vals(s, cv.tail, y, rows, 4, 1, row);
         } else {
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                if (t < T) y[(size_t)t * rows + row] = s[t];  // unrolled: s stays in registers
-            }
+            y[row] = s[0];
         }
     }
 }
@@ -491,28 +481,17 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                           int T, float* tail, const float* taps) {                                            \
         qdot_rows<Q, true, true, true>(w, x, y, rows, cols, 1, 1, QdConv{tail, taps, nullptr});               \
     }                                                                                                         \
-    /* the staged forms (qdot_rows_staged; rpw = 1): one token, then a window of T = 2..8 */                 \
+    /* the staged forms (qdot_rows_staged; T = 1, rpw = 1) */                                                \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_g_one_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,    \
                         const unsigned char* w2, float* y2) {                                                 \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_staged<Q, false, true>(w, x, y, rows, cols, 1);                                             \
+        qdot_rows_staged<Q, false>(w, x, y, rows, cols);                                                      \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_g_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
                              int cols, float* tail, const float* taps) {                                      \
-        qdot_rows_staged<Q, true, true>(w, x, y, rows, cols, 1, QdConv{tail, taps, nullptr});                 \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T,  \
-                    const unsigned char* w2, float* y2) {                                                     \
-        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_staged<Q, false, false>(w, x, y, rows, cols, T);                                            \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,   \
-                         int T, float* tail, const float* taps, float* slots) {                               \
-        qdot_rows_staged<Q, true, false>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});                  \
+        qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps, nullptr});                          \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \

@@ -31,15 +31,12 @@ pub fn once(gpu: &Gpu) -> bool {
     gpu.settings.qdot_once
 }
 
-/// Whether a product of `t` tokens with inputs quantized once and a row a warp copies its block's rows
-/// into shared memory before it waits for the kernel before (the `_st` kernels). One token: the default,
-/// +0.8% at depth 1,024 on the H200, every round ahead (bench/results/2026-12-02-h200-speed-15/);
-/// `STRATA_QDOT_STAGE=0`: the plain `_g_one` kernels. A window (T = 2..8, `_g_st`): the default too, a
-/// verify window's products then overlap the kernel before as a decode step's do;
-/// `STRATA_QDOT_STAGE_WINDOWS=0` (or `STRATA_QDOT_STAGE=0`): the plain `_g` kernels. The same bits
-/// either way.
-fn staged(gpu: &Gpu, t: usize) -> bool {
-    gpu.settings.qdot_stage && (t == 1 || gpu.settings.qdot_stage_windows)
+/// Whether a one-token product with inputs quantized once and a row a warp copies its block's rows into
+/// shared memory before it waits for the kernel before (the `_st` kernels): the default, +0.8% at depth
+/// 1,024 on the H200, every round ahead (bench/results/2026-12-02-h200-speed-15/).
+/// `STRATA_QDOT_STAGE=0`: the plain `_g_one` kernels. The same bits either way.
+fn staged(gpu: &Gpu) -> bool {
+    gpu.settings.qdot_stage
 }
 
 /// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
@@ -51,9 +48,9 @@ fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
 
 /// The staged kernels' shared memory for a product over `w` when staging is on and the card
 /// has it; None otherwise (the plain kernels).
-fn stage(gpu: &Gpu, w: &MatrixGpu, t: usize) -> Option<usize> {
+fn stage(gpu: &Gpu, w: &MatrixGpu) -> Option<usize> {
     let bytes = stage_bytes(w.ty, w.cols);
-    (staged(gpu, t) && bytes <= gpu.smem_optin as usize).then_some(bytes)
+    (staged(gpu) && bytes <= gpu.smem_optin as usize).then_some(bytes)
 }
 
 /// Shared memory for `vectors` inputs of `cols` values quantized by the block itself (none for the `_g`
@@ -260,15 +257,10 @@ fn dense_launch(
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
-    if let Some(smem) = stage(gpu, w, t).filter(|_| g && rpw == 1) {
-        let name = name(w.ty, if t == 1 { "_g_one_st" } else { "_g_st" });
+    if let Some(smem) = stage(gpu, w).filter(|_| g && t == 1 && rpw == 1) {
+        let name = name(w.ty, "_g_one_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
-        let (w_, x_, y_, w2_, y2_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), Arg::Ptr(w2), Arg::Ptr(y2));
-        let args = if t == 1 {
-            vec![w_, x_, y_, i(w.rows), i(w.cols), w2_, y2_]
-        } else {
-            vec![w_, x_, y_, i(w.rows), i(w.cols), i(t), w2_, y2_]
-        };
+        let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
@@ -329,15 +321,10 @@ fn dense_conv_launch(
     let blocks = w.rows.div_ceil(WARPS as usize) as u32;
     let i = |v: usize| Arg::I32(v as i32);
     let (w_, q_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(q));
-    if let Some(smem) = stage(gpu, w, t) {
-        let name = name(w.ty, if t == 1 { "_g_one_conv_st" } else { "_g_conv_st" });
+    if let Some(smem) = stage(gpu, w).filter(|_| t == 1) {
+        let name = name(w.ty, "_g_one_conv_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
-        let (c_, tail_, taps_) = (Arg::Ptr(conv), Arg::Ptr(tail), Arg::Ptr(taps));
-        let args = if t == 1 {
-            vec![w_, q_, c_, i(w.rows), i(w.cols), tail_, taps_]
-        } else {
-            vec![w_, q_, c_, i(w.rows), i(w.cols), i(t), tail_, taps_, Arg::Ptr(slots)]
-        };
+        let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });

@@ -19,10 +19,15 @@ pub struct Tuner {
     runs: [usize; MAX_DRAFTS + 1],
     /// Passes since the choice last tried more drafts than it keeps.
     idle: usize,
+    /// Plain passes between two tries of a draft while none pays: doubled after each try that did not
+    /// change the choice, so a run whose drafts are never accepted pays for fewer and fewer tries.
+    explore_every: usize,
 }
 
-/// A window at n = 0 tries one draft every this many passes, so acceptance is measured again.
+/// A window at n = 0 tries one draft after this many passes at first, so acceptance is measured again;
+/// the wait doubles up to `EXPLORE_MAX` while the tries change nothing.
 const EXPLORE_EVERY: usize = 32;
+const EXPLORE_MAX: usize = 512;
 /// Weight of the newest pass time in the running mean.
 const NEW: f64 = 0.1;
 
@@ -35,6 +40,7 @@ impl Tuner {
             secs: [None; MAX_DRAFTS + 1],
             runs: [0; MAX_DRAFTS + 1],
             idle: 0,
+            explore_every: EXPLORE_EVERY,
         }
     }
 
@@ -76,10 +82,13 @@ impl Tuner {
         };
         if best == 0 && self.max > 0 {
             self.idle += 1;
-            if self.idle >= EXPLORE_EVERY {
+            if self.idle >= self.explore_every {
                 self.idle = 0;
+                self.explore_every = (2 * self.explore_every).min(EXPLORE_MAX);
                 return 1;
             }
+        } else if best > 0 {
+            self.explore_every = EXPLORE_EVERY;
         }
         best
     }
@@ -145,6 +154,20 @@ mod tests {
             5e-3 * (1.0 + 0.6 * n as f64) * if dear { 20.0 } else { 1.0 }
         };
         assert_eq!(settle(0.0, capturing), 0, "drafts never accepted after a dear first plain pass");
+    }
+
+    /// Where drafts are never accepted, the tries grow rarer: a run of 4,000 passes tries a draft in a
+    /// handful of them, not one pass in 32.
+    #[test]
+    fn tries_grow_rarer_while_they_change_nothing() {
+        let mut t = Tuner::new(7);
+        let mut drafted = 0;
+        for _ in 0..4000 {
+            let n = t.choose();
+            drafted += usize::from(n > 0);
+            t.record(n, 0, 5e-3 * (1.0 + 0.6 * n as f64));
+        }
+        assert!((3..=16).contains(&drafted), "{drafted} passes of 4,000 drafted");
     }
 
     #[test]

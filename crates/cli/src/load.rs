@@ -40,10 +40,10 @@ pub struct EngineArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// Speculative decoding: drafts of the model's MTP layer per verify window, 1..7, or 0 to decode a
-    /// token at a time; auto (the default) drafts as many as pay where a window costs less than its
-    /// tokens' steps, which is not the CPU, nor yet the GPU (where `--spec N` drafts but its verify
-    /// windows still cost more than they save). The tokens are those of plain decoding either way
-    /// (docs/SPECULATION.md); `run --dump-logits` decodes plainly.
+    /// token at a time; auto (the default) drafts as many as the measured acceptance pays for where a
+    /// window costs less than its tokens' steps (the GPU; not the CPU, which decodes plainly). The
+    /// tokens are those of plain decoding either way (docs/SPECULATION.md); `run --dump-logits`
+    /// decodes plainly.
     #[arg(long, default_value = "auto")]
     pub spec: Drafts,
     /// Drafts choose among the first K tokens of the vocabulary (a cheaper draft head; the verify pass's

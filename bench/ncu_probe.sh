@@ -4,7 +4,7 @@
 # instructions, and why the warps stalled (long scoreboard: waiting on global memory; short scoreboard:
 # shared memory; MIO/LG throttle: the load queues full; wait and math throttle: instruction latency and
 # pipes; not selected: issue-bound). This tells a kernel bound by memory from one bound by instruction
-# issue or by latency. Usage: bench/ncu_probe.sh [REGEX] [COUNT] (default: the products, HC, MoE and GDN
+# issue or by latency. Usage: [WINDOW=1] bench/ncu_probe.sh [REGEX] [COUNT] (default: the products, HC, MoE and GDN
 # kernels, 60 launches after the prompt's). Output: $OUT/ncu-probe.txt and a table on stdout. Run from the
 # repo root with the binary in .dev/strata.
 set -uo pipefail
@@ -13,6 +13,9 @@ out=${OUT:-/tmp}
 regex=${1:-'matvec_|gr_|moe_|gdn_'}
 count=${2:-60}
 args="run -m $model --prompt-tokens 1 -n 3 --ignore-eos --device cuda --max-context 64"
+# WINDOW=1: the kernels of windows of 8 instead (a prompt of 24 tokens: three windows; the kernels a
+# verify window of 8 runs), SKIP then counted from the first window's launches.
+[ -n "${WINDOW:-}" ] && args="run -m $model --prompt-tokens $(seq -s, 1 24) -n 1 --ignore-eos --device cuda --max-context 64"
 $bin $args >/dev/null 2>&1  # the plan made and the kernels compiled first, outside the profile
 M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum
 M=$M,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active

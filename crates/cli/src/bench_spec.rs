@@ -118,7 +118,7 @@ fn time_passes(dec: &mut dyn Decoder, x: u32, n: usize, reps: usize) -> Result<(
     let (mut drafts, mut passes) = (0.0, 0.0);
     for i in 0..=reps {
         let t0 = Instant::now();
-        let d = dec.draft(x, n).map_err(anyhow::Error::msg)?;
+        let d = dec.draft(x, n, &vec![None; n + 1]).map_err(anyhow::Error::msg)?;
         let t1 = Instant::now();
         let w: Vec<u32> = std::iter::once(x).chain(d).collect();
         dec.verify(&w, &vec![None; n + 1]).and_then(|_| dec.accept(1)).map_err(anyhow::Error::msg)?;
@@ -155,7 +155,7 @@ fn effective(
         let (mut tokens, mut passes, t0) = (0usize, 0usize, Instant::now());
         while tokens < want {
             passes += 1;
-            let d = dec.draft(x, best).map_err(anyhow::Error::msg)?;
+            let d = dec.draft(x, best, &vec![None; best + 1]).map_err(anyhow::Error::msg)?;
             let w: Vec<u32> = std::iter::once(x).chain(d).collect();
             dec.verify(&w, &vec![None; best + 1]).map_err(anyhow::Error::msg)?;
             let k = (0..best).take_while(|_| ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < a).count();

@@ -231,9 +231,9 @@ fn speculate(
         // Position i's token is the generation's (tokens.len() + i)-th: drawn with that draw's number.
         let pick = |i: usize| (!cfg.sampler.greedy()).then(|| cfg.sampler.params_at((tokens.len() + i) as u64));
         let (drafts, chosen) = if n > 0 {
-            let drafts = dec.draft(x, n).map_err(device)?;
+            let picks: Vec<_> = (0..=n).map(pick).collect();
+            let drafts = dec.draft(x, n, &picks).map_err(device)?;
             let window: Vec<u32> = std::iter::once(x).chain(drafts.iter().copied()).collect();
-            let picks: Vec<_> = (0..window.len()).map(pick).collect();
             let chosen = dec.verify(&window, &picks).map_err(device)?;
             (drafts, chosen)
         } else {

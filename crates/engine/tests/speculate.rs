@@ -80,8 +80,8 @@ impl<D: Decoder> Decoder for Rejecting<D> {
     fn windows_pay(&self) -> bool {
         true
     }
-    fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
-        let mut d = self.inner.draft(x, n)?;
+    fn draft(&mut self, x: u32, n: usize, picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
+        let mut d = self.inner.draft(x, n, picks)?;
         self.seen.extend(&d);
         let vocab = self.vocab() as u32;
         if let Some(t) = d.get_mut(self.at) {

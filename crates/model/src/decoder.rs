@@ -52,7 +52,9 @@ pub trait Decoder {
     /// the vocabulary: all of it.
     fn set_draft_vocab(&mut self, _rows: usize) {}
     /// `n` greedy drafts of the tokens after `x`, the last generated token (at [`Decoder::position`]).
-    fn draft(&mut self, _x: u32, _n: usize) -> Result<Vec<u32>, String> {
+    /// `picks` are those the window that verifies them will be given (n + 1: see [`Decoder::verify`]), so
+    /// that a device can prepare that window while the drafts run.
+    fn draft(&mut self, _x: u32, _n: usize, _picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         Err("this decoder does not draft".into())
     }
     /// Runs `window` (x, then the drafts) through the trunk and returns the token chosen after each of its
@@ -167,7 +169,7 @@ impl Decoder for CpuDecoder<'_> {
         self.draft_rows = if rows == 0 { vocab } else { rows.min(vocab) };
     }
 
-    fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
+    fn draft(&mut self, x: u32, n: usize, _picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         let pos = self.state.pos;
         let Some(m) = self.state.mtp.as_mut().filter(|m| m.last_r.is_some()) else {
             return Err("no draft before a token has been through the trunk while drafting".into());

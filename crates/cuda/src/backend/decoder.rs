@@ -32,12 +32,11 @@ pub struct CudaDecoder<'a> {
     draft_rows: usize,
     /// The next verify window, recorded while its draft chain ran.
     verify_ahead: Option<VerifyAhead>,
-    /// Whether the last verify window chose greedily (the next is recorded ahead only then).
-    greedy_windows: bool,
 }
 
-/// A verify window recorded while the draft chain before it ran on the card (`STRATA_OVERLAP`; greedy
-/// windows after a greedy one): the host's recording overlaps the chain instead of following it. Its
+/// A verify window recorded while the draft chain before it ran on the card (`STRATA_OVERLAP`), with the
+/// picks the chain was told the window will have: the host's recording overlaps the chain instead of
+/// following it. Its
 /// tokens go in once the drafts are read back (`Late`: the embedding's and the MTP cells' ids, the PLE
 /// rows). Recording moved the host's counts on (the attention and MTP cells); they are put back at once
 /// and set again when the window runs, so any other call may drop it.
@@ -47,7 +46,7 @@ struct VerifyAhead {
     /// Where the window leaves the token chosen after each position.
     chosen: Buf<i32>,
     pos: usize,
-    t: usize,
+    picks: Vec<Option<SampleParams>>,
     /// The attention layers' and the MTP layer's counts after the window.
     cells: Vec<usize>,
     mtp: (usize, bool),
@@ -68,25 +67,25 @@ fn verify_step(
     fwd.choose_rows(&fin, picks)
 }
 
-/// The verify window of `t` tokens at `pos` recorded ahead, greedy (see [`VerifyAhead`]).
+/// The verify window at `pos` choosing by `picks` (one a token) recorded ahead (see [`VerifyAhead`]).
 fn record_verify(
     fwd: &CudaForward,
     state: &mut CudaState,
     d: &mut Drafting,
     pos: usize,
-    t: usize,
+    picks: &[Option<SampleParams>],
 ) -> Result<VerifyAhead, CudaError> {
     let (cells, mtp) = (state.cells(), d.counts());
     d.before_window(pos);
     state.begin_window()?;
-    let (placeholders, picks) = ([0u32; MAX_T], [None; MAX_T]);
-    let out = fwd.prepare(|| verify_step(fwd, state, d, &placeholders[..t], pos, &picks[..t]));
+    let placeholders = [0u32; MAX_T];
+    let out = fwd.prepare(|| verify_step(fwd, state, d, &placeholders[..picks.len()], pos, picks));
     let after = (state.cells(), d.counts());
     state.set_cells(&cells);
     d.set_counts(mtp);
     state.end_window();
     let (chosen, step, late) = out?;
-    Ok(VerifyAhead { step, late, chosen, pos, t, cells: after.0, mtp: after.1 })
+    Ok(VerifyAhead { step, late, chosen, pos, picks: picks.to_vec(), cells: after.0, mtp: after.1 })
 }
 
 /// A decode step of one token recorded ahead, while the step before it ran on the card: the host's
@@ -138,7 +137,6 @@ impl<'a> CudaDecoder<'a> {
             drafting: None,
             draft_rows,
             verify_ahead: None,
-            greedy_windows: false,
         }
     }
 
@@ -314,7 +312,7 @@ impl Decoder for CudaDecoder<'_> {
         }
     }
 
-    fn draft(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
+    fn draft(&mut self, x: u32, n: usize, picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         let e = |e: CudaError| e.to_string();
         let (fwd, pos) = (&self.fwd, self.pos);
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
@@ -329,8 +327,8 @@ impl Decoder for CudaDecoder<'_> {
         // The window that checks these drafts, recorded while the chain runs (its error only means the
         // window is recorded when it runs).
         let g = &fwd.gpu;
-        if self.greedy_windows && g.settings.overlap && g.graphs_on() && !g.recording() {
-            self.verify_ahead = record_verify(fwd, &mut self.state, d, pos, n + 1).ok();
+        if picks.len() == n + 1 && g.settings.overlap && g.graphs_on() && !g.recording() {
+            self.verify_ahead = record_verify(fwd, &mut self.state, d, pos, picks).ok();
         }
         let ids = ids.read(&fwd.gpu, n + 1).map_err(e)?;
         Ok(ids[1..].iter().map(|&t| t as u32).collect())
@@ -341,9 +339,8 @@ impl Decoder for CudaDecoder<'_> {
         check_picks(window, picks)?;
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
-        let greedy = picks.iter().all(Option::is_none);
-        let ahead = self.verify_ahead.take().filter(|a| a.pos == pos && a.t == window.len() && greedy);
-        (self.ahead, self.greedy_windows) = (None, greedy);
+        let ahead = self.verify_ahead.take().filter(|a| a.pos == pos && a.picks == picks);
+        self.ahead = None;
         if let Some(p) = &fwd.gpu.profile {
             p.begin(Call::Verify).map_err(e)?;
         }

@@ -1,6 +1,7 @@
 //! `strata bench spec`: verify windows on the GPU against the plain step (docs/SPECULATION.md). After a
 //! prompt of DEPTH tokens: the plain decode step; a verify pass of T = 1..8 tokens, kept whole and cut to
-//! one (the rewind); drafts of N = 1..7 tokens, and three drafts over draft vocabularies; each window's
+//! one (the rewind); drafts of N = 1..7 tokens with their whole pass, greedy and sampled, and three
+//! drafts over draft vocabularies; each window's
 //! byte floor; the effective decode at per-draft acceptance a = 0.6..0.9 computed from those times, and
 //! checked by a run whose acceptance is forced to a.
 
@@ -10,6 +11,7 @@ use anyhow::{bail, Result};
 use strata_engine::session::Device;
 use strata_gguf::SplitMix64;
 use strata_model::decoder::Decoder;
+use strata_model::ops::sample::SampleParams;
 
 use crate::load::EngineArgs;
 
@@ -89,19 +91,28 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64) -> Re
     }
     // A whole pass as the generation runs it: the drafts, then their window (recorded while the drafts
     // ran, where the decoder does so), cut to one.
-    println!("\n| drafts N | drafts (ms) | × step | whole pass: drafts, window of N + 1, cut (ms) | × step |");
-    println!("|---|---|---|---|---|");
+    println!("\n| drafts N | drafts (ms) | × step | whole pass: drafts, window of N + 1, cut (ms) | × step | the pass sampled (ms) | × step |");
+    println!("|---|---|---|---|---|---|---|");
     let mut whole = [0f64; 8];
     for (n, w) in whole.iter_mut().enumerate().skip(1) {
-        let (d, p) = time_passes(&mut *dec, x, n, reps)?;
+        let (d, p) = time_passes(&mut *dec, x, n, reps, None)?;
+        let (_, sampled) = time_passes(&mut *dec, x, n, reps, Some(SAMPLED))?;
         *w = p;
-        println!("| {n} | {:.3} | {:.3} | {:.3} | {:.2} |", ms(d), d / step, ms(p), p / step);
+        println!(
+            "| {n} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} |",
+            ms(d),
+            d / step,
+            ms(p),
+            p / step,
+            ms(sampled),
+            sampled / step
+        );
     }
     println!("\n| draft vocabulary K | three drafts (ms) | × step |");
     println!("|---|---|---|");
     for k in [vocab, 65536, 32768, 16384, 8192].into_iter().filter(|&k| k <= vocab) {
         dec.set_draft_vocab(k);
-        let (d3, _) = time_passes(&mut *dec, x, 3, reps)?;
+        let (d3, _) = time_passes(&mut *dec, x, 3, reps, None)?;
         println!("| {k} | {:.3} | {:.3} |", ms(d3), d3 / step);
     }
     dec.set_draft_vocab(0);
@@ -112,16 +123,21 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64) -> Re
     Ok(())
 }
 
+/// A sampled window's draws: a chat's usual settings (the numbers drawn do not change the time).
+const SAMPLED: SampleParams = SampleParams { temperature: 0.8, top_k: 40, top_p: 0.95, u: 0.5 };
+
 /// Mean seconds of a draft of `n` tokens after `x` and of the whole pass (the drafts, their window
-/// verified greedily and cut to one), over `reps` passes after one unmeasured.
-fn time_passes(dec: &mut dyn Decoder, x: u32, n: usize, reps: usize) -> Result<(f64, f64)> {
+/// verified, greedily or drawing with `draw` at each position, and cut to one), over `reps` passes after
+/// one unmeasured.
+fn time_passes(dec: &mut dyn Decoder, x: u32, n: usize, reps: usize, draw: Option<SampleParams>) -> Result<(f64, f64)> {
     let (mut drafts, mut passes) = (0.0, 0.0);
+    let picks = vec![draw; n + 1];
     for i in 0..=reps {
         let t0 = Instant::now();
-        let d = dec.draft(x, n, &vec![None; n + 1]).map_err(anyhow::Error::msg)?;
+        let d = dec.draft(x, n, &picks).map_err(anyhow::Error::msg)?;
         let t1 = Instant::now();
         let w: Vec<u32> = std::iter::once(x).chain(d).collect();
-        dec.verify(&w, &vec![None; n + 1]).and_then(|_| dec.accept(1)).map_err(anyhow::Error::msg)?;
+        dec.verify(&w, &picks).and_then(|_| dec.accept(1)).map_err(anyhow::Error::msg)?;
         if i > 0 {
             drafts += (t1 - t0).as_secs_f64();
             passes += t0.elapsed().as_secs_f64();

@@ -3,7 +3,9 @@
 # same greedy replies, a conversation resumed from a saved state among them (the CUDA state restored in
 # place); (2) the full-size synthetic model served on the GPU: a streamed reply of N tokens after a prompt
 # of DEPTH tokens, timed from the client (bench/serve_stream.py). Usage: bench/gpu_serve.sh [DEPTH] [N]
-# (default 4096 and 256). Run from the repo root with the binary in .dev/strata.
+# (default 4096 and 256); GPU_ARGS (e.g. "--spec 3") go to the GPU's built-in server, whose replies are
+# checked against the CPU's plain ones (`--spec auto`, the default, drafts on the GPU where drafts pay).
+# Run from the repo root with the binary in .dev/strata.
 set -uo pipefail
 depth=${1:-4096}
 n=${2:-256}
@@ -17,7 +19,7 @@ up() { # port, then strata serve's arguments: starts it and waits for /health
 ask() { # port, JSON body: the reply's content
   curl -s localhost:$1/v1/chat/completions -d "$2" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(json.dumps([r["choices"][0]["message"]["content"], r["usage"]]))'
 }
-up 18101 --device cuda && up 18102 --device cpu || exit 1
+up 18101 --device cuda ${GPU_ARGS:-} && up 18102 --device cpu --spec 0 || exit 1
 turn1='{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":24,"temperature":0}'
 same=0; differ=0
 for port in 18101 18102; do ask $port "$turn1" > $t/turn1-$port.json; done

@@ -52,6 +52,21 @@ struct VerifyAhead {
     mtp: (usize, bool),
 }
 
+/// The trunk over `tokens` at `pos` and, while drafting, the MTP cells it makes known: the final reads.
+fn trunk_cells(
+    fwd: &CudaForward,
+    state: &mut CudaState,
+    drafting: Option<&mut Drafting>,
+    tokens: &[u32],
+    pos: usize,
+) -> Result<Rows, CudaError> {
+    let (fin, r) = trunk(fwd, &fwd.model.config, state, tokens, pos)?;
+    if let Some(d) = drafting {
+        d.cells_after(fwd, &r, tokens, pos)?;
+    }
+    Ok(fin)
+}
+
 /// What a verify window's step records: the trunk over `window`, the MTP cells it makes known, and the
 /// token chosen after each position (left on the device).
 fn verify_step(
@@ -62,8 +77,7 @@ fn verify_step(
     pos: usize,
     picks: &[Option<SampleParams>],
 ) -> Result<Buf<i32>, CudaError> {
-    let (fin, r) = trunk(fwd, &fwd.model.config, state, window, pos)?;
-    d.cells_after(fwd, &r, window, pos)?;
+    let fin = trunk_cells(fwd, state, Some(d), window, pos)?;
     fwd.choose_rows(&fin, picks)
 }
 
@@ -117,10 +131,7 @@ fn plain_step(
     pos: usize,
     how: Choice,
 ) -> Result<Chosen, CudaError> {
-    let (fin, r) = trunk(fwd, &fwd.model.config, state, tokens, pos)?;
-    if let Some(d) = drafting {
-        d.cells_after(fwd, &r, tokens, pos)?;
-    }
+    let fin = trunk_cells(fwd, state, drafting, tokens, pos)?;
     fwd.choose_head(&fin, how)
 }
 
@@ -248,15 +259,7 @@ impl CudaDecoder<'_> {
         }
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let drafting = self.drafting.as_mut().filter(|d| d.active);
-        let out = fwd
-            .step(|| {
-                let (fin, r) = trunk(fwd, &fwd.model.config, state, tokens, pos)?;
-                if let Some(d) = drafting {
-                    d.cells_after(fwd, &r, tokens, pos)?;
-                }
-                head(fwd, &fin)
-            })
-            .map_err(e)?;
+        let out = fwd.step(|| head(fwd, &trunk_cells(fwd, state, drafting, tokens, pos)?)).map_err(e)?;
         self.pos += tokens.len();
         read(fwd, out).map_err(e)
     }

@@ -58,6 +58,21 @@ pub enum BenchCommand {
         #[arg(long)]
         warm: bool,
     },
+    /// The host's § qdot products (the CPU's and the host-memory experts' kernels) for each type at every
+    /// vector level this CPU has, one thread and all, one input and a window, against the floor of the
+    /// weight bytes at the host's read rate measured in the same run; each level checked for the same bits.
+    #[command(name = "host_qdot")]
+    HostQdot {
+        #[arg(long, default_value_t = 2048)]
+        rows: usize,
+        #[arg(long, default_value_t = 2560)]
+        cols: usize,
+        #[arg(long, default_value_t = 8)]
+        window: usize,
+        /// Minimum measuring time per figure, in milliseconds.
+        #[arg(long, default_value_t = 300)]
+        ms: u64,
+    },
     /// Verify windows on the GPU (docs/SPECULATION.md): after a prompt of DEPTH random tokens, the plain
     /// step, a verify pass of T = 1..8 tokens (kept whole and cut to one) with each window's byte floor
     /// at BANDWIDTH TB/s, drafts of 1..7 tokens and over draft vocabularies, and the effective decode at
@@ -82,6 +97,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Matvec { reps } => matvec(reps),
         BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
         BenchCommand::PleRows { model, tokens, rounds, warm } => ple_rows(&model, tokens, rounds, warm),
+        BenchCommand::HostQdot { rows, cols, window, ms } => crate::bench_host::run(rows, cols, window, ms),
         BenchCommand::Spec { engine, depth, reps, bandwidth } => {
             crate::bench_spec::run(&engine, depth, reps, bandwidth)
         }

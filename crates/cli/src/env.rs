@@ -19,6 +19,9 @@ pub fn settings() -> &'static Settings {
         for name in Settings::unknown(names.iter().map(String::as_str)) {
             eprintln!("note: {name} is not a setting of strata (docs/DETAILS.md lists them); it changes nothing");
         }
+        if let Some(v) = settings.cpu_vector {
+            strata_model::ops::vector::set(v);
+        }
         settings
     })
 }

@@ -1,6 +1,7 @@
 //! `strata`: the qwen4exp inference engine's command-line tool.
 
 mod bench;
+mod bench_host;
 mod bench_spec;
 mod default_model;
 mod env;

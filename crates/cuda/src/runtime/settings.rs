@@ -50,6 +50,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
     sw("STRATA_PLE_SPLIT", "0: the PLE gate by one block a token, not a thread a chunk of 8", "on"),
     sw("STRATA_PLE_WARM", "0: the PLE table is not read ahead at load", "on"),
+    sw("STRATA_CPU_VECTOR", "the host's § qdot kernels: scalar, avx2 or avx512 (VNNI); a level the CPU lacks is refused", "the best the CPU has"),
     // Speed work and tools.
     sw("STRATA_DEFINES", "NAME=VALUE … (spaces or commas): macros defined before every kernel file", "none"),
     sw("STRATA_PROFILE", "1: time each op family; kernels: each kernel (synchronises: slower)", "off"),
@@ -109,6 +110,8 @@ pub struct Settings {
     pub kv_fuse: bool,
     pub ple_split: bool,
     pub ple_warm: bool,
+    /// `STRATA_CPU_VECTOR`: the host's vector level (None: the best the CPU has).
+    pub cpu_vector: Option<strata_model::ops::vector::Vector>,
     /// The `#define` lines of `STRATA_DEFINES` (NAME=VALUE … parted by spaces or commas: a kernel's
     /// compile-time variant tried without a rebuild), put before every kernel file.
     pub defines: String,
@@ -166,6 +169,13 @@ impl Settings {
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),
             ple_warm: r.on("STRATA_PLE_WARM"),
+            cpu_vector: r.text("STRATA_CPU_VECTOR").and_then(|v| match strata_model::ops::vector::Vector::parse(&v) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    r.notes.push(format!("{e}; the best the CPU has is used"));
+                    None
+                }
+            }),
             defines: {
                 let (text, bad) = defines(&r.text("STRATA_DEFINES").unwrap_or_default());
                 for b in bad {

@@ -27,7 +27,7 @@ pub fn dequant_q3_k(b: &[u8], y: &mut [f32]) {
 }
 
 /// The 6-bit scale and min of sub-block j from the 12 packed bytes of Q4_K / Q5_K.
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {

@@ -20,7 +20,7 @@ use crate::types::GgmlType;
 pub use float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 pub use iq4::IQ4_NL_VALUES;
-pub use kquants::{ints_q4_k, ints_q6_k, KInts};
+pub use kquants::{ints_q4_k, ints_q6_k, scale_min_k4, KInts};
 pub use random::random_blocks;
 
 /// Dequantizes whole blocks of `ty` from `data` into `out` (one f32 per element).

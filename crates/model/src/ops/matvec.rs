@@ -7,7 +7,8 @@ use rayon::prelude::*;
 use strata_gguf::{quant, GgmlType, TensorBytes};
 
 use super::dot::dot;
-use super::qdot::{qdot_row, quantize_input, uses_qdot};
+use super::qdot::{qdot_row_window, quantize_input, uses_qdot, QInput};
+use super::vector;
 
 /// A weight matrix `[cols, rows]` in GGUF terms: `rows` rows of `cols` inputs, any ggml type.
 #[derive(Clone)]
@@ -62,26 +63,84 @@ impl Matrix {
 
     fn rows_into(&self, x: &[f32], first: usize, out: &mut [f32], qdot: bool) {
         debug_assert_eq!(x.len(), self.cols);
-        let qx = qdot.then(|| quantize_input(x));
-        let rows = |t: usize, o: &mut [f32]| {
-            let mut w = vec![0f32; if qx.is_some() { 0 } else { self.cols }];
-            for (i, v) in o.iter_mut().enumerate() {
-                let r = first + t * ROWS_PER_TASK + i;
-                *v = match &qx {
-                    Some(qx) => qdot_row(self.ty, self.row_slice(r), qx),
-                    None => {
-                        self.row(r, &mut w);
-                        dot(&w, x)
-                    }
-                };
-            }
-        };
-        // Handing a small product to the pool costs more than computing it here.
-        if rayon::current_num_threads() == 1 || out.len() * self.cols < PARALLEL_MIN {
-            out.chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(t, o)| rows(t, o));
-        } else {
-            out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(t, o)| rows(t, o));
+        if qdot {
+            let qx = quantize_input(x);
+            let mut outs = [out];
+            return self.qdot_rows(&[&qx], first, &mut outs);
         }
+        self.par_rows(
+            out.len(),
+            |t, n| {
+                let mut w = vec![0f32; self.cols];
+                (0..n)
+                    .map(|i| {
+                        self.row(first + t * ROWS_PER_TASK + i, &mut w);
+                        dot(&w, x)
+                    })
+                    .collect()
+            },
+            &mut [out],
+        );
+    }
+
+    /// `outs[t] = W·x[t]` over rows `first..` for quantized inputs: each row read once for the window.
+    fn qdot_rows(&self, xs: &[&QInput], first: usize, outs: &mut [&mut [f32]]) {
+        let v = vector::current();
+        self.par_rows(
+            outs[0].len(),
+            |t, n| {
+                let mut o = vec![0f32; n * xs.len()];
+                for (i, o) in o.chunks_exact_mut(xs.len()).enumerate() {
+                    qdot_row_window(self.ty, self.row_slice(first + t * ROWS_PER_TASK + i), xs, o, v);
+                }
+                o
+            },
+            outs,
+        );
+    }
+
+    /// Rows split into tasks of ROWS_PER_TASK: `task(t, n)` gives the n rows' values from row t·ROWS_PER_TASK
+    /// (row-major, one value an output), written into `outs` (each as long as the rows).
+    fn par_rows<F>(&self, rows: usize, task: F, outs: &mut [&mut [f32]])
+    where
+        F: Fn(usize, usize) -> Vec<f32> + Sync,
+    {
+        let tasks = rows.div_ceil(ROWS_PER_TASK);
+        let run = |t: usize| task(t, ROWS_PER_TASK.min(rows - t * ROWS_PER_TASK));
+        // Handing a small product to the pool costs more than computing it here.
+        let vals: Vec<Vec<f32>> = if rayon::current_num_threads() == 1 || rows * self.cols * outs.len() < PARALLEL_MIN {
+            (0..tasks).map(run).collect()
+        } else {
+            (0..tasks).into_par_iter().map(run).collect()
+        };
+        let k = outs.len();
+        for (t, v) in vals.iter().enumerate() {
+            for (i, row) in v.chunks_exact(k).enumerate() {
+                for (o, &val) in outs.iter_mut().zip(row) {
+                    o[t * ROWS_PER_TASK + i] = val;
+                }
+            }
+        }
+    }
+
+    /// `W·x` for each input of a window: the same bits as [`Matrix::matvec`] on each, with the weights
+    /// read once for the whole window.
+    pub fn matvec_window(&self, xs: &[&[f32]]) -> Vec<Vec<f32>> {
+        let mut outs = vec![vec![0f32; self.rows]; xs.len()];
+        if xs.is_empty() {
+            return outs;
+        }
+        if uses_qdot(self.ty) {
+            let qs: Vec<QInput> = xs.iter().map(|x| quantize_input(x)).collect();
+            let qr: Vec<&QInput> = qs.iter().collect();
+            let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+            self.qdot_rows(&qr, 0, &mut o);
+        } else {
+            for (x, o) in xs.iter().zip(outs.iter_mut()) {
+                self.rows_into(x, 0, o, false);
+            }
+        }
+        outs
     }
 
     /// `W·x`.

@@ -6,7 +6,10 @@ pub mod dot;
 pub mod matvec;
 pub mod norm;
 pub mod qdot;
+#[cfg(target_arch = "x86_64")]
+mod qdot_x86;
 pub mod rope;
 pub mod sample;
 pub mod softmax;
 pub mod topk;
+pub mod vector;

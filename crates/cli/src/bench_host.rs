@@ -1,0 +1,87 @@
+//! `strata bench host_qdot`: the host's § qdot products (ops/qdot.rs, ops/qdot_x86.rs) at each vector
+//! level this CPU has, one thread and all of them, one input and windows, against the floor of the weight
+//! bytes at the host's read rate measured in the same run, each checked for the scalar path's bits.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use rayon::prelude::*;
+use strata_gguf::{quant, GgmlType, SplitMix64, TensorBytes};
+use strata_model::ops::matvec::Matrix;
+use strata_model::ops::vector::{self, Vector};
+
+/// The host's read rate in bytes a second: every thread summing its part of a buffer of `bytes`.
+fn read_rate(bytes: usize, threads: usize) -> f64 {
+    let buf: Vec<u64> = (0..bytes / 8).map(|i| i as u64).collect();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let s: u64 = pool
+            .install(|| buf.par_chunks(1 << 16).map(|c| c.iter().fold(0u64, |a, &v| a ^ v)).reduce(|| 0, |a, b| a ^ b));
+        best = best.min(t.elapsed().as_secs_f64());
+        std::hint::black_box(s);
+    }
+    bytes as f64 / best
+}
+
+/// The fastest of calls over at least `min` of time.
+fn time(min: Duration, mut f: impl FnMut()) -> f64 {
+    let (start, mut best, mut n) = (Instant::now(), f64::INFINITY, 0);
+    while n < 3 || start.elapsed() < min {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+        n += 1;
+    }
+    best
+}
+
+pub fn run(rows: usize, cols: usize, window: usize, ms: u64) -> Result<()> {
+    if rows == 0 || cols == 0 || !cols.is_multiple_of(256) || window == 0 {
+        anyhow::bail!("host_qdot: --rows ≥ 1, --cols a multiple of 256, --window ≥ 1");
+    }
+    let all = rayon::current_num_threads();
+    let levels: Vec<Vector> = Vector::ALL.into_iter().filter(|v| v.available()).collect();
+    let rates = [(1, read_rate(1 << 30, 1)), (all, read_rate(1 << 30, all))];
+    println!("host read rate: {:.1} GB/s (1 thread), {:.1} GB/s ({all} threads)", rates[0].1 / 1e9, rates[1].1 / 1e9);
+    println!("{rows} × {cols} per type; a window of {window} inputs beside one; best of ≥ {ms} ms each");
+    let heads: String = levels.iter().map(|v| format!(" {} µs |", v.name())).collect();
+    println!("| type | threads | inputs | MB |{heads} floor µs | best × floor | same bits |");
+    println!("|---|---:|---:|---:|{}---:|---:|---|", "---:|".repeat(levels.len()));
+    let mut rng = SplitMix64::new(7);
+    let was = vector::current();
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q6_K] {
+        let blocks = rows * cols / ty.block_size();
+        let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(quant::random_blocks(ty, blocks, &mut rng)) };
+        let xs: Vec<Vec<f32>> = (0..window).map(|_| (0..cols).map(|_| rng.uniform() - 0.5).collect()).collect();
+        let thread_counts = if all > 1 { &rates[..] } else { &rates[..1] };
+        let windows: &[usize] = if window > 1 { &[1, window] } else { &[1] };
+        for &(threads, rate) in thread_counts {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+            for &t in windows {
+                let x: Vec<&[f32]> = xs[..t].iter().map(Vec::as_slice).collect();
+                let mut us = Vec::new();
+                let mut outs = Vec::new();
+                for &v in &levels {
+                    vector::set(v);
+                    let mut last = Vec::new();
+                    us.push(time(Duration::from_millis(ms), || last = pool.install(|| m.matvec_window(&x))) * 1e6);
+                    outs.push(last);
+                }
+                let same = outs.windows(2).all(|w| w[0] == w[1]);
+                let mb = m.bytes.len() as f64 / 1e6;
+                let floor = m.bytes.len() as f64 / rate * 1e6;
+                let best = us.iter().copied().fold(f64::INFINITY, f64::min);
+                let times: String = us.iter().map(|u| format!(" {u:.1} |")).collect();
+                println!(
+                    "| {ty} | {threads} | {t} | {mb:.1} |{times} {floor:.1} | {:.1} | {} |",
+                    best / floor,
+                    if same { "yes" } else { "NO" }
+                );
+            }
+        }
+    }
+    vector::set(was);
+    Ok(())
+}

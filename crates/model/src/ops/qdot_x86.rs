@@ -1,0 +1,371 @@
+//! § qdot on x86's vector units (AVX2, or AVX-512 VNNI's `vpdpbusd`): the contract of `ops/qdot.rs`
+//! with the same bits. A row is taken eight pieces (32-element runs) at a time: the pieces' weights are
+//! unpacked into int8 registers once and reused for every input of a window; each piece's integer sum
+//! is exact whatever the order it is added in; the eight sums go into one register of i32, and the float
+//! steps (the scale products, Q4_K's fma with its minimum) are the contract's, element by element, so
+//! they round as the scalar ones do. Lane `j mod 32` of the contract is element `j mod 8` of the
+//! register for group `(j / 8) mod 4`, and each lane still takes its pieces in ascending order.
+
+use std::arch::x86_64::*;
+
+use strata_gguf::{quant, GgmlType};
+
+use super::dot::{butterfly, LANES};
+use super::qdot::{QInput, QBLOCK};
+
+/// Pieces handled together: their integer sums fill one register of eight i32.
+const GROUP: usize = 8;
+
+/// How a group's byte products are summed into i32: four adjacent products a lane.
+trait Dot {
+    /// `acc + Σ u·s` over each lane's four bytes, `u` unsigned, `s` signed; never saturating here.
+    unsafe fn dot(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
+
+    /// Σ u·s over each lane's four bytes with each pair of products times its 16-bit scale (Q6_K's
+    /// scales, one a 16 elements): the pair sums are at most 2·32·127, their scaled sums far from 2^31.
+    #[inline(always)]
+    unsafe fn dot_scaled(u: __m256i, s: __m256i, scale: __m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale)
+    }
+}
+
+struct Avx2;
+struct Vnni;
+
+impl Dot for Avx2 {
+    #[inline(always)]
+    unsafe fn dot(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        // Pair sums of products of |w| ≤ 128 and |q| ≤ 127 stay within ±32,512: maddubs cannot saturate.
+        let pairs = _mm256_maddubs_epi16(u, s);
+        _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    }
+}
+
+impl Dot for Vnni {
+    #[inline(always)]
+    unsafe fn dot(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, u, s)
+    }
+}
+
+/// How a type's pieces become values (the contract's float steps, `ops/qdot.rs` block_values).
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    /// Signed weights, one scale a piece: `(c · d[j]) · Σ w·q`.
+    Scaled,
+    /// Q6_K: signed weights, a scale per 16 (`halves`), `(c · d[j]) · (sa·Σ_a + sb·Σ_b)`.
+    Halves,
+    /// Q4_K: unsigned weights, `fma((c · d[j]), Σ w·q, −((m · d[j]) · Σ q))`.
+    WithMin,
+}
+
+/// Up to eight pieces of one row, unpacked.
+struct Group {
+    form: Form,
+    n: usize,
+    /// The weights' magnitudes (the weights themselves for Q4_K's unsigned ones) and, for signed
+    /// weights, the weights, whose signs go onto the input's codes.
+    u: [__m256i; GROUP],
+    w: [__m256i; GROUP],
+    /// Q6_K's integer scales, one a 16-bit lane, for each piece's pairs of products.
+    halves: [__m256i; GROUP],
+    c: __m256,
+    m: __m256,
+}
+
+/// `out[t]` = the row (`bytes`: whole blocks of `ty`) times `xs[t]`, for every input of the window.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (and AVX-512 VNNI with VL and BW when `vnni`).
+pub unsafe fn row_window(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32], vnni: bool) {
+    if vnni {
+        row_window_vnni(ty, bytes, xs, out)
+    } else {
+        row_window_avx2(ty, bytes, xs, out)
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row_window_avx2(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
+    by_type::<Avx2>(ty, bytes, xs, out)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn row_window_vnni(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
+    by_type::<Vnni>(ty, bytes, xs, out)
+}
+
+/// The type as a constant of its own kernel, so that no step of a row asks the type again.
+#[inline(always)]
+unsafe fn by_type<D: Dot>(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
+    match ty {
+        GgmlType::Q8_0 => rows::<D, Q8_0>(bytes, xs, out),
+        GgmlType::Q4_0 => rows::<D, Q4_0>(bytes, xs, out),
+        GgmlType::Q2_0 => rows::<D, Q2_0>(bytes, xs, out),
+        GgmlType::IQ4_NL => rows::<D, IQ4_NL>(bytes, xs, out),
+        GgmlType::Q4_K => rows::<D, Q4_K>(bytes, xs, out),
+        GgmlType::Q6_K => rows::<D, Q6_K>(bytes, xs, out),
+        _ => unreachable!("{ty} is not a § qdot type"),
+    }
+}
+
+// The types' kernels, by number.
+const Q8_0: u8 = 0;
+const Q4_0: u8 = 1;
+const Q2_0: u8 = 2;
+const IQ4_NL: u8 = 3;
+const Q4_K: u8 = 4;
+const Q6_K: u8 = 5;
+
+/// A kernel's type: its block's bytes and elements.
+const fn geometry(k: u8) -> (usize, usize) {
+    match k {
+        Q8_0 => (34, 32),
+        Q4_0 | IQ4_NL => (18, 32),
+        Q2_0 => (18, 64),
+        Q4_K => (144, 256),
+        _ => (210, 256),
+    }
+}
+
+/// Inputs whose lanes are kept at once (longer windows are taken in parts, each reading the row again).
+const MAX_WINDOW: usize = 8;
+
+#[inline(always)]
+unsafe fn rows<D: Dot, const K: u8>(bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
+    for (xs, out) in xs.chunks(MAX_WINDOW).zip(out.chunks_mut(MAX_WINDOW)) {
+        let mut lanes = [[0f32; LANES]; MAX_WINDOW];
+        let (ts, bs) = geometry(K);
+        let per_block = bs / QBLOCK;
+        let blocks = bytes.len() / ts;
+        let group_blocks = GROUP / per_block;
+        for b0 in (0..blocks).step_by(group_blocks) {
+            let nb = group_blocks.min(blocks - b0);
+            let g = unpack::<K>(&bytes[b0 * ts..(b0 + nb) * ts], nb);
+            let j0 = b0 * per_block;
+            let base = j0 % LANES;
+            for (x, lane) in xs.iter().zip(lanes.iter_mut()) {
+                let v = values::<D>(&g, x, j0);
+                add_lanes(&mut lane[base..base + GROUP], v, g.n);
+            }
+        }
+        for (o, lane) in out.iter_mut().zip(lanes) {
+            *o = butterfly(lane);
+        }
+    }
+}
+
+/// The group's piece values for one input (pieces j0 ..).
+#[inline(always)]
+unsafe fn values<D: Dot>(g: &Group, x: &QInput, j0: usize) -> __m256 {
+    // A full group's loop has a known length, so it is unrolled and its registers kept.
+    let (s, d) = if g.n == GROUP {
+        (sums::<D>(g, x, j0, GROUP), _mm256_loadu_ps(x.d.as_ptr().add(j0)))
+    } else {
+        (sums::<D>(g, x, j0, g.n), load_f32(&x.d[j0..], g.n))
+    };
+    let s = _mm256_cvtepi32_ps(s); // exact: the contract keeps each sum below 2^24
+    let cd = _mm256_mul_ps(g.c, d);
+    match g.form {
+        Form::WithMin => {
+            let qs = if g.n == GROUP {
+                _mm256_loadu_si256(x.sum.as_ptr().add(j0) as *const __m256i)
+            } else {
+                load_i32(&x.sum[j0..], g.n)
+            };
+            let qs = _mm256_cvtepi32_ps(qs);
+            let b = _mm256_mul_ps(_mm256_mul_ps(g.m, d), qs);
+            _mm256_fmadd_ps(cd, s, _mm256_xor_ps(b, _mm256_set1_ps(-0.0)))
+        }
+        _ => _mm256_mul_ps(cd, s),
+    }
+}
+
+/// The integer sums of the group's first `n` pieces with the input's codes, one a lane.
+#[inline(always)]
+unsafe fn sums<D: Dot>(g: &Group, x: &QInput, j0: usize, n: usize) -> __m256i {
+    let zero = _mm256_setzero_si256();
+    let mut p = [zero; GROUP];
+    for (i, p) in p.iter_mut().enumerate().take(n) {
+        let q = _mm256_loadu_si256(x.q.as_ptr().add((j0 + i) * QBLOCK) as *const __m256i);
+        *p = match g.form {
+            Form::WithMin => D::dot(zero, g.u[i], q),
+            Form::Scaled => D::dot(zero, g.u[i], _mm256_sign_epi8(q, g.w[i])),
+            Form::Halves => D::dot_scaled(g.u[i], _mm256_sign_epi8(q, g.w[i]), g.halves[i]),
+        };
+    }
+    reduce(&p)
+}
+
+/// Eight registers of lane sums to one register of their totals (integers: any order is exact).
+#[inline(always)]
+unsafe fn reduce(p: &[__m256i; GROUP]) -> __m256i {
+    let h01 = _mm256_hadd_epi32(p[0], p[1]);
+    let h23 = _mm256_hadd_epi32(p[2], p[3]);
+    let h45 = _mm256_hadd_epi32(p[4], p[5]);
+    let h67 = _mm256_hadd_epi32(p[6], p[7]);
+    let a = _mm256_hadd_epi32(h01, h23); // pieces 0..3: low halves' sums, then high halves'
+    let b = _mm256_hadd_epi32(h45, h67);
+    let lo = _mm256_permute2x128_si256(a, b, 0x20);
+    let hi = _mm256_permute2x128_si256(a, b, 0x31);
+    _mm256_add_epi32(lo, hi)
+}
+
+/// The first `n` values added to their lanes (each lane its own addition, as the contract's).
+#[inline(always)]
+unsafe fn add_lanes(lane: &mut [f32], v: __m256, n: usize) {
+    if n == GROUP {
+        let l = _mm256_loadu_ps(lane.as_ptr());
+        _mm256_storeu_ps(lane.as_mut_ptr(), _mm256_add_ps(l, v));
+    } else {
+        let mut t = [0f32; GROUP];
+        _mm256_storeu_ps(t.as_mut_ptr(), v);
+        for (l, t) in lane.iter_mut().zip(t).take(n) {
+            *l += t;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn load_f32(v: &[f32], n: usize) -> __m256 {
+    let mut t = [0f32; GROUP];
+    t[..n].copy_from_slice(&v[..n]);
+    _mm256_loadu_ps(t.as_ptr())
+}
+
+#[inline(always)]
+unsafe fn load_i32(v: &[i32], n: usize) -> __m256i {
+    let mut t = [0i32; GROUP];
+    t[..n].copy_from_slice(&v[..n]);
+    _mm256_loadu_si256(t.as_ptr() as *const __m256i)
+}
+
+fn f16(b: &[u8], at: usize) -> f32 {
+    quant::f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
+}
+
+/// `nb` blocks of `ty` (8 pieces at most) unpacked.
+#[inline(always)]
+unsafe fn unpack<const K: u8>(bytes: &[u8], nb: usize) -> Group {
+    let zero = _mm256_setzero_si256();
+    let mut g = Group {
+        form: Form::Scaled,
+        n: 0,
+        u: [zero; GROUP],
+        w: [zero; GROUP],
+        halves: [zero; GROUP],
+        c: _mm256_setzero_ps(),
+        m: _mm256_setzero_ps(),
+    };
+    let mut c = [0f32; GROUP];
+    let ts = geometry(K).0;
+    match K {
+        Q4_K => {
+            let mut m = [0f32; GROUP];
+            let b = bytes;
+            let (d, dmin) = (f16(b, 0), f16(b, 2));
+            for j in 0..8 {
+                let (s, mn) = quant::scale_min_k4(j, &b[4..16]);
+                (c[j], m[j]) = (d * s as i32 as f32, dmin * mn as i32 as f32);
+                let qs = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * (j / 2)) as *const __m256i);
+                let qs = if j % 2 == 0 { qs } else { _mm256_srli_epi16(qs, 4) };
+                g.u[j] = _mm256_and_si256(qs, _mm256_set1_epi8(0x0f));
+            }
+            (g.form, g.n, g.m) = (Form::WithMin, 8, _mm256_loadu_ps(m.as_ptr()));
+        }
+        Q6_K => {
+            let b = bytes;
+            let d = f16(b, 208);
+            for n in 0..2 {
+                let qh = _mm256_loadu_si256(b.as_ptr().add(128 + 32 * n) as *const __m256i);
+                for j in 0..4 {
+                    let p = 4 * n + j;
+                    let ql = _mm256_loadu_si256(b.as_ptr().add(64 * n + 32 * (j % 2)) as *const __m256i);
+                    let lo = _mm256_and_si256(srli16(ql, 4 * (j / 2)), _mm256_set1_epi8(0x0f));
+                    let hi = _mm256_and_si256(srli16(qh, 2 * j), _mm256_set1_epi8(3));
+                    let w = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); // hi < 4: no carry past the byte
+                    g.w[p] = _mm256_sub_epi8(w, _mm256_set1_epi8(32));
+                    let (sa, sb) = (b[192 + 2 * p] as i8 as i16, b[193 + 2 * p] as i8 as i16);
+                    g.halves[p] = _mm256_set_m128i(_mm_set1_epi16(sb), _mm_set1_epi16(sa));
+                    c[p] = d;
+                }
+            }
+            (g.form, g.n) = (Form::Halves, 8);
+        }
+        Q2_0 => {
+            let mut h = [0u16; GROUP];
+            // Element 4i + k of a block is bits 2k.. of byte i: four planes of codes (k = 0..3), then
+            // interleaved byte by byte back into element order.
+            let m = _mm_set1_epi8(3);
+            for k in 0..nb {
+                let b = &bytes[k * ts..];
+                let v = _mm_loadu_si128(b.as_ptr().add(2) as *const __m128i);
+                let p0 = _mm_and_si128(v, m);
+                let p1 = _mm_and_si128(_mm_srli_epi16(v, 2), m);
+                let p2 = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+                let p3 = _mm_and_si128(_mm_srli_epi16(v, 6), m);
+                let (a, c2) = (_mm_unpacklo_epi8(p0, p1), _mm_unpacklo_epi8(p2, p3));
+                let (a2, c3) = (_mm_unpackhi_epi8(p0, p1), _mm_unpackhi_epi8(p2, p3));
+                let w0 = _mm256_set_m128i(_mm_unpackhi_epi16(a, c2), _mm_unpacklo_epi16(a, c2));
+                let w1 = _mm256_set_m128i(_mm_unpackhi_epi16(a2, c3), _mm_unpacklo_epi16(a2, c3));
+                g.w[2 * k] = _mm256_sub_epi8(w0, _mm256_set1_epi8(1));
+                g.w[2 * k + 1] = _mm256_sub_epi8(w1, _mm256_set1_epi8(1));
+                let d = u16::from_le_bytes([b[0], b[1]]);
+                (h[2 * k], h[2 * k + 1]) = (d, d);
+            }
+            g.n = 2 * nb;
+            g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
+            return magnitudes(g);
+        }
+        Q8_0 | Q4_0 | IQ4_NL => {
+            let mut h = [0u16; GROUP];
+            for k in 0..nb {
+                let b = &bytes[k * ts..];
+                h[k] = u16::from_le_bytes([b[0], b[1]]);
+                g.w[k] = match K {
+                    Q8_0 => _mm256_loadu_si256(b.as_ptr().add(2) as *const __m256i),
+                    Q4_0 => _mm256_sub_epi8(nibbles(b), _mm256_set1_epi8(8)),
+                    _ => {
+                        let t = _mm_loadu_si128(quant::IQ4_NL_VALUES.as_ptr() as *const __m128i);
+                        _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(t), nibbles(b))
+                    }
+                };
+            }
+            g.n = nb;
+            g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
+            return magnitudes(g);
+        }
+        _ => unreachable!("kernel {K} is not a § qdot type"),
+    }
+    g.c = _mm256_loadu_ps(c.as_ptr());
+    if g.form == Form::WithMin {
+        g
+    } else {
+        magnitudes(g)
+    }
+}
+
+/// Signed weights' magnitudes, made once for every input: |−128| reads as 128 unsigned.
+#[inline(always)]
+unsafe fn magnitudes(mut g: Group) -> Group {
+    for i in 0..g.n {
+        g.u[i] = _mm256_abs_epi8(g.w[i]);
+    }
+    g
+}
+
+/// A 32-element block of 16 nibble bytes (after its 2-byte scale): low nibbles are elements 0..16, high
+/// ones 16..32.
+#[inline(always)]
+unsafe fn nibbles(b: &[u8]) -> __m256i {
+    let v = _mm_loadu_si128(b.as_ptr().add(2) as *const __m128i);
+    let lo = _mm_and_si128(v, _mm_set1_epi8(0x0f));
+    let hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0f));
+    _mm256_set_m128i(hi, lo)
+}
+
+/// A right shift of 16-bit lanes by a count known only at run time (0, 2, 4 or 6 here).
+#[inline(always)]
+unsafe fn srli16(v: __m256i, n: usize) -> __m256i {
+    _mm256_srl_epi16(v, _mm_cvtsi32_si128(n as i32))
+}

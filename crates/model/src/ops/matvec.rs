@@ -7,8 +7,8 @@ use rayon::prelude::*;
 use strata_gguf::{quant, GgmlType, TensorBytes};
 
 use super::dot::dot;
-use super::qdot::{qdot_row_window, quantize_input, uses_qdot, QInput};
-use super::vector;
+use super::qdot::{quantize_input, uses_qdot, QInput};
+use super::vector::{self, qdot_row_window};
 
 /// A weight matrix `[cols, rows]` in GGUF terms: `rows` rows of `cols` inputs, any ggml type.
 #[derive(Clone)]

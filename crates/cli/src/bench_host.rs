@@ -1,5 +1,5 @@
-//! `strata bench host_qdot`: the host's § qdot products (ops/qdot.rs, ops/qdot_x86.rs) at each vector
-//! level this CPU has, one thread and all of them, one input and windows, against the floor of the weight
+//! `strata bench host_qdot`: the host's matrix products (§ qdot's kernels, ops/qdot_x86.rs, and § matvec's
+//! dequantize-then-dot, ops/dot.rs) at each vector level this CPU has, one thread and all of them, one input and windows, against the floor of the weight
 //! bytes at the host's read rate measured in the same run, each checked for the scalar path's bits.
 
 use std::time::{Duration, Instant};
@@ -38,8 +38,8 @@ fn time(min: Duration, mut f: impl FnMut()) -> f64 {
 }
 
 pub fn run(rows: usize, cols: usize, window: usize, ms: u64) -> Result<()> {
-    if rows == 0 || cols == 0 || !cols.is_multiple_of(256) || window == 0 {
-        anyhow::bail!("host_qdot: --rows ≥ 1, --cols a multiple of 256, --window ≥ 1");
+    if rows == 0 || cols == 0 || !cols.is_multiple_of(256) || window == 0 || window > 64 {
+        anyhow::bail!("host_qdot: --rows ≥ 1, --cols a multiple of 256, --window 1..=64");
     }
     let all = rayon::current_num_threads();
     let levels: Vec<Vector> = Vector::ALL.into_iter().filter(|v| v.available()).collect();
@@ -51,7 +51,20 @@ pub fn run(rows: usize, cols: usize, window: usize, ms: u64) -> Result<()> {
     println!("|---|---:|---:|---:|{}---:|---:|---|", "---:|".repeat(levels.len()));
     let mut rng = SplitMix64::new(7);
     let was = vector::current();
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q6_K] {
+    // § qdot's types, then § matvec's (dequantized rows, § dot's fma chains: the IQ experts and the BF16
+    // HC weights).
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q2_0,
+        GgmlType::IQ4_NL,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::BF16,
+    ] {
         let blocks = rows * cols / ty.block_size();
         let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(quant::random_blocks(ty, blocks, &mut rng)) };
         let xs: Vec<Vec<f32>> = (0..window).map(|_| (0..cols).map(|_| rng.uniform() - 0.5).collect()).collect();
@@ -67,7 +80,8 @@ pub fn run(rows: usize, cols: usize, window: usize, ms: u64) -> Result<()> {
                     vector::set(v);
                     let mut last = Vec::new();
                     us.push(time(Duration::from_millis(ms), || last = pool.install(|| m.matvec_window(&x))) * 1e6);
-                    outs.push(last);
+                    // Compared by bits: a product may be a NaN (random BF16 weights overflow), equal to itself.
+                    outs.push(last.iter().flatten().map(|v| v.to_bits()).collect::<Vec<u32>>());
                 }
                 let same = outs.windows(2).all(|w| w[0] == w[1]);
                 let mb = m.bytes.len() as f64 / 1e6;

@@ -6,9 +6,10 @@
 use rayon::prelude::*;
 use strata_gguf::{quant, GgmlType, TensorBytes};
 
-use super::dot::dot;
+use super::dot::{chunk_major, chunk_major_into, dot, dot_chunk_major};
 use super::qdot::{quantize_input, uses_qdot, QInput};
-use super::vector::{self, qdot_row_window};
+use super::qdot_window::qdot_row_window;
+use super::vector;
 
 /// A weight matrix `[cols, rows]` in GGUF terms: `rows` rows of `cols` inputs, any ggml type.
 #[derive(Clone)]
@@ -65,21 +66,37 @@ impl Matrix {
         debug_assert_eq!(x.len(), self.cols);
         if qdot {
             let qx = quantize_input(x);
-            let mut outs = [out];
-            return self.qdot_rows(&[&qx], first, &mut outs);
+            return self.qdot_rows(&[&qx], first, &mut [out]);
         }
+        self.dequantized_rows(&[x], first, &mut [out]);
+    }
+
+    /// `outs[t] = W·x[t]` over rows `first..` by dequantize-then-dot: each row dequantized once for the
+    /// window.
+    fn dequantized_rows(&self, xs: &[&[f32]], first: usize, outs: &mut [&mut [f32]]) {
+        // For a window, with vector units, the inputs are laid out chunk-major once and each row after its
+        // dequantization, so that eight chunks' fma chains run side by side (§ dot's bits either way); for
+        // one input the row's layout would cost what it saves.
+        let vector = vector::current() != vector::Vector::Scalar && xs.len() > 1;
+        let xt: Vec<Vec<f32>> = if vector { xs.iter().map(|x| chunk_major(x)).collect() } else { Vec::new() };
         self.par_rows(
-            out.len(),
+            outs[0].len(),
             |t, n| {
                 let mut w = vec![0f32; self.cols];
-                (0..n)
-                    .map(|i| {
-                        self.row(first + t * ROWS_PER_TASK + i, &mut w);
-                        dot(&w, x)
-                    })
-                    .collect()
+                let mut wt = if vector { vec![0f32; self.cols] } else { Vec::new() };
+                let mut o = Vec::with_capacity(n * xs.len());
+                for i in 0..n {
+                    self.row(first + t * ROWS_PER_TASK + i, &mut w);
+                    if vector {
+                        chunk_major_into(&w, &mut wt);
+                        o.extend(xt.iter().map(|x| dot_chunk_major(&wt, x)));
+                    } else {
+                        o.extend(xs.iter().map(|x| dot(&w, x)));
+                    }
+                }
+                o
             },
-            &mut [out],
+            outs,
         );
     }
 
@@ -136,9 +153,8 @@ impl Matrix {
             let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
             self.qdot_rows(&qr, 0, &mut o);
         } else {
-            for (x, o) in xs.iter().zip(outs.iter_mut()) {
-                self.rows_into(x, 0, o, false);
-            }
+            let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+            self.dequantized_rows(xs, 0, &mut o);
         }
         outs
     }

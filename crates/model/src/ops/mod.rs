@@ -6,6 +6,7 @@ pub mod dot;
 pub mod matvec;
 pub mod norm;
 pub mod qdot;
+pub mod qdot_window;
 #[cfg(target_arch = "x86_64")]
 mod qdot_x86;
 pub mod rope;

@@ -1,0 +1,81 @@
+//! A row of a § qdot type times a window of quantized inputs on the host, by the chosen vector level
+//! (`ops/vector.rs`): the scalar contract of `ops/qdot.rs`, or x86's kernels (`ops/qdot_x86.rs`), which
+//! unpack each block once for the whole window. Every level gives the scalar bits.
+
+use strata_gguf::GgmlType;
+
+use super::qdot::{qdot_row, QInput, QBLOCK};
+use super::vector::Vector;
+
+/// `out[t]` = the row times `xs[t]`, for each input of a window, by the vector level `v`: every level
+/// gives [`qdot_row`](super::qdot::qdot_row)'s bits; the vector ones unpack each block once for the whole window.
+pub fn qdot_row_window(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32], v: Vector) {
+    debug_assert_eq!(xs.len(), out.len());
+    match v {
+        #[cfg(target_arch = "x86_64")]
+        Vector::Avx2 | Vector::Avx512 => {
+            // The kernels read the inputs' codes by pointer: a short input would be read past its end.
+            let cols = bytes.len() / ty.type_size() * ty.block_size();
+            assert!(xs.iter().all(|x| x.q.len() >= cols && x.d.len() * QBLOCK >= cols && x.sum.len() * QBLOCK >= cols));
+            // SAFETY: the level is only ever chosen where the CPU has it (vector::set, Vector::parse).
+            unsafe { super::qdot_x86::row_window(ty, bytes, xs, out, v == Vector::Avx512) }
+        }
+        _ => {
+            for (o, x) in out.iter_mut().zip(xs) {
+                *o = qdot_row(ty, bytes, x);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::qdot::{quantize_input, uses_qdot};
+    use strata_gguf::{quant, SplitMix64};
+
+    fn normal(rng: &mut SplitMix64, n: usize) -> Vec<f32> {
+        (0..n).map(|_| (0..4).map(|_| rng.uniform()).sum::<f32>() - 2.0).collect()
+    }
+
+    #[test]
+    fn every_vector_level_gives_the_scalar_bits_for_every_window() {
+        // Random bit patterns (every weight code, Q8_0's −128, Q6_K's negative scales), rows with a
+        // partial last group of pieces, windows longer than a kernel's stack, inputs at ±127 and NaN.
+        let mut rng = SplitMix64::new(17);
+        let levels: Vec<Vector> = Vector::ALL.into_iter().filter(|v| v.available()).collect();
+        for ty in GgmlType::ALL.into_iter().filter(|&t| uses_qdot(t)) {
+            let bs = ty.block_size();
+            for blocks in [1, 3, 5, 8, 13] {
+                let cols = blocks * bs;
+                let bytes = quant::random_blocks(ty, blocks, &mut rng);
+                let inputs: Vec<QInput> = (0..19)
+                    .map(|t| {
+                        let mut x = normal(&mut rng, cols);
+                        if t % 4 == 1 {
+                            x[rng.next_u64() as usize % cols] = f32::NAN;
+                        }
+                        if t % 4 == 2 {
+                            x.iter_mut().step_by(3).for_each(|v| *v = v.signum() * 1e3);
+                        }
+                        quantize_input(&x)
+                    })
+                    .collect();
+                let xs: Vec<&QInput> = inputs.iter().collect();
+                let want: Vec<u32> = xs.iter().map(|x| qdot_row(ty, &bytes, x).to_bits()).collect();
+                for &v in &levels {
+                    for t in [1, 2, 8, 19] {
+                        let mut out = vec![0f32; t];
+                        qdot_row_window(ty, &bytes, &xs[..t], &mut out, v);
+                        let got: Vec<u32> = out.iter().map(|o| o.to_bits()).collect();
+                        assert_eq!(got, want[..t], "{ty} × {cols}, {} with a window of {t}", v.name());
+                    }
+                }
+            }
+        }
+        // Where this CPU has no vector level the test has checked the scalar path only; say so.
+        if levels.len() == 1 {
+            eprintln!("note: no vector level on this CPU; only the scalar path was checked");
+        }
+    }
+}

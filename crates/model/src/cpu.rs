@@ -1,9 +1,10 @@
 //! The CPU reference back-end: each block operation of [`crate::backend::Backend`] is the contract
-//! function of `layers/` applied to each token of the window in order.
+//! function of `layers/` over the window: its products for every token at once (each weight read once a
+//! window), the stateful steps token by token in order, so every token's bits are a single step's.
 
 use crate::backend::{forward_window, mtp_step, Backend, HcId, MoeId};
-use crate::layers::hc::{hc_read, hc_write};
-use crate::layers::{gdn::gdn, moe::moe, ple::ple, qsa::qsa, qsa::qsa_dense};
+use crate::layers::hc::{hc_read_window, hc_write};
+use crate::layers::{gdn::gdn_window, moe::moe_window, ple::ple, qsa::qsa_dense, qsa::qsa_window};
 use crate::model::{Model, MTP_WINDOW};
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::topk::argmax;
@@ -70,12 +71,8 @@ impl Backend for Cpu<'_> {
 
     fn hc_read(&self, r: &Self::Rows, id: HcId) -> Result<(Self::Rows, Self::Rows), Self::Error> {
         let (w, c) = (self.hc_weights(id), &self.model.config);
-        Ok(r.iter()
-            .map(|row| {
-                let read = hc_read(row, w, c.hc, c.eps);
-                (read.mixed, read.inject)
-            })
-            .unzip())
+        let rows: Vec<&[f32]> = r.iter().map(Vec::as_slice).collect();
+        Ok(hc_read_window(&rows, w, c.hc, c.eps).into_iter().map(|read| (read.mixed, read.inject)).unzip())
     }
 
     fn hc_write(&self, r: &mut Self::Rows, y: &Self::Rows, inj: &Self::Rows) -> Result<(), Self::Error> {
@@ -88,19 +85,19 @@ impl Backend for Cpu<'_> {
     fn mixer(&self, l: usize, x: &Self::Rows, st: &mut State, pos: usize) -> Result<Self::Rows, Self::Error> {
         let (m, c) = (self.model, &self.model.config);
         let layer: &Layer = &m.weights.layers[l];
-        Ok(x.iter()
-            .enumerate()
-            .map(|(i, x)| match (&layer.mixer, &mut st.layers[l]) {
-                (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn(x, g, c, s),
-                (Mixer::Attn(q), LayerState::Attn(s)) => qsa(x, q, c, s, pos + i, c.ratio(l), &m.rope),
-                _ => unreachable!("state built from the same config"),
-            })
-            .collect())
+        // The window's products at once, each token's state steps in order (layers/gdn.rs, layers/qsa.rs).
+        let xs: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
+        Ok(match (&layer.mixer, &mut st.layers[l]) {
+            (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn_window(&xs, g, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps, s),
+            (Mixer::Attn(q), LayerState::Attn(s)) => qsa_window(&xs, q, c, s, pos, c.ratio(l), &m.rope),
+            _ => unreachable!("state built from the same config"),
+        })
     }
 
     fn moe(&self, id: MoeId, x: &Self::Rows) -> Result<Self::Rows, Self::Error> {
         let (w, c) = (self.moe_weights(id), &self.model.config);
-        Ok(x.iter().map(|x| moe(w, x, c.n_expert_used, c.expert_ff)).collect())
+        let xs: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
+        Ok(moe_window(w, &xs, c.n_expert_used, c.expert_ff))
     }
 
     fn logits(&self, fin: &Self::Rows) -> Result<Vec<Vec<f32>>, Self::Error> {

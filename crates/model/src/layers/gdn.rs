@@ -36,16 +36,42 @@ pub fn gdn(x: &[f32], w: &GdnWeights, c: &Config, st: &mut GdnState) -> Vec<f32>
 
 /// [`gdn`] for head dim S, Hk key heads and Hv value heads, and the output norm's epsilon `eps` (the q
 /// and k l2 norms keep their own fixed one).
-pub fn gdn_dims(
-    x: &[f32],
+pub fn gdn_dims(x: &[f32], w: &GdnWeights, dims: (usize, usize, usize), eps: f32, st: &mut GdnState) -> Vec<f32> {
+    gdn_window(&[x], w, dims, eps, st).swap_remove(0)
+}
+
+/// A window of tokens through the layer in order: the projections of all of them at once (each weight
+/// read once for the window), the conv and the delta rule token by token, then the output projection at
+/// once. Each token's bits are those of [`gdn_dims`] on it in turn.
+pub fn gdn_window(
+    xs: &[&[f32]],
+    w: &GdnWeights,
+    dims: (usize, usize, usize),
+    eps: f32,
+    st: &mut GdnState,
+) -> Vec<Vec<f32>> {
+    let u = w.qkv.matvec_window(xs);
+    let z = w.gate.matvec_window(xs);
+    let beta = w.beta.matvec_window(xs);
+    let alpha = w.alpha.matvec_window(xs);
+    let y: Vec<Vec<f32>> = (0..xs.len()).map(|t| recur(&u[t], &z[t], &beta[t], &alpha[t], w, dims, eps, st)).collect();
+    w.out.matvec_window(&y.iter().map(Vec::as_slice).collect::<Vec<_>>())
+}
+
+/// One token's conv and delta rule from its projections (`beta` before its sigmoid): the gated, normed
+/// value heads that the output projection reads.
+#[allow(clippy::too_many_arguments)]
+fn recur(
+    u: &[f32],
+    z: &[f32],
+    beta: &[f32],
+    alpha: &[f32],
     w: &GdnWeights,
     (s, hk, hv): (usize, usize, usize),
     eps: f32,
     st: &mut GdnState,
 ) -> Vec<f32> {
-    let u = w.qkv.matvec(x);
-    let z = w.gate.matvec(x);
-    let mut conv: Vec<f32> = causal_conv(&mut st.conv, &u, &w.conv).into_iter().map(silu).collect();
+    let mut conv: Vec<f32> = causal_conv(&mut st.conv, u, &w.conv).into_iter().map(silu).collect();
     let (qk, v) = conv.split_at_mut(2 * hk * s);
     let qscale = rsqrt(s as f32);
     for head in qk.chunks_mut(s) {
@@ -55,8 +81,7 @@ pub fn gdn_dims(
         *q *= qscale;
     }
     let (q, k) = qk.split_at(hk * s);
-    let beta: Vec<f32> = w.beta.matvec(x).into_iter().map(sigmoid).collect();
-    let alpha = w.alpha.matvec(x);
+    let beta: Vec<f32> = beta.iter().map(|&b| sigmoid(b)).collect();
     let mut y = vec![0f32; hv * s];
     for j in 0..hv {
         // The converter stores value heads tiled: value head j reads key head j mod Hk.
@@ -76,7 +101,7 @@ pub fn gdn_dims(
             *a *= sigmoid(zz);
         }
     }
-    w.out.matvec(&y)
+    y
 }
 
 /// One step of the gated delta rule on `m` (`[key dim a][value dim b]`):

@@ -14,9 +14,31 @@ pub struct HcRead {
 
 /// `R` holds the hc streams of n values, stream 0 first; `eps` is the norm's (the file's rms epsilon).
 pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize, eps: f32) -> HcRead {
-    let n = r.len() / hc;
+    hc_read_window(&[r], w, hc, eps).swap_remove(0)
+}
+
+/// [`hc_read`] for each token of a window, its two products over all the tokens at once (each weight
+/// row dequantized once for the window).
+pub fn hc_read_window(rs: &[&[f32]], w: &HcWeights, hc: usize, eps: f32) -> Vec<HcRead> {
     let hcf = hc as f32;
     // 1. per-stream rms; xn = (R·rs)·w
+    let xn: Vec<Vec<f32>> = rs.iter().map(|r| normed(r, w, hc, eps)).collect();
+    let xr: Vec<&[f32]> = xn.iter().map(Vec::as_slice).collect();
+    // 2. lo = silu((W_down·xn)/hc) (§ hc: dequantize-then-dot for every weight type)
+    let lo: Vec<Vec<f32>> = w
+        .down
+        .matvec_dequantized_window(&xr)
+        .into_iter()
+        .map(|d| d.into_iter().map(|v| silu(v / hcf)).collect())
+        .collect();
+    // 3. g = W_up·lo
+    let g = w.up.matvec_dequantized_window(&lo.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    xn.iter().zip(g).map(|(xn, g)| HcRead { mixed: mix(xn, &g, hc), inject: inject(xn, w, hc) }).collect()
+}
+
+/// Step 1: each stream scaled by its rms and the norm's weights.
+fn normed(r: &[f32], w: &HcWeights, hc: usize, eps: f32) -> Vec<f32> {
+    let n = r.len() / hc;
     let mut xn = vec![0f32; r.len()];
     for c in 0..hc {
         let s = c * n..(c + 1) * n;
@@ -25,34 +47,37 @@ pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize, eps: f32) -> HcRead {
             *o = (v * rs) * g;
         }
     }
-    // 2. lo = silu((W_down·xn)/hc) (§ hc: dequantize-then-dot for every weight type)
-    let lo: Vec<f32> = w.down.matvec_dequantized(&xn).into_iter().map(|v| silu(v / hcf)).collect();
-    // 3. g = W_up·lo
-    let g = w.up.matvec_dequantized(&lo);
-    // 4. mixed[d] = (Σ_c xn[c][d]·σ(g[c][d])) / hc, c in order
-    let mixed = (0..n)
+    xn
+}
+
+/// Step 4: mixed[d] = (Σ_c xn[c][d]·σ(g[c][d])) / hc, c in order.
+fn mix(xn: &[f32], g: &[f32], hc: usize) -> Vec<f32> {
+    let n = xn.len() / hc;
+    (0..n)
         .map(|d| {
             let mut s = xn[d] * sigmoid(g[d]);
             for c in 1..hc {
                 s += xn[c * n + d] * sigmoid(g[c * n + d]);
             }
-            s / hcf
+            s / hc as f32
         })
-        .collect();
-    // 5. inj[c] = W_inject[c]·xn
-    let inject = match &w.inject {
+        .collect()
+}
+
+/// Step 5: inj[c] = W_inject[c]·xn.
+fn inject(xn: &[f32], w: &HcWeights, hc: usize) -> Vec<f32> {
+    match &w.inject {
         Some(m) => {
             let mut row = vec![0f32; m.cols];
             (0..hc)
                 .map(|c| {
                     m.row(c, &mut row);
-                    dot(&row, &xn)
+                    dot(&row, xn)
                 })
                 .collect()
         }
         None => Vec::new(),
-    };
-    HcRead { mixed, inject }
+    }
 }
 
 /// `R[c][d] += y[d]·(2·σ(inj[c]/hc))`: the product rounded, then the sum.

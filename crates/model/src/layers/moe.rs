@@ -7,7 +7,11 @@ use crate::weights::MoeWeights;
 
 /// The router's choice: expert ids in rank order and their weights.
 pub fn route(w: &MoeWeights, x: &[f32], k: usize) -> (Vec<usize>, Vec<f32>) {
-    let mut p = w.router.matvec(x);
+    route_probs(w.router.matvec(x), k)
+}
+
+/// [`route`] from the router's logits.
+fn route_probs(mut p: Vec<f32>, k: usize) -> (Vec<usize>, Vec<f32>) {
     softmax_inplace(&mut p);
     let ids = top_k(&p, k);
     let mut total = 0f32;
@@ -19,38 +23,67 @@ pub fn route(w: &MoeWeights, x: &[f32], k: usize) -> (Vec<usize>, Vec<f32>) {
     (ids, weights)
 }
 
-/// `W_down·(silu(W_gate·x) ⊙ (W_up·x))` for routed expert `e`.
-fn expert(w: &MoeWeights, x: &[f32], f: usize, e: usize) -> Vec<f32> {
-    let (mut g, mut u) = (vec![0f32; f], vec![0f32; f]);
-    w.gate_exps.m.matvec_rows(x, w.gate_exps.first_row(e), &mut g);
-    w.up_exps.m.matvec_rows(x, w.up_exps.first_row(e), &mut u);
-    let h: Vec<f32> = g.iter().zip(&u).map(|(&a, &b)| silu(a) * b).collect();
-    let mut y = vec![0f32; x.len()];
-    w.down_exps.m.matvec_rows(&h, w.down_exps.first_row(e), &mut y);
-    y
+/// `W_down·(silu(W_gate·x) ⊙ (W_up·x))` for routed expert `e`, for each input of a window.
+fn expert(w: &MoeWeights, xs: &[&[f32]], f: usize, e: usize) -> Vec<Vec<f32>> {
+    let g = w.gate_exps.m.matvec_rows_window(xs, w.gate_exps.first_row(e), f);
+    let u = w.up_exps.m.matvec_rows_window(xs, w.up_exps.first_row(e), f);
+    let h = glu(&g, &u);
+    let h: Vec<&[f32]> = h.iter().map(Vec::as_slice).collect();
+    w.down_exps.m.matvec_rows_window(&h, w.down_exps.first_row(e), xs[0].len())
+}
+
+/// `silu(g) ⊙ u`, row by row.
+fn glu(g: &[Vec<f32>], u: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    g.iter().zip(u).map(|(g, u)| g.iter().zip(u).map(|(&a, &b)| silu(a) * b).collect()).collect()
 }
 
 /// The shared expert: the same form with its own width.
-fn shared(w: &MoeWeights, x: &[f32]) -> Vec<f32> {
-    let g = w.gate_shexp.matvec(x);
-    let u = w.up_shexp.matvec(x);
-    let h: Vec<f32> = g.iter().zip(&u).map(|(&a, &b)| silu(a) * b).collect();
-    w.down_shexp.matvec(&h)
+fn shared(w: &MoeWeights, xs: &[&[f32]]) -> Vec<Vec<f32>> {
+    let h = glu(&w.gate_shexp.matvec_window(xs), &w.up_shexp.matvec_window(xs));
+    w.down_shexp.matvec_window(&h.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
 
 /// `y = Σ_i w_i·expert_{e_i}(x) + σ(w_shexp_gate·x)·shared(x)`, accumulated by fma in rank order, the
 /// shared expert last.
 pub fn moe(w: &MoeWeights, x: &[f32], k: usize, f: usize) -> Vec<f32> {
-    let (ids, weights) = route(w, x, k);
-    let mut y = vec![0f32; x.len()];
-    for (&e, &we) in ids.iter().zip(&weights) {
-        for (v, o) in y.iter_mut().zip(expert(w, x, f, e)) {
-            *v = we.mul_add(o, *v);
+    moe_window(w, &[x], k, f).swap_remove(0)
+}
+
+/// [`moe`] for each token of a window: the router's, the shared expert's and each routed expert's
+/// products over all the tokens that use them at once (each expert's rows read once for the window),
+/// then each token's combination in its own rank order, as [`moe`] makes it.
+pub fn moe_window(w: &MoeWeights, xs: &[&[f32]], k: usize, f: usize) -> Vec<Vec<f32>> {
+    let routes: Vec<(Vec<usize>, Vec<f32>)> =
+        w.router.matvec_window(xs).into_iter().map(|p| route_probs(p, k)).collect();
+    // Each expert the window uses, with the (token, rank) pairs that chose it.
+    let mut users: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
+    for (t, (ids, _)) in routes.iter().enumerate() {
+        for (rank, &e) in ids.iter().enumerate() {
+            users.entry(e).or_default().push((t, rank));
         }
     }
-    let sg = sigmoid(w.shexp_gate.matvec(x)[0]);
-    for (v, o) in y.iter_mut().zip(shared(w, x)) {
-        *v = sg.mul_add(o, *v);
+    let mut slots: Vec<Vec<Vec<f32>>> = routes.iter().map(|(ids, _)| vec![Vec::new(); ids.len()]).collect();
+    for (e, who) in users {
+        let inputs: Vec<&[f32]> = who.iter().map(|&(t, _)| xs[t]).collect();
+        for ((t, rank), y) in who.into_iter().zip(expert(w, &inputs, f, e)) {
+            slots[t][rank] = y;
+        }
     }
-    y
+    let gates = w.shexp_gate.matvec_window(xs);
+    let shared = shared(w, xs);
+    (0..xs.len())
+        .map(|t| {
+            let mut y = vec![0f32; xs[t].len()];
+            for (out, &we) in slots[t].iter().zip(&routes[t].1) {
+                for (v, &o) in y.iter_mut().zip(out) {
+                    *v = we.mul_add(o, *v);
+                }
+            }
+            let sg = sigmoid(gates[t][0]);
+            for (v, &o) in y.iter_mut().zip(&shared[t]) {
+                *v = sg.mul_add(o, *v);
+            }
+            y
+        })
+        .collect()
 }

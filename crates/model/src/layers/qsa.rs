@@ -21,14 +21,51 @@ pub fn qsa(
     ratio: usize,
     rope: &Rope,
 ) -> Vec<f32> {
-    let row = rope.row(pos as u64);
-    let qg = append_kv(x, w, c, st, &row, rope);
-    let cells = match (&w.indexer, ratio) {
-        (Some(idx), r) if r > 0 => select(x, idx, c, st, pos, r, rope, &row),
-        _ => (0..=pos as u32).collect(),
+    qsa_window(&[x], w, c, st, pos, ratio, rope).swap_remove(0)
+}
+
+/// A window of tokens at positions `pos..`, each as [`qsa`] in turn: the projections (the indexer's too)
+/// of every token at once, each weight read once for the window; then token by token its cell
+/// appended, its cells selected and attended; then the output projection at once.
+pub fn qsa_window(
+    xs: &[&[f32]],
+    w: &AttnWeights,
+    c: &Config,
+    st: &mut QsaState,
+    pos: usize,
+    ratio: usize,
+    rope: &Rope,
+) -> Vec<Vec<f32>> {
+    let qg = w.q.matvec_window(xs);
+    let (k, v) = (w.k.matvec_window(xs), w.v.matvec_window(xs));
+    let indexer = match (&w.indexer, ratio) {
+        (Some(idx), r) if r > 0 => Some((idx, idx.k.matvec_window(xs), indexer_queries(idx, c, xs, pos, r))),
+        _ => None,
     };
-    debug_assert!(cells.iter().all(|&i| (i as usize) <= pos));
-    attend_cells(&qg, w, c, st, &cells, &row, rope)
+    let heads: Vec<Vec<f32>> = (0..xs.len())
+        .map(|t| {
+            let p = pos + t;
+            let row = rope.row(p as u64);
+            push_kv(k[t].clone(), &v[t], w, c, st, &row, rope);
+            let cells = match &indexer {
+                Some((idx, raw, qi)) => select(&raw[t], qi[t].clone(), idx, c, st, p, ratio, rope, &row),
+                None => (0..=p as u32).collect(),
+            };
+            debug_assert!(cells.iter().all(|&i| (i as usize) <= p));
+            attend_heads(&qg[t], w, c, st, &cells, &row, rope)
+        })
+        .collect();
+    w.o.matvec_window(&heads.iter().map(Vec::as_slice).collect::<Vec<_>>())
+}
+
+/// The indexer's query projections of the window's tokens, made only for those that will score blocks
+/// (more complete blocks than are kept); empty for the others.
+fn indexer_queries(idx: &IndexerWeights, c: &Config, xs: &[&[f32]], pos: usize, r: usize) -> Vec<Vec<f32>> {
+    let scores = |t: usize| (pos + t + 1) / r > c.idx_top_k / r;
+    let first = (0..xs.len()).find(|&t| scores(t)).unwrap_or(xs.len());
+    let mut qi = vec![Vec::new(); first];
+    qi.extend(idx.q.matvec_window(&xs[first..]));
+    qi
 }
 
 /// The dense form (the MTP layer, spec §9): the same projections at rope position `pos`, attending to
@@ -43,28 +80,25 @@ pub fn qsa_dense(
     window: usize,
 ) -> Vec<f32> {
     let row = rope.row(pos as u64);
-    let qg = append_kv(x, w, c, st, &row, rope);
+    let qg = w.q.matvec(x);
+    push_kv(w.k.matvec(x), &w.v.matvec(x), w, c, st, &row, rope);
     let n = st.k.len();
     let cells: Vec<u32> = (n.saturating_sub(window)..n).map(|i| i as u32).collect();
-    attend_cells(&qg, w, c, st, &cells, &row, rope)
+    w.o.matvec(&attend_heads(&qg, w, c, st, &cells, &row, rope))
 }
 
-/// The query/gate projection, and this token's k (normed, roped) and v appended to the cache.
-fn append_kv(x: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, row: &[(f32, f32)], rope: &Rope) -> Vec<f32> {
-    let qg = w.q.matvec(x);
-    let mut k = w.k.matvec(x);
-    let v = w.v.matvec(x);
+/// This token's k (normed, roped) and v appended to the cache.
+fn push_kv(mut k: Vec<f32>, v: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, row: &[(f32, f32)], rope: &Rope) {
     for head in k.chunks_mut(c.head_dim) {
         rms_norm_inplace(head, &w.k_norm, c.eps);
         rope.apply(row, head);
     }
     st.k.push(&k);
-    st.v.push(&v);
-    qg
+    st.v.push(v);
 }
 
-/// Gated attention of every query head over `cells` (ascending), then the output projection.
-fn attend_cells(
+/// Gated attention of every query head over `cells` (ascending): the heads the output projection reads.
+fn attend_heads(
     qg: &[f32],
     w: &AttnWeights,
     c: &Config,
@@ -94,7 +128,7 @@ fn attend_cells(
             *o = av * sigmoid(gv);
         }
     }
-    w.o.matvec(&out)
+    out
 }
 
 /// Softmax attention of one query over gathered cells (`dim` values each, this head's kv at `off`):
@@ -131,12 +165,14 @@ fn weighted_sum(e: &[f32], vs: &[f32], dim: usize, off: usize, dh: usize) -> Vec
     lanes.into_iter().map(butterfly).collect()
 }
 
-/// The indexer (spec §0.7, §5.2–5.5): store this cell's raw key and close its block if this cell completes
-/// it; when more blocks are complete than are kept, score them all (the one just closed too) with this
-/// token's queries and select whole blocks plus the incomplete block's cells.
+/// The indexer (spec §0.7, §5.2–5.5), given this token's raw key and query projections: store the raw
+/// key and close its block if this cell completes it; when more blocks are complete than are kept, score
+/// them all (the one just closed too) with this token's queries and select whole blocks plus the
+/// incomplete block's cells.
 #[allow(clippy::too_many_arguments)]
 fn select(
-    x: &[f32],
+    raw: &[f32],
+    mut qi: Vec<f32>,
     w: &IndexerWeights,
     c: &Config,
     st: &mut QsaState,
@@ -146,7 +182,7 @@ fn select(
     row: &[(f32, f32)],
 ) -> Vec<u32> {
     let di = c.idx_dim;
-    st.raw.extend(w.k.matvec(x));
+    st.raw.extend_from_slice(raw);
     let n_cells = pos + 1;
     if n_cells.is_multiple_of(r) {
         let mut key = block_mean(&st.raw, di);
@@ -160,7 +196,6 @@ fn select(
     if complete <= keep {
         return (0..n_cells as u32).collect();
     }
-    let mut qi = w.q.matvec(x);
     for head in qi.chunks_mut(di) {
         rms_norm_inplace(head, &w.q_norm, c.eps);
         rope.apply(row, head);

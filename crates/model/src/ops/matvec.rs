@@ -143,18 +143,31 @@ impl Matrix {
     /// `W·x` for each input of a window: the same bits as [`Matrix::matvec`] on each, with the weights
     /// read once for the whole window.
     pub fn matvec_window(&self, xs: &[&[f32]]) -> Vec<Vec<f32>> {
-        let mut outs = vec![vec![0f32; self.rows]; xs.len()];
+        self.matvec_rows_window(xs, 0, self.rows)
+    }
+
+    /// [`Matrix::matvec_rows`] for each input of a window: rows `first..first + rows`, read once.
+    pub fn matvec_rows_window(&self, xs: &[&[f32]], first: usize, rows: usize) -> Vec<Vec<f32>> {
+        self.window(xs, first, rows, uses_qdot(self.ty))
+    }
+
+    /// [`Matrix::matvec_dequantized`] for each input of a window.
+    pub fn matvec_dequantized_window(&self, xs: &[&[f32]]) -> Vec<Vec<f32>> {
+        self.window(xs, 0, self.rows, false)
+    }
+
+    fn window(&self, xs: &[&[f32]], first: usize, rows: usize, qdot: bool) -> Vec<Vec<f32>> {
+        let mut outs = vec![vec![0f32; rows]; xs.len()];
         if xs.is_empty() {
             return outs;
         }
-        if uses_qdot(self.ty) {
+        let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+        if qdot {
             let qs: Vec<QInput> = xs.iter().map(|x| quantize_input(x)).collect();
             let qr: Vec<&QInput> = qs.iter().collect();
-            let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
-            self.qdot_rows(&qr, 0, &mut o);
+            self.qdot_rows(&qr, first, &mut o);
         } else {
-            let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
-            self.dequantized_rows(xs, 0, &mut o);
+            self.dequantized_rows(xs, first, &mut o);
         }
         outs
     }

@@ -88,7 +88,9 @@ impl Backend for Cpu<'_> {
         // The window's products at once, each token's state steps in order (layers/gdn.rs, layers/qsa.rs).
         let xs: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
         Ok(match (&layer.mixer, &mut st.layers[l]) {
-            (Mixer::Gdn(g), LayerState::Gdn(s)) => gdn_window(&xs, g, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps, s),
+            (Mixer::Gdn(g), LayerState::Gdn(s)) => {
+                gdn_window(&xs, g, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps, s)
+            }
             (Mixer::Attn(q), LayerState::Attn(s)) => qsa_window(&xs, q, c, s, pos, c.ratio(l), &m.rope),
             _ => unreachable!("state built from the same config"),
         })

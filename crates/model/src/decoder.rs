@@ -129,8 +129,11 @@ impl Decoder for CpuDecoder<'_> {
         self.state.pos
     }
 
+    /// A prompt's windows on the CPU: each weight is read once a window (cpu.rs), and 32 tokens read the
+    /// built-in model's prompt fastest on the 2-core build machine (8: 436, 16: 480, 32: 562, 64: 535
+    /// tok/s, before the zero lanes of short rows were left out of the butterfly).
     fn window(&self) -> usize {
-        8
+        32
     }
 
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {

@@ -441,15 +441,15 @@ fn a_file_without_a_head_uses_the_embedding() {
 }
 
 /// The forward pass over a window of T tokens (the layer loop written once for every back-end) gives each
-/// token the bits it gets alone, for T = 1..8, with fp16 and int8 KV, past the point where selection turns
-/// sparse (68 cells: 16 blocks of 4 kept).
+/// token the bits it gets alone, for T = 1..8 and the CPU's longer prompt windows (16, 32, 33), with fp16
+/// and int8 KV, past the point where selection turns sparse (68 cells: 16 blocks of 4 kept).
 #[test]
 fn a_window_of_tokens_equals_single_steps() {
     let model = Model::open(tiny(), RopeScaling::None).unwrap();
     let p = prompt();
     for kv in [KvMode::F16, KvMode::Int8] {
         let single = run(&model, &p, kv);
-        for t in 1..=8 {
+        for t in (1..=8).chain([16, 32, 33]) {
             let mut st = model.new_state(kv).unwrap();
             let mut bytes = Vec::new();
             for window in p.chunks(t) {

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::ops::act::{exp, rsqrt, sigmoid};
-use crate::ops::dot::{butterfly, dot, sum, CHUNK, LANES};
+use crate::ops::dot::{butterfly_used, dot, sum, CHUNK, LANES};
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::rope::Rope;
 use crate::ops::topk::select_blocks;
@@ -88,7 +88,15 @@ pub fn qsa_dense(
 }
 
 /// This token's k (normed, roped) and v appended to the cache.
-fn push_kv(mut k: Vec<f32>, v: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, row: &[(f32, f32)], rope: &Rope) {
+fn push_kv(
+    mut k: Vec<f32>,
+    v: &[f32],
+    w: &AttnWeights,
+    c: &Config,
+    st: &mut QsaState,
+    row: &[(f32, f32)],
+    rope: &Rope,
+) {
     for head in k.chunks_mut(c.head_dim) {
         rms_norm_inplace(head, &w.k_norm, c.eps);
         rope.apply(row, head);
@@ -162,7 +170,8 @@ fn weighted_sum(e: &[f32], vs: &[f32], dim: usize, off: usize, dh: usize) -> Vec
             lane[c % LANES] += p;
         }
     }
-    lanes.into_iter().map(butterfly).collect()
+    let used = e.len().div_ceil(CHUNK);
+    lanes.into_iter().map(|l| butterfly_used(l, used)).collect()
 }
 
 /// The indexer (spec §0.7, §5.2–5.5), given this token's raw key and query projections: store the raw

@@ -23,6 +23,21 @@ pub fn butterfly(mut v: [f32; LANES]) -> f32 {
     v[0]
 }
 
+/// [`butterfly`] where only lanes `0..used` can be other than +0.0 (a short vector: fewer chunks than
+/// lanes): the additions of a zero lane are left out. The same bits: a lane total is never −0.0 (it
+/// starts at +0.0, and a sum is −0.0 only when both its terms are), so adding +0.0 gives it back exactly;
+/// its NaNs are arithmetic results, quiet, which an addition returns as they are.
+#[inline]
+pub fn butterfly_used(mut v: [f32; LANES], mut used: usize) -> f32 {
+    for off in [16, 8, 4, 2, 1] {
+        for l in 0..off.min(used.saturating_sub(off)) {
+            v[l] += v[l + off];
+        }
+        used = used.min(off);
+    }
+    v[0]
+}
+
 /// `w · x` by the contract.
 pub fn dot(w: &[f32], x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
@@ -69,7 +84,7 @@ fn dot_body(w: &[f32], x: &[f32]) -> f32 {
         }
         lane[c % LANES] += s;
     }
-    butterfly(lane)
+    butterfly_used(lane, w.len().div_ceil(CHUNK))
 }
 
 /// Elements in a group of eight chunks: the contract's chunk sums side by side.
@@ -139,7 +154,7 @@ fn dot_chunk_major_body(wt: &[f32], xt: &[f32]) -> f32 {
         }
         lane[c % LANES] += s;
     }
-    butterfly(lane)
+    butterfly_used(lane, wt.len().div_ceil(CHUNK))
 }
 
 /// `Σ x` by the contract.
@@ -152,7 +167,7 @@ pub fn sum(x: &[f32]) -> f32 {
         }
         lane[c % LANES] += s;
     }
-    butterfly(lane)
+    butterfly_used(lane, x.len().div_ceil(CHUNK))
 }
 
 /// `Σ x²` by the contract (a dot of x with itself).
@@ -235,6 +250,28 @@ mod tests {
             }
             if n >= 128 {
                 assert_ne!(wt, w, "n = {n}: the layout moves elements");
+            }
+        }
+    }
+
+    #[test]
+    fn leaving_out_zero_lanes_changes_no_bit() {
+        let specials = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30, f32::MIN_POSITIVE];
+        for used in 0..=LANES {
+            for round in 0..20u32 {
+                let mut v = [0f32; LANES];
+                let d = data(LANES, 100 + round);
+                for l in 0..used {
+                    v[l] = if round % 5 == 4 && l % 7 == 3 {
+                        specials[(l + round as usize) % specials.len()]
+                    } else {
+                        d[l]
+                    };
+                }
+                if round % 3 == 0 && used > 0 {
+                    v[used - 1] = 0.0; // a +0.0 total among the used lanes
+                }
+                assert_eq!(butterfly_used(v, used).to_bits(), butterfly(v).to_bits(), "used {used}, round {round}");
             }
         }
     }

@@ -6,7 +6,7 @@
 
 use strata_gguf::{quant, GgmlType};
 
-use super::dot::{butterfly, LANES};
+use super::dot::{butterfly_used, LANES};
 
 /// Elements of an activation block (one f32 scale each).
 pub const QBLOCK: usize = 32;
@@ -73,7 +73,7 @@ pub fn qdot_row(ty: GgmlType, bytes: &[u8], x: &QInput) -> f32 {
             lane[(b * pieces + p) % LANES] += vp;
         }
     }
-    butterfly(lane)
+    butterfly_used(lane, bytes.len() / ts * pieces)
 }
 
 /// The values of one block's pieces j0, j0 + 1, … (out: one per piece):

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use strata_gguf::{quant, GgmlType};
 
-use super::dot::{butterfly, LANES};
+use super::dot::{butterfly_used, LANES};
 use super::qdot::{QInput, QBLOCK};
 
 /// Pieces handled together: their integer sums fill one register of eight i32.
@@ -150,7 +150,7 @@ unsafe fn rows<D: Dot, const K: u8>(bytes: &[u8], xs: &[&QInput], out: &mut [f32
             }
         }
         for (o, lane) in out.iter_mut().zip(lanes) {
-            *o = butterfly(lane);
+            *o = butterfly_used(lane, blocks * per_block);
         }
     }
 }

@@ -63,6 +63,7 @@ fn dot_body(w: &[f32], x: &[f32]) -> f32 {
     let mut lane = [0f32; LANES];
     // Whole groups of 8 chunks: the 8 chunk sums side by side (one SIMD register), each still the fma
     // chain over its own elements in order.
+    const GROUP: usize = CHUNK * CHUNK;
     let whole = w.len() / GROUP * GROUP;
     for (g, (wg, xg)) in w[..whole].chunks_exact(GROUP).zip(x[..whole].chunks_exact(GROUP)).enumerate() {
         let mut s = [0f32; CHUNK];
@@ -87,74 +88,63 @@ fn dot_body(w: &[f32], x: &[f32]) -> f32 {
     butterfly_used(lane, w.len().div_ceil(CHUNK))
 }
 
-/// Elements in a group of eight chunks: the contract's chunk sums side by side.
-pub const GROUP: usize = CHUNK * CHUNK;
+/// Rows dotted side by side by [`dot_rows8`].
+pub const ROWS8: usize = 8;
 
-/// `v` with each whole group of eight chunks transposed (chunk-major: position 8e + j of a group holds
-/// element e of its chunk j), the tail as it is: the layout [`dot_chunk_major`] reads, where element e of
-/// eight chunks is one contiguous run (one register).
-pub fn chunk_major(v: &[f32]) -> Vec<f32> {
-    let mut t = vec![0f32; v.len()];
-    chunk_major_into(v, &mut t);
-    t
-}
-
-/// [`chunk_major`] into `t` (as long as `v`).
-pub fn chunk_major_into(v: &[f32], t: &mut [f32]) {
-    let whole = v.len() / GROUP * GROUP;
-    t[whole..].copy_from_slice(&v[whole..]);
-    for (tg, vg) in t[..whole].chunks_exact_mut(GROUP).zip(v[..whole].chunks_exact(GROUP)) {
-        for j in 0..CHUNK {
-            for e in 0..CHUNK {
-                tg[e * CHUNK + j] = vg[j * CHUNK + e];
-            }
+/// Eight rows interleaved (element i of row k at `8i + k`; `w` holds row k's elements at `k·cols`): the
+/// layout [`dot_rows8`] reads.
+pub fn interleave_rows8(w: &[f32], cols: usize, out: &mut [f32]) {
+    for (k, row) in w.chunks_exact(cols).take(ROWS8).enumerate() {
+        for (i, &v) in row.iter().enumerate() {
+            out[i * ROWS8 + k] = v;
         }
     }
 }
 
-/// [`dot`] of two vectors laid out by [`chunk_major`]: the same bits, each lane's fma chain over its
-/// chunk's elements in order.
-pub fn dot_chunk_major(wt: &[f32], xt: &[f32]) -> f32 {
+/// [`dot`] of eight rows (laid out by [`interleave_rows8`]) with `x`: each row's chunk sums, lanes and
+/// butterfly as the contract's, the eight rows side by side (one register), so the same bits as eight
+/// calls of [`dot`], and a short row costs no more than its elements.
+pub fn dot_rows8(wi: &[f32], x: &[f32]) -> [f32; ROWS8] {
     #[cfg(target_arch = "x86_64")]
     if super::vector::current() != super::vector::Vector::Scalar {
         // SAFETY: as in [`dot`].
-        return unsafe { dot_chunk_major_fma(wt, xt) };
+        return unsafe { dot_rows8_fma(wi, x) };
     }
-    dot_chunk_major_body(wt, xt)
+    dot_rows8_body(wi, x)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dot_chunk_major_fma(wt: &[f32], xt: &[f32]) -> f32 {
-    dot_chunk_major_body(wt, xt)
+unsafe fn dot_rows8_fma(wi: &[f32], x: &[f32]) -> [f32; ROWS8] {
+    dot_rows8_body(wi, x)
 }
 
 #[inline(always)]
-fn dot_chunk_major_body(wt: &[f32], xt: &[f32]) -> f32 {
-    debug_assert_eq!(wt.len(), xt.len());
-    let mut lane = [0f32; LANES];
-    let whole = wt.len() / GROUP * GROUP;
-    for (g, (wg, xg)) in wt[..whole].chunks_exact(GROUP).zip(xt[..whole].chunks_exact(GROUP)).enumerate() {
-        let mut s = [0f32; CHUNK];
-        for (we, xe) in wg.chunks_exact(CHUNK).zip(xg.chunks_exact(CHUNK)) {
-            for j in 0..CHUNK {
-                s[j] = we[j].mul_add(xe[j], s[j]);
+fn dot_rows8_body(wi: &[f32], x: &[f32]) -> [f32; ROWS8] {
+    debug_assert_eq!(wi.len(), x.len() * ROWS8);
+    let mut lane = [[0f32; ROWS8]; LANES];
+    for (c, (xc, wc)) in x.chunks(CHUNK).zip(wi.chunks(CHUNK * ROWS8)).enumerate() {
+        let mut s = [0f32; ROWS8];
+        for (&xv, w) in xc.iter().zip(wc.chunks_exact(ROWS8)) {
+            for r in 0..ROWS8 {
+                s[r] = w[r].mul_add(xv, s[r]);
             }
         }
-        let base = (g * CHUNK) % LANES;
-        for j in 0..CHUNK {
-            lane[base + j] += s[j];
+        for r in 0..ROWS8 {
+            lane[c % LANES][r] += s[r];
         }
     }
-    for (c, (wc, xc)) in wt[whole..].chunks(CHUNK).zip(xt[whole..].chunks(CHUNK)).enumerate() {
-        let c = c + whole / CHUNK;
-        let mut s = 0f32;
-        for (a, b) in wc.iter().zip(xc) {
-            s = a.mul_add(*b, s);
+    // butterfly_used for each row, the rows side by side.
+    let mut used = x.len().div_ceil(CHUNK);
+    for off in [16, 8, 4, 2, 1] {
+        for l in 0..off.min(used.saturating_sub(off)) {
+            for r in 0..ROWS8 {
+                lane[l][r] += lane[l + off][r];
+            }
         }
-        lane[c % LANES] += s;
+        used = used.min(off);
     }
-    butterfly_used(lane, wt.len().div_ceil(CHUNK))
+    lane[0]
 }
 
 /// `Σ x` by the contract.
@@ -237,41 +227,20 @@ mod tests {
     }
 
     #[test]
-    fn the_chunk_major_dot_is_the_dot() {
-        for n in [1, 63, 64, 65, 200, 2560, 10241] {
-            let (w, x) = (data(n, 7), data(n, 8));
-            let want = dot_literal(&w, &x).to_bits();
-            let (wt, xt) = (chunk_major(&w), chunk_major(&x));
-            assert_eq!(dot_chunk_major_body(&wt, &xt).to_bits(), want, "n = {n}");
+    fn eight_rows_side_by_side_are_eight_dots() {
+        for cols in [1, 7, 32, 64, 100, 1024, 2561] {
+            let w = data(cols * ROWS8, 11);
+            let x = data(cols, 12);
+            let mut wi = vec![0f32; cols * ROWS8];
+            interleave_rows8(&w, cols, &mut wi);
+            let want: Vec<u32> = w.chunks(cols).map(|r| dot_literal(r, &x).to_bits()).collect();
+            let got: Vec<u32> = dot_rows8_body(&wi, &x).iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "cols {cols}");
             #[cfg(target_arch = "x86_64")]
             if super::super::vector::Vector::Avx2.available() {
                 // SAFETY: checked just above.
-                assert_eq!(unsafe { dot_chunk_major_fma(&wt, &xt) }.to_bits(), want, "FMA build, n = {n}");
-            }
-            if n >= 128 {
-                assert_ne!(wt, w, "n = {n}: the layout moves elements");
-            }
-        }
-    }
-
-    #[test]
-    fn leaving_out_zero_lanes_changes_no_bit() {
-        let specials = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30, f32::MIN_POSITIVE];
-        for used in 0..=LANES {
-            for round in 0..20u32 {
-                let mut v = [0f32; LANES];
-                let d = data(LANES, 100 + round);
-                for l in 0..used {
-                    v[l] = if round % 5 == 4 && l % 7 == 3 {
-                        specials[(l + round as usize) % specials.len()]
-                    } else {
-                        d[l]
-                    };
-                }
-                if round % 3 == 0 && used > 0 {
-                    v[used - 1] = 0.0; // a +0.0 total among the used lanes
-                }
-                assert_eq!(butterfly_used(v, used).to_bits(), butterfly(v).to_bits(), "used {used}, round {round}");
+                let fma: Vec<u32> = unsafe { dot_rows8_fma(&wi, &x) }.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(fma, want, "FMA build, cols {cols}");
             }
         }
     }

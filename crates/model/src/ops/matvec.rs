@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 use strata_gguf::{quant, GgmlType, TensorBytes};
 
-use super::dot::{chunk_major, chunk_major_into, dot, dot_chunk_major};
+use super::dot::{dot, dot_rows8, interleave_rows8, ROWS8};
 use super::qdot::{quantize_input, uses_qdot, QInput};
 use super::qdot_window::qdot_row_window;
 use super::vector;
@@ -72,27 +72,37 @@ impl Matrix {
     }
 
     /// `outs[t] = W·x[t]` over rows `first..` by dequantize-then-dot: each row dequantized once for the
-    /// window.
+    /// window. With vector units, for a window or short rows, eight rows are interleaved and dotted side by side (§ dot's bits either
+    /// way: `dot_rows8`), which also keeps a short row (the HC read's 32 columns) from costing a whole
+    /// butterfly a row.
     fn dequantized_rows(&self, xs: &[&[f32]], first: usize, outs: &mut [&mut [f32]]) {
-        // For a window, with vector units, the inputs are laid out chunk-major once and each row after its
-        // dequantization, so that eight chunks' fma chains run side by side (§ dot's bits either way); for
-        // one input the row's layout would cost what it saves.
-        let vector = vector::current() != vector::Vector::Scalar && xs.len() > 1;
-        let xt: Vec<Vec<f32>> = if vector { xs.iter().map(|x| chunk_major(x)).collect() } else { Vec::new() };
+        // One input of long rows gains nothing from the interleaving (measured: `strata bench host_qdot`).
+        let vector = vector::current() != vector::Vector::Scalar && (xs.len() > 1 || self.cols < 64);
+        let cols = self.cols;
         self.par_rows(
             outs[0].len(),
             |t, n| {
-                let mut w = vec![0f32; self.cols];
-                let mut wt = if vector { vec![0f32; self.cols] } else { Vec::new() };
+                let first = first + t * ROWS_PER_TASK;
                 let mut o = Vec::with_capacity(n * xs.len());
-                for i in 0..n {
-                    self.row(first + t * ROWS_PER_TASK + i, &mut w);
-                    if vector {
-                        chunk_major_into(&w, &mut wt);
-                        o.extend(xt.iter().map(|x| dot_chunk_major(&wt, x)));
-                    } else {
-                        o.extend(xs.iter().map(|x| dot(&w, x)));
+                let mut w = vec![0f32; cols * ROWS8];
+                let mut done = 0;
+                if vector {
+                    let mut wi = vec![0f32; cols * ROWS8];
+                    while done + ROWS8 <= n {
+                        for (k, wk) in w.chunks_exact_mut(cols).enumerate() {
+                            self.row(first + done + k, wk);
+                        }
+                        interleave_rows8(&w, cols, &mut wi);
+                        let dots: Vec<[f32; ROWS8]> = xs.iter().map(|x| dot_rows8(&wi, x)).collect();
+                        for k in 0..ROWS8 {
+                            o.extend(dots.iter().map(|d| d[k]));
+                        }
+                        done += ROWS8;
                     }
+                }
+                for r in done..n {
+                    self.row(first + r, &mut w[..cols]);
+                    o.extend(xs.iter().map(|x| dot(&w[..cols], x)));
                 }
                 o
             },

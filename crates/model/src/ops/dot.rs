@@ -138,8 +138,9 @@ fn dot_rows8_body(wi: &[f32], x: &[f32]) -> [f32; ROWS8] {
     let mut used = x.len().div_ceil(CHUNK);
     for off in [16, 8, 4, 2, 1] {
         for l in 0..off.min(used.saturating_sub(off)) {
-            for r in 0..ROWS8 {
-                lane[l][r] += lane[l + off][r];
+            let partner = lane[l + off];
+            for (v, p) in lane[l].iter_mut().zip(partner) {
+                *v += p;
             }
         }
         used = used.min(off);

@@ -8,7 +8,7 @@ use strata_gguf::{quant, GgmlType, TensorBytes};
 
 use super::dot::{dot, dot_rows8, interleave_rows8, ROWS8};
 use super::qdot::{quantize_input, uses_qdot, QInput};
-use super::qdot_window::qdot_row_window;
+use super::qdot_window::qdot_rows_window;
 use super::vector;
 
 /// A weight matrix `[cols, rows]` in GGUF terms: `rows` rows of `cols` inputs, any ggml type.
@@ -117,9 +117,8 @@ impl Matrix {
             outs[0].len(),
             |t, n| {
                 let mut o = vec![0f32; n * xs.len()];
-                for (i, o) in o.chunks_exact_mut(xs.len()).enumerate() {
-                    qdot_row_window(self.ty, self.row_slice(first + t * ROWS_PER_TASK + i), xs, o, v);
-                }
+                let (rb, r0) = (self.row_bytes(), first + t * ROWS_PER_TASK);
+                qdot_rows_window(self.ty, &self.bytes[r0 * rb..(r0 + n) * rb], rb, xs, &mut o, v);
                 o
             },
             outs,

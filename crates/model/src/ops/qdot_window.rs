@@ -1,4 +1,4 @@
-//! A row of a § qdot type times a window of quantized inputs on the host, by the chosen vector level
+//! Rows of a § qdot type times a window of quantized inputs on the host, by the chosen vector level
 //! (`ops/vector.rs`): the scalar contract of `ops/qdot.rs`, or x86's kernels (`ops/qdot_x86.rs`), which
 //! unpack each block once for the whole window. Every level gives the scalar bits.
 
@@ -7,22 +7,26 @@ use strata_gguf::GgmlType;
 use super::qdot::{qdot_row, QInput, QBLOCK};
 use super::vector::Vector;
 
-/// `out[t]` = the row times `xs[t]`, for each input of a window, by the vector level `v`: every level
-/// gives [`qdot_row`](super::qdot::qdot_row)'s bits; the vector ones unpack each block once for the whole window.
-pub fn qdot_row_window(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32], v: Vector) {
-    debug_assert_eq!(xs.len(), out.len());
+/// `out[r·T + t]` = row r of `bytes` (rows of `row_bytes`) times `xs[t]`, for each row and each of the
+/// window's T inputs, by the vector level `v`: every level gives [`qdot_row`]'s bits; the vector ones
+/// unpack each block once for the whole window.
+pub fn qdot_rows_window(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32], v: Vector) {
+    debug_assert_eq!(bytes.len() / row_bytes * xs.len(), out.len());
     match v {
         #[cfg(target_arch = "x86_64")]
         Vector::Avx2 | Vector::Avx512 => {
             // The kernels read the inputs' codes by pointer: a short input would be read past its end.
-            let cols = bytes.len() / ty.type_size() * ty.block_size();
+            let cols = row_bytes / ty.type_size() * ty.block_size();
             assert!(xs.iter().all(|x| x.q.len() >= cols && x.d.len() * QBLOCK >= cols && x.sum.len() * QBLOCK >= cols));
+            assert!(bytes.len().is_multiple_of(row_bytes) && row_bytes.is_multiple_of(ty.type_size()));
             // SAFETY: the level is only ever chosen where the CPU has it (vector::set, Vector::parse).
-            unsafe { super::qdot_x86::row_window(ty, bytes, xs, out, v == Vector::Avx512) }
+            unsafe { super::qdot_x86::rows_window(ty, bytes, row_bytes, xs, out, v == Vector::Avx512) }
         }
         _ => {
-            for (o, x) in out.iter_mut().zip(xs) {
-                *o = qdot_row(ty, bytes, x);
+            for (row, out) in bytes.chunks_exact(row_bytes).zip(out.chunks_exact_mut(xs.len())) {
+                for (o, x) in out.iter_mut().zip(xs) {
+                    *o = qdot_row(ty, row, x);
+                }
             }
         }
     }
@@ -65,10 +69,14 @@ mod tests {
                 let want: Vec<u32> = xs.iter().map(|x| qdot_row(ty, &bytes, x).to_bits()).collect();
                 for &v in &levels {
                     for t in [1, 2, 8, 19] {
-                        let mut out = vec![0f32; t];
-                        qdot_row_window(ty, &bytes, &xs[..t], &mut out, v);
-                        let got: Vec<u32> = out.iter().map(|o| o.to_bits()).collect();
-                        assert_eq!(got, want[..t], "{ty} × {cols}, {} with a window of {t}", v.name());
+                        // The row three times over: each copy gives the same bits.
+                        let rows = bytes.repeat(3);
+                        let mut out = vec![0f32; 3 * t];
+                        qdot_rows_window(ty, &rows, bytes.len(), &xs[..t], &mut out, v);
+                        for r in 0..3 {
+                            let got: Vec<u32> = out[r * t..(r + 1) * t].iter().map(|o| o.to_bits()).collect();
+                            assert_eq!(got, want[..t], "{ty} × {cols}, {} with a window of {t}, row {r}", v.name());
+                        }
                     }
                 }
             }

@@ -73,38 +73,49 @@ struct Group {
     m: __m256,
 }
 
-/// `out[t]` = the row (`bytes`: whole blocks of `ty`) times `xs[t]`, for every input of the window.
+impl Group {
+    #[inline(always)]
+    unsafe fn new() -> Group {
+        let zero = _mm256_setzero_si256();
+        let f = _mm256_setzero_ps();
+        Group { form: Form::Scaled, n: 0, u: [zero; GROUP], w: [zero; GROUP], halves: [zero; GROUP], c: f, m: f }
+    }
+}
+
+/// `out[r·T + t]` = row r of `bytes` (rows of `row_bytes`, whole blocks of `ty`) times `xs[t]`, for every
+/// row and every input of the window (T of them).
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C (and AVX-512 VNNI with VL and BW when `vnni`).
-pub unsafe fn row_window(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32], vnni: bool) {
+pub unsafe fn rows_window(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32], vnni: bool) {
     if vnni {
-        row_window_vnni(ty, bytes, xs, out)
+        rows_window_vnni(ty, bytes, row_bytes, xs, out)
     } else {
-        row_window_avx2(ty, bytes, xs, out)
+        rows_window_avx2(ty, bytes, row_bytes, xs, out)
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn row_window_avx2(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
-    by_type::<Avx2>(ty, bytes, xs, out)
+unsafe fn rows_window_avx2(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32]) {
+    by_type::<Avx2>(ty, bytes, row_bytes, xs, out)
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn row_window_vnni(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
-    by_type::<Vnni>(ty, bytes, xs, out)
+unsafe fn rows_window_vnni(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32]) {
+    by_type::<Vnni>(ty, bytes, row_bytes, xs, out)
 }
 
 /// The type as a constant of its own kernel, so that no step of a row asks the type again.
 #[inline(always)]
-unsafe fn by_type<D: Dot>(ty: GgmlType, bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
+unsafe fn by_type<D: Dot>(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32]) {
+    let args = (bytes, row_bytes, xs, out);
     match ty {
-        GgmlType::Q8_0 => rows::<D, Q8_0>(bytes, xs, out),
-        GgmlType::Q4_0 => rows::<D, Q4_0>(bytes, xs, out),
-        GgmlType::Q2_0 => rows::<D, Q2_0>(bytes, xs, out),
-        GgmlType::IQ4_NL => rows::<D, IQ4_NL>(bytes, xs, out),
-        GgmlType::Q4_K => rows::<D, Q4_K>(bytes, xs, out),
-        GgmlType::Q6_K => rows::<D, Q6_K>(bytes, xs, out),
+        GgmlType::Q8_0 => rows::<D, Q8_0>(args),
+        GgmlType::Q4_0 => rows::<D, Q4_0>(args),
+        GgmlType::Q2_0 => rows::<D, Q2_0>(args),
+        GgmlType::IQ4_NL => rows::<D, IQ4_NL>(args),
+        GgmlType::Q4_K => rows::<D, Q4_K>(args),
+        GgmlType::Q6_K => rows::<D, Q6_K>(args),
         _ => unreachable!("{ty} is not a § qdot type"),
     }
 }
@@ -132,25 +143,30 @@ const fn geometry(k: u8) -> (usize, usize) {
 const MAX_WINDOW: usize = 8;
 
 #[inline(always)]
-unsafe fn rows<D: Dot, const K: u8>(bytes: &[u8], xs: &[&QInput], out: &mut [f32]) {
-    for (xs, out) in xs.chunks(MAX_WINDOW).zip(out.chunks_mut(MAX_WINDOW)) {
-        let mut lanes = [[0f32; LANES]; MAX_WINDOW];
-        let (ts, bs) = geometry(K);
-        let per_block = bs / QBLOCK;
-        let blocks = bytes.len() / ts;
-        let group_blocks = GROUP / per_block;
-        for b0 in (0..blocks).step_by(group_blocks) {
-            let nb = group_blocks.min(blocks - b0);
-            let g = unpack::<K>(&bytes[b0 * ts..(b0 + nb) * ts], nb);
-            let j0 = b0 * per_block;
-            let base = j0 % LANES;
-            for (x, lane) in xs.iter().zip(lanes.iter_mut()) {
-                let v = values::<D>(&g, x, j0);
-                add_lanes(&mut lane[base..base + GROUP], v, g.n);
+unsafe fn rows<D: Dot, const K: u8>((bytes, row_bytes, xs, out): (&[u8], usize, &[&QInput], &mut [f32])) {
+    let (ts, bs) = geometry(K);
+    let per_block = bs / QBLOCK;
+    let blocks = row_bytes / ts;
+    let group_blocks = GROUP / per_block;
+    // Made once for every row: the unpacked group and the lanes of up to MAX_WINDOW inputs.
+    let mut g = Group::new();
+    let mut lanes = [[0f32; LANES]; MAX_WINDOW];
+    for (row, out) in bytes.chunks_exact(row_bytes).zip(out.chunks_exact_mut(xs.len())) {
+        for (xs, out) in xs.chunks(MAX_WINDOW).zip(out.chunks_mut(MAX_WINDOW)) {
+            lanes[..xs.len()].fill([0f32; LANES]);
+            for b0 in (0..blocks).step_by(group_blocks) {
+                let nb = group_blocks.min(blocks - b0);
+                unpack::<K>(&mut g, &row[b0 * ts..(b0 + nb) * ts], nb);
+                let j0 = b0 * per_block;
+                let base = j0 % LANES;
+                for (x, lane) in xs.iter().zip(lanes.iter_mut()) {
+                    let v = values::<D>(&g, x, j0);
+                    add_lanes(&mut lane[base..base + GROUP], v, g.n);
+                }
             }
-        }
-        for (o, lane) in out.iter_mut().zip(lanes) {
-            *o = butterfly_used(lane, blocks * per_block);
+            for (o, lane) in out.iter_mut().zip(&lanes) {
+                *o = butterfly_used(*lane, blocks * per_block);
+            }
         }
     }
 }
@@ -244,19 +260,9 @@ fn f16(b: &[u8], at: usize) -> f32 {
     quant::f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
 }
 
-/// `nb` blocks of `ty` (8 pieces at most) unpacked.
+/// `nb` blocks of the kernel's type (8 pieces at most) unpacked into `g`.
 #[inline(always)]
-unsafe fn unpack<const K: u8>(bytes: &[u8], nb: usize) -> Group {
-    let zero = _mm256_setzero_si256();
-    let mut g = Group {
-        form: Form::Scaled,
-        n: 0,
-        u: [zero; GROUP],
-        w: [zero; GROUP],
-        halves: [zero; GROUP],
-        c: _mm256_setzero_ps(),
-        m: _mm256_setzero_ps(),
-    };
+unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
     let mut c = [0f32; GROUP];
     let ts = geometry(K).0;
     match K {
@@ -338,20 +344,17 @@ unsafe fn unpack<const K: u8>(bytes: &[u8], nb: usize) -> Group {
         _ => unreachable!("kernel {K} is not a § qdot type"),
     }
     g.c = _mm256_loadu_ps(c.as_ptr());
-    if g.form == Form::WithMin {
-        g
-    } else {
+    if g.form != Form::WithMin {
         magnitudes(g)
     }
 }
 
 /// Signed weights' magnitudes, made once for every input: |−128| reads as 128 unsigned.
 #[inline(always)]
-unsafe fn magnitudes(mut g: Group) -> Group {
+unsafe fn magnitudes(g: &mut Group) {
     for i in 0..g.n {
         g.u[i] = _mm256_abs_epi8(g.w[i]);
     }
-    g
 }
 
 /// A 32-element block of 16 nibble bytes (after its 2-byte scale): low nibbles are elements 0..16, high

@@ -3,12 +3,12 @@
 # Prints a markdown table: decode tok/s (best of 3 runs of 64 greedy tokens after a 64-token prompt),
 # the bytes of weights one token reads, and the floor those bytes set at this machine's measured
 # single-thread read bandwidth.
-#   bench/cpu_decode.sh [WORKDIR]
+#   bench/cpu_decode.sh [WORKDIR]    (STRATA_BIN=path: time that binary instead of building this tree's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-$(mktemp -d)}
-cargo build --release -q -p strata-cli
-bin=target/release/strata
+if [ -z "${STRATA_BIN:-}" ]; then cargo build --release -q -p strata-cli; fi
+bin=${STRATA_BIN:-target/release/strata}
 for p in tiny small; do
   [ -f "$work/$p.gguf" ] || "$bin" synth --preset "$p" -o "$work/$p.gguf" 2>/dev/null
 done

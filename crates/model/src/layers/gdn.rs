@@ -1,7 +1,6 @@
 //! Gated DeltaNet (spec §4; docs/ARITHMETIC.md § gdn): a causal conv, then per value head the gated delta
 //! rule on an S×S state.
 
-use crate::config::Config;
 use crate::ops::act::{exp, rsqrt, sigmoid, silu, softplus};
 use crate::ops::norm::{l2_norm_inplace, rms_norm};
 use crate::state::GdnState;
@@ -30,12 +29,9 @@ pub fn causal_conv(tail: &mut [f32], cur: &[f32], w: &[f32]) -> Vec<f32> {
     out
 }
 
-pub fn gdn(x: &[f32], w: &GdnWeights, c: &Config, st: &mut GdnState) -> Vec<f32> {
-    gdn_dims(x, w, (c.ssm_state, c.ssm_groups, c.ssm_heads), c.eps, st)
-}
-
-/// [`gdn`] for head dim S, Hk key heads and Hv value heads, and the output norm's epsilon `eps` (the q
-/// and k l2 norms keep their own fixed one).
+/// One token through the layer, for head dim S, Hk key heads and Hv value heads (`dims`, the config's
+/// `ssm_state`, `ssm_groups`, `ssm_heads`), and the output norm's epsilon `eps` (the q and k l2 norms keep
+/// their own fixed one).
 pub fn gdn_dims(x: &[f32], w: &GdnWeights, dims: (usize, usize, usize), eps: f32, st: &mut GdnState) -> Vec<f32> {
     gdn_window(&[x], w, dims, eps, st).swap_remove(0)
 }

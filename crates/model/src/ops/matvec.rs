@@ -20,10 +20,10 @@ pub struct Matrix {
     pub bytes: TensorBytes,
 }
 
-/// Rows per parallel task: enough work to outweigh the hand-off.
-const ROWS_PER_TASK: usize = 16;
-/// Products of fewer weights than this run on the calling thread.
-const PARALLEL_MIN: usize = 1 << 16;
+/// Multiply-adds a parallel task takes at least: enough work to outweigh its hand-off.
+const TASK_MIN: usize = 1 << 18;
+/// Products of fewer multiply-adds than this run on the calling thread.
+const PARALLEL_MIN: usize = 1 << 20;
 
 impl Matrix {
     fn row_bytes(&self) -> usize {
@@ -82,7 +82,7 @@ impl Matrix {
         self.par_rows(
             outs[0].len(),
             |t, n| {
-                let first = first + t * ROWS_PER_TASK;
+                let first = first + t;
                 let mut o = Vec::with_capacity(n * xs.len());
                 let mut w = vec![0f32; cols * ROWS8];
                 let mut done = 0;
@@ -117,7 +117,7 @@ impl Matrix {
             outs[0].len(),
             |t, n| {
                 let mut o = vec![0f32; n * xs.len()];
-                let (rb, r0) = (self.row_bytes(), first + t * ROWS_PER_TASK);
+                let (rb, r0) = (self.row_bytes(), first + t);
                 qdot_rows_window(self.ty, &self.bytes[r0 * rb..(r0 + n) * rb], rb, xs, &mut o, v);
                 o
             },
@@ -125,25 +125,27 @@ impl Matrix {
         );
     }
 
-    /// Rows split into tasks of ROWS_PER_TASK: `task(t, n)` gives the n rows' values from row t·ROWS_PER_TASK
-    /// (row-major, one value an output), written into `outs` (each as long as the rows).
+    /// Rows split into tasks: `task(r0, n)` gives the values of the n rows from row r0 (row-major, one
+    /// value an output), written into `outs` (each as long as the rows). A product too small to pay for the
+    /// pool's hand-off is one task on this thread; a larger one is cut into a few tasks a thread, each of
+    /// at least TASK_MIN multiply-adds.
     fn par_rows<F>(&self, rows: usize, task: F, outs: &mut [&mut [f32]])
     where
         F: Fn(usize, usize) -> Vec<f32> + Sync,
     {
-        let tasks = rows.div_ceil(ROWS_PER_TASK);
-        let run = |t: usize| task(t, ROWS_PER_TASK.min(rows - t * ROWS_PER_TASK));
-        // Handing a small product to the pool costs more than computing it here.
-        let vals: Vec<Vec<f32>> = if rayon::current_num_threads() == 1 || rows * self.cols * outs.len() < PARALLEL_MIN {
-            (0..tasks).map(run).collect()
-        } else {
-            (0..tasks).into_par_iter().map(run).collect()
-        };
-        let k = outs.len();
-        for (t, v) in vals.iter().enumerate() {
+        let (k, threads) = (outs.len(), rayon::current_num_threads());
+        let work = rows * self.cols * k;
+        let tasks = if threads == 1 || work < PARALLEL_MIN { 1 } else { (work / TASK_MIN).clamp(1, 4 * threads) };
+        // Whole groups of eight rows a task (the dequantized path's interleaved rows).
+        let per_task = rows.div_ceil(tasks).next_multiple_of(8).max(1);
+        let starts: Vec<usize> = (0..rows).step_by(per_task).collect();
+        let run = |&r0: &usize| task(r0, per_task.min(rows - r0));
+        let vals: Vec<Vec<f32>> =
+            if starts.len() == 1 { starts.iter().map(run).collect() } else { starts.par_iter().map(run).collect() };
+        for (&r0, v) in starts.iter().zip(&vals) {
             for (i, row) in v.chunks_exact(k).enumerate() {
                 for (o, &val) in outs.iter_mut().zip(row) {
-                    o[t * ROWS_PER_TASK + i] = val;
+                    o[r0 + i] = val;
                 }
             }
         }

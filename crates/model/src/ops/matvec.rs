@@ -23,7 +23,7 @@ pub struct Matrix {
 /// Multiply-adds a parallel task takes at least: enough work to outweigh its hand-off.
 const TASK_MIN: usize = 1 << 18;
 /// Products of fewer multiply-adds than this run on the calling thread.
-const PARALLEL_MIN: usize = 1 << 20;
+const PARALLEL_MIN: usize = 1 << 16;
 
 impl Matrix {
     fn row_bytes(&self) -> usize {

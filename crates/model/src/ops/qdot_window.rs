@@ -12,6 +12,9 @@ use super::vector::Vector;
 /// unpack each block once for the whole window.
 pub fn qdot_rows_window(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32], v: Vector) {
     debug_assert_eq!(bytes.len() / row_bytes * xs.len(), out.len());
+    if xs.is_empty() || bytes.is_empty() {
+        return;
+    }
     match v {
         #[cfg(target_arch = "x86_64")]
         Vector::Avx2 | Vector::Avx512 => {

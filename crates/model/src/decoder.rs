@@ -83,6 +83,13 @@ pub struct CpuDecoder<'a> {
     draft_rows: usize,
 }
 
+/// `f` on one of the thread pool's threads (`rayon::scope` from outside the pool runs it there): the CPU
+/// decoder's passes run so, since a caller outside the pool would be one thread more than the cores while
+/// the pool's threads look for work after each product (two threads were slower than one on 2 cores).
+fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| f())
+}
+
 impl<'a> CpuDecoder<'a> {
     pub fn new(model: &'a Model, state: State) -> CpuDecoder<'a> {
         CpuDecoder { model, state, window: Vec::new(), draft_rows: model.config.vocab }
@@ -90,25 +97,23 @@ impl<'a> CpuDecoder<'a> {
 
     /// Runs `tokens` through the trunk, then `head` on their final reads; while drafting (the state holds
     /// MTP cells), the cells of the positions whose next token this makes known.
-    ///
-    /// It runs on one of the thread pool's threads (`rayon::scope` from outside the pool): a caller outside
-    /// it would be one thread more than the cores while the pool's threads look for work after each
-    /// product (two threads were slower than one on a 2-core machine).
     fn with_trunk<R: Send>(&mut self, tokens: &[u32], head: impl FnOnce(&Cpu, &Vec<Vec<f32>>) -> R + Send) -> R {
-        rayon::scope(|_| {
-            if let Some(&first) = tokens.first() {
-                self.cell_before(first);
-            }
-            let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
-            let Ok((fin, mut r)) = trunk(&cpu, &self.model.config, &mut self.state, tokens, pos);
-            self.state.pos += tokens.len();
-            if self.state.mtp.is_some() && !r.is_empty() {
-                let last = r.pop();
-                self.write_cells(&r, &tokens[1..], pos);
-                self.state.mtp.as_mut().expect("checked above").last_r = last;
-            }
-            head(&cpu, &fin)
-        })
+        on_pool(|| self.trunk_then(tokens, head))
+    }
+
+    fn trunk_then<R>(&mut self, tokens: &[u32], head: impl FnOnce(&Cpu, &Vec<Vec<f32>>) -> R) -> R {
+        if let Some(&first) = tokens.first() {
+            self.cell_before(first);
+        }
+        let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
+        let Ok((fin, mut r)) = trunk(&cpu, &self.model.config, &mut self.state, tokens, pos);
+        self.state.pos += tokens.len();
+        if self.state.mtp.is_some() && !r.is_empty() {
+            let last = r.pop();
+            self.write_cells(&r, &tokens[1..], pos);
+            self.state.mtp.as_mut().expect("checked above").last_r = last;
+        }
+        head(&cpu, &fin)
     }
 
     /// The cell of the last position, now that its next token `next` is known.
@@ -123,6 +128,76 @@ impl<'a> CpuDecoder<'a> {
     fn write_cells(&mut self, rows: &[Vec<f32>], next: &[u32], pos: usize) {
         let (Some(m), false) = (self.state.mtp.as_mut(), rows.is_empty()) else { return };
         let Ok(()) = mtp_cells(&Cpu { model: self.model }, &mut m.cache, &rows.to_vec(), next, pos);
+    }
+
+    /// `n` greedy drafts after `x` ([`Decoder::draft`]).
+    fn draft_chain(&mut self, x: u32, n: usize) -> Result<Vec<u32>, String> {
+        let pos = self.state.pos;
+        let Some(m) = self.state.mtp.as_mut().filter(|m| m.last_r.is_some()) else {
+            return Err("no draft before a token has been through the trunk while drafting".into());
+        };
+        // The first step writes the real cell of the position before x; the chain's are provisional.
+        let cpu = Cpu { model: self.model };
+        let (mut rows, mut next, mut at) = (vec![m.last_r.clone().expect("checked above")], x, pos - 1);
+        let mut drafts = Vec::with_capacity(n);
+        let mut logits = vec![0f32; self.draft_rows];
+        for _ in 0..n {
+            let Ok((fin, rp)) = mtp_read(&cpu, &mut m.cache, &rows, &[next], at);
+            self.model.weights.output.matvec_rows(&fin[0], 0, &mut logits);
+            next = argmax(&logits);
+            drafts.push(next);
+            (rows, at) = (rp, at + 1);
+        }
+        if n > 0 {
+            m.last_r = None; // its cell is written
+        }
+        Ok(drafts)
+    }
+
+    /// [`Decoder::verify`]: the window's tokens one by one, a rewind point after each.
+    fn verify_window(&mut self, window: &[u32], picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
+        if self.state.mtp.is_none() || window.is_empty() || picks.len() != window.len() {
+            return Err("a verify window needs drafting on and a pick per token".into());
+        }
+        // The draft chain's provisional cells go; the one before the window stays (or is written now).
+        let first = self.state.pos;
+        if let Some(m) = &mut self.state.mtp {
+            m.cache.k.truncate(first - m.from);
+            m.cache.v.truncate(first - m.from);
+        }
+        self.cell_before(window[0]);
+        self.window.clear();
+        let mut chosen = Vec::with_capacity(window.len());
+        for (&t, pick) in window.iter().zip(picks) {
+            let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
+            let Ok((fin, r)) = trunk(&cpu, &self.model.config, &mut self.state, &[t], pos);
+            self.state.pos += 1;
+            let Ok(c) = match pick {
+                None => cpu.last_argmax(&fin),
+                Some(p) => cpu.last_sample(&fin, p),
+            };
+            chosen.push(c);
+            let point = self.state.point();
+            self.window.push((t, r.into_iter().next().unwrap_or_default(), point));
+        }
+        Ok(chosen)
+    }
+
+    /// [`Decoder::accept`].
+    fn accept_window(&mut self, kept: usize) -> Result<(), String> {
+        if kept == 0 || kept > self.window.len() {
+            return Err(format!("kept {kept} of a window of {}", self.window.len()));
+        }
+        let window = std::mem::take(&mut self.window);
+        self.state.rewind(&window[kept - 1].2)?;
+        let first = self.state.pos - kept;
+        let rows: Vec<Vec<f32>> = window[..kept - 1].iter().map(|w| w.1.clone()).collect();
+        let next: Vec<u32> = window[1..kept].iter().map(|w| w.0).collect();
+        self.write_cells(&rows, &next, first);
+        if let Some(m) = &mut self.state.mtp {
+            m.last_r = Some(window[kept - 1].1.clone());
+        }
+        Ok(())
     }
 }
 
@@ -179,79 +254,15 @@ impl Decoder for CpuDecoder<'_> {
     }
 
     fn draft(&mut self, x: u32, n: usize, _picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
-        // On the pool's threads, as with_trunk.
-        rayon::scope(|_| {
-            let pos = self.state.pos;
-            let Some(m) = self.state.mtp.as_mut().filter(|m| m.last_r.is_some()) else {
-                return Err("no draft before a token has been through the trunk while drafting".into());
-            };
-            // The first step writes the real cell of the position before x; the chain's are provisional.
-            let cpu = Cpu { model: self.model };
-            let (mut rows, mut next, mut at) = (vec![m.last_r.clone().expect("checked above")], x, pos - 1);
-            let mut drafts = Vec::with_capacity(n);
-            let mut logits = vec![0f32; self.draft_rows];
-            for _ in 0..n {
-                let Ok((fin, rp)) = mtp_read(&cpu, &mut m.cache, &rows, &[next], at);
-                self.model.weights.output.matvec_rows(&fin[0], 0, &mut logits);
-                next = argmax(&logits);
-                drafts.push(next);
-                (rows, at) = (rp, at + 1);
-            }
-            if n > 0 {
-                m.last_r = None; // its cell is written
-            }
-            Ok(drafts)
-        })
+        on_pool(|| self.draft_chain(x, n))
     }
 
     fn verify(&mut self, window: &[u32], picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
-        // On the pool's threads, as with_trunk.
-        rayon::scope(|_| {
-            if self.state.mtp.is_none() || window.is_empty() || picks.len() != window.len() {
-                return Err("a verify window needs drafting on and a pick per token".into());
-            }
-            // The draft chain's provisional cells go; the one before the window stays (or is written now).
-            let first = self.state.pos;
-            if let Some(m) = &mut self.state.mtp {
-                m.cache.k.truncate(first - m.from);
-                m.cache.v.truncate(first - m.from);
-            }
-            self.cell_before(window[0]);
-            self.window.clear();
-            let mut chosen = Vec::with_capacity(window.len());
-            for (&t, pick) in window.iter().zip(picks) {
-                let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
-                let Ok((fin, r)) = trunk(&cpu, &self.model.config, &mut self.state, &[t], pos);
-                self.state.pos += 1;
-                let Ok(c) = match pick {
-                    None => cpu.last_argmax(&fin),
-                    Some(p) => cpu.last_sample(&fin, p),
-                };
-                chosen.push(c);
-                let point = self.state.point();
-                self.window.push((t, r.into_iter().next().unwrap_or_default(), point));
-            }
-            Ok(chosen)
-        })
+        on_pool(|| self.verify_window(window, picks))
     }
 
     fn accept(&mut self, kept: usize) -> Result<(), String> {
-        // On the pool's threads, as with_trunk.
-        rayon::scope(|_| {
-            if kept == 0 || kept > self.window.len() {
-                return Err(format!("kept {kept} of a window of {}", self.window.len()));
-            }
-            let window = std::mem::take(&mut self.window);
-            self.state.rewind(&window[kept - 1].2)?;
-            let first = self.state.pos - kept;
-            let rows: Vec<Vec<f32>> = window[..kept - 1].iter().map(|w| w.1.clone()).collect();
-            let next: Vec<u32> = window[1..kept].iter().map(|w| w.0).collect();
-            self.write_cells(&rows, &next, first);
-            if let Some(m) = &mut self.state.mtp {
-                m.last_r = Some(window[kept - 1].1.clone());
-            }
-            Ok(())
-        })
+        on_pool(|| self.accept_window(kept))
     }
 
     fn snapshot(&self) -> Result<State, String> {

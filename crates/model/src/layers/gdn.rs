@@ -2,6 +2,7 @@
 //! rule on an S×S state.
 
 use crate::ops::act::{exp, rsqrt, sigmoid, silu, softplus};
+use crate::ops::matvec::Inputs;
 use crate::ops::norm::{l2_norm_inplace, rms_norm};
 use crate::state::GdnState;
 use crate::weights::GdnWeights;
@@ -46,10 +47,11 @@ pub fn gdn_window(
     eps: f32,
     st: &mut GdnState,
 ) -> Vec<Vec<f32>> {
-    let u = w.qkv.matvec_window(xs);
-    let z = w.gate.matvec_window(xs);
-    let beta = w.beta.matvec_window(xs);
-    let alpha = w.alpha.matvec_window(xs);
+    let inputs = Inputs::new(xs);
+    let u = w.qkv.matvec_inputs(&inputs);
+    let z = w.gate.matvec_inputs(&inputs);
+    let beta = w.beta.matvec_inputs(&inputs);
+    let alpha = w.alpha.matvec_inputs(&inputs);
     let y: Vec<Vec<f32>> = (0..xs.len()).map(|t| recur(&u[t], &z[t], &beta[t], &alpha[t], w, dims, eps, st)).collect();
     w.out.matvec_window(&y.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }

@@ -1,6 +1,7 @@
 //! The mixture of experts with its shared expert (spec §7; docs/ARITHMETIC.md § moe).
 
 use crate::ops::act::{sigmoid, silu};
+use crate::ops::matvec::Inputs;
 use crate::ops::softmax::softmax_inplace;
 use crate::ops::topk::top_k;
 use crate::weights::MoeWeights;
@@ -25,11 +26,12 @@ fn route_probs(mut p: Vec<f32>, k: usize) -> (Vec<usize>, Vec<f32>) {
 
 /// `W_down·(silu(W_gate·x) ⊙ (W_up·x))` for routed expert `e`, for each input of a window.
 fn expert(w: &MoeWeights, xs: &[&[f32]], f: usize, e: usize) -> Vec<Vec<f32>> {
-    let g = w.gate_exps.m.matvec_rows_window(xs, w.gate_exps.first_row(e), f);
-    let u = w.up_exps.m.matvec_rows_window(xs, w.up_exps.first_row(e), f);
+    let inputs = Inputs::new(xs);
+    let g = w.gate_exps.m.matvec_rows_inputs(&inputs, w.gate_exps.first_row(e), f);
+    let u = w.up_exps.m.matvec_rows_inputs(&inputs, w.up_exps.first_row(e), f);
     let h = glu(&g, &u);
     let h: Vec<&[f32]> = h.iter().map(Vec::as_slice).collect();
-    w.down_exps.m.matvec_rows_window(&h, w.down_exps.first_row(e), xs[0].len())
+    w.down_exps.m.matvec_rows_inputs(&Inputs::new(&h), w.down_exps.first_row(e), xs[0].len())
 }
 
 /// `silu(g) ⊙ u`, row by row.
@@ -38,8 +40,8 @@ fn glu(g: &[Vec<f32>], u: &[Vec<f32>]) -> Vec<Vec<f32>> {
 }
 
 /// The shared expert: the same form with its own width.
-fn shared(w: &MoeWeights, xs: &[&[f32]]) -> Vec<Vec<f32>> {
-    let h = glu(&w.gate_shexp.matvec_window(xs), &w.up_shexp.matvec_window(xs));
+fn shared(w: &MoeWeights, inputs: &Inputs) -> Vec<Vec<f32>> {
+    let h = glu(&w.gate_shexp.matvec_inputs(inputs), &w.up_shexp.matvec_inputs(inputs));
     w.down_shexp.matvec_window(&h.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
 
@@ -53,8 +55,9 @@ pub fn moe(w: &MoeWeights, x: &[f32], k: usize, f: usize) -> Vec<f32> {
 /// products over all the tokens that use them at once (each expert's rows read once for the window),
 /// then each token's combination in its own rank order, as [`moe`] makes it.
 pub fn moe_window(w: &MoeWeights, xs: &[&[f32]], k: usize, f: usize) -> Vec<Vec<f32>> {
+    let inputs = Inputs::new(xs);
     let routes: Vec<(Vec<usize>, Vec<f32>)> =
-        w.router.matvec_window(xs).into_iter().map(|p| route_probs(p, k)).collect();
+        w.router.matvec_inputs(&inputs).into_iter().map(|p| route_probs(p, k)).collect();
     // Each expert the window uses, with the (token, rank) pairs that chose it.
     let mut users: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
     for (t, (ids, _)) in routes.iter().enumerate() {
@@ -69,8 +72,8 @@ pub fn moe_window(w: &MoeWeights, xs: &[&[f32]], k: usize, f: usize) -> Vec<Vec<
             slots[t][rank] = y;
         }
     }
-    let gates = w.shexp_gate.matvec_window(xs);
-    let shared = shared(w, xs);
+    let gates = w.shexp_gate.matvec_inputs(&inputs);
+    let shared = shared(w, &inputs);
     (0..xs.len())
         .map(|t| {
             let mut y = vec![0f32; xs[t].len()];

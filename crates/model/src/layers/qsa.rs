@@ -4,6 +4,7 @@
 use crate::config::Config;
 use crate::ops::act::{exp, rsqrt, sigmoid};
 use crate::ops::dot::{butterfly_used, dot, sum, CHUNK, LANES};
+use crate::ops::matvec::Inputs;
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::rope::Rope;
 use crate::ops::topk::select_blocks;
@@ -36,10 +37,11 @@ pub fn qsa_window(
     ratio: usize,
     rope: &Rope,
 ) -> Vec<Vec<f32>> {
-    let qg = w.q.matvec_window(xs);
-    let (k, v) = (w.k.matvec_window(xs), w.v.matvec_window(xs));
+    let inputs = Inputs::new(xs);
+    let qg = w.q.matvec_inputs(&inputs);
+    let (k, v) = (w.k.matvec_inputs(&inputs), w.v.matvec_inputs(&inputs));
     let indexer = match (&w.indexer, ratio) {
-        (Some(idx), r) if r > 0 => Some((idx, idx.k.matvec_window(xs), indexer_queries(idx, c, xs, pos, r))),
+        (Some(idx), r) if r > 0 => Some((idx, idx.k.matvec_inputs(&inputs), indexer_queries(idx, c, xs, pos, r))),
         _ => None,
     };
     let heads: Vec<Vec<f32>> = (0..xs.len())
@@ -48,7 +50,7 @@ pub fn qsa_window(
             let row = rope.row(p as u64);
             push_kv(k[t].clone(), &v[t], w, c, st, &row, rope);
             let cells = match &indexer {
-                Some((idx, raw, qi)) => select(&raw[t], qi[t].clone(), idx, c, st, p, ratio, rope, &row),
+                Some((idx, raw, qi)) => select(&raw[t], &qi[t], idx, c, st, p, ratio, rope, &row),
                 None => (0..=p as u32).collect(),
             };
             debug_assert!(cells.iter().all(|&i| (i as usize) <= p));
@@ -181,7 +183,7 @@ fn weighted_sum(e: &[f32], vs: &[f32], dim: usize, off: usize, dh: usize) -> Vec
 #[allow(clippy::too_many_arguments)]
 fn select(
     raw: &[f32],
-    mut qi: Vec<f32>,
+    qi: &[f32],
     w: &IndexerWeights,
     c: &Config,
     st: &mut QsaState,
@@ -205,6 +207,7 @@ fn select(
     if complete <= keep {
         return (0..n_cells as u32).collect();
     }
+    let mut qi = qi.to_vec();
     for head in qi.chunks_mut(di) {
         rms_norm_inplace(head, &w.q_norm, c.eps);
         rope.apply(row, head);

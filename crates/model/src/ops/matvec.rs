@@ -20,6 +20,23 @@ pub struct Matrix {
     pub bytes: TensorBytes,
 }
 
+/// A window's inputs to one or more products: quantized once (§ qdot) for all the products over them
+/// that take int8 inputs, however many there are (a layer's q, k and v, its experts' gate and up).
+pub struct Inputs<'a> {
+    xs: &'a [&'a [f32]],
+    quantized: std::cell::OnceCell<Vec<QInput>>,
+}
+
+impl<'a> Inputs<'a> {
+    pub fn new(xs: &'a [&'a [f32]]) -> Inputs<'a> {
+        Inputs { xs, quantized: std::cell::OnceCell::new() }
+    }
+
+    fn quantized(&self) -> Vec<&QInput> {
+        self.quantized.get_or_init(|| self.xs.iter().map(|x| quantize_input(x)).collect()).iter().collect()
+    }
+}
+
 /// Multiply-adds a parallel task takes at least: enough work to outweigh its hand-off.
 const TASK_MIN: usize = 1 << 18;
 /// Products of fewer multiply-adds than this run on the calling thread.
@@ -51,38 +68,44 @@ impl Matrix {
 
     /// `out = W·x` for rows `first..first + out.len()`.
     pub fn matvec_rows(&self, x: &[f32], first: usize, out: &mut [f32]) {
-        self.rows_into(x, first, out, uses_qdot(self.ty));
+        self.products(&Inputs::new(&[x]), first, &mut [out], uses_qdot(self.ty));
     }
 
     /// `W·x` by § matvec's dequantize-then-dot whatever the type, § qdot's included: the HC read's
     /// products keep it (a file's HC weights are BF16; any other type is dequantized to f32 on a GPU).
     pub fn matvec_dequantized(&self, x: &[f32]) -> Vec<f32> {
         let mut out = vec![0f32; self.rows];
-        self.rows_into(x, 0, &mut out, false);
+        self.products(&Inputs::new(&[x]), 0, &mut [&mut out], false);
         out
     }
 
-    fn rows_into(&self, x: &[f32], first: usize, out: &mut [f32], qdot: bool) {
-        debug_assert_eq!(x.len(), self.cols);
-        if qdot {
-            let qx = quantize_input(x);
-            return self.qdot_rows(&[&qx], first, &mut [out]);
+    /// `outs[t] = W·x[t]` over rows `first..first + outs[t].len()`, by § qdot's contract (`qdot`) or
+    /// § matvec's: every product of the engine on the host comes here.
+    fn products(&self, inputs: &Inputs, first: usize, outs: &mut [&mut [f32]], qdot: bool) {
+        let xs = inputs.xs;
+        debug_assert!(xs.iter().all(|x| x.len() == self.cols) && xs.len() == outs.len());
+        if xs.is_empty() {
+            return;
         }
-        self.dequantized_rows(&[x], first, &mut [out]);
+        if qdot {
+            self.qdot_rows(&inputs.quantized(), first, outs);
+        } else {
+            self.dequantized_rows(xs, first, outs);
+        }
     }
 
     /// `outs[t] = W·x[t]` over rows `first..` by dequantize-then-dot: each row dequantized once for the
-    /// window. With vector units, for a window or short rows, eight rows are interleaved and dotted side by side (§ dot's bits either
-    /// way: `dot_rows8`), which also keeps a short row (the HC read's 32 columns) from costing a whole
-    /// butterfly a row.
+    /// window. With vector units, for a window or short rows, eight rows are interleaved and dotted side
+    /// by side (§ dot's bits either way: `dot_rows8`), which also keeps a short row (the HC read's 32
+    /// columns) from costing a whole butterfly a row.
     fn dequantized_rows(&self, xs: &[&[f32]], first: usize, outs: &mut [&mut [f32]]) {
         // One input of long rows gains nothing from the interleaving (measured: `strata bench host_qdot`).
         let vector = vector::current() != vector::Vector::Scalar && (xs.len() > 1 || self.cols < 64);
         let cols = self.cols;
         self.par_rows(
             outs[0].len(),
-            |t, n| {
-                let first = first + t;
+            |r0, n| {
+                let first = first + r0;
                 let mut o = Vec::with_capacity(n * xs.len());
                 let mut w = vec![0f32; cols * ROWS8];
                 let mut done = 0;
@@ -115,9 +138,9 @@ impl Matrix {
         let v = vector::current();
         self.par_rows(
             outs[0].len(),
-            |t, n| {
+            |r0, n| {
                 let mut o = vec![0f32; n * xs.len()];
-                let (rb, r0) = (self.row_bytes(), first + t);
+                let (rb, r0) = (self.row_bytes(), first + r0);
                 qdot_rows_window(self.ty, &self.bytes[r0 * rb..(r0 + n) * rb], rb, xs, &mut o, v);
                 o
             },
@@ -154,32 +177,27 @@ impl Matrix {
     /// `W·x` for each input of a window: the same bits as [`Matrix::matvec`] on each, with the weights
     /// read once for the whole window.
     pub fn matvec_window(&self, xs: &[&[f32]]) -> Vec<Vec<f32>> {
-        self.matvec_rows_window(xs, 0, self.rows)
+        self.window(&Inputs::new(xs), 0, self.rows, uses_qdot(self.ty))
     }
 
-    /// [`Matrix::matvec_rows`] for each input of a window: rows `first..first + rows`, read once.
-    pub fn matvec_rows_window(&self, xs: &[&[f32]], first: usize, rows: usize) -> Vec<Vec<f32>> {
-        self.window(xs, first, rows, uses_qdot(self.ty))
+    /// [`Matrix::matvec_window`] over inputs shared with other products (quantized once for all).
+    pub fn matvec_inputs(&self, inputs: &Inputs) -> Vec<Vec<f32>> {
+        self.window(inputs, 0, self.rows, uses_qdot(self.ty))
+    }
+
+    /// [`Matrix::matvec_rows`] for each of the inputs: rows `first..first + rows`, read once.
+    pub fn matvec_rows_inputs(&self, inputs: &Inputs, first: usize, rows: usize) -> Vec<Vec<f32>> {
+        self.window(inputs, first, rows, uses_qdot(self.ty))
     }
 
     /// [`Matrix::matvec_dequantized`] for each input of a window.
     pub fn matvec_dequantized_window(&self, xs: &[&[f32]]) -> Vec<Vec<f32>> {
-        self.window(xs, 0, self.rows, false)
+        self.window(&Inputs::new(xs), 0, self.rows, false)
     }
 
-    fn window(&self, xs: &[&[f32]], first: usize, rows: usize, qdot: bool) -> Vec<Vec<f32>> {
-        let mut outs = vec![vec![0f32; rows]; xs.len()];
-        if xs.is_empty() {
-            return outs;
-        }
-        let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
-        if qdot {
-            let qs: Vec<QInput> = xs.iter().map(|x| quantize_input(x)).collect();
-            let qr: Vec<&QInput> = qs.iter().collect();
-            self.qdot_rows(&qr, first, &mut o);
-        } else {
-            self.dequantized_rows(xs, first, &mut o);
-        }
+    fn window(&self, inputs: &Inputs, first: usize, rows: usize, qdot: bool) -> Vec<Vec<f32>> {
+        let mut outs = vec![vec![0f32; rows]; inputs.xs.len()];
+        self.products(inputs, first, &mut outs.iter_mut().map(|o| o.as_mut_slice()).collect::<Vec<_>>(), qdot);
         outs
     }
 

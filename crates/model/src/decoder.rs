@@ -210,9 +210,9 @@ impl Decoder for CpuDecoder<'_> {
         self.state.pos
     }
 
-    /// A prompt's windows on the CPU: each weight is read once a window (cpu.rs), and 32 tokens read the
-    /// built-in model's prompt fastest on the 2-core build machine (8: 436, 16: 480, 32: 562, 64: 535
-    /// tok/s, before the zero lanes of short rows were left out of the butterfly).
+    /// A prompt's windows on the CPU: each weight is read once a window (cpu.rs), and of 8, 16, 32 and 64
+    /// tokens, 32 read the built-in model's prompt fastest on the 2-core build machine
+    /// (bench/results/2026-12-04-cpu-vector/window-sizes.txt).
     fn window(&self) -> usize {
         32
     }

@@ -273,6 +273,86 @@ __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const floa
     }
 }
 
+// The int8 tensor-core window product (`_g_mma`, STRATA_QDOT_MMA=1; sm_75+): y[t·rows + row] = W[row]·x[t]
+// for t < T ≤ 8, inputs quantized once. A block takes 8 rows and the window's 8 token columns as one
+// m8n8k16 tile: lane (g, c) = (lane / 4, lane % 4) gives words c and c + 4 of row g's piece (Q::word2)
+// and of token g's codes, and gets back the integer sums of row g, tokens 2c and 2c + 1, one MMA per half
+// piece, never added across pieces: exact. Its float combination is § qdot's: each piece's value by
+// Q::finish, a lane class's pieces (j ≡ L mod 32) in order from +0, and the classes taken in the
+// butterfly's leaf order by qd_tree_push (docs/ARITHMETIC.md § qdot, "the same values from sums made
+// elsewhere"). The block's warps split the 32 leaves into runs of 32 / QD_WARPS, each run a whole
+// subtree; warp 0 then adds the runs' sums as the tree's top levels. So a tile of 8 rows keeps as many
+// warps at work as a row a warp does. Missing rows of a last tile read the last row and are not written;
+// missing tokens are zero codes.
+__device__ __forceinline__ void qd_mma16(int& c0, int& c1, int a, int b) {
+#if __CUDA_ARCH__ >= 750
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                 : "+r"(c0), "+r"(c1)
+                 : "r"(a), "r"(b));
+#endif
+}
+
+template <typename Q>
+__device__ void qdot_rows_mma(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                              float* __restrict__ y, int rows, int cols, int T) {
+    constexpr int RUN = WARP / QD_WARPS;  // leaves a warp
+    __shared__ float part[2][QD_WARPS][WARP];
+    const int lane = threadIdx.x % WARP, wi = threadIdx.x / WARP, g = lane / 4, c = lane % 4;
+    const int first = blockIdx.x * 8, row = first + g;
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    grid_dep_wait();
+    const QIn q = qd_inputs<Q, true>(x, QSrc{}, T, cols);
+    if (first >= rows) return;  // the whole block
+    const unsigned char* r = w + (size_t)min(row, rows - 1) * row_bytes;
+    const int t0 = 2 * c, t1 = 2 * c + 1;
+    float lv0[5], lv1[5], sub0 = 0.0f, sub1 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RUN; ++k) {
+        float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll 1
+        for (int j = qd_tree_lane(wi * RUN + k); j < q.P; j += WARP) {  // the same for all 32 lanes
+            const unsigned char* b = r + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+            const int p = QBLOCK * j % Q::BS / QBLOCK;
+            const int2 wd = Q::word2(b, p, c);
+            int a0 = 0, a1 = 0;
+            if (g < T) {
+                const int* codes = q.codes + 8 * (g * q.P + j);
+                a0 = codes[c];
+                a1 = codes[4 + c];
+            }
+            int s00 = 0, s01 = 0, s10 = 0, s11 = 0;  // half, then token t0 / t1
+            qd_mma16(s00, s01, wd.x, a0);
+            qd_mma16(s10, s11, wd.y, a1);
+            const QdW W = Q::scales(b, p);
+            if (t0 < T) {
+                const int i = t0 * q.P + j;
+                const int2 h = q.sum[i];
+                acc0 = __fadd_rn(acc0, Q::finish(W, s00, s10, h.x, h.y, q.d[i]));
+            }
+            if (t1 < T) {
+                const int i = t1 * q.P + j;
+                const int2 h = q.sum[i];
+                acc1 = __fadd_rn(acc1, Q::finish(W, s01, s11, h.x, h.y, q.d[i]));
+            }
+        }
+        // A run of RUN leaves from a multiple of RUN is a whole subtree, summed as leaves 0 .. RUN − 1.
+        sub0 = qd_tree_push(lv0, k, acc0);
+        sub1 = qd_tree_push(lv1, k, acc1);
+    }
+    part[0][wi][lane] = sub0;
+    part[1][wi][lane] = sub1;
+    __syncthreads();
+    if (wi != 0 || row >= rows) return;
+    float out0 = 0.0f, out1 = 0.0f;
+#pragma unroll
+    for (int v = 0; v < QD_WARPS; ++v) {
+        out0 = qd_tree_push(lv0, v, part[0][v][lane]);
+        out1 = qd_tree_push(lv1, v, part[1][v][lane]);
+    }
+    if (t0 < T) y[(size_t)t0 * rows + row] = out0;
+    if (t1 < T) y[(size_t)t1 * rows + row] = out1;
+}
+
 // The input of slot ts = t·k + s (blockIdx.y: token t, slot s), at x + t·x_tok + s·x_slot, quantized
 // into shared memory by the block; with G, x holds the quantized vectors and x_tok says how many slots
 // share one (k where the slots read their token's input, else 1).
@@ -497,6 +577,13 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
                       int T, float* tail, const float* taps, float* slots) {                                  \
         qdot_rows<Q, false, true, true>(w, x, y, rows, cols, T, 1, QdConv{tail, taps, slots});                \
+    }                                                                                                         \
+    /* the window's product by int8 tensor-core sums (qdot_rows_mma; STRATA_QDOT_MMA=1) */                    \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
+        NAME##_g_mma(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, \
+                     const unsigned char* w2, float* y2) {                                                    \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows_mma<Q>(w, x, y, rows, cols, T);                                                             \
     }                                                                                                         \
     /* the MoE router's product and the experts' input quantized in one launch (STRATA_ROUTER_QUANTIZE=1) */  \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2) /* ptxas's own pick spilled */           \

@@ -29,19 +29,38 @@ __device__ __forceinline__ void qd_words(const unsigned char* p, u32* out) {
     for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], sh);
 }
 
-// A piece's integer sum: the 8 words of weights against the 8 words of codes, less OFF times the codes'
-// sum (the weights were stored as code + OFF). Exact.
-template <typename Q>
-__device__ __forceinline__ int qd_piece_sum(const int* w, const int* a, int asum) {
-    int s = 0;
-#pragma unroll
-    for (int m = 0; m < 8; ++m) s = __dp4a(w[m], a[m], s);
-    return s - Q::OFF * asum;
-}
-
 // The piece's value: (dw · da) · s, two rounded products (s is exact in f32).
 __device__ __forceinline__ float qd_piece_value(float dw, float da, int s) {
     return __fmul_rn(__fmul_rn(dw, da), (float)s);
+}
+
+// A piece taken apart, for products whose integer sums another unit makes (int8 tensor-core MMA): words m
+// and m + 4 of its unpacked weights (`Q::word2`, the words `Q::load` gives there), the scales alone
+// (`Q::scales`), and the value from the two halves' integer sums, words 0..3 (s0) and 4..7 (s1) against the
+// input's same words (`Q::finish`). `Q::apply` is `finish` of its own sums (s1 = 0 where a type needs
+// only the whole), so the values are the same bits however the sums were made.
+
+// The butterfly of § dot over 32 lane totals taken one lane at a time, lane brev5(i) as the i-th: the
+// butterfly's lane 0 is a balanced tree whose leaves, left to right, are lanes 0, 16, 8, 24, 4, 20, …
+// (offset 16 pairs lane l with l + 16, offset 8 pairs those sums, …), so adding each leaf into a stack of
+// partial sums as a binary counter carries (`lv`, one a level) gives its bits with five sums held. Returns
+// the sum the leaf completes; after the 32nd leaf (i = 31) that is the butterfly's result. Addition
+// commutes, so which operand of a pair comes first does not matter.
+__device__ __forceinline__ float qd_tree_push(float (&lv)[5], int i, float x) {
+#pragma unroll
+    for (int b = 0; b < 5; ++b) {
+        if (((i >> b) & 1) == 0) {
+            lv[b] = x;
+            return x;
+        }
+        x = __fadd_rn(lv[b], x);
+    }
+    return x;
+}
+
+// Lane brev5(i): the i-th leaf of that tree.
+__device__ __forceinline__ int qd_tree_lane(int i) {
+    return ((i & 1) << 4) | ((i & 2) << 2) | (i & 4) | ((i & 8) >> 2) | ((i & 16) >> 4);
 }
 
 // A piece's weights unpacked from its block once (`Q::load`), then put against each input (`Q::apply`):
@@ -62,14 +81,32 @@ __device__ __forceinline__ QdW qd_one_scale_load(const unsigned char* b, int p) 
     return W;
 }
 
+// The piece's integer sum is the weights against the codes, less OFF times the codes' sum (the weights
+// were stored as code + OFF): exact.
 template <typename Q>
-__device__ __forceinline__ float qd_one_scale_apply(const QdW& W, const int* a, int lo, int hi, float da) {
-    return qd_piece_value(W.f0, da, qd_piece_sum<Q>(W.w, a, lo + hi));
+__device__ __forceinline__ float qd_one_scale_finish(const QdW& W, int s0, int s1, int lo, int hi, float da) {
+    return qd_piece_value(W.f0, da, s0 + s1 - Q::OFF * (lo + hi));
 }
 
-// The members every type of one scale has: load, apply and value from its `piece`.
+template <typename Q>
+__device__ __forceinline__ float qd_one_scale_apply(const QdW& W, const int* a, int lo, int hi, float da) {
+    int s = 0;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) s = __dp4a(W.w[m], a[m], s);
+    return qd_one_scale_finish<Q>(W, s, 0, lo, hi, da);
+}
+
+// The members every type of one scale has: load, apply and value from its `piece`; scales and finish.
 #define QD_ONE_SCALE(Q)                                                                                      \
     __device__ static QdW load(const unsigned char* b, int p) { return qd_one_scale_load<Q>(b, p); }         \
+    __device__ static QdW scales(const unsigned char* b, int) {                                              \
+        QdW W;                                                                                               \
+        W.f0 = f16_bits_to_f32(u16_at(b));                                                                   \
+        return W;                                                                                            \
+    }                                                                                                        \
+    __device__ static float finish(const QdW& W, int s0, int s1, int lo, int hi, float da) {                 \
+        return qd_one_scale_finish<Q>(W, s0, s1, lo, hi, da);                                                \
+    }                                                                                                        \
     __device__ static float apply(const QdW& W, const int* a, int lo, int hi, float da) {                    \
         return qd_one_scale_apply<Q>(W, a, lo, hi, da);                                                      \
     }                                                                                                        \
@@ -83,6 +120,12 @@ struct Q8_0Q {
     __device__ static int pos(int i) { return i; }
     __device__ static void piece(const unsigned char* b, int, int* w) {
         qd_words<8>(b + 2, reinterpret_cast<u32*>(w));
+    }
+    __device__ static int2 word2(const unsigned char* b, int, int m) {
+        u32 lo, hi;
+        qd_words<1>(b + 2 + 4 * m, &lo);
+        qd_words<1>(b + 18 + 4 * m, &hi);
+        return make_int2((int)lo, (int)hi);
     }
     QD_ONE_SCALE(Q8_0Q)
 };
@@ -102,6 +145,11 @@ struct Q4_0Q {
             w[4 + m] = (int)((q >> 4) & 0x0f0f0f0fu);
         }
     }
+    __device__ static int2 word2(const unsigned char* b, int, int m) {
+        u32 q;
+        qd_words<1>(b + 2 + 4 * m, &q);
+        return make_int2((int)(q & 0x0f0f0f0fu), (int)((q >> 4) & 0x0f0f0f0fu));
+    }
     QD_ONE_SCALE(Q4_0Q)
 };
 
@@ -120,6 +168,11 @@ struct Q2_0Q {
 #pragma unroll
             for (int s = 0; s < 4; ++s) w[4 * g + s] = (int)((c >> (2 * s)) & 0x03030303u);
         }
+    }
+    __device__ static int2 word2(const unsigned char* b, int h, int m) {
+        u32 cw[2];
+        qd_words<2>(b + 2 + 8 * h, cw);
+        return make_int2((int)((cw[0] >> (2 * m)) & 0x03030303u), (int)((cw[1] >> (2 * m)) & 0x03030303u));
     }
     QD_ONE_SCALE(Q2_0Q)
 };
@@ -148,6 +201,13 @@ struct IQ4_NLQ {
             w[2 * m + 1] = lookup(q >> 16);
         }
     }
+    // Word m is word m / 2's half m % 2 of the codes; word m + 4 the same of word m / 2 + 2.
+    __device__ static int2 word2(const unsigned char* b, int, int m) {
+        u32 c[3];
+        qd_words<3>(b + 2 + 4 * (m / 2), c);
+        const unsigned sh = 16u * (unsigned)(m % 2);
+        return make_int2(lookup((c[0] >> sh) & 0xffffu), lookup((c[2] >> sh) & 0xffffu));
+    }
     QD_ONE_SCALE(IQ4_NLQ)
 };
 
@@ -159,11 +219,9 @@ struct IQ4_NLQ {
 struct Q4_KQ {
     static constexpr int BS = 256, TS = 144;
     __device__ static int pos(int i) { return i; }
-    // The piece's nibbles (w), d and dmin (f0, f1), its scale and min (i0, i1).
-    __device__ static QdW load(const unsigned char* b, int p) {
+    // The piece's d and dmin (f0, f1), its scale and min (i0, i1).
+    __device__ static QdW scales(const unsigned char* b, int p) {
         const uint4 h = *reinterpret_cast<const uint4*>(b);
-        const uint4* n = reinterpret_cast<const uint4*>(b + 16 + 32 * (p / 2));
-        const uint4 n0 = n[0], n1 = n[1];
         // Scale bytes sc[0..11] are h.y, h.z, h.w; byte q of a word by a shift.
         const unsigned q8 = 8u * (unsigned)(p % 4);
         const u32 s0 = (h.y >> q8) & 0xffu, s4 = (h.z >> q8) & 0xffu, s8 = (h.w >> q8) & 0xffu;
@@ -175,20 +233,35 @@ struct Q4_KQ {
             W.i0 = (int)((s8 & 0xf) | ((s0 >> 6) << 4));  // sc[p + 4], sc[p − 4]
             W.i1 = (int)((s8 >> 4) | ((s4 >> 6) << 4));   // sc[p + 4], sc[p]
         }
+        W.f0 = f16_bits_to_f32((unsigned short)(h.x & 0xffffu));
+        W.f1 = f16_bits_to_f32((unsigned short)(h.x >> 16));
+        return W;
+    }
+    // The piece's nibbles (w) and scales.
+    __device__ static QdW load(const unsigned char* b, int p) {
+        QdW W = scales(b, p);
+        const uint4* n = reinterpret_cast<const uint4*>(b + 16 + 32 * (p / 2));
+        const uint4 n0 = n[0], n1 = n[1];
         const unsigned shift = 4 * (p % 2);
         const u32 c[8] = {n0.x, n0.y, n0.z, n0.w, n1.x, n1.y, n1.z, n1.w};
 #pragma unroll
         for (int k = 0; k < 8; ++k) W.w[k] = (int)((c[k] >> shift) & 0x0f0f0f0fu);
-        W.f0 = f16_bits_to_f32((unsigned short)(h.x & 0xffffu));
-        W.f1 = f16_bits_to_f32((unsigned short)(h.x >> 16));
         return W;
+    }
+    __device__ static int2 word2(const unsigned char* b, int p, int m) {
+        const u32* n = reinterpret_cast<const u32*>(b + 16 + 32 * (p / 2));
+        const unsigned shift = 4 * (p % 2);
+        return make_int2((int)((n[m] >> shift) & 0x0f0f0f0fu), (int)((n[m + 4] >> shift) & 0x0f0f0f0fu));
+    }
+    __device__ static float finish(const QdW& W, int s0, int s1, int lo, int hi, float da) {
+        const float x = __fmul_rn(__fmul_rn(W.f0, (float)W.i0), da), y = __fmul_rn(__fmul_rn(W.f1, (float)W.i1), da);
+        return __fmaf_rn(x, (float)(s0 + s1), -__fmul_rn(y, (float)(lo + hi)));
     }
     __device__ static float apply(const QdW& W, const int* a, int lo, int hi, float da) {
         int S = 0;
 #pragma unroll
         for (int k = 0; k < 8; ++k) S = __dp4a(W.w[k], a[k], S);
-        const float x = __fmul_rn(__fmul_rn(W.f0, (float)W.i0), da), y = __fmul_rn(__fmul_rn(W.f1, (float)W.i1), da);
-        return __fmaf_rn(x, (float)S, -__fmul_rn(y, (float)(lo + hi)));
+        return finish(W, S, 0, lo, hi, da);
     }
     __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
         return apply(load(b, p), a, lo, hi, da);
@@ -203,29 +276,61 @@ struct Q4_KQ {
 struct Q6_KQ {
     static constexpr int BS = 256, TS = 210;
     __device__ static int pos(int i) { return i; }
-    // The piece's 6-bit codes (w), its two int8 scales (i0, i1) and d (f0).
-    __device__ static QdW load(const unsigned char* b, int p) {
+    // The piece's two int8 scales (i0, i1) and d (f0).
+    __device__ static QdW scales(const unsigned char* b, int p) {
         const int n = p / 4, k = p % 4;
-        const unsigned char *ql = b + 64 * n + 32 * (k % 2), *qh = b + 128 + 32 * n;
-        const unsigned ls = 4 * (k / 2), hs = 2 * k;
-        u32 L[8], H[8];
-        qd_words<8>(ql, L);
-        qd_words<8>(qh, H);
-        QdW W;
-#pragma unroll
-        for (int m = 0; m < 8; ++m) W.w[m] = (int)(((L[m] >> ls) & 0x0f0f0f0fu) | (((H[m] >> hs) & 0x03030303u) << 4));
         const unsigned short sc = u16_at(b + 192 + 8 * n + 2 * k);  // the two int8 scales, one load
+        QdW W;
         W.i0 = (int)(signed char)(sc & 0xff);
         W.i1 = (int)(signed char)(sc >> 8);
         W.f0 = f16_bits_to_f32(u16_at(b + 208));
         return W;
     }
+    // Where piece p's low nibbles (ql) and high bits (qh) lie, and their shifts.
+    __device__ static void at(const unsigned char* b, int p, const unsigned char** ql, const unsigned char** qh,
+                              unsigned* ls, unsigned* hs) {
+        const int n = p / 4, k = p % 4;
+        *ql = b + 64 * n + 32 * (k % 2);
+        *qh = b + 128 + 32 * n;
+        *ls = 4 * (k / 2);
+        *hs = 2 * k;
+    }
+    __device__ static int code(u32 l, u32 h, unsigned ls, unsigned hs) {
+        return (int)(((l >> ls) & 0x0f0f0f0fu) | (((h >> hs) & 0x03030303u) << 4));
+    }
+    // The piece's 6-bit codes (w) and scales.
+    __device__ static QdW load(const unsigned char* b, int p) {
+        const unsigned char *ql, *qh;
+        unsigned ls, hs;
+        at(b, p, &ql, &qh, &ls, &hs);
+        u32 L[8], H[8];
+        qd_words<8>(ql, L);
+        qd_words<8>(qh, H);
+        QdW W = scales(b, p);
+#pragma unroll
+        for (int m = 0; m < 8; ++m) W.w[m] = code(L[m], H[m], ls, hs);
+        return W;
+    }
+    __device__ static int2 word2(const unsigned char* b, int p, int m) {
+        const unsigned char *ql, *qh;
+        unsigned ls, hs;
+        at(b, p, &ql, &qh, &ls, &hs);
+        u32 l0, l1, h0, h1;
+        qd_words<1>(ql + 4 * m, &l0);
+        qd_words<1>(ql + 16 + 4 * m, &l1);
+        qd_words<1>(qh + 4 * m, &h0);
+        qd_words<1>(qh + 16 + 4 * m, &h1);
+        return make_int2(code(l0, h0, ls, hs), code(l1, h1, ls, hs));
+    }
+    __device__ static float finish(const QdW& W, int s0, int s1, int lo, int hi, float da) {
+        const int I = W.i0 * (s0 - 32 * lo) + W.i1 * (s1 - 32 * hi);
+        return __fmul_rn(__fmul_rn(W.f0, da), (float)I);
+    }
     __device__ static float apply(const QdW& W, const int* a, int lo, int hi, float da) {
         int S[2] = {0, 0};
 #pragma unroll
         for (int m = 0; m < 8; ++m) S[m / 4] = __dp4a(W.w[m], a[m], S[m / 4]);
-        const int I = W.i0 * (S[0] - 32 * lo) + W.i1 * (S[1] - 32 * hi);
-        return __fmul_rn(__fmul_rn(W.f0, da), (float)I);
+        return finish(W, S[0], S[1], lo, hi, da);
     }
     __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
         return apply(load(b, p), a, lo, hi, da);

@@ -94,10 +94,32 @@ template <typename W> static int decode(const std::vector<unsigned char>& in, in
     return 0;
 }
 
+// A piece's value as a tensor-core product makes it (SPLIT): words m and m + 4 of the weights by Q::word2
+// (checked against Q::load's), the halves' integer sums against the input's words, then Q::finish of
+// Q::scales; else Q::value. Returns false where word2 and load disagree.
+template <typename Q, bool SPLIT>
+static bool qdot_piece(const unsigned char* blk, int p, const int* a, int lo, int hi, float d, float* v) {
+    if (!SPLIT) {
+        *v = Q::value(blk, p, a, lo, hi, d);
+        return true;
+    }
+    const QdW W = Q::load(blk, p);
+    int s0 = 0, s1 = 0;
+    for (int m = 0; m < 4; ++m) {
+        const int2 w2 = Q::word2(blk, p, m);
+        if (w2.x != W.w[m] || w2.y != W.w[m + 4]) return false;
+        s0 = __dp4a(w2.x, a[m], s0);
+        s1 = __dp4a(w2.y, a[m + 4], s1);
+    }
+    *v = Q::finish(Q::scales(blk, p), s0, s1, lo, hi, d);
+    return true;
+}
+
 // A row's § qdot sum on the host: the input quantized piece by piece (qd_scale, qd_code, the codes laid
-// out by Q::pos, the halves' sums), each piece's value by qdot.cuh's Q::value, lane j mod 32's total in
-// piece order, the butterfly.
-template <typename Q>
+// out by Q::pos, the halves' sums), each piece's value by qdot_piece, lane j mod 32's total in piece
+// order, the butterfly; with SPLIT, the lanes' totals taken in the tree's order by qd_tree_push instead,
+// in runs as the `_g_mma` kernels take them (QD_WARPS = 8 warps, 4 leaves each).
+template <typename Q, bool SPLIT = false>
 static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const std::vector<unsigned char>& xb, int cols, FILE* out) {
     const int P = cols / QBLOCK;
     std::vector<int> codes(8 * P), lo(P), hi(P);
@@ -120,8 +142,20 @@ static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const st
         float lane[WARP] = {};
         for (int j = 0; j < P; ++j) {
             const unsigned char* blk = w.data() + r * rb + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-            const float v = Q::value(blk, QBLOCK * j % Q::BS / QBLOCK, &codes[8 * j], lo[j], hi[j], d[j]);
+            float v;
+            if (!qdot_piece<Q, SPLIT>(blk, QBLOCK * j % Q::BS / QBLOCK, &codes[8 * j], lo[j], hi[j], d[j], &v)) return 3;
             lane[j % WARP] = __fadd_rn(lane[j % WARP], v);
+        }
+        if (SPLIT) {  // as qdot.cu's _g_mma adds them: 8 warps a run of 4 leaves each, then the 8 runs
+            float part[8], total = 0.0f;
+            for (int v = 0; v < 8; ++v) {
+                float lv[5];
+                for (int k = 0; k < 4; ++k) part[v] = qd_tree_push(lv, k, lane[qd_tree_lane(4 * v + k)]);
+            }
+            float lv[5];
+            for (int v = 0; v < 8; ++v) total = qd_tree_push(lv, v, part[v]);
+            fwrite(&total, 4, 1, out);
+            continue;
         }
         for (int off = 16; off > 0; off /= 2) {
             float next[WARP];
@@ -135,20 +169,21 @@ static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const st
 
 int main(int argc, char** argv) {
     const std::string mode = argv[1];
-    if (mode == "qdot") {  // qdot TYPE COLS W X OUT
+    if (mode == "qdot" || mode == "qdot_split") {  // qdot TYPE COLS W X OUT
         const std::string ty = argv[2];
         const int cols = atoi(argv[3]);
         std::vector<unsigned char> w = slurp(argv[4]), x = slurp(argv[5]);
         const size_t wsize = w.size();
         w.resize(wsize + 16);  // the device matrix's padding: a piece's last aligned load may reach into it
         FILE* out = fopen(argv[6], "wb");
+        const bool split = mode == "qdot_split";
         int rc = 2;
-        if (ty == "Q8_0") rc = qdot_rows<Q8_0Q>(w, wsize, x, cols, out);
-        if (ty == "Q4_0") rc = qdot_rows<Q4_0Q>(w, wsize, x, cols, out);
-        if (ty == "Q2_0") rc = qdot_rows<Q2_0Q>(w, wsize, x, cols, out);
-        if (ty == "IQ4_NL") rc = qdot_rows<IQ4_NLQ>(w, wsize, x, cols, out);
-        if (ty == "Q4_K") rc = qdot_rows<Q4_KQ>(w, wsize, x, cols, out);
-        if (ty == "Q6_K") rc = qdot_rows<Q6_KQ>(w, wsize, x, cols, out);
+        if (ty == "Q8_0") rc = split ? qdot_rows<Q8_0Q, true>(w, wsize, x, cols, out) : qdot_rows<Q8_0Q>(w, wsize, x, cols, out);
+        if (ty == "Q4_0") rc = split ? qdot_rows<Q4_0Q, true>(w, wsize, x, cols, out) : qdot_rows<Q4_0Q>(w, wsize, x, cols, out);
+        if (ty == "Q2_0") rc = split ? qdot_rows<Q2_0Q, true>(w, wsize, x, cols, out) : qdot_rows<Q2_0Q>(w, wsize, x, cols, out);
+        if (ty == "IQ4_NL") rc = split ? qdot_rows<IQ4_NLQ, true>(w, wsize, x, cols, out) : qdot_rows<IQ4_NLQ>(w, wsize, x, cols, out);
+        if (ty == "Q4_K") rc = split ? qdot_rows<Q4_KQ, true>(w, wsize, x, cols, out) : qdot_rows<Q4_KQ>(w, wsize, x, cols, out);
+        if (ty == "Q6_K") rc = split ? qdot_rows<Q6_KQ, true>(w, wsize, x, cols, out) : qdot_rows<Q6_KQ>(w, wsize, x, cols, out);
         fclose(out);
         return rc;
     }
@@ -314,21 +349,25 @@ fn every_qdot_row_gives_the_cpu_ops_bits() {
             (dir.join(format!("{ty}.w")), dir.join(format!("{ty}.x")), dir.join(format!("{ty}.out")));
         std::fs::write(&w_in, &bytes).unwrap();
         std::fs::write(&x_in, x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
-        let status =
-            Command::new(&exe).args(["qdot", &ty.to_string(), &cols.to_string()]).args([&w_in, &x_in, &out]).status();
-        assert!(status.unwrap().success(), "{ty}: the host program failed");
-        let got = floats(&std::fs::read(&out).unwrap());
-        assert_eq!(got.len(), rows, "{ty}");
-        let rb = cols / ty.block_size() * ty.type_size();
-        for (r, g) in got.iter().enumerate() {
-            let w = qdot::qdot_row(ty, &bytes[r * rb..(r + 1) * rb], &want_q);
-            assert!(
-                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
-                "{ty} row {r}: host kernel {g:e}, CPU {w:e}"
-            );
+        // The pieces as the dp4a kernels make them, and as a tensor-core product does (qdot.cuh's word2,
+        // scales and finish, the lanes' totals in qd_tree_push's order).
+        for mode in ["qdot", "qdot_split"] {
+            let status =
+                Command::new(&exe).args([mode, &ty.to_string(), &cols.to_string()]).args([&w_in, &x_in, &out]).status();
+            assert!(status.unwrap().success(), "{ty} {mode}: the host program failed (3: word2 is not load's)");
+            let got = floats(&std::fs::read(&out).unwrap());
+            assert_eq!(got.len(), rows, "{ty} {mode}");
+            let rb = cols / ty.block_size() * ty.type_size();
+            for (r, g) in got.iter().enumerate() {
+                let w = qdot::qdot_row(ty, &bytes[r * rb..(r + 1) * rb], &want_q);
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "{ty} {mode} row {r}: host kernel {g:e}, CPU {w:e}"
+                );
+            }
+            // Numbers, so that the comparison means something.
+            assert!(got.iter().all(|v| v.is_finite()), "{ty} {mode}: {got:?}");
         }
-        // Numbers, so that the comparison means something.
-        assert!(got.iter().all(|v| v.is_finite()), "{ty}: {got:?}");
     }
 }
 

@@ -39,6 +39,13 @@ fn staged(gpu: &Gpu) -> bool {
     gpu.settings.qdot_stage
 }
 
+/// Whether a window's dense products over inputs quantized once make their pieces' integer sums by int8
+/// tensor-core MMA (qdot.cu's `_g_mma`: the same values, docs/ARITHMETIC.md § qdot): `STRATA_QDOT_MMA=1`
+/// on sm_75 or later. Off by default until the parity tools and a timing have run with it.
+fn mma(gpu: &Gpu, t: usize) -> bool {
+    gpu.settings.qdot_mma && t > 1 && gpu.arch >= (7, 5)
+}
+
 /// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
 /// 16-byte boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
 fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
@@ -257,6 +264,15 @@ fn dense_launch(
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
+    if g && mma(gpu, t) {
+        // A block a tile of 8 rows.
+        let name = name(w.ty, "_g_mma");
+        let blocks = w.rows.div_ceil(8) as u32;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
+        let args =
+            [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
+        return launch(gpu, &f, name, cfg, &args);
+    }
     if let Some(smem) = stage(gpu, w).filter(|_| g && t == 1 && rpw == 1) {
         let name = name(w.ty, "_g_one_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;

@@ -328,11 +328,9 @@ impl Decoder for CudaDecoder<'_> {
         }
         let ids = fwd.step(|| d.chain(fwd, x, n, pos)).map_err(e)?;
         // The window that checks these drafts, recorded while the chain runs (its error only means the
-        // window is recorded when it runs). Greedy windows only: a sampled one recorded ahead has not yet
-        // run on a device against the CPU.
+        // window is recorded when it runs), greedy or sampled: the window's draws are known here.
         let g = &fwd.gpu;
-        let greedy = picks.iter().all(Option::is_none);
-        if greedy && picks.len() == n + 1 && g.settings.overlap && g.graphs_on() && !g.recording() {
+        if picks.len() == n + 1 && g.settings.overlap && g.graphs_on() && !g.recording() {
             self.verify_ahead = record_verify(fwd, &mut self.state, d, pos, picks).ok();
         }
         let ids = ids.read(&fwd.gpu, n + 1).map_err(e)?;

@@ -167,6 +167,28 @@ __device__ QIn qd_inputs(const float* x, const QSrc& src, int n, int cols) {
     return q;
 }
 
+// A window's inputs quantized once (QIn's layout in global memory, n vectors) copied into the block's
+// shared memory when the host gave it room for them (STRATA_QDOT_WINDOW_SMEM), so each warp's reads of
+// the codes, sums and scales of its pieces wait on shared memory, not the L2; otherwise q itself. The
+// same values either way.
+__device__ QIn qd_window_shared(const QIn& q, int n) {
+    extern __shared__ int4 qd_smem[];
+    unsigned room;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(room));
+    const int words = n * q.P * 11;  // 44 bytes a piece
+    if (room < 4u * words) return q;
+    const int* src = q.codes;  // the layout's start
+    int* dst = reinterpret_cast<int*>(qd_smem);
+    const int n16 = words / 4;
+    for (int i = threadIdx.x; i < n16; i += blockDim.x)
+        stage_copy16(reinterpret_cast<uint4*>(dst) + i, reinterpret_cast<const uint4*>(src) + i);
+    stage_commit();
+    for (int i = 4 * n16 + threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+    stage_wait<0>();
+    __syncthreads();
+    return QIn(qd_smem, n, q.P);
+}
+
 // Dense: y[t·rows + row] = W[row]·x[t] for t < T. A block takes QD_WARPS·rpw rows, warp w its rows
 // base + w, base + w + QD_WARPS, …: more rows a block spread the quantization of the inputs (the head's
 // 248,320 rows would otherwise quantize the same input in 31,040 blocks).
@@ -207,7 +229,10 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     };
     grid_dep_wait();
     fetch();
-    const QIn q = qd_inputs<Q, G>(x, QSrc{x, (size_t)cols, 0, 1}, T, cols);
+    QIn q = qd_inputs<Q, G>(x, QSrc{x, (size_t)cols, 0, 1}, T, cols);
+    if constexpr (G && !ONE) {
+        if (T > 1) q = qd_window_shared(q, T);
+    }
     const int warps = blockDim.x / WARP;
     for (int i = 0; i < rpw; ++i) {
         const int row = (blockIdx.x * rpw + i) * warps + threadIdx.x / WARP;

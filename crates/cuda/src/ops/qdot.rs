@@ -66,6 +66,17 @@ fn inputs_bytes(vectors: usize, cols: usize) -> usize {
     vectors * cols / 32 * PIECE_BYTES
 }
 
+/// The shared memory a window's product over inputs quantized once is given for copying them in
+/// (qdot.cu's qd_window_shared; `STRATA_QDOT_WINDOW_SMEM=1`): none for one token or without the
+/// setting, where the kernel reads them from global memory. The same bits either way.
+fn window_smem(gpu: &Gpu, t: usize, cols: usize) -> usize {
+    if gpu.settings.qdot_window_smem && t > 1 {
+        inputs_bytes(t, cols)
+    } else {
+        0
+    }
+}
+
 /// Whether the router's product over `router` rows and the quantization of the experts' input for their
 /// `experts` products go in one launch ([`router_quantize`]): F32 or BF16 router rows, § qdot experts whose
 /// inputs are quantized once. The default since speed-18, ahead of the separate `_quantize` launch in three
@@ -280,7 +291,8 @@ fn dense_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
-    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, inputs_bytes(if g { 0 } else { t }, w.cols), w.cols)?;
+    let smem = if g { window_smem(gpu, t, w.cols) } else { inputs_bytes(t, w.cols) };
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
     let args = [
         Arg::Ptr(w.ptr(gpu)),
         Arg::Ptr(x),
@@ -344,7 +356,7 @@ fn dense_conv_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
-    let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, window_smem(gpu, t, w.cols), w.cols)?;
     let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps)];
     // A window's slots (T > 1 only: a single token's state is the tail itself).
     let slots = (t > 1).then_some(Arg::Ptr(slots));

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One device call for the window kernels' opt-in variants (docs/SPECULATION.md, "Where the figures
+# stand"): every GPU parity test under each variant, then `strata bench spec` at 4K under the default
+# and each variant in turn (A/B in one call). TRIES lists the variants, `;` between them (default: the
+# window's inputs in shared memory, the GDN rule's window inputs ahead, and both). Carry
+# .dev/{strata,gpu_parity}.xz built at the same commit. Logs in $OUT: tries-tests.log, spec_bench.log.
+set -uo pipefail
+out=${OUT:-/tmp}
+for f in .dev/*.xz; do xz -dkf "$f"; done
+chmod +x .dev/strata .dev/gpu_parity 2>/dev/null
+export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
+tries=${TRIES:-"STRATA_QDOT_WINDOW_SMEM=1;STRATA_DEFINES=GDN_WINDOW_AHEAD=1;STRATA_QDOT_WINDOW_SMEM=1 STRATA_DEFINES=GDN_WINDOW_AHEAD=1"}
+IFS=';' read -ra variants <<< "$tries"
+for v in "${variants[@]}"; do
+  echo "== gpu_parity under $v $(date +%T)" >> $out/tries-tests.log
+  env $v timeout ${T_TESTS:-130} bash bench/gpu_tests.sh >> $out/tries-tests.log 2>&1
+  echo "$v: $(grep -E 'test result' $out/tries-tests.log | tail -1)"
+done
+AB="$tries" T_BENCH=${T_BENCH:-90} timeout ${T_ALL:-330} bash bench/spec_bench.sh 4096 ${REPS:-16} > /dev/null 2>&1
+grep -E "plain step|^\| [1-8] \||^-- " $out/spec_bench.log

@@ -44,6 +44,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_ONCE", "0: every block of a § qdot product quantizes its own inputs", "on"),
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
+    sw("STRATA_QDOT_WINDOW_GROUP", "tokens a warp of a window's dense § qdot products takes: 1, 2, 4 or 8 (all)", "8"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; not yet checked on a device)", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -107,6 +108,9 @@ pub struct Settings {
     pub qdot_stage: bool,
     pub qdot_mma: bool,
     pub qdot_window_smem: bool,
+    /// `STRATA_QDOT_WINDOW_GROUP`: a window's tokens a warp of its dense § qdot products takes (blocks
+    /// side by side take the others), 1, 2, 4 or 8.
+    pub qdot_window_group: usize,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -140,6 +144,12 @@ impl Settings {
     pub fn read(get: &dyn Fn(&str) -> Option<String>) -> (Settings, Vec<String>) {
         let mut notes = Vec::new();
         let mut r = Reader { get, notes: &mut notes };
+        let window_smem = r.flag("STRATA_QDOT_WINDOW_SMEM").unwrap_or(false);
+        let window_group = match r.number("STRATA_QDOT_WINDOW_GROUP", 1..=8) {
+            Some(n @ (1 | 2 | 4 | 8)) => n,
+            Some(n) => r.bad("STRATA_QDOT_WINDOW_GROUP", &n.to_string(), 8),
+            None => 8,
+        };
         let s = Settings {
             hc_split: r.number("STRATA_HC_SPLIT", 0..=2).map(|v| v as u8),
             gr_up75: r.flag("STRATA_GR_UP75"),
@@ -167,7 +177,8 @@ impl Settings {
             qdot_once: r.on("STRATA_QDOT_ONCE"),
             qdot_stage: r.on("STRATA_QDOT_STAGE"),
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
-            qdot_window_smem: r.flag("STRATA_QDOT_WINDOW_SMEM").unwrap_or(false),
+            qdot_window_smem: window_smem,
+            qdot_window_group: window_group,
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -188,7 +199,13 @@ impl Settings {
                     r.notes
                         .push(format!("STRATA_DEFINES: `{b}` is not NAME or NAME=VALUE (letters, digits, _); ignored"));
                 }
-                text
+                // Compile-time forms of the § qdot kernels (qdot.cu's QDOT_WINDOW_SMEM, QDOT_WINDOW_TG), so
+                // that without the settings the kernels are the ones checked on a device.
+                let smem = if window_smem { "#define QDOT_WINDOW_SMEM 1\n" } else { "" };
+                match window_group {
+                    8 => text + smem,
+                    n => text + smem + &format!("#define QDOT_WINDOW_TG {n}\n"),
+                }
             },
             profile: match r.text("STRATA_PROFILE").as_deref() {
                 None | Some("0") => None,
@@ -312,6 +329,21 @@ mod tests {
         assert_eq!((s.glu, s.gr_down_tg, s.graph), (true, None, GraphMode::On));
         assert_eq!(notes.len(), 3, "{notes:?}");
         assert!(notes[0].starts_with("STRATA_GR_DOWN_TG=\"9\""), "{notes:?}");
+    }
+
+    #[test]
+    fn the_window_group_is_a_setting_and_a_kernel_macro() {
+        let (s, notes) = read(&[("STRATA_QDOT_WINDOW_GROUP", "2")]);
+        assert_eq!(s.qdot_window_group, 2);
+        assert!(s.defines.contains("#define QDOT_WINDOW_TG 2\n") && notes.is_empty(), "{:?} {notes:?}", s.defines);
+        for bad in ["3", "0", "9", "x"] {
+            let (s, notes) = read(&[("STRATA_QDOT_WINDOW_GROUP", bad)]);
+            assert_eq!((s.qdot_window_group, s.defines.as_str()), (8, ""), "{bad}");
+            assert_eq!(notes.len(), 1, "{bad}: {notes:?}");
+        }
+        assert_eq!(read(&[]).0.qdot_window_group, 8);
+        let (s, _) = read(&[("STRATA_QDOT_WINDOW_SMEM", "1")]);
+        assert!(s.qdot_window_smem && s.defines == "#define QDOT_WINDOW_SMEM 1\n", "{:?}", s.defines);
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct CudaDecoder<'a> {
     draft_rows: usize,
     /// The next verify window, recorded while its draft chain ran.
     verify_ahead: Option<VerifyAhead>,
+    /// Where the host's time in the draft calls went (the report's drafting line).
+    draft_times: crate::backend::report::DraftTimes,
 }
 
 /// A verify window recorded while the draft chain before it ran on the card (`STRATA_OVERLAP`), with the
@@ -148,6 +150,7 @@ impl<'a> CudaDecoder<'a> {
             drafting: None,
             draft_rows,
             verify_ahead: None,
+            draft_times: Default::default(),
         }
     }
 
@@ -326,14 +329,18 @@ impl Decoder for CudaDecoder<'_> {
         if let Some(p) = &fwd.gpu.profile {
             p.begin(Call::Drafts).map_err(e)?;
         }
+        let t0 = std::time::Instant::now();
         let ids = fwd.step(|| d.chain(fwd, x, n, pos)).map_err(e)?;
+        let t1 = std::time::Instant::now();
         // The window that checks these drafts, recorded while the chain runs (its error only means the
         // window is recorded when it runs), greedy or sampled: the window's draws are known here.
         let g = &fwd.gpu;
         if picks.len() == n + 1 && g.settings.overlap && g.graphs_on() && !g.recording() {
             self.verify_ahead = record_verify(fwd, &mut self.state, d, pos, picks).ok();
         }
+        let t2 = std::time::Instant::now();
         let ids = ids.read(&fwd.gpu, n + 1).map_err(e)?;
+        self.draft_times.add(n, [t1 - t0, t2 - t1, t2.elapsed()]);
         Ok(ids[1..].iter().map(|&t| t as u32).collect())
     }
 
@@ -379,7 +386,8 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn report(&self) -> Option<String> {
-        let lines = crate::backend::report::lines(&self.fwd, self.state.kv, self.pos, self.at_prompt_end);
+        let mut lines = crate::backend::report::lines(&self.fwd, self.state.kv, self.pos, self.at_prompt_end);
+        lines.extend(self.draft_times.line());
         (!lines.is_empty()).then(|| lines.join("\n"))
     }
 

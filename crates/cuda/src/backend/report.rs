@@ -78,10 +78,63 @@ fn decode_host(at_prompt_end: Option<GraphStats>, end: &GraphStats) -> String {
     )
 }
 
+/// The host's time in the draft calls: recording and launching each draft chain, then recording the
+/// verify window that will check it while the chain runs, then waiting for the drafts. Where the wait is
+/// near nothing, the drafts' time is the host's, not the card's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DraftTimes {
+    calls: u64,
+    drafts: u64,
+    ns: [u128; 3],
+}
+
+impl DraftTimes {
+    /// One draft call of `n` drafts: its three spans (chain, window recorded, wait).
+    pub fn add(&mut self, n: usize, spans: [std::time::Duration; 3]) {
+        self.calls += 1;
+        self.drafts += n as u64;
+        for (a, d) in self.ns.iter_mut().zip(spans) {
+            *a += d.as_nanos();
+        }
+    }
+
+    /// The report's line, none before any draft.
+    pub fn line(&self) -> Option<String> {
+        let us = |i: usize| self.ns[i] as f64 / self.calls as f64 / 1e3;
+        (self.calls > 0).then(|| {
+            format!(
+                "drafting: {} draft calls ({:.1} drafts each); the host {:.0} µs recording and launching each chain, \
+                 {:.0} µs recording its verify window while the chain runs, then {:.0} µs waiting for the drafts",
+                self.calls,
+                self.drafts as f64 / self.calls as f64,
+                us(0),
+                us(1),
+                us(2)
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::decode_host;
+    use super::{decode_host, DraftTimes};
     use crate::runtime::recorder::GraphStats;
+    use std::time::Duration;
+
+    #[test]
+    fn the_drafting_line_is_the_mean_of_the_calls() {
+        let mut t = DraftTimes::default();
+        assert_eq!(t.line(), None);
+        let us = Duration::from_micros;
+        t.add(3, [us(100), us(900), us(10)]);
+        t.add(1, [us(300), us(1100), us(30)]);
+        let line = t.line().expect("two calls");
+        assert!(line.starts_with("drafting: 2 draft calls (2.0 drafts each); the host 200 µs"), "{line}");
+        assert!(
+            line.contains("1000 µs recording its verify window") && line.ends_with("20 µs waiting for the drafts"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn the_host_time_is_the_decode_steps_own() {

@@ -2,8 +2,9 @@
 # One device call for the window kernels' opt-in variants (docs/SPECULATION.md, "Where the figures
 # stand"): every GPU parity test under each variant, then `strata bench spec` at 4K under the default
 # and each variant in turn (A/B in one call). TRIES lists the variants, `;` between them (default: the
-# window's inputs in shared memory, and the window's tokens in groups of 2 and of 1). The tests take about 110 s a variant and the bench about 60 s a setting, so three variants fit
-# one call; run it again with other TRIES for more. Carry .dev/{strata,gpu_parity}.xz built at the same
+# window's inputs in shared memory, and the window's tokens in groups of 2 and of 1). The tests take
+# about 110 s a variant and the bench about 60 s a setting, so three variants fit one call; run it again
+# with other TRIES for more. Carry .dev/{strata,gpu_parity}.xz built at the same
 # commit. Logs in $OUT: tries-tests.log, spec_bench.log.
 set -uo pipefail
 out=${OUT:-/tmp}

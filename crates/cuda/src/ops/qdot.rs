@@ -41,7 +41,8 @@ fn staged(gpu: &Gpu) -> bool {
 
 /// Whether a window's dense products over inputs quantized once make their pieces' integer sums by int8
 /// tensor-core MMA (qdot.cu's `_g_mma`: the same values, docs/ARITHMETIC.md § qdot): `STRATA_QDOT_MMA=1`
-/// on sm_75 or later. Off by default until the parity tools and a timing have run with it.
+/// on sm_75 or later. Off by default: exact on the H200, but slower than the `__dp4a` rows for windows of
+/// up to 8 tokens (bench/results/2026-12-04-h200-spec/spec_bench-0f5b07c-mma-ab.log).
 fn mma(gpu: &Gpu, t: usize) -> bool {
     gpu.settings.qdot_mma && t > 1 && gpu.arch >= (7, 5)
 }

@@ -45,7 +45,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_WINDOW_GROUP", "tokens a warp of a window's dense § qdot products takes: 1, 2, 4 or 8 (all)", "8"),
-    sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; not yet checked on a device)", "off"),
+    sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),

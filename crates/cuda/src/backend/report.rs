@@ -22,6 +22,7 @@ pub fn lines(fwd: &CudaForward, kv: KvMode, pos: usize, at_prompt_end: Option<Gr
     if let Some(s) = gpu.graph_stats().filter(|s| s.steps > 0) {
         out.push(graphs(&s, at_prompt_end));
     }
+    out.extend(gpu.host_profile());
     match gpu.gap_summary() {
         Ok(Some((busy, idle, n))) => out.push(format!(
             "gaps: {n} decode steps: {busy:.1} µs each on the card (inputs copied up, then the graph), the card \

@@ -149,10 +149,13 @@ impl Gpu {
             smem_optin,
             profile: settings.profile.map(Profile::new),
             skip: crate::runtime::skip::entries(&settings.skip),
+            recorder: Mutex::new(crate::runtime::recorder::Recorder {
+                host: settings.host_profile.then(Default::default),
+                ..Default::default()
+            }),
             settings,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
-            recorder: Mutex::new(Default::default()),
             rec_on: AtomicBool::new(false),
             graphs_failed: AtomicBool::new(false),
             readback: Mutex::new(None),

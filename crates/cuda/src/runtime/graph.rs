@@ -80,7 +80,11 @@ impl Gpu {
     }
 
     pub(crate) fn record(&self, op: Op) -> Result<(), CudaError> {
-        self.recorder().ops.push(op);
+        let mut r = self.recorder();
+        if let Some(h) = r.host.as_mut() {
+            h.op(&op);
+        }
+        r.ops.push(op);
         Ok(())
     }
 
@@ -225,7 +229,12 @@ impl Gpu {
     ) -> Result<(Result<R, CudaError>, Vec<Op>), CudaError> {
         self.begin()?;
         let out = f();
-        let ops = std::mem::take(&mut self.recorder().ops);
+        let mut r = self.recorder();
+        if let Some(h) = r.host.as_mut() {
+            h.end();
+        }
+        let ops = std::mem::take(&mut r.ops);
+        drop(r);
         self.rec_on.store(false, Ordering::Relaxed);
         Ok((out, ops))
     }
@@ -257,6 +266,9 @@ impl Gpu {
         r.staging.reset();
         r.ops.clear();
         r.side_open = false;
+        if let Some(h) = r.host.as_mut() {
+            h.begin();
+        }
         self.rec_on.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -417,6 +429,11 @@ impl Gpu {
     /// `f` on the graphs' figures (the decoder's own parts of the host's time between steps).
     pub(crate) fn note(&self, f: impl FnOnce(&mut GraphStats)) {
         f(&mut self.recorder().stats);
+    }
+
+    /// `STRATA_HOST_PROFILE=1`: the host's time recording steps, by op (none without it).
+    pub fn host_profile(&self) -> Vec<String> {
+        self.recorder().host.as_ref().map_or_else(Vec::new, |h| h.lines(24))
     }
 
     /// How many steps ran as graphs, graphs made, kernels updated (None when graphs are off).

@@ -4,6 +4,7 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub mod graph;
+pub mod host_profile;
 pub mod lanes;
 pub mod op;
 pub mod profile;

@@ -139,6 +139,8 @@ pub struct Recorder {
     pub(crate) side_open: bool,
     /// `STRATA_GAPS=1`: timing events before each prepared step's copy up and after its launch.
     pub(crate) marks: Vec<(CudaEvent, CudaEvent)>,
+    /// `STRATA_HOST_PROFILE=1`: the host's time recording, op by op.
+    pub(crate) host: Option<crate::runtime::host_profile::HostProfile>,
 }
 
 impl Recorder {

@@ -58,6 +58,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_DEFINES", "NAME=VALUE … (spaces or commas): macros defined before every kernel file", "none"),
     sw("STRATA_PROFILE", "1: time each op family; kernels: each kernel (synchronises: slower)", "off"),
     sw("STRATA_GAPS", "1: measure the card's idle time between a step's kernels", "off"),
+    sw("STRATA_HOST_PROFILE", "1: the host's time recording each step, by op (steps still run as graphs)", "off"),
     sw("STRATA_SKIP", "NAME,PREFIX*,…: kernels left out of each step's graph, for timing only (the output is garbage)", "none"),
     sw("STRATA_BENCH_WARM", "1: `strata bench matvec` reads one weight set again (from the L2 where it fits)", "off"),
     sw("STRATA_CACHE", "where compiled kernels, plans and the built-in model are kept", "$XDG_CACHE_HOME/strata or ~/.cache/strata"),
@@ -125,6 +126,7 @@ pub struct Settings {
     pub defines: String,
     pub profile: Option<ProfileMode>,
     pub gaps: bool,
+    pub host_profile: bool,
     pub skip: String,
     pub bench_warm: bool,
     /// `STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`; None: nothing kept on disk.
@@ -214,6 +216,7 @@ impl Settings {
                 Some(v) => r.bad("STRATA_PROFILE", v, None),
             },
             gaps: r.flag("STRATA_GAPS").unwrap_or(false),
+            host_profile: r.flag("STRATA_HOST_PROFILE").unwrap_or(false),
             skip: r.text("STRATA_SKIP").unwrap_or_default(),
             bench_warm: r.flag("STRATA_BENCH_WARM").unwrap_or(false),
             cache: r.text("STRATA_CACHE").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {

@@ -95,6 +95,7 @@ fn record_verify(
     d.before_window(pos);
     state.begin_window()?;
     let placeholders = [0u32; MAX_T];
+    fwd.gpu.host_kind("verify windows");
     let out = fwd.prepare(|| verify_step(fwd, state, d, &placeholders[..picks.len()], pos, picks));
     let after = (state.cells(), d.counts());
     state.set_cells(&cells);
@@ -219,6 +220,7 @@ impl CudaDecoder<'_> {
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let mut drafting = self.drafting.as_mut().filter(|d| d.active);
         let mtp_before = drafting.as_ref().map(|d| d.counts());
+        fwd.gpu.host_kind("decode steps");
         let ahead = fwd.prepare(|| plain_step(fwd, state, drafting.as_deref_mut(), &[0], pos, next));
         let cells = self.state.cells();
         self.state.set_cells(&before);
@@ -330,6 +332,7 @@ impl Decoder for CudaDecoder<'_> {
             p.begin(Call::Drafts).map_err(e)?;
         }
         let t0 = std::time::Instant::now();
+        fwd.gpu.host_kind("draft chains");
         let ids = fwd.step(|| d.chain(fwd, x, n, pos)).map_err(e)?;
         let t1 = std::time::Instant::now();
         // The window that checks these drafts, recorded while the chain runs (its error only means the
@@ -383,6 +386,7 @@ impl Decoder for CudaDecoder<'_> {
 
     fn prompt_read(&mut self) {
         self.at_prompt_end = self.fwd.gpu.graph_stats();
+        self.fwd.gpu.host_profile_reset();
     }
 
     fn report(&self) -> Option<String> {

@@ -431,9 +431,23 @@ impl Gpu {
         f(&mut self.recorder().stats);
     }
 
-    /// `STRATA_HOST_PROFILE=1`: the host's time recording steps, by op (none without it).
+    /// `STRATA_HOST_PROFILE=1`: the host's time recording steps, by kind and op (none without it).
     pub fn host_profile(&self) -> Vec<String> {
-        self.recorder().host.as_ref().map_or_else(Vec::new, |h| h.lines(24))
+        self.recorder().host.as_ref().map_or_else(Vec::new, |h| h.lines(16))
+    }
+
+    /// With `STRATA_HOST_PROFILE=1`: the next step recorded is a `kind` (its figures kept apart).
+    pub(crate) fn host_kind(&self, kind: &'static str) {
+        if let Some(h) = self.recorder().host.as_mut() {
+            h.kind(kind);
+        }
+    }
+
+    /// With `STRATA_HOST_PROFILE=1`: the figures so far dropped (the prompt read).
+    pub(crate) fn host_profile_reset(&self) {
+        if let Some(h) = self.recorder().host.as_mut() {
+            h.reset();
+        }
     }
 
     /// How many steps ran as graphs, graphs made, kernels updated (None when graphs are off).

@@ -230,72 +230,14 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // each token's q and k are L2-normalised in shared memory after they are loaded, by qk_norm_head as
 // gdn_conv_norm does (q then scaled by qscale). QY (the `_nq` kernels, STRATA_GDN_QUANTIZE=1): y is also
 // quantized into yq for the output product (gdn_out_norm_rows), which then needs no `_quantize` launch.
-// GDN_WINDOW_AHEAD (STRATA_DEFINES; 0 by default): a window of up to GDN_AHEAD_T tokens has every
-// token's q and k (normalised), v, decay and beta put in shared memory at once before the rule runs over
-// the tokens, where otherwise each token's are loaded (and normalised) in turn, behind three barriers
-// and their loads' round trips. The same values, so the same sums.
-#ifndef GDN_WINDOW_AHEAD
-#define GDN_WINDOW_AHEAD 0
-#endif
-#define GDN_AHEAD_T 8
-
-// One token of the rule for M's column b (its R rows of this thread in col): decayed, the delta from
-// the chain over k, updated, the rewind slot written, and the chain over q returned (every thread of the
-// column gets it). The chains run through the column's P threads in order, handed on by shuffles.
-template <int S, int P>
-__device__ __forceinline__ float gdn_token(float (&col)[S / P], const float* q, const float* k, float dec,
-                                           float beta, float v, int lane0, int part, float* kept, int b) {
-    constexpr int R = S / P;
-#pragma unroll
-    for (int a = 0; a < R; ++a) col[a] = __fmul_rn(col[a], dec);
-    float p = 0.0f;
-#pragma unroll
-    for (int turn = 0; turn < P; ++turn) {
-        if (part == turn) {
-#pragma unroll
-            for (int a = 0; a < R; ++a) p = __fmaf_rn(col[a], k[a], p);
-        }
-        if (P > 1) p = __shfl_sync(0xffffffffu, p, lane0 + turn);
-    }
-    const float delta = __fmul_rn(beta, __fsub_rn(v, p));
-#pragma unroll
-    for (int a = 0; a < R; ++a) col[a] = __fmaf_rn(k[a], delta, col[a]);
-    if (kept != nullptr) {  // a verify window's rewind slot: the state after this token
-#pragma unroll
-        for (int a = 0; a < R; ++a) kept[(size_t)a * S + b] = col[a];
-    }
-    float out = 0.0f;
-#pragma unroll
-    for (int turn = 0; turn < P; ++turn) {
-        if (part == turn) {
-#pragma unroll
-            for (int a = 0; a < R; ++a) out = __fmaf_rn(col[a], q[a], out);
-        }
-        if (P > 1) out = __shfl_sync(0xffffffffu, out, lane0 + turn);
-    }
-    return out;
-}
-
-// The same rule with M's column b held in registers for the window (S a compile-time 32, 64 or 128): the
-// column is read once and written once, all its loads in flight together. P threads share a column, each
-// holding S/P of its rows (P = 2 at S = 128 keeps to 64 registers); a chain over a runs through them in
-// order, its running value handed on by a shuffle, so every sum is the one fma chain of the contract.
-// The column is read before grid_dep_wait: M is written only by this kernel, and with programmatic
-// launches every kernel before the one this follows (the conv) has completed when it starts early, so
-// the state's read (3 MB a layer at the model's 48 heads) overlaps the conv instead of following it.
-// NORM (the `_n` kernels, where gdn.rs fuses the conv: qdot.cu's conv epilogue made `conv` without the norms):
-// each token's q and k are L2-normalised in shared memory after they are loaded, by qk_norm_head as
-// gdn_conv_norm does (q then scaled by qscale). QY (the `_nq` kernels, STRATA_GDN_QUANTIZE=1): y is also
-// quantized into yq for the output product (gdn_out_norm_rows), which then needs no `_quantize` launch.
 template <int S, int P, bool NORM = false, bool QY = false>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
                                const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
                                float eps, float qscale = 0.0f, int4* __restrict__ yq = nullptr,
                                float* __restrict__ slots = nullptr) {
-    constexpr int R = S / P, TQ = GDN_WINDOW_AHEAD ? GDN_AHEAD_T : 1;  // tokens held at once
-    __shared__ float qk[TQ][2 * S];
-    __shared__ float vs[GDN_WINDOW_AHEAD ? GDN_AHEAD_T : 1][S], gates[2][TQ];
+    constexpr int R = S / P;
+    __shared__ float qk[2 * S];
     const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
     const int lane0 = (threadIdx.x % WARP) - part;  // the column's first thread, as a lane
     float* m = M + (size_t)j * S * S + (size_t)part * R * S;
@@ -303,56 +245,52 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
 #pragma unroll
     for (int a = 0; a < R; ++a) col[a] = m[(size_t)a * S + b];
     grid_dep_wait();
-    const bool ahead = GDN_WINDOW_AHEAD && T <= TQ;
-    if (ahead) {  // every token's inputs at once, then their norms, a warp a vector
-        for (int e = threadIdx.x; e < T * S; e += S * P) {
-            const int t = e / S, a = e % S;
-            const float* row = conv + (size_t)t * C;
-            qk[t][a] = row[(size_t)i * S + a];
-            qk[t][S + a] = row[(size_t)hk * S + (size_t)i * S + a];
-            vs[GDN_WINDOW_AHEAD ? t : 0][a] = row[(size_t)2 * hk * S + (size_t)j * S + a];
-        }
-        for (int t = threadIdx.x; t < T; t += S * P) {
-            gates[0][t] = decay[(size_t)t * hv + j];
-            gates[1][t] = betas[(size_t)t * hv + j];
+    for (int t = 0; t < T; ++t) {
+        const float* row = conv + (size_t)t * C;
+        __syncthreads();
+        for (int a = threadIdx.x; a < S; a += S * P) {
+            qk[a] = row[(size_t)i * S + a];
+            qk[S + a] = row[(size_t)hk * S + (size_t)i * S + a];
         }
         __syncthreads();
         if constexpr (NORM) {
-            const int warps = (S * P) / WARP;
-            for (int e = threadIdx.x / WARP; e < 2 * T; e += warps)
-                qk_norm_head(qk[e / 2] + (e % 2) * S, S, e % 2 == 0, qscale);
+            const int warp = threadIdx.x / WARP, last = (S * P) / WARP - 1;
+            if (warp == 0) qk_norm_head(qk, S, true, qscale);
+            if (warp == min(1, last)) qk_norm_head(qk + S, S, false, qscale);
             __syncthreads();
         }
-    }
-    for (int t = 0; t < T; ++t) {
-        const float* h = qk[0];
-        float dec, beta, v;
-        if (ahead) {
-            h = qk[GDN_WINDOW_AHEAD ? t : 0];
-            dec = gates[0][GDN_WINDOW_AHEAD ? t : 0];
-            beta = gates[1][GDN_WINDOW_AHEAD ? t : 0];
-            v = vs[GDN_WINDOW_AHEAD ? t : 0][b];
-        } else {
-            const float* row = conv + (size_t)t * C;
-            __syncthreads();
-            for (int a = threadIdx.x; a < S; a += S * P) {
-                qk[0][a] = row[(size_t)i * S + a];
-                qk[0][S + a] = row[(size_t)hk * S + (size_t)i * S + a];
+        const float* q = qk + part * R;
+        const float* k = qk + S + part * R;
+        const float dec = decay[(size_t)t * hv + j], beta = betas[(size_t)t * hv + j];
+        const float v = row[(size_t)2 * hk * S + (size_t)j * S + b];
+#pragma unroll
+        for (int a = 0; a < R; ++a) col[a] = __fmul_rn(col[a], dec);
+        float p = 0.0f;
+#pragma unroll
+        for (int turn = 0; turn < P; ++turn) {
+            if (part == turn) {
+#pragma unroll
+                for (int a = 0; a < R; ++a) p = __fmaf_rn(col[a], k[a], p);
             }
-            __syncthreads();
-            if constexpr (NORM) {
-                const int warp = threadIdx.x / WARP, last = (S * P) / WARP - 1;
-                if (warp == 0) qk_norm_head(qk[0], S, true, qscale);
-                if (warp == min(1, last)) qk_norm_head(qk[0] + S, S, false, qscale);
-                __syncthreads();
-            }
-            dec = decay[(size_t)t * hv + j];
-            beta = betas[(size_t)t * hv + j];
-            v = row[(size_t)2 * hk * S + (size_t)j * S + b];
+            if (P > 1) p = __shfl_sync(0xffffffffu, p, lane0 + turn);
         }
-        float* kept = nullptr;  // a verify window's rewind slot t: the state after token t
-        if (slots != nullptr && t + 1 < T) kept = slots + ((size_t)t * hv + j) * S * S + (size_t)part * R * S;
-        const float out = gdn_token<S, P>(col, h + part * R, h + S + part * R, dec, beta, v, lane0, part, kept, b);
+        const float delta = __fmul_rn(beta, __fsub_rn(v, p));
+#pragma unroll
+        for (int a = 0; a < R; ++a) col[a] = __fmaf_rn(k[a], delta, col[a]);
+        if (slots != nullptr && t + 1 < T) {  // a verify window's rewind slot t: the state after token t
+            float* kept = slots + ((size_t)t * hv + j) * S * S + (size_t)part * R * S;
+#pragma unroll
+            for (int a = 0; a < R; ++a) kept[(size_t)a * S + b] = col[a];
+        }
+        float out = 0.0f;
+#pragma unroll
+        for (int turn = 0; turn < P; ++turn) {
+            if (part == turn) {
+#pragma unroll
+                for (int a = 0; a < R; ++a) out = __fmaf_rn(col[a], q[a], out);
+            }
+            if (P > 1) out = __shfl_sync(0xffffffffu, out, lane0 + turn);
+        }
         if (part == 0) o[(size_t)t * hv * S + (size_t)j * S + b] = out;
     }
 #pragma unroll

@@ -70,12 +70,8 @@ impl HcGpu {
     }
 
     /// The kernel `name` for this read's weight type.
-    fn kernel(&self, name: &'static str) -> String {
-        if self.f32_weights {
-            format!("{name}_f32")
-        } else {
-            name.to_string()
-        }
+    fn kernel(&self, name: &'static str) -> &'static str {
+        crate::runtime::device::kernel_name([name, if self.f32_weights { "_f32" } else { "" }, ""])
     }
 }
 
@@ -290,7 +286,7 @@ pub fn hc_read_with(
                 }
             };
             let name = w.kernel(name);
-            launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, &name)?, &name, cfg, &args)?;
+            launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)?;
         }
     }
     if run(Stage::Up) {
@@ -335,7 +331,7 @@ pub fn hc_read_with(
             Arg::I32(t as i32),
         ];
         let name = w.kernel(name);
-        launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, &name)?, &name, cfg, &args)?;
+        launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)?;
     }
     Ok(())
 }

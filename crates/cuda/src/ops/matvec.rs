@@ -345,8 +345,8 @@ fn gather_args(
 
 /// The residual streams of each token: its row of `w` (the embedding) repeated `hc` times.
 pub fn embed(gpu: &Gpu, w: &MatrixGpu, ids: &Buf<i32>, out: &Buf<f32>, t: usize, hc: usize) -> Result<(), CudaError> {
-    let name = format!("{}_embed", kernel(w.ty).expect("checked at upload"));
-    let f = gpu.function(&crate::ops::sources::MATVEC_FILE, &name)?;
+    let name = crate::runtime::device::kernel_name([kernel(w.ty).expect("checked at upload"), "_embed", ""]);
+    let f = gpu.function(&crate::ops::sources::MATVEC_FILE, name)?;
     let cfg = LaunchConfig { grid_dim: (t as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
     let args = [
         Arg::Ptr(w.ptr(gpu)),
@@ -355,7 +355,7 @@ pub fn embed(gpu: &Gpu, w: &MatrixGpu, ids: &Buf<i32>, out: &Buf<f32>, t: usize,
         Arg::I32(w.cols as i32),
         Arg::I32(hc as i32),
     ];
-    launch(gpu, &f, &name, cfg, &args)
+    launch(gpu, &f, name, cfg, &args)
 }
 
 #[cfg(test)]

@@ -39,7 +39,8 @@ pub struct Gpu {
     /// wants one another thread is compiling waits for it (see [`Gpu::load_all`]).
     modules: Mutex<HashMap<(&'static str, usize), Arc<ModuleSlot>>>,
     /// Kernels already looked up, per file by name (a decode step launches ~1,400: no allocation per lookup).
-    functions: Mutex<HashMap<&'static str, HashMap<String, CudaFunction>>>,
+    /// Kernels by (file, name) address: a step looks up ~1,400 of them while it is recorded.
+    functions: Mutex<HashMap<(usize, usize, usize), CudaFunction, AddrHash>>,
     /// The step being recorded and the graphs kept (graph.rs).
     pub(crate) recorder: Mutex<crate::runtime::recorder::Recorder>,
     pub(crate) rec_on: AtomicBool,
@@ -155,7 +156,7 @@ impl Gpu {
             }),
             settings,
             modules: Mutex::new(HashMap::new()),
-            functions: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::default()),
             rec_on: AtomicBool::new(false),
             graphs_failed: AtomicBool::new(false),
             readback: Mutex::new(None),
@@ -195,19 +196,16 @@ impl Gpu {
     }
 
     /// A kernel of a `.cu` file (compiled once per process, and once per machine thanks to the cache).
-    pub fn function(&self, kf: &'static KernelFile, name: &str) -> Result<CudaFunction, CudaError> {
-        let file = kf.name;
-        if let Some(f) = self.functions.lock().expect("function cache lock").get(file).and_then(|m| m.get(name)) {
+    pub fn function(&self, kf: &'static KernelFile, name: &'static str) -> Result<CudaFunction, CudaError> {
+        // By address: every name is a literal or made once (kernel_name); the same text at two addresses
+        // is only looked up twice.
+        let key = (kf as *const KernelFile as usize, name.as_ptr() as usize, name.len());
+        if let Some(f) = self.functions.lock().expect("function cache lock").get(&key) {
             return Ok(f.clone());
         }
         let module = self.module(kf, kf.part_of(name))?;
-        let f = module.load_function(name).check(&format!("kernel {name} of kernels/{file}"))?;
-        self.functions
-            .lock()
-            .expect("function cache lock")
-            .entry(file)
-            .or_default()
-            .insert(name.to_string(), f.clone());
+        let f = module.load_function(name).check(&format!("kernel {name} of kernels/{}", kf.name))?;
+        self.functions.lock().expect("function cache lock").insert(key, f.clone());
         Ok(f)
     }
 
@@ -348,8 +346,35 @@ pub(crate) fn fnv(s: &str) -> u64 {
 /// A kernel's name from its parts (base, kind, layout suffix), made once and kept for the process: a step
 /// launches hundreds of kernels, and the launches and the graphs' records keep names as `&'static str`.
 pub(crate) fn kernel_name(parts: [&'static str; 3]) -> &'static str {
-    type Names = std::collections::HashMap<[&'static str; 3], &'static str>;
+    // Keyed by the parts' addresses and lengths (each a literal): the same parts at other addresses make
+    // the same name once more, a few bytes kept for good.
+    type Names = HashMap<[(usize, usize); 3], &'static str, AddrHash>;
     static NAMES: std::sync::Mutex<Option<Names>> = std::sync::Mutex::new(None);
+    let key = parts.map(|p| (p.as_ptr() as usize, p.len()));
     let mut names = NAMES.lock().expect("kernel names lock");
-    names.get_or_insert_with(Names::new).entry(parts).or_insert_with(|| Box::leak(parts.concat().into_boxed_str()))
+    names.get_or_insert_with(Names::default).entry(key).or_insert_with(|| Box::leak(parts.concat().into_boxed_str()))
 }
+
+/// A hasher for keys made of addresses and lengths (the kernel caches): a multiply and a rotate a word,
+/// where the standard one would run its keyed rounds over each.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(crate) type AddrHash = std::hash::BuildHasherDefault<AddrHasher>;

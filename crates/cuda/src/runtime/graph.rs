@@ -233,7 +233,10 @@ impl Gpu {
         if let Some(h) = r.host.as_mut() {
             h.end();
         }
-        let ops = std::mem::take(&mut r.ops);
+        // The next step starts with room for as many ops (~1,400 of ~300 bytes: growing there would
+        // copy them over and over).
+        let room = r.ops.len();
+        let ops = std::mem::replace(&mut r.ops, Vec::with_capacity(room));
         drop(r);
         self.rec_on.store(false, Ordering::Relaxed);
         Ok((out, ops))

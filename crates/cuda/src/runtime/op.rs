@@ -29,12 +29,16 @@ impl Arg {
     }
 }
 
+/// A launch's arguments, kept inline: a step records ~1,400 launches, and a heap list each cost the host
+/// an allocation to record and a free to drop (every kernel here takes at most 16).
+pub type Args = smallvec::SmallVec<[Arg; 16]>;
+
 /// One stream operation of a step, or a mark of its side lane: `Fork` starts the side lane after
 /// everything recorded so far, the ops up to `Back` go on it, and `Join` makes what follows on the main
 /// lane wait for it (`Gpu::side`, `Gpu::join`). Outside a graph the marks are nothing and every op runs
 /// in the order recorded.
 pub enum Op {
-    Kernel { name: String, f: CudaFunction, cfg: LaunchConfig, args: Vec<Arg> },
+    Kernel { name: &'static str, f: CudaFunction, cfg: LaunchConfig, args: Args },
     Zero { ptr: u64, bytes: usize },
     Copy { dst: u64, src: u64, bytes: usize },
     Fork,

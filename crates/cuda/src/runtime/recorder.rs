@@ -147,7 +147,7 @@ impl Recorder {
     /// Where `ops` first part from the kept graph of the same length (`STRATA_GRAPH=debug`).
     pub(crate) fn nearest(&self, ops: &[Op]) -> String {
         let name = |o: &Op| match o {
-            Op::Kernel { name, .. } => name.clone(),
+            Op::Kernel { name, .. } => name.to_string(),
             Op::Zero { ptr, bytes } => format!("zero {ptr:#x} {bytes}"),
             Op::Copy { dst, src, bytes } => format!("copy {dst:#x} <- {src:#x} {bytes}"),
             Op::Fork => "fork".into(),

@@ -58,14 +58,14 @@ impl StepGraph {
         Ok(g)
     }
 
-    /// The kernel nodes whose launch differs from `ops` set anew (the next launch runs them); how many.
-    pub(crate) fn update(&mut self, ops: Vec<Op>) -> Result<u64, CudaError> {
-        let mut n = 0;
+    /// The kernel nodes whose launch differs from `ops` set anew (the next launch runs them); their names.
+    pub(crate) fn update(&mut self, ops: Vec<Op>) -> Result<Vec<&'static str>, CudaError> {
+        let mut n = Vec::new();
         for (i, op) in ops.into_iter().enumerate() {
             if self.ops[i].same_launch(&op) {
                 continue;
             }
-            if let Op::Kernel { cfg, args, .. } = &op {
+            if let Op::Kernel { name, cfg, args, .. } = &op {
                 let mut slots: Vec<u64> = args.iter().map(|a| a.slot()).collect();
                 let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
                 // SAFETY: zeroed is a valid value of this plain C struct (null pointers).
@@ -80,7 +80,7 @@ impl StepGraph {
                 unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.exec, self.nodes[i], &p) }
                     .result()
                     .check("updating a step's kernel")?;
-                n += 1;
+                n.push(*name);
             }
             self.ops[i] = op;
         }

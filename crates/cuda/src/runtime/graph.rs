@@ -354,7 +354,10 @@ impl Gpu {
         let exec = match found {
             Some(i) => {
                 let updated = r.graphs[i].update(ops)?;
-                r.stats.updated_kernels += updated;
+                r.stats.updated_kernels += updated.len() as u64;
+                if let Some(h) = r.host.as_mut() {
+                    h.updated(&updated);
+                }
                 let g = r.graphs.remove(i); // the most recently used last: dropped last
                 let exec = g.exec;
                 r.graphs.push(g);
@@ -388,6 +391,9 @@ impl Gpu {
             }
         };
         r.stats.graph_ns += t0.elapsed().as_nanos() as u64;
+        if let Some(h) = r.host.as_mut() {
+            h.graph_time(t0.elapsed());
+        }
         Ok(Ok(exec))
     }
 

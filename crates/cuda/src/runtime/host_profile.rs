@@ -17,6 +17,10 @@ struct Table {
     by_name: HashMap<String, (u64, u64)>,
     recordings: u64,
     ops: u64,
+    /// Matching the recorded ops with a kept graph and updating it (or capturing one): nanoseconds, and
+    /// the kernels updated by name.
+    graph_ns: u64,
+    updated: HashMap<&'static str, u64>,
 }
 
 #[derive(Default)]
@@ -70,6 +74,19 @@ impl HostProfile {
         self.last = None;
     }
 
+    /// The step's graph matched and updated (or captured) in `d`.
+    pub(crate) fn graph_time(&mut self, d: std::time::Duration) {
+        self.tables.entry(self.current).or_default().graph_ns += d.as_nanos() as u64;
+    }
+
+    /// The kernels of the step's graph whose launches were set anew.
+    pub(crate) fn updated(&mut self, names: &[&'static str]) {
+        let t = self.tables.entry(self.current).or_default();
+        for n in names {
+            *t.updated.entry(n).or_default() += 1;
+        }
+    }
+
     fn add(&mut self, name: &str) {
         let now = Instant::now();
         let Some(last) = self.last.replace(now) else { return };
@@ -95,6 +112,15 @@ impl HostProfile {
                 total as f64 / n / 1e3,
                 t.ops as f64 / n,
                 total as f64 / t.ops.max(1) as f64 / 1e3
+            ));
+            let mut up: Vec<(&&str, &u64)> = t.updated.iter().collect();
+            up.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let listed: Vec<String> = up.iter().map(|(k, v)| format!("{k} {:.1}", **v as f64 / n)).collect();
+            out.push(format!(
+                "  then {:.0} µs each matching a kept graph and updating it; kernels updated each: {:.1} ({})",
+                t.graph_ns as f64 / n / 1e3,
+                t.updated.values().sum::<u64>() as f64 / n,
+                listed.join(", ")
             ));
             let mut rows: Vec<(&String, &(u64, u64))> = t.by_name.iter().collect();
             rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
@@ -131,6 +157,8 @@ mod tests {
             p.op(&Op::Copy { dst: 0, src: 8, bytes: 4 });
             p.end();
         }
+        p.updated(&["attend", "attend", "rope"]);
+        p.graph_time(std::time::Duration::from_micros(300));
         p.begin(); // no kind said: kept apart
         p.op(&Op::Fork);
         p.end();
@@ -140,10 +168,11 @@ mod tests {
         assert!(zero.0 >= 6_000_000 && copy.0 < zero.0, "{zero:?} {copy:?}");
         assert_eq!((p.tables["other steps"].recordings, p.tables["other steps"].ops), (1, 1));
         let lines = p.lines(1);
-        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines.len(), 6, "{lines:?}");
         assert!(lines[0].starts_with("host profile, other steps: 1 recorded"), "{lines:?}");
-        assert!(lines[2].starts_with("host profile, verify window: 2 recorded") && lines[2].contains(" 2 ops each"));
-        assert!(lines[3].trim_start().starts_with("(zeroing)"), "{lines:?}");
+        assert!(lines[3].starts_with("host profile, verify window: 2 recorded") && lines[3].contains(" 2 ops each"));
+        assert_eq!(lines[4], "  then 150 µs each matching a kept graph and updating it; kernels updated each: 1.5 (attend 1.0, rope 0.5)");
+        assert!(lines[5].trim_start().starts_with("(zeroing)"), "{lines:?}");
         p.reset();
         assert!(p.lines(5).is_empty());
     }

@@ -351,6 +351,7 @@ impl Gpu {
             .graphs
             .iter()
             .position(|g| g.ops.len() == ops.len() && g.ops.iter().zip(&ops).all(|(a, b)| a.same_node(b)));
+        let captured = found.is_none();
         let exec = match found {
             Some(i) => {
                 let updated = r.graphs[i].update(ops)?;
@@ -392,7 +393,7 @@ impl Gpu {
         };
         r.stats.graph_ns += t0.elapsed().as_nanos() as u64;
         if let Some(h) = r.host.as_mut() {
-            h.graph_time(t0.elapsed());
+            h.graph_time(t0.elapsed(), captured);
         }
         Ok(Ok(exec))
     }

@@ -21,6 +21,9 @@ struct Table {
     /// the kernels updated by name.
     graph_ns: u64,
     updated: HashMap<&'static str, u64>,
+    /// Graphs captured anew (a shape not kept), and their share of `graph_ns`.
+    captures: u64,
+    capture_ns: u64,
 }
 
 #[derive(Default)]
@@ -74,9 +77,14 @@ impl HostProfile {
         self.last = None;
     }
 
-    /// The step's graph matched and updated (or captured) in `d`.
-    pub(crate) fn graph_time(&mut self, d: std::time::Duration) {
-        self.tables.entry(self.current).or_default().graph_ns += d.as_nanos() as u64;
+    /// The step's graph matched and updated, or (`captured`) captured anew, in `d`.
+    pub(crate) fn graph_time(&mut self, d: std::time::Duration, captured: bool) {
+        let t = self.tables.entry(self.current).or_default();
+        t.graph_ns += d.as_nanos() as u64;
+        if captured {
+            t.captures += 1;
+            t.capture_ns += d.as_nanos() as u64;
+        }
     }
 
     /// The kernels of the step's graph whose launches were set anew.
@@ -117,8 +125,11 @@ impl HostProfile {
             up.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
             let listed: Vec<String> = up.iter().map(|(k, v)| format!("{k} {:.1}", **v as f64 / n)).collect();
             out.push(format!(
-                "  then {:.0} µs each matching a kept graph and updating it; kernels updated each: {:.1} ({})",
+                "  then {:.0} µs each matching a kept graph and updating it ({} captured anew, {:.0} µs each of \
+                 that); kernels updated each: {:.1} ({})",
                 t.graph_ns as f64 / n / 1e3,
+                t.captures,
+                t.capture_ns as f64 / n / 1e3,
                 t.updated.values().sum::<u64>() as f64 / n,
                 listed.join(", ")
             ));
@@ -158,7 +169,8 @@ mod tests {
             p.end();
         }
         p.updated(&["attend", "attend", "rope"]);
-        p.graph_time(std::time::Duration::from_micros(300));
+        p.graph_time(std::time::Duration::from_micros(100), false);
+        p.graph_time(std::time::Duration::from_micros(200), true);
         p.begin(); // no kind said: kept apart
         p.op(&Op::Fork);
         p.end();
@@ -171,7 +183,11 @@ mod tests {
         assert_eq!(lines.len(), 6, "{lines:?}");
         assert!(lines[0].starts_with("host profile, other steps: 1 recorded"), "{lines:?}");
         assert!(lines[3].starts_with("host profile, verify window: 2 recorded") && lines[3].contains(" 2 ops each"));
-        assert_eq!(lines[4], "  then 150 µs each matching a kept graph and updating it; kernels updated each: 1.5 (attend 1.0, rope 0.5)");
+        assert_eq!(
+            lines[4],
+            "  then 150 µs each matching a kept graph and updating it (1 captured anew, 100 µs each of that); \
+             kernels updated each: 1.5 (attend 1.0, rope 0.5)"
+        );
         assert!(lines[5].trim_start().starts_with("(zeroing)"), "{lines:?}");
         p.reset();
         assert!(p.lines(5).is_empty());

@@ -182,7 +182,13 @@ impl<T: DeviceRepr + ValidAsZeroBits> Buf<T> {
 }
 
 /// Launches `f` with `args` (or records the launch into the step being recorded); the launch is checked.
-pub fn launch(gpu: &Gpu, f: &CudaFunction, name: &'static str, cfg: LaunchConfig, args: &[Arg]) -> Result<(), CudaError> {
+pub fn launch(
+    gpu: &Gpu,
+    f: &CudaFunction,
+    name: &'static str,
+    cfg: LaunchConfig,
+    args: &[Arg],
+) -> Result<(), CudaError> {
     if gpu.recording() {
         if crate::runtime::skip::skipped(&gpu.skip, name) {
             return Ok(()); // STRATA_SKIP: left out of the step's graph, for timing only

@@ -37,6 +37,9 @@ pub type Args = smallvec::SmallVec<[Arg; 16]>;
 /// everything recorded so far, the ops up to `Back` go on it, and `Join` makes what follows on the main
 /// lane wait for it (`Gpu::side`, `Gpu::join`). Outside a graph the marks are nothing and every op runs
 /// in the order recorded.
+// Most of a step's ops are kernels (the rest side-lane marks and a few zeroings): boxing the kernel's
+// arguments would bring back the allocation a launch that inline arguments avoid.
+#[allow(clippy::large_enum_variant)]
 pub enum Op {
     Kernel { name: &'static str, f: CudaFunction, cfg: LaunchConfig, args: Args },
     Zero { ptr: u64, bytes: usize },

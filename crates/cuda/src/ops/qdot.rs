@@ -473,6 +473,9 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
     launch(gpu, &f, name, cfg, &args)
 }
 
+/// The pieces of 32 values a lane of the rows-per-warp gathers holds (qdot.cu's QD_LANE_PIECES).
+const LANE_PIECES: usize = 4;
+
 /// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments); `xq`:
 /// each token's input already quantized ([`router_quantize`]).
 pub fn gather_glu(
@@ -485,6 +488,15 @@ pub fn gather_glu(
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?;
+    let rpw = gpu.settings.gather_rpw;
+    if g_kernel && rpw > 1 && w.cols <= 32 * 32 * LANE_PIECES {
+        // Several rows a warp, the slot's input held in registers (qdot.cu's `_g_gather_glu_rw`).
+        let name = name(w.ty, "_g_gather_glu_rw");
+        let grid = ((g.rows as u32).div_ceil(WARPS * rpw as u32), slots as u32, 1);
+        let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, 0, w.cols)?;
+        args.push(Arg::I32(rpw as i32));
+        return launch(gpu, &f, name, cfg, &args);
+    }
     let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;

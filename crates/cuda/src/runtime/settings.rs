@@ -46,6 +46,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_WINDOW_GROUP", "tokens a warp of a window's dense § qdot products takes: 1, 2, 4 or 8 (all)", "8"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
+    sw("STRATA_GATHER_RPW", "rows a warp of the experts' gate and up gathers takes, the slot's input held in registers (1..8)", "1"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
@@ -112,6 +113,8 @@ pub struct Settings {
     /// `STRATA_QDOT_WINDOW_GROUP`: a window's tokens a warp of its dense § qdot products takes (blocks
     /// side by side take the others), 1, 2, 4 or 8.
     pub qdot_window_group: usize,
+    /// `STRATA_GATHER_RPW`: rows a warp of the experts' gate and up gathers takes (1: the plain kernel).
+    pub gather_rpw: usize,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -181,6 +184,7 @@ impl Settings {
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             qdot_window_group: window_group,
+            gather_rpw: r.number("STRATA_GATHER_RPW", 1..=8).unwrap_or(1),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),

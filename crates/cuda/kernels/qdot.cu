@@ -510,6 +510,22 @@ __device__ __forceinline__ void qd_row2_held(const unsigned char* __restrict__ r
     *o2 = warp_butterfly(a2);
 }
 
+// qd_row<Q, 1> over an input held in registers: the same sum.
+template <typename Q>
+__device__ __forceinline__ float qd_row_held(const unsigned char* __restrict__ r, const QdLaneIn& in, int P) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < QD_LANE_PIECES; ++k) {
+        const int j = threadIdx.x % WARP + WARP * k;
+        if (j < P) {
+            const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+            const int p = QBLOCK * j % Q::BS / QBLOCK;
+            acc = __fadd_rn(acc, Q::value(r + at, p, in.a[k], in.h[k].x, in.h[k].y, in.d[k]));
+        }
+    }
+    return warp_butterfly(acc);
+}
+
 // qdot_gather_glu_rows with rpw rows a warp (STRATA_GATHER_RPW): the slot's input read into registers
 // once, then rows (blockIdx.x·rpw + i)·warps + w for i < rpw, each as qdot_gather_glu_rows makes it. For
 // windows, where each slot's input is one token's and the experts' gathers are bound by issuing
@@ -561,7 +577,9 @@ __device__ __forceinline__ void qd_combine(const float (*e)[QD_COMBINE_ROWS], in
 // memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
 // fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine. With G, x holds the quantized inputs of
 // every slot (t·k + s).
-template <typename Q, bool G>
+// HELD (`_g_gather_combine_held`, STRATA_GATHER_RPW > 1; G only): each warp reads its slot's input into
+// registers once (qd_lane_input) for all its rows, the same sums.
+template <typename Q, bool G, bool HELD = false>
 __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                          float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
                                          int k, int stride, int offset, int x_tok, int x_slot,
@@ -577,6 +595,28 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
                     : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
     const int v = G ? t * k + s : s;
+    if constexpr (HELD) {
+        if (s < k) {
+            QdLaneIn in;
+            qd_lane_input(q, v, in);
+            int i = 0;
+            for (; i + 1 < nv; i += 2) {
+                float v1, v2;
+                qd_row2_held<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, in, q.P, &v1, &v2);
+                if (threadIdx.x % WARP == 0) {
+                    e[s][i] = v1;
+                    e[s][i + 1] = v2;
+                }
+            }
+            if (i < nv) {
+                const float o = qd_row_held<Q>(r + (size_t)i * row_bytes, in, q.P);
+                if (threadIdx.x % WARP == 0) e[s][i] = o;
+            }
+        }
+        __syncthreads();
+        qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
+        return;
+    }
     if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
@@ -718,6 +758,16 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                                int off_u, int x_tok, int x_slot, int rpw) {                                   \
         grid_dep_wait();                                                                                      \
         qdot_gather_glu_rows_rw<Q>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot, rpw); \
+    }                                                                                                         \
+    /* the experts' down products and the combination, each warp's input held (STRATA_GATHER_RPW) */        \
+    extern "C" __global__ void NAME##_g_gather_combine_held(const unsigned char* w, const float* __restrict__ x, \
+                                                            float* y, int rows, int cols, const int* ids, int k, \
+                                                            int stride, int offset, int x_tok, int x_slot,      \
+                                                            const float* weights, const float* shared,          \
+                                                            const float* sgate, int rpb) {                      \
+        grid_dep_wait();                                                                                      \
+        qdot_gather_combine_rows<Q, true, true>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot,    \
+                                                weights, shared, sgate, rpb);                                 \
     }                                                                                                         \
     /* the window's product by int8 tensor-core sums (qdot_rows_mma; STRATA_QDOT_MMA=1) */                    \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \

@@ -515,17 +515,23 @@ pub fn gather_combine(
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), None)?;
-    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
+    // With STRATA_GATHER_RPW > 1 each warp holds its slot's input in registers for all its rows, and a
+    // block takes more rows (up to qdot.cu's QD_COMBINE_ROWS) to read it fewer times.
+    let rpw = gpu.settings.gather_rpw;
+    let held = g_kernel && rpw > 1 && w.cols <= 32 * 32 * LANE_PIECES;
+    let rpb = if held { (COMBINE_ROWS * rpw).min(16) } else { COMBINE_ROWS };
+    let kinds = if held { "_g_gather_combine_held" } else { ["_gather_combine", "_g_gather_combine"][g_kernel as usize] };
+    let name = name(w.ty, kinds);
     let vectors = if g_kernel { 0 } else { k };
     let (f, cfg) = prepare(
         gpu,
         name,
-        (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1),
+        (g.rows.div_ceil(rpb) as u32, t as u32, 1),
         32 * k as u32,
         inputs_bytes(vectors, w.cols),
         w.cols,
     )?;
-    args.push(Arg::I32(COMBINE_ROWS as i32));
+    args.push(Arg::I32(rpb as i32));
     launch(gpu, &f, name, cfg, &args)
 }
 

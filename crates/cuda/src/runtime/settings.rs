@@ -354,6 +354,17 @@ mod tests {
     }
 
     #[test]
+    fn the_gathers_rows_a_warp_are_1_to_8() {
+        assert_eq!(read(&[]).0.gather_rpw, 1);
+        let (s, notes) = read(&[("STRATA_GATHER_RPW", "4")]);
+        assert_eq!((s.gather_rpw, notes.len()), (4, 0));
+        for bad in ["0", "9", "two"] {
+            let (s, notes) = read(&[("STRATA_GATHER_RPW", bad)]);
+            assert_eq!((s.gather_rpw, notes.len()), (1, 1), "{bad}: {notes:?}");
+        }
+    }
+
+    #[test]
     fn a_misspelt_switch_is_named() {
         let names = ["STRATA_GLU", "STRATA_GLUE", "PATH", "STRATA_REQUIRE_GPU"];
         assert_eq!(Settings::unknown(names.into_iter()), vec!["STRATA_GLUE"]);

@@ -24,13 +24,6 @@
 #ifndef QDOT_WINDOW_SMEM
 #define QDOT_WINDOW_SMEM 0
 #endif
-// QDOT_WINDOW_TG (set by STRATA_QDOT_WINDOW_GROUP: 1, 2 or 4; 8, all of them, by default): a window's
-// dense product (T > 1, not the conv's) takes its tokens in groups of QDOT_WINDOW_TG, a group a block
-// row (blockIdx.y), so a window has more warps at work, each with fewer sums in registers. Each token's
-// sums are qd_row's whatever the group.
-#ifndef QDOT_WINDOW_TG
-#define QDOT_WINDOW_TG 8
-#endif
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
 // The most output rows a block of the fused down product and combination takes (all k slots of one
@@ -254,19 +247,6 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
         if (QDOT_ROW_AHEAD && rpw > 1 && i + 1 < rpw && row + warps < rows)
             prefetch_l2(w + (size_t)(row + warps) * row_bytes, row_bytes, threadIdx.x % WARP, WARP);
         float s[8];
-#if QDOT_WINDOW_TG < 8
-        if constexpr (!ONE && !CONV) {  // the window's tokens v0 .. v0 + n − 1 (blockIdx.y a group)
-            const int v0 = blockIdx.y * QDOT_WINDOW_TG, n = min(QDOT_WINDOW_TG, T - v0);
-            qd_row<Q, QDOT_WINDOW_TG>(w + (size_t)row * row_bytes, q, v0, n, s);
-            if (threadIdx.x % WARP == 0) {
-#pragma unroll
-                for (int t = 0; t < QDOT_WINDOW_TG; ++t) {
-                    if (t < n) y[(size_t)(v0 + t) * rows + row] = s[t];
-                }
-            }
-            continue;
-        }
-#endif
         if (ONE || T == 1) {
             qd_row<Q, 1>(w + (size_t)row * row_bytes, q, 0, 1, s);
         } else {

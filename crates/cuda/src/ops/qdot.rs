@@ -293,9 +293,7 @@ fn dense_launch(
     }
     let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
     let smem = if g { window_smem(gpu, t, w.cols) } else { inputs_bytes(t, w.cols) };
-    // A window's tokens in groups, a group a block row (qdot.cu's QDOT_WINDOW_TG).
-    let groups = if t > 1 { t.div_ceil(gpu.settings.qdot_window_group) as u32 } else { 1 };
-    let (f, cfg) = prepare(gpu, name, (blocks, groups, z), 32 * WARPS, smem, w.cols)?;
+    let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
     let args = [
         Arg::Ptr(w.ptr(gpu)),
         Arg::Ptr(x),

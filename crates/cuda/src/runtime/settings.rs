@@ -44,7 +44,6 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_ONCE", "0: every block of a § qdot product quantizes its own inputs", "on"),
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
-    sw("STRATA_QDOT_WINDOW_GROUP", "tokens a warp of a window's dense § qdot products takes: 1, 2, 4 or 8 (all)", "8"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_GATHER_RPW", "rows a warp of the experts' gate and up gathers takes, the slot's input held in registers (1..8)", "1"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
@@ -110,9 +109,6 @@ pub struct Settings {
     pub qdot_stage: bool,
     pub qdot_mma: bool,
     pub qdot_window_smem: bool,
-    /// `STRATA_QDOT_WINDOW_GROUP`: a window's tokens a warp of its dense § qdot products takes (blocks
-    /// side by side take the others), 1, 2, 4 or 8.
-    pub qdot_window_group: usize,
     /// `STRATA_GATHER_RPW`: rows a warp of the experts' gate and up gathers takes (1: the plain kernel).
     pub gather_rpw: usize,
     pub router_quantize: bool,
@@ -150,11 +146,6 @@ impl Settings {
         let mut notes = Vec::new();
         let mut r = Reader { get, notes: &mut notes };
         let window_smem = r.flag("STRATA_QDOT_WINDOW_SMEM").unwrap_or(false);
-        let window_group = match r.number("STRATA_QDOT_WINDOW_GROUP", 1..=8) {
-            Some(n @ (1 | 2 | 4 | 8)) => n,
-            Some(n) => r.bad("STRATA_QDOT_WINDOW_GROUP", &n.to_string(), 8),
-            None => 8,
-        };
         let s = Settings {
             hc_split: r.number("STRATA_HC_SPLIT", 0..=2).map(|v| v as u8),
             gr_up75: r.flag("STRATA_GR_UP75"),
@@ -183,7 +174,6 @@ impl Settings {
             qdot_stage: r.on("STRATA_QDOT_STAGE"),
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
-            qdot_window_group: window_group,
             gather_rpw: r.number("STRATA_GATHER_RPW", 1..=8).unwrap_or(1),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
@@ -205,13 +195,9 @@ impl Settings {
                     r.notes
                         .push(format!("STRATA_DEFINES: `{b}` is not NAME or NAME=VALUE (letters, digits, _); ignored"));
                 }
-                // Compile-time forms of the § qdot kernels (qdot.cu's QDOT_WINDOW_SMEM, QDOT_WINDOW_TG), so
-                // that without the settings the kernels are the ones checked on a device.
-                let smem = if window_smem { "#define QDOT_WINDOW_SMEM 1\n" } else { "" };
-                match window_group {
-                    8 => text + smem,
-                    n => text + smem + &format!("#define QDOT_WINDOW_TG {n}\n"),
-                }
+                // The compile-time form of the § qdot kernels (qdot.cu's QDOT_WINDOW_SMEM), so that without
+                // the setting the kernels are the ones checked on a device.
+                text + if window_smem { "#define QDOT_WINDOW_SMEM 1\n" } else { "" }
             },
             profile: match r.text("STRATA_PROFILE").as_deref() {
                 None | Some("0") => None,
@@ -339,16 +325,8 @@ mod tests {
     }
 
     #[test]
-    fn the_window_group_is_a_setting_and_a_kernel_macro() {
-        let (s, notes) = read(&[("STRATA_QDOT_WINDOW_GROUP", "2")]);
-        assert_eq!(s.qdot_window_group, 2);
-        assert!(s.defines.contains("#define QDOT_WINDOW_TG 2\n") && notes.is_empty(), "{:?} {notes:?}", s.defines);
-        for bad in ["3", "0", "9", "x"] {
-            let (s, notes) = read(&[("STRATA_QDOT_WINDOW_GROUP", bad)]);
-            assert_eq!((s.qdot_window_group, s.defines.as_str()), (8, ""), "{bad}");
-            assert_eq!(notes.len(), 1, "{bad}: {notes:?}");
-        }
-        assert_eq!(read(&[]).0.qdot_window_group, 8);
+    fn the_window_smem_is_a_setting_and_a_kernel_macro() {
+        assert_eq!(read(&[]).0.defines, "");
         let (s, _) = read(&[("STRATA_QDOT_WINDOW_SMEM", "1")]);
         assert!(s.qdot_window_smem && s.defines == "#define QDOT_WINDOW_SMEM 1\n", "{:?}", s.defines);
     }

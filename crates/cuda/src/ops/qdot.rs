@@ -518,7 +518,8 @@ pub fn gather_combine(
     let rpw = gpu.settings.gather_rpw;
     let held = g_kernel && rpw > 1 && w.cols <= 32 * 32 * LANE_PIECES;
     let rpb = if held { (COMBINE_ROWS * rpw).min(16) } else { COMBINE_ROWS };
-    let kinds = if held { "_g_gather_combine_held" } else { ["_gather_combine", "_g_gather_combine"][g_kernel as usize] };
+    let kinds =
+        if held { "_g_gather_combine_held" } else { ["_gather_combine", "_g_gather_combine"][g_kernel as usize] };
     let name = name(w.ty, kinds);
     let vectors = if g_kernel { 0 } else { k };
     let (f, cfg) = prepare(

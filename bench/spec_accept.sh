@@ -3,7 +3,8 @@
 # first words as a prompt, greedy, 64 tokens, for each number of drafts; the acceptance by draft position,
 # tokens a verify pass (the tokens after each run's first, which the prompt's pass gives), and the decode
 # rate against plain decoding (--spec 0) over the same prompts.
-# Usage: bench/spec_accept.sh [DEVICE (cpu)] — PROMPTS (24), N_LIST ("1 2 3 4 7"), STRATA_BIN.
+# Usage: bench/spec_accept.sh [DEVICE (cpu)] — PROMPTS (24), N_LIST ("1 2 3 4 7"), STRATA_BIN, and
+# DRAFT_VOCAB (K: drafts choose among the vocabulary's first K tokens; the text is the same).
 set -uo pipefail
 bin=${STRATA_BIN:-target/release/strata}
 device=${1:-cpu}
@@ -11,11 +12,11 @@ t=$(mktemp -d)
 # The first line of each fortune, its first six words.
 awk 'BEGIN { RS = "%\n" } { split($0, l, "\n"); n = split(l[1], w, " "); s = ""; for (i = 1; i <= n && i <= 6; i++) s = s (i > 1 ? " " : "") w[i]; if (s != "") print s }' \
   fixtures/fortunes/heldout.txt | head -n ${PROMPTS:-24} > $t/prompts.txt
-echo "$(wc -l < $t/prompts.txt) prompts; $($bin --version); device $device; $(date -u +%F)"
+echo "$(wc -l < $t/prompts.txt) prompts; $($bin --version); device $device; draft vocabulary $([ "${DRAFT_VOCAB:-0}" = 0 ] && echo all || echo "the first $DRAFT_VOCAB"); $(date -u +%F)"
 for n in 0 ${N_LIST:-1 2 3 4 7}; do
   : > $t/runs.txt
   while read -r p; do
-    $bin run --device $device -p "$p" -n 64 --ignore-eos --spec $n 2>&1 >/dev/null | grep -E "^(speculation|prompt):" >> $t/runs.txt
+    $bin run --device $device -p "$p" -n 64 --ignore-eos --spec $n --draft-vocab ${DRAFT_VOCAB:-0} 2>&1 >/dev/null | grep -E "^(speculation|prompt):" >> $t/runs.txt
   done < $t/prompts.txt
   # Totals: decode tokens and seconds; passes; per position accepted/drafted.
   awk -v n=$n '

@@ -557,7 +557,7 @@ __device__ __forceinline__ void qd_combine(const float (*e)[QD_COMBINE_ROWS], in
 // memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
 // fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine. With G, x holds the quantized inputs of
 // every slot (t·k + s).
-// HELD (`_g_gather_combine_held`, STRATA_GATHER_RPW > 1; G only): each warp reads its slot's input into
+// HELD (`_g_gather_combine_held`, STRATA_COMBINE_HELD=1; G only): each warp reads its slot's input into
 // registers once (qd_lane_input) for all its rows, the same sums.
 template <typename Q, bool G, bool HELD = false>
 __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
@@ -739,7 +739,7 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         grid_dep_wait();                                                                                      \
         qdot_gather_glu_rows_rw<Q>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot, rpw); \
     }                                                                                                         \
-    /* the experts' down products and the combination, each warp's input held (STRATA_GATHER_RPW) */        \
+    /* the experts' down products and the combination, each warp's input held (STRATA_COMBINE_HELD) */      \
     extern "C" __global__ void NAME##_g_gather_combine_held(const unsigned char* w, const float* __restrict__ x, \
                                                             float* y, int rows, int cols, const int* ids, int k, \
                                                             int stride, int offset, int x_tok, int x_slot,      \

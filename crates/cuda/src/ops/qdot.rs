@@ -513,11 +513,10 @@ pub fn gather_combine(
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), None)?;
-    // With STRATA_GATHER_RPW > 1 each warp holds its slot's input in registers for all its rows, and a
-    // block takes more rows (up to qdot.cu's QD_COMBINE_ROWS) to read it fewer times.
-    let rpw = gpu.settings.gather_rpw;
-    let held = g_kernel && rpw > 1 && w.cols <= 32 * 32 * LANE_PIECES;
-    let rpb = if held { (COMBINE_ROWS * rpw).min(16) } else { COMBINE_ROWS };
+    // With STRATA_COMBINE_HELD=1 each warp holds its slot's input in registers for all its rows, and a
+    // block takes twice the rows (qdot.cu's QD_COMBINE_ROWS) to read it half as often.
+    let held = g_kernel && gpu.settings.combine_held && w.cols <= 32 * 32 * LANE_PIECES;
+    let rpb = if held { 2 * COMBINE_ROWS } else { COMBINE_ROWS };
     let kinds =
         if held { "_g_gather_combine_held" } else { ["_gather_combine", "_g_gather_combine"][g_kernel as usize] };
     let name = name(w.ty, kinds);

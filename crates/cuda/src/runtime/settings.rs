@@ -46,6 +46,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_GATHER_RPW", "rows a warp of the experts' gate and up gathers takes, the slot's input held in registers (1..8)", "1"),
+    sw("STRATA_COMBINE_HELD", "1: the experts' down products with the combination hold each slot's input in registers, 16 rows a block", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
@@ -111,6 +112,9 @@ pub struct Settings {
     pub qdot_window_smem: bool,
     /// `STRATA_GATHER_RPW`: rows a warp of the experts' gate and up gathers takes (1: the plain kernel).
     pub gather_rpw: usize,
+    /// `STRATA_COMBINE_HELD=1`: the experts' down products with the combination hold each slot's input
+    /// in registers for all their rows.
+    pub combine_held: bool,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -175,6 +179,7 @@ impl Settings {
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             gather_rpw: r.number("STRATA_GATHER_RPW", 1..=8).unwrap_or(1),
+            combine_held: r.flag("STRATA_COMBINE_HELD").unwrap_or(false),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -340,6 +345,7 @@ mod tests {
             let (s, notes) = read(&[("STRATA_GATHER_RPW", bad)]);
             assert_eq!((s.gather_rpw, notes.len()), (1, 1), "{bad}: {notes:?}");
         }
+        assert!(!read(&[]).0.combine_held && read(&[("STRATA_COMBINE_HELD", "1")]).0.combine_held);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 # experts' gate and up gathers with 2 and with 4 rows a warp, STRATA_GATHER_RPW, and the down products
 # holding their inputs, STRATA_COMBINE_HELD). The tests take
 # about 110 s a variant and the bench about 60 s a setting, so three variants fit one call; run it again
-# with other TRIES for more. Carry .dev/{strata,gpu_parity}.xz built at the same
+# with other TRIES for more, or with PARITY=0 for the bench alone. Carry .dev/{strata,gpu_parity}.xz built at the same
 # commit. Logs in $OUT: tries-tests.log, spec_bench.log.
 set -uo pipefail
 out=${OUT:-/tmp}
@@ -14,7 +14,9 @@ chmod +x .dev/strata .dev/gpu_parity 2>/dev/null
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
 tries=${TRIES:-"STRATA_GATHER_RPW=2;STRATA_GATHER_RPW=4;STRATA_COMBINE_HELD=1"}
 IFS=';' read -ra variants <<< "$tries"
+# PARITY=0: the bench alone (time every variant in one call, then check the one worth keeping).
 for v in "${variants[@]}"; do
+  [ "${PARITY:-1}" = 0 ] && break
   echo "== gpu_parity under $v $(date +%T)" >> $out/tries-tests.log
   env $v timeout ${T_TESTS:-130} bash bench/gpu_tests.sh >> $out/tries-tests.log 2>&1
   echo "$v: $(grep -E 'test result' $out/tries-tests.log | tail -1)"

@@ -575,33 +575,20 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
                     : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
     const int v = G ? t * k + s : s;
+    QdLaneIn in;  // HELD: the slot's input, read once for all the warp's rows
     if constexpr (HELD) {
-        if (s < k) {
-            QdLaneIn in;
-            qd_lane_input(q, v, in);
-            int i = 0;
-            for (; i + 1 < nv; i += 2) {
-                float v1, v2;
-                qd_row2_held<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, in, q.P, &v1, &v2);
-                if (threadIdx.x % WARP == 0) {
-                    e[s][i] = v1;
-                    e[s][i + 1] = v2;
-                }
-            }
-            if (i < nv) {
-                const float o = qd_row_held<Q>(r + (size_t)i * row_bytes, in, q.P);
-                if (threadIdx.x % WARP == 0) e[s][i] = o;
-            }
-        }
-        __syncthreads();
-        qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
-        return;
+        if (s < k) qd_lane_input(q, v, in);
     }
     if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
             float v1, v2;
-            qd_row2<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, q, v, &v1, &v2);
+            const unsigned char *r1 = r + (size_t)i * row_bytes, *r2 = r + (size_t)(i + 1) * row_bytes;
+            if constexpr (HELD) {
+                qd_row2_held<Q>(r1, r2, in, q.P, &v1, &v2);
+            } else {
+                qd_row2<Q>(r1, r2, q, v, &v1, &v2);
+            }
             if (threadIdx.x % WARP == 0) {
                 e[s][i] = v1;
                 e[s][i + 1] = v2;
@@ -609,7 +596,11 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
         }
         if (i < nv) {
             float o;
-            qd_row<Q, 1>(r + (size_t)i * row_bytes, q, v, 1, &o);
+            if constexpr (HELD) {
+                o = qd_row_held<Q>(r + (size_t)i * row_bytes, in, q.P);
+            } else {
+                qd_row<Q, 1>(r + (size_t)i * row_bytes, q, v, 1, &o);
+            }
             if (threadIdx.x % WARP == 0) e[s][i] = o;
         }
     }

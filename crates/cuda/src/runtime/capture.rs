@@ -58,9 +58,10 @@ impl StepGraph {
         Ok(g)
     }
 
-    /// The kernel nodes whose launch differs from `ops` set anew (the next launch runs them); their names.
-    pub(crate) fn update(&mut self, ops: Vec<Op>) -> Result<Vec<&'static str>, CudaError> {
-        let mut n = Vec::new();
+    /// The kernel nodes whose launch differs from `ops` set anew (the next launch runs them), each one's
+    /// name told to `updated`; how many.
+    pub(crate) fn update(&mut self, ops: Vec<Op>, updated: &mut dyn FnMut(&'static str)) -> Result<u64, CudaError> {
+        let mut n = 0;
         for (i, op) in ops.into_iter().enumerate() {
             if self.ops[i].same_launch(&op) {
                 continue;
@@ -80,7 +81,8 @@ impl StepGraph {
                 unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.exec, self.nodes[i], &p) }
                     .result()
                     .check("updating a step's kernel")?;
-                n.push(*name);
+                updated(name);
+                n += 1;
             }
             self.ops[i] = op;
         }

@@ -354,11 +354,14 @@ impl Gpu {
         let captured = found.is_none();
         let exec = match found {
             Some(i) => {
-                let updated = r.graphs[i].update(ops)?;
-                r.stats.updated_kernels += updated.len() as u64;
-                if let Some(h) = r.host.as_mut() {
-                    h.updated(&updated);
-                }
+                let rec = &mut *r;
+                let mut host = rec.host.as_mut();
+                let updated = rec.graphs[i].update(ops, &mut |name| {
+                    if let Some(h) = host.as_mut() {
+                        h.updated(name);
+                    }
+                })?;
+                r.stats.updated_kernels += updated;
                 let g = r.graphs.remove(i); // the most recently used last: dropped last
                 let exec = g.exec;
                 r.graphs.push(g);

@@ -87,12 +87,9 @@ impl HostProfile {
         }
     }
 
-    /// The kernels of the step's graph whose launches were set anew.
-    pub(crate) fn updated(&mut self, names: &[&'static str]) {
-        let t = self.tables.entry(self.current).or_default();
-        for n in names {
-            *t.updated.entry(n).or_default() += 1;
-        }
+    /// A kernel of the step's graph whose launch was set anew.
+    pub(crate) fn updated(&mut self, name: &'static str) {
+        *self.tables.entry(self.current).or_default().updated.entry(name).or_default() += 1;
     }
 
     fn add(&mut self, name: &str) {
@@ -168,7 +165,9 @@ mod tests {
             p.op(&Op::Copy { dst: 0, src: 8, bytes: 4 });
             p.end();
         }
-        p.updated(&["attend", "attend", "rope"]);
+        for name in ["attend", "attend", "rope"] {
+            p.updated(name);
+        }
         p.graph_time(std::time::Duration::from_micros(100), false);
         p.graph_time(std::time::Duration::from_micros(200), true);
         p.begin(); // no kind said: kept apart

@@ -24,6 +24,13 @@
 #ifndef QDOT_WINDOW_SMEM
 #define QDOT_WINDOW_SMEM 0
 #endif
+// Blocks a multiprocessor the narrow window kernels are bounded to (their registers: 65,536 / (256·n)).
+#ifndef QD_W2_BLOCKS
+#define QD_W2_BLOCKS 5
+#endif
+#ifndef QD_W4_BLOCKS
+#define QD_W4_BLOCKS 4
+#endif
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
 // The most output rows a block of the fused down product and combination takes (all k slots of one
@@ -209,7 +216,9 @@ struct QdConv {
     const float* taps;
     float* slots;  // a verify window's rewind slots (ConvFrames::keep_slot), or none
 };
-template <typename Q, bool ONE, bool G, bool CONV = false>
+// TMAX: the most tokens a window kernel takes (2 and 4 for the narrow `_g_w2`/`_g_w4` kernels, whose
+// fewer sums a lane leave registers for more blocks a multiprocessor; the same sums in the same order).
+template <typename Q, bool ONE, bool G, bool CONV = false, int TMAX = 8>
 __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
                           int rows, int cols, int T, int rpw, QdConv cv = {}) {
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
@@ -250,7 +259,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
         if (ONE || T == 1) {
             qd_row<Q, 1>(w + (size_t)row * row_bytes, q, 0, 1, s);
         } else {
-            qd_row<Q, 8>(w + (size_t)row * row_bytes, q, 0, T, s);
+            qd_row<Q, TMAX>(w + (size_t)row * row_bytes, q, 0, T, s);
         }
         if (threadIdx.x % WARP == 0) {
             if constexpr (CONV) {
@@ -721,6 +730,19 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
                       int T, float* tail, const float* taps, float* slots) {                                  \
         qdot_rows<Q, false, true, true>(w, x, y, rows, cols, T, 1, QdConv{tail, taps, slots});                \
+    }                                                                                                         \
+    /* the narrow window kernels (STRATA_QDOT_NARROW): T <= 2 and T <= 4, bounded to more blocks */         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, QD_W2_BLOCKS)                               \
+        NAME##_g_w2(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, \
+                    int rpw, const unsigned char* w2, float* y2) {                                            \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows<Q, false, true, false, 2>(w, x, y, rows, cols, T, rpw);                                     \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, QD_W4_BLOCKS)                               \
+        NAME##_g_w4(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, \
+                    int rpw, const unsigned char* w2, float* y2) {                                            \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows<Q, false, true, false, 4>(w, x, y, rows, cols, T, rpw);                                     \
     }                                                                                                         \
     /* the experts' gate and up with rpw rows a warp (qdot_gather_glu_rows_rw; STRATA_GATHER_RPW) */          \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \

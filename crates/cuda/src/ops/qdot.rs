@@ -225,6 +225,17 @@ fn prepare(
     Ok((f, LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 }))
 }
 
+/// The dense window kernel of `kinds` (T ≤ 2, T ≤ 4, T ≤ 8) for `t` tokens: the narrow ones with
+/// `STRATA_QDOT_NARROW=1`, else the last. The same sums in the same order.
+fn narrow(gpu: &Gpu, t: usize, kinds: [&'static str; 3]) -> &'static str {
+    match t {
+        _ if !gpu.settings.qdot_narrow => kinds[2],
+        0..=2 => kinds[0],
+        3..=4 => kinds[1],
+        _ => kinds[2],
+    }
+}
+
 /// Rows a warp of the dense kernel takes: one, unless the product has rows for more than 32 blocks a
 /// multiprocessor, then up to 8 (each block quantizes the input, so fewer blocks do that less often).
 fn rows_per_warp(rows: usize, sms: usize) -> usize {
@@ -272,7 +283,10 @@ fn dense_launch(
     t: usize,
 ) -> Result<(), CudaError> {
     let z = if second.is_some() { 2 } else { 1 };
-    let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
+    let rpw = match gpu.settings.qdot_window_rpw {
+        Some(n) if g && t > 1 => n,
+        _ => rows_per_warp(w.rows, gpu.sm_count as usize),
+    };
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
@@ -291,7 +305,11 @@ fn dense_launch(
         let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
     }
-    let name = name(w.ty, if t == 1 { ["_one", "_g_one"][g as usize] } else { ["", "_g"][g as usize] });
+    let name = match (t, g) {
+        (1, g) => name(w.ty, ["_one", "_g_one"][g as usize]),
+        (_, false) => name(w.ty, ""),
+        (t, true) => name(w.ty, narrow(gpu, t, ["_g_w2", "_g_w4", "_g"])),
+    };
     let smem = if g { window_smem(gpu, t, w.cols) } else { inputs_bytes(t, w.cols) };
     let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
     let args = [

@@ -115,6 +115,11 @@ pub struct Settings {
     /// `STRATA_COMBINE_HELD=1`: the experts' down products with the combination hold each slot's input
     /// in registers for all their rows.
     pub combine_held: bool,
+    /// `STRATA_QDOT_NARROW=1`: windows of T ≤ 2 and T ≤ 4 run the dense kernels compiled for that many
+    /// tokens (`_g_w2`, `_g_w4`), bounded to more blocks a multiprocessor.
+    pub qdot_narrow: bool,
+    /// `STRATA_QDOT_WINDOW_RPW`: rows a warp of a window's dense products (None: as a single token's).
+    pub qdot_window_rpw: Option<usize>,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -180,6 +185,8 @@ impl Settings {
             qdot_window_smem: window_smem,
             gather_rpw: r.number("STRATA_GATHER_RPW", 1..=8).unwrap_or(1),
             combine_held: r.flag("STRATA_COMBINE_HELD").unwrap_or(false),
+            qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
+            qdot_window_rpw: r.number("STRATA_QDOT_WINDOW_RPW", 1..=8),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),

@@ -26,7 +26,11 @@
 #endif
 // Blocks a multiprocessor the narrow window kernels are bounded to (their registers: 65,536 / (256·n)).
 #ifndef QD_W2_BLOCKS
+#if QDOT_WINDOW_SMEM
+#define QD_W2_BLOCKS 4  // the staged inputs' addressing takes the registers a fifth block would need
+#else
 #define QD_W2_BLOCKS 5
+#endif
 #endif
 #ifndef QD_W4_BLOCKS
 #define QD_W4_BLOCKS 4

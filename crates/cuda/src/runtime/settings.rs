@@ -47,6 +47,8 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_GATHER_RPW", "rows a warp of the experts' gate and up gathers takes, the slot's input held in registers (1..8)", "1"),
     sw("STRATA_COMBINE_HELD", "1: the experts' down products with the combination hold each slot's input in registers, 16 rows a block", "off"),
+    sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
+    sw("STRATA_QDOT_WINDOW_RPW", "rows a warp of a window's dense § qdot products (1..8)", "as a single token's"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
@@ -353,6 +355,18 @@ mod tests {
             assert_eq!((s.gather_rpw, notes.len()), (1, 1), "{bad}: {notes:?}");
         }
         assert!(!read(&[]).0.combine_held && read(&[("STRATA_COMBINE_HELD", "1")]).0.combine_held);
+    }
+
+    #[test]
+    fn the_narrow_window_kernels_and_their_rows_a_warp_are_settings() {
+        let (s, _) = read(&[]);
+        assert!(!s.qdot_narrow && s.qdot_window_rpw.is_none());
+        let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1"), ("STRATA_QDOT_WINDOW_RPW", "2")]);
+        assert_eq!((s.qdot_narrow, s.qdot_window_rpw, notes.len()), (true, Some(2), 0));
+        for bad in ["0", "9", "two"] {
+            let (s, notes) = read(&[("STRATA_QDOT_WINDOW_RPW", bad)]);
+            assert_eq!((s.qdot_window_rpw, notes.len()), (None, 1), "{bad}: {notes:?}");
+        }
     }
 
     #[test]

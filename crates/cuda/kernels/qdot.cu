@@ -26,8 +26,8 @@
 #endif
 // Blocks a multiprocessor the narrow window kernels are bounded to (their registers: 65,536 / (256·n)).
 #ifndef QD_W2_BLOCKS
-#if QDOT_WINDOW_SMEM
-#define QD_W2_BLOCKS 4  // the staged inputs' addressing takes the registers a fifth block would need
+#if QDOT_WINDOW_SMEM || !QDOT_ROW_AHEAD
+#define QD_W2_BLOCKS 4  // these variants' addressing takes the registers a fifth block would need (spills)
 #else
 #define QD_W2_BLOCKS 5
 #endif

@@ -2,8 +2,7 @@
 # One device call for the window kernels' opt-in variants (docs/SPECULATION.md, "Where the figures
 # stand"): every GPU parity test under each variant, then `strata bench spec` at 4K under the default
 # and each variant in turn (A/B in one call). TRIES lists the variants, `;` between them (default: the
-# experts' gate and up gathers with 2 and with 4 rows a warp, STRATA_GATHER_RPW, and the down products
-# holding their inputs, STRATA_COMBINE_HELD). The tests take
+# narrow window kernels, STRATA_QDOT_NARROW=1, twice, interleaved with the default). The tests take
 # about 110 s a variant and the bench about 60 s a setting, so three variants fit one call; run it again
 # with other TRIES for more, or with PARITY=0 for the bench alone. Carry .dev/{strata,gpu_parity}.xz built at the same
 # commit. Logs in $OUT: tries-tests.log, spec_bench.log.
@@ -12,7 +11,7 @@ out=${OUT:-/tmp}
 for f in .dev/*.xz; do xz -dkf "$f"; done
 chmod +x .dev/strata .dev/gpu_parity 2>/dev/null
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
-tries=${TRIES:-"STRATA_GATHER_RPW=2;STRATA_GATHER_RPW=4;STRATA_COMBINE_HELD=1"}
+tries=${TRIES:-"STRATA_QDOT_NARROW=1;STRATA_QDOT_NARROW=0;STRATA_QDOT_NARROW=1"}
 IFS=';' read -ra variants <<< "$tries"
 # PARITY=0: the bench alone (time every variant in one call, then check the one worth keeping).
 for v in "${variants[@]}"; do

@@ -454,103 +454,6 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
     if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
 }
 
-// A lane's pieces of one quantized input held in registers (lane L: pieces L, L + 32, …, at most
-// QD_LANE_PIECES of them: inputs of up to 32·32·QD_LANE_PIECES values), so that a warp taking several
-// rows reads the input once, not once a row. The rows-per-warp gathers (`_g_gather_glu_rw`) use them.
-#define QD_LANE_PIECES 4
-struct QdLaneIn {
-    int a[QD_LANE_PIECES][8];
-    int2 h[QD_LANE_PIECES];
-    float d[QD_LANE_PIECES];
-};
-
-__device__ __forceinline__ void qd_lane_input(const QIn& q, int v, QdLaneIn& in) {
-    const int lane = threadIdx.x % WARP;
-#pragma unroll
-    for (int k = 0; k < QD_LANE_PIECES; ++k) {
-        const int j = lane + WARP * k;
-        if (j < q.P) {
-            const int i = v * q.P + j;
-            const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
-            const int4 c0 = a4[0], c1 = a4[1];
-            in.a[k][0] = c0.x, in.a[k][1] = c0.y, in.a[k][2] = c0.z, in.a[k][3] = c0.w;
-            in.a[k][4] = c1.x, in.a[k][5] = c1.y, in.a[k][6] = c1.z, in.a[k][7] = c1.w;
-            in.h[k] = q.sum[i];
-            in.d[k] = q.d[i];
-        }
-    }
-}
-
-// qd_row2 over an input held in registers (qd_lane_input): the same pieces in the same order from +0,
-// the same butterfly, so the same sums.
-template <typename Q>
-__device__ __forceinline__ void qd_row2_held(const unsigned char* __restrict__ r1, const unsigned char* __restrict__ r2,
-                                             const QdLaneIn& in, int P, float* o1, float* o2) {
-    float a1 = 0.0f, a2 = 0.0f;
-#pragma unroll
-    for (int k = 0; k < QD_LANE_PIECES; ++k) {
-        const int j = threadIdx.x % WARP + WARP * k;
-        if (j < P) {
-            const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-            const int p = QBLOCK * j % Q::BS / QBLOCK;
-            const float v1 = Q::value(r1 + at, p, in.a[k], in.h[k].x, in.h[k].y, in.d[k]);
-            const float v2 = Q::value(r2 + at, p, in.a[k], in.h[k].x, in.h[k].y, in.d[k]);
-            a1 = __fadd_rn(a1, v1);
-            a2 = __fadd_rn(a2, v2);
-        }
-    }
-    *o1 = warp_butterfly(a1);
-    *o2 = warp_butterfly(a2);
-}
-
-// qd_row<Q, 1> over an input held in registers: the same sum.
-template <typename Q>
-__device__ __forceinline__ float qd_row_held(const unsigned char* __restrict__ r, const QdLaneIn& in, int P) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int k = 0; k < QD_LANE_PIECES; ++k) {
-        const int j = threadIdx.x % WARP + WARP * k;
-        if (j < P) {
-            const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-            const int p = QBLOCK * j % Q::BS / QBLOCK;
-            acc = __fadd_rn(acc, Q::value(r + at, p, in.a[k], in.h[k].x, in.h[k].y, in.d[k]));
-        }
-    }
-    return warp_butterfly(acc);
-}
-
-// qdot_gather_glu_rows with rpw rows a warp (STRATA_GATHER_RPW): the slot's input read into registers
-// once, then rows (blockIdx.x·rpw + i)·warps + w for i < rpw, each as qdot_gather_glu_rows makes it. For
-// windows, where each slot's input is one token's and the experts' gathers are bound by issuing
-// instructions (the input's loads were as many as the weights' a row).
-template <typename Q>
-__device__ void qdot_gather_glu_rows_rw(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
-                                        const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
-                                        const int* __restrict__ ids, int k, int stride, int off_g, int off_u,
-                                        int x_tok, int x_slot, int rpw) {
-    const int ts = blockIdx.y, warps = blockDim.x / WARP, w = threadIdx.x / WARP;
-    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
-    const int first = blockIdx.x * rpw * warps + w;
-    if (first < rows) {  // the warp's first rows' lines asked for before the input is read
-        prefetch_l2(wg + (e + off_g + first) * row_bytes, row_bytes, threadIdx.x % WARP, WARP);
-        prefetch_l2(wu + (e + off_u + first) * row_bytes, row_bytes, threadIdx.x % WARP, WARP);
-    }
-    const QIn q = qd_slot_input<Q, true>(x, cols, k, x_tok, x_slot);
-    QdLaneIn in;
-    qd_lane_input(q, 0, in);
-    for (int i = 0; i < rpw; ++i) {
-        const int row = first + i * warps;
-        if (row >= rows) return;
-        if (i + 1 < rpw && row + warps < rows) {
-            prefetch_l2(wg + (e + off_g + row + warps) * row_bytes, row_bytes, threadIdx.x % WARP, WARP);
-            prefetch_l2(wu + (e + off_u + row + warps) * row_bytes, row_bytes, threadIdx.x % WARP, WARP);
-        }
-        float g, u;
-        qd_row2_held<Q>(wg + (e + off_g + row) * row_bytes, wu + (e + off_u + row) * row_bytes, in, q.P, &g, &u);
-        if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
-    }
-}
-
 // The MoE combination of a block's nv output rows (from row) of token t, once every slot's outputs are in
 // e[slot][d]: y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
 // fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine.
@@ -570,9 +473,7 @@ __device__ __forceinline__ void qd_combine(const float (*e)[QD_COMBINE_ROWS], in
 // memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
 // fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine. With G, x holds the quantized inputs of
 // every slot (t·k + s).
-// HELD (`_g_gather_combine_held`, STRATA_COMBINE_HELD=1; G only): each warp reads its slot's input into
-// registers once (qd_lane_input) for all its rows, the same sums.
-template <typename Q, bool G, bool HELD = false>
+template <typename Q, bool G>
 __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                          float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
                                          int k, int stride, int offset, int x_tok, int x_slot,
@@ -588,20 +489,11 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
                     : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
     const int v = G ? t * k + s : s;
-    QdLaneIn in;  // HELD: the slot's input, read once for all the warp's rows
-    if constexpr (HELD) {
-        if (s < k) qd_lane_input(q, v, in);
-    }
     if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
             float v1, v2;
-            const unsigned char *r1 = r + (size_t)i * row_bytes, *r2 = r + (size_t)(i + 1) * row_bytes;
-            if constexpr (HELD) {
-                qd_row2_held<Q>(r1, r2, in, q.P, &v1, &v2);
-            } else {
-                qd_row2<Q>(r1, r2, q, v, &v1, &v2);
-            }
+            qd_row2<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, q, v, &v1, &v2);
             if (threadIdx.x % WARP == 0) {
                 e[s][i] = v1;
                 e[s][i + 1] = v2;
@@ -609,11 +501,7 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
         }
         if (i < nv) {
             float o;
-            if constexpr (HELD) {
-                o = qd_row_held<Q>(r + (size_t)i * row_bytes, in, q.P);
-            } else {
-                qd_row<Q, 1>(r + (size_t)i * row_bytes, q, v, 1, &o);
-            }
+            qd_row<Q, 1>(r + (size_t)i * row_bytes, q, v, 1, &o);
             if (threadIdx.x % WARP == 0) e[s][i] = o;
         }
     }
@@ -747,24 +635,6 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                     int rpw, const unsigned char* w2, float* y2) {                                            \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows<Q, false, true, false, 4>(w, x, y, rows, cols, T, rpw);                                     \
-    }                                                                                                         \
-    /* the experts' gate and up with rpw rows a warp (qdot_gather_glu_rows_rw; STRATA_GATHER_RPW) */          \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
-        NAME##_g_gather_glu_rw(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,  \
-                               float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,    \
-                               int off_u, int x_tok, int x_slot, int rpw) {                                   \
-        grid_dep_wait();                                                                                      \
-        qdot_gather_glu_rows_rw<Q>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot, rpw); \
-    }                                                                                                         \
-    /* the experts' down products and the combination, each warp's input held (STRATA_COMBINE_HELD) */      \
-    extern "C" __global__ void NAME##_g_gather_combine_held(const unsigned char* w, const float* __restrict__ x, \
-                                                            float* y, int rows, int cols, const int* ids, int k, \
-                                                            int stride, int offset, int x_tok, int x_slot,      \
-                                                            const float* weights, const float* shared,          \
-                                                            const float* sgate, int rpb) {                      \
-        grid_dep_wait();                                                                                      \
-        qdot_gather_combine_rows<Q, true, true>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot,    \
-                                                weights, shared, sgate, rpb);                                 \
     }                                                                                                         \
     /* the window's product by int8 tensor-core sums (qdot_rows_mma; STRATA_QDOT_MMA=1) */                    \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \

@@ -283,10 +283,7 @@ fn dense_launch(
     t: usize,
 ) -> Result<(), CudaError> {
     let z = if second.is_some() { 2 } else { 1 };
-    let rpw = match gpu.settings.qdot_window_rpw {
-        Some(n) if g && t > 1 => n,
-        _ => rows_per_warp(w.rows, gpu.sm_count as usize),
-    };
+    let rpw = rows_per_warp(w.rows, gpu.sm_count as usize);
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
@@ -489,9 +486,6 @@ pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, a
     launch(gpu, &f, name, cfg, &args)
 }
 
-/// The pieces of 32 values a lane of the rows-per-warp gathers holds (qdot.cu's QD_LANE_PIECES).
-const LANE_PIECES: usize = 4;
-
 /// The experts' gate and up products with the activation (matvec.rs `matvec_gather_glu`'s arguments); `xq`:
 /// each token's input already quantized ([`router_quantize`]).
 pub fn gather_glu(
@@ -504,15 +498,6 @@ pub fn gather_glu(
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?;
-    let rpw = gpu.settings.gather_rpw;
-    if g_kernel && rpw > 1 && w.cols <= 32 * 32 * LANE_PIECES {
-        // Several rows a warp, the slot's input held in registers (qdot.cu's `_g_gather_glu_rw`).
-        let name = name(w.ty, "_g_gather_glu_rw");
-        let grid = ((g.rows as u32).div_ceil(WARPS * rpw as u32), slots as u32, 1);
-        let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, 0, w.cols)?;
-        args.push(Arg::I32(rpw as i32));
-        return launch(gpu, &f, name, cfg, &args);
-    }
     let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;
@@ -531,23 +516,17 @@ pub fn gather_combine(
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), None)?;
-    // With STRATA_COMBINE_HELD=1 each warp holds its slot's input in registers for all its rows, and a
-    // block takes twice the rows (qdot.cu's QD_COMBINE_ROWS) to read it half as often.
-    let held = g_kernel && gpu.settings.combine_held && w.cols <= 32 * 32 * LANE_PIECES;
-    let rpb = if held { 2 * COMBINE_ROWS } else { COMBINE_ROWS };
-    let kinds =
-        if held { "_g_gather_combine_held" } else { ["_gather_combine", "_g_gather_combine"][g_kernel as usize] };
-    let name = name(w.ty, kinds);
+    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
     let vectors = if g_kernel { 0 } else { k };
     let (f, cfg) = prepare(
         gpu,
         name,
-        (g.rows.div_ceil(rpb) as u32, t as u32, 1),
+        (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1),
         32 * k as u32,
         inputs_bytes(vectors, w.cols),
         w.cols,
     )?;
-    args.push(Arg::I32(rpb as i32));
+    args.push(Arg::I32(COMBINE_ROWS as i32));
     launch(gpu, &f, name, cfg, &args)
 }
 

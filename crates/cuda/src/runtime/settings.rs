@@ -45,10 +45,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
-    sw("STRATA_GATHER_RPW", "rows a warp of the experts' gate and up gathers takes, the slot's input held in registers (1..8)", "1"),
-    sw("STRATA_COMBINE_HELD", "1: the experts' down products with the combination hold each slot's input in registers, 16 rows a block", "off"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
-    sw("STRATA_QDOT_WINDOW_RPW", "rows a warp of a window's dense § qdot products (1..8)", "as a single token's"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
@@ -112,16 +109,9 @@ pub struct Settings {
     pub qdot_stage: bool,
     pub qdot_mma: bool,
     pub qdot_window_smem: bool,
-    /// `STRATA_GATHER_RPW`: rows a warp of the experts' gate and up gathers takes (1: the plain kernel).
-    pub gather_rpw: usize,
-    /// `STRATA_COMBINE_HELD=1`: the experts' down products with the combination hold each slot's input
-    /// in registers for all their rows.
-    pub combine_held: bool,
     /// `STRATA_QDOT_NARROW=1`: windows of T ≤ 2 and T ≤ 4 run the dense kernels compiled for that many
     /// tokens (`_g_w2`, `_g_w4`), bounded to more blocks a multiprocessor.
     pub qdot_narrow: bool,
-    /// `STRATA_QDOT_WINDOW_RPW`: rows a warp of a window's dense products (None: as a single token's).
-    pub qdot_window_rpw: Option<usize>,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -185,10 +175,7 @@ impl Settings {
             qdot_stage: r.on("STRATA_QDOT_STAGE"),
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
-            gather_rpw: r.number("STRATA_GATHER_RPW", 1..=8).unwrap_or(1),
-            combine_held: r.flag("STRATA_COMBINE_HELD").unwrap_or(false),
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
-            qdot_window_rpw: r.number("STRATA_QDOT_WINDOW_RPW", 1..=8),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -346,27 +333,12 @@ mod tests {
     }
 
     #[test]
-    fn the_gathers_rows_a_warp_are_1_to_8() {
-        assert_eq!(read(&[]).0.gather_rpw, 1);
-        let (s, notes) = read(&[("STRATA_GATHER_RPW", "4")]);
-        assert_eq!((s.gather_rpw, notes.len()), (4, 0));
-        for bad in ["0", "9", "two"] {
-            let (s, notes) = read(&[("STRATA_GATHER_RPW", bad)]);
-            assert_eq!((s.gather_rpw, notes.len()), (1, 1), "{bad}: {notes:?}");
-        }
-        assert!(!read(&[]).0.combine_held && read(&[("STRATA_COMBINE_HELD", "1")]).0.combine_held);
-    }
-
-    #[test]
-    fn the_narrow_window_kernels_and_their_rows_a_warp_are_settings() {
-        let (s, _) = read(&[]);
-        assert!(!s.qdot_narrow && s.qdot_window_rpw.is_none());
-        let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1"), ("STRATA_QDOT_WINDOW_RPW", "2")]);
-        assert_eq!((s.qdot_narrow, s.qdot_window_rpw, notes.len()), (true, Some(2), 0));
-        for bad in ["0", "9", "two"] {
-            let (s, notes) = read(&[("STRATA_QDOT_WINDOW_RPW", bad)]);
-            assert_eq!((s.qdot_window_rpw, notes.len()), (None, 1), "{bad}: {notes:?}");
-        }
+    fn the_narrow_window_kernels_are_a_setting() {
+        assert!(!read(&[]).0.qdot_narrow);
+        let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1")]);
+        assert_eq!((s.qdot_narrow, notes.len()), (true, 0));
+        let (s, notes) = read(&[("STRATA_QDOT_NARROW", "yes")]);
+        assert_eq!((s.qdot_narrow, notes.len()), (false, 1), "{notes:?}");
     }
 
     #[test]

@@ -225,14 +225,14 @@ fn prepare(
     Ok((f, LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 }))
 }
 
-/// The dense window kernel of `kinds` (T ≤ 2, T ≤ 4, T ≤ 8) for `t` tokens: the narrow ones with
-/// `STRATA_QDOT_NARROW=1`, else the last. The same sums in the same order.
-fn narrow(gpu: &Gpu, t: usize, kinds: [&'static str; 3]) -> &'static str {
+/// The dense window kernel for `t` tokens over inputs quantized once: the one compiled for T ≤ 2 or
+/// T ≤ 4 with `STRATA_QDOT_NARROW=1`, else the T ≤ 8 one. The same sums in the same order.
+fn window_kind(gpu: &Gpu, t: usize) -> &'static str {
     match t {
-        _ if !gpu.settings.qdot_narrow => kinds[2],
-        0..=2 => kinds[0],
-        3..=4 => kinds[1],
-        _ => kinds[2],
+        _ if !gpu.settings.qdot_narrow => "_g",
+        0..=2 => "_g_w2",
+        3..=4 => "_g_w4",
+        _ => "_g",
     }
 }
 
@@ -305,7 +305,7 @@ fn dense_launch(
     let name = match (t, g) {
         (1, g) => name(w.ty, ["_one", "_g_one"][g as usize]),
         (_, false) => name(w.ty, ""),
-        (t, true) => name(w.ty, narrow(gpu, t, ["_g_w2", "_g_w4", "_g"])),
+        (t, true) => name(w.ty, window_kind(gpu, t)),
     };
     let smem = if g { window_smem(gpu, t, w.cols) } else { inputs_bytes(t, w.cols) };
     let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;

@@ -24,12 +24,16 @@ pub enum BenchCommand {
     /// QSA selection on the GPU as a decode call: scores and top-k µs for Q = 1..QMAX at CTX cells.
     #[command(name = "qsa_select_bench")]
     QsaSelect { ctx: usize, qmax: usize, reps: usize, capacity: usize },
-    /// Each matrix-vector product of the full model's decode step on the GPU (T = 1, weights cold), in every
-    /// layout, against the floor of its bytes at the card's copy rate measured in the same run.
+    /// Each matrix-vector product of the full model's decode step on the GPU (T = 1, or a verify window's
+    /// T with --window; weights cold), in every layout, against the floor of its bytes at the card's copy
+    /// rate measured in the same run.
     #[command(name = "matvec_bench")]
     Matvec {
         #[arg(default_value_t = 50)]
         reps: usize,
+        /// Tokens a call (1..8): a verify window's products; a gather's tokens each take their own experts.
+        #[arg(long, default_value_t = 1)]
+        window: usize,
     },
     /// The bytes one GPU decode step of MODEL reads at a depth of CELLS (every weight it reads, the routed
     /// experts at their share, the KV cells attended and the block keys scored, the GDN states), and
@@ -94,7 +98,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Dequant { elements, ms } => dequant(elements, Duration::from_millis(ms)),
         BenchCommand::FusedGr { iters, tmin, tmax, sets } => fused_gr(iters, tmin, tmax, sets),
         BenchCommand::QsaSelect { ctx, qmax, reps, capacity } => qsa_select(ctx, qmax, reps, capacity),
-        BenchCommand::Matvec { reps } => matvec(reps),
+        BenchCommand::Matvec { reps, window } => matvec(reps, window),
         BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
         BenchCommand::PleRows { model, tokens, rounds, warm } => ple_rows(&model, tokens, rounds, warm),
         BenchCommand::HostQdot { rows, cols, window, ms } => crate::bench_host::run(rows, cols, window, ms),
@@ -149,14 +153,14 @@ fn step_bytes(path: &std::path::Path, cells: usize, kv: strata_model::KvMode, bw
     Ok(())
 }
 
-fn matvec(reps: usize) -> Result<()> {
-    if reps == 0 {
-        anyhow::bail!("matvec_bench REPS: REPS ≥ 1");
+fn matvec(reps: usize, window: usize) -> Result<()> {
+    if reps == 0 || !(1..=8).contains(&window) {
+        anyhow::bail!("matvec_bench REPS [--window T]: REPS ≥ 1, 1 ≤ T ≤ 8");
     }
     let gpu = strata_cuda::Gpu::new(0, crate::env::settings().clone())?;
     let bw = strata_cuda::tools::bench::copy_bandwidth(&gpu, 1024)?;
     println!(
-        "device: {} ({}); copy rate {:.2} TB/s (read + write), {reps} calls each",
+        "device: {} ({}); copy rate {:.2} TB/s (read + write), {reps} calls each, windows of {window}",
         gpu.name,
         gpu.arch_name(),
         bw / 1e12
@@ -165,11 +169,11 @@ fn matvec(reps: usize) -> Result<()> {
     let heads: String = layouts.iter().map(|l| format!(" {} µs |", l.name())).collect();
     println!("| product | type | rows × cols | MB |{heads} floor µs | best × floor | best GB/s | same bits |");
     println!("|---|---|---:|---:|{}---:|---:|---:|---|", "---:|".repeat(layouts.len()));
-    for r in strata_cuda::tools::bench::matvec_bench(&gpu, reps)? {
+    for r in strata_cuda::tools::bench::matvec_bench(&gpu, reps, window)? {
         let best = r.us.iter().copied().fold(f64::INFINITY, f64::min);
         let floor = r.bytes as f64 / bw * 1e6;
         let shape = if r.slots > 0 {
-            format!("{} × {}, {} experts", r.rows, r.cols, r.slots)
+            format!("{} × {}, {} experts", r.rows, r.cols, r.slots * window)
         } else {
             format!("{} × {}", r.rows, r.cols)
         };

@@ -216,7 +216,7 @@ pub struct MatvecRow {
     pub slots: usize,
     /// Weight bytes one call reads.
     pub bytes: usize,
-    /// µs per call at T = 1 in each layout of `Layout::ALL` (cold: weight sets rotated); NaN for a layout
+    /// µs per call at the window's T in each layout of `Layout::ALL` (cold: weight sets rotated); NaN for a layout
     /// not timed (the § qdot types have one kernel, timed in the first column).
     pub us: [f64; crate::ops::layout::Layout::ALL.len()],
     /// Whether every layout wrote the block layout's bits.
@@ -242,17 +242,19 @@ const PRODUCTS: [(&str, strata_gguf::GgmlType, usize, usize, usize); 12] = {
     ]
 };
 
-/// `matvec_bench REPS`: each product of a decode step at T = 1 in every layout, with enough weight sets
-/// (at least 256 MB in all) that every call reads its weights from memory, not the L2.
-pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError> {
+/// `matvec_bench REPS [--window T]`: each product of a decode step for a window of `t` tokens (1: the
+/// step) in every layout, with enough weight sets (at least 256 MB in all) that every call reads its
+/// weights from memory, not the L2. A gather's tokens each take `slots` experts of their own, all
+/// distinct (the synthetic router's spread: a window's worst case), so it reads `t` times a token's.
+pub fn matvec_bench(gpu: &Gpu, reps: usize, t: usize) -> Result<Vec<MatvecRow>, CudaError> {
     use crate::ops::layout::Layout;
     use crate::ops::matvec::{matvec_gather_with, matvec_with, Gather, MatrixGpu};
     use strata_model::ops::matvec::Matrix;
     let mut rng = strata_gguf::SplitMix64::new(11);
     let mut out = Vec::new();
     for (what, ty, rows, cols, slots) in PRODUCTS {
-        let experts = if slots > 0 { 4 * slots } else { 1 };
-        let bytes = rows * cols / ty.block_size() * ty.type_size() * slots.max(1);
+        let experts = if slots > 0 { 4 * slots * t } else { 1 };
+        let bytes = rows * cols / ty.block_size() * ty.type_size() * (slots * t).max(1);
         let set_bytes = rows * cols / ty.block_size() * ty.type_size() * experts;
         // `STRATA_BENCH_WARM=1`: one weight set, read again by each call (from the L2 where it fits).
         let warm = gpu.settings.bench_warm;
@@ -264,20 +266,21 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
                 MatrixGpu::upload(gpu, &m, &Default::default())
             })
             .collect::<Result<_, _>>()?;
-        let x = Buf::from_host(gpu, &(0..cols).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
-        // Each call's experts: 10 of the set's 40, a different 10 each time round.
+        let x = Buf::from_host(gpu, &(0..t * cols).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
+        // Each call's experts: a quarter of the set's, a different quarter each time round.
+        let per = (slots * t).max(1);
         let ids: Vec<Buf<i32>> = (0..4)
-            .map(|g| Buf::from_host(gpu, &(0..slots.max(1)).map(|s| (g * slots + s) as i32).collect::<Vec<_>>()))
+            .map(|g| Buf::from_host(gpu, &(0..per).map(|s| (g * per + s) as i32).collect::<Vec<_>>()))
             .collect::<Result<_, _>>()?;
         let ys: Vec<Buf<f32>> =
-            (0..Layout::ALL.len()).map(|_| Buf::zeros(gpu, rows * slots.max(1))).collect::<Result<_, _>>()?;
+            (0..Layout::ALL.len()).map(|_| Buf::zeros(gpu, rows * per)).collect::<Result<_, _>>()?;
         let call = |layout: Layout, y: &Buf<f32>, i: usize| {
             let w = &weights[i % sets];
             if slots > 0 {
                 let g = Gather { stride: rows, offset: 0, rows };
-                matvec_gather_with(gpu, layout, w, g, &x, (cols, 0), y, &ids[i / sets % 4], (1, slots))
+                matvec_gather_with(gpu, layout, w, g, &x, (cols, 0), y, &ids[i / sets % 4], (t, slots))
             } else {
-                matvec_with(gpu, layout, w, &x, y, 1)
+                matvec_with(gpu, layout, w, &x, y, t)
             }
         };
         // The § qdot types take one kernel whatever the layout asked for: timed once, the other columns
@@ -292,7 +295,7 @@ pub fn matvec_bench(gpu: &Gpu, reps: usize) -> Result<Vec<MatvecRow>, CudaError>
             })?;
             call(layout, &ys[k], 0)?;
         }
-        let n = rows * slots.max(1);
+        let n = rows * per;
         let bits =
             |y: &Buf<f32>| -> Result<Vec<u32>, CudaError> { Ok(y.read(gpu, n)?.iter().map(|v| v.to_bits()).collect()) };
         let reference = bits(&ys[0])?;

@@ -90,6 +90,10 @@ pub enum BenchCommand {
         reps: usize,
         #[arg(long)]
         bandwidth: f64,
+        /// The plain step and the verify windows only (no drafts, no effective decode): for timing many
+        /// settings, e.g. kernel families left out (bench/window_knockout.sh).
+        #[arg(long)]
+        windows_only: bool,
     },
 }
 
@@ -102,8 +106,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
         BenchCommand::PleRows { model, tokens, rounds, warm } => ple_rows(&model, tokens, rounds, warm),
         BenchCommand::HostQdot { rows, cols, window, ms } => crate::bench_host::run(rows, cols, window, ms),
-        BenchCommand::Spec { engine, depth, reps, bandwidth } => {
-            crate::bench_spec::run(&engine, depth, reps, bandwidth)
+        BenchCommand::Spec { engine, depth, reps, bandwidth, windows_only } => {
+            crate::bench_spec::run(&engine, depth, reps, bandwidth, windows_only)
         }
     }
 }

@@ -30,7 +30,7 @@ fn time(reps: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<f64> {
     Ok(t0.elapsed().as_secs_f64() / reps as f64)
 }
 
-pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64) -> Result<()> {
+pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64, windows_only: bool) -> Result<()> {
     if !(bandwidth > 0.0 && bandwidth.is_finite()) || reps == 0 || depth == 0 {
         bail!("--bandwidth (TB/s), --reps and --depth must be above 0");
     }
@@ -54,16 +54,21 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64) -> Re
     let floor_ms = |t: usize| floor(t) / (bandwidth * 1e12) * 1e3;
     // The plain step: decoding a token at a time, steps recorded ahead as `strata run` does.
     let mut x = prompt[depth - 1];
+    dec.card_ms();
     let step = time(reps, || {
         x = dec.forward_greedy(&[x])?;
         Ok(())
     })?;
+    // With STRATA_GAPS=1, each kind of step's own time on the card beside the host's wall time (a window
+    // recorded when called waits on the host's recording; its graph on the card does not).
+    let step_card = dec.card_ms();
     println!(
-        "plain step: {:.3} ms; floor {:.3} ms ({:.2} GB at {bandwidth:.2} TB/s), {:.2}× it",
+        "plain step: {:.3} ms; floor {:.3} ms ({:.2} GB at {bandwidth:.2} TB/s), {:.2}× it{}",
         ms(step),
         floor_ms(1),
         floor(1) / 1e9,
-        ms(step) / floor_ms(1)
+        ms(step) / floor_ms(1),
+        step_card.map_or(String::new(), |c| format!("; on the card {c:.3} ms"))
     );
     if !dec.start_drafting() {
         bail!("the model has no MTP layer: nothing to draft with");
@@ -74,11 +79,14 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64) -> Re
     // Each window here is recorded when it is called, with the card waiting on the host's recording.
     println!("\n| T | verify, kept whole (ms) | × step | verify, cut to 1 (ms) | × step | floor (GB) | floor (ms) | floor × step floor |");
     println!("|---|---|---|---|---|---|---|---|");
+    let mut cards = Vec::new();
     for t in 1..=8 {
         let window = ids(&mut rng, t, vocab);
         let picks = vec![None; t];
         let kept = time(reps, || dec.verify(&window, &picks).and_then(|_| dec.accept(t)))?;
+        let kept_card = dec.card_ms();
         let cut = time(reps, || dec.verify(&window, &picks).and_then(|_| dec.accept(1)))?;
+        cards.push((t, kept_card, dec.card_ms()));
         println!(
             "| {t} | {:.3} | {:.2} | {:.3} | {:.2} | {:.2} | {:.3} | {:.2} |",
             ms(kept),
@@ -89,6 +97,18 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64) -> Re
             floor_ms(t),
             floor(t) / floor(1)
         );
+    }
+    if let Some(sc) = step_card {
+        println!("\non the card (STRATA_GAPS=1): the plain step {sc:.3} ms, each window's graph (its inputs copied up, then the graph; not the rewind)");
+        println!("\n| T | window on the card, kept (ms) | × step's | cut to 1 (ms) | × step's |");
+        println!("|---|---|---|---|---|");
+        for (t, k, c) in cards {
+            let (k, c) = (k.unwrap_or(f64::NAN), c.unwrap_or(f64::NAN));
+            println!("| {t} | {k:.3} | {:.2} | {c:.3} | {:.2} |", k / sc, c / sc);
+        }
+    }
+    if windows_only {
+        return Ok(());
     }
     // A whole pass as the generation runs it: the drafts, then their window (recorded while the drafts
     // ran, where the decoder does so), cut to one.

@@ -71,6 +71,11 @@ pub trait Decoder {
     fn report(&self) -> Option<String> {
         None
     }
+    /// Where a device times its steps on the card (the GPU's `STRATA_GAPS=1`): the mean ms of the steps
+    /// run since the last call, which starts the count afresh. None where it does not.
+    fn card_ms(&mut self) -> Option<f64> {
+        None
+    }
 }
 
 /// The CPU back-end with a conversation's state.

@@ -389,6 +389,10 @@ impl Decoder for CudaDecoder<'_> {
         self.fwd.gpu.host_profile_reset();
     }
 
+    fn card_ms(&mut self) -> Option<f64> {
+        self.fwd.gpu.card_ms_take().ok().flatten()
+    }
+
     fn report(&self) -> Option<String> {
         let mut lines = crate::backend::report::lines(&self.fwd, self.state.kv, self.pos, self.at_prompt_end);
         lines.extend(self.draft_times.line());

@@ -280,12 +280,17 @@ impl Gpu {
     /// up and the graph launched.
     fn run(&self, ops: Vec<Op>) -> Result<(), CudaError> {
         self.ctx.bind_to_thread().check("binding the context")?;
+        let before = self.gap_mark()?;
         self.copy_up()?;
-        if ops.is_empty() {
-            return Ok(());
+        if !ops.is_empty() {
+            if let Some(exec) = self.graph_for(ops)? {
+                self.launch_graph(exec)?;
+            }
         }
-        let Some(exec) = self.graph_for(ops)? else { return Ok(()) };
-        self.launch_graph(exec)
+        if let (Some(a), Some(b)) = (before, self.gap_mark()?) {
+            self.recorder().marks.push((a, b));
+        }
+        Ok(())
     }
 
     fn launch_graph(&self, exec: sys::CUgraphExec) -> Result<(), CudaError> {
@@ -437,6 +442,22 @@ impl Gpu {
         }
         let n = r.marks.len();
         Ok(Some((busy * 1e3 / n as f64, idle * 1e3 / (n - 1) as f64, n)))
+    }
+
+    /// With `STRATA_GAPS=1`: the mean time on the card, in ms, of the steps run since the last call (each
+    /// step's inputs copied up, then its graph), and those steps' marks dropped; None without steps or
+    /// without the setting. For timing one kind of step at a time (`strata bench spec`).
+    pub fn card_ms_take(&self) -> Result<Option<f64>, CudaError> {
+        let marks = std::mem::take(&mut self.recorder().marks);
+        if marks.is_empty() {
+            return Ok(None);
+        }
+        self.stream.synchronize().check("waiting for the steps")?;
+        let mut busy = 0.0f64;
+        for (a, b) in &marks {
+            busy += a.elapsed_ms(b).check("timing a step")? as f64;
+        }
+        Ok(Some(busy / marks.len() as f64))
     }
 
     /// `f` on the graphs' figures (the decoder's own parts of the host's time between steps).

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device call: what each kernel family takes from a verify window as its graph runs on the card
+# (docs/SPECULATION.md). For each family, `strata bench spec --windows-only` with the family left out of
+# every graph (STRATA_SKIP, runtime/skip.rs: the output is garbage, for timing only) and each graph timed
+# on the card (STRATA_GAPS=1: events around the graph, not the host's recording). The drop against the
+# full run is the family's share of the critical path at that T; events around each kernel alone
+# (STRATA_PROFILE) count time the graph overlaps. Usage: bench/window_knockout.sh [FAMILY…] (a family:
+# STRATA_SKIP's value, e.g. gr_up_split or "gdn_delta*" or a comma list). DEPTH (1024), REPS (8), ROUNDS
+# (1: each family once, the full run before each round and after the last). Carry .dev/strata.xz.
+# Log: $OUT/window_knockout.log.
+set -uo pipefail
+exec > >(tee ${OUT:-/tmp}/window_knockout.log) 2>&1
+for f in .dev/*.xz; do xz -dkf "$f"; done
+chmod +x .dev/strata 2>/dev/null
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+source "$(dirname "$0")/full_model.sh"
+if [ $# -eq 0 ]; then
+  dense=qdot_q8_0_g,qdot_q4_0_g,qdot_q6_k_g,qdot_q4_k_g,qdot_iq4_nl_g,qdot_q4_k_g_conv
+  quant=qdot_q8_0_quantize,qdot_q4_0_quantize,qdot_q6_k_quantize,qdot_q4_k_quantize,qdot_iq4_nl_quantize,qdot_q2_0_quantize
+  set -- gr_norm_split gr_down_split gr_up_split $dense $quant "qdot_q2_0_g_gather*" qdot_q2_0_router \
+    "gdn_delta*" gdn_conv_norm "moe_act,moe_combine" "matvec_*" "attend_*,norm_rope_kv,kv_store" \
+    "qsa_scores*,block_keys" "ple_*" mtp_input
+fi
+# One run: "step T1 T2 T4 T8" (ms on the card: the plain step, then verify windows cut to one).
+run() {
+  STRATA_GAPS=1 STRATA_SKIP="$1" timeout 120 $bin bench spec -m $model --depth ${DEPTH:-1024} --reps ${REPS:-8} \
+    --bandwidth 1 --windows-only 2>&1 | awk '
+      /^on the card/ { for (i = 1; i <= NF; ++i) if ($i == "step") step = $(i + 1) }
+      /^\| [1248] \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$/ { w[$2] = $8 }
+      END { if (step != "") print step, w[1], w[2], w[4], w[8] }'
+}
+echo "| left out | step (ms) | T = 1 | T = 2 | T = 4 | T = 8 | step saved | T = 2 saved | T = 4 saved | T = 8 saved |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+full=$(run "")
+echo "| (nothing) | ${full// / | } | | | | |"
+for r in $(seq 1 ${ROUNDS:-1}); do
+  for fam in "$@"; do
+    got=$(run "$fam")
+    [ -z "$got" ] && { echo "| $fam | failed | | | | | | | | |"; continue; }
+    echo "$full $got" | awk -v f="$fam" '{ printf "| %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n",
+      f, $6, $7, $8, $9, $10, $1 - $6, $3 - $8, $4 - $9, $5 - $10 }'
+  done
+  full=$(run "")
+  echo "| (nothing) | ${full// / | } | | | | |"
+done
+echo "== done $(date +%T)"

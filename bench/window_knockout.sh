@@ -5,7 +5,7 @@
 # on the card (STRATA_GAPS=1: events around the graph, not the host's recording). The drop against the
 # full run is the family's share of the critical path at that T; events around each kernel alone
 # (STRATA_PROFILE) count time the graph overlaps. Usage: bench/window_knockout.sh [FAMILY…] (a family:
-# STRATA_SKIP's value, e.g. gr_up_split or "gdn_delta*" or a comma list). DEPTH (1024), REPS (8), ROUNDS
+# STRATA_SKIP's value, e.g. gr_up_split or "gdn_delta*" or a comma list; or NAME=VALUE, a setting). DEPTH (1024), REPS (8), ROUNDS
 # (1: each family once, the full run before each round and after the last). Carry .dev/strata.xz.
 # Log: $OUT/window_knockout.log.
 set -uo pipefail
@@ -19,11 +19,14 @@ if [ $# -eq 0 ]; then
   quant=qdot_q8_0_quantize,qdot_q4_0_quantize,qdot_q6_k_quantize,qdot_q4_k_quantize,qdot_iq4_nl_quantize,qdot_q2_0_quantize
   set -- gr_norm_split gr_down_split gr_up_split $dense $quant "qdot_q2_0_g_gather*" qdot_q2_0_router \
     "gdn_delta*" gdn_conv_norm "moe_act,moe_combine" "matvec_*" "attend_*,norm_rope_kv,kv_store" \
-    "qsa_scores*,block_keys" "ple_*" mtp_input
+    "qsa_scores*,block_keys" "ple_*" mtp_input STRATA_DEFINES=ROUTER_ONE_PASS=0
 fi
-# One run: "step T1 T2 T4 T8" (ms on the card: the plain step, then verify windows cut to one).
+# One run: "step T1 T2 T4 T8" (ms on the card: the plain step, then verify windows cut to one). An entry
+# with "=" in it is a setting to run under instead (NAME=VALUE: e.g. a kernel's other form), nothing left out.
 run() {
-  STRATA_GAPS=1 STRATA_SKIP="$1" timeout 120 $bin bench spec -m $model --depth ${DEPTH:-1024} --reps ${REPS:-8} \
+  local skip="$1" set="STRATA_GAPS=1"
+  case "$1" in *=*) skip=""; set="$1" ;; esac
+  env STRATA_GAPS=1 "$set" STRATA_SKIP="$skip" timeout 120 $bin bench spec -m $model --depth ${DEPTH:-1024} --reps ${REPS:-8} \
     --bandwidth 1 --windows-only 2>&1 | awk '
       /^on the card/ { for (i = 1; i <= NF; ++i) if ($i == "step") step = $(i + 1) }
       /^\| [1248] \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$/ { w[$2] = $8 }

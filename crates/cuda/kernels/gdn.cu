@@ -67,32 +67,31 @@ __device__ __forceinline__ void qk_norm_head(float* v, int S, bool is_q, float q
     __syncwarp();
 }
 
-// A gate warp of gdn_conv_norm: value head j's gates for each token of the window.
+// A gate warp of gdn_conv_norm: the gates of (token, value head) i = t·hv + j. A warp each, so a
+// window's tokens are made side by side, not one after another.
 __device__ __forceinline__ void gate_warp(const float* __restrict__ alpha, const float* __restrict__ beta,
                                           const float* __restrict__ dt_bias, const float* __restrict__ a,
                                           float* __restrict__ decay, float* __restrict__ betas, int hv,
                                           const unsigned char* __restrict__ w_alpha,
                                           const unsigned char* __restrict__ w_beta, int ab_kind,
-                                          const float* __restrict__ x, int n, int T, int j) {
-    if (j >= hv) return;
+                                          const float* __restrict__ x, int n, int T, int i) {
+    if (i >= T * hv) return;
+    const int t = i / hv, j = i % hv;
     const size_t row = (size_t)j * n * (ab_kind == 1 ? 4 : 2);
-    for (int t = 0; t < T; ++t) {
-        const int i = t * hv + j;
-        float al = 0.0f, be = 0.0f;
-        if (ab_kind == 0) {
-            al = alpha[i];
-            be = beta[i];
-        } else {
-            warp_row_dot2(w_alpha + row, w_beta + row, ab_kind, x + (size_t)t * n, n, &al, &be);
-        }
-        if (threadIdx.x % WARP == 0) gdn_gates(al, be, dt_bias, a, decay, betas, hv, i);
+    float al = 0.0f, be = 0.0f;
+    if (ab_kind == 0) {
+        al = alpha[i];
+        be = beta[i];
+    } else {
+        warp_row_dot2(w_alpha + row, w_beta + row, ab_kind, x + (size_t)t * n, n, &al, &be);
     }
+    if (threadIdx.x % WARP == 0) gdn_gates(al, be, dt_bias, a, decay, betas, hv, i);
 }
 
 // The conv, the q/k norms and the gates in one launch. Warp h < 2·Hk + Hv takes head h of the conv's
 // channels (the 2·Hk q and k heads, then the Hv v heads, S channels each): the conv of its channels over
-// the window, then, for a q or k head, each token's norm of them. Warp 2·Hk + Hv + j makes the gates of
-// value head j for each token: from the α and β logits the host's products left in `alpha` and `beta`
+// the window, then, for a q or k head, each token's norm of them. Warp 2·Hk + Hv + t·Hv + j makes the
+// gates of token t and value head j: from the α and β logits the host's products left in `alpha` and `beta`
 // (ab_kind 0), or from its own dots of the input x (n values a token) with row j of W_α and W_β when
 // those are F32 (ab_kind 1) or BF16 (2), by the reduction contract, as the products would. Warps h0 ..
 // h_end − 1 of that numbering run: all of them in one launch, or the conv's and the gates' in two (the

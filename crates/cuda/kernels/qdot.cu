@@ -35,6 +35,14 @@
 #ifndef QD_W4_BLOCKS
 #define QD_W4_BLOCKS 4
 #endif
+// ROUTER_ONE_PASS (STRATA_DEFINES; 1 by default): the MoE router's row dotted with a window's T tokens in
+// one pass over it (T sums side by side); 0: one token after another, each a pass over the row. The
+// same sums either way.
+#ifndef ROUTER_ONE_PASS
+#define ROUTER_ONE_PASS 1
+#endif
+// The most tokens a launch takes (a verify or prompt window).
+#define QD_MAX_T 8
 // Warps a block in the dense and gather kernels: a warp a row.
 #define QD_WARPS 8
 // The most output rows a block of the fused down product and combination takes (all k slots of one
@@ -540,6 +548,35 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
     if (r < E) prefetch_l2(row, row_bytes, lane, WARP);
     grid_dep_wait();
     if (r >= E) return;
+#if ROUTER_ONE_PASS
+    // Every token's sum in one pass over the row: each chunk of weights loaded once and put against the
+    // T tokens, whose chains run side by side (a token's chain is the same fadds in the same order as
+    // one token at a time, which waited out the row's round trips once a token).
+    float acc[QD_MAX_T];
+#pragma unroll
+    for (int t = 0; t < QD_MAX_T; ++t) acc[t] = 0.0f;
+#pragma unroll 2
+    for (int c = lane; c < n / CHUNK; c += WARP) {
+        float w8[CHUNK];
+        if (kind == 1) load8_f32(reinterpret_cast<const float*>(row) + CHUNK * c, w8);
+        else load8_bf16(reinterpret_cast<const bf16_t*>(row) + CHUNK * c, w8);
+#pragma unroll
+        for (int t = 0; t < QD_MAX_T; ++t) {
+            if (t < T) {
+                float x8[CHUNK];
+                load8_f32(x + (size_t)t * n + CHUNK * c, x8);
+                acc[t] = __fadd_rn(acc[t], chunk_dot(w8, x8));
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < QD_MAX_T; ++t) {
+        if (t < T) {
+            const float s = warp_butterfly(acc[t]);
+            if (lane == 0) logits[(size_t)t * E + r] = s;
+        }
+    }
+#else
     for (int t = 0; t < T; ++t) {
         const float* xt = x + (size_t)t * n;
         float acc = 0.0f;
@@ -554,6 +591,7 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         acc = warp_butterfly(acc);
         if (lane == 0) logits[(size_t)t * E + r] = acc;
     }
+#endif
 }
 
 // Each dense and gather kernel makes one product, or two of the same shape, type and input in one launch

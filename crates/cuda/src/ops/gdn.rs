@@ -113,7 +113,7 @@ fn grid(n: usize, per_block: usize) -> LaunchConfig {
 }
 
 /// Which of gdn_conv_norm's warps a launch runs: every one, the conv's (a warp a q, k or v head), or the
-/// gates' (a warp a value head).
+/// gates' (a warp a token and value head).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ConvWarps {
     All,
@@ -144,10 +144,11 @@ fn conv_norm(
     let conv_args = [u.ptr(gpu), st.tail.ptr(gpu), w.conv.ptr(gpu), conv.ptr(gpu)].map(Arg::Ptr);
     let norm = [ci(channels), ci(k), ci(t), ci(hk), ci(s), Arg::F32(rsqrt(s as f32))];
     let gates = [al, be, w.dt_bias.ptr(gpu), w.a.ptr(gpu), decay.ptr(gpu), betas.ptr(gpu)];
+    // A warp a q, k or v head of the conv, then a warp a (token, value head) of the gates.
     let (h0, n_warps) = match warps {
-        ConvWarps::All => (0, 2 * hk + 2 * hv),
+        ConvWarps::All => (0, 2 * hk + hv + t * hv),
         ConvWarps::Conv => (0, 2 * hk + hv),
-        ConvWarps::Gates => (2 * hk + hv, hv),
+        ConvWarps::Gates => (2 * hk + hv, t * hv),
     };
     let ab = [
         Arg::Ptr(w.alpha.ptr(gpu)),

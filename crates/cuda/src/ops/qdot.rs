@@ -6,7 +6,7 @@
 use cudarc::driver::LaunchConfig;
 use strata_gguf::GgmlType;
 
-use crate::ops::matrix::{Gather, MatrixGpu};
+use crate::ops::matrix::{Gather, MatrixGpu, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::{Check, CudaError};
@@ -98,6 +98,9 @@ pub fn router_quantize(
     ty: GgmlType,
 ) -> Result<Buf<i32>, CudaError> {
     let n = router.cols;
+    if t == 0 || t > MAX_T {
+        return Err(CudaError::Shape(format!("the router takes 1 to {MAX_T} tokens a launch, not {t}")));
+    }
     let kind = match router.ty {
         GgmlType::F32 => 1,
         GgmlType::BF16 => 2,

@@ -293,11 +293,9 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 // its row from there. The copy starts at the 16-byte boundary below the span and keeps each byte's address
 // mod 16 (matvec.cu's staged layout); the host gives 16 bytes more than it, for qd_words' word past a row's
 // end. The same qd_row, and for CONV the same epilogue as qdot_rows: the same sums.
-// TMAX > 1 (`_g_st`, `_g_conv_st`, STRATA_QDOT_WINDOW_STAGE): a window of T ≤ TMAX tokens the same way,
-// by the window's qd_row, for products whose block's span is small enough not to cost resident blocks.
-template <typename Q, bool CONV, int TMAX = 1>
+template <typename Q, bool CONV>
 __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const float* __restrict__ x,
-                                 float* __restrict__ y, int rows, int cols, QdConv cv = {}, int T = 1) {
+                                 float* __restrict__ y, int rows, int cols, QdConv cv = {}) {
     extern __shared__ uint4 qd_stage[];
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const int warps = blockDim.x / WARP, first = blockIdx.x * warps, nr = min(warps, rows - first);
@@ -313,27 +311,15 @@ __device__ void qdot_rows_staged(const unsigned char* __restrict__ w, const floa
     for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
     stage_commit();
     grid_dep_wait();
-    const QIn q = qd_inputs<Q, true>(x, QSrc{}, TMAX > 1 ? T : 1, cols);
+    const QIn q = qd_inputs<Q, true>(x, QSrc{}, 1, cols);
     stage_wait<0>();
     __syncthreads();
     if (row >= rows) return;
     float s[8];
-    const unsigned char* r = reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row - first) * row_bytes;
-    if constexpr (TMAX > 1) {
-        qd_row<Q, TMAX>(r, q, 0, T, s);
-    } else {
-        qd_row<Q, 1>(r, q, 0, 1, s);
-    }
+    qd_row<Q, 1>(reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row - first) * row_bytes, q, 0, 1, s);
     if (threadIdx.x % WARP == 0) {
-        if constexpr (CONV && TMAX > 1) {
-            cf.run_vals(s, cv.tail, y, rows, 4, T, row, cv.slots);
-        } else if constexpr (CONV) {
+        if constexpr (CONV) {
             cf.run_vals(s, cv.tail, y, rows, 4, 1, row);
-        } else if constexpr (TMAX > 1) {
-#pragma unroll
-            for (int t = 0; t < TMAX; ++t) {
-                if (t < T) y[(size_t)t * rows + row] = s[t];
-            }
         } else {
             y[row] = s[0];
         }
@@ -669,18 +655,6 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_g_one_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
                              int cols, float* tail, const float* taps) {                                      \
         qdot_rows_staged<Q, true>(w, x, y, rows, cols, QdConv{tail, taps, nullptr});                          \
-    }                                                                                                         \
-    /* a window's staged forms (STRATA_QDOT_WINDOW_STAGE; rpw = 1) */                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, \
-                    const unsigned char* w2, float* y2) {                                                     \
-        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_staged<Q, false, 8>(w, x, y, rows, cols, QdConv{}, T);                                      \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,   \
-                         int T, float* tail, const float* taps, float* slots) {                               \
-        qdot_rows_staged<Q, true, 8>(w, x, y, rows, cols, QdConv{tail, taps, slots}, T);                      \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \

@@ -61,15 +61,6 @@ fn stage(gpu: &Gpu, w: &MatrixGpu) -> Option<usize> {
     (staged(gpu) && bytes <= gpu.smem_optin as usize).then_some(bytes)
 }
 
-/// The staged window kernels' shared memory for a product over `w` (`_g_st`, `_g_conv_st`): where
-/// `STRATA_QDOT_WINDOW_STAGE` allows a block's rows that much (and the card has it); None otherwise. A
-/// product of long rows (GDN out: 52 KB a block) would hold fewer blocks resident than its plain kernel.
-fn window_stage(gpu: &Gpu, w: &MatrixGpu, t: usize) -> Option<usize> {
-    let bytes = stage_bytes(w.ty, w.cols);
-    let kb = gpu.settings.qdot_window_stage_kb;
-    (t > 1 && bytes <= kb << 10 && bytes <= gpu.smem_optin as usize).then_some(bytes)
-}
-
 /// Shared memory for `vectors` inputs of `cols` values quantized by the block itself (none for the `_g`
 /// kernels, whose inputs were quantized before them).
 fn inputs_bytes(vectors: usize, cols: usize) -> usize {
@@ -314,13 +305,6 @@ fn dense_launch(
         let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
     }
-    if let Some(smem) = window_stage(gpu, w, t).filter(|_| g && rpw == 1) {
-        let name = name(w.ty, "_g_st");
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
-        let args =
-            [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
-        return launch(gpu, &f, name, cfg, &args);
-    }
     let name = match (t, g) {
         (1, g) => name(w.ty, ["_one", "_g_one"][g as usize]),
         (_, false) => name(w.ty, ""),
@@ -388,13 +372,6 @@ fn dense_conv_launch(
         let name = name(w.ty, "_g_one_conv_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
         let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
-        return launch(gpu, &f, name, cfg, &args);
-    }
-    if let Some(smem) = window_stage(gpu, w, t) {
-        let name = name(w.ty, "_g_conv_st");
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
-        let args =
-            [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });

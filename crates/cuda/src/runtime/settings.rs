@@ -45,7 +45,6 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
-    sw("STRATA_QDOT_WINDOW_STAGE", "KB: a window's dense § qdot products whose block's rows fit KB kilobytes copy them into shared memory before waiting on the kernel before (0: none)", "0"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -113,9 +112,6 @@ pub struct Settings {
     /// `STRATA_QDOT_NARROW=1`: windows of T ≤ 2 and T ≤ 4 run the dense kernels compiled for that many
     /// tokens (`_g_w2`, `_g_w4`), bounded to more blocks a multiprocessor.
     pub qdot_narrow: bool,
-    /// `STRATA_QDOT_WINDOW_STAGE=KB`: a window's dense products whose block's staged rows fit KB
-    /// kilobytes run the staged window kernels (`_g_st`, `_g_conv_st`); 0, the default, none.
-    pub qdot_window_stage_kb: usize,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -180,7 +176,6 @@ impl Settings {
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
-            qdot_window_stage_kb: r.number("STRATA_QDOT_WINDOW_STAGE", 0..=228).unwrap_or(0),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -344,15 +339,6 @@ mod tests {
         assert_eq!((s.qdot_narrow, notes.len()), (true, 0));
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "yes")]);
         assert_eq!((s.qdot_narrow, notes.len()), (false, 1), "{notes:?}");
-    }
-
-    #[test]
-    fn the_staged_window_kernels_take_a_size() {
-        assert_eq!(read(&[]).0.qdot_window_stage_kb, 0);
-        let (s, notes) = read(&[("STRATA_QDOT_WINDOW_STAGE", "24")]);
-        assert_eq!((s.qdot_window_stage_kb, notes.len()), (24, 0));
-        let (s, notes) = read(&[("STRATA_QDOT_WINDOW_STAGE", "lots")]);
-        assert_eq!((s.qdot_window_stage_kb, notes.len()), (0, 1), "{notes:?}");
     }
 
     #[test]

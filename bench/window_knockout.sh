@@ -24,27 +24,29 @@ if [ $# -eq 0 ]; then
     gdn_conv_norm "attend_*,norm_rope_kv,kv_store" "qsa_scores*,block_keys" "moe_act,moe_combine" "matvec_*" \
     "ple_*" mtp_input
 fi
-# One run: "step T1 T2 T4 T8" (ms on the card: the plain step, then verify windows cut to one). An entry
+# One run: "step T1 T2 T4 T8 wall" (ms on the card: the plain step, then verify windows cut to one; then
+# the plain step's wall time, host included, beside its time on the card). An entry
 # with "=" in it is a setting to run under instead (NAME=VALUE: e.g. a kernel's other form), nothing left out.
 run() {
   local skip="$1" set="STRATA_GAPS=1"
   case "$1" in *=*) skip=""; set="$1" ;; esac
   env STRATA_GAPS=1 "$set" STRATA_SKIP="$skip" timeout 120 $bin bench spec -m $model --depth ${DEPTH:-1024} --reps ${REPS:-8} \
     --bandwidth 1 --windows-only 2>&1 | awk '
+      /^plain step: / { wall = $3 }
       /^on the card/ { for (i = 1; i <= NF; ++i) if ($i == "step") step = $(i + 1) }
       /^\| [1248] \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$/ { w[$2] = $8 }
-      END { if (step != "") print step, w[1], w[2], w[4], w[8] }'
+      END { if (step != "") print step, w[1], w[2], w[4], w[8], wall }'
 }
-echo "| left out | step (ms) | T = 1 | T = 2 | T = 4 | T = 8 | step saved | T = 2 saved | T = 4 saved | T = 8 saved |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| left out | step (ms) | T = 1 | T = 2 | T = 4 | T = 8 | step's wall time | step saved | T = 2 saved | T = 4 saved | T = 8 saved |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 full=$(run "")
 echo "| (nothing) | ${full// / | } | | | | |"
 for r in $(seq 1 ${ROUNDS:-1}); do
   for fam in "$@"; do
     got=$(run "$fam")
-    [ -z "$got" ] && { echo "| $fam | failed | | | | | | | | |"; continue; }
-    echo "$full $got" | awk -v f="$fam" '{ printf "| %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n",
-      f, $6, $7, $8, $9, $10, $1 - $6, $3 - $8, $4 - $9, $5 - $10 }'
+    [ -z "$got" ] && { echo "| $fam | failed | | | | | | | | | |"; continue; }
+    echo "$full $got" | awk -v f="$fam" '{ printf "| %s | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n",
+      f, $7, $8, $9, $10, $11, $12, $1 - $7, $3 - $9, $4 - $10, $5 - $11 }'
   done
   full=$(run "")
   echo "| (nothing) | ${full// / | } | | | | |"

@@ -25,7 +25,8 @@ pub fn lines(fwd: &CudaForward, kv: KvMode, pos: usize, at_prompt_end: Option<Gr
     out.extend(gpu.host_profile());
     match gpu.gap_summary() {
         Ok(Some((busy, idle, n))) => out.push(format!(
-            "gaps: {n} decode steps: {busy:.1} µs each on the card (inputs copied up, then the graph), the card \
+            "gaps: {n} steps (decode steps; while drafting also verify windows and draft chains): {busy:.1} µs each \
+             on the card (inputs copied up, then the graph), the card \
              idle {idle:.1} µs between one and the next"
         )),
         Ok(None) => {}

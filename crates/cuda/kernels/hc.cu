@@ -90,7 +90,20 @@ __device__ void gr_up_body(const WT* __restrict__ w_up, const float* __restrict_
     for (int c = 0; c < hc; ++c) {
         const WT* w = w_up + ((size_t)c * n + d) * r;
         float acc[MAXT];
-        window_row_sums<1>([&](int ch, float* wv) { load8_w(w + ch * CHUNK, wv); }, lo, r, r, T, acc);
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
+        for (int ch = lane; ch < r / CHUNK; ch += WARP) {
+            float wv[CHUNK];
+            load8_w(w + ch * CHUNK, wv);
+#pragma unroll
+            for (int t = 0; t < MAXT; ++t) {
+                if (t < T) {
+                    float xv[CHUNK];
+                    load8_f32(lo + (size_t)t * r + ch * CHUNK, xv);
+                    acc[t] = __fadd_rn(acc[t], chunk_dot(wv, xv));
+                }
+            }
+        }
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             if (t < T) {

@@ -171,31 +171,6 @@ __device__ __forceinline__ float chunk_dot(const float* w, const float* x) {
     return s;
 }
 
-// A warp's row of n values dotted with a window's T ≤ TM inputs x + t·xs in one pass over the row (`w8(c, w)`
-// loads chunk c's 8 weights as floats): each chunk loaded once and put against every token, lane L adding
-// its chunks L, L + 32, … in order from +0 into acc[t]. Each token's chain is the one it would have alone;
-// the caller's butterfly finishes it. UNROLL: chunks a lane's loop takes a turn (their loads in flight
-// together).
-template <int UNROLL, int TM, typename W8>
-__device__ __forceinline__ void window_row_sums(W8 w8, const float* __restrict__ x, size_t xs, int n, int T,
-                                                float (&acc)[TM]) {
-#pragma unroll
-    for (int t = 0; t < TM; ++t) acc[t] = 0.0f;
-#pragma unroll UNROLL
-    for (int c = threadIdx.x % WARP; c < n / CHUNK; c += WARP) {
-        float w[CHUNK];
-        w8(c, w);
-#pragma unroll
-        for (int t = 0; t < TM; ++t) {
-            if (t < T) {
-                float xv[CHUNK];
-                load8_f32(x + (size_t)t * xs + CHUNK * c, xv);
-                acc[t] = __fadd_rn(acc[t], chunk_dot(w, xv));
-            }
-        }
-    }
-}
-
 // One warp's dot of a weight row of n values (F32 when kind is 1, BF16 when 2) with x, by the reduction
 // contract: lane L dots its chunks L, L + 32, … (8 fmas each from +0) and adds them in order, then the
 // butterfly; every lane gets the sum: the same sums as matvec.cu's row dot of that row. In two steps, for

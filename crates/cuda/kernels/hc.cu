@@ -60,7 +60,20 @@ __device__ void gr_down_body(const WT* __restrict__ w_down, const WT* __restrict
     if (row >= r + n_inj) return;
     const WT* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
     float acc[MAXT];
-    window_row_sums<1>([&](int ch, float* wv) { load8_w(w + ch * CHUNK, wv); }, xn, K, K, T, acc);
+#pragma unroll
+    for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
+    for (int ch = lane; ch < K / CHUNK; ch += WARP) {
+        float wv[CHUNK];
+        load8_w(w + ch * CHUNK, wv);
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < T) {
+                float xv[CHUNK];
+                load8_f32(xn + (size_t)t * K + ch * CHUNK, xv);
+                acc[t] = __fadd_rn(acc[t], chunk_dot(wv, xv));
+            }
+        }
+    }
 #pragma unroll
     for (int t = 0; t < MAXT; ++t) {
         if (t < T) {

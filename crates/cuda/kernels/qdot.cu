@@ -553,11 +553,22 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
     // T tokens, whose chains run side by side (a token's chain is the same fadds in the same order as
     // one token at a time, which waited out the row's round trips once a token).
     float acc[QD_MAX_T];
-    const auto w8 = [&](int c, float* w) {
-        if (kind == 1) load8_f32(reinterpret_cast<const float*>(row) + CHUNK * c, w);
-        else load8_bf16(reinterpret_cast<const bf16_t*>(row) + CHUNK * c, w);
-    };
-    window_row_sums<2>(w8, x, n, n, T, acc);
+#pragma unroll
+    for (int t = 0; t < QD_MAX_T; ++t) acc[t] = 0.0f;
+#pragma unroll 2
+    for (int c = lane; c < n / CHUNK; c += WARP) {
+        float w8[CHUNK];
+        if (kind == 1) load8_f32(reinterpret_cast<const float*>(row) + CHUNK * c, w8);
+        else load8_bf16(reinterpret_cast<const bf16_t*>(row) + CHUNK * c, w8);
+#pragma unroll
+        for (int t = 0; t < QD_MAX_T; ++t) {
+            if (t < T) {
+                float x8[CHUNK];
+                load8_f32(x + (size_t)t * n + CHUNK * c, x8);
+                acc[t] = __fadd_rn(acc[t], chunk_dot(w8, x8));
+            }
+        }
+    }
 #pragma unroll
     for (int t = 0; t < QD_MAX_T; ++t) {
         if (t < T) {

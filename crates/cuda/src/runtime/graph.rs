@@ -69,6 +69,16 @@ fn balanced_split(ops: &[Op], k: usize) -> Option<usize> {
     None
 }
 
+/// The steps' time on the card in all, ms: each mark's events from its start to its end (the card has
+/// run them).
+fn busy_ms(marks: &[(CudaEvent, CudaEvent)]) -> Result<f64, CudaError> {
+    let mut busy = 0.0f64;
+    for (a, b) in marks {
+        busy += a.elapsed_ms(b).check("timing a step")? as f64;
+    }
+    Ok(busy)
+}
+
 impl Gpu {
     /// Whether a step is being recorded (ops are kept, not issued).
     pub fn recording(&self) -> bool {
@@ -202,22 +212,15 @@ impl Gpu {
     pub fn run_prepared(&self, p: Prepared) -> Result<(), CudaError> {
         let t0 = std::time::Instant::now();
         self.ctx.bind_to_thread().check("binding the context")?;
-        let before = self.gap_mark()?;
-        self.copy_up()?;
-        for part in p.parts {
-            match part {
-                Ready::Graph(exec) => self.launch_graph(exec)?,
-                Ready::Ops(ops) if ops.is_empty() => {}
-                Ready::Ops(ops) => {
-                    if let Some(exec) = self.graph_for(ops)? {
-                        self.launch_graph(exec)?;
-                    }
+        self.marked(|| {
+            for part in p.parts {
+                match part {
+                    Ready::Graph(exec) => self.launch_graph(exec)?,
+                    Ready::Ops(ops) => self.launch_ops(ops)?,
                 }
             }
-        }
-        if let (Some(a), Some(b)) = (before, self.gap_mark()?) {
-            self.recorder().marks.push((a, b));
-        }
+            Ok(())
+        })?;
         self.recorder().stats.host_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
     }
@@ -280,17 +283,30 @@ impl Gpu {
     /// up and the graph launched.
     fn run(&self, ops: Vec<Op>) -> Result<(), CudaError> {
         self.ctx.bind_to_thread().check("binding the context")?;
+        self.marked(|| self.launch_ops(ops))
+    }
+
+    /// The staging area copied up, then `launch` (a step's graphs), between two timing events where
+    /// `STRATA_GAPS=1` asks for them: a mark of the step's time on the card.
+    fn marked(&self, launch: impl FnOnce() -> Result<(), CudaError>) -> Result<(), CudaError> {
         let before = self.gap_mark()?;
         self.copy_up()?;
-        if !ops.is_empty() {
-            if let Some(exec) = self.graph_for(ops)? {
-                self.launch_graph(exec)?;
-            }
-        }
+        launch()?;
         if let (Some(a), Some(b)) = (before, self.gap_mark()?) {
             self.recorder().marks.push((a, b));
         }
         Ok(())
+    }
+
+    /// `ops` as a graph (matched, updated or captured) and launched; nothing where there are none.
+    fn launch_ops(&self, ops: Vec<Op>) -> Result<(), CudaError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        match self.graph_for(ops)? {
+            Some(exec) => self.launch_graph(exec),
+            None => Ok(()),
+        }
     }
 
     fn launch_graph(&self, exec: sys::CUgraphExec) -> Result<(), CudaError> {
@@ -433,12 +449,10 @@ impl Gpu {
             return Ok(None);
         }
         self.stream.synchronize().check("waiting for the steps")?;
-        let (mut busy, mut idle) = (0.0f64, 0.0f64);
-        for (i, (a, b)) in r.marks.iter().enumerate() {
-            busy += a.elapsed_ms(b).check("timing a step")? as f64;
-            if let Some((next, _)) = r.marks.get(i + 1) {
-                idle += b.elapsed_ms(next).check("timing a gap")? as f64;
-            }
+        let busy = busy_ms(&r.marks)?;
+        let mut idle = 0.0f64;
+        for pair in r.marks.windows(2) {
+            idle += pair[0].1.elapsed_ms(&pair[1].0).check("timing a gap")? as f64;
         }
         let n = r.marks.len();
         Ok(Some((busy * 1e3 / n as f64, idle * 1e3 / (n - 1) as f64, n)))
@@ -453,11 +467,7 @@ impl Gpu {
             return Ok(None);
         }
         self.stream.synchronize().check("waiting for the steps")?;
-        let mut busy = 0.0f64;
-        for (a, b) in &marks {
-            busy += a.elapsed_ms(b).check("timing a step")? as f64;
-        }
-        Ok(Some(busy / marks.len() as f64))
+        Ok(Some(busy_ms(&marks)? / marks.len() as f64))
     }
 
     /// `f` on the graphs' figures (the decoder's own parts of the host's time between steps).

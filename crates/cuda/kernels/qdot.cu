@@ -345,53 +345,25 @@ __device__ __forceinline__ void qd_mma16(int& c0, int& c1, int a, int b) {
 #endif
 }
 
-// ST (`_g_mma_st`, `_g_mma_conv_st`; STRATA_QDOT_MMA=st): the block's 8 rows copied into shared memory
-// before grid_dep_wait, as qdot_rows_staged does for one token, so their fetch runs while the kernel
-// before does and the loop reads them from there. A warp takes its RUN leaves side by side, round by
-// round (piece j0 + leaf of each, the rounds in order of j0): each leaf's pieces still in order, while
-// the RUN pieces' loads of a round are in flight together. CONV: the GDN conv in the epilogue (QdConv),
-// lane 0 of warp w running row first + w's channel over the window's T outputs, as qdot_rows's does.
-template <typename Q, bool ST = false, bool CONV = false>
+template <typename Q>
 __device__ void qdot_rows_mma(const unsigned char* __restrict__ w, const float* __restrict__ x,
-                              float* __restrict__ y, int rows, int cols, int T, QdConv cv = {}) {
+                              float* __restrict__ y, int rows, int cols, int T) {
     constexpr int RUN = WARP / QD_WARPS;  // leaves a warp
     __shared__ float part[2][QD_WARPS][WARP];
     const int lane = threadIdx.x % WARP, wi = threadIdx.x / WARP, g = lane / 4, c = lane % 4;
     const int first = blockIdx.x * 8, row = first + g;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
-    ConvFrames<4> cf;
-    if constexpr (CONV) {
-        if (lane == 0 && first + wi < rows) cf.load(cv.tail, cv.taps, rows, 4, first + wi);
-    }
-    const unsigned char* rows0 = w + (size_t)first * row_bytes;  // row `first`'s bytes
-    if constexpr (ST) {
-        extern __shared__ uint4 qd_stage[];
-        const int nr = max(0, min(8, rows - first));
-        const size_t a = (size_t)rows0 & 15;
-        const uint4* src = reinterpret_cast<const uint4*>(rows0 - a);
-        const int n16 = nr ? (int)((a + nr * row_bytes + 15) / 16) : 0;
-        for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
-        stage_commit();
-        rows0 = reinterpret_cast<const unsigned char*>(qd_stage) + a;
-    }
     grid_dep_wait();
     const QIn q = qd_inputs<Q, true>(x, QSrc{}, T, cols);
-    if constexpr (ST) {
-        stage_wait<0>();
-        __syncthreads();
-    }
     if (first >= rows) return;  // the whole block
-    const unsigned char* r = rows0 + (size_t)(min(row, rows - 1) - first) * row_bytes;
+    const unsigned char* r = w + (size_t)min(row, rows - 1) * row_bytes;
     const int t0 = 2 * c, t1 = 2 * c + 1;
-    float acc0[RUN], acc1[RUN];
+    float lv0[5], lv1[5], sub0 = 0.0f, sub1 = 0.0f;
 #pragma unroll
-    for (int k = 0; k < RUN; ++k) acc0[k] = acc1[k] = 0.0f;
+    for (int k = 0; k < RUN; ++k) {
+        float acc0 = 0.0f, acc1 = 0.0f;
 #pragma unroll 1
-    for (int j0 = 0; j0 < q.P; j0 += WARP) {  // the same for all 32 lanes
-#pragma unroll
-        for (int k = 0; k < RUN; ++k) {
-            const int j = j0 + qd_tree_lane(wi * RUN + k);
-            if (j >= q.P) continue;
+        for (int j = qd_tree_lane(wi * RUN + k); j < q.P; j += WARP) {  // the same for all 32 lanes
             const unsigned char* b = r + (size_t)(QBLOCK * j / Q::BS) * Q::TS;
             const int p = QBLOCK * j % Q::BS / QBLOCK;
             const int2 wd = Q::word2(b, p, c);
@@ -408,51 +380,30 @@ __device__ void qdot_rows_mma(const unsigned char* __restrict__ w, const float* 
             if (t0 < T) {
                 const int i = t0 * q.P + j;
                 const int2 h = q.sum[i];
-                acc0[k] = __fadd_rn(acc0[k], Q::finish(W, s00, s10, h.x, h.y, q.d[i]));
+                acc0 = __fadd_rn(acc0, Q::finish(W, s00, s10, h.x, h.y, q.d[i]));
             }
             if (t1 < T) {
                 const int i = t1 * q.P + j;
                 const int2 h = q.sum[i];
-                acc1[k] = __fadd_rn(acc1[k], Q::finish(W, s01, s11, h.x, h.y, q.d[i]));
+                acc1 = __fadd_rn(acc1, Q::finish(W, s01, s11, h.x, h.y, q.d[i]));
             }
         }
-    }
-    // A run of RUN leaves from a multiple of RUN is a whole subtree, summed as leaves 0 .. RUN − 1.
-    float lv0[5], lv1[5], sub0 = 0.0f, sub1 = 0.0f;
-#pragma unroll
-    for (int k = 0; k < RUN; ++k) {
-        sub0 = qd_tree_push(lv0, k, acc0[k]);
-        sub1 = qd_tree_push(lv1, k, acc1[k]);
+        // A run of RUN leaves from a multiple of RUN is a whole subtree, summed as leaves 0 .. RUN − 1.
+        sub0 = qd_tree_push(lv0, k, acc0);
+        sub1 = qd_tree_push(lv1, k, acc1);
     }
     part[0][wi][lane] = sub0;
     part[1][wi][lane] = sub1;
     __syncthreads();
+    if (wi != 0 || row >= rows) return;
     float out0 = 0.0f, out1 = 0.0f;
-    if (wi == 0) {
 #pragma unroll
-        for (int v = 0; v < QD_WARPS; ++v) {
-            out0 = qd_tree_push(lv0, v, part[0][v][lane]);
-            out1 = qd_tree_push(lv1, v, part[1][v][lane]);
-        }
+    for (int v = 0; v < QD_WARPS; ++v) {
+        out0 = qd_tree_push(lv0, v, part[0][v][lane]);
+        out1 = qd_tree_push(lv1, v, part[1][v][lane]);
     }
-    if constexpr (CONV) {
-        // Row g's outputs from warp 0's lanes to lane 0 of warp g, which runs its channel.
-        __shared__ float res[8][QD_MAX_T];
-        if (wi == 0) {
-            if (t0 < T) res[g][t0] = out0;
-            if (t1 < T) res[g][t1] = out1;
-        }
-        __syncthreads();
-        if (lane == 0 && first + wi < rows) {
-            float s[QD_MAX_T];
-#pragma unroll
-            for (int t = 0; t < QD_MAX_T; ++t) s[t] = t < T ? res[wi][t] : 0.0f;
-            cf.run_vals(s, cv.tail, y, rows, 4, T, first + wi, cv.slots);
-        }
-    } else if (wi == 0 && row < rows) {
-        if (t0 < T) y[(size_t)t0 * rows + row] = out0;
-        if (t1 < T) y[(size_t)t1 * rows + row] = out1;
-    }
+    if (t0 < T) y[(size_t)t0 * rows + row] = out0;
+    if (t1 < T) y[(size_t)t1 * rows + row] = out1;
 }
 
 // The input of slot ts = t·k + s (blockIdx.y: token t, slot s), at x + t·x_tok + s·x_slot, quantized
@@ -724,22 +675,11 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         qdot_rows<Q, false, true, false, 4>(w, x, y, rows, cols, T, rpw);                                     \
     }                                                                                                         \
     /* the window's product by int8 tensor-core sums (qdot_rows_mma; STRATA_QDOT_MMA=1) */                    \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_g_mma(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, \
                      const unsigned char* w2, float* y2) {                                                    \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows_mma<Q>(w, x, y, rows, cols, T);                                                             \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_mma_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,    \
-                        int T, const unsigned char* w2, float* y2) {                                          \
-        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_mma<Q, true>(w, x, y, rows, cols, T);                                                       \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_mma_conv_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
-                             int cols, int T, float* tail, const float* taps, float* slots) {                 \
-        qdot_rows_mma<Q, true, true>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});                      \
     }                                                                                                         \
     /* the MoE router's product and the experts' input quantized in one launch (STRATA_ROUTER_QUANTIZE=1) */  \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2) /* ptxas's own pick spilled */           \

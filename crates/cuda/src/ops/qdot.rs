@@ -10,7 +10,6 @@ use crate::ops::matrix::{Gather, MatrixGpu, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::{Check, CudaError};
-use crate::runtime::settings::QdotMma;
 
 /// Warps a block of the dense and gather kernels, a row each (QD_WARPS in qdot.cu).
 const WARPS: u32 = 8;
@@ -40,13 +39,12 @@ fn staged(gpu: &Gpu) -> bool {
     gpu.settings.qdot_stage
 }
 
-/// How a window of `t` tokens' dense products over inputs quantized once make their pieces' integer sums
-/// (qdot.cu's `_g_mma`, `_g_mma_st`: the same values, docs/ARITHMETIC.md § qdot): `STRATA_QDOT_MMA` on
-/// sm_75 or later; None: the `__dp4a` rows. The plain tiles are exact on the H200 but slower than the rows
-/// for windows of up to 8 tokens (bench/results/2026-12-04-h200-spec/spec_bench-0f5b07c-mma-ab.log).
-fn mma(gpu: &Gpu, t: usize) -> Option<QdotMma> {
-    let m = gpu.settings.qdot_mma;
-    (m != QdotMma::Off && t > 1 && gpu.arch >= (7, 5)).then_some(m)
+/// Whether a window's dense products over inputs quantized once make their pieces' integer sums by int8
+/// tensor-core MMA (qdot.cu's `_g_mma`: the same values, docs/ARITHMETIC.md § qdot): `STRATA_QDOT_MMA=1`
+/// on sm_75 or later. Off by default: exact on the H200, but slower than the `__dp4a` rows for windows of
+/// up to 8 tokens (bench/results/2026-12-04-h200-spec/spec_bench-0f5b07c-mma-ab.log).
+fn mma(gpu: &Gpu, t: usize) -> bool {
+    gpu.settings.qdot_mma && t > 1 && gpu.arch >= (7, 5)
 }
 
 /// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
@@ -292,12 +290,11 @@ fn dense_launch(
     let blocks = w.rows.div_ceil(WARPS as usize * rpw) as u32;
     let (w2, y2) = second.map_or((w.ptr(gpu), y), |(b, y2)| (b.ptr(gpu), y2));
     let i = |v: usize| Arg::I32(v as i32);
-    if let Some(m) = mma(gpu, t).filter(|_| g) {
-        // A block a tile of 8 rows (WARPS), staged where asked and the card has the room.
-        let smem = stage(gpu, w).filter(|_| m == QdotMma::Staged);
-        let name = name(w.ty, if smem.is_some() { "_g_mma_st" } else { "_g_mma" });
-        let blocks = w.rows.div_ceil(WARPS as usize) as u32;
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem.unwrap_or(0), w.cols)?;
+    if g && mma(gpu, t) {
+        // A block a tile of 8 rows.
+        let name = name(w.ty, "_g_mma");
+        let blocks = w.rows.div_ceil(8) as u32;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
         let args =
             [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
@@ -375,12 +372,6 @@ fn dense_conv_launch(
         let name = name(w.ty, "_g_one_conv_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
         let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
-        return launch(gpu, &f, name, cfg, &args);
-    }
-    if let Some(smem) = stage(gpu, w).filter(|_| mma(gpu, t) == Some(QdotMma::Staged)) {
-        let name = name(w.ty, "_g_mma_conv_st");
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
-        let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });

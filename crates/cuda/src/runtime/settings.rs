@@ -44,7 +44,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_ONCE", "0: every block of a § qdot product quantizes its own inputs", "on"),
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
-    sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8); st: the same with each block's rows copied into shared memory before the kernel before ends", "off"),
+    sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -107,8 +107,7 @@ pub struct Settings {
     pub down_combine: bool,
     pub qdot_once: bool,
     pub qdot_stage: bool,
-    /// `STRATA_QDOT_MMA`: a window's dense products by int8 tensor-core sums.
-    pub qdot_mma: QdotMma,
+    pub qdot_mma: bool,
     pub qdot_window_smem: bool,
     /// `STRATA_QDOT_NARROW=1`: windows of T ≤ 2 and T ≤ 4 run the dense kernels compiled for that many
     /// tokens (`_g_w2`, `_g_w4`), bounded to more blocks a multiprocessor.
@@ -132,16 +131,6 @@ pub struct Settings {
     pub bench_warm: bool,
     /// `STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`; None: nothing kept on disk.
     pub cache: Option<PathBuf>,
-}
-
-/// How a window's dense § qdot products make their integer sums (qdot.cu): `__dp4a` rows (`Off`), int8
-/// tensor-core tiles reading their rows as they go (`On`, `_g_mma`), or the same tiles over rows copied
-/// into shared memory before the kernel before ends (`Staged`, `_g_mma_st`). The same bits every way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QdotMma {
-    Off,
-    On,
-    Staged,
 }
 
 impl Default for Settings {
@@ -184,12 +173,7 @@ impl Settings {
             down_combine: r.on("STRATA_DOWN_COMBINE"),
             qdot_once: r.on("STRATA_QDOT_ONCE"),
             qdot_stage: r.on("STRATA_QDOT_STAGE"),
-            qdot_mma: match r.text("STRATA_QDOT_MMA").as_deref() {
-                None | Some("0") => QdotMma::Off,
-                Some("1") => QdotMma::On,
-                Some("st") => QdotMma::Staged,
-                Some(v) => r.bad("STRATA_QDOT_MMA", v, QdotMma::Off),
-            },
+            qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),

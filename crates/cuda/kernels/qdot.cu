@@ -286,6 +286,84 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     }
 }
 
+// A window's rows R at a time (`_g_s<TMAX>r<R>`, `_g_s<TMAX>r<R>_conv`; STRATA_QDOT_SHARE=1): warp w of
+// block b takes rows (8b + w)·R .. + R − 1, and lane L, for each of its pieces L, L + 32, … in order, loads
+// the window's inputs of that piece once and puts them against the piece of each of its R rows. A row's
+// pieces are as many bytes as 1–2 tokens' inputs of them (a piece's 32 codes, sums and scale are 44 bytes
+// a token, the weights 18–34), so a warp a row reads its inputs' bytes several times its weights'. Each
+// (row, token) sum is qd_row's: Q::apply of each piece added from +0 in the lane's order, then the
+// butterfly. Missing rows of the last warp are neither read nor written. CONV: lane i < R of a warp runs
+// its row i's channel (QdConv; lane 0 alone in qdot_rows).
+template <typename Q, int TMAX, int R, bool CONV = false>
+__device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float* __restrict__ x,
+                                float* __restrict__ y, int rows, int cols, int T, QdConv cv = {}) {
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    const int row0 = (blockIdx.x * warps + threadIdx.x / WARP) * R, nr = min(R, rows - row0);
+    ConvFrames<4> cf;
+    if constexpr (CONV) {
+        if (lane < nr) cf.load(cv.tail, cv.taps, rows, 4, row0 + lane);
+    }
+    grid_dep_wait();
+    {  // the block's span of rows asked for into the L2, as qdot_rows does for one row a warp
+        const size_t first = (size_t)blockIdx.x * warps * R;
+        if (first < (size_t)rows) {
+            const size_t n = min((size_t)warps * R, (size_t)rows - first);
+            prefetch_l2(w + first * row_bytes, n * row_bytes, threadIdx.x, blockDim.x);
+        }
+    }
+    const QIn q(reinterpret_cast<int4*>(const_cast<float*>(x)), T, cols / QBLOCK);
+    if (nr <= 0) return;
+    float acc[R][TMAX];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+#pragma unroll
+        for (int t = 0; t < TMAX; ++t) acc[i][t] = 0.0f;
+    }
+    for (int j = lane; j < q.P; j += WARP) {
+        const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+        const int p = QBLOCK * j % Q::BS / QBLOCK;
+        int a[TMAX][8];
+        int2 h[TMAX];
+        float d[TMAX];
+#pragma unroll
+        for (int t = 0; t < TMAX; ++t) {
+            if (t < T) {
+                const int i = t * q.P + j;
+                const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
+                const int4 c0 = a4[0], c1 = a4[1];
+                a[t][0] = c0.x, a[t][1] = c0.y, a[t][2] = c0.z, a[t][3] = c0.w;
+                a[t][4] = c1.x, a[t][5] = c1.y, a[t][6] = c1.z, a[t][7] = c1.w;
+                h[t] = q.sum[i];
+                d[t] = q.d[i];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            if (i < nr) {
+                const QdW W = Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
+#pragma unroll
+                for (int t = 0; t < TMAX; ++t) {
+                    if (t < T) acc[i][t] = __fadd_rn(acc[i][t], Q::apply(W, a[t], h[t].x, h[t].y, d[t]));
+                }
+            }
+        }
+    }
+    float s[TMAX];  // this lane's row's outputs (CONV), else lane 0 writes every row's
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+#pragma unroll
+        for (int t = 0; t < TMAX; ++t) {
+            const float v = warp_butterfly(acc[i][t]);
+            if (CONV && lane == i) s[t] = v;
+            if (!CONV && lane == 0 && i < nr && t < T) y[(size_t)t * rows + row0 + i] = v;
+        }
+    }
+    if constexpr (CONV) {
+        if (lane < nr) cf.run_vals(s, cv.tail, y, rows, 4, T, row0 + lane, cv.slots);
+    }
+}
+
 // The staged kernels (`_g_one_st`, `_g_one_conv_st`; the default, STRATA_QDOT_STAGE=0 for `_g_one`):
 // one token, inputs quantized once, a row a warp. The block's rows, one span of bytes, are copied into
 // shared memory before grid_dep_wait (a weight is no kernel's output), so with programmatic launches the
@@ -635,6 +713,20 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                                        shared, sgate, rpb);                                                   \
     }
 
+// The shared-input window kernels for TMAX tokens and R rows a warp: plain and with the GDN conv.
+#define QDOT_SHARE(NAME, Q, TM, R)                                                                            \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+        NAME##_g_s##TM##r##R(const unsigned char* w, const float* __restrict__ x, float* y, int rows,         \
+                             int cols, int T, const unsigned char* w2, float* y2) {                           \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows_share<Q, TM, R>(w, x, y, rows, cols, T);                                                    \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+        NAME##_g_s##TM##r##R##_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
+                                    int cols, int T, float* tail, const float* taps, float* slots) {          \
+        qdot_rows_share<Q, TM, R, true>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});                   \
+    }
+
 #define QDOT(NAME, Q)                                                                                         \
     QDOT_KERNELS(NAME, Q, false)                                                                              \
     QDOT_KERNELS(NAME##_g, Q, true)                                                                           \
@@ -674,6 +766,11 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows<Q, false, true, false, 4>(w, x, y, rows, cols, T, rpw);                                     \
     }                                                                                                         \
+    /* a window's rows R a warp over inputs loaded once a piece (qdot_rows_share; STRATA_QDOT_SHARE=1) */     \
+    QDOT_SHARE(NAME, Q, 2, 2)                                                                                 \
+    QDOT_SHARE(NAME, Q, 2, 4)                                                                                 \
+    QDOT_SHARE(NAME, Q, 4, 2)                                                                                 \
+    QDOT_SHARE(NAME, Q, 4, 4)                                                                                 \
     /* the window's product by int8 tensor-core sums (qdot_rows_mma; STRATA_QDOT_MMA=1) */                    \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_g_mma(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, int T, \

@@ -239,6 +239,32 @@ fn window_kind(gpu: &Gpu, t: usize) -> &'static str {
     }
 }
 
+/// The shared-input window kernel for `t` tokens over `rows` rows (`STRATA_QDOT_SHARE=1`, qdot.cu's
+/// qdot_rows_share): its name's suffix and rows a warp, 4 or 2 where the product has rows for that many
+/// with two blocks a multiprocessor, for windows of 2..4 tokens; None otherwise.
+fn share(gpu: &Gpu, rows: usize, t: usize, conv: bool) -> Option<(&'static str, usize)> {
+    if !gpu.settings.qdot_share || !(2..=4).contains(&t) {
+        return None;
+    }
+    let fit = rows / (WARPS as usize * 2 * (gpu.sm_count as usize).max(1));
+    let r = match fit {
+        0 | 1 => return None,
+        2 | 3 => 2,
+        _ => 4,
+    };
+    let name = match (t <= 2, r, conv) {
+        (true, 2, false) => "_g_s2r2",
+        (true, _, false) => "_g_s2r4",
+        (false, 2, false) => "_g_s4r2",
+        (false, _, false) => "_g_s4r4",
+        (true, 2, true) => "_g_s2r2_conv",
+        (true, _, true) => "_g_s2r4_conv",
+        (false, 2, true) => "_g_s4r2_conv",
+        (false, _, true) => "_g_s4r4_conv",
+    };
+    Some((name, r))
+}
+
 /// Rows a warp of the dense kernel takes: one, unless the product has rows for more than 32 blocks a
 /// multiprocessor, then up to 8 (each block quantizes the input, so fewer blocks do that less often).
 fn rows_per_warp(rows: usize, sms: usize) -> usize {
@@ -294,6 +320,14 @@ fn dense_launch(
         // A block a tile of 8 rows.
         let name = name(w.ty, "_g_mma");
         let blocks = w.rows.div_ceil(8) as u32;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
+        let args =
+            [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
+        return launch(gpu, &f, name, cfg, &args);
+    }
+    if let Some((kind, r)) = share(gpu, w.rows, t, false).filter(|_| g) {
+        let name = name(w.ty, kind);
+        let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
         let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
         let args =
             [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
@@ -372,6 +406,13 @@ fn dense_conv_launch(
         let name = name(w.ty, "_g_one_conv_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
         let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
+        return launch(gpu, &f, name, cfg, &args);
+    }
+    if let Some((kind, r)) = share(gpu, w.rows, t, true) {
+        let name = name(w.ty, kind);
+        let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
+        let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });

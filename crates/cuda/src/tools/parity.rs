@@ -322,7 +322,9 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
     let mut rng = SplitMix64::new(seed);
     let mut cases = 0;
     for ty in GgmlType::ALL.into_iter().filter(|&t| crate::ops::layout::supported(t)) {
-        for (rows, cols) in [(37usize, 64usize), (300, 256), (257, 2560)] {
+        // The last two: enough rows for the window kernels taking 2 and 4 rows a warp on a card of up to
+        // 132 multiprocessors (qdot.rs `share`), each with a last warp of one row.
+        for (rows, cols) in [(37usize, 64usize), (300, 256), (257, 2560), (4301, 256), (8501, 256)] {
             if !cols.is_multiple_of(ty.block_size()) {
                 continue;
             }

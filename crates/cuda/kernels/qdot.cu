@@ -41,6 +41,12 @@
 #ifndef ROUTER_ONE_PASS
 #define ROUTER_ONE_PASS 1
 #endif
+// QD_COMBINE_ONCE (STRATA_DEFINES; 0 by default): the fused down product and combination's warp takes
+// its slot's rows 8 at a time, every row's piece in flight together (qd_rows_n), instead of two at a time
+// (qd_row2). The same sums.
+#ifndef QD_COMBINE_ONCE
+#define QD_COMBINE_ONCE 0
+#endif
 // The most tokens a launch takes (a verify or prompt window).
 #define QD_MAX_T 8
 // Warps a block in the dense and gather kernels: a warp a row.
@@ -176,6 +182,33 @@ __device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, co
     }
     *o1 = warp_butterfly(a1);
     *o2 = warp_butterfly(a2);
+}
+
+// n ≤ N consecutive rows from r (row_bytes apart) with one quantized vector v: each piece's codes read
+// once for all of them and every row's piece loaded together; each sum is qd_row's.
+template <typename Q, int N>
+__device__ __forceinline__ void qd_rows_n(const unsigned char* __restrict__ r, size_t row_bytes, int n, const QIn& q,
+                                          int v, float* out) {
+    float acc[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] = 0.0f;
+    for (int j = threadIdx.x % WARP; j < q.P; j += WARP) {
+        const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+        const int p = QBLOCK * j % Q::BS / QBLOCK, i = v * q.P + j;
+        const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
+        const int4 c0 = a4[0], c1 = a4[1];
+        const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+        const int2 h = q.sum[i];
+        const float d = q.d[i];
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+            if (k < n) acc[k] = __fadd_rn(acc[k], Q::value(r + (size_t)k * row_bytes + at, p, a, h.x, h.y, d));
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        if (k < n) out[k] = warp_butterfly(acc[k]);
+    }
 }
 
 // The block's inputs: with G (the _g kernels) x is already quantized (n vectors, made once by the
@@ -575,6 +608,20 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
                     : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
     const int v = G ? t * k + s : s;
+#if QD_COMBINE_ONCE
+    if (s < k) {
+        for (int i = 0; i < nv; i += 8) {
+            float o[8];
+            qd_rows_n<Q, 8>(r + (size_t)i * row_bytes, row_bytes, min(8, nv - i), q, v, o);
+            if (threadIdx.x % WARP == 0) {
+#pragma unroll
+                for (int m = 0; m < 8; ++m) {
+                    if (i + m < nv) e[s][i + m] = o[m];
+                }
+            }
+        }
+    }
+#else
     if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
@@ -591,6 +638,7 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
             if (threadIdx.x % WARP == 0) e[s][i] = o;
         }
     }
+#endif
     __syncthreads();
     qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
 }

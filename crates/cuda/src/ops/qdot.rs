@@ -239,7 +239,7 @@ fn window_kind(gpu: &Gpu, t: usize) -> &'static str {
     }
 }
 
-/// The shared-input window kernel for `t` tokens over `rows` rows (`STRATA_QDOT_SHARE=1`, qdot.cu's
+/// The shared-input window kernel for `t` tokens over `rows` rows (the default; `STRATA_QDOT_SHARE=0` turns it off; qdot.cu's
 /// qdot_rows_share): its name's suffix and rows a warp, 4 or 2 where the product has rows for that many
 /// with two blocks a multiprocessor, for windows of 2..4 tokens; None otherwise.
 fn share(gpu: &Gpu, rows: usize, t: usize, conv: bool) -> Option<(&'static str, usize)> {

@@ -45,7 +45,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
-    sw("STRATA_QDOT_SHARE", "1: windows of T ≤ 4 run dense § qdot kernels taking 2 or 4 rows a warp, each piece's inputs loaded once for them", "off"),
+    sw("STRATA_QDOT_SHARE", "0: windows of T ≤ 4 run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them", "on"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -113,8 +113,8 @@ pub struct Settings {
     /// `STRATA_QDOT_NARROW=1`: windows of T ≤ 2 and T ≤ 4 run the dense kernels compiled for that many
     /// tokens (`_g_w2`, `_g_w4`), bounded to more blocks a multiprocessor.
     pub qdot_narrow: bool,
-    /// `STRATA_QDOT_SHARE=1`: windows of T ≤ 4 run the dense kernels taking several rows a warp over
-    /// inputs loaded once a piece (`_g_s<T>r<R>`).
+    /// Windows of T ≤ 4 run the dense kernels taking several rows a warp over inputs loaded once a piece
+    /// (`_g_s<T>r<R>`); `STRATA_QDOT_SHARE=0`: a row a warp.
     pub qdot_share: bool,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
@@ -180,7 +180,7 @@ impl Settings {
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
-            qdot_share: r.flag("STRATA_QDOT_SHARE").unwrap_or(false),
+            qdot_share: r.on("STRATA_QDOT_SHARE"),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),

@@ -41,12 +41,6 @@
 #ifndef ROUTER_ONE_PASS
 #define ROUTER_ONE_PASS 1
 #endif
-// QD_COMBINE_ONCE (STRATA_DEFINES; 0 by default): the fused down product and combination's warp takes
-// its slot's rows 8 at a time, every row's piece in flight together (qd_rows_n), instead of two at a time
-// (qd_row2). The same sums.
-#ifndef QD_COMBINE_ONCE
-#define QD_COMBINE_ONCE 0
-#endif
 // The most tokens a launch takes (a verify or prompt window).
 #define QD_MAX_T 8
 // Warps a block in the dense and gather kernels: a warp a row.
@@ -184,33 +178,6 @@ __device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, co
     *o2 = warp_butterfly(a2);
 }
 
-// n ≤ N consecutive rows from r (row_bytes apart) with one quantized vector v: each piece's codes read
-// once for all of them and every row's piece loaded together; each sum is qd_row's.
-template <typename Q, int N>
-__device__ __forceinline__ void qd_rows_n(const unsigned char* __restrict__ r, size_t row_bytes, int n, const QIn& q,
-                                          int v, float* out) {
-    float acc[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] = 0.0f;
-    for (int j = threadIdx.x % WARP; j < q.P; j += WARP) {
-        const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-        const int p = QBLOCK * j % Q::BS / QBLOCK, i = v * q.P + j;
-        const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
-        const int4 c0 = a4[0], c1 = a4[1];
-        const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-        const int2 h = q.sum[i];
-        const float d = q.d[i];
-#pragma unroll
-        for (int k = 0; k < N; ++k) {
-            if (k < n) acc[k] = __fadd_rn(acc[k], Q::value(r + (size_t)k * row_bytes + at, p, a, h.x, h.y, d));
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-        if (k < n) out[k] = warp_butterfly(acc[k]);
-    }
-}
-
 // The block's inputs: with G (the _g kernels) x is already quantized (n vectors, made once by the
 // _quantize kernel before the product), else the block quantizes the n vectors at src into its shared
 // memory. The same codes, sums and scales either way.
@@ -319,7 +286,7 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     }
 }
 
-// A window's rows R at a time (`_g_s<TMAX>r<R>`, `_g_s<TMAX>r<R>_conv`; STRATA_QDOT_SHARE=1): warp w of
+// A window's rows R at a time (`_g_s<TMAX>r<R>`, `_g_s<TMAX>r<R>_conv`; by default, STRATA_QDOT_SHARE=0 for qdot_rows): warp w of
 // block b takes rows (8b + w)·R .. + R − 1, and lane L, for each of its pieces L, L + 32, … in order, loads
 // the window's inputs of that piece once and puts them against the piece of each of its R rows. A row's
 // pieces are as many bytes as 1–2 tokens' inputs of them (a piece's 32 codes, sums and scale are 44 bytes
@@ -608,20 +575,6 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
                     : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
     const int v = G ? t * k + s : s;
-#if QD_COMBINE_ONCE
-    if (s < k) {
-        for (int i = 0; i < nv; i += 8) {
-            float o[8];
-            qd_rows_n<Q, 8>(r + (size_t)i * row_bytes, row_bytes, min(8, nv - i), q, v, o);
-            if (threadIdx.x % WARP == 0) {
-#pragma unroll
-                for (int m = 0; m < 8; ++m) {
-                    if (i + m < nv) e[s][i + m] = o[m];
-                }
-            }
-        }
-    }
-#else
     if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
@@ -638,7 +591,6 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
             if (threadIdx.x % WARP == 0) e[s][i] = o;
         }
     }
-#endif
     __syncthreads();
     qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
 }
@@ -814,7 +766,7 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows<Q, false, true, false, 4>(w, x, y, rows, cols, T, rpw);                                     \
     }                                                                                                         \
-    /* a window's rows R a warp over inputs loaded once a piece (qdot_rows_share; STRATA_QDOT_SHARE=1) */     \
+    /* a window's rows R a warp over inputs loaded once a piece (qdot_rows_share; STRATA_QDOT_SHARE) */       \
     QDOT_SHARE(NAME, Q, 2, 2)                                                                                 \
     QDOT_SHARE(NAME, Q, 2, 4)                                                                                 \
     QDOT_SHARE(NAME, Q, 4, 2)                                                                                 \

@@ -243,10 +243,15 @@ fn window_kind(gpu: &Gpu, t: usize) -> &'static str {
 /// qdot_rows_share): its name's suffix and rows a warp, 4 or 2 where the product has rows for that many
 /// with two blocks a multiprocessor, for windows of 2..4 tokens; None otherwise.
 fn share(gpu: &Gpu, rows: usize, t: usize, conv: bool) -> Option<(&'static str, usize)> {
-    if !gpu.settings.qdot_share || !(2..=4).contains(&t) {
+    share_kind(gpu.settings.qdot_share, rows, t, conv, gpu.sm_count as usize)
+}
+
+/// [`share`] on a card of `sms` multiprocessors with the setting `on`.
+fn share_kind(on: bool, rows: usize, t: usize, conv: bool, sms: usize) -> Option<(&'static str, usize)> {
+    if !on || !(2..=4).contains(&t) {
         return None;
     }
-    let fit = rows / (WARPS as usize * 2 * (gpu.sm_count as usize).max(1));
+    let fit = rows / (WARPS as usize * 2 * sms.max(1));
     let r = match fit {
         0 | 1 => return None,
         2 | 3 => 2,
@@ -412,7 +417,8 @@ fn dense_conv_launch(
         let name = name(w.ty, kind);
         let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
-        let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
+        let args =
+            [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
@@ -584,6 +590,22 @@ mod tests {
         assert_eq!(rows_per_warp(1_000_000, 132), 8);
         assert_eq!(rows_per_warp(2560, 132), 1);
         assert_eq!(rows_per_warp(12_288, 0), 8);
+    }
+
+    /// The shared-input window kernels: only for 2..4 tokens, only where the rows fill two blocks of
+    /// 8 warps a multiprocessor at 2 (or 4) rows a warp, and named for T and R (the parity tool's shapes
+    /// of 4,301 and 8,501 rows take R = 2 and 4 on a card of 132 multiprocessors).
+    #[test]
+    fn windows_of_two_to_four_take_rows_several_a_warp_where_they_fill_the_card() {
+        assert_eq!(share_kind(true, 10_240, 2, true, 132), Some(("_g_s2r4_conv", 4)));
+        assert_eq!(share_kind(true, 6_144, 4, false, 132), Some(("_g_s4r2", 2)));
+        assert_eq!(share_kind(true, 4_301, 3, false, 132), Some(("_g_s4r2", 2)));
+        assert_eq!(share_kind(true, 8_501, 2, false, 132), Some(("_g_s2r4", 4)));
+        assert_eq!(share_kind(true, 2_560, 2, false, 132), None, "a GDN out product: too few rows");
+        assert_eq!(share_kind(true, 10_240, 1, false, 132), None);
+        assert_eq!(share_kind(true, 10_240, 5, false, 132), None);
+        assert_eq!(share_kind(false, 10_240, 2, false, 132), None);
+        assert_eq!(share_kind(true, 100, 2, false, 0), Some(("_g_s2r4", 4)), "no count: as one multiprocessor");
     }
 
     /// qdot_rows_staged copies n16 words of 16 bytes from the boundary below its rows (a = 0..15 bytes

@@ -340,6 +340,7 @@ mod tests {
     #[test]
     fn the_narrow_window_kernels_are_a_setting() {
         assert!(!read(&[]).0.qdot_narrow);
+        assert!(Settings::default().qdot_share && !read(&[("STRATA_QDOT_SHARE", "0")]).0.qdot_share);
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1")]);
         assert_eq!((s.qdot_narrow, notes.len()), (true, 0));
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "yes")]);

@@ -293,8 +293,10 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 // a token, the weights 18–34), so a warp a row reads its inputs' bytes several times its weights'. Each
 // (row, token) sum is qd_row's: Q::apply of each piece added from +0 in the lane's order, then the
 // butterfly. Missing rows of the last warp are neither read nor written. CONV: lane i < R of a warp runs
-// its row i's channel (QdConv; lane 0 alone in qdot_rows).
-template <typename Q, int TMAX, int R, bool CONV = false>
+// its row i's channel (QdConv; lane 0 alone in qdot_rows). ST (`_st`, STRATA_QDOT_SHARE=st): the block's
+// rows copied into shared memory before grid_dep_wait, as qdot_rows_staged does for one token (the
+// same layout: from the 16-byte boundary below them, each byte's address mod 16 kept), and read there.
+template <typename Q, int TMAX, int R, bool CONV = false, bool ST = false>
 __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                 float* __restrict__ y, int rows, int cols, int T, QdConv cv = {}) {
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
@@ -304,8 +306,23 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
     if constexpr (CONV) {
         if (lane < nr) cf.load(cv.tail, cv.taps, rows, 4, row0 + lane);
     }
+    const unsigned char* staged = nullptr;  // with ST: row row0's bytes in shared memory
+    if constexpr (ST) {
+        extern __shared__ uint4 qd_stage[];
+        const int first = blockIdx.x * warps * R, n = max(0, min(warps * R, rows - first));
+        const unsigned char* w0 = w + (size_t)first * row_bytes;
+        const size_t a = (size_t)w0 & 15;
+        const uint4* src = reinterpret_cast<const uint4*>(w0 - a);
+        const int n16 = n ? (int)((a + n * row_bytes + 15) / 16) : 0;
+        for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
+        stage_commit();
+        staged = reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row0 - first) * row_bytes;
+    }
     grid_dep_wait();
-    {  // the block's span of rows asked for into the L2, as qdot_rows does for one row a warp
+    if constexpr (ST) {
+        stage_wait<0>();
+        __syncthreads();
+    } else {  // the block's span of rows asked for into the L2, as qdot_rows does for one row a warp
         const size_t first = (size_t)blockIdx.x * warps * R;
         if (first < (size_t)rows) {
             const size_t n = min((size_t)warps * R, (size_t)rows - first);
@@ -341,7 +358,8 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             if (i < nr) {
-                const QdW W = Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
+                const QdW W = ST ? Q::load(staged + (size_t)i * row_bytes + at, p)
+                                 : Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
 #pragma unroll
                 for (int t = 0; t < TMAX; ++t) {
                     if (t < T) acc[i][t] = __fadd_rn(acc[i][t], Q::apply(W, a[t], h[t].x, h[t].y, d[t]));
@@ -725,6 +743,18 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_g_s##TM##r##R##_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
                                     int cols, int T, float* tail, const float* taps, float* slots) {          \
         qdot_rows_share<Q, TM, R, true>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});                   \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+        NAME##_g_s##TM##r##R##_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,    \
+                                  int cols, int T, const unsigned char* w2, float* y2) {                      \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows_share<Q, TM, R, false, true>(w, x, y, rows, cols, T);                                       \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+        NAME##_g_s##TM##r##R##_conv_st(const unsigned char* w, const float* __restrict__ x, float* y,         \
+                                       int rows, int cols, int T, float* tail, const float* taps,             \
+                                       float* slots) {                                                        \
+        qdot_rows_share<Q, TM, R, true, true>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});             \
     }
 
 #define QDOT(NAME, Q)                                                                                         \

@@ -10,6 +10,7 @@ use crate::ops::matrix::{Gather, MatrixGpu, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::{Check, CudaError};
+use crate::runtime::settings::QdotShare;
 
 /// Warps a block of the dense and gather kernels, a row each (QD_WARPS in qdot.cu).
 const WARPS: u32 = 8;
@@ -243,7 +244,22 @@ fn window_kind(gpu: &Gpu, t: usize) -> &'static str {
 /// qdot_rows_share): its name's suffix and rows a warp, 4 or 2 where the product has rows for that many
 /// with two blocks a multiprocessor, for windows of 2..4 tokens; None otherwise.
 fn share(gpu: &Gpu, rows: usize, t: usize, conv: bool) -> Option<(&'static str, usize)> {
-    share_kind(gpu.settings.qdot_share, rows, t, conv, gpu.sm_count as usize)
+    share_kind(gpu.settings.qdot_share != QdotShare::Off, rows, t, conv, gpu.sm_count as usize)
+}
+
+/// The staged form of [`share`]'s kernel for `w` (`STRATA_QDOT_SHARE=st`, qdot_rows_share's ST): its
+/// name and shared memory, where the block's 8·R rows fit the card's; None otherwise.
+fn share_staged(gpu: &Gpu, w: &MatrixGpu, kind: &'static str, r: usize) -> Option<(&'static str, usize)> {
+    let bytes = share_stage_bytes(w.ty, w.cols, r);
+    (gpu.settings.qdot_share == QdotShare::Staged && bytes <= gpu.smem_optin as usize)
+        .then(|| (crate::runtime::device::kernel_name([kind, "_st", ""]), bytes))
+}
+
+/// The staged shared-input kernels' shared memory for blocks of WARPS·r rows (as [`stage_bytes`] for
+/// WARPS).
+fn share_stage_bytes(ty: GgmlType, cols: usize, r: usize) -> usize {
+    let row_bytes = cols / ty.block_size() * ty.type_size();
+    (15 + WARPS as usize * r * row_bytes).div_ceil(16) * 16 + 16
 }
 
 /// [`share`] on a card of `sms` multiprocessors with the setting `on`.
@@ -331,9 +347,9 @@ fn dense_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     if let Some((kind, r)) = share(gpu, w.rows, t, false).filter(|_| g) {
-        let name = name(w.ty, kind);
+        let (name, smem) = share_staged(gpu, w, kind, r).map_or((name(w.ty, kind), 0), |(k, b)| (name(w.ty, k), b));
         let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
         let args =
             [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
@@ -414,9 +430,9 @@ fn dense_conv_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     if let Some((kind, r)) = share(gpu, w.rows, t, true) {
-        let name = name(w.ty, kind);
+        let (name, smem) = share_staged(gpu, w, kind, r).map_or((name(w.ty, kind), 0), |(k, b)| (name(w.ty, k), b));
         let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
         let args =
             [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
         return launch(gpu, &f, name, cfg, &args);

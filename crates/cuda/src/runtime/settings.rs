@@ -45,7 +45,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
-    sw("STRATA_QDOT_SHARE", "0: windows of T ≤ 4 run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them", "on"),
+    sw("STRATA_QDOT_SHARE", "0: windows of T ≤ 4 run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them; st: those with their rows copied into shared memory before the kernel before ends", "on"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -113,9 +113,8 @@ pub struct Settings {
     /// `STRATA_QDOT_NARROW=1`: windows of T ≤ 2 and T ≤ 4 run the dense kernels compiled for that many
     /// tokens (`_g_w2`, `_g_w4`), bounded to more blocks a multiprocessor.
     pub qdot_narrow: bool,
-    /// Windows of T ≤ 4 run the dense kernels taking several rows a warp over inputs loaded once a piece
-    /// (`_g_s<T>r<R>`); `STRATA_QDOT_SHARE=0`: a row a warp.
-    pub qdot_share: bool,
+    /// `STRATA_QDOT_SHARE`: how windows of T ≤ 4 take their dense products' rows.
+    pub qdot_share: QdotShare,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -135,6 +134,17 @@ pub struct Settings {
     pub bench_warm: bool,
     /// `STRATA_CACHE`, else `$XDG_CACHE_HOME/strata`, else `~/.cache/strata`; None: nothing kept on disk.
     pub cache: Option<PathBuf>,
+}
+
+/// How a window of 2..4 tokens' dense § qdot products take their rows (qdot.cu's qdot_rows and
+/// qdot_rows_share): a row a warp (`Off`); 2 or 4 rows a warp, each piece's inputs loaded once for them
+/// (`On`, the default, `_g_s<T>r<R>`); the same over rows copied into shared memory before the kernel
+/// before ends (`Staged`, `_st`). The same bits every way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QdotShare {
+    Off,
+    On,
+    Staged,
 }
 
 impl Default for Settings {
@@ -180,7 +190,12 @@ impl Settings {
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
-            qdot_share: r.on("STRATA_QDOT_SHARE"),
+            qdot_share: match r.text("STRATA_QDOT_SHARE").as_deref() {
+                None | Some("1") => QdotShare::On,
+                Some("0") => QdotShare::Off,
+                Some("st") => QdotShare::Staged,
+                Some(v) => r.bad("STRATA_QDOT_SHARE", v, QdotShare::On),
+            },
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -340,7 +355,11 @@ mod tests {
     #[test]
     fn the_narrow_window_kernels_are_a_setting() {
         assert!(!read(&[]).0.qdot_narrow);
-        assert!(Settings::default().qdot_share && !read(&[("STRATA_QDOT_SHARE", "0")]).0.qdot_share);
+        assert_eq!(Settings::default().qdot_share, QdotShare::On);
+        assert_eq!(read(&[("STRATA_QDOT_SHARE", "0")]).0.qdot_share, QdotShare::Off);
+        assert_eq!(read(&[("STRATA_QDOT_SHARE", "st")]).0.qdot_share, QdotShare::Staged);
+        let (s, notes) = read(&[("STRATA_QDOT_SHARE", "2")]);
+        assert!(s.qdot_share == QdotShare::On && notes.len() == 1, "{notes:?}");
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1")]);
         assert_eq!((s.qdot_narrow, notes.len()), (true, 0));
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "yes")]);

@@ -286,6 +286,25 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
     }
 }
 
+// The inputs of piece j of tokens t0 .. t0 + N − 1 (those below T): codes, sums and scale, for
+// qdot_rows_share.
+template <int N>
+__device__ __forceinline__ void qd_piece_inputs(const QIn& q, int j, int t0, int T, int (&a)[N][8], int2 (&h)[N],
+                                                float (&d)[N]) {
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+        if (t0 + t < T) {
+            const int i = (t0 + t) * q.P + j;
+            const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
+            const int4 c0 = a4[0], c1 = a4[1];
+            a[t][0] = c0.x, a[t][1] = c0.y, a[t][2] = c0.z, a[t][3] = c0.w;
+            a[t][4] = c1.x, a[t][5] = c1.y, a[t][6] = c1.z, a[t][7] = c1.w;
+            h[t] = q.sum[i];
+            d[t] = q.d[i];
+        }
+    }
+}
+
 // A window's rows R at a time (`_g_s<TMAX>r<R>`, `_g_s<TMAX>r<R>_conv`; by default, STRATA_QDOT_SHARE=0 for qdot_rows): warp w of
 // block b takes rows (8b + w)·R .. + R − 1, and lane L, for each of its pieces L, L + 32, … in order, loads
 // the window's inputs of that piece once and puts them against the piece of each of its R rows. A row's
@@ -296,9 +315,13 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
 // its row i's channel (QdConv; lane 0 alone in qdot_rows). ST (`_st`, STRATA_QDOT_SHARE=st): the block's
 // rows copied into shared memory before grid_dep_wait, as qdot_rows_staged does for one token (the
 // same layout: from the 16-byte boundary below them, each byte's address mod 16 kept), and read there.
-template <typename Q, int TMAX, int R, bool CONV = false, bool ST = false>
+// TG < TMAX (`_g_s8r2`, STRATA_QDOT_SHARE=8: windows of 5..8 tokens): the R rows' pieces loaded first and
+// the window's inputs a group of TG tokens at a time against them, so that eight tokens' inputs need not
+// be held at once; the same Q::apply of each piece in the same order.
+template <typename Q, int TMAX, int R, bool CONV = false, bool ST = false, int TG = TMAX>
 __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                 float* __restrict__ y, int rows, int cols, int T, QdConv cv = {}) {
+    static_assert(!(ST && TG < TMAX), "the token groups read their rows from global memory");
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     const int row0 = (blockIdx.x * warps + threadIdx.x / WARP) * R, nr = min(R, rows - row0);
@@ -337,32 +360,49 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
 #pragma unroll
         for (int t = 0; t < TMAX; ++t) acc[i][t] = 0.0f;
     }
-    for (int j = lane; j < q.P; j += WARP) {
-        const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-        const int p = QBLOCK * j % Q::BS / QBLOCK;
-        int a[TMAX][8];
-        int2 h[TMAX];
-        float d[TMAX];
+    if constexpr (TG < TMAX) {
+        for (int j = lane; j < q.P; j += WARP) {
+            const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+            const int p = QBLOCK * j % Q::BS / QBLOCK;
+            QdW W[R];
 #pragma unroll
-        for (int t = 0; t < TMAX; ++t) {
-            if (t < T) {
-                const int i = t * q.P + j;
-                const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
-                const int4 c0 = a4[0], c1 = a4[1];
-                a[t][0] = c0.x, a[t][1] = c0.y, a[t][2] = c0.z, a[t][3] = c0.w;
-                a[t][4] = c1.x, a[t][5] = c1.y, a[t][6] = c1.z, a[t][7] = c1.w;
-                h[t] = q.sum[i];
-                d[t] = q.d[i];
+            for (int i = 0; i < R; ++i) {
+                if (i < nr) W[i] = Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
+            }
+#pragma unroll
+            for (int g = 0; g < TMAX; g += TG) {
+                if (g >= T) break;
+                int a[TG][8];
+                int2 h[TG];
+                float d[TG];
+                qd_piece_inputs<TG>(q, j, g, T, a, h, d);
+#pragma unroll
+                for (int i = 0; i < R; ++i) {
+#pragma unroll
+                    for (int t = 0; t < TG; ++t) {
+                        if (i < nr && g + t < T)
+                            acc[i][g + t] = __fadd_rn(acc[i][g + t], Q::apply(W[i], a[t], h[t].x, h[t].y, d[t]));
+                    }
+                }
             }
         }
+    } else {
+        for (int j = lane; j < q.P; j += WARP) {
+            const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+            const int p = QBLOCK * j % Q::BS / QBLOCK;
+            int a[TMAX][8];
+            int2 h[TMAX];
+            float d[TMAX];
+            qd_piece_inputs<TMAX>(q, j, 0, T, a, h, d);
 #pragma unroll
-        for (int i = 0; i < R; ++i) {
-            if (i < nr) {
-                const QdW W = ST ? Q::load(staged + (size_t)i * row_bytes + at, p)
-                                 : Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
+            for (int i = 0; i < R; ++i) {
+                if (i < nr) {
+                    const QdW W = ST ? Q::load(staged + (size_t)i * row_bytes + at, p)
+                                     : Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
 #pragma unroll
-                for (int t = 0; t < TMAX; ++t) {
-                    if (t < T) acc[i][t] = __fadd_rn(acc[i][t], Q::apply(W, a[t], h[t].x, h[t].y, d[t]));
+                    for (int t = 0; t < TMAX; ++t) {
+                        if (t < T) acc[i][t] = __fadd_rn(acc[i][t], Q::apply(W, a[t], h[t].x, h[t].y, d[t]));
+                    }
                 }
             }
         }
@@ -795,6 +835,18 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                     int rpw, const unsigned char* w2, float* y2) {                                            \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows<Q, false, true, false, 4>(w, x, y, rows, cols, T, rpw);                                     \
+    }                                                                                                         \
+    /* T <= 8, two rows a warp, inputs four tokens at a time (STRATA_QDOT_SHARE=8) */                        \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+        NAME##_g_s8r2(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
+                      int T, const unsigned char* w2, float* y2) {                                            \
+        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
+        qdot_rows_share<Q, 8, 2, false, false, 4>(w, x, y, rows, cols, T);                                    \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
+        NAME##_g_s8r2_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, \
+                           int T, float* tail, const float* taps, float* slots) {                             \
+        qdot_rows_share<Q, 8, 2, true, false, 4>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});          \
     }                                                                                                         \
     /* a window's rows R a warp over inputs loaded once a piece (qdot_rows_share; STRATA_QDOT_SHARE) */       \
     QDOT_SHARE(NAME, Q, 2, 2)                                                                                 \

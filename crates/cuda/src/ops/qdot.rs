@@ -244,7 +244,8 @@ fn window_kind(gpu: &Gpu, t: usize) -> &'static str {
 /// qdot_rows_share): its name's suffix and rows a warp, 4 or 2 where the product has rows for that many
 /// with two blocks a multiprocessor, for windows of 2..4 tokens; None otherwise.
 fn share(gpu: &Gpu, rows: usize, t: usize, conv: bool) -> Option<(&'static str, usize)> {
-    share_kind(gpu.settings.qdot_share != QdotShare::Off, rows, t, conv, gpu.sm_count as usize)
+    let on = gpu.settings.qdot_share;
+    share_kind((on != QdotShare::Off, on == QdotShare::Eight), rows, t, conv, gpu.sm_count as usize)
 }
 
 /// The staged form of [`share`]'s kernel for `w` (`STRATA_QDOT_SHARE=st`, qdot_rows_share's ST): its
@@ -262,17 +263,28 @@ fn share_stage_bytes(ty: GgmlType, cols: usize, r: usize) -> usize {
     (15 + WARPS as usize * r * row_bytes).div_ceil(16) * 16 + 16
 }
 
-/// [`share`] on a card of `sms` multiprocessors with the setting `on`.
-fn share_kind(on: bool, rows: usize, t: usize, conv: bool, sms: usize) -> Option<(&'static str, usize)> {
-    if !on || !(2..=4).contains(&t) {
+/// [`share`] on a card of `sms` multiprocessors, the setting on (and for windows of 5..8: `wide`).
+fn share_kind(
+    (on, wide): (bool, bool),
+    rows: usize,
+    t: usize,
+    conv: bool,
+    sms: usize,
+) -> Option<(&'static str, usize)> {
+    let most = if wide { 8 } else { 4 };
+    if !on || !(2..=most).contains(&t) {
         return None;
     }
     let fit = rows / (WARPS as usize * 2 * sms.max(1));
     let r = match fit {
         0 | 1 => return None,
         2 | 3 => 2,
+        _ if t > 4 => 2,
         _ => 4,
     };
+    if t > 4 {
+        return Some((if conv { "_g_s8r2_conv" } else { "_g_s8r2" }, 2));
+    }
     let name = match (t <= 2, r, conv) {
         (true, 2, false) => "_g_s2r2",
         (true, _, false) => "_g_s2r4",
@@ -613,15 +625,24 @@ mod tests {
     /// of 4,301 and 8,501 rows take R = 2 and 4 on a card of 132 multiprocessors).
     #[test]
     fn windows_of_two_to_four_take_rows_several_a_warp_where_they_fill_the_card() {
-        assert_eq!(share_kind(true, 10_240, 2, true, 132), Some(("_g_s2r4_conv", 4)));
-        assert_eq!(share_kind(true, 6_144, 4, false, 132), Some(("_g_s4r2", 2)));
-        assert_eq!(share_kind(true, 4_301, 3, false, 132), Some(("_g_s4r2", 2)));
-        assert_eq!(share_kind(true, 8_501, 2, false, 132), Some(("_g_s2r4", 4)));
-        assert_eq!(share_kind(true, 2_560, 2, false, 132), None, "a GDN out product: too few rows");
-        assert_eq!(share_kind(true, 10_240, 1, false, 132), None);
-        assert_eq!(share_kind(true, 10_240, 5, false, 132), None);
-        assert_eq!(share_kind(false, 10_240, 2, false, 132), None);
-        assert_eq!(share_kind(true, 100, 2, false, 0), Some(("_g_s2r4", 4)), "no count: as one multiprocessor");
+        assert_eq!(share_kind((true, false), 10_240, 2, true, 132), Some(("_g_s2r4_conv", 4)));
+        assert_eq!(share_kind((true, false), 6_144, 4, false, 132), Some(("_g_s4r2", 2)));
+        assert_eq!(share_kind((true, false), 4_301, 3, false, 132), Some(("_g_s4r2", 2)));
+        assert_eq!(share_kind((true, false), 8_501, 2, false, 132), Some(("_g_s2r4", 4)));
+        assert_eq!(share_kind((true, false), 2_560, 2, false, 132), None, "a GDN out product: too few rows");
+        assert_eq!(share_kind((true, false), 10_240, 1, false, 132), None);
+        assert_eq!(share_kind((true, false), 10_240, 5, false, 132), None);
+        assert_eq!(share_kind((false, false), 10_240, 2, false, 132), None);
+        assert_eq!(
+            share_kind((true, false), 100, 2, false, 0),
+            Some(("_g_s2r4", 4)),
+            "no count: as one multiprocessor"
+        );
+        // STRATA_QDOT_SHARE=8: windows of 5..8 too, 2 rows a warp; 2..4 as before.
+        assert_eq!(share_kind((true, true), 10_240, 8, true, 132), Some(("_g_s8r2_conv", 2)));
+        assert_eq!(share_kind((true, true), 4_301, 5, false, 132), Some(("_g_s8r2", 2)));
+        assert_eq!(share_kind((true, true), 10_240, 4, false, 132), Some(("_g_s4r4", 4)));
+        assert_eq!(share_kind((true, true), 2_560, 8, false, 132), None);
     }
 
     /// qdot_rows_staged copies n16 words of 16 bytes from the boundary below its rows (a = 0..15 bytes

@@ -45,7 +45,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
-    sw("STRATA_QDOT_SHARE", "0: windows of T ≤ 4 run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them; st: those with their rows copied into shared memory before the kernel before ends", "on"),
+    sw("STRATA_QDOT_SHARE", "0: windows of T ≤ 4 run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them; st: those with their rows copied into shared memory before the kernel before ends; 8: windows of 5..8 too, 2 rows a warp", "on"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -139,12 +139,14 @@ pub struct Settings {
 /// How a window of 2..4 tokens' dense § qdot products take their rows (qdot.cu's qdot_rows and
 /// qdot_rows_share): a row a warp (`Off`); 2 or 4 rows a warp, each piece's inputs loaded once for them
 /// (`On`, the default, `_g_s<T>r<R>`); the same over rows copied into shared memory before the kernel
-/// before ends (`Staged`, `_st`). The same bits every way.
+/// before ends (`Staged`, `_st`); `On` and windows of 5..8 tokens too, 2 rows a warp with the inputs 4
+/// tokens at a time (`Eight`, `_g_s8r2`). The same bits every way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QdotShare {
     Off,
     On,
     Staged,
+    Eight,
 }
 
 impl Default for Settings {
@@ -194,6 +196,7 @@ impl Settings {
                 None | Some("1") => QdotShare::On,
                 Some("0") => QdotShare::Off,
                 Some("st") => QdotShare::Staged,
+                Some("8") => QdotShare::Eight,
                 Some(v) => r.bad("STRATA_QDOT_SHARE", v, QdotShare::On),
             },
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
@@ -358,6 +361,7 @@ mod tests {
         assert_eq!(Settings::default().qdot_share, QdotShare::On);
         assert_eq!(read(&[("STRATA_QDOT_SHARE", "0")]).0.qdot_share, QdotShare::Off);
         assert_eq!(read(&[("STRATA_QDOT_SHARE", "st")]).0.qdot_share, QdotShare::Staged);
+        assert_eq!(read(&[("STRATA_QDOT_SHARE", "8")]).0.qdot_share, QdotShare::Eight);
         let (s, notes) = read(&[("STRATA_QDOT_SHARE", "2")]);
         assert!(s.qdot_share == QdotShare::On && notes.len() == 1, "{notes:?}");
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1")]);

@@ -41,6 +41,13 @@
 #ifndef ROUTER_ONE_PASS
 #define ROUTER_ONE_PASS 1
 #endif
+// QD_COMBINE_STAGE (set by STRATA_COMBINE_STAGE=1; 0 by default): the fused down product and
+// combination's warps copy their slot's rows into the block's shared memory (cp.async, every line of
+// them in flight at once) while the inputs are set up, and read them there, instead of asking for them
+// into the L2 and reading them in rounds of two rows.
+#ifndef QD_COMBINE_STAGE
+#define QD_COMBINE_STAGE 0
+#endif
 // The most tokens a launch takes (a verify or prompt window).
 #define QD_MAX_T 8
 // Warps a block in the dense and gather kernels: a warp a row.
@@ -628,10 +635,31 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const int nv = min(rpb, rows - row);
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
-    // Slot s's rows (one span) asked for before the inputs are quantized.
-    if (s < k && nv > 0) prefetch_l2(r, nv * row_bytes, threadIdx.x % WARP, WARP);
+    // With QD_COMBINE_STAGE (inputs quantized once: the block's shared memory is free for the rows), slot
+    // s's rows (one span) are copied to its part of the shared memory (rpb rows' bytes from a 16-byte
+    // boundary, 16 more for qd_words' word past the end; the host gives k parts), kept mod 16; otherwise
+    // asked for into the L2 before the inputs are quantized.
+    constexpr bool STAGE = QD_COMBINE_STAGE && G;
+    extern __shared__ uint4 qd_stage[];
+    const size_t part = ((size_t)rpb * row_bytes + 15) / 16 + 2;  // 16-byte words a slot
+    const size_t a = (size_t)r & 15;
+    if constexpr (STAGE) {
+        if (s < k && nv > 0) {
+            const uint4* src = reinterpret_cast<const uint4*>(r - a);
+            const int n16 = (int)((a + nv * row_bytes + 15) / 16);
+            for (int i = threadIdx.x % WARP; i < n16; i += WARP) stage_copy16(qd_stage + s * part + i, src + i);
+        }
+        stage_commit();
+    } else {
+        if (s < k && nv > 0) prefetch_l2(r, nv * row_bytes, threadIdx.x % WARP, WARP);
+    }
     const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
                     : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
+    if constexpr (STAGE) {
+        stage_wait<0>();
+        __syncwarp();  // each warp reads only the rows it copied
+        r = reinterpret_cast<const unsigned char*>(qd_stage + s * part) + a;
+    }
     const int v = G ? t * k + s : s;
     if (s < k) {
         int i = 0;

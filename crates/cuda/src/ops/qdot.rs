@@ -596,16 +596,24 @@ pub fn gather_combine(
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), None)?;
     let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
     let vectors = if g_kernel { 0 } else { k };
-    let (f, cfg) = prepare(
-        gpu,
-        name,
-        (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1),
-        32 * k as u32,
-        inputs_bytes(vectors, w.cols),
-        w.cols,
-    )?;
+    // STRATA_COMBINE_STAGE: k parts of COMBINE_ROWS rows each for the staged rows (qdot.cu's
+    // QD_COMBINE_STAGE, compiled in with the setting), where the inputs were quantized once.
+    let smem = if g_kernel && gpu.settings.combine_stage {
+        k * combine_stage_part(w.ty, w.cols)
+    } else {
+        inputs_bytes(vectors, w.cols)
+    };
+    let (f, cfg) =
+        prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, smem, w.cols)?;
     args.push(Arg::I32(COMBINE_ROWS as i32));
     launch(gpu, &f, name, cfg, &args)
+}
+
+/// Bytes of a slot's part of the staged combination's shared memory (qdot.cu's `part`, in 16-byte words
+/// there): COMBINE_ROWS rows from a 16-byte boundary, and 16 bytes more for the word past their end.
+fn combine_stage_part(ty: GgmlType, cols: usize) -> usize {
+    let row_bytes = cols / ty.block_size() * ty.type_size();
+    ((COMBINE_ROWS * row_bytes + 15) / 16 + 2) * 16
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_QDOT_SHARE", "0: windows of T ≤ 4 run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them; st: those with their rows copied into shared memory before the kernel before ends; 8: windows of 5..8 too, 2 rows a warp", "on"),
+    sw("STRATA_COMBINE_STAGE", "1: the experts' fused down product and combination copies each slot's rows into shared memory before reading them", "off"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -115,6 +116,9 @@ pub struct Settings {
     pub qdot_narrow: bool,
     /// `STRATA_QDOT_SHARE`: how windows of T ≤ 4 take their dense products' rows.
     pub qdot_share: QdotShare,
+    /// `STRATA_COMBINE_STAGE=1`: the fused down product and combination over inputs quantized once stages
+    /// each slot's rows in shared memory (qdot.cu's `QD_COMBINE_STAGE`).
+    pub combine_stage: bool,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -163,6 +167,7 @@ impl Settings {
         let mut notes = Vec::new();
         let mut r = Reader { get, notes: &mut notes };
         let window_smem = r.flag("STRATA_QDOT_WINDOW_SMEM").unwrap_or(false);
+        let combine_stage = r.flag("STRATA_COMBINE_STAGE").unwrap_or(false);
         let s = Settings {
             hc_split: r.number("STRATA_HC_SPLIT", 0..=2).map(|v| v as u8),
             gr_up75: r.flag("STRATA_GR_UP75"),
@@ -199,6 +204,7 @@ impl Settings {
                 Some("8") => QdotShare::Eight,
                 Some(v) => r.bad("STRATA_QDOT_SHARE", v, QdotShare::On),
             },
+            combine_stage,
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -222,6 +228,7 @@ impl Settings {
                 // The compile-time form of the § qdot kernels (qdot.cu's QDOT_WINDOW_SMEM), so that without
                 // the setting the kernels are the ones checked on a device.
                 text + if window_smem { "#define QDOT_WINDOW_SMEM 1\n" } else { "" }
+                    + if combine_stage { "#define QD_COMBINE_STAGE 1\n" } else { "" }
             },
             profile: match r.text("STRATA_PROFILE").as_deref() {
                 None | Some("0") => None,
@@ -353,6 +360,9 @@ mod tests {
         assert_eq!(read(&[]).0.defines, "");
         let (s, _) = read(&[("STRATA_QDOT_WINDOW_SMEM", "1")]);
         assert!(s.qdot_window_smem && s.defines == "#define QDOT_WINDOW_SMEM 1\n", "{:?}", s.defines);
+        let (s, _) = read(&[("STRATA_COMBINE_STAGE", "1")]);
+        assert!(s.combine_stage && s.defines == "#define QD_COMBINE_STAGE 1\n", "{:?}", s.defines);
+        assert!(!Settings::default().combine_stage);
     }
 
     #[test]

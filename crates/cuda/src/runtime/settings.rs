@@ -178,13 +178,15 @@ impl Settings {
             qsa_cluster: r.flag("STRATA_QSA_CLUSTER").unwrap_or(false),
             scores_stream: r.flag("STRATA_SCORES_STREAM").unwrap_or(false),
             matvec: r.text("STRATA_MATVEC"),
-            graph: match r.text("STRATA_GRAPH").as_deref() {
-                None | Some("1") => GraphMode::On,
-                Some("0") => GraphMode::Off,
-                Some("lanes") => GraphMode::Lanes,
-                Some("debug") => GraphMode::Debug,
-                Some(v) => r.bad("STRATA_GRAPH", v, GraphMode::On),
-            },
+            graph: r.choice(
+                "STRATA_GRAPH",
+                &[
+                    ("1", GraphMode::On),
+                    ("0", GraphMode::Off),
+                    ("lanes", GraphMode::Lanes),
+                    ("debug", GraphMode::Debug),
+                ],
+            ),
             graph_split: r.number("STRATA_GRAPH_SPLIT", 0..=usize::MAX),
             pdl: r.on("STRATA_PDL"),
             pdl_join: r.on("STRATA_PDL_JOIN"),
@@ -197,13 +199,10 @@ impl Settings {
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
-            qdot_share: match r.text("STRATA_QDOT_SHARE").as_deref() {
-                None | Some("1") => QdotShare::On,
-                Some("0") => QdotShare::Off,
-                Some("st") => QdotShare::Staged,
-                Some("8") => QdotShare::Eight,
-                Some(v) => r.bad("STRATA_QDOT_SHARE", v, QdotShare::On),
-            },
+            qdot_share: r.choice(
+                "STRATA_QDOT_SHARE",
+                &[("1", QdotShare::On), ("0", QdotShare::Off), ("st", QdotShare::Staged), ("8", QdotShare::Eight)],
+            ),
             combine_stage,
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
@@ -302,6 +301,19 @@ impl Reader<'_> {
         keep
     }
 
+    /// One of `values` (a value's text and what it reads as), the first being the default: unset reads as
+    /// it, and any other text is noted and reads as it.
+    fn choice<T: Copy>(&mut self, name: &str, values: &[(&str, T)]) -> T {
+        let keep = values[0].1;
+        match self.text(name) {
+            None => keep,
+            Some(v) => match values.iter().find(|(text, _)| *text == v) {
+                Some(&(_, value)) => value,
+                None => self.bad(name, &v, keep),
+            },
+        }
+    }
+
     /// `0` or `1`; unset is None.
     fn flag(&mut self, name: &str) -> Option<bool> {
         match self.text(name)?.as_str() {
@@ -372,6 +384,9 @@ mod tests {
         assert_eq!(read(&[("STRATA_QDOT_SHARE", "0")]).0.qdot_share, QdotShare::Off);
         assert_eq!(read(&[("STRATA_QDOT_SHARE", "st")]).0.qdot_share, QdotShare::Staged);
         assert_eq!(read(&[("STRATA_QDOT_SHARE", "8")]).0.qdot_share, QdotShare::Eight);
+        assert_eq!(read(&[("STRATA_GRAPH", "lanes")]).0.graph, GraphMode::Lanes);
+        let (s, notes) = read(&[("STRATA_GRAPH", "no")]);
+        assert!(s.graph == GraphMode::On && notes.len() == 1 && notes[0].contains("STRATA_GRAPH"), "{notes:?}");
         let (s, notes) = read(&[("STRATA_QDOT_SHARE", "2")]);
         assert!(s.qdot_share == QdotShare::On && notes.len() == 1, "{notes:?}");
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1")]);

@@ -613,7 +613,7 @@ pub fn gather_combine(
 /// there): COMBINE_ROWS rows from a 16-byte boundary, and 16 bytes more for the word past their end.
 fn combine_stage_part(ty: GgmlType, cols: usize) -> usize {
     let row_bytes = cols / ty.block_size() * ty.type_size();
-    ((COMBINE_ROWS * row_bytes + 15) / 16 + 2) * 16
+    ((COMBINE_ROWS * row_bytes).div_ceil(16) + 2) * 16
 }
 
 #[cfg(test)]

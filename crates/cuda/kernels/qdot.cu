@@ -636,8 +636,9 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
     // With QD_COMBINE_STAGE (inputs quantized once: the block's shared memory is free for the rows), slot
-    // s's rows (one span) are copied to its part of the shared memory (rpb rows' bytes from a 16-byte
-    // boundary, 16 more for qd_words' word past the end; the host gives k parts), kept mod 16; otherwise
+    // s's rows (one span) are copied to its part of the shared memory (rpb rows' bytes and 32 more, for
+    // their start's offset from a 16-byte boundary and qd_words' word past the end; the host gives k
+    // parts), kept mod 16; otherwise
     // asked for into the L2 before the inputs are quantized.
     constexpr bool STAGE = QD_COMBINE_STAGE && G;
     extern __shared__ uint4 qd_stage[];

@@ -610,7 +610,8 @@ pub fn gather_combine(
 }
 
 /// Bytes of a slot's part of the staged combination's shared memory (qdot.cu's `part`, in 16-byte words
-/// there): COMBINE_ROWS rows from a 16-byte boundary, and 16 bytes more for the word past their end.
+/// there): COMBINE_ROWS rows' bytes, and 32 more, for where they start past a 16-byte boundary (up to 15
+/// bytes) and the word qd_words reads past their end.
 fn combine_stage_part(ty: GgmlType, cols: usize) -> usize {
     let row_bytes = cols / ty.block_size() * ty.type_size();
     ((COMBINE_ROWS * row_bytes).div_ceil(16) + 2) * 16

@@ -51,8 +51,13 @@ fn mma(gpu: &Gpu, t: usize) -> bool {
 /// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
 /// 16-byte boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
 fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
+    stage_rows_bytes(ty, cols, WARPS as usize)
+}
+
+/// The same for a block of `n` rows (the staged shared-input kernels': WARPS·R).
+fn stage_rows_bytes(ty: GgmlType, cols: usize, n: usize) -> usize {
     let row_bytes = cols / ty.block_size() * ty.type_size();
-    (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
+    (15 + n * row_bytes).div_ceil(16) * 16 + 16
 }
 
 /// The staged kernels' shared memory for a product over `w` when staging is on and the card
@@ -251,16 +256,9 @@ fn share(gpu: &Gpu, rows: usize, t: usize, conv: bool) -> Option<(&'static str, 
 /// The staged form of [`share`]'s kernel for `w` (`STRATA_QDOT_SHARE=st`, qdot_rows_share's ST): its
 /// name and shared memory, where the block's 8·R rows fit the card's; None otherwise.
 fn share_staged(gpu: &Gpu, w: &MatrixGpu, kind: &'static str, r: usize) -> Option<(&'static str, usize)> {
-    let bytes = share_stage_bytes(w.ty, w.cols, r);
+    let bytes = stage_rows_bytes(w.ty, w.cols, WARPS as usize * r);
     (gpu.settings.qdot_share == QdotShare::Staged && bytes <= gpu.smem_optin as usize)
         .then(|| (crate::runtime::device::kernel_name([kind, "_st", ""]), bytes))
-}
-
-/// The staged shared-input kernels' shared memory for blocks of WARPS·r rows (as [`stage_bytes`] for
-/// WARPS).
-fn share_stage_bytes(ty: GgmlType, cols: usize, r: usize) -> usize {
-    let row_bytes = cols / ty.block_size() * ty.type_size();
-    (15 + WARPS as usize * r * row_bytes).div_ceil(16) * 16 + 16
 }
 
 /// [`share`] on a card of `sms` multiprocessors, the setting on (and for windows of 5..8: `wide`).
@@ -276,26 +274,19 @@ fn share_kind(
         return None;
     }
     let fit = rows / (WARPS as usize * 2 * sms.max(1));
-    let r = match fit {
-        0 | 1 => return None,
-        2 | 3 => 2,
-        _ if t > 4 => 2,
-        _ => 4,
-    };
-    if t > 4 {
-        return Some((if conv { "_g_s8r2_conv" } else { "_g_s8r2" }, 2));
+    if fit < 2 {
+        return None;
     }
-    let name = match (t <= 2, r, conv) {
-        (true, 2, false) => "_g_s2r2",
-        (true, _, false) => "_g_s2r4",
-        (false, 2, false) => "_g_s4r2",
-        (false, _, false) => "_g_s4r4",
-        (true, 2, true) => "_g_s2r2_conv",
-        (true, _, true) => "_g_s2r4_conv",
-        (false, 2, true) => "_g_s4r2_conv",
-        (false, _, true) => "_g_s4r4_conv",
+    // Four rows a warp where they still fill the card, for up to 4 tokens (8 tokens' sums hold only 2).
+    let r = if fit >= 4 && t <= 4 { 4 } else { 2 };
+    let names = match (t, r) {
+        (..=2, 2) => ["_g_s2r2", "_g_s2r2_conv"],
+        (..=2, _) => ["_g_s2r4", "_g_s2r4_conv"],
+        (..=4, 2) => ["_g_s4r2", "_g_s4r2_conv"],
+        (..=4, _) => ["_g_s4r4", "_g_s4r4_conv"],
+        _ => ["_g_s8r2", "_g_s8r2_conv"],
     };
-    Some((name, r))
+    Some((names[conv as usize], r))
 }
 
 /// Rows a warp of the dense kernel takes: one, unless the product has rows for more than 32 blocks a

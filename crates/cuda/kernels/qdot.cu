@@ -41,13 +41,6 @@
 #ifndef ROUTER_ONE_PASS
 #define ROUTER_ONE_PASS 1
 #endif
-// QD_COMBINE_STAGE (set by STRATA_COMBINE_STAGE=1; 0 by default): the fused down product and
-// combination's warps copy their slot's rows into the block's shared memory (cp.async, every line of
-// them in flight at once) while the inputs are set up, and read them there, instead of asking for them
-// into the L2 and reading them in rounds of two rows.
-#ifndef QD_COMBINE_STAGE
-#define QD_COMBINE_STAGE 0
-#endif
 // The most tokens a launch takes (a verify or prompt window).
 #define QD_MAX_T 8
 // Warps a block in the dense and gather kernels: a warp a row.
@@ -312,23 +305,20 @@ __device__ __forceinline__ void qd_piece_inputs(const QIn& q, int j, int t0, int
     }
 }
 
-// A window's rows R at a time (`_g_s<TMAX>r<R>`, `_g_s<TMAX>r<R>_conv`; by default, STRATA_QDOT_SHARE=0 for qdot_rows): warp w of
-// block b takes rows (8b + w)·R .. + R − 1, and lane L, for each of its pieces L, L + 32, … in order, loads
-// the window's inputs of that piece once and puts them against the piece of each of its R rows. A row's
-// pieces are as many bytes as 1–2 tokens' inputs of them (a piece's 32 codes, sums and scale are 44 bytes
-// a token, the weights 18–34), so a warp a row reads its inputs' bytes several times its weights'. Each
-// (row, token) sum is qd_row's: Q::apply of each piece added from +0 in the lane's order, then the
-// butterfly. Missing rows of the last warp are neither read nor written. CONV: lane i < R of a warp runs
-// its row i's channel (QdConv; lane 0 alone in qdot_rows). ST (`_st`, STRATA_QDOT_SHARE=st): the block's
-// rows copied into shared memory before grid_dep_wait, as qdot_rows_staged does for one token (the
-// same layout: from the 16-byte boundary below them, each byte's address mod 16 kept), and read there.
-// TG < TMAX (`_g_s8r2`, STRATA_QDOT_SHARE=8: windows of 5..8 tokens): the R rows' pieces loaded first and
-// the window's inputs a group of TG tokens at a time against them, so that eight tokens' inputs need not
-// be held at once; the same Q::apply of each piece in the same order.
-template <typename Q, int TMAX, int R, bool CONV = false, bool ST = false, int TG = TMAX>
+// A window's rows R at a time (`_g_s<TMAX>r<R>`, `_g_s<TMAX>r<R>_conv`; by default, STRATA_QDOT_SHARE=0 for
+// qdot_rows): warp w of block b takes rows (8b + w)·R .. + R − 1, and lane L, for each of its pieces L,
+// L + 32, … in order, loads the window's inputs of that piece once and puts them against the piece of each
+// of its R rows. A row's pieces are as many bytes as 1–2 tokens' inputs of them (a piece's 32 codes, sums
+// and scale are 44 bytes a token, the weights 18–34), so a warp a row reads its inputs' bytes several
+// times its weights'. Each (row, token) sum is qd_row's: Q::apply of each piece added from +0 in the
+// lane's order, then the butterfly. Missing rows of the last warp are neither read nor written. CONV:
+// lane i < R of a warp runs its row i's channel (QdConv; lane 0 alone in qdot_rows). TG < TMAX
+// (`_g_s8r2`, windows of 5..8 tokens): the R rows' pieces loaded first and the window's inputs a group of
+// TG tokens at a time against them, so that eight tokens' inputs need not be held at once; the same
+// Q::apply of each piece in the same order.
+template <typename Q, int TMAX, int R, bool CONV = false, int TG = TMAX>
 __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                 float* __restrict__ y, int rows, int cols, int T, QdConv cv = {}) {
-    static_assert(!(ST && TG < TMAX), "the token groups read their rows from global memory");
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     const int row0 = (blockIdx.x * warps + threadIdx.x / WARP) * R, nr = min(R, rows - row0);
@@ -336,23 +326,8 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
     if constexpr (CONV) {
         if (lane < nr) cf.load(cv.tail, cv.taps, rows, 4, row0 + lane);
     }
-    const unsigned char* staged = nullptr;  // with ST: row row0's bytes in shared memory
-    if constexpr (ST) {
-        extern __shared__ uint4 qd_stage[];
-        const int first = blockIdx.x * warps * R, n = max(0, min(warps * R, rows - first));
-        const unsigned char* w0 = w + (size_t)first * row_bytes;
-        const size_t a = (size_t)w0 & 15;
-        const uint4* src = reinterpret_cast<const uint4*>(w0 - a);
-        const int n16 = n ? (int)((a + n * row_bytes + 15) / 16) : 0;
-        for (int i = threadIdx.x; i < n16; i += blockDim.x) stage_copy16(qd_stage + i, src + i);
-        stage_commit();
-        staged = reinterpret_cast<const unsigned char*>(qd_stage) + a + (size_t)(row0 - first) * row_bytes;
-    }
     grid_dep_wait();
-    if constexpr (ST) {
-        stage_wait<0>();
-        __syncthreads();
-    } else {  // the block's span of rows asked for into the L2, as qdot_rows does for one row a warp
+    {  // the block's span of rows asked for into the L2, as qdot_rows does for one row a warp
         const size_t first = (size_t)blockIdx.x * warps * R;
         if (first < (size_t)rows) {
             const size_t n = min((size_t)warps * R, (size_t)rows - first);
@@ -404,8 +379,7 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
 #pragma unroll
             for (int i = 0; i < R; ++i) {
                 if (i < nr) {
-                    const QdW W = ST ? Q::load(staged + (size_t)i * row_bytes + at, p)
-                                     : Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
+                    const QdW W = Q::load(w + (size_t)(row0 + i) * row_bytes + at, p);
 #pragma unroll
                     for (int t = 0; t < TMAX; ++t) {
                         if (t < T) acc[i][t] = __fadd_rn(acc[i][t], Q::apply(W, a[t], h[t].x, h[t].y, d[t]));
@@ -623,8 +597,11 @@ __device__ __forceinline__ void qd_combine(const float (*e)[QD_COMBINE_ROWS], in
 // takes rpb ≤ QD_COMBINE_ROWS output rows of token t = blockIdx.y; warp s makes slot s's rows into shared
 // memory, then y[t][d] = the fma chain over the slots in rank order of weight · slot output from +0, then
 // fma(σ(shared gate), shared[t][d], ·), as moe.cu's moe_combine. With G, x holds the quantized inputs of
-// every slot (t·k + s).
-template <typename Q, bool G>
+// every slot (t·k + s). ST (`_g_gather_combine_st`, the default where the rows fit; STRATA_COMBINE_STAGE=0
+// for the plain form): the warps copy their slot's rows into the block's shared memory (cp.async, every
+// line of them in flight at once) while the inputs are set up, and read them there, instead of asking for
+// them into the L2 and reading them in rounds of two rows.
+template <typename Q, bool G, bool ST = false>
 __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                          float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
                                          int k, int stride, int offset, int x_tok, int x_slot,
@@ -635,16 +612,15 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     const int nv = min(rpb, rows - row);
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const unsigned char* r = w + ((size_t)ids[t * k + s] * stride + offset + row) * row_bytes;
-    // With QD_COMBINE_STAGE (inputs quantized once: the block's shared memory is free for the rows), slot
-    // s's rows (one span) are copied to its part of the shared memory (rpb rows' bytes and 32 more, for
-    // their start's offset from a 16-byte boundary and qd_words' word past the end; the host gives k
-    // parts), kept mod 16; otherwise
-    // asked for into the L2 before the inputs are quantized.
-    constexpr bool STAGE = QD_COMBINE_STAGE && G;
+    // With ST (inputs quantized once: the block's shared memory is free for the rows), slot s's rows (one
+    // span) are copied to its part of the shared memory (rpb rows' bytes and 32 more, for their start's
+    // offset from a 16-byte boundary and qd_words' word past the end; the host gives k parts), kept mod
+    // 16; otherwise asked for into the L2 before the inputs are quantized.
+    static_assert(G || !ST, "staged rows need the block's shared memory free of inputs");
     extern __shared__ uint4 qd_stage[];
     const size_t part = ((size_t)rpb * row_bytes + 15) / 16 + 2;  // 16-byte words a slot
     const size_t a = (size_t)r & 15;
-    if constexpr (STAGE) {
+    if constexpr (ST) {
         if (s < k && nv > 0) {
             const uint4* src = reinterpret_cast<const uint4*>(r - a);
             const int n16 = (int)((a + nv * row_bytes + 15) / 16);
@@ -656,7 +632,7 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
     }
     const QIn q = G ? qd_inputs<Q, true>(x, QSrc{}, gridDim.y * k, cols)
                     : qd_inputs<Q, false>(x, QSrc{x + (size_t)t * x_tok, (size_t)x_slot, 0, 1}, k, cols);
-    if constexpr (STAGE) {
+    if constexpr (ST) {
         stage_wait<0>();
         __syncwarp();  // each warp reads only the rows it copied
         r = reinterpret_cast<const unsigned char*>(qd_stage + s * part) + a;
@@ -812,18 +788,6 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_g_s##TM##r##R##_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows,  \
                                     int cols, int T, float* tail, const float* taps, float* slots) {          \
         qdot_rows_share<Q, TM, R, true>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});                   \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_s##TM##r##R##_st(const unsigned char* w, const float* __restrict__ x, float* y, int rows,    \
-                                  int cols, int T, const unsigned char* w2, float* y2) {                      \
-        if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_share<Q, TM, R, false, true>(w, x, y, rows, cols, T);                                       \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
-        NAME##_g_s##TM##r##R##_conv_st(const unsigned char* w, const float* __restrict__ x, float* y,         \
-                                       int rows, int cols, int T, float* tail, const float* taps,             \
-                                       float* slots) {                                                        \
-        qdot_rows_share<Q, TM, R, true, true>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});             \
     }
 
 #define QDOT(NAME, Q)                                                                                         \
@@ -834,6 +798,15 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_g_one_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,  \
                           int T, float* tail, const float* taps) {                                            \
         qdot_rows<Q, true, true, true>(w, x, y, rows, cols, 1, 1, QdConv{tail, taps, nullptr});               \
+    }                                                                                                         \
+    /* the experts' down product and combination with the slots' rows staged (STRATA_COMBINE_STAGE) */      \
+    extern "C" __global__ void NAME##_g_gather_combine_st(                                                    \
+        const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, const int* ids,    \
+        int k, int stride, int offset, int x_tok, int x_slot, const float* weights, const float* shared,      \
+        const float* sgate, int rpb) {                                                                        \
+        grid_dep_wait();                                                                                      \
+        qdot_gather_combine_rows<Q, true, true>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot,   \
+                                                weights, shared, sgate, rpb);                                 \
     }                                                                                                         \
     /* the staged forms (qdot_rows_staged; T = 1, rpw = 1) */                                                \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
@@ -865,17 +838,17 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows<Q, false, true, false, 4>(w, x, y, rows, cols, T, rpw);                                     \
     }                                                                                                         \
-    /* T <= 8, two rows a warp, inputs four tokens at a time (STRATA_QDOT_SHARE=8) */                        \
+    /* T <= 8, two rows a warp, inputs four tokens at a time (STRATA_QDOT_SHARE) */                               \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_s8r2(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
                       int T, const unsigned char* w2, float* y2) {                                            \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_share<Q, 8, 2, false, false, 4>(w, x, y, rows, cols, T);                                    \
+        qdot_rows_share<Q, 8, 2, false, 4>(w, x, y, rows, cols, T);                                    \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_s8r2_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, \
                            int T, float* tail, const float* taps, float* slots) {                             \
-        qdot_rows_share<Q, 8, 2, true, false, 4>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});          \
+        qdot_rows_share<Q, 8, 2, true, 4>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});          \
     }                                                                                                         \
     /* a window's rows R a warp over inputs loaded once a piece (qdot_rows_share; STRATA_QDOT_SHARE) */       \
     QDOT_SHARE(NAME, Q, 2, 2)                                                                                 \

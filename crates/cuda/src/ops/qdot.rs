@@ -10,7 +10,6 @@ use crate::ops::matrix::{Gather, MatrixGpu, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::{Check, CudaError};
-use crate::runtime::settings::QdotShare;
 
 /// Warps a block of the dense and gather kernels, a row each (QD_WARPS in qdot.cu).
 const WARPS: u32 = 8;
@@ -51,13 +50,8 @@ fn mma(gpu: &Gpu, t: usize) -> bool {
 /// The staged kernels' shared memory for a block of WARPS rows of `cols` values of `ty`: the span from the
 /// 16-byte boundary below it, rounded up to 16 bytes, and 16 more (qdot_rows_staged).
 fn stage_bytes(ty: GgmlType, cols: usize) -> usize {
-    stage_rows_bytes(ty, cols, WARPS as usize)
-}
-
-/// The same for a block of `n` rows (the staged shared-input kernels': WARPS·R).
-fn stage_rows_bytes(ty: GgmlType, cols: usize, n: usize) -> usize {
     let row_bytes = cols / ty.block_size() * ty.type_size();
-    (15 + n * row_bytes).div_ceil(16) * 16 + 16
+    (15 + WARPS as usize * row_bytes).div_ceil(16) * 16 + 16
 }
 
 /// The staged kernels' shared memory for a product over `w` when staging is on and the card
@@ -245,32 +239,16 @@ fn window_kind(gpu: &Gpu, t: usize) -> &'static str {
     }
 }
 
-/// The shared-input window kernel for `t` tokens over `rows` rows (the default; `STRATA_QDOT_SHARE=0` turns it off; qdot.cu's
-/// qdot_rows_share): its name's suffix and rows a warp, 4 or 2 where the product has rows for that many
-/// with two blocks a multiprocessor, for windows of 2..4 tokens; None otherwise.
+/// The shared-input window kernel for `t` tokens over `rows` rows (the default; `STRATA_QDOT_SHARE=0`
+/// turns it off; qdot.cu's qdot_rows_share): its name's suffix and rows a warp, 4 or 2 where the product
+/// has rows for that many with two blocks a multiprocessor, for windows of 2..8 tokens; None otherwise.
 fn share(gpu: &Gpu, rows: usize, t: usize, conv: bool) -> Option<(&'static str, usize)> {
-    let on = gpu.settings.qdot_share;
-    share_kind((on != QdotShare::Off, on == QdotShare::Eight), rows, t, conv, gpu.sm_count as usize)
+    share_kind(gpu.settings.qdot_share, rows, t, conv, gpu.sm_count as usize)
 }
 
-/// The staged form of [`share`]'s kernel for `w` (`STRATA_QDOT_SHARE=st`, qdot_rows_share's ST): its
-/// name and shared memory, where the block's 8·R rows fit the card's; None otherwise.
-fn share_staged(gpu: &Gpu, w: &MatrixGpu, kind: &'static str, r: usize) -> Option<(&'static str, usize)> {
-    let bytes = stage_rows_bytes(w.ty, w.cols, WARPS as usize * r);
-    (gpu.settings.qdot_share == QdotShare::Staged && bytes <= gpu.smem_optin as usize)
-        .then(|| (crate::runtime::device::kernel_name([kind, "_st", ""]), bytes))
-}
-
-/// [`share`] on a card of `sms` multiprocessors, the setting on (and for windows of 5..8: `wide`).
-fn share_kind(
-    (on, wide): (bool, bool),
-    rows: usize,
-    t: usize,
-    conv: bool,
-    sms: usize,
-) -> Option<(&'static str, usize)> {
-    let most = if wide { 8 } else { 4 };
-    if !on || !(2..=most).contains(&t) {
+/// [`share`] on a card of `sms` multiprocessors, the setting `on` or off.
+fn share_kind(on: bool, rows: usize, t: usize, conv: bool, sms: usize) -> Option<(&'static str, usize)> {
+    if !on || !(2..=MAX_T).contains(&t) {
         return None;
     }
     let fit = rows / (WARPS as usize * 2 * sms.max(1));
@@ -350,9 +328,9 @@ fn dense_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     if let Some((kind, r)) = share(gpu, w.rows, t, false).filter(|_| g) {
-        let (name, smem) = share_staged(gpu, w, kind, r).map_or((name(w.ty, kind), 0), |(k, b)| (name(w.ty, k), b));
+        let name = name(w.ty, kind);
         let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
         let args =
             [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), i(t), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
@@ -433,9 +411,9 @@ fn dense_conv_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     if let Some((kind, r)) = share(gpu, w.rows, t, true) {
-        let (name, smem) = share_staged(gpu, w, kind, r).map_or((name(w.ty, kind), 0), |(k, b)| (name(w.ty, k), b));
+        let name = name(w.ty, kind);
         let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
-        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
+        let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
         let args =
             [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
         return launch(gpu, &f, name, cfg, &args);
@@ -585,15 +563,15 @@ pub fn gather_combine(
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GATHER), (t * k, w.cols, false), None)?;
-    let name = name(w.ty, ["_gather_combine", "_g_gather_combine"][g_kernel as usize]);
-    let vectors = if g_kernel { 0 } else { k };
-    // STRATA_COMBINE_STAGE: k parts of COMBINE_ROWS rows each for the staged rows (qdot.cu's
-    // QD_COMBINE_STAGE, compiled in with the setting), where the inputs were quantized once.
-    let smem = if g_kernel && gpu.settings.combine_stage {
-        k * combine_stage_part(w.ty, w.cols)
-    } else {
-        inputs_bytes(vectors, w.cols)
+    // Over inputs quantized once, the slots' rows staged in k parts of the shared memory where they fit
+    // (STRATA_COMBINE_STAGE, the default); else the block's own quantized inputs there, or none.
+    let staged = k * combine_stage_part(w.ty, w.cols);
+    let (kind, smem) = match g_kernel {
+        true if gpu.settings.combine_stage && staged <= gpu.smem_optin as usize => ("_g_gather_combine_st", staged),
+        true => ("_g_gather_combine", 0),
+        false => ("_gather_combine", inputs_bytes(k, w.cols)),
     };
+    let name = name(w.ty, kind);
     let (f, cfg) =
         prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, smem, w.cols)?;
     args.push(Arg::I32(COMBINE_ROWS as i32));
@@ -620,29 +598,25 @@ mod tests {
         assert_eq!(rows_per_warp(12_288, 0), 8);
     }
 
-    /// The shared-input window kernels: only for 2..4 tokens, only where the rows fill two blocks of
-    /// 8 warps a multiprocessor at 2 (or 4) rows a warp, and named for T and R (the parity tool's shapes
-    /// of 4,301 and 8,501 rows take R = 2 and 4 on a card of 132 multiprocessors).
+    /// The shared-input window kernels: only for 2..8 tokens, only where the rows fill two blocks of
+    /// 8 warps a multiprocessor at 2 (or 4) rows a warp, 4 only up to 4 tokens, and named for T and R (the
+    /// parity tool's shapes of 4,301 and 8,501 rows take R = 2 and 4 on a card of 132 multiprocessors).
     #[test]
-    fn windows_of_two_to_four_take_rows_several_a_warp_where_they_fill_the_card() {
-        assert_eq!(share_kind((true, false), 10_240, 2, true, 132), Some(("_g_s2r4_conv", 4)));
-        assert_eq!(share_kind((true, false), 6_144, 4, false, 132), Some(("_g_s4r2", 2)));
-        assert_eq!(share_kind((true, false), 4_301, 3, false, 132), Some(("_g_s4r2", 2)));
-        assert_eq!(share_kind((true, false), 8_501, 2, false, 132), Some(("_g_s2r4", 4)));
-        assert_eq!(share_kind((true, false), 2_560, 2, false, 132), None, "a GDN out product: too few rows");
-        assert_eq!(share_kind((true, false), 10_240, 1, false, 132), None);
-        assert_eq!(share_kind((true, false), 10_240, 5, false, 132), None);
-        assert_eq!(share_kind((false, false), 10_240, 2, false, 132), None);
-        assert_eq!(
-            share_kind((true, false), 100, 2, false, 0),
-            Some(("_g_s2r4", 4)),
-            "no count: as one multiprocessor"
-        );
-        // STRATA_QDOT_SHARE=8: windows of 5..8 too, 2 rows a warp; 2..4 as before.
-        assert_eq!(share_kind((true, true), 10_240, 8, true, 132), Some(("_g_s8r2_conv", 2)));
-        assert_eq!(share_kind((true, true), 4_301, 5, false, 132), Some(("_g_s8r2", 2)));
-        assert_eq!(share_kind((true, true), 10_240, 4, false, 132), Some(("_g_s4r4", 4)));
-        assert_eq!(share_kind((true, true), 2_560, 8, false, 132), None);
+    fn windows_take_rows_several_a_warp_where_they_fill_the_card() {
+        assert_eq!(share_kind(true, 10_240, 2, true, 132), Some(("_g_s2r4_conv", 4)));
+        assert_eq!(share_kind(true, 6_144, 4, false, 132), Some(("_g_s4r2", 2)));
+        assert_eq!(share_kind(true, 4_301, 3, false, 132), Some(("_g_s4r2", 2)));
+        assert_eq!(share_kind(true, 8_501, 2, false, 132), Some(("_g_s2r4", 4)));
+        assert_eq!(share_kind(true, 2_560, 2, false, 132), None, "a GDN out product: too few rows");
+        assert_eq!(share_kind(true, 10_240, 1, false, 132), None);
+        assert_eq!(share_kind(true, 10_240, 9, false, 132), None);
+        assert_eq!(share_kind(false, 10_240, 2, false, 132), None);
+        assert_eq!(share_kind(true, 100, 2, false, 0), Some(("_g_s2r4", 4)), "no count: as one multiprocessor");
+        // Windows of 5..8: 2 rows a warp, the inputs 4 tokens at a time.
+        assert_eq!(share_kind(true, 10_240, 8, true, 132), Some(("_g_s8r2_conv", 2)));
+        assert_eq!(share_kind(true, 4_301, 5, false, 132), Some(("_g_s8r2", 2)));
+        assert_eq!(share_kind(true, 8_501, 5, false, 132), Some(("_g_s8r2", 2)));
+        assert_eq!(share_kind(true, 2_560, 8, false, 132), None);
     }
 
     /// qdot_rows_staged copies n16 words of 16 bytes from the boundary below its rows (a = 0..15 bytes

@@ -45,8 +45,8 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_STAGE", "0: one-token § qdot products without the staged copy of their rows", "on"),
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
-    sw("STRATA_QDOT_SHARE", "0: windows of T ≤ 4 run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them; st: those with their rows copied into shared memory before the kernel before ends; 8: windows of 5..8 too, 2 rows a warp", "on"),
-    sw("STRATA_COMBINE_STAGE", "1: the experts' fused down product and combination copies each slot's rows into shared memory before reading them", "off"),
+    sw("STRATA_QDOT_SHARE", "0: windows of 2..8 tokens run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them", "on"),
+    sw("STRATA_COMBINE_STAGE", "0: the experts' fused down product and combination reads each slot's rows from global memory, not copied into shared memory first", "on"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
@@ -114,10 +114,11 @@ pub struct Settings {
     /// `STRATA_QDOT_NARROW=1`: windows of T ≤ 2 and T ≤ 4 run the dense kernels compiled for that many
     /// tokens (`_g_w2`, `_g_w4`), bounded to more blocks a multiprocessor.
     pub qdot_narrow: bool,
-    /// `STRATA_QDOT_SHARE`: how windows of T ≤ 4 take their dense products' rows.
-    pub qdot_share: QdotShare,
-    /// `STRATA_COMBINE_STAGE=1`: the fused down product and combination over inputs quantized once stages
-    /// each slot's rows in shared memory (qdot.cu's `QD_COMBINE_STAGE`).
+    /// `STRATA_QDOT_SHARE` (on): windows of 2..8 tokens take their dense products' rows 2 or 4 a warp,
+    /// each piece's inputs loaded once for them (qdot.cu's qdot_rows_share); off: a row a warp.
+    pub qdot_share: bool,
+    /// `STRATA_COMBINE_STAGE` (on): the fused down product and combination over inputs quantized once
+    /// copies each slot's rows into shared memory where they fit (`_g_gather_combine_st`).
     pub combine_stage: bool,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
@@ -140,19 +141,6 @@ pub struct Settings {
     pub cache: Option<PathBuf>,
 }
 
-/// How a window of 2..4 tokens' dense § qdot products take their rows (qdot.cu's qdot_rows and
-/// qdot_rows_share): a row a warp (`Off`); 2 or 4 rows a warp, each piece's inputs loaded once for them
-/// (`On`, the default, `_g_s<T>r<R>`); the same over rows copied into shared memory before the kernel
-/// before ends (`Staged`, `_st`); `On` and windows of 5..8 tokens too, 2 rows a warp with the inputs 4
-/// tokens at a time (`Eight`, `_g_s8r2`). The same bits every way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QdotShare {
-    Off,
-    On,
-    Staged,
-    Eight,
-}
-
 impl Default for Settings {
     /// Every default: what runs with no switch set.
     fn default() -> Settings {
@@ -167,7 +155,6 @@ impl Settings {
         let mut notes = Vec::new();
         let mut r = Reader { get, notes: &mut notes };
         let window_smem = r.flag("STRATA_QDOT_WINDOW_SMEM").unwrap_or(false);
-        let combine_stage = r.flag("STRATA_COMBINE_STAGE").unwrap_or(false);
         let s = Settings {
             hc_split: r.number("STRATA_HC_SPLIT", 0..=2).map(|v| v as u8),
             gr_up75: r.flag("STRATA_GR_UP75"),
@@ -199,11 +186,8 @@ impl Settings {
             qdot_mma: r.flag("STRATA_QDOT_MMA").unwrap_or(false),
             qdot_window_smem: window_smem,
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
-            qdot_share: r.choice(
-                "STRATA_QDOT_SHARE",
-                &[("1", QdotShare::On), ("0", QdotShare::Off), ("st", QdotShare::Staged), ("8", QdotShare::Eight)],
-            ),
-            combine_stage,
+            qdot_share: r.on("STRATA_QDOT_SHARE"),
+            combine_stage: r.on("STRATA_COMBINE_STAGE"),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -227,7 +211,6 @@ impl Settings {
                 // The compile-time form of the § qdot kernels (qdot.cu's QDOT_WINDOW_SMEM), so that without
                 // the setting the kernels are the ones checked on a device.
                 text + if window_smem { "#define QDOT_WINDOW_SMEM 1\n" } else { "" }
-                    + if combine_stage { "#define QD_COMBINE_STAGE 1\n" } else { "" }
             },
             profile: match r.text("STRATA_PROFILE").as_deref() {
                 None | Some("0") => None,
@@ -372,23 +355,19 @@ mod tests {
         assert_eq!(read(&[]).0.defines, "");
         let (s, _) = read(&[("STRATA_QDOT_WINDOW_SMEM", "1")]);
         assert!(s.qdot_window_smem && s.defines == "#define QDOT_WINDOW_SMEM 1\n", "{:?}", s.defines);
-        let (s, _) = read(&[("STRATA_COMBINE_STAGE", "1")]);
-        assert!(s.combine_stage && s.defines == "#define QD_COMBINE_STAGE 1\n", "{:?}", s.defines);
-        assert!(!Settings::default().combine_stage);
     }
 
     #[test]
     fn the_narrow_window_kernels_are_a_setting() {
         assert!(!read(&[]).0.qdot_narrow);
-        assert_eq!(Settings::default().qdot_share, QdotShare::On);
-        assert_eq!(read(&[("STRATA_QDOT_SHARE", "0")]).0.qdot_share, QdotShare::Off);
-        assert_eq!(read(&[("STRATA_QDOT_SHARE", "st")]).0.qdot_share, QdotShare::Staged);
-        assert_eq!(read(&[("STRATA_QDOT_SHARE", "8")]).0.qdot_share, QdotShare::Eight);
+        assert!(Settings::default().qdot_share && Settings::default().combine_stage);
+        assert!(!read(&[("STRATA_QDOT_SHARE", "0")]).0.qdot_share);
+        assert!(!read(&[("STRATA_COMBINE_STAGE", "0")]).0.combine_stage);
         assert_eq!(read(&[("STRATA_GRAPH", "lanes")]).0.graph, GraphMode::Lanes);
         let (s, notes) = read(&[("STRATA_GRAPH", "no")]);
         assert!(s.graph == GraphMode::On && notes.len() == 1 && notes[0].contains("STRATA_GRAPH"), "{notes:?}");
-        let (s, notes) = read(&[("STRATA_QDOT_SHARE", "2")]);
-        assert!(s.qdot_share == QdotShare::On && notes.len() == 1, "{notes:?}");
+        let (s, notes) = read(&[("STRATA_QDOT_SHARE", "st")]);
+        assert!(s.qdot_share && notes.len() == 1, "{notes:?}");
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "1")]);
         assert_eq!((s.qdot_narrow, notes.len()), (true, 0));
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "yes")]);

@@ -24,17 +24,6 @@
 #ifndef QDOT_WINDOW_SMEM
 #define QDOT_WINDOW_SMEM 0
 #endif
-// QD_WINDOW_EARLY (STRATA_DEFINES; 0 by default): a window's (T > 1) dense products ask for their
-// block's rows into the L2 before grid_dep_wait, so that the fetch runs while the kernel before ends (the
-// one-token products get that overlap from their staged rows); 0: right after it.
-#ifndef QD_WINDOW_EARLY
-#define QD_WINDOW_EARLY 0
-#endif
-// QD_GATHER_PREFETCH (STRATA_DEFINES; 1 by default): the experts' gathers over inputs quantized once ask
-// for their rows into the L2 before they set their input up; 0: they read them at once.
-#ifndef QD_GATHER_PREFETCH
-#define QD_GATHER_PREFETCH 1
-#endif
 // Blocks a multiprocessor the narrow window kernels are bounded to (their registers: 65,536 / (256·n)).
 #ifndef QD_W2_BLOCKS
 #if QDOT_WINDOW_SMEM || !QDOT_ROW_AHEAD
@@ -264,10 +253,8 @@ __device__ void qdot_rows(const unsigned char* __restrict__ w, const float* __re
             prefetch_l2(w + first * row_bytes, n * row_bytes, threadIdx.x, blockDim.x);
         }
     };
-    const bool early = QD_WINDOW_EARLY && !ONE && T > 1;
-    if (early) fetch();
     grid_dep_wait();
-    if (!early) fetch();
+    fetch();
     QIn q = qd_inputs<Q, G>(x, QSrc{x, (size_t)cols, 0, 1}, T, cols);
 #if QDOT_WINDOW_SMEM
     if constexpr (G && !ONE) {
@@ -339,16 +326,14 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
     if constexpr (CONV) {
         if (lane < nr) cf.load(cv.tail, cv.taps, rows, 4, row0 + lane);
     }
-    const auto fetch = [&] {  // the block's span of rows asked for into the L2, as qdot_rows does
+    grid_dep_wait();
+    {  // the block's span of rows asked for into the L2, as qdot_rows does for one row a warp
         const size_t first = (size_t)blockIdx.x * warps * R;
         if (first < (size_t)rows) {
             const size_t n = min((size_t)warps * R, (size_t)rows - first);
             prefetch_l2(w + first * row_bytes, n * row_bytes, threadIdx.x, blockDim.x);
         }
-    };
-    if (QD_WINDOW_EARLY) fetch();
-    grid_dep_wait();
-    if (!QD_WINDOW_EARLY) fetch();
+    }
     const QIn q(reinterpret_cast<int4*>(const_cast<float*>(x)), T, cols / QBLOCK);
     if (nr <= 0) return;
     float acc[R][TMAX];
@@ -565,7 +550,7 @@ __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const floa
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
     const unsigned char* r = w + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
     // The row's lines asked for before the input is quantized, so that their fetch overlaps it.
-    if (row < rows && (QD_GATHER_PREFETCH || !G)) prefetch_l2(r, row_bytes, threadIdx.x % WARP, WARP);
+    if (row < rows) prefetch_l2(r, row_bytes, threadIdx.x % WARP, WARP);
     const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
     if (row >= rows) return;
     float v;
@@ -583,7 +568,7 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
     const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
     const unsigned char *rg = wg + (e + off_g + row) * row_bytes, *ru = wu + (e + off_u + row) * row_bytes;
-    if (row < rows && (QD_GATHER_PREFETCH || !G)) {  // the rows' lines asked for before the input is set up
+    if (row < rows) {  // the rows' lines asked for before the input is quantized
         prefetch_l2(rg, row_bytes, threadIdx.x % WARP, WARP);
         prefetch_l2(ru, row_bytes, threadIdx.x % WARP, WARP);
     }

@@ -541,7 +541,9 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     // The third has 100 experts, a last chunk of 4 (the router holds whole chunks of 8 a lane); its expert
     // width stays 256, a whole block of the 256-element types. The last
     // geometry routes 10 of 512 (the full model's), with the router's rows repeated in pairs so that every
-    // probability ties with its neighbour's: the lower index must come first.
+    // probability ties with its neighbour's: the lower index must come first. The one before has the full
+    // model's widths (2,560 and 640: rows of 80 and 20 pieces of 32, which leave a warp's lanes idle in the
+    // last round), in Q2_0 alone (640 is no whole number of the others' 256-element blocks).
     let all = [GgmlType::Q2_0, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::Q4_K];
     for (n, ne, k, f, fs, ties) in [
         (256usize, 16usize, 4usize, 256usize, 512usize, false),
@@ -549,9 +551,10 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
         (256, 100, 7, 256, 64, false),
     ]
     .into_iter()
-    .chain([(256, 512, 10, 64, 64, true)])
+    .chain([(2560, 8, 4, 640, 640, false), (256, 512, 10, 64, 64, true)])
     {
-        for ty in if ties { &all[..1] } else { &all[..] }.iter().copied() {
+        let q2_0_only = ties || f % 256 != 0;
+        for ty in if q2_0_only { &all[..1] } else { &all[..] }.iter().copied() {
             let mut w = random_moe(n, ne, f, fs, ty, &mut rng);
             // The shared expert's gate row as F32 for the second geometry (BF16 elsewhere): the routing
             // warp makes its logit for both.

@@ -24,12 +24,6 @@
 #ifndef QDOT_WINDOW_SMEM
 #define QDOT_WINDOW_SMEM 0
 #endif
-// QD_GATHER_GROUPS (STRATA_DEFINES; 0 by default): the experts' gathers over inputs quantized once take a
-// row by a group of lanes (qd_row_group): the gate and up rows of an output row by the warp's two halves,
-// the down rows of the combination four at a time by groups of 8; 0: a warp a row (or two side by side).
-#ifndef QD_GATHER_GROUPS
-#define QD_GATHER_GROUPS 0
-#endif
 // Blocks a multiprocessor the narrow window kernels are bounded to (their registers: 65,536 / (256·n)).
 #ifndef QD_W2_BLOCKS
 #if QDOT_WINDOW_SMEM || !QDOT_ROW_AHEAD
@@ -182,46 +176,6 @@ __device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, co
     }
     *o1 = warp_butterfly(a1);
     *o2 = warp_butterfly(a2);
-}
-
-// A row of quantized vector v taken by a group of W lanes (W = 8 or 16; each of a warp's 32 / W groups its
-// own row at r, `live` false for a group past the last row): the group's lane i runs the chains of the
-// warp's lanes i, i + W, i + 2W, … as qd_row would (lane L's pieces L, L + 32, … added from +0), adds them
-// as the butterfly's first steps do (offsets 16 down to W, own + partner), then takes the butterfly's
-// last steps by shuffles inside the group: the same adds of the same values as qd_row, so its sum bit
-// for bit, where a warp a row leaves lanes without pieces (a row of fewer than 32 pieces, or of 80: three
-// rounds of which the last has half the lanes). Every lane of the group gets the sum.
-template <typename Q, int W>
-__device__ __forceinline__ float qd_row_group(const unsigned char* __restrict__ r, bool live, const QIn& q, int v) {
-    static_assert(W == 8 || W == 16, "a group of 8 or 16 lanes");
-    constexpr int M = WARP / W;
-    const int sub = threadIdx.x % W;
-    float acc[M];
-#pragma unroll
-    for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-    if (live) {
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-            for (int j = sub + W * m; j < q.P; j += WARP) {
-                const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
-                const int p = QBLOCK * j % Q::BS / QBLOCK, i = v * q.P + j;
-                const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
-                const int4 c0 = a4[0], c1 = a4[1];
-                const int a[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-                const int2 h = q.sum[i];
-                acc[m] = __fadd_rn(acc[m], Q::value(r + at, p, a, h.x, h.y, q.d[i]));
-            }
-        }
-    }
-#pragma unroll
-    for (int half = WARP / 2; half >= W; half /= 2) {  // lane L + half's chain onto lane L's, L < half
-#pragma unroll
-        for (int m = 0; m < half / W; ++m) acc[m] = __fadd_rn(acc[m], acc[m + half / W]);
-    }
-    float s = acc[0];
-#pragma unroll
-    for (int off = W / 2; off > 0; off /= 2) s = __fadd_rn(s, __shfl_xor_sync(FULL, s, off));
-    return s;
 }
 
 // The block's inputs: with G (the _g kernels) x is already quantized (n vectors, made once by the
@@ -621,13 +575,7 @@ __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const
     const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
     if (row >= rows) return;
     float g, u;
-    if (QD_GATHER_GROUPS && G) {  // the gate row by lanes 0..15, the up row by 16..31
-        const float o = qd_row_group<Q, 16>(threadIdx.x % WARP < 16 ? rg : ru, true, q, 0);
-        g = o;
-        u = __shfl_sync(FULL, o, 16);
-    } else {
-        qd_row2<Q>(rg, ru, q, 0, &g, &u);
-    }
+    qd_row2<Q>(rg, ru, q, 0, &g, &u);
     if (threadIdx.x % WARP == 0) h[(size_t)ts * rows + row] = __fmul_rn(s_silu(g), u);
 }
 
@@ -690,13 +638,7 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
         r = reinterpret_cast<const unsigned char*>(qd_stage + s * part) + a;
     }
     const int v = G ? t * k + s : s;
-    if (s < k && QD_GATHER_GROUPS && G) {  // four rows at a time, a group of 8 lanes each
-        for (int i0 = 0; i0 < nv; i0 += WARP / 8) {
-            const int i = i0 + threadIdx.x % WARP / 8;
-            const float o = qd_row_group<Q, 8>(r + (size_t)min(i, nv - 1) * row_bytes, i < nv, q, v);
-            if (threadIdx.x % 8 == 0 && i < nv) e[s][i] = o;
-        }
-    } else if (s < k) {
+    if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
             float v1, v2;

@@ -233,12 +233,6 @@ template <> struct RawChunk<float> {
 // next chunk's loads over the shared-memory stores). F32 weights take twice the registers: batches of 3.
 // Three blocks of 256 threads a multiprocessor (the bounds below), so the 324 rows run in one wave.
 //
-// HC_UP_SAME_CH (STRATA_DEFINES; 0 by default): the split up kernel's threads each take one chunk of
-// several rows (gr_up_split_body), so a window's tokens' chunks of lo are read once a thread, not once a
-// task.
-#ifndef HC_UP_SAME_CH
-#define HC_UP_SAME_CH 0
-#endif
 // HC_EARLY (STRATA_DEFINES; 1 by default): 1 or more, the split down kernel
 // loads its first batch of weights into registers before grid_dep_wait, so with programmatic launches those
 // loads (at the model's shapes, the whole of W_down across the grid) run while the norm kernel before it
@@ -420,44 +414,7 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     // memory round trip per task. (Issuing the weight loads before lo is staged measured slower on the
     // H200: 8.30 against 7.73 µs, timed alone: HC_EARLY=2 is that order where the kernel before overlaps.)
     const int tasks = rows * nch;
-#if HC_UP_SAME_CH && HC_EARLY < 2
-    // A thread a chunk ch and rows slot, slot + per, … (per = threads a chunk): each token's chunk of lo
-    // read from shared memory once for all of them, where a thread a task read it again for every row.
-    // The same chunk_dot of the same values into the same part entry.
-    const int per = blockDim.x / nch;
-    if (per >= 1) {
-        const int ch = tid % nch, slot = tid / nch;
-        for (int row0 = slot; slot < per && row0 < rows; row0 += UP_B * per) {
-            RawChunk<WT> raw[UP_B];
-            bool live[UP_B];
-#pragma unroll
-            for (int b = 0; b < UP_B; ++b) {
-                const int row = row0 + b * per, d = d0 + row % UP_D;
-                live[b] = row < rows && d < n;
-                if (live[b]) raw[b].load(w_up + ((size_t)(row / UP_D) * n + d) * r + ch * CHUNK);
-            }
-            float wv[UP_B][CHUNK];
-#pragma unroll
-            for (int b = 0; b < UP_B; ++b) {
-                if (live[b]) raw[b].get(wv[b]);
-            }
-#pragma unroll
-            for (int t = 0; t < MAXT; ++t) {
-                if (t < T) {
-                    float xv[CHUNK];
-                    load8_f32(slo + t * r + ch * CHUNK, xv);
-#pragma unroll
-                    for (int b = 0; b < UP_B; ++b) {
-                        if (live[b]) part[((row0 + b * per) * T + t) * nch + ch] = chunk_dot(wv[b], xv);
-                    }
-                }
-            }
-        }
-    }
-    for (int k0 = per >= 1 ? tasks : tid; k0 < tasks; k0 += UP_B * blockDim.x) {
-#else
     for (int k0 = tid; k0 < tasks; k0 += UP_B * blockDim.x) {
-#endif
         RawChunk<WT> raw[UP_B];
 #if HC_EARLY >= 2
         if (k0 == tid) {

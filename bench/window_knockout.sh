@@ -5,13 +5,15 @@
 # on the card (STRATA_GAPS=1: events around the graph, not the host's recording). The drop against the
 # full run is the family's share of the critical path at that T; events around each kernel alone
 # (STRATA_PROFILE) count time the graph overlaps. Usage: bench/window_knockout.sh [FAMILY…] (a family:
-# STRATA_SKIP's value, e.g. gr_up_split or "gdn_delta*" or a comma list; or NAME=VALUE, a setting). DEPTH (1024), REPS (8), ROUNDS
+# STRATA_SKIP's value, e.g. gr_up_split or "gdn_delta*" or a comma list; NAME=VALUE, a setting; or
+# bin:PATH, another build of strata, for a change no setting reaches, e.g. bin:.dev/strata-b with a second
+# binary carried as .dev/strata-b.xz). DEPTH (1024), REPS (8), ROUNDS
 # (1: each family once, the full run before each round and after the last). Carry .dev/strata.xz.
 # Log: $OUT/window_knockout.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/window_knockout.log) 2>&1
 for f in .dev/*.xz; do xz -dkf "$f"; done
-chmod +x .dev/strata 2>/dev/null
+chmod +x .dev/strata* 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 source "$(dirname "$0")/full_model.sh"
 if [ $# -eq 0 ]; then
@@ -28,9 +30,9 @@ fi
 # the plain step's wall time, host included, beside its time on the card). An entry
 # with "=" in it is a setting to run under instead (NAME=VALUE: e.g. a kernel's other form), nothing left out.
 run() {
-  local skip="$1" set="STRATA_GAPS=1"
-  case "$1" in *=*) skip=""; set="$1" ;; esac
-  env STRATA_GAPS=1 "$set" STRATA_SKIP="$skip" timeout 120 $bin bench spec -m $model --depth ${DEPTH:-1024} --reps ${REPS:-8} \
+  local skip="$1" set="STRATA_GAPS=1" b=$bin
+  case "$1" in bin:*) skip=""; b=${1#bin:} ;; *=*) skip=""; set="$1" ;; esac
+  env STRATA_GAPS=1 "$set" STRATA_SKIP="$skip" timeout 120 $b bench spec -m $model --depth ${DEPTH:-1024} --reps ${REPS:-8} \
     --bandwidth 1 --windows-only 2>&1 | awk '
       /^plain step: / { wall = $3 }
       /^on the card/ { for (i = 1; i <= NF; ++i) if ($i == "step") step = $(i + 1) }

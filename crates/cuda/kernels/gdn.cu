@@ -174,6 +174,11 @@ __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __re
 // S×S state M[a][b]: M ← decay·M; p[b] = Σ_a M[a][b]·k[a] (fma chain, a ascending, from +0);
 // δ = β·(v[b] − p[b]); M[a][b] = fma(k[a], δ, M[a][b]); o[b] = Σ_a M[a][b]·q[a]. Tokens in order; then
 // the head's output norm (gdn_out_norm_rows) in the same launch.
+// GDN_FETCH_NEXT (STRATA_DEFINES; 0 by default): the register kernels (gdn_delta_cols) ask for token
+// t + 1's q, k, v, decay and beta while token t runs, instead of after its barrier.
+#ifndef GDN_FETCH_NEXT
+#define GDN_FETCH_NEXT 0
+#endif
 extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restrict__ conv,
                                     const float* __restrict__ decay, const float* __restrict__ betas,
                                     float* __restrict__ o, int C, int hk, int hv, int S, int T,
@@ -244,13 +249,38 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
 #pragma unroll
     for (int a = 0; a < R; ++a) col[a] = m[(size_t)a * S + b];
     grid_dep_wait();
+#if GDN_FETCH_NEXT
+    // Token t + 1's inputs asked for while token t runs (threads a < S its q and k values, every thread
+    // its column's v, the head's decay and beta), so that no token waits out their round trip.
+    float nq = 0.0f, nk = 0.0f, nv, ndec, nbeta;
+    const auto fetch = [&](int t) {
+        const float* row = conv + (size_t)t * C;
+        if (threadIdx.x < S) {
+            nq = row[(size_t)i * S + threadIdx.x];
+            nk = row[(size_t)hk * S + (size_t)i * S + threadIdx.x];
+        }
+        nv = row[(size_t)2 * hk * S + (size_t)j * S + b];
+        ndec = decay[(size_t)t * hv + j];
+        nbeta = betas[(size_t)t * hv + j];
+    };
+    fetch(0);
+#endif
     for (int t = 0; t < T; ++t) {
         const float* row = conv + (size_t)t * C;
         __syncthreads();
+#if GDN_FETCH_NEXT
+        if (threadIdx.x < S) {
+            qk[threadIdx.x] = nq;
+            qk[S + threadIdx.x] = nk;
+        }
+        const float dec = ndec, beta = nbeta, v = nv;
+        if (t + 1 < T) fetch(t + 1);
+#else
         for (int a = threadIdx.x; a < S; a += S * P) {
             qk[a] = row[(size_t)i * S + a];
             qk[S + a] = row[(size_t)hk * S + (size_t)i * S + a];
         }
+#endif
         __syncthreads();
         if constexpr (NORM) {
             const int warp = threadIdx.x / WARP, last = (S * P) / WARP - 1;
@@ -260,8 +290,10 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
         }
         const float* q = qk + part * R;
         const float* k = qk + S + part * R;
+#if !GDN_FETCH_NEXT
         const float dec = decay[(size_t)t * hv + j], beta = betas[(size_t)t * hv + j];
         const float v = row[(size_t)2 * hk * S + (size_t)j * S + b];
+#endif
 #pragma unroll
         for (int a = 0; a < R; ++a) col[a] = __fmul_rn(col[a], dec);
         float p = 0.0f;

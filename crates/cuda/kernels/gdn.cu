@@ -266,7 +266,6 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     fetch(0);
 #endif
     for (int t = 0; t < T; ++t) {
-        const float* row = conv + (size_t)t * C;
         __syncthreads();
 #if GDN_FETCH_NEXT
         if (threadIdx.x < S) {
@@ -276,6 +275,7 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
         const float dec = ndec, beta = nbeta, v = nv;
         if (t + 1 < T) fetch(t + 1);
 #else
+        const float* row = conv + (size_t)t * C;
         for (int a = threadIdx.x; a < S; a += S * P) {
             qk[a] = row[(size_t)i * S + a];
             qk[S + a] = row[(size_t)hk * S + (size_t)i * S + a];

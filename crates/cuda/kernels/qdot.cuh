@@ -177,6 +177,54 @@ struct Q2_0Q {
     QD_ONE_SCALE(Q2_0Q)
 };
 
+// Q2_0 in the device's pair layout (STRATA_Q2_0_PAIRS, ops/matrix.rs `pair_q2_0_blocks`): two blocks of
+// 64 as 36 bytes, their two scales first, then their 16-byte code runs, so piece p (0..3) of a pair has
+// its codes at 4 + 8p, 4-byte aligned wherever the pair is: two word loads, where a block of 18 bytes
+// is only 2-byte aligned (three loads and two funnel shifts). The same codes and scales as Q2_0's, so
+// the same values.
+struct Q2_0PQ {
+    static constexpr int BS = 128, TS = 36, OFF = Q2_0Q::OFF;
+    __device__ static int pos(int i) { return Q2_0Q::pos(i); }
+    __device__ static void words(const unsigned char* b, int p, u32 (&cw)[2]) {
+        const u32* c = reinterpret_cast<const u32*>(b + 4 + 8 * p);
+        cw[0] = c[0];
+        cw[1] = c[1];
+    }
+    __device__ static void piece(const unsigned char* b, int p, int* w) {
+        u32 cw[2];
+        words(b, p, cw);
+#pragma unroll
+        for (int g = 0; g < 2; ++g) {
+#pragma unroll
+            for (int s = 0; s < 4; ++s) w[4 * g + s] = (int)((cw[g] >> (2 * s)) & 0x03030303u);
+        }
+    }
+    __device__ static int2 word2(const unsigned char* b, int p, int m) {
+        u32 cw[2];
+        words(b, p, cw);
+        return make_int2((int)((cw[0] >> (2 * m)) & 0x03030303u), (int)((cw[1] >> (2 * m)) & 0x03030303u));
+    }
+    __device__ static QdW scales(const unsigned char* b, int p) {
+        QdW W;
+        W.f0 = f16_bits_to_f32(u16_at(b + 2 * (p / 2)));
+        return W;
+    }
+    __device__ static QdW load(const unsigned char* b, int p) {
+        QdW W = scales(b, p);
+        piece(b, p, W.w);
+        return W;
+    }
+    __device__ static float finish(const QdW& W, int s0, int s1, int lo, int hi, float da) {
+        return qd_one_scale_finish<Q2_0PQ>(W, s0, s1, lo, hi, da);
+    }
+    __device__ static float apply(const QdW& W, const int* a, int lo, int hi, float da) {
+        return qd_one_scale_apply<Q2_0PQ>(W, a, lo, hi, da);
+    }
+    __device__ static float value(const unsigned char* b, int p, const int* a, int lo, int hi, float da) {
+        return apply(load(b, p), a, lo, hi, da);
+    }
+};
+
 // IQ4_NL: Q4_0's nibble layout, each nibble an index into the format's table of 16 int8 values. Four
 // nibbles as they lie in 16 bits of the codes (low and high nibble of two bytes) are looked up by byte
 // permutes: the low three bits of each pick a byte of the table's first or second half, the fourth bit

@@ -37,6 +37,8 @@ pub struct MatrixGpu {
     pub cols: usize,
     bytes: Buf<u8>,
     pub layouts: MatLayouts,
+    /// Q2_0 in the pair layout ([`pair_q2_0_blocks`]; the `qdot_q2_0p` kernels read it).
+    pub pairs: bool,
 }
 
 impl MatrixGpu {
@@ -54,7 +56,7 @@ impl MatrixGpu {
         // The 16 bytes of padding after the last row stay readable (the staged layout reads them).
         let row_bytes = (self.bytes.len() - 16) / self.rows;
         let bytes = self.bytes.view(gpu, 0, k * row_bytes + 16)?;
-        Ok(MatrixGpu { ty: self.ty, rows: k, cols: self.cols, bytes, layouts: self.layouts })
+        Ok(MatrixGpu { ty: self.ty, rows: k, cols: self.cols, bytes, layouts: self.layouts, pairs: self.pairs })
     }
 
     /// `m` on the device, its products to run in `lay`'s layouts for its type.
@@ -68,22 +70,36 @@ impl MatrixGpu {
                 m.rows, m.cols
             )));
         }
+        MatrixGpu::upload_bytes(gpu, m, &m.bytes, lay, false)
+    }
+
+    /// A stack of experts on the device: as [`upload`](MatrixGpu::upload), but Q2_0 rows of whole pairs of
+    /// blocks go in the pair layout under `STRATA_Q2_0_PAIRS=1`.
+    pub fn upload_experts(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
+        if gpu.settings.q2_0_pairs && m.ty == GgmlType::Q2_0 && m.cols.is_multiple_of(PAIR_VALUES) {
+            let paired = pair_q2_0_blocks(&m.bytes, m.rows, m.cols);
+            return MatrixGpu::upload_bytes(gpu, m, &paired, lay, true);
+        }
+        MatrixGpu::upload(gpu, m, lay)
+    }
+
+    fn upload_bytes(gpu: &Gpu, m: &Matrix, data: &[u8], lay: &Layouts, pairs: bool) -> Result<MatrixGpu, CudaError> {
         // 16 bytes of padding: the staged layout's copy rounds the last row's end up to 16 bytes.
-        let mut bytes = Buf::zeros(gpu, m.bytes.len() + 16)?;
-        bytes.write(gpu, &m.bytes)?;
-        Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes, layouts: MatLayouts::of(lay, m.ty) })
+        let mut bytes = Buf::zeros(gpu, data.len() + 16)?;
+        bytes.write(gpu, data)?;
+        Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes, layouts: MatLayouts::of(lay, m.ty), pairs })
     }
 
     /// A second copy of these weights on the device (benches and checks: sets that overflow the L2).
     pub fn duplicate(&self, gpu: &Gpu) -> Result<MatrixGpu, CudaError> {
         let bytes = Buf::zeros(gpu, self.bytes.len())?;
         bytes.copy_from(gpu, 0, &self.bytes, self.bytes.len())?;
-        Ok(MatrixGpu { ty: self.ty, rows: self.rows, cols: self.cols, bytes, layouts: self.layouts })
+        Ok(MatrixGpu { ty: self.ty, rows: self.rows, cols: self.cols, bytes, layouts: self.layouts, pairs: self.pairs })
     }
 
     /// The same type and shape as `other` (two products in one launch need it).
     pub fn same_shape(&self, other: &MatrixGpu) -> bool {
-        (self.ty, self.rows, self.cols) == (other.ty, other.rows, other.cols)
+        (self.ty, self.rows, self.cols, self.pairs) == (other.ty, other.rows, other.cols, other.pairs)
     }
 
     /// Bytes of one row.
@@ -109,3 +125,49 @@ pub struct Gather {
     /// Rows of one expert's projection.
     pub rows: usize,
 }
+
+/// Values in a pair of Q2_0 blocks.
+const PAIR_VALUES: usize = 128;
+
+/// Q2_0 rows (blocks of 18 bytes: a 2-byte scale, then 16 bytes of codes) in the device's pair layout:
+/// each two blocks as their two scales, then their two code runs (36 bytes, the same bytes moved), so
+/// that every 8-byte piece of codes lies 4 bytes past a multiple of 8 from the pair's start: 4-byte
+/// aligned (qdot.cuh's `Q2_0PQ`). `cols` a multiple of 128.
+pub fn pair_q2_0_blocks(bytes: &[u8], rows: usize, cols: usize) -> Vec<u8> {
+    let pairs = rows * cols / PAIR_VALUES;
+    let mut out = vec![0u8; pairs * 36];
+    for (src, dst) in bytes[..pairs * 36].chunks_exact(36).zip(out.chunks_exact_mut(36)) {
+        dst[0..2].copy_from_slice(&src[0..2]);
+        dst[2..4].copy_from_slice(&src[18..20]);
+        dst[4..20].copy_from_slice(&src[2..18]);
+        dst[20..36].copy_from_slice(&src[20..36]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every piece of every row keeps its scale and its 8 bytes of codes, found where qdot.cuh's `Q2_0PQ`
+    /// looks (pair j / 4: the scale at 2·(p / 2), the codes at 4 + 8p, p = j % 4), 4-byte aligned.
+    #[test]
+    fn the_pair_layout_moves_each_pieces_bytes_where_the_kernels_read_them() {
+        let (rows, cols) = (3, 640);
+        let row_bytes = cols / 64 * 18;
+        let bytes: Vec<u8> = (0..rows * row_bytes).map(|i| (i * 37 % 251) as u8).collect();
+        let paired = pair_q2_0_blocks(&bytes, rows, cols);
+        assert_eq!(paired.len(), bytes.len());
+        for r in 0..rows {
+            for j in 0..cols / 32 {
+                let block = r * row_bytes + 18 * (j / 2);
+                let (pair, p) = (r * row_bytes + 36 * (j / 4), j % 4);
+                let codes = pair + 4 + 8 * p;
+                assert_eq!(paired[pair + 2 * (p / 2)..][..2], bytes[block..][..2], "row {r} piece {j}: scale");
+                assert_eq!(paired[codes..][..8], bytes[block + 2 + 8 * (j % 2)..][..8], "row {r} piece {j}: codes");
+                assert_eq!(codes % 4, 0, "row {r} piece {j}: codes at {codes}");
+            }
+        }
+    }
+}
+

@@ -26,7 +26,7 @@ struct StackedGpu {
 impl StackedGpu {
     fn upload(gpu: &Gpu, s: &Stacked, lay: &Layouts) -> Result<StackedGpu, CudaError> {
         Ok(StackedGpu {
-            m: std::sync::Arc::new(MatrixGpu::upload(gpu, &s.m, lay)?),
+            m: std::sync::Arc::new(MatrixGpu::upload_experts(gpu, &s.m, lay)?),
             stride: s.stride,
             offset: s.offset,
         })

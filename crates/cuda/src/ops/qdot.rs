@@ -201,6 +201,15 @@ fn name(ty: GgmlType, kind: &'static str) -> &'static str {
     crate::runtime::device::kernel_name([base(ty), kind, ""])
 }
 
+/// The name of `w`'s product kernel of `kind`: its type's, or for Q2_0 in the pair layout (ops/matrix.rs
+/// `pair_q2_0_blocks`) `qdot_q2_0p`'s. Its input is quantized as Q2_0's (the same codes order).
+fn name_of(w: &MatrixGpu, kind: &'static str) -> &'static str {
+    match w.pairs {
+        true => crate::runtime::device::kernel_name(["qdot_q2_0p", kind, ""]),
+        false => name(w.ty, kind),
+    }
+}
+
 /// The kernel and its launch shape with `smem` bytes of shared memory (inputs quantized by the block, or
 /// staged rows), allowed past the default 48 KB where the card has it.
 fn prepare(
@@ -320,7 +329,7 @@ fn dense_launch(
     let i = |v: usize| Arg::I32(v as i32);
     if g && mma(gpu, t) {
         // A block a tile of 8 rows.
-        let name = name(w.ty, "_g_mma");
+        let name = name_of(w, "_g_mma");
         let blocks = w.rows.div_ceil(8) as u32;
         let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
         let args =
@@ -328,7 +337,7 @@ fn dense_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     if let Some((kind, r)) = share(gpu, w.rows, t, false).filter(|_| g) {
-        let name = name(w.ty, kind);
+        let name = name_of(w, kind);
         let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
         let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, 0, w.cols)?;
         let args =
@@ -336,15 +345,15 @@ fn dense_launch(
         return launch(gpu, &f, name, cfg, &args);
     }
     if let Some(smem) = stage(gpu, w).filter(|_| g && t == 1 && rpw == 1) {
-        let name = name(w.ty, "_g_one_st");
+        let name = name_of(w, "_g_one_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
         let args = [Arg::Ptr(w.ptr(gpu)), Arg::Ptr(x), Arg::Ptr(y), i(w.rows), i(w.cols), Arg::Ptr(w2), Arg::Ptr(y2)];
         return launch(gpu, &f, name, cfg, &args);
     }
     let name = match (t, g) {
-        (1, g) => name(w.ty, ["_one", "_g_one"][g as usize]),
-        (_, false) => name(w.ty, ""),
-        (t, true) => name(w.ty, window_kind(gpu, t)),
+        (1, g) => name_of(w, ["_one", "_g_one"][g as usize]),
+        (_, false) => name_of(w, ""),
+        (t, true) => name_of(w, window_kind(gpu, t)),
     };
     let smem = if g { window_smem(gpu, t, w.cols) } else { inputs_bytes(t, w.cols) };
     let (f, cfg) = prepare(gpu, name, (blocks, 1, z), 32 * WARPS, smem, w.cols)?;
@@ -405,20 +414,20 @@ fn dense_conv_launch(
     let i = |v: usize| Arg::I32(v as i32);
     let (w_, q_) = (Arg::Ptr(w.ptr(gpu)), Arg::Ptr(q));
     if let Some(smem) = stage(gpu, w).filter(|_| t == 1) {
-        let name = name(w.ty, "_g_one_conv_st");
+        let name = name_of(w, "_g_one_conv_st");
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, smem, w.cols)?;
         let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), Arg::Ptr(tail), Arg::Ptr(taps)];
         return launch(gpu, &f, name, cfg, &args);
     }
     if let Some((kind, r)) = share(gpu, w.rows, t, true) {
-        let name = name(w.ty, kind);
+        let name = name_of(w, kind);
         let blocks = w.rows.div_ceil(WARPS as usize * r) as u32;
         let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, 0, w.cols)?;
         let args =
             [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps), Arg::Ptr(slots)];
         return launch(gpu, &f, name, cfg, &args);
     }
-    let name = name(w.ty, if t == 1 { "_g_one_conv" } else { "_g_conv" });
+    let name = name_of(w, if t == 1 { "_g_one_conv" } else { "_g_conv" });
     let (f, cfg) = prepare(gpu, name, (blocks, 1, 1), 32 * WARPS, window_smem(gpu, t, w.cols), w.cols)?;
     let args = [w_, q_, Arg::Ptr(conv), i(w.rows), i(w.cols), i(t), Arg::Ptr(tail), Arg::Ptr(taps)];
     // A window's slots (T > 1 only: a single token's state is the tail itself).
@@ -527,7 +536,7 @@ fn gather_input_or(
 pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, args: &[Arg]) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let q = gather_input(gpu, w.ty, (&mut args, GATHER), slots, w.cols, true)?;
-    let name = name(w.ty, ["_gather", "_g_gather"][q.is_some() as usize]);
+    let name = name_of(w, ["_gather", "_g_gather"][q.is_some() as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, if second { 2 } else { 1 });
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes(q.is_none() as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
@@ -545,7 +554,7 @@ pub fn gather_glu(
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
     let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?;
-    let name = name(w.ty, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
+    let name = name_of(w, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;
     launch(gpu, &f, name, cfg, &args)
@@ -571,7 +580,7 @@ pub fn gather_combine(
         true => ("_g_gather_combine", 0),
         false => ("_gather_combine", inputs_bytes(k, w.cols)),
     };
-    let name = name(w.ty, kind);
+    let name = name_of(w, kind);
     let (f, cfg) =
         prepare(gpu, name, (g.rows.div_ceil(COMBINE_ROWS) as u32, t as u32, 1), 32 * k as u32, smem, w.cols)?;
     args.push(Arg::I32(COMBINE_ROWS as i32));

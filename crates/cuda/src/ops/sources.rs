@@ -11,7 +11,8 @@ pub const COMMON: &str = include_str!("../../kernels/common.cuh");
 pub const DEQUANT: &str = include_str!("../../kernels/dequant.cuh");
 /// The integer dot products' functions (§ qdot), prepended to qdot.cu after the decoders.
 pub const QDOT: &str = include_str!("../../kernels/qdot.cuh");
-/// The § qdot products (int8 inputs) of Q8_0, Q4_0, Q2_0, IQ4_NL, Q4_K and Q6_K weights.
+/// The § qdot products (int8 inputs) of Q8_0, Q4_0, Q2_0 (also in the pair layout), IQ4_NL, Q4_K and Q6_K
+/// weights.
 pub const QDOT_CU: &str = include_str!("../../kernels/qdot.cu");
 
 /// The hyper-connection read and write (twin of crates/model/src/layers/hc.rs).
@@ -110,7 +111,8 @@ const MATVEC_PARTS: [&str; 16] = [
     "matvec_iq4_nl",
     "matvec_iq4_xs",
 ];
-const QDOT_PARTS: [&str; 6] = ["qdot_q8_0", "qdot_q4_0", "qdot_q2_0", "qdot_iq4_nl", "qdot_q4_k", "qdot_q6_k"];
+const QDOT_PARTS: [&str; 7] =
+    ["qdot_q8_0", "qdot_q4_0", "qdot_q2_0", "qdot_iq4_nl", "qdot_q4_k", "qdot_q6_k", "qdot_q2_0p"];
 
 macro_rules! kernel_files {
     ($($id:ident = $name:literal, $body:ident $(, $parts:expr, $split:literal)?;)*) => {

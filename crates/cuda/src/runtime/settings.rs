@@ -46,6 +46,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_QDOT_SHARE", "0: windows of 2..8 tokens run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them", "on"),
+    sw("STRATA_Q2_0_PAIRS", "1: the experts' Q2_0 weights kept on the device two blocks at a time, scales first, so each piece's codes are 4-byte aligned (the same bytes, moved)", "off"),
     sw("STRATA_COMBINE_STAGE", "0: the experts' fused down product and combination reads each slot's rows from global memory, not copied into shared memory first", "on"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
@@ -120,6 +121,9 @@ pub struct Settings {
     /// `STRATA_COMBINE_STAGE` (on): the fused down product and combination over inputs quantized once
     /// copies each slot's rows into shared memory where they fit (`_g_gather_combine_st`).
     pub combine_stage: bool,
+    /// `STRATA_Q2_0_PAIRS=1`: the experts' Q2_0 matrices in the pair layout (ops/matrix.rs
+    /// `pair_q2_0_blocks`), run by qdot.cu's `qdot_q2_0p` kernels.
+    pub q2_0_pairs: bool,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
@@ -188,6 +192,7 @@ impl Settings {
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
             qdot_share: r.on("STRATA_QDOT_SHARE"),
             combine_stage: r.on("STRATA_COMBINE_STAGE"),
+            q2_0_pairs: r.flag("STRATA_Q2_0_PAIRS").unwrap_or(false),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -355,6 +360,9 @@ mod tests {
         assert_eq!(read(&[]).0.defines, "");
         let (s, _) = read(&[("STRATA_QDOT_WINDOW_SMEM", "1")]);
         assert!(s.qdot_window_smem && s.defines == "#define QDOT_WINDOW_SMEM 1\n", "{:?}", s.defines);
+        let (s, _) = read(&[("STRATA_Q2_0_PAIRS", "1")]);
+        assert!(s.q2_0_pairs && s.defines.is_empty(), "{:?}", s.defines);
+        assert!(!Settings::default().q2_0_pairs);
     }
 
     #[test]

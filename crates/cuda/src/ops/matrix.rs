@@ -77,6 +77,15 @@ impl MatrixGpu {
     /// blocks go in the pair layout under `STRATA_Q2_0_PAIRS=1`.
     pub fn upload_experts(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
         if gpu.settings.q2_0_pairs && m.ty == GgmlType::Q2_0 && m.cols.is_multiple_of(PAIR_VALUES) {
+            if m.bytes.len() != m.rows * m.cols / PAIR_VALUES * 36 {
+                return Err(CudaError::Shape(format!(
+                    "Q2_0 matrix of {} × {}: {} bytes, not {}",
+                    m.rows,
+                    m.cols,
+                    m.bytes.len(),
+                    m.rows * m.cols / PAIR_VALUES * 36
+                )));
+            }
             let paired = pair_q2_0_blocks(&m.bytes, m.rows, m.cols);
             return MatrixGpu::upload_bytes(gpu, m, &paired, lay, true);
         }

@@ -843,12 +843,12 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
         NAME##_g_s8r2(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
                       int T, const unsigned char* w2, float* y2) {                                            \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
-        qdot_rows_share<Q, 8, 2, false, 4>(w, x, y, rows, cols, T);                                    \
+        qdot_rows_share<Q, 8, 2, false, 4>(w, x, y, rows, cols, T);                                           \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2)                                          \
         NAME##_g_s8r2_conv(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols, \
                            int T, float* tail, const float* taps, float* slots) {                             \
-        qdot_rows_share<Q, 8, 2, true, 4>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});          \
+        qdot_rows_share<Q, 8, 2, true, 4>(w, x, y, rows, cols, T, QdConv{tail, taps, slots});                 \
     }                                                                                                         \
     /* a window's rows R a warp over inputs loaded once a piece (qdot_rows_share; STRATA_QDOT_SHARE) */       \
     QDOT_SHARE(NAME, Q, 2, 2)                                                                                 \

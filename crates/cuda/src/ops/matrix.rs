@@ -61,6 +61,17 @@ impl MatrixGpu {
 
     /// `m` on the device, its products to run in `lay`'s layouts for its type.
     pub fn upload(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
+        MatrixGpu::upload_laid(gpu, m, lay, false)
+    }
+
+    /// A stack of experts on the device: as [`upload`](MatrixGpu::upload), but Q2_0 rows of whole pairs of
+    /// blocks go in the pair layout under `STRATA_Q2_0_PAIRS=1`.
+    pub fn upload_experts(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
+        let pairs = gpu.settings.q2_0_pairs && m.ty == GgmlType::Q2_0 && m.cols.is_multiple_of(PAIR_VALUES);
+        MatrixGpu::upload_laid(gpu, m, lay, pairs)
+    }
+
+    fn upload_laid(gpu: &Gpu, m: &Matrix, lay: &Layouts, pairs: bool) -> Result<MatrixGpu, CudaError> {
         if !supported(m.ty) {
             return Err(CudaError::Shape(format!("no GPU matrix-vector kernel for {} weights yet", m.ty)));
         }
@@ -70,29 +81,24 @@ impl MatrixGpu {
                 m.rows, m.cols
             )));
         }
-        MatrixGpu::upload_bytes(gpu, m, &m.bytes, lay, false)
-    }
-
-    /// A stack of experts on the device: as [`upload`](MatrixGpu::upload), but Q2_0 rows of whole pairs of
-    /// blocks go in the pair layout under `STRATA_Q2_0_PAIRS=1`.
-    pub fn upload_experts(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
-        if gpu.settings.q2_0_pairs && m.ty == GgmlType::Q2_0 && m.cols.is_multiple_of(PAIR_VALUES) {
-            if m.bytes.len() != m.rows * m.cols / PAIR_VALUES * 36 {
-                return Err(CudaError::Shape(format!(
-                    "Q2_0 matrix of {} × {}: {} bytes, not {}",
-                    m.rows,
-                    m.cols,
-                    m.bytes.len(),
-                    m.rows * m.cols / PAIR_VALUES * 36
-                )));
-            }
-            let paired = pair_q2_0_blocks(&m.bytes, m.rows, m.cols);
-            return MatrixGpu::upload_bytes(gpu, m, &paired, lay, true);
+        let want = m.rows * (m.cols / m.ty.block_size()) * m.ty.type_size();
+        if pairs && m.bytes.len() != want {
+            return Err(CudaError::Shape(format!(
+                "{} matrix of {} × {}: {} bytes, not {want}",
+                m.ty,
+                m.rows,
+                m.cols,
+                m.bytes.len()
+            )));
         }
-        MatrixGpu::upload(gpu, m, lay)
-    }
-
-    fn upload_bytes(gpu: &Gpu, m: &Matrix, data: &[u8], lay: &Layouts, pairs: bool) -> Result<MatrixGpu, CudaError> {
+        let paired;
+        let data = match pairs {
+            true => {
+                paired = pair_q2_0_blocks(&m.bytes);
+                &paired[..]
+            }
+            false => &m.bytes[..],
+        };
         // 16 bytes of padding: the staged layout's copy rounds the last row's end up to 16 bytes.
         let mut bytes = Buf::zeros(gpu, data.len() + 16)?;
         bytes.write(gpu, data)?;
@@ -141,11 +147,10 @@ const PAIR_VALUES: usize = 128;
 /// Q2_0 rows (blocks of 18 bytes: a 2-byte scale, then 16 bytes of codes) in the device's pair layout:
 /// each two blocks as their two scales, then their two code runs (36 bytes, the same bytes moved), so
 /// that every 8-byte piece of codes lies 4 bytes past a multiple of 8 from the pair's start: 4-byte
-/// aligned (qdot.cuh's `Q2_0PQ`). `cols` a multiple of 128.
-pub fn pair_q2_0_blocks(bytes: &[u8], rows: usize, cols: usize) -> Vec<u8> {
-    let pairs = rows * cols / PAIR_VALUES;
-    let mut out = vec![0u8; pairs * 36];
-    for (src, dst) in bytes[..pairs * 36].chunks_exact(36).zip(out.chunks_exact_mut(36)) {
+/// aligned (qdot.cuh's `Q2_0PQ`). Rows of a multiple of 128 values, so that no pair spans two rows.
+pub fn pair_q2_0_blocks(bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; bytes.len()];
+    for (src, dst) in bytes.chunks_exact(36).zip(out.chunks_exact_mut(36)) {
         dst[0..2].copy_from_slice(&src[0..2]);
         dst[2..4].copy_from_slice(&src[18..20]);
         dst[4..20].copy_from_slice(&src[2..18]);
@@ -165,7 +170,7 @@ mod tests {
         let (rows, cols) = (3, 640);
         let row_bytes = cols / 64 * 18;
         let bytes: Vec<u8> = (0..rows * row_bytes).map(|i| (i * 37 % 251) as u8).collect();
-        let paired = pair_q2_0_blocks(&bytes, rows, cols);
+        let paired = pair_q2_0_blocks(&bytes);
         assert_eq!(paired.len(), bytes.len());
         for r in 0..rows {
             for j in 0..cols / 32 {

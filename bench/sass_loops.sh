@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The loops of a kernel's sm_90 SASS: instructions and FFMAs of each backward branch's body, from the PTX
-# the kernels_compile test writes (ptxas from nvidia-cuda-nvcc 13.0, nvdisasm from nvidia-cuda-nvdisasm 13.2,
+# the kernels_compile test writes where STRATA_PTX_DIR names (ptxas from nvidia-cuda-nvcc 13.0, nvdisasm from nvidia-cuda-nvdisasm 13.2,
 # both pip wheels). No GPU needed. Usage: loops.sh PTX_FILE KERNEL...
 set -euo pipefail
 ptx=$1; shift

@@ -10,20 +10,15 @@ set -euo pipefail
 rev=${1:?usage: bench/sass_same.sh REV}
 ptxas=${STRATA_PTXAS:-ptxas}
 dis=${NVDISASM:-nvdisasm}
-tmp=${TMPDIR:-/tmp}
 root=$(git rev-parse --show-toplevel)
-# The kernels_compile test writes its PTX to $tmp/strata-ptx-<pid>: the folder that is new after a run.
+# The kernels_compile test writes its PTX where STRATA_PTX_DIR names.
 # Each checkout builds in a target folder of its own (sharing one, cargo took the other's test as fresh).
 ptx_of() {  # checkout folder, target folder, destination
-  local before
-  before=$(ls -d "$tmp"/strata-ptx-* 2>/dev/null || true)
+  rm -rf "$3"
   touch "$1"/crates/cuda/kernels/*  # the kernels are include_str!'s: make sure the test is rebuilt from them
-  (cd "$1" && CARGO_TARGET_DIR="$2" cargo test -q --release -p strata-cuda --test kernels_compile \
-    >/dev/null 2>&1) || { echo "kernels_compile failed in $1"; exit 1; }
-  local new
-  new=$(comm -13 <(echo "$before" | sort) <(ls -d "$tmp"/strata-ptx-* | sort) | tail -1)
-  [ -n "$new" ] || { echo "no PTX written (is STRATA_PTXAS set?)"; exit 1; }
-  rm -rf "$3" && mv "$new" "$3"
+  (cd "$1" && STRATA_PTX_DIR="$3" CARGO_TARGET_DIR="$2" cargo test -q --release -p strata-cuda \
+    --test kernels_compile >/dev/null 2>&1) || { echo "kernels_compile failed in $1"; exit 1; }
+  ls "$3"/*-sm90.ptx >/dev/null 2>&1 || { echo "no PTX written (is STRATA_PTXAS set?)"; exit 1; }
 }
 work=$(mktemp -d)
 [ -z "${KEEP:-}" ] || echo "keeping $work"

@@ -299,7 +299,8 @@ mod tests {
     #[test]
     fn prompt_ids_read_inline_and_from_a_file_and_refuse_the_rest() {
         assert_eq!(prompt_ids("1,2,3").unwrap(), vec![1, 2, 3]);
-        let path = std::env::temp_dir().join(format!("strata-ids-{}.txt", std::process::id()));
+        let dir = strata_scratch::Scratch::new("ids");
+        let path = dir.join("ids.txt");
         std::fs::write(&path, "4, 5\n6 7\n").unwrap();
         assert_eq!(prompt_ids(&format!("@{}", path.display())).unwrap(), vec![4, 5, 6, 7]);
         std::fs::remove_file(&path).unwrap();

@@ -149,8 +149,8 @@ fn setup(rel: &str, change: &[(&str, Option<Value>)]) -> Vec<u8> {
 
 #[test]
 fn every_key_the_config_reads_has_an_effect() {
-    let dir = std::env::temp_dir().join(format!("strata-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = strata_scratch::Scratch::new("keys");
+    let dir = scratch.path();
     let real = "fixtures/real/qwen4exp-real-q8_0.gguf";
     // The 4-layer sweep model's one attention layer is its last: its layout is the interval's (4).
     let sweep4 = "fixtures/sweep/eps5-tied-4l/model.gguf";
@@ -197,7 +197,7 @@ fn every_key_the_config_reads_has_an_effect() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(scratch);
     eprintln!("{}", report.join("\n"));
     let silent: HashSet<_> =
         read.iter().filter(|k| !done.contains(*k) && !EXEMPT.iter().any(|(e, _)| e == k)).collect();

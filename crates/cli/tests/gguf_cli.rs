@@ -10,11 +10,8 @@ fn strata(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().expect("strata runs")
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("strata-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tempdir(tag: &str) -> strata_scratch::Scratch {
+    strata_scratch::Scratch::new(&format!("cli-{tag}"))
 }
 
 fn sample(dir: &Path) -> PathBuf {

@@ -11,12 +11,7 @@ fn strata(args: &[&str], cache: &Path) -> Output {
 
 fn dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("strata-run-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
+    DIR.get_or_init(|| strata_scratch::for_process("run-test"))
 }
 
 /// The tiny model written by `strata synth`, into a folder that does not exist yet (synth makes it).

@@ -62,8 +62,7 @@ fn run(model: &Path, prompt: &[u32], n: usize, out: &Path) -> (Vec<u32>, Vec<f32
 fn every_sweep_model_computes_what_transformers_computes() {
     let dirs = sweep();
     assert!(dirs.len() >= 5, "the sweep has {} models", dirs.len());
-    let tmp = std::env::temp_dir().join(format!("strata-sweep-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = strata_scratch::Scratch::new("sweep");
     for dir in dirs {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         let e = expected(&dir);
@@ -83,5 +82,4 @@ fn every_sweep_model_computes_what_transformers_computes() {
             ids.len()
         );
     }
-    let _ = std::fs::remove_dir_all(&tmp);
 }

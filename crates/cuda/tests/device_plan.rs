@@ -7,8 +7,8 @@ use strata_model::{KvMode, Model, RopeScaling};
 use strata_synth::{Options, Preset};
 
 fn tiny() -> Model {
-    let dir = std::env::temp_dir().join(format!("strata-device-plan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // The model maps the file: it stays readable after the folder goes.
+    let dir = strata_scratch::Scratch::new("device-plan");
     let path = dir.join("tiny.gguf");
     let o = Options { preset: Preset::tiny(), experts: GgmlType::Q2_0, seed: 0 };
     strata_synth::write(&path, &o, &|_, _| {}).unwrap();

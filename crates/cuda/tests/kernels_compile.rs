@@ -3,6 +3,7 @@
 //! NVRTC and ptxas from the package registry's CUDA wheels (`.ci/run`); elsewhere, without them, this says
 //! SKIPPED. Device time then goes to parity and speed, not to typos.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use strata_cuda::ops::sources::{text_of, BODIES as KERNEL_FILES};
@@ -62,7 +63,10 @@ fn every_kernel_compiles_for_every_architecture_without_spills() {
         assert!(!ci(), "CI must have ptxas (.ci/run installs nvidia-cuda-nvcc)");
         eprintln!("SKIPPED the spill check: no ptxas (pip install nvidia-cuda-nvcc==13.0.*, or set STRATA_PTXAS)");
     }
-    let dir = std::env::temp_dir().join(format!("strata-ptx-{}", std::process::id()));
+    // The PTX stays where STRATA_PTX_DIR names (bench/sass_same.sh, bench/sass_loops.sh read it there);
+    // otherwise it goes with the test's scratch folder.
+    let scratch = strata_scratch::Scratch::new("ptx");
+    let dir = std::env::var_os("STRATA_PTX_DIR").map_or_else(|| scratch.path().to_path_buf(), PathBuf::from);
     std::fs::create_dir_all(&dir).unwrap();
     let mut checked = 0;
     // Every file for every architecture, then the compile-time variants (STRATA_DEFINES) that are not the

@@ -267,10 +267,8 @@ fn floats(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// A folder of this test's own (the tests run in parallel, each building its own program).
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-host-kernels-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(test: &str) -> strata_scratch::Scratch {
+    strata_scratch::Scratch::new(&format!("host-kernels-{test}"))
 }
 
 #[test]

@@ -35,11 +35,8 @@ fn run(args: &[&str]) {
     assert!(out.status.success(), "gguf_crosscheck.py {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("strata-crosscheck-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tempdir(tag: &str) -> strata_scratch::Scratch {
+    strata_scratch::Scratch::new(&format!("crosscheck-{tag}"))
 }
 
 /// A strata value in the dump's JSON form (floats as bit patterns, so the comparison is exact).

@@ -190,12 +190,8 @@ fn writer_refuses_wrong_data() {
     assert!(e.to_string().contains("\"b\""), "{e}");
 }
 
-fn tempdir() -> std::path::PathBuf {
-    let d =
-        std::env::temp_dir().join(format!("strata-gguf-test-{}-{:?}", std::process::id(), std::thread::current().id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tempdir() -> strata_scratch::Scratch {
+    strata_scratch::Scratch::new("gguf-test")
 }
 
 /// A sink that keeps the first bytes it is given and counts the rest.

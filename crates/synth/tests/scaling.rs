@@ -11,8 +11,7 @@ const SPREAD_MIN: f32 = 0.5;
 const SPREAD_MAX: f32 = 5.0;
 
 fn spreads(p: Preset, tokens: usize) -> Vec<f32> {
-    let dir = std::env::temp_dir().join(format!("strata-scaling-{}-{}", p.name, std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = strata_scratch::Scratch::new(&format!("scaling-{}", p.name));
     let path = dir.join("m.gguf");
     let vocab = p.vocab as u32;
     strata_synth::write(&path, &Options { preset: p, experts: GgmlType::Q2_0, seed: 7 }, &|_, _| {}).unwrap();
@@ -26,7 +25,6 @@ fn spreads(p: Preset, tokens: usize) -> Vec<f32> {
             (logits.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / logits.len() as f32).sqrt()
         })
         .collect();
-    let _ = std::fs::remove_dir_all(&dir);
     out
 }
 

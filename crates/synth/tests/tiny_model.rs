@@ -13,8 +13,7 @@ use strata_synth::{Options, Preset};
 fn tiny() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("strata-synth-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = strata_scratch::for_process("synth-test");
         let path = dir.join("tiny.gguf");
         let o = Options { preset: Preset::tiny(), experts: strata_gguf::GgmlType::Q2_0, seed: 0 };
         strata_synth::write(&path, &o, &|_, _| {}).unwrap();

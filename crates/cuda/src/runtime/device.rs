@@ -56,6 +56,8 @@ type ModuleSlot = OnceLock<Result<Arc<CudaModule>, CudaError>>;
 /// A compiled part of a kernel file: machine code in a file, or PTX for the driver to compile.
 enum Image {
     Cubin(PathBuf),
+    /// Machine code in a file of this process's own (no cache folder): removed once loaded.
+    OwnCubin(PathBuf),
     Ptx(String),
 }
 
@@ -263,6 +265,14 @@ impl Gpu {
         let what = format!("loading kernels/{}", kf.part_name(part));
         match image {
             Image::Cubin(path) => self.ctx.load_module(Ptx::from_file(path)).check(&what),
+            Image::OwnCubin(path) => {
+                let module = self.ctx.load_module(Ptx::from_file(&path)).check(&what);
+                let _ = std::fs::remove_file(&path);
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::remove_dir(dir); // only once empty: other parts may still be loading
+                }
+                module
+            }
             Image::Ptx(text) => self.ctx.load_module(Ptx::from_src(text)).check(&what),
         }
     }
@@ -275,13 +285,13 @@ impl Gpu {
         let hash = fnv(&format!("{}{text}", self.settings.defines));
         let key = format!("{stem}-{hash:016x}-{}-drv{}.cubin", self.arch_name(), self.driver_version);
         // Without a cache folder the machine code still goes through a file (the loader reads cubins from
-        // files), one of this process's own.
-        let dir = match &self.settings.cache {
-            Some(d) => d.join("kernels"),
-            None => std::env::temp_dir().join(format!("strata-kernels-{}", std::process::id())),
+        // files), one of this process's own, removed once loaded.
+        let (dir, own) = match &self.settings.cache {
+            Some(d) => (d.join("kernels"), false),
+            None => (std::env::temp_dir().join(format!("strata-kernels-{}", std::process::id())), true),
         };
         let path = dir.join(&key);
-        if path.is_file() {
+        if !own && path.is_file() {
             return Ok(Image::Cubin(path));
         }
         match compile_cubin(kf.name, &text, &self.settings.defines, self.arch) {
@@ -291,7 +301,7 @@ impl Gpu {
                 std::fs::write(&tmp, &bin)
                     .and_then(|()| std::fs::rename(&tmp, &path))
                     .map_err(|e| CudaError::Shape(format!("writing {}: {e}", path.display())))?;
-                Ok(Image::Cubin(path))
+                Ok(if own { Image::OwnCubin(path) } else { Image::Cubin(path) })
             }
             // A card newer than this NVRTC: PTX for the newest architecture it knows, which the driver
             // compiles for the card.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use strata_gguf::GgmlType;
-use strata_synth::{Options, Preset};
+use strata_synth::{Options, Preset, Router};
 
 #[derive(clap::Args)]
 pub struct SynthArgs {
@@ -17,6 +17,11 @@ pub struct SynthArgs {
     experts_type: String,
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// The router: `uniform` (random rows, every expert about equally popular) or `zipf` / `zipf:S`
+    /// (popularity ∝ 1/rank^S, S = 1 by default, as a trained router's is skewed; its own order of experts
+    /// in each layer).
+    #[arg(long, default_value = "uniform")]
+    router: String,
     /// Rows of each of the 16 PLE heads (default: the preset's; full: 20,000,096 = a 28.8 GB table). A smaller
     /// table keeps a full model on a smaller disk; the model reads whatever the file declares.
     #[arg(long)]
@@ -72,7 +77,10 @@ pub fn run(a: SynthArgs) -> Result<()> {
     if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("making the folder {}", dir.display()))?;
     }
-    let files = write(&a.out, Options { preset, experts, seed: a.seed })?;
+    let Some(router) = Router::parse(&a.router) else {
+        bail!("--router {:?}: use uniform, zipf or zipf:S with S in (0, 4]", a.router)
+    };
+    let files = write(&a.out, Options { preset, experts, seed: a.seed, router })?;
     for f in files {
         eprintln!("wrote {}", f.display());
     }

@@ -180,7 +180,7 @@ fn every_key_the_config_reads_has_an_effect() {
         let set = GgufSet::from_files(vec![GgufFile::from_bytes(rel, bytes.clone()).unwrap()]).unwrap();
         let vocab = strata_model::Config::from_gguf(&set).expect("the setup loads").vocab as u64;
         let prompt = prompt(rel);
-        let base = run(&bytes, &dir, &prompt);
+        let base = run(&bytes, dir, &prompt);
         assert!(matches!(base, Outcome::Ran(..)), "{rel} with {change:?}: {base:?}");
         for key in strata_model::Config::keys_read(&set) {
             read.push(key.clone());
@@ -188,7 +188,7 @@ fn every_key_the_config_reads_has_an_effect() {
                 continue;
             }
             let found = variants(&key, f.get(&key), vocab).into_iter().find_map(|v| {
-                let got = run(&with_metadata(&f, &key, Some(&v)).unwrap(), &dir, &prompt);
+                let got = run(&with_metadata(&f, &key, Some(&v)).unwrap(), dir, &prompt);
                 effect(&key, &base, &got).map(|e| format!("{key} = {v}: {e}"))
             });
             if let Some(line) = found {

@@ -226,6 +226,8 @@ fn bad_input_is_one_line_and_nonzero() {
     assert!(err.contains("huge"), "{err}");
     let err = one_line_error(&strata(&["synth", "--preset", "tiny", "--layers", "6", "-o", "/tmp/x.gguf"], dir()));
     assert!(err.contains("--layers 6"), "{err}");
+    let err = one_line_error(&strata(&["synth", "--router", "zipf:0", "-o", "/tmp/x.gguf"], dir()));
+    assert!(err.contains("--router \"zipf:0\""), "{err}");
 }
 
 fn python_ready() -> bool {

@@ -10,7 +10,7 @@ fn tiny() -> Model {
     // The model maps the file: it stays readable after the folder goes.
     let dir = strata_scratch::Scratch::new("device-plan");
     let path = dir.join("tiny.gguf");
-    let o = Options { preset: Preset::tiny(), experts: GgmlType::Q2_0, seed: 0 };
+    let o = Options { preset: Preset::tiny(), experts: GgmlType::Q2_0, seed: 0, router: strata_synth::Router::Uniform };
     strata_synth::write(&path, &o, &|_, _| {}).unwrap();
     Model::open(&path, RopeScaling::None).unwrap()
 }

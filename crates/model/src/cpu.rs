@@ -4,16 +4,29 @@
 
 use crate::backend::{forward_window, mtp_step, Backend, HcId, MoeId};
 use crate::layers::hc::{hc_read_window, hc_write};
-use crate::layers::{gdn::gdn_window, moe::moe_window, ple::ple, qsa::qsa_dense, qsa::qsa_window};
+use crate::layers::moe::{moe_routed, route_window, Misses};
+use crate::layers::{gdn::gdn_window, ple::ple, qsa::qsa_dense, qsa::qsa_window};
 use crate::model::{Model, MTP_WINDOW};
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::topk::argmax;
+use crate::routing::RoutingProfile;
 use crate::state::{LayerState, QsaState, State};
 use crate::weights::{HcWeights, Layer, Mixer, MoeWeights, MtpWeights};
 
 /// The CPU back-end over a loaded model.
 pub struct Cpu<'a> {
     pub model: &'a Model,
+    /// Routed experts computed by the kernels for experts off the device (`layers/experts.rs`) instead
+    /// of this back-end's own products: a placement, to show that none changes a bit.
+    pub misses: Option<&'a (dyn Fn(MoeId, usize) -> bool + Sync)>,
+    /// Where the routers' choices are counted, if anywhere.
+    pub profile: Option<&'a RoutingProfile>,
+}
+
+impl<'a> Cpu<'a> {
+    pub fn new(model: &'a Model) -> Cpu<'a> {
+        Cpu { model, misses: None, profile: None }
+    }
 }
 
 impl Cpu<'_> {
@@ -99,7 +112,12 @@ impl Backend for Cpu<'_> {
     fn moe(&self, id: MoeId, x: &Self::Rows) -> Result<Self::Rows, Self::Error> {
         let (w, c) = (self.moe_weights(id), &self.model.config);
         let xs: Vec<&[f32]> = x.iter().map(Vec::as_slice).collect();
-        Ok(moe_window(w, &xs, c.n_expert_used, c.expert_ff))
+        let routes = route_window(w, &xs, c.n_expert_used);
+        if let Some(p) = self.profile {
+            routes.iter().for_each(|(ids, _)| p.record(id, ids));
+        }
+        let misses = self.misses.map(|m| move |e: usize| m(id, e));
+        Ok(moe_routed(w, &xs, &routes, c.expert_ff, misses.as_ref().map(|m| m as Misses)))
     }
 
     fn logits(&self, fin: &Self::Rows) -> Result<Vec<Vec<f32>>, Self::Error> {
@@ -166,7 +184,7 @@ impl Model {
     /// streams, the same bits as one token at a time.
     pub fn forward_window(&self, state: &mut State, tokens: &[u32]) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
         let pos = state.pos;
-        let Ok(out) = forward_window(&Cpu { model: self }, &self.config, state, tokens, pos);
+        let Ok(out) = forward_window(&Cpu::new(self), &self.config, state, tokens, pos);
         state.pos += tokens.len();
         out
     }
@@ -176,7 +194,7 @@ impl Model {
     /// `cache` is the MTP layer's own KV cache (dense attention over at most its last 32,768 cells).
     pub fn mtp_draft(&self, cache: &mut QsaState, r: &[f32], next: u32, pos: usize) -> Option<(Vec<f32>, Vec<f32>)> {
         self.weights.mtp.as_ref()?;
-        let Ok((mut logits, mut rp)) = mtp_step(&Cpu { model: self }, cache, &vec![r.to_vec()], &[next], pos);
+        let Ok((mut logits, mut rp)) = mtp_step(&Cpu::new(self), cache, &vec![r.to_vec()], &[next], pos);
         Some((logits.remove(0), rp.remove(0)))
     }
 }

@@ -110,7 +110,7 @@ impl<'a> CpuDecoder<'a> {
         if let Some(&first) = tokens.first() {
             self.cell_before(first);
         }
-        let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
+        let (cpu, pos) = (Cpu::new(self.model), self.state.pos);
         let Ok((fin, mut r)) = trunk(&cpu, &self.model.config, &mut self.state, tokens, pos);
         self.state.pos += tokens.len();
         if self.state.mtp.is_some() && !r.is_empty() {
@@ -132,7 +132,7 @@ impl<'a> CpuDecoder<'a> {
     /// MTP cells at positions pos.. from the trunk's `rows` and the tokens after them.
     fn write_cells(&mut self, rows: &[Vec<f32>], next: &[u32], pos: usize) {
         let (Some(m), false) = (self.state.mtp.as_mut(), rows.is_empty()) else { return };
-        let Ok(()) = mtp_cells(&Cpu { model: self.model }, &mut m.cache, &rows.to_vec(), next, pos);
+        let Ok(()) = mtp_cells(&Cpu::new(self.model), &mut m.cache, &rows.to_vec(), next, pos);
     }
 
     /// `n` greedy drafts after `x` ([`Decoder::draft`]).
@@ -142,7 +142,7 @@ impl<'a> CpuDecoder<'a> {
             return Err("no draft before a token has been through the trunk while drafting".into());
         };
         // The first step writes the real cell of the position before x; the chain's are provisional.
-        let cpu = Cpu { model: self.model };
+        let cpu = Cpu::new(self.model);
         let (mut rows, mut next, mut at) = (vec![m.last_r.clone().expect("checked above")], x, pos - 1);
         let mut drafts = Vec::with_capacity(n);
         let mut logits = vec![0f32; self.draft_rows];
@@ -174,7 +174,7 @@ impl<'a> CpuDecoder<'a> {
         self.window.clear();
         let mut chosen = Vec::with_capacity(window.len());
         for (&t, pick) in window.iter().zip(picks) {
-            let (cpu, pos) = (Cpu { model: self.model }, self.state.pos);
+            let (cpu, pos) = (Cpu::new(self.model), self.state.pos);
             let Ok((fin, r)) = trunk(&cpu, &self.model.config, &mut self.state, &[t], pos);
             self.state.pos += 1;
             let Ok(c) = match pick {

@@ -12,6 +12,7 @@ pub mod layers;
 pub mod model;
 pub mod ops;
 pub mod rewind;
+pub mod routing;
 pub mod state;
 pub mod weights;
 

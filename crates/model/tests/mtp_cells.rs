@@ -12,7 +12,7 @@ use strata_model::{KvMode, Model, RopeScaling};
 fn cells_alone_are_the_cells_of_the_whole_step() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
     let model = Model::open(path, RopeScaling::None).unwrap();
-    let cpu = Cpu { model: &model };
+    let cpu = Cpu::new(&model);
     let tokens: Vec<u32> = (0..12).map(|i| (i * 211 + 17) % 4000).collect();
     for kv in [KvMode::F16, KvMode::F32, KvMode::Int8] {
         let mut st = model.new_state(kv).unwrap();

@@ -5,6 +5,7 @@
 
 pub mod coded;
 pub mod preset;
+pub mod router;
 pub mod tensors;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use strata_engine::tokenizer::{self, Vocab};
 use strata_gguf::{quant, Array, GgmlType, GgufBuilder, SplitMix64, Value};
 
 pub use preset::Preset;
+pub use router::Router;
 use tensors::{Init, TensorSpec};
 
 /// The text the tokenizer is trained on: the model's spec and the project's own code, frozen here so the
@@ -43,6 +45,7 @@ pub struct Options {
     pub preset: Preset,
     pub experts: GgmlType,
     pub seed: u64,
+    pub router: Router,
 }
 
 /// Where each part of the model goes.
@@ -63,7 +66,8 @@ pub fn write(out: &Path, o: &Options, progress: &(dyn Fn(u64, u64) + Sync)) -> R
         return Err(SynthError::Other(format!("cannot write experts as {}", o.experts)));
     }
     let vocab = tokenizer::train(&CORPUS, p.vocab)?;
-    let trunk = tensors::trunk(p, vocab.tokens.len(), o.experts);
+    let mut trunk = tensors::trunk(p, vocab.tokens.len(), o.experts);
+    skew_routers(&mut trunk, p, o);
     let table = tensors::ple_table(p);
     let paths = output_paths(out, p);
     let mut files: Vec<Vec<TensorSpec>> =
@@ -98,6 +102,15 @@ pub fn write(out: &Path, o: &Options, progress: &(dyn Fn(u64, u64) + Sync)) -> R
         std::fs::rename(&tmp, path).map_err(|e| SynthError::Other(format!("{}: {e}", path.display())))?;
     }
     Ok(paths)
+}
+
+/// Under [`Router::Zipf`], every router's rows (the trunk's and the MTP layer's) get their layer's gains.
+fn skew_routers(specs: &mut [TensorSpec], p: &Preset, o: &Options) {
+    let Router::Zipf(s) = o.router else { return };
+    let gains = router::rank_gains(p.n_expert, p.n_expert_used, s);
+    for t in specs.iter_mut().filter(|t| t.name.ends_with(".ffn_gate_inp.weight")) {
+        t.row_gains = Some(router::layer_gains(&gains, o.seed ^ fnv(&t.name)));
+    }
 }
 
 fn bytes_of(t: &TensorSpec) -> u64 {
@@ -212,7 +225,13 @@ fn write_tensor<W: std::io::Write>(
         if let Some(d) = coded {
             return coded::coded_blocks(t.ty, len / t.ty.block_size(), d, &mut rng);
         }
-        let x: Vec<f32> = (0..len).map(|_| draw(t.init, &mut rng)).collect();
+        let mut x: Vec<f32> = (0..len).map(|_| draw(t.init, &mut rng)).collect();
+        if let Some(gains) = &t.row_gains {
+            let first = (i * per_piece / row) as usize;
+            for (r, xs) in x.chunks_exact_mut(row as usize).enumerate() {
+                xs.iter_mut().for_each(|v| *v *= gains[first + r]);
+            }
+        }
         let mut q = Vec::new();
         quant::quantize(t.ty, &x, &mut q).expect("types and shapes were fitted");
         q

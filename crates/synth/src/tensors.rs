@@ -27,6 +27,8 @@ pub struct TensorSpec {
     pub shape: Vec<u64>,
     pub ty: GgmlType,
     pub init: Init,
+    /// A gain for each row (ne1), times the drawn values: the skewed router's (`router.rs`).
+    pub row_gains: Option<Vec<f32>>,
 }
 
 /// `preferred` if ne0 is a whole number of its blocks, else the first fallback that fits.
@@ -43,7 +45,7 @@ struct List<'a> {
 impl List<'_> {
     fn push(&mut self, name: String, shape: &[usize], ty: GgmlType, init: Init) {
         let ty = fit(ty, shape[0]);
-        self.out.push(TensorSpec { name, shape: shape.iter().map(|&d| d as u64).collect(), ty, init });
+        self.out.push(TensorSpec { name, shape: shape.iter().map(|&d| d as u64).collect(), ty, init, row_gains: None });
     }
 
     /// A projection from `cols` inputs to `rows` outputs with this gain.
@@ -181,5 +183,6 @@ pub fn ple_table(p: &Preset) -> TensorSpec {
         shape: vec![p.ple_dim as u64, 16 * p.ple_rows_per_head],
         ty: fit(p.ple_type, p.ple_dim),
         init: Init::Normal(1.0),
+        row_gains: None,
     }
 }

@@ -14,7 +14,12 @@ fn spreads(p: Preset, tokens: usize) -> Vec<f32> {
     let dir = strata_scratch::Scratch::new(&format!("scaling-{}", p.name));
     let path = dir.join("m.gguf");
     let vocab = p.vocab as u32;
-    strata_synth::write(&path, &Options { preset: p, experts: GgmlType::Q2_0, seed: 7 }, &|_, _| {}).unwrap();
+    strata_synth::write(
+        &path,
+        &Options { preset: p, experts: GgmlType::Q2_0, seed: 7, router: strata_synth::Router::Uniform },
+        &|_, _| {},
+    )
+    .unwrap();
     let model = Model::open(&path, RopeScaling::None).unwrap();
     let mut st = model.new_state(KvMode::F16).unwrap();
     let out = (0..tokens as u32)

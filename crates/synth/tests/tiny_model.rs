@@ -15,7 +15,12 @@ fn tiny() -> &'static Path {
     PATH.get_or_init(|| {
         let dir = strata_scratch::for_process("synth-test");
         let path = dir.join("tiny.gguf");
-        let o = Options { preset: Preset::tiny(), experts: strata_gguf::GgmlType::Q2_0, seed: 0 };
+        let o = Options {
+            preset: Preset::tiny(),
+            experts: strata_gguf::GgmlType::Q2_0,
+            seed: 0,
+            router: strata_synth::Router::Uniform,
+        };
         strata_synth::write(&path, &o, &|_, _| {}).unwrap();
         path
     })
@@ -123,7 +128,12 @@ fn the_chat_template_writes_tools_tool_calls_and_results() {
 fn synth_is_deterministic() {
     let dir = tiny().parent().unwrap();
     let other = dir.join("tiny-again.gguf");
-    let o = Options { preset: Preset::tiny(), experts: strata_gguf::GgmlType::Q2_0, seed: 0 };
+    let o = Options {
+        preset: Preset::tiny(),
+        experts: strata_gguf::GgmlType::Q2_0,
+        seed: 0,
+        router: strata_synth::Router::Uniform,
+    };
     strata_synth::write(&other, &o, &|_, _| {}).unwrap();
     assert!(std::fs::read(&other).unwrap() == std::fs::read(tiny()).unwrap(), "same seed, other bytes");
     let o = Options { seed: 1, ..o };

@@ -1,5 +1,6 @@
 //! The blocks of the forward pass, one file each.
 
+pub mod experts;
 pub mod gdn;
 pub mod hc;
 pub mod moe;

@@ -1,5 +1,6 @@
 //! The mixture of experts with its shared expert (spec §7; docs/ARITHMETIC.md § moe).
 
+use super::experts::{self, ExpertRows};
 use crate::ops::act::{sigmoid, silu};
 use crate::ops::matvec::Inputs;
 use crate::ops::softmax::softmax_inplace;
@@ -35,7 +36,7 @@ fn expert(w: &MoeWeights, xs: &[&[f32]], f: usize, e: usize) -> Vec<Vec<f32>> {
 }
 
 /// `silu(g) ⊙ u`, row by row.
-fn glu(g: &[Vec<f32>], u: &[Vec<f32>]) -> Vec<Vec<f32>> {
+pub(crate) fn glu(g: &[Vec<f32>], u: &[Vec<f32>]) -> Vec<Vec<f32>> {
     g.iter().zip(u).map(|(g, u)| g.iter().zip(u).map(|(&a, &b)| silu(a) * b).collect()).collect()
 }
 
@@ -55,9 +56,29 @@ pub fn moe(w: &MoeWeights, x: &[f32], k: usize, f: usize) -> Vec<f32> {
 /// products over all the tokens that use them at once (each expert's rows read once for the window),
 /// then each token's combination in its own rank order, as [`moe`] makes it.
 pub fn moe_window(w: &MoeWeights, xs: &[&[f32]], k: usize, f: usize) -> Vec<Vec<f32>> {
+    moe_routed(w, xs, &route_window(w, xs, k), f, None)
+}
+
+/// Each token's [`route`] for a window, the router's rows read once.
+pub fn route_window(w: &MoeWeights, xs: &[&[f32]], k: usize) -> Vec<(Vec<usize>, Vec<f32>)> {
+    w.router.matvec_window(xs).into_iter().map(|p| route_probs(p, k)).collect()
+}
+
+/// Which routed experts a layer takes from the host's kernels for experts off the device
+/// (`layers/experts.rs`) rather than from the back-end's own products: a placement's misses.
+pub type Misses<'a> = &'a (dyn Fn(usize) -> bool + Sync);
+
+/// [`moe_window`] for routes already made, the experts `misses` names computed by the miss kernels (a
+/// batch, an expert a thread) and the rest by this back-end's products; the combination is one place
+/// whatever computed each slot.
+pub fn moe_routed(
+    w: &MoeWeights,
+    xs: &[&[f32]],
+    routes: &[(Vec<usize>, Vec<f32>)],
+    f: usize,
+    misses: Option<Misses>,
+) -> Vec<Vec<f32>> {
     let inputs = Inputs::new(xs);
-    let routes: Vec<(Vec<usize>, Vec<f32>)> =
-        w.router.matvec_inputs(&inputs).into_iter().map(|p| route_probs(p, k)).collect();
     // Each expert the window uses, with the (token, rank) pairs that chose it.
     let mut users: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
     for (t, (ids, _)) in routes.iter().enumerate() {
@@ -65,10 +86,17 @@ pub fn moe_window(w: &MoeWeights, xs: &[&[f32]], k: usize, f: usize) -> Vec<Vec<
             users.entry(e).or_default().push((t, rank));
         }
     }
+    let (missed, resident): (Vec<_>, Vec<_>) = users.into_iter().partition(|(e, _)| misses.is_some_and(|m| m(*e)));
+    let inputs_of = |who: &[(usize, usize)]| -> Vec<&[f32]> { who.iter().map(|&(t, _)| xs[t]).collect() };
+    let batch: Vec<_> = missed.iter().map(|(e, who)| (ExpertRows::of(w, *e, f, xs[0].len()), inputs_of(who))).collect();
+    let computed = resident
+        .iter()
+        .map(|(e, who)| expert(w, &inputs_of(who), f, *e))
+        .chain(experts::batch_outputs(&batch))
+        .collect::<Vec<_>>();
     let mut slots: Vec<Vec<Vec<f32>>> = routes.iter().map(|(ids, _)| vec![Vec::new(); ids.len()]).collect();
-    for (e, who) in users {
-        let inputs: Vec<&[f32]> = who.iter().map(|&(t, _)| xs[t]).collect();
-        for ((t, rank), y) in who.into_iter().zip(expert(w, &inputs, f, e)) {
+    for ((_, who), ys) in resident.iter().chain(&missed).zip(computed) {
+        for (&(t, rank), y) in who.iter().zip(ys) {
             slots[t][rank] = y;
         }
     }

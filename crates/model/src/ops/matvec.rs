@@ -37,6 +37,71 @@ impl<'a> Inputs<'a> {
     }
 }
 
+/// Rows of one type laid end to end, wherever they are (a mapped file, a copy in memory): what a product
+/// reads. [`Matrix`]'s products split its rows over threads and give each task's rows to this; the host's
+/// kernels for experts not on a device (`layers/experts.rs`) take one expert's rows whole.
+#[derive(Clone, Copy)]
+pub struct RowBytes<'a> {
+    pub ty: GgmlType,
+    pub cols: usize,
+    pub bytes: &'a [u8],
+}
+
+impl RowBytes<'_> {
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_size() * self.ty.type_size()
+    }
+
+    pub fn rows(&self) -> usize {
+        self.bytes.len() / self.row_bytes()
+    }
+
+    fn row(&self, r: usize, out: &mut [f32]) {
+        let rb = self.row_bytes();
+        quant::dequantize(self.ty, &self.bytes[r * rb..(r + 1) * rb], out).expect("shape checked at load");
+    }
+
+    /// Rows `r0..r0 + n` times each quantized input (§ qdot), row-major: one value an input.
+    pub fn qdot_block(&self, xs: &[&QInput], r0: usize, n: usize) -> Vec<f32> {
+        let mut o = vec![0f32; n * xs.len()];
+        let rb = self.row_bytes();
+        qdot_rows_window(self.ty, &self.bytes[r0 * rb..(r0 + n) * rb], rb, xs, &mut o, vector::current());
+        o
+    }
+
+    /// Rows `r0..r0 + n` times each input by dequantize-then-dot (§ matvec), row-major: each row
+    /// dequantized once for the window. With vector units, for a window or short rows, eight rows are
+    /// interleaved and dotted side by side (§ dot's bits either way: `dot_rows8`), which also keeps a short
+    /// row (the HC read's 32 columns) from costing a whole butterfly a row.
+    pub fn dequantized_block(&self, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
+        // One input of long rows gains nothing from the interleaving (measured: `strata bench host_qdot`).
+        let vector = vector::current() != vector::Vector::Scalar && (xs.len() > 1 || self.cols < 64);
+        let cols = self.cols;
+        let mut o = Vec::with_capacity(n * xs.len());
+        let mut w = vec![0f32; cols * ROWS8];
+        let mut done = 0;
+        if vector {
+            let mut wi = vec![0f32; cols * ROWS8];
+            while done + ROWS8 <= n {
+                for (k, wk) in w.chunks_exact_mut(cols).enumerate() {
+                    self.row(r0 + done + k, wk);
+                }
+                interleave_rows8(&w, cols, &mut wi);
+                let dots: Vec<[f32; ROWS8]> = xs.iter().map(|x| dot_rows8(&wi, x)).collect();
+                for k in 0..ROWS8 {
+                    o.extend(dots.iter().map(|d| d[k]));
+                }
+                done += ROWS8;
+            }
+        }
+        for r in done..n {
+            self.row(r0 + r, &mut w[..cols]);
+            o.extend(xs.iter().map(|x| dot(&w[..cols], x)));
+        }
+        o
+    }
+}
+
 /// Multiply-adds a parallel task takes at least: enough work to outweigh its hand-off.
 const TASK_MIN: usize = 1 << 18;
 /// Products of fewer multiply-adds than this run on the calling thread.
@@ -94,58 +159,22 @@ impl Matrix {
         }
     }
 
-    /// `outs[t] = W·x[t]` over rows `first..` by dequantize-then-dot: each row dequantized once for the
-    /// window. With vector units, for a window or short rows, eight rows are interleaved and dotted side
-    /// by side (§ dot's bits either way: `dot_rows8`), which also keeps a short row (the HC read's 32
-    /// columns) from costing a whole butterfly a row.
-    fn dequantized_rows(&self, xs: &[&[f32]], first: usize, outs: &mut [&mut [f32]]) {
-        // One input of long rows gains nothing from the interleaving (measured: `strata bench host_qdot`).
-        let vector = vector::current() != vector::Vector::Scalar && (xs.len() > 1 || self.cols < 64);
-        let cols = self.cols;
-        self.par_rows(
-            outs[0].len(),
-            |r0, n| {
-                let first = first + r0;
-                let mut o = Vec::with_capacity(n * xs.len());
-                let mut w = vec![0f32; cols * ROWS8];
-                let mut done = 0;
-                if vector {
-                    let mut wi = vec![0f32; cols * ROWS8];
-                    while done + ROWS8 <= n {
-                        for (k, wk) in w.chunks_exact_mut(cols).enumerate() {
-                            self.row(first + done + k, wk);
-                        }
-                        interleave_rows8(&w, cols, &mut wi);
-                        let dots: Vec<[f32; ROWS8]> = xs.iter().map(|x| dot_rows8(&wi, x)).collect();
-                        for k in 0..ROWS8 {
-                            o.extend(dots.iter().map(|d| d[k]));
-                        }
-                        done += ROWS8;
-                    }
-                }
-                for r in done..n {
-                    self.row(first + r, &mut w[..cols]);
-                    o.extend(xs.iter().map(|x| dot(&w[..cols], x)));
-                }
-                o
-            },
-            outs,
-        );
+    /// The matrix's rows as [`RowBytes`].
+    pub fn row_view(&self) -> RowBytes<'_> {
+        RowBytes { ty: self.ty, cols: self.cols, bytes: &self.bytes }
     }
 
-    /// `outs[t] = W·x[t]` over rows `first..` for quantized inputs: each row read once for the window.
+    /// `outs[t] = W·x[t]` over rows `first..` by dequantize-then-dot, the rows over threads.
+    fn dequantized_rows(&self, xs: &[&[f32]], first: usize, outs: &mut [&mut [f32]]) {
+        let view = self.row_view();
+        self.par_rows(outs[0].len(), |r0, n| view.dequantized_block(xs, first + r0, n), outs);
+    }
+
+    /// `outs[t] = W·x[t]` over rows `first..` for quantized inputs, the rows over threads: each row read
+    /// once for the window.
     fn qdot_rows(&self, xs: &[&QInput], first: usize, outs: &mut [&mut [f32]]) {
-        let v = vector::current();
-        self.par_rows(
-            outs[0].len(),
-            |r0, n| {
-                let mut o = vec![0f32; n * xs.len()];
-                let (rb, r0) = (self.row_bytes(), first + r0);
-                qdot_rows_window(self.ty, &self.bytes[r0 * rb..(r0 + n) * rb], rb, xs, &mut o, v);
-                o
-            },
-            outs,
-        );
+        let view = self.row_view();
+        self.par_rows(outs[0].len(), |r0, n| view.qdot_block(xs, first + r0, n), outs);
     }
 
     /// Rows split into tasks: `task(r0, n)` gives the values of the n rows from row r0 (row-major, one

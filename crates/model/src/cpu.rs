@@ -9,7 +9,7 @@ use crate::layers::{gdn::gdn_window, ple::ple, qsa::qsa_dense, qsa::qsa_window};
 use crate::model::{Model, MTP_WINDOW};
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::topk::argmax;
-use crate::routing::RoutingProfile;
+use crate::routing::RoutingSink;
 use crate::state::{LayerState, QsaState, State};
 use crate::weights::{HcWeights, Layer, Mixer, MoeWeights, MtpWeights};
 
@@ -19,8 +19,8 @@ pub struct Cpu<'a> {
     /// Routed experts computed by the kernels for experts off the device (`layers/experts.rs`) instead
     /// of this back-end's own products: a placement, to show that none changes a bit.
     pub misses: Option<&'a (dyn Fn(MoeId, usize) -> bool + Sync)>,
-    /// Where the routers' choices are counted, if anywhere.
-    pub profile: Option<&'a RoutingProfile>,
+    /// Where the routers' choices go, if anywhere.
+    pub profile: Option<&'a dyn RoutingSink>,
 }
 
 impl<'a> Cpu<'a> {

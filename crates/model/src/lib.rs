@@ -11,6 +11,7 @@ pub mod kv;
 pub mod layers;
 pub mod model;
 pub mod ops;
+pub mod placement;
 pub mod rewind;
 pub mod routing;
 pub mod state;

@@ -5,6 +5,17 @@ use std::sync::Mutex;
 
 use crate::backend::MoeId;
 
+/// What takes each token's routing choices as a back-end makes them (a profile, an expert cache).
+pub trait RoutingSink: Sync {
+    fn record(&self, id: MoeId, experts: &[usize]);
+}
+
+impl RoutingSink for RoutingProfile {
+    fn record(&self, id: MoeId, experts: &[usize]) {
+        RoutingProfile::record(self, id, experts)
+    }
+}
+
 /// Routings counted by layer (the trunk's, then the MTP layer's) and expert.
 pub struct RoutingProfile {
     layers: usize,

@@ -9,7 +9,8 @@ use std::path::Path;
 use strata_gguf::GgmlType;
 use strata_model::backend::{forward_window, mtp_step, MoeId};
 use strata_model::cpu::Cpu;
-use strata_model::routing::RoutingProfile;
+use strata_model::placement::ExpertCache;
+use strata_model::routing::{RoutingProfile, RoutingSink};
 use strata_model::{KvMode, Model, RopeScaling};
 use strata_synth::{Options, Preset, Router};
 
@@ -105,4 +106,75 @@ fn the_zipf_router_is_skewed_on_the_model() {
     eprintln!("top fifth's share of the routings: uniform {uniform:.3}, zipf {zipf:.3} (the law: {law:.3})");
     assert!(uniform < 0.35, "the uniform router's top fifth took {uniform:.3}");
     assert!((zipf - law).abs() < 0.08, "the zipf router's top fifth took {zipf:.3}, its law {law:.3}");
+}
+
+/// An expert cache as a back-end would keep it, re-ranked after every few layers' routings: so its slots
+/// change in the middle of a window.
+struct LiveCache {
+    cache: std::sync::Mutex<ExpertCache>,
+    every: usize,
+    recorded: std::sync::atomic::AtomicUsize,
+}
+
+impl RoutingSink for LiveCache {
+    fn record(&self, id: MoeId, experts: &[usize]) {
+        let mut c = self.cache.lock().unwrap();
+        c.record(id, experts);
+        if self.recorded.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.every == self.every - 1 {
+            c.rerank();
+        }
+    }
+}
+
+/// Decode with a live cache of `slots` experts: the logits of every token, and the cache's hit rate.
+fn with_cache(model: &Model, slots: usize, tokens: &[u32]) -> (Vec<u8>, f64) {
+    let c = &model.config;
+    let live = LiveCache {
+        cache: std::sync::Mutex::new(ExpertCache::new(c.n_layer, c.n_expert, slots, 1, 32)),
+        every: 5,
+        recorded: Default::default(),
+    };
+    let misses = |id: MoeId, e: usize| live.cache.lock().unwrap().slot(id, e).is_none();
+    let cpu = Cpu { misses: Some(&misses), profile: Some(&live), ..Cpu::new(model) };
+    let mut st = model.new_state(KvMode::F16).unwrap();
+    let mut out = Vec::new();
+    // A prompt window, then windows of 1 and 3 tokens (decode steps and verify windows).
+    let mut at = 0;
+    for n in [6, 1, 3, 1, 1, 3].into_iter().chain(std::iter::repeat(1)) {
+        if at + n > tokens.len() {
+            break;
+        }
+        let Ok((l, _)) = forward_window(&cpu, c, &mut st, &tokens[at..at + n], at);
+        out.extend(l.into_iter().flatten().flat_map(f32::to_le_bytes));
+        at += n;
+    }
+    let rate = live.cache.lock().unwrap().hit_rate();
+    (out, rate)
+}
+
+#[test]
+fn a_live_cache_changes_no_bit_cold_or_warm_and_holds_more_of_a_skewed_router() {
+    let preset = Preset { n_expert: 64, n_expert_used: 6, ..Preset::tiny() };
+    let tokens: Vec<u32> = (0..48).map(|i| (i * 7919 + 13) % 4000 + 3).collect();
+    let mut rates = Vec::new();
+    for router in [Router::Uniform, Router::Zipf(1.0)] {
+        let model = synthetic(preset.clone(), GgmlType::Q2_0, router);
+        let (base, none) = with_cache(&model, 0, &tokens);
+        assert_eq!(none, 0.0, "no slots, no hits");
+        let all = model.config.n_layer * 64;
+        // Slots for a twentieth, a fifth and all of the trunk's experts.
+        for slots in [all / 20, all / 5, all] {
+            let (got, rate) = with_cache(&model, slots, &tokens);
+            assert!(got == base, "{router:?}, {slots} slots: the logits changed");
+            rates.push((router, slots, rate));
+        }
+    }
+    for (router, slots, rate) in &rates {
+        eprintln!("{router:?}: {slots} slots, hit rate {rate:.3}");
+    }
+    // More slots hold more; the skewed router's hottest experts more than the uniform one's.
+    for r in rates.chunks(3) {
+        assert!(r[0].2 < r[1].2 && r[1].2 < r[2].2, "{r:?}");
+    }
+    assert!(rates[4].2 > rates[1].2 + 0.05, "a fifth of the slots: zipf {} against uniform {}", rates[4].2, rates[1].2);
 }

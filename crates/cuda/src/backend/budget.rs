@@ -97,6 +97,142 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
     DevicePlan { weights, caches, scratch }
 }
 
+/// Where the routed experts live when the model does not fit the card (docs/PLACEMENT.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExpertHome {
+    /// Every expert on the device, as when the budget holds the whole model.
+    Device,
+    /// In pinned host memory, the hottest in a VRAM cache of `slots` experts.
+    Pinned { slots: usize },
+    /// Mapped from the file (RAM short, or `--mmap-experts`), the hottest in a VRAM cache of `slots`.
+    Mapped { slots: usize },
+}
+
+/// What a model takes under a VRAM budget, and where its routed experts go.
+#[derive(Clone, Debug)]
+pub struct MemoryPlan {
+    /// The weights that stay on the device whatever the budget: everything but the routed experts.
+    pub dense: u64,
+    /// Every routed expert of the trunk.
+    pub experts: u64,
+    /// One (layer, expert) of the trunk: gate, up and down, the largest of the layers' (a cache slot).
+    pub slot_bytes: u64,
+    /// Experts the trunk has: layers × experts a layer.
+    pub expert_count: usize,
+    pub caches: u64,
+    pub scratch: u64,
+    pub home: ExpertHome,
+}
+
+/// Why a plan cannot be made, in numbers.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "a VRAM budget of {budget} holds not even the part that must be on the card: dense weights {dense}, \
+         caches {caches} and scratch {scratch}, {need} in all"
+    )]
+    TooSmall { budget: Gib, dense: Gib, caches: Gib, scratch: Gib, need: Gib },
+}
+
+/// Bytes shown in GiB with two decimals.
+#[derive(Clone, Copy, Debug)]
+pub struct Gib(pub u64);
+
+impl std::fmt::Display for Gib {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{:.2} GiB", self.0 as f64 / (1u64 << 30) as f64)
+    }
+}
+
+/// Bytes of the routed experts a host keeps free for everything else when it pins them.
+pub const HOST_RESERVE: u64 = 4 << 30;
+
+/// The plan for a VRAM `budget` and `host_free` bytes of available RAM: the whole model on the card
+/// where it fits; else the dense part, caches and scratch on the card, the experts in pinned RAM where
+/// they fit beside [`HOST_RESERVE`] (or mapped from the file, where they do not or `map` asks), and a
+/// VRAM cache of as many experts as the rest of the budget holds.
+pub fn memory_plan(
+    model: &Model,
+    kv: KvMode,
+    cells: usize,
+    budget: u64,
+    host_free: u64,
+    map: bool,
+) -> Result<MemoryPlan, PlanError> {
+    let c = &model.config;
+    let all = plan_bytes(model, kv, cells);
+    let routed = |name: &str| name.contains("_exps") && !name.contains(".nextn.");
+    let mut per_layer = vec![0u64; c.n_layer];
+    for (_, t) in model.gguf.tensors().filter(|(_, t)| routed(&t.name)) {
+        let layer = t.name.strip_prefix("blk.").and_then(|r| r.split('.').next()).and_then(|l| l.parse().ok());
+        if let Some(l) = layer.filter(|&l: &usize| l < c.n_layer) {
+            per_layer[l] += t.ty.bytes_for(t.n_elements).unwrap_or(0);
+        }
+    }
+    let experts: u64 = per_layer.iter().sum();
+    let slot_bytes = per_layer.iter().map(|b| b / c.n_expert.max(1) as u64).max().unwrap_or(0);
+    let dense = all.weights - experts;
+    let fixed = dense + all.caches + all.scratch;
+    let plan = |home| MemoryPlan {
+        dense,
+        experts,
+        slot_bytes,
+        expert_count: c.n_layer * c.n_expert,
+        caches: all.caches,
+        scratch: all.scratch,
+        home,
+    };
+    if fixed > budget {
+        let (budget, dense, caches, scratch, need) =
+            (Gib(budget), Gib(dense), Gib(all.caches), Gib(all.scratch), Gib(fixed));
+        return Err(PlanError::TooSmall { budget, dense, caches, scratch, need });
+    }
+    if fixed + experts <= budget && !map {
+        return Ok(plan(ExpertHome::Device));
+    }
+    let slots = ((budget - fixed) / slot_bytes.max(1)).min(c.n_layer as u64 * c.n_expert as u64) as usize;
+    Ok(plan(if map || experts + HOST_RESERVE > host_free {
+        ExpertHome::Mapped { slots }
+    } else {
+        ExpertHome::Pinned { slots }
+    }))
+}
+
+impl MemoryPlan {
+    /// The VRAM the plan takes.
+    pub fn device_bytes(&self) -> u64 {
+        let cache = match self.home {
+            ExpertHome::Device => self.experts,
+            ExpertHome::Pinned { slots } | ExpertHome::Mapped { slots } => slots as u64 * self.slot_bytes,
+        };
+        self.dense + cache + self.caches + self.scratch
+    }
+}
+
+impl std::fmt::Display for MemoryPlan {
+    /// The plan in numbers, as `strata run` prints it at start.
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let (dense, caches, scratch) = (Gib(self.dense), Gib(self.caches), Gib(self.scratch));
+        write!(f, "VRAM {}: dense weights {dense}, ", Gib(self.device_bytes()))?;
+        match self.home {
+            ExpertHome::Device => write!(f, "experts {} (all {})", Gib(self.experts), self.expert_count)?,
+            ExpertHome::Pinned { slots } | ExpertHome::Mapped { slots } => write!(
+                f,
+                "expert cache {} ({slots} of {} experts, {:.1} %)",
+                Gib(slots as u64 * self.slot_bytes),
+                self.expert_count,
+                100.0 * slots as f64 / self.expert_count.max(1) as f64
+            )?,
+        }
+        write!(f, ", KV and indexer caches {caches}, scratch {scratch}")?;
+        match self.home {
+            ExpertHome::Device => Ok(()),
+            ExpertHome::Pinned { .. } => write!(f, "; host RAM: experts {} pinned", Gib(self.experts)),
+            ExpertHome::Mapped { .. } => write!(f, "; host: experts {} mapped from the file", Gib(self.experts)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +271,43 @@ mod tests {
             );
             last = b;
         }
+    }
+
+    /// Each budget gets its plan: the whole model, a cache of what the rest holds (pinned or mapped by
+    /// the RAM), or a one-line refusal in numbers; a plan never takes more VRAM than its budget.
+    #[test]
+    fn memory_plans_follow_the_budget_and_the_ram() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
+        let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
+        let c = &model.config;
+        let ram = 64u64 << 30;
+        let whole = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, false).unwrap();
+        assert_eq!(whole.home, ExpertHome::Device);
+        assert_eq!(whole.device_bytes(), {
+            let p = plan_bytes(&model, KvMode::F16, 4096);
+            p.weights + p.caches + p.scratch
+        });
+        assert_eq!(whole.expert_count, c.n_layer * c.n_expert);
+        assert!(whole.experts > 0 && whole.dense > 0);
+        assert_eq!(whole.slot_bytes * c.n_expert as u64 * c.n_layer as u64, whole.experts, "one type a layer");
+        let fixed = whole.dense + whole.caches + whole.scratch;
+        // A budget for the fixed part and a tenth of the experts.
+        let budget = fixed + whole.experts / 10;
+        let tenth = memory_plan(&model, KvMode::F16, 4096, budget, ram, false).unwrap();
+        let slots = (whole.experts / 10 / whole.slot_bytes) as usize;
+        assert_eq!(tenth.home, ExpertHome::Pinned { slots });
+        assert!(tenth.device_bytes() <= budget);
+        let text = tenth.to_string();
+        assert!(text.contains(&format!("{slots} of {} experts", whole.expert_count)), "{text}");
+        assert!(text.contains("pinned"), "{text}");
+        // RAM too short to pin them, or the map asked for: mapped, the same cache.
+        let short = memory_plan(&model, KvMode::F16, 4096, budget, whole.experts, false).unwrap();
+        assert_eq!(short.home, ExpertHome::Mapped { slots });
+        let asked = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, true).unwrap();
+        assert_eq!(asked.home, ExpertHome::Mapped { slots: whole.expert_count });
+        // Not even the fixed part: refused, in numbers.
+        let err = memory_plan(&model, KvMode::F16, 4096, fixed - 1, ram, false).unwrap_err().to_string();
+        assert!(err.contains("not even") && err.contains("GiB in all"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
     }
 }

@@ -1,0 +1,218 @@
+//! The VRAM expert cache's policy (docs/PLACEMENT.md): which routed experts hold its slots. Experts are
+//! ranked by their routing counts, halved at each re-rank so the ranking follows the conversation; every
+//! `every` passes the cache is re-ranked and at most `max_swaps` slots change hands, the coldest residents
+//! making way for the hottest others. Only counts decide, never the time: the same routings give the same
+//! cache. The policy knows no device: a back-end copies the experts a re-rank names, and where an expert
+//! is computed changes no bit (layers/experts.rs), so neither the cache's state nor a swap in the middle
+//! of a window can change the output.
+
+use crate::backend::MoeId;
+
+/// An expert of the model: the trunk's layer, or the MTP layer's (after the trunk's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ExpertKey {
+    pub layer: u32,
+    pub expert: u32,
+}
+
+/// One slot's change: `old` (if any) leaves, `new` is copied in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Swap {
+    pub slot: usize,
+    pub old: Option<ExpertKey>,
+    pub new: ExpertKey,
+}
+
+pub struct ExpertCache {
+    layers: usize,
+    experts: usize,
+    /// Routings since the start, halved at each re-rank, by layer · experts + expert.
+    counts: Vec<u64>,
+    /// Which expert each slot holds.
+    slots: Vec<Option<ExpertKey>>,
+    /// The slot of each expert, by layer · experts + expert.
+    slot_of: Vec<Option<u32>>,
+    every: usize,
+    max_swaps: usize,
+    passes: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl ExpertCache {
+    /// A cache of `slots` experts for `layers` trunk layers and the MTP layer, of `experts` each; empty
+    /// until the first re-rank, which may fill every slot.
+    pub fn new(layers: usize, experts: usize, slots: usize, every: usize, max_swaps: usize) -> ExpertCache {
+        let all = (layers + 1) * experts;
+        ExpertCache {
+            layers,
+            experts,
+            counts: vec![0; all],
+            slots: vec![None; slots.min(all)],
+            slot_of: vec![None; all],
+            every: every.max(1),
+            max_swaps,
+            passes: 0,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    fn index(&self, id: MoeId, e: usize) -> usize {
+        let l = match id {
+            MoeId::Layer(l) => l.min(self.layers),
+            MoeId::Mtp => self.layers,
+        };
+        l * self.experts + e.min(self.experts - 1)
+    }
+
+    fn key(&self, i: usize) -> ExpertKey {
+        ExpertKey { layer: (i / self.experts) as u32, expert: (i % self.experts) as u32 }
+    }
+
+    /// The slot holding expert `e` of layer `id`, if the cache holds it.
+    pub fn slot(&self, id: MoeId, e: usize) -> Option<usize> {
+        self.slot_of[self.index(id, e)].map(|s| s as usize)
+    }
+
+    /// One token's choices in a layer: counted, and scored as hits or misses of the cache as it is.
+    pub fn record(&mut self, id: MoeId, experts: &[usize]) {
+        for &e in experts.iter().filter(|&&e| e < self.experts) {
+            let i = self.index(id, e);
+            self.counts[i] += 1;
+            if self.slot_of[i].is_some() {
+                self.hits += 1
+            } else {
+                self.misses += 1
+            }
+        }
+    }
+
+    /// The end of a pass: every `every` passes, a re-rank; its swaps (none between).
+    pub fn end_pass(&mut self) -> Vec<Swap> {
+        self.passes += 1;
+        if self.passes.is_multiple_of(self.every) {
+            self.rerank()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The hottest experts take the slots: empty slots first, then, up to `max_swaps` in all, each
+    /// hottest outsider against the coldest resident it beats (ties keep the resident). Counts are then
+    /// halved.
+    pub fn rerank(&mut self) -> Vec<Swap> {
+        let mut order: Vec<usize> = (0..self.counts.len()).filter(|&i| self.counts[i] > 0).collect();
+        order.sort_by(|&a, &b| self.counts[b].cmp(&self.counts[a]).then(a.cmp(&b)));
+        let outsiders: Vec<usize> = order.into_iter().filter(|&i| self.slot_of[i].is_none()).collect();
+        let mut outsiders = outsiders.into_iter();
+        let mut swaps = Vec::new();
+        let mut free: Vec<usize> = (0..self.slots.len()).filter(|&s| self.slots[s].is_none()).collect();
+        free.reverse();
+        // Residents by coldness: the coldest (then the highest index) first.
+        let mut residents: Vec<usize> = self.slots.iter().flatten().map(|k| self.flat(*k)).collect();
+        residents.sort_by(|&a, &b| self.counts[a].cmp(&self.counts[b]).then(b.cmp(&a)));
+        let mut residents = residents.into_iter().peekable();
+        while swaps.len() < self.max_swaps {
+            let Some(i) = outsiders.next() else { break };
+            let (slot, old) = if let Some(slot) = free.pop() {
+                (slot, None)
+            } else {
+                match residents.peek() {
+                    Some(&r) if self.counts[i] > self.counts[r] => {
+                        residents.next();
+                        (self.slot_of[r].expect("a resident has a slot") as usize, Some(r))
+                    }
+                    _ => break,
+                }
+            };
+            if let Some(r) = old {
+                self.slot_of[r] = None;
+            }
+            self.slot_of[i] = Some(slot as u32);
+            self.slots[slot] = Some(self.key(i));
+            swaps.push(Swap { slot, old: old.map(|r| self.key(r)), new: self.key(i) });
+        }
+        self.counts.iter_mut().for_each(|c| *c /= 2);
+        swaps
+    }
+
+    fn flat(&self, k: ExpertKey) -> usize {
+        k.layer as usize * self.experts + k.expert as usize
+    }
+
+    /// Routings the cache held and those it did not, since the start.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+
+    pub fn hit_rate(&self) -> f64 {
+        let all = self.hits + self.misses;
+        if all == 0 {
+            0.0
+        } else {
+            self.hits as f64 / all as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(layer: u32, expert: u32) -> ExpertKey {
+        ExpertKey { layer, expert }
+    }
+
+    #[test]
+    fn the_first_rerank_fills_the_slots_with_the_hottest() {
+        let mut c = ExpertCache::new(2, 4, 3, 1, 100);
+        for _ in 0..5 {
+            c.record(MoeId::Layer(0), &[1, 2]);
+        }
+        c.record(MoeId::Layer(1), &[3]);
+        c.record(MoeId::Mtp, &[0]);
+        c.record(MoeId::Mtp, &[0]);
+        assert_eq!(c.hits_and_misses(), (0, 13), "an empty cache misses everything");
+        let swaps = c.end_pass();
+        let new: Vec<ExpertKey> = swaps.iter().map(|s| s.new).collect();
+        // Counts 5, 5, 2, 1: the layer-0 pair, then the MTP layer's (layer 2) expert.
+        assert_eq!(new, vec![key(0, 1), key(0, 2), key(2, 0)]);
+        assert!(swaps.iter().all(|s| s.old.is_none()));
+        assert_eq!(c.slot(MoeId::Layer(0), 1), Some(swaps[0].slot));
+        assert_eq!(c.slot(MoeId::Layer(1), 3), None);
+        c.record(MoeId::Layer(0), &[1, 3]);
+        assert_eq!(c.hits_and_misses(), (1, 14));
+    }
+
+    #[test]
+    fn a_rerank_swaps_at_most_max_swaps_and_only_for_hotter_experts() {
+        let mut c = ExpertCache::new(1, 8, 2, 2, 1);
+        c.record(MoeId::Layer(0), &[0, 1]);
+        c.record(MoeId::Layer(0), &[0, 1]);
+        assert_eq!(c.end_pass(), vec![], "re-ranked every second pass");
+        assert_eq!(c.end_pass().len(), 1, "one swap a re-rank");
+        assert_eq!(c.end_pass(), vec![]);
+        assert_eq!(c.end_pass().len(), 1);
+        // Both held (counts now 0): experts 5 and 6 become hot; 5 replaces the coldest resident.
+        for _ in 0..4 {
+            c.record(MoeId::Layer(0), &[5, 6]);
+        }
+        c.record(MoeId::Layer(0), &[0]);
+        c.end_pass();
+        let swaps = c.end_pass();
+        assert_eq!(
+            swaps,
+            vec![Swap { slot: c.slot(MoeId::Layer(0), 5).unwrap(), old: Some(key(0, 1)), new: key(0, 5) }]
+        );
+        // A tie keeps the resident: 2 (two routings, halved to one) against 3 (one).
+        let mut d = ExpertCache::new(1, 4, 1, 1, 4);
+        d.record(MoeId::Layer(0), &[2]);
+        d.record(MoeId::Layer(0), &[2]);
+        assert_eq!(d.end_pass().len(), 1);
+        d.record(MoeId::Layer(0), &[3]);
+        assert_eq!(d.end_pass(), vec![]);
+        d.record(MoeId::Layer(0), &[3]);
+        assert_eq!(d.end_pass().len(), 1, "3 (one routing since) against 2 (none)");
+    }
+}

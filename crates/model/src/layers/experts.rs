@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use super::moe::glu;
+use crate::ops::act::glu;
 use crate::ops::matvec::RowBytes;
 use crate::ops::qdot::{quantize_input, uses_qdot};
 use crate::weights::{MoeWeights, Stacked};

@@ -1,7 +1,7 @@
 //! The mixture of experts with its shared expert (spec §7; docs/ARITHMETIC.md § moe).
 
 use super::experts::{self, ExpertRows};
-use crate::ops::act::{sigmoid, silu};
+use crate::ops::act::{glu, sigmoid};
 use crate::ops::matvec::Inputs;
 use crate::ops::softmax::softmax_inplace;
 use crate::ops::topk::top_k;
@@ -33,11 +33,6 @@ fn expert(w: &MoeWeights, xs: &[&[f32]], f: usize, e: usize) -> Vec<Vec<f32>> {
     let h = glu(&g, &u);
     let h: Vec<&[f32]> = h.iter().map(Vec::as_slice).collect();
     w.down_exps.m.matvec_rows_inputs(&Inputs::new(&h), w.down_exps.first_row(e), xs[0].len())
-}
-
-/// `silu(g) ⊙ u`, row by row.
-pub(crate) fn glu(g: &[Vec<f32>], u: &[Vec<f32>]) -> Vec<Vec<f32>> {
-    g.iter().zip(u).map(|(g, u)| g.iter().zip(u).map(|(&a, &b)| silu(a) * b).collect()).collect()
 }
 
 /// The shared expert: the same form with its own width.

@@ -104,6 +104,11 @@ pub fn silu(x: f32) -> f32 {
     x * sigmoid(x)
 }
 
+/// The experts' gated activation `silu(g) ⊙ u` (the product rounded), row by row.
+pub fn glu(g: &[Vec<f32>], u: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    g.iter().zip(u).map(|(g, u)| g.iter().zip(u).map(|(&a, &b)| silu(a) * b).collect()).collect()
+}
+
 /// softplus(x) = ln(1 + eˣ); x itself above 20, where the correction is below half an ulp.
 pub fn softplus(x: f32) -> f32 {
     if x > 20.0 {

@@ -77,6 +77,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 300)]
         ms: u64,
     },
+    /// The kernels for experts off the device (docs/PLACEMENT.md) on this host, over MODEL's own experts:
+    /// a batch of a token's experts (or --experts K) of each layer in turn, one token and a window, at all
+    /// threads, against the floor of the batch's bytes at the host's read rate measured in the same run;
+    /// each layer's MoE output checked against the CPU back-end's products for the same bits.
+    #[command(name = "host_experts")]
+    HostExperts {
+        model: std::path::PathBuf,
+        #[arg(long)]
+        experts: Option<usize>,
+        #[arg(long, default_value_t = 4)]
+        window: usize,
+        /// Minimum measuring time per figure, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        ms: u64,
+    },
     /// Verify windows on the GPU (docs/SPECULATION.md): after a prompt of DEPTH random tokens, the plain
     /// step, a verify pass of T = 1..8 tokens (kept whole and cut to one) with each window's byte floor
     /// at BANDWIDTH TB/s, drafts of 1..7 tokens and over draft vocabularies, and the effective decode at
@@ -106,6 +121,9 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
         BenchCommand::PleRows { model, tokens, rounds, warm } => ple_rows(&model, tokens, rounds, warm),
         BenchCommand::HostQdot { rows, cols, window, ms } => crate::bench_host::run(rows, cols, window, ms),
+        BenchCommand::HostExperts { model, experts, window, ms } => {
+            crate::bench_host::run_experts(&model, experts, window, ms)
+        }
         BenchCommand::Spec { engine, depth, reps, bandwidth, windows_only } => {
             crate::bench_spec::run(&engine, depth, reps, bandwidth, windows_only)
         }

@@ -1,6 +1,8 @@
-//! `strata bench host_qdot`: the host's matrix products (§ qdot's kernels, ops/qdot_x86.rs, and § matvec's
-//! dequantize-then-dot, ops/dot.rs) at each vector level this CPU has, one thread and all of them, one input and windows, against the floor of the weight
-//! bytes at the host's read rate measured in the same run, each checked for the scalar path's bits.
+//! The host's products, benched. `strata bench host_qdot`: the matrix products (§ qdot's kernels,
+//! ops/qdot_x86.rs, and § matvec's dequantize-then-dot, ops/dot.rs) at each vector level this CPU has, one
+//! thread and all of them, one input and windows, against the floor of the weight bytes at the host's read
+//! rate measured in the same run, each checked for the scalar path's bits. `strata bench host_experts`: the
+//! kernels for experts off the device over a model's own experts.
 
 use std::time::{Duration, Instant};
 
@@ -98,5 +100,70 @@ pub fn run(rows: usize, cols: usize, window: usize, ms: u64) -> Result<()> {
         }
     }
     vector::set(was);
+    Ok(())
+}
+
+/// `strata bench host_experts`: the kernels for experts off the device (layers/experts.rs) on this
+/// host, over a model's own experts: a batch of `k` experts (the model's experts a token by default) of
+/// each layer in turn, for windows of one token and of `window` (each token taking the same batch), at
+/// all threads; the floor is the batch's bytes at the host's read rate measured in the same run, and
+/// each batch's MoE output is checked against the CPU back-end's own products for the same bits.
+pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: u64) -> Result<()> {
+    use anyhow::Context;
+    use strata_model::layers::experts::{batch_outputs, ExpertRows};
+    use strata_model::layers::moe::moe_routed;
+    let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
+        .with_context(|| format!("loading {}", path.display()))?;
+    let c = &model.config;
+    let k = k.unwrap_or(c.n_expert_used);
+    if k == 0 || k > c.n_expert || window == 0 || window > 64 {
+        anyhow::bail!("host_experts: --experts 1..={} (the model's count), --window 1..=64", c.n_expert);
+    }
+    let all = rayon::current_num_threads();
+    let rate = read_rate(1 << 30, all);
+    println!("host read rate: {:.1} GB/s ({all} threads); vector level {}", rate / 1e9, vector::current().name());
+    println!("{k} experts of each of {} layers in turn; best of ≥ {ms} ms each", c.n_layer);
+    println!("| tokens | MB a batch | µs a batch | floor µs | × floor | GB/s | same bits |");
+    println!("|---:|---:|---:|---:|---:|---:|---|");
+    let mut rng = SplitMix64::new(11);
+    let xs: Vec<Vec<f32>> = (0..window).map(|_| (0..c.n_embd).map(|_| rng.uniform() - 0.5).collect()).collect();
+    let windows: &[usize] = if window > 1 { &[1, window] } else { &[1] };
+    for &t in windows {
+        let x: Vec<&[f32]> = xs[..t].iter().map(Vec::as_slice).collect();
+        // Each layer's batch: k distinct experts spread over the ids.
+        let batches: Vec<Vec<usize>> =
+            (0..c.n_layer).map(|l| (0..k).map(|i| (l * 7 + i * c.n_expert / k) % c.n_expert).collect()).collect();
+        let rows = |l: usize| -> Vec<(ExpertRows, Vec<&[f32]>)> {
+            let w = &model.weights.layers[l].moe;
+            batches[l].iter().map(|&e| (ExpertRows::of(w, e, c.expert_ff, c.n_embd), x.clone())).collect()
+        };
+        let bytes: usize =
+            rows(0).iter().map(|(e, _)| e.gate.bytes.len() + e.up.bytes.len() + e.down.bytes.len()).sum();
+        let mut layer = 0;
+        let secs = time(Duration::from_millis(ms), || {
+            std::hint::black_box(batch_outputs(&rows(layer)));
+            layer = (layer + 1) % c.n_layer;
+        });
+        // The same MoE outputs from the back-end's products and from the miss kernels, every layer.
+        let same = (0..c.n_layer).all(|l| {
+            let w = &model.weights.layers[l].moe;
+            let routes: Vec<(Vec<usize>, Vec<f32>)> =
+                (0..t).map(|_| (batches[l].clone(), vec![1.0 / k as f32; k])).collect();
+            let bits = |m: Option<&(dyn Fn(usize) -> bool + Sync)>| -> Vec<u32> {
+                moe_routed(w, &x, &routes, c.expert_ff, m).iter().flatten().map(|v| v.to_bits()).collect()
+            };
+            bits(None) == bits(Some(&|_| true))
+        });
+        let floor = bytes as f64 / rate;
+        println!(
+            "| {t} | {:.2} | {:.1} | {:.1} | {:.2} | {:.1} | {} |",
+            bytes as f64 / 1e6,
+            secs * 1e6,
+            floor * 1e6,
+            secs / floor,
+            bytes as f64 / secs / 1e9,
+            if same { "yes" } else { "NO" }
+        );
+    }
     Ok(())
 }

@@ -1,8 +1,9 @@
-//! Where a routed expert is computed changes no bit (spec/kernels.md, expert placement): a layer's slots
-//! computed partly by the kernels for experts off the device (`layers/experts.rs`, an expert a thread
-//! from its bytes) and partly by the CPU back-end's own products (each matrix's rows over threads) give
-//! the logits of the CPU back-end alone, for every expert type, in the trunk and in the MTP layer. And
-//! the skewed router `strata synth --router zipf` writes is skewed on the model, as its law says.
+//! Where a routed expert is computed changes no bit (docs/PLACEMENT.md). A layer's slots are computed
+//! partly by the kernels for experts off the device (`layers/experts.rs`: a batch of experts from their
+//! bytes, cut into tasks of a few rows) and partly by the CPU back-end's own products (each matrix's rows
+//! over threads). They give the logits of the CPU back-end alone, for every expert type, in the trunk
+//! and in the MTP layer. And the skewed router `strata synth --router zipf` writes is skewed on the
+//! model, as its law says.
 
 use std::path::Path;
 

@@ -1,16 +1,16 @@
 //! Routed experts computed on the host from their bytes, wherever those are (the mapped file, pinned
-//! memory beside a GPU): the kernels for an expert that is not on the device (spec/kernels.md, expert
-//! placement). Each expert is one task on one thread, its rows whole, so a batch of misses spreads over
-//! the host's threads by expert; the CPU back-end's own products split each matrix's rows over threads
-//! instead. Both follow the same contracts (§ qdot's int8-input products for the types that use them,
-//! § matvec's f32 fma chains for the rest), so where an expert is computed changes no bit: the MoE
-//! combination (`layers/moe.rs`) takes each slot's result from wherever it was computed.
+//! memory beside a GPU): the kernels for an expert that is not on the device (docs/PLACEMENT.md). A
+//! batch of misses is cut into tasks of a few rows of one expert's product, over the host's threads; the
+//! CPU back-end's own products split one matrix's rows at a time instead. Both follow the same contracts
+//! (§ qdot's int8-input products for the types that use them, § matvec's f32 fma chains for the rest), so
+//! where an expert is computed changes no bit: the MoE combination (`layers/moe.rs`) takes each slot's
+//! result from wherever it was computed.
 
 use rayon::prelude::*;
 
 use crate::ops::act::glu;
 use crate::ops::matvec::RowBytes;
-use crate::ops::qdot::{quantize_input, uses_qdot};
+use crate::ops::qdot::{quantize_input, uses_qdot, QInput};
 use crate::weights::{MoeWeights, Stacked};
 
 /// One routed expert's three projections: `gate` and `up` (f rows of n), `down` (n rows of f).
@@ -37,27 +37,95 @@ impl ExpertRows<'_> {
     }
 }
 
-/// `W·x` for each input, all of `w`'s rows, on this thread, by the contract of `w`'s type.
-fn products(w: RowBytes, xs: &[&[f32]]) -> Vec<Vec<f32>> {
-    let rows = w.rows();
-    let flat = if uses_qdot(w.ty) {
-        let q: Vec<_> = xs.iter().map(|x| quantize_input(x)).collect();
-        w.qdot_block(&q.iter().collect::<Vec<_>>(), 0, rows)
-    } else {
-        w.dequantized_block(xs, 0, rows)
-    };
-    // Row-major (one value an input) to one vector an input.
-    (0..xs.len()).map(|t| flat.iter().skip(t).step_by(xs.len()).copied().collect()).collect()
+/// A projection's inputs: as f32, and quantized (§ qdot) where its type takes int8 inputs.
+struct Inputs<'a> {
+    xs: Vec<&'a [f32]>,
+    q: Option<Vec<QInput>>,
 }
 
-/// `down·(silu(gate·x) ⊙ (up·x))` for each input: one expert on this thread. The gate and up products
-/// quantize the inputs each (the same codes: quantization is a function of the input).
+impl<'a> Inputs<'a> {
+    /// Quantized once for every projection over them that needs it (the codes are a function of the input).
+    fn new(xs: Vec<&'a [f32]>, quantize: bool) -> Inputs<'a> {
+        let q = quantize.then(|| xs.iter().map(|x| quantize_input(x)).collect());
+        Inputs { xs, q }
+    }
+
+    /// Rows `r0..r0 + n` of `w` times each input, row-major, by the contract of `w`'s type.
+    fn block(&self, w: RowBytes, r0: usize, n: usize) -> Vec<f32> {
+        match &self.q {
+            Some(q) if uses_qdot(w.ty) => w.qdot_block(&q.iter().collect::<Vec<_>>(), r0, n),
+            _ => w.dequantized_block(&self.xs, r0, n),
+        }
+    }
+}
+
+/// A product's rows cut into `parts` tasks of whole groups of eight rows (the dequantized path's).
+fn chunks(rows: usize, parts: usize) -> Vec<(usize, usize)> {
+    let per = rows.div_ceil(parts.max(1)).next_multiple_of(8);
+    (0..rows).step_by(per).map(|r0| (r0, per.min(rows - r0))).collect()
+}
+
+/// One task's values (rows from `r0`, row-major) into each input's output.
+fn place(outs: &mut [Vec<f32>], r0: usize, vals: &[f32]) {
+    let t = outs.len();
+    for (j, row) in vals.chunks_exact(t).enumerate() {
+        for (o, &v) in outs.iter_mut().zip(row) {
+            o[r0 + j] = v;
+        }
+    }
+}
+
+/// `down·(silu(gate·x) ⊙ (up·x))` for each input: one expert.
 pub fn expert_outputs(e: ExpertRows, xs: &[&[f32]]) -> Vec<Vec<f32>> {
-    let h = glu(&products(e.gate, xs), &products(e.up, xs));
-    products(e.down, &h.iter().map(Vec::as_slice).collect::<Vec<_>>())
+    batch_outputs(&[(e, xs.to_vec())]).swap_remove(0)
 }
 
-/// A batch of misses: each expert with its inputs, an expert a task over the host's threads.
+/// A batch of misses, each expert with its inputs: the gate and up products of every expert, then the
+/// down products, each cut into tasks over the host's threads (a few rows of an expert a task, so a
+/// batch of fewer experts than threads still keeps them all busy). Rows are independent: how they are
+/// cut changes no bit.
 pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> {
-    batch.par_iter().map(|(e, xs)| expert_outputs(*e, xs)).collect()
+    let parts = (2 * rayon::current_num_threads()).div_ceil(batch.len().max(1));
+    let inputs: Vec<Inputs> =
+        batch.iter().map(|(e, xs)| Inputs::new(xs.clone(), uses_qdot(e.gate.ty) || uses_qdot(e.up.ty))).collect();
+    // Gate and up: tasks (expert, projection, rows).
+    let tasks: Vec<(usize, usize, usize, usize)> = batch
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (e, _))| {
+            [e.gate, e.up]
+                .into_iter()
+                .enumerate()
+                .flat_map(move |(p, w)| chunks(w.rows(), parts).into_iter().map(move |(r0, n)| (i, p, r0, n)))
+        })
+        .collect();
+    let vals: Vec<Vec<f32>> = tasks
+        .par_iter()
+        .map(|&(i, p, r0, n)| inputs[i].block(if p == 0 { batch[i].0.gate } else { batch[i].0.up }, r0, n))
+        .collect();
+    let mut gu: Vec<[Vec<Vec<f32>>; 2]> = batch
+        .iter()
+        .map(|(e, xs)| [vec![vec![0f32; e.gate.rows()]; xs.len()], vec![vec![0f32; e.up.rows()]; xs.len()]])
+        .collect();
+    for (&(i, p, r0, _), v) in tasks.iter().zip(&vals) {
+        place(&mut gu[i][p], r0, v);
+    }
+    let h: Vec<Vec<Vec<f32>>> = gu.iter().map(|[g, u]| glu(g, u)).collect();
+    let inputs: Vec<Inputs> = batch
+        .iter()
+        .zip(&h)
+        .map(|((e, _), h)| Inputs::new(h.iter().map(Vec::as_slice).collect(), uses_qdot(e.down.ty)))
+        .collect();
+    // Down: tasks (expert, rows).
+    let tasks: Vec<(usize, usize, usize)> = batch
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (e, _))| chunks(e.down.rows(), parts).into_iter().map(move |(r0, n)| (i, r0, n)))
+        .collect();
+    let vals: Vec<Vec<f32>> = tasks.par_iter().map(|&(i, r0, n)| inputs[i].block(batch[i].0.down, r0, n)).collect();
+    let mut outs: Vec<Vec<Vec<f32>>> = batch.iter().map(|(e, xs)| vec![vec![0f32; e.down.rows()]; xs.len()]).collect();
+    for (&(i, r0, _), v) in tasks.iter().zip(&vals) {
+        place(&mut outs[i], r0, v);
+    }
+    outs
 }

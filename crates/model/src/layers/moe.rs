@@ -63,8 +63,8 @@ pub fn route_window(w: &MoeWeights, xs: &[&[f32]], k: usize) -> Vec<(Vec<usize>,
 /// (`layers/experts.rs`) rather than from the back-end's own products: a placement's misses.
 pub type Misses<'a> = &'a (dyn Fn(usize) -> bool + Sync);
 
-/// [`moe_window`] for routes already made, the experts `misses` names computed by the miss kernels (a
-/// batch, an expert a thread) and the rest by this back-end's products; the combination is one place
+/// [`moe_window`] for routes already made, the experts `misses` names computed by the miss kernels (one
+/// batch over the host's threads) and the rest by this back-end's products; the combination is one place
 /// whatever computed each slot.
 pub fn moe_routed(
     w: &MoeWeights,

@@ -4,8 +4,9 @@
 //! splitting them over threads changes nothing in the result.
 
 use rayon::prelude::*;
-use strata_gguf::{quant, GgmlType, TensorBytes};
+use strata_gguf::{GgmlType, TensorBytes};
 
+use super::dequant::dequantize;
 use super::dot::{dot, dot_rows8, interleave_rows8, ROWS8};
 use super::qdot::{quantize_input, uses_qdot, QInput};
 use super::qdot_window::qdot_rows_window;
@@ -58,7 +59,7 @@ impl RowBytes<'_> {
 
     fn row(&self, r: usize, out: &mut [f32]) {
         let rb = self.row_bytes();
-        quant::dequantize(self.ty, &self.bytes[r * rb..(r + 1) * rb], out).expect("shape checked at load");
+        dequantize(self.ty, &self.bytes[r * rb..(r + 1) * rb], out).expect("shape checked at load");
     }
 
     /// Rows `r0..r0 + n` times each quantized input (§ qdot), row-major: one value an input.
@@ -122,7 +123,7 @@ impl Matrix {
 
     /// Row r dequantized into `out` (cols values).
     pub fn row(&self, r: usize, out: &mut [f32]) {
-        quant::dequantize(self.ty, self.row_slice(r), out).expect("shape checked at load");
+        dequantize(self.ty, self.row_slice(r), out).expect("shape checked at load");
     }
 
     /// Row r's bytes as stored.

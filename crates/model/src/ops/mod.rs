@@ -2,6 +2,9 @@
 //! bit for bit by every other back-end (docs/ARITHMETIC.md has a section per file).
 
 pub mod act;
+pub mod dequant;
+#[cfg(target_arch = "x86_64")]
+mod dequant_x86;
 pub mod dot;
 pub mod matvec;
 pub mod norm;

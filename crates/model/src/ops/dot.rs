@@ -58,15 +58,27 @@ pub fn dot(w: &[f32], x: &[f32]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot_fma(w: &[f32], x: &[f32]) -> f32 {
+    dot_fma_xt(w, x, None)
+}
+
+/// [`dot_fma`], with the input's groups already transposed where `xt` is given ([`Prepared`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_fma_xt(w: &[f32], x: &[f32], xt: Option<&[f32]>) -> f32 {
     use std::arch::x86_64::*;
     debug_assert_eq!(w.len(), x.len());
-    const GROUP: usize = CHUNK * CHUNK;
     let groups = w.len() / GROUP;
     let mut acc = [_mm256_setzero_ps(); LANES / CHUNK];
     for g in 0..groups {
-        let (wp, xp) = (w.as_ptr().add(g * GROUP), x.as_ptr().add(g * GROUP));
+        let wp = w.as_ptr().add(g * GROUP);
         let wt = transpose8(std::array::from_fn(|j| _mm256_loadu_ps(wp.add(j * CHUNK))));
-        let xt = transpose8(std::array::from_fn(|j| _mm256_loadu_ps(xp.add(j * CHUNK))));
+        let xt: [__m256; 8] = match xt {
+            Some(xt) => std::array::from_fn(|e| _mm256_loadu_ps(xt.as_ptr().add(g * GROUP + e * CHUNK))),
+            None => {
+                let xp = x.as_ptr().add(g * GROUP);
+                transpose8(std::array::from_fn(|j| _mm256_loadu_ps(xp.add(j * CHUNK))))
+            }
+        };
         let mut s = _mm256_setzero_ps();
         for e in 0..CHUNK {
             s = _mm256_fmadd_ps(wt[e], xt[e], s);
@@ -88,6 +100,38 @@ unsafe fn dot_fma(w: &[f32], x: &[f32]) -> f32 {
         lane[c % LANES] += s;
     }
     butterfly_used(lane, w.len().div_ceil(CHUNK))
+}
+
+/// Elements of a group: eight chunks, side by side in the vector dot.
+const GROUP: usize = CHUNK * CHUNK;
+
+/// A dot's input made ready once for many rows: each whole group of eight chunks transposed (element e
+/// of chunk j at 8e + j), as the vector dot reads it, so a row's dot transposes only its own group.
+pub struct Prepared<'a> {
+    x: &'a [f32],
+    xt: Vec<f32>,
+}
+
+impl<'a> Prepared<'a> {
+    pub fn new(x: &'a [f32]) -> Prepared<'a> {
+        let mut xt = vec![0f32; x.len() / GROUP * GROUP];
+        for (g, t) in x.chunks_exact(GROUP).zip(xt.chunks_exact_mut(GROUP)) {
+            for (i, &v) in g.iter().enumerate() {
+                t[(i % CHUNK) * CHUNK + i / CHUNK] = v;
+            }
+        }
+        Prepared { x, xt }
+    }
+}
+
+/// [`dot`] of `w` with a prepared input: the same bits.
+pub fn dot_prepared(w: &[f32], p: &Prepared) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::vector::current() != super::vector::Vector::Scalar {
+        // SAFETY: as in [`dot`].
+        return unsafe { dot_fma_xt(w, p.x, Some(&p.xt)) };
+    }
+    dot_body(w, p.x)
 }
 
 /// Eight registers of eight as an 8×8 matrix, transposed: out[e] lane j = rows[j] lane e.
@@ -133,7 +177,6 @@ fn dot_body(w: &[f32], x: &[f32]) -> f32 {
     let mut lane = [0f32; LANES];
     // Whole groups of 8 chunks: the 8 chunk sums side by side (one SIMD register), each still the fma
     // chain over its own elements in order.
-    const GROUP: usize = CHUNK * CHUNK;
     let whole = w.len() / GROUP * GROUP;
     for (g, (wg, xg)) in w[..whole].chunks_exact(GROUP).zip(x[..whole].chunks_exact(GROUP)).enumerate() {
         let mut s = [0f32; CHUNK];
@@ -293,6 +336,8 @@ mod tests {
                 // SAFETY: checked just above.
                 let fma = unsafe { dot_fma(&w, &x) };
                 assert_eq!(fma.to_bits(), dot_literal(&w, &x).to_bits(), "FMA build, n = {n}");
+                let prepared = dot_prepared(&w, &Prepared::new(&x));
+                assert_eq!(prepared.to_bits(), dot_literal(&w, &x).to_bits(), "prepared input, n = {n}");
             }
         }
     }

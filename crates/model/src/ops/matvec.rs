@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use strata_gguf::{GgmlType, TensorBytes};
 
 use super::dequant::dequantize;
-use super::dot::{dot, dot_rows8, interleave_rows8, ROWS8};
+use super::dot::{dot_prepared, dot_rows8, interleave_rows8, Prepared, ROWS8};
 use super::qdot::{quantize_input, uses_qdot, QInput};
 use super::qdot_window::qdot_rows_window;
 use super::vector;
@@ -71,16 +71,20 @@ impl RowBytes<'_> {
     }
 
     /// Rows `r0..r0 + n` times each input by dequantize-then-dot (§ matvec), row-major: each row
-    /// dequantized once for the window. With vector units, for a window or short rows, eight rows are
-    /// interleaved and dotted side by side (§ dot's bits either way: `dot_rows8`), which also keeps a short
-    /// row (the HC read's 32 columns) from costing a whole butterfly a row.
+    /// dequantized once for the window, and dotted with each input made ready once (`Prepared`). With
+    /// vector units, short rows (the HC read's 32 columns) are interleaved eight at a time and dotted side
+    /// by side instead (§ dot's bits either way: `dot_rows8`), so a short row does not cost a whole
+    /// butterfly. Long rows were interleaved for windows too, until the prepared dots beat it (IQ2_XS, a
+    /// window of 4: 6.4 ms against 3.7 on one thread, bench/results/2026-12-06-cpu-host-experts/).
     pub fn dequantized_block(&self, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
-        // One input of long rows gains nothing from the interleaving (measured: `strata bench host_qdot`).
-        let vector = vector::current() != vector::Vector::Scalar && (xs.len() > 1 || self.cols < 64);
+        let vector = vector::current() != vector::Vector::Scalar && self.cols < 64;
         let cols = self.cols;
         let mut o = Vec::with_capacity(n * xs.len());
         let mut w = vec![0f32; cols * ROWS8];
         let mut done = 0;
+        // Each input made ready once for the rows dotted one at a time (all of them, or the last few).
+        let single = if vector { n % ROWS8 } else { n };
+        let prepared: Vec<Prepared> = if single > 0 { xs.iter().map(|x| Prepared::new(x)).collect() } else { vec![] };
         if vector {
             let mut wi = vec![0f32; cols * ROWS8];
             while done + ROWS8 <= n {
@@ -97,7 +101,7 @@ impl RowBytes<'_> {
         }
         for r in done..n {
             self.row(r0 + r, &mut w[..cols]);
-            o.extend(xs.iter().map(|x| dot(&w[..cols], x)));
+            o.extend(prepared.iter().map(|x| dot_prepared(&w[..cols], x)));
         }
         o
     }

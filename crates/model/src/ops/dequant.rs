@@ -1,7 +1,7 @@
 //! § matvec's dequantization, by the chosen vector level (`ops/vector.rs`): the codec's bits (gguf's
 //! `quant::dequantize`) for every type; the lattice types of the experts that § qdot does not take
-//! (IQ2_XS) have x86 forms (`ops/dequant_x86.rs`), eight elements a few instructions, where the scalar
-//! codec spends most of a host expert product's time.
+//! (IQ2_XS, IQ3_XXS, IQ3_S) have x86 forms (`ops/dequant_x86.rs`), eight elements a few instructions,
+//! where the scalar codecs spent about half of a host expert product's time.
 
 use strata_gguf::{quant, GgmlType};
 
@@ -16,13 +16,19 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), Str
 pub fn dequantize_at(ty: GgmlType, bytes: &[u8], out: &mut [f32], v: Vector) -> Result<(), String> {
     match (ty, v) {
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::IQ2_XS, Vector::Avx2 | Vector::Avx512) => {
+        (GgmlType::IQ2_XS | GgmlType::IQ3_XXS | GgmlType::IQ3_S, Vector::Avx2 | Vector::Avx512) => {
             let (bs, ts) = (ty.block_size(), ty.type_size());
             if !bytes.len().is_multiple_of(ts) || bytes.len() / ts * bs != out.len() {
                 return quant::dequantize(ty, bytes, out); // its error, in its words
             }
+            use super::dequant_x86 as x86;
+            let f = match ty {
+                GgmlType::IQ2_XS => x86::iq2_xs,
+                GgmlType::IQ3_XXS => x86::iq3_xxs,
+                _ => x86::iq3_s,
+            };
             // SAFETY: the level is only ever one the CPU has; the lengths were checked above.
-            unsafe { super::dequant_x86::iq2_xs(bytes, out) };
+            unsafe { f(bytes, out) };
             Ok(())
         }
         _ => quant::dequantize(ty, bytes, out),

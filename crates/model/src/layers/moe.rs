@@ -73,7 +73,36 @@ pub fn moe_routed(
     f: usize,
     misses: Option<Misses>,
 ) -> Vec<Vec<f32>> {
+    let slots = slot_outputs(w, xs, routes, f, misses);
     let inputs = Inputs::new(xs);
+    let gates = w.shexp_gate.matvec_inputs(&inputs);
+    let shared = shared(w, &inputs);
+    (0..xs.len())
+        .map(|t| {
+            let mut y = vec![0f32; xs[t].len()];
+            for (out, &we) in slots[t].iter().zip(&routes[t].1) {
+                for (v, &o) in y.iter_mut().zip(out) {
+                    *v = we.mul_add(o, *v);
+                }
+            }
+            let sg = sigmoid(gates[t][0]);
+            for (v, &o) in y.iter_mut().zip(&shared[t]) {
+                *v = sg.mul_add(o, *v);
+            }
+            y
+        })
+        .collect()
+}
+
+/// Each token's routed outputs in rank order: every expert the window uses computed once for the tokens
+/// that chose it, by the miss kernels where `misses` says, else by this back-end's products.
+fn slot_outputs(
+    w: &MoeWeights,
+    xs: &[&[f32]],
+    routes: &[(Vec<usize>, Vec<f32>)],
+    f: usize,
+    misses: Option<Misses>,
+) -> Vec<Vec<Vec<f32>>> {
     // Each expert the window uses, with the (token, rank) pairs that chose it.
     let mut users: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
     for (t, (ids, _)) in routes.iter().enumerate() {
@@ -95,21 +124,5 @@ pub fn moe_routed(
             slots[t][rank] = y;
         }
     }
-    let gates = w.shexp_gate.matvec_inputs(&inputs);
-    let shared = shared(w, &inputs);
-    (0..xs.len())
-        .map(|t| {
-            let mut y = vec![0f32; xs[t].len()];
-            for (out, &we) in slots[t].iter().zip(&routes[t].1) {
-                for (v, &o) in y.iter_mut().zip(out) {
-                    *v = we.mul_add(o, *v);
-                }
-            }
-            let sg = sigmoid(gates[t][0]);
-            for (v, &o) in y.iter_mut().zip(&shared[t]) {
-                *v = sg.mul_add(o, *v);
-            }
-            y
-        })
-        .collect()
+    slots
 }

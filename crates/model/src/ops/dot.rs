@@ -91,15 +91,7 @@ unsafe fn dot_fma_xt(w: &[f32], x: &[f32], xt: Option<&[f32]>) -> f32 {
         _mm256_storeu_ps(lane.as_mut_ptr().add(r * CHUNK), *a);
     }
     let whole = groups * GROUP;
-    for (c, (wc, xc)) in w[whole..].chunks(CHUNK).zip(x[whole..].chunks(CHUNK)).enumerate() {
-        let c = c + whole / CHUNK;
-        let mut s = 0f32;
-        for (a, b) in wc.iter().zip(xc) {
-            s = a.mul_add(*b, s);
-        }
-        lane[c % LANES] += s;
-    }
-    butterfly_used(lane, w.len().div_ceil(CHUNK))
+    finish(lane, w, x, whole)
 }
 
 /// Elements of a group: eight chunks, side by side in the vector dot.
@@ -190,6 +182,13 @@ fn dot_body(w: &[f32], x: &[f32]) -> f32 {
             lane[base + j] += s[j];
         }
     }
+    finish(lane, w, x, whole)
+}
+
+/// The chunks after the whole groups (from element `whole`), each its fma chain into its lane, then the
+/// butterfly over the lanes in use.
+#[inline(always)]
+fn finish(mut lane: [f32; LANES], w: &[f32], x: &[f32], whole: usize) -> f32 {
     for (c, (wc, xc)) in w[whole..].chunks(CHUNK).zip(x[whole..].chunks(CHUNK)).enumerate() {
         let c = c + whole / CHUNK;
         let mut s = 0f32;

@@ -92,6 +92,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         ms: u64,
     },
+    /// How well a VRAM cache of experts would hold MODEL's routing (docs/PLACEMENT.md), on the CPU: a
+    /// prompt of random tokens, then greedy decoding, every routing given to caches of 5–50 % of the
+    /// experts run by the engine's policy (re-ranked every EVERY passes, SWAPS a re-rank: an eighth of the
+    /// cache by default); each cache's hit rate while decoding, and what the hottest experts took.
+    Routing {
+        model: std::path::PathBuf,
+        #[arg(long, default_value_t = 64)]
+        prompt: usize,
+        #[arg(long, default_value_t = 256)]
+        tokens: usize,
+        #[arg(long, default_value_t = 8)]
+        every: usize,
+        #[arg(long)]
+        swaps: Option<usize>,
+    },
     /// Verify windows on the GPU (docs/SPECULATION.md): after a prompt of DEPTH random tokens, the plain
     /// step, a verify pass of T = 1..8 tokens (kept whole and cut to one) with each window's byte floor
     /// at BANDWIDTH TB/s, drafts of 1..7 tokens and over draft vocabularies, and the effective decode at
@@ -123,6 +138,9 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::HostQdot { rows, cols, window, ms } => crate::bench_host::run(rows, cols, window, ms),
         BenchCommand::HostExperts { model, experts, window, ms } => {
             crate::bench_host::run_experts(&model, experts, window, ms)
+        }
+        BenchCommand::Routing { model, prompt, tokens, every, swaps } => {
+            crate::bench_routing::run(&model, prompt, tokens, every, swaps)
         }
         BenchCommand::Spec { engine, depth, reps, bandwidth, windows_only } => {
             crate::bench_spec::run(&engine, depth, reps, bandwidth, windows_only)

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_host;
+mod bench_routing;
 mod bench_spec;
 mod default_model;
 mod env;

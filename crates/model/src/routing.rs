@@ -67,6 +67,19 @@ impl RoutingProfile {
             hit as f64 / all as f64
         }
     }
+
+    /// The share of the trunk's routings that its `slots` most chosen experts take, whichever layers they
+    /// are in: the hit rate of a cache of that many, had it known the counts beforehand.
+    pub fn hottest_share(&self, slots: usize) -> f64 {
+        let mut c: Vec<u64> = (0..self.layers).flat_map(|l| self.counts(MoeId::Layer(l))).collect();
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        let all = c.iter().sum::<u64>();
+        if all == 0 {
+            0.0
+        } else {
+            c.iter().take(slots).sum::<u64>() as f64 / all as f64
+        }
+    }
 }
 
 #[cfg(test)]
@@ -86,5 +99,8 @@ mod tests {
         // Top one of each trunk layer: 2 of 4 and 2 of 2; the MTP layer's are not the trunk's.
         assert_eq!(p.top_share(1), 4.0 / 6.0);
         assert_eq!(p.top_share(4), 1.0);
+        // The two hottest of the trunk: layer 0's expert 0 and layer 1's expert 3, 4 of 6.
+        assert_eq!(p.hottest_share(2), 4.0 / 6.0);
+        assert_eq!(p.hottest_share(3), 5.0 / 6.0);
     }
 }

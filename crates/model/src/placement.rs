@@ -1,12 +1,17 @@
 //! The VRAM expert cache's policy (docs/PLACEMENT.md): which routed experts hold its slots. Experts are
-//! ranked by their routing counts, halved at each re-rank so the ranking follows the conversation; every
-//! `every` passes the cache is re-ranked and at most `max_swaps` slots change hands, the coldest residents
-//! making way for the hottest others. Only counts decide, never the time: the same routings give the same
+//! ranked by their routing counts, halved once the routings since the last halving reach eight an
+//! expert, so the ranking follows the conversation but has seen enough to rank (halved at every re-rank,
+//! 512 experts a layer were ranked on 80 routings: bench/results/2026-12-06-cpu-routing/); every `every`
+//! passes the cache is re-ranked and at most `max_swaps` slots change hands, the coldest residents making
+//! way for the hottest others. Only counts decide, never the time: the same routings give the same
 //! cache. The policy knows no device: a back-end copies the experts a re-rank names, and where an expert
 //! is computed changes no bit (layers/experts.rs), so neither the cache's state nor a swap in the middle
 //! of a window can change the output.
 
 use crate::backend::MoeId;
+
+/// Routings an expert, on average, between two halvings of the counts.
+const HALVE_AFTER: u64 = 8;
 
 /// An expert of the model: the trunk's layer, or the MTP layer's (after the trunk's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,8 +31,10 @@ pub struct Swap {
 pub struct ExpertCache {
     layers: usize,
     experts: usize,
-    /// Routings since the start, halved at each re-rank, by layer · experts + expert.
+    /// Routings since the start, halved now and then (see the module's note), by layer · experts + expert.
     counts: Vec<u64>,
+    /// Routings since the counts were last halved.
+    since_halving: u64,
     /// Which expert each slot holds.
     slots: Vec<Option<ExpertKey>>,
     /// The slot of each expert, by layer · experts + expert.
@@ -48,6 +55,7 @@ impl ExpertCache {
             layers,
             experts,
             counts: vec![0; all],
+            since_halving: 0,
             slots: vec![None; slots.min(all)],
             slot_of: vec![None; all],
             every: every.max(1),
@@ -80,6 +88,7 @@ impl ExpertCache {
         for &e in experts.iter().filter(|&&e| e < self.experts) {
             let i = self.index(id, e);
             self.counts[i] += 1;
+            self.since_halving += 1;
             if self.slot_of[i].is_some() {
                 self.hits += 1
             } else {
@@ -100,7 +109,7 @@ impl ExpertCache {
 
     /// The hottest experts take the slots: empty slots first, then, up to `max_swaps` in all, each
     /// hottest outsider against the coldest resident it beats (ties keep the resident). Counts are then
-    /// halved.
+    /// halved if eight routings an expert have come since they last were.
     pub fn rerank(&mut self) -> Vec<Swap> {
         let mut order: Vec<usize> = (0..self.counts.len()).filter(|&i| self.counts[i] > 0).collect();
         order.sort_by(|&a, &b| self.counts[b].cmp(&self.counts[a]).then(a.cmp(&b)));
@@ -133,7 +142,10 @@ impl ExpertCache {
             self.slots[slot] = Some(self.key(i));
             swaps.push(Swap { slot, old: old.map(|r| self.key(r)), new: self.key(i) });
         }
-        self.counts.iter_mut().for_each(|c| *c /= 2);
+        if self.since_halving >= HALVE_AFTER * self.counts.len() as u64 {
+            self.counts.iter_mut().for_each(|c| *c /= 2);
+            self.since_halving = 0;
+        }
         swaps
     }
 
@@ -194,7 +206,7 @@ mod tests {
         assert_eq!(c.end_pass().len(), 1, "one swap a re-rank");
         assert_eq!(c.end_pass(), vec![]);
         assert_eq!(c.end_pass().len(), 1);
-        // Both held (counts now 0): experts 5 and 6 become hot; 5 replaces the coldest resident.
+        // Both held: experts 5 and 6 become hot; 5 replaces the coldest resident (1).
         for _ in 0..4 {
             c.record(MoeId::Layer(0), &[5, 6]);
         }
@@ -205,14 +217,30 @@ mod tests {
             swaps,
             vec![Swap { slot: c.slot(MoeId::Layer(0), 5).unwrap(), old: Some(key(0, 1)), new: key(0, 5) }]
         );
-        // A tie keeps the resident: 2 (two routings, halved to one) against 3 (one).
+        // A tie keeps the resident: 2 and 3 at two routings each.
         let mut d = ExpertCache::new(1, 4, 1, 1, 4);
         d.record(MoeId::Layer(0), &[2]);
         d.record(MoeId::Layer(0), &[2]);
         assert_eq!(d.end_pass().len(), 1);
         d.record(MoeId::Layer(0), &[3]);
+        d.record(MoeId::Layer(0), &[3]);
         assert_eq!(d.end_pass(), vec![]);
         d.record(MoeId::Layer(0), &[3]);
-        assert_eq!(d.end_pass().len(), 1, "3 (one routing since) against 2 (none)");
+        assert_eq!(d.end_pass().len(), 1, "3 (three) against 2 (two)");
+    }
+
+    #[test]
+    fn counts_are_halved_after_eight_routings_an_expert() {
+        // 2 layers' worth of 4 experts (the trunk's one and the MTP layer's): halved after 64 routings.
+        let mut c = ExpertCache::new(1, 4, 1, 1, 4);
+        let rec = |c: &mut ExpertCache, e: usize, n: usize| (0..n).for_each(|_| c.record(MoeId::Layer(0), &[e]));
+        rec(&mut c, 0, 60);
+        assert_eq!(c.end_pass().len(), 1, "0 takes the slot");
+        rec(&mut c, 1, 4);
+        assert_eq!(c.end_pass(), vec![], "1 (4) against 0 (60); 64 routings: halved to 2 and 30");
+        rec(&mut c, 1, 29);
+        let swaps = c.end_pass();
+        assert_eq!(swaps.len(), 1, "1 (31) beats 0 (30) only because the counts were halved");
+        assert_eq!(swaps[0].old, Some(key(0, 0)));
     }
 }

@@ -9,8 +9,7 @@
 use rayon::prelude::*;
 
 use crate::ops::act::glu;
-use crate::ops::matvec::RowBytes;
-use crate::ops::qdot::{quantize_input, uses_qdot, QInput};
+use crate::ops::matvec::{Inputs, RowBytes};
 use crate::weights::{MoeWeights, Stacked};
 
 /// One routed expert's three projections: `gate` and `up` (f rows of n), `down` (n rows of f).
@@ -37,28 +36,6 @@ impl ExpertRows<'_> {
     }
 }
 
-/// A projection's inputs: as f32, and quantized (§ qdot) where its type takes int8 inputs.
-struct Inputs<'a> {
-    xs: Vec<&'a [f32]>,
-    q: Option<Vec<QInput>>,
-}
-
-impl<'a> Inputs<'a> {
-    /// Quantized once for every projection over them that needs it (the codes are a function of the input).
-    fn new(xs: Vec<&'a [f32]>, quantize: bool) -> Inputs<'a> {
-        let q = quantize.then(|| xs.iter().map(|x| quantize_input(x)).collect());
-        Inputs { xs, q }
-    }
-
-    /// Rows `r0..r0 + n` of `w` times each input, row-major, by the contract of `w`'s type.
-    fn block(&self, w: RowBytes, r0: usize, n: usize) -> Vec<f32> {
-        match &self.q {
-            Some(q) if uses_qdot(w.ty) => w.qdot_block(&q.iter().collect::<Vec<_>>(), r0, n),
-            _ => w.dequantized_block(&self.xs, r0, n),
-        }
-    }
-}
-
 /// A product's rows cut into `parts` tasks of whole groups of eight rows (the dequantized path's).
 fn chunks(rows: usize, parts: usize) -> Vec<(usize, usize)> {
     let per = rows.div_ceil(parts.max(1)).next_multiple_of(8);
@@ -75,19 +52,14 @@ fn place(outs: &mut [Vec<f32>], r0: usize, vals: &[f32]) {
     }
 }
 
-/// `down·(silu(gate·x) ⊙ (up·x))` for each input: one expert.
-pub fn expert_outputs(e: ExpertRows, xs: &[&[f32]]) -> Vec<Vec<f32>> {
-    batch_outputs(&[(e, xs.to_vec())]).swap_remove(0)
-}
-
-/// A batch of misses, each expert with its inputs: the gate and up products of every expert, then the
+/// A batch of misses, each expert with its inputs, `down·(silu(gate·x) ⊙ (up·x))` for each: the gate
+/// and up products of every expert, then the
 /// down products, each cut into tasks over the host's threads (a few rows of an expert a task, so a
 /// batch of fewer experts than threads still keeps them all busy). Rows are independent: how they are
 /// cut changes no bit.
 pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> {
     let parts = (2 * rayon::current_num_threads()).div_ceil(batch.len().max(1));
-    let inputs: Vec<Inputs> =
-        batch.iter().map(|(e, xs)| Inputs::new(xs.clone(), uses_qdot(e.gate.ty) || uses_qdot(e.up.ty))).collect();
+    let inputs: Vec<Inputs> = batch.iter().map(|(_, xs)| Inputs::new(xs)).collect();
     // Gate and up: tasks (expert, projection, rows).
     let tasks: Vec<(usize, usize, usize, usize)> = batch
         .iter()
@@ -111,11 +83,8 @@ pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> 
         place(&mut gu[i][p], r0, v);
     }
     let h: Vec<Vec<Vec<f32>>> = gu.iter().map(|[g, u]| glu(g, u)).collect();
-    let inputs: Vec<Inputs> = batch
-        .iter()
-        .zip(&h)
-        .map(|((e, _), h)| Inputs::new(h.iter().map(Vec::as_slice).collect(), uses_qdot(e.down.ty)))
-        .collect();
+    let h_rows: Vec<Vec<&[f32]>> = h.iter().map(|h| h.iter().map(Vec::as_slice).collect()).collect();
+    let inputs: Vec<Inputs> = h_rows.iter().map(|h| Inputs::new(h)).collect();
     // Down: tasks (expert, rows).
     let tasks: Vec<(usize, usize, usize)> = batch
         .iter()

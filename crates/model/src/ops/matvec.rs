@@ -25,16 +25,27 @@ pub struct Matrix {
 /// that take int8 inputs, however many there are (a layer's q, k and v, its experts' gate and up).
 pub struct Inputs<'a> {
     xs: &'a [&'a [f32]],
-    quantized: std::cell::OnceCell<Vec<QInput>>,
+    // A lock, not a cell: the host's expert kernels share one expert's inputs between threads.
+    quantized: std::sync::OnceLock<Vec<QInput>>,
 }
 
 impl<'a> Inputs<'a> {
     pub fn new(xs: &'a [&'a [f32]]) -> Inputs<'a> {
-        Inputs { xs, quantized: std::cell::OnceCell::new() }
+        Inputs { xs, quantized: std::sync::OnceLock::new() }
     }
 
     fn quantized(&self) -> Vec<&QInput> {
         self.quantized.get_or_init(|| self.xs.iter().map(|x| quantize_input(x)).collect()).iter().collect()
+    }
+
+    /// Rows `r0..r0 + n` of `w` times each input, row-major, by the contract of `w`'s type (§ qdot's
+    /// with the inputs quantized once for all, or § matvec's).
+    pub fn block(&self, w: RowBytes, r0: usize, n: usize) -> Vec<f32> {
+        if uses_qdot(w.ty) {
+            w.qdot_block(&self.quantized(), r0, n)
+        } else {
+            w.dequantized_block(self.xs, r0, n)
+        }
     }
 }
 
@@ -75,7 +86,7 @@ impl RowBytes<'_> {
     /// vector units, short rows (the HC read's 32 columns) are interleaved eight at a time and dotted side
     /// by side instead (§ dot's bits either way: `dot_rows8`), so a short row does not cost a whole
     /// butterfly. Long rows were interleaved for windows too, until the prepared dots beat it (IQ2_XS, a
-    /// window of 4: 6.4 ms against 3.7 on one thread, bench/results/2026-12-06-cpu-host-experts/).
+    /// window of 4: 6.3 ms against 3.7 on one thread, bench/results/2026-12-06-cpu-host-experts/).
     pub fn dequantized_block(&self, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
         let vector = vector::current() != vector::Vector::Scalar && self.cols < 64;
         let cols = self.cols;

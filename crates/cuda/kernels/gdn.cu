@@ -174,10 +174,10 @@ __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __re
 // S×S state M[a][b]: M ← decay·M; p[b] = Σ_a M[a][b]·k[a] (fma chain, a ascending, from +0);
 // δ = β·(v[b] − p[b]); M[a][b] = fma(k[a], δ, M[a][b]); o[b] = Σ_a M[a][b]·q[a]. Tokens in order; then
 // the head's output norm (gdn_out_norm_rows) in the same launch.
-// GDN_FETCH_NEXT (STRATA_DEFINES; 0 by default): the register kernels (gdn_delta_cols) ask for token
-// t + 1's q, k, v, decay and beta while token t runs, instead of after its barrier.
+// GDN_FETCH_NEXT (STRATA_DEFINES; 1 by default): the register kernels (gdn_delta_cols) ask for token
+// t + 1's q, k, v, decay and beta while token t runs; 0: after its barrier.
 #ifndef GDN_FETCH_NEXT
-#define GDN_FETCH_NEXT 0
+#define GDN_FETCH_NEXT 1
 #endif
 extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restrict__ conv,
                                     const float* __restrict__ decay, const float* __restrict__ betas,

@@ -41,6 +41,12 @@
 #ifndef ROUTER_ONE_PASS
 #define ROUTER_ONE_PASS 1
 #endif
+// QD_SHARE_MANY (STRATA_DEFINES; 0 by default): the shared-input window kernels (qdot_rows_share, not
+// _conv) reduce a warp's R·TMAX (row, token) sums at once (common.cuh's warp_butterfly_many: the same
+// trees, R·TMAX − 1 shuffles where a butterfly each took 5·R·TMAX).
+#ifndef QD_SHARE_MANY
+#define QD_SHARE_MANY 0
+#endif
 // The most tokens a launch takes (a verify or prompt window).
 #define QD_MAX_T 8
 // Warps a block in the dense and gather kernels: a warp a row.
@@ -388,6 +394,21 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
             }
         }
     }
+#if QD_SHARE_MANY
+    if constexpr (!CONV) {  // every (row, token) sum at once; lane L's is value L >> (5 − log2(R·TMAX))
+        constexpr int V = R * TMAX;
+        float v[V];
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+#pragma unroll
+            for (int t = 0; t < TMAX; ++t) v[i * TMAX + t] = acc[i][t];
+        }
+        const float sum = warp_butterfly_many<V>(v);
+        const int i = many_index<V>(lane) / TMAX, t = many_index<V>(lane) % TMAX;
+        if (many_first<V>(lane) && i < nr && t < T) y[(size_t)t * rows + row0 + i] = sum;
+        return;
+    }
+#endif
     float s[TMAX];  // this lane's row's outputs (CONV), else lane 0 writes every row's
 #pragma unroll
     for (int i = 0; i < R; ++i) {

@@ -25,6 +25,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_HC_SPLIT", "HC read: 0 plain, 1 split, 2 staged", "the plan's choice"),
     sw("STRATA_GR_UP75", "HC read: 1 the row-batched up kernel (made for sm_75), 0 not", "the plan's choice"),
     sw("STRATA_GR_DOWN_TG", "HC read: token groups of n for the split down kernel (0 none; at most 8)", "the plan's choice"),
+    sw("STRATA_HC_DOWN_ROWS", "HC read: rows a block of the split down kernel (1 or 2; 2 reads each token's xn once for two rows)", "1"),
     sw("STRATA_SM75_PERF", "1: the sm_75 variants on any card (HC split+up75+tg2, the halving scorer, the split top-k); each switch above overrides its part", "off"),
     sw("STRATA_SCORES_HALVE", "QSA scorer: 0 butterfly, 1 recursive halving", "the plan's choice"),
     sw("STRATA_TOPK_SPLIT", "QSA top-k: 0 wide (a block a query), 1 split (chunks over many blocks)", "the plan's choice"),
@@ -46,7 +47,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_QDOT_WINDOW_SMEM", "1: a window's § qdot products copy its quantized inputs into shared memory before their rows", "off"),
     sw("STRATA_QDOT_MMA", "1: a window's dense § qdot products by int8 tensor-core sums (sm_75+; exact, slower at T ≤ 8)", "off"),
     sw("STRATA_QDOT_SHARE", "0: windows of 2..8 tokens run the dense § qdot kernels of a row a warp, not those taking 2 or 4 rows a warp with each piece's inputs loaded once for them", "on"),
-    sw("STRATA_Q2_0_PAIRS", "1: the experts' Q2_0 weights kept on the device two blocks at a time, scales first, so each piece's codes are 4-byte aligned (the same bytes, moved)", "off"),
+    sw("STRATA_Q2_0_PAIRS", "0: the experts' Q2_0 weights kept on the device as the file lays them out, not two blocks at a time with the scales first (each piece's codes then 4-byte aligned; the same bytes, moved)", "on"),
     sw("STRATA_COMBINE_STAGE", "0: the experts' fused down product and combination reads each slot's rows from global memory, not copied into shared memory first", "on"),
     sw("STRATA_QDOT_NARROW", "1: windows of T ≤ 2 and T ≤ 4 run dense § qdot kernels compiled for that many tokens, bounded to more blocks", "off"),
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
@@ -94,6 +95,8 @@ pub struct Settings {
     pub hc_split: Option<u8>,
     pub gr_up75: Option<bool>,
     pub gr_down_tg: Option<u8>,
+    /// `STRATA_HC_DOWN_ROWS` (1): rows a block of the split HC down kernel (hc.cu's `gr_down_split_r2` at 2).
+    pub hc_down_rows: usize,
     pub sm75_perf: bool,
     pub scores_halve: Option<bool>,
     pub topk_split: Option<bool>,
@@ -163,6 +166,7 @@ impl Settings {
             hc_split: r.number("STRATA_HC_SPLIT", 0..=2).map(|v| v as u8),
             gr_up75: r.flag("STRATA_GR_UP75"),
             gr_down_tg: r.number("STRATA_GR_DOWN_TG", 0..=8).map(|v| v as u8),
+            hc_down_rows: r.number("STRATA_HC_DOWN_ROWS", 1..=2).unwrap_or(1),
             sm75_perf: r.flag("STRATA_SM75_PERF").unwrap_or(false),
             scores_halve: r.flag("STRATA_SCORES_HALVE"),
             topk_split: r.flag("STRATA_TOPK_SPLIT"),
@@ -192,7 +196,7 @@ impl Settings {
             qdot_narrow: r.flag("STRATA_QDOT_NARROW").unwrap_or(false),
             qdot_share: r.on("STRATA_QDOT_SHARE"),
             combine_stage: r.on("STRATA_COMBINE_STAGE"),
-            q2_0_pairs: r.flag("STRATA_Q2_0_PAIRS").unwrap_or(false),
+            q2_0_pairs: r.on("STRATA_Q2_0_PAIRS"),
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
@@ -360,9 +364,9 @@ mod tests {
         assert_eq!(read(&[]).0.defines, "");
         let (s, _) = read(&[("STRATA_QDOT_WINDOW_SMEM", "1")]);
         assert!(s.qdot_window_smem && s.defines == "#define QDOT_WINDOW_SMEM 1\n", "{:?}", s.defines);
-        let (s, _) = read(&[("STRATA_Q2_0_PAIRS", "1")]);
-        assert!(s.q2_0_pairs && s.defines.is_empty(), "{:?}", s.defines);
-        assert!(!Settings::default().q2_0_pairs);
+        let (s, _) = read(&[("STRATA_Q2_0_PAIRS", "0")]);
+        assert!(!s.q2_0_pairs && s.defines.is_empty(), "{:?}", s.defines);
+        assert!(Settings::default().q2_0_pairs);
     }
 
     #[test]

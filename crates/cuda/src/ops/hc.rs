@@ -290,7 +290,8 @@ pub fn hc_read_with(
             let f = gpu.function(&crate::ops::sources::HC_FILE, name)?;
             if cfg.shared_mem_bytes > 48 * 1024 {
                 use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
-                f.set_attribute(MAX_SMEM, cfg.shared_mem_bytes as i32).check("allowing the HC down kernel its shared memory")?;
+                f.set_attribute(MAX_SMEM, cfg.shared_mem_bytes as i32)
+                    .check("allowing the HC down kernel its shared memory")?;
             }
             launch(gpu, &f, name, cfg, &args)?;
         }

@@ -71,41 +71,6 @@ __device__ __forceinline__ float warp_butterfly(float v) {
     return v;
 }
 
-// The butterfly of V lane totals at once (V a power of two ≤ 32), each value's sum the bits
-// warp_butterfly gives it (the same pairs at each level; a + b = b + a exactly). At the first log2 V
-// levels a lane keeps half of its values and sends the other half: at offset o, a lane with bit o set
-// keeps the upper half, so its partner's lower half comes to it and its upper half goes there. So V − 1
-// shuffles do the work of V·log2 V, then the levels left are warp_butterfly's on one value. Lane L ends
-// with value L >> (5 − log2 V)'s sum (every lane of that run of 32 / V lanes has it).
-template <int V>
-__device__ __forceinline__ float warp_butterfly_many(float (&v)[V]) {
-    static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "V: a power of two up to 32");
-    const int lane = threadIdx.x % WARP;
-#pragma unroll
-    for (int h = V / 2, off = 16; h >= 1; h /= 2, off /= 2) {
-        const bool up = lane & off;
-#pragma unroll
-        for (int i = 0; i < h; ++i) {
-            const float send = up ? v[i] : v[i + h], keep = up ? v[i + h] : v[i];
-            v[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, off));
-        }
-    }
-    float s = v[0];
-#pragma unroll
-    for (int off = 16 / V; off > 0; off >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
-    return s;
-}
-
-// The value whose sum lane L holds after warp_butterfly_many<V>, and whether L is the first lane holding it.
-template <int V>
-__device__ __forceinline__ int many_index(int lane) {
-    return V == 1 ? 0 : lane / (WARP / V);
-}
-template <int V>
-__device__ __forceinline__ bool many_first(int lane) {
-    return lane % (WARP / V) == 0;
-}
-
 // e^x (ops/act.rs exp): reduction by ln 2 in two parts, degree-7 Taylor by fma, exact powers of two.
 __device__ __forceinline__ float s_pow2(int e) { return __uint_as_float((u32)(e + 127) << 23); }
 

@@ -245,43 +245,28 @@ template <> struct RawChunk<float> {
 #endif
 template <typename WT> struct DownBatch { static constexpr int n = 5; };
 template <> struct DownBatch<float> { static constexpr int n = 3; };
-// RPB rows a block (`gr_down_split_r2`, STRATA_HC_DOWN_ROWS=2, blocks of 320 threads): each token's xn
-// chunks, read from the L2, are put against the chunks of RPB rows, so the grid reads xn rows / RPB times,
-// not once a row (at the model's K = 10240 a window of 8 tokens' xn is 320 KB a block); pairs (row, token)
-// then reduced a warp each in turn. The same chunk sums and the same ordered sums. Batches of 4 chunks
-// (all of a thread's at K = 10240 and 320 threads; F32 2), so two rows' weights and a token's xn fit the
-// registers of two blocks a multiprocessor.
-template <typename WT, int RPB = 1>
+template <typename WT>
 __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,
                                          const float* __restrict__ xn, float* __restrict__ lo,
                                          float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {
-    extern __shared__ float part[];  // [rows of the block][tokens of the group][K/8]
-    const int row0 = blockIdx.x * RPB, tid = threadIdx.x;
+    extern __shared__ float part[];  // [tokens of the group][K/8]
+    const int row = blockIdx.x, tid = threadIdx.x;
     bool waited = HC_EARLY < 1;  // else this thread waits after its first batch's weight loads
-    if (row0 >= r + n_inj) {
+    if (row >= r + n_inj) {
         if (!waited) grid_dep_wait();
         return;
     }
-    const int nrow = min(RPB, r + n_inj - row0);
     const int t0 = tg > 0 ? blockIdx.y * tg : 0;
     const int nt = tg > 0 ? min(tg, T - t0) : T;
-    const WT* w[RPB];
-#pragma unroll
-    for (int i = 0; i < RPB; ++i) {
-        const int row = row0 + min(i, nrow - 1);
-        w[i] = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
-    }
+    const WT* w = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
     const int nch = K / CHUNK;
-    constexpr int DOWN_B = RPB == 1 ? DownBatch<WT>::n : (sizeof(WT) == 2 ? 4 : 2);
+    constexpr int DOWN_B = DownBatch<WT>::n;
     for (int c0 = tid; c0 < nch; c0 += DOWN_B * blockDim.x) {
-        RawChunk<WT> raw[RPB][DOWN_B];
+        RawChunk<WT> raw[DOWN_B];
 #pragma unroll
-        for (int i = 0; i < RPB; ++i) {
-#pragma unroll
-            for (int b = 0; b < DOWN_B; ++b) {
-                const int ch = c0 + b * blockDim.x;
-                if (i < nrow && ch < nch) raw[i][b].load(w[i] + ch * CHUNK);
-            }
+        for (int b = 0; b < DOWN_B; ++b) {
+            const int ch = c0 + b * blockDim.x;
+            if (ch < nch) raw[b].load(w + ch * CHUNK);
         }
         if (!waited) {
             grid_dep_wait();
@@ -300,44 +285,36 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
 #pragma unroll
             for (int b = 0; b < DOWN_B; ++b) {
                 const int ch = c0 + b * blockDim.x;
-#pragma unroll
-                for (int i = 0; i < RPB; ++i) {
-                    if (i < nrow && ch < nch) {
-                        float wv[CHUNK];
-                        raw[i][b].get(wv);
-                        part[(i * nt + k) * nch + ch] = chunk_dot(wv, xv[b]);
-                    }
+                if (ch < nch) {
+                    float wv[CHUNK];
+                    raw[b].get(wv);
+                    part[k * nch + ch] = chunk_dot(wv, xv[b]);
                 }
             }
         }
     }
     if (!waited) grid_dep_wait();  // a thread with no chunk
     __syncthreads();
-    const int lane = tid % WARP;
-    for (int p = tid / WARP; p < nrow * nt; p += blockDim.x / WARP) {  // p = (row − row0)·nt + token − t0
+    const int k = tid / WARP, lane = tid % WARP, t = t0 + k;
+    if (k < nt) {
         float acc = 0.0f;
-        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[p * nch + ch]);
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[k * nch + ch]);
         acc = warp_butterfly(acc);
         if (lane == 0) {
-            const int row = row0 + p / nt, t = t0 + p % nt;
             if (row < r) lo[t * r + row] = s_silu(__fdiv_rn(acc, (float)hc));
             else inj[t * hc + (row - r)] = acc;
         }
     }
 }
-#define GR_DOWN_SPLIT(SUFFIX, WT, RPB, THREADS, BLOCKS)                                      \
-    extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS) gr_down_split##SUFFIX(const WT* __restrict__ w_down, \
+#define GR_DOWN_SPLIT(SUFFIX, WT)                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 3) gr_down_split##SUFFIX(const WT* __restrict__ w_down, \
         const WT* __restrict__ w_inj, const float* __restrict__ xn, float* __restrict__ lo,  \
         float* __restrict__ inj, int K, int r, int n_inj, int hc, int T, int tg) {           \
         if (HC_EARLY < 1) grid_dep_wait();                                                   \
-        gr_down_split_body<WT, RPB>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);     \
+        gr_down_split_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T, tg);          \
     }
-// Three blocks of 256 threads a multiprocessor, so the model's 324 rows run in one wave; two rows a block
-// take more registers, and their 162 blocks fit in one wave at two.
-GR_DOWN_SPLIT(, bf16_t, 1, 256, 3)
-GR_DOWN_SPLIT(_f32, float, 1, 256, 3)
-GR_DOWN_SPLIT(_r2, bf16_t, 2, 320, 2)
-GR_DOWN_SPLIT(_r2_f32, float, 2, 320, 2)
+GR_DOWN_SPLIT(, bf16_t)
+GR_DOWN_SPLIT(_f32, float)
 
 // The row-batched up kernel (STRATA_GR_UP75): a warp per output d as gr_up, but lo is staged in shared
 // memory once per block and every weight chunk of the hc rows is loaded before the dots (more loads in
@@ -409,67 +386,6 @@ GR_UP75(_f32, float)
 #define UP_D 4
 #define UP_B 3  // tasks a thread loads at once
 #define UP_HC 4  // streams whose epilogue values a thread loads early (the model's hc)
-// HC_UP_SHARE (STRATA_DEFINES; 0 by default): the split up kernel's thread takes one chunk of lo and its
-// rows slice, slice + S, … (S = threads / chunks), so that each token's lo chunk is read from shared memory
-// once for those rows, not once a row; and the (row, token) sums are reduced V at a time a warp
-// (warp_butterfly_many) instead of a butterfly each. The same chunk sums and the same trees.
-#ifndef HC_UP_SHARE
-#define HC_UP_SHARE 0
-#endif
-#if HC_UP_SHARE && HC_EARLY >= 2
-#error "HC_UP_SHARE loads its weights after grid_dep_wait"
-#endif
-#define UP_R 3  // rows a thread of HC_UP_SHARE holds at once
-
-// The chunk sums of HC_UP_SHARE's thread: its chunk ch of rows sl, sl + S, … against each token's lo.
-template <typename WT>
-__device__ void gr_up_share_dots(const WT* __restrict__ w_up, const float* slo, float* part, int d0, int n, int r,
-                                 int rows, int T, int S) {
-    const int nch = r / CHUNK, ch = threadIdx.x % nch, sl = threadIdx.x / nch;
-    for (int r0 = sl; r0 < rows; r0 += UP_R * S) {
-        RawChunk<WT> raw[UP_R];
-#pragma unroll
-        for (int b = 0; b < UP_R; ++b) {
-            const int row = r0 + b * S;
-            if (row < rows && d0 + row % UP_D < n)
-                raw[b].load(w_up + ((size_t)(row / UP_D) * n + d0 + row % UP_D) * r + ch * CHUNK);
-        }
-#pragma unroll
-        for (int t = 0; t < MAXT; ++t) {
-            if (t >= T) break;
-            float xv[CHUNK];
-            load8_f32(slo + t * r + ch * CHUNK, xv);
-#pragma unroll
-            for (int b = 0; b < UP_R; ++b) {
-                const int row = r0 + b * S;
-                if (row < rows && d0 + row % UP_D < n) {
-                    float wv[CHUNK];
-                    raw[b].get(wv);
-                    part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
-                }
-            }
-        }
-    }
-}
-
-// Warp w's V (row, token) sums of part (pairs wV .. wV + V − 1 of np), as the split up kernel's loop
-// makes each: lane L adds its chunks L, L + 32, … from +0, then the butterfly; into g.
-template <int V>
-__device__ void gr_up_reduce_many(const float* part, float* g, int nch, int np) {
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    float v[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-        const int p = warp * V + i;
-        float acc = 0.0f;
-        if (p < np)
-            for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, part[p * nch + ch]);
-        v[i] = acc;
-    }
-    const float s = warp_butterfly_many<V>(v);
-    const int p = warp * V + many_index<V>(lane);
-    if (many_first<V>(lane) && p < np) g[p] = s;
-}
 template <typename WT>
 __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
@@ -498,11 +414,6 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     // memory round trip per task. (Issuing the weight loads before lo is staged measured slower on the
     // H200: 8.30 against 7.73 µs, timed alone: HC_EARLY=2 is that order where the kernel before overlaps.)
     const int tasks = rows * nch;
-#if HC_UP_SHARE
-    if (const int S = blockDim.x / nch; S > 0) {
-        if (tid < S * nch) gr_up_share_dots<WT>(w_up, slo, part, d0, n, r, rows, T, S);
-    } else
-#endif
     for (int k0 = tid; k0 < tasks; k0 += UP_B * blockDim.x) {
         RawChunk<WT> raw[UP_B];
 #if HC_EARLY >= 2
@@ -548,15 +459,6 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
     }
     __syncthreads();
     const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
-#if HC_UP_SHARE
-    const int per = (rows * T + warps - 1) / warps;  // pairs a warp, then as a power of two
-    if (per <= 1) gr_up_reduce_many<1>(part, g, nch, rows * T);
-    else if (per <= 2) gr_up_reduce_many<2>(part, g, nch, rows * T);
-    else if (per <= 4) gr_up_reduce_many<4>(part, g, nch, rows * T);
-    else if (per <= 8) gr_up_reduce_many<8>(part, g, nch, rows * T);
-    else if (per <= 16) gr_up_reduce_many<16>(part, g, nch, rows * T);
-    else
-#endif
     for (int p = warp; p < rows * T; p += warps) {
         const float* q = part + p * nch;
         float acc = 0.0f;

@@ -41,17 +41,6 @@
 #ifndef ROUTER_ONE_PASS
 #define ROUTER_ONE_PASS 1
 #endif
-// QD_SHARE_MANY (STRATA_DEFINES; 0 by default): the shared-input window kernels (qdot_rows_share, not
-// _conv) reduce a warp's R·TMAX (row, token) sums at once (common.cuh's warp_butterfly_many: the same
-// trees, R·TMAX − 1 shuffles where a butterfly each took 5·R·TMAX).
-#ifndef QD_SHARE_MANY
-#define QD_SHARE_MANY 0
-#endif
-// QD_COMBINE_MANY (STRATA_DEFINES; 0 by default): the fused down product and combination's warp keeps
-// its slot's rows' lane totals and reduces them at once (warp_butterfly_many), not a butterfly a row.
-#ifndef QD_COMBINE_MANY
-#define QD_COMBINE_MANY 0
-#endif
 // The most tokens a launch takes (a verify or prompt window).
 #define QD_MAX_T 8
 // Warps a block in the dense and gather kernels: a warp a row.
@@ -171,8 +160,9 @@ __device__ __forceinline__ void qd_row(const unsigned char* __restrict__ r, cons
 // Two rows' sums with one quantized vector v (a slot's gate and up rows): each piece's codes read once for
 // both, and both rows' loads in flight together; each sum is qd_row's.
 template <typename Q>
-__device__ __forceinline__ void qd_lanes2(const unsigned char* __restrict__ r1, const unsigned char* __restrict__ r2,
-                                          const QIn& q, int v, float& a1, float& a2) {
+__device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, const unsigned char* __restrict__ r2,
+                                        const QIn& q, int v, float* o1, float* o2) {
+    float a1 = 0.0f, a2 = 0.0f;
     for (int j = threadIdx.x % WARP; j < q.P; j += WARP) {
         const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
         const int p = QBLOCK * j % Q::BS / QBLOCK, i = v * q.P + j;
@@ -184,28 +174,8 @@ __device__ __forceinline__ void qd_lanes2(const unsigned char* __restrict__ r1, 
         a1 = __fadd_rn(a1, v1);
         a2 = __fadd_rn(a2, v2);
     }
-}
-template <typename Q>
-__device__ __forceinline__ void qd_row2(const unsigned char* __restrict__ r1, const unsigned char* __restrict__ r2,
-                                        const QIn& q, int v, float* o1, float* o2) {
-    float a1 = 0.0f, a2 = 0.0f;
-    qd_lanes2<Q>(r1, r2, q, v, a1, a2);
     *o1 = warp_butterfly(a1);
     *o2 = warp_butterfly(a2);
-}
-// One row's lane total with quantized vector v (qd_row<Q, 1>'s before its butterfly).
-template <typename Q>
-__device__ __forceinline__ float qd_lanes1(const unsigned char* __restrict__ r, const QIn& q, int v) {
-    float a = 0.0f;
-    for (int j = threadIdx.x % WARP; j < q.P; j += WARP) {
-        const int p = QBLOCK * j % Q::BS / QBLOCK, i = v * q.P + j;
-        const int4* a4 = reinterpret_cast<const int4*>(q.codes + 8 * i);
-        const int4 c0 = a4[0], c1 = a4[1];
-        const int c[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-        const int2 h = q.sum[i];
-        a = __fadd_rn(a, Q::value(r + (size_t)(QBLOCK * j / Q::BS) * Q::TS, p, c, h.x, h.y, q.d[i]));
-    }
-    return a;
 }
 
 // The block's inputs: with G (the _g kernels) x is already quantized (n vectors, made once by the
@@ -418,21 +388,6 @@ __device__ void qdot_rows_share(const unsigned char* __restrict__ w, const float
             }
         }
     }
-#if QD_SHARE_MANY
-    if constexpr (!CONV) {  // every (row, token) sum at once; lane L's is value L >> (5 − log2(R·TMAX))
-        constexpr int V = R * TMAX;
-        float v[V];
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-#pragma unroll
-            for (int t = 0; t < TMAX; ++t) v[i * TMAX + t] = acc[i][t];
-        }
-        const float sum = warp_butterfly_many<V>(v);
-        const int i = many_index<V>(lane) / TMAX, t = many_index<V>(lane) % TMAX;
-        if (many_first<V>(lane) && i < nr && t < T) y[(size_t)t * rows + row0 + i] = sum;
-        return;
-    }
-#endif
     float s[TMAX];  // this lane's row's outputs (CONV), else lane 0 writes every row's
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -683,22 +638,6 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
         r = reinterpret_cast<const unsigned char*>(qd_stage + s * part) + a;
     }
     const int v = G ? t * k + s : s;
-#if QD_COMBINE_MANY
-    if (s < k) {  // the slot's rows' lane totals, then their butterflies at once
-        float tot[QD_COMBINE_ROWS];
-#pragma unroll
-        for (int i = 0; i < QD_COMBINE_ROWS; i += 2) {
-            tot[i] = 0.0f;
-            tot[i + 1] = 0.0f;
-            if (i + 1 < nv) qd_lanes2<Q>(r + (size_t)i * row_bytes, r + (size_t)(i + 1) * row_bytes, q, v, tot[i], tot[i + 1]);
-            else if (i < nv) tot[i] = qd_lanes1<Q>(r + (size_t)i * row_bytes, q, v);
-        }
-        const int lane = threadIdx.x % WARP;
-        const float sum = warp_butterfly_many<QD_COMBINE_ROWS>(tot);
-        if (many_first<QD_COMBINE_ROWS>(lane) && many_index<QD_COMBINE_ROWS>(lane) < nv)
-            e[s][many_index<QD_COMBINE_ROWS>(lane)] = sum;
-    }
-#else
     if (s < k) {
         int i = 0;
         for (; i + 1 < nv; i += 2) {  // two rows at a time, their loads in flight together
@@ -715,7 +654,6 @@ __device__ void qdot_gather_combine_rows(const unsigned char* __restrict__ w, co
             if (threadIdx.x % WARP == 0) e[s][i] = o;
         }
     }
-#endif
     __syncthreads();
     qd_combine(e, nv, t, k, row, rows, weights, shared, sgate, y);
 }

@@ -275,25 +275,18 @@ pub fn hc_read_with(
                     let tg = v.down_tg as usize;
                     args.push(Arg::I32(tg as i32));
                     let (groups, per) = if tg > 0 { (t.div_ceil(tg), tg.min(t)) } else { (1, t) };
-                    let rpb = gpu.settings.hc_down_rows as u32;
                     (
-                        if rpb == 2 { "gr_down_split_r2" } else { "gr_down_split" },
+                        "gr_down_split",
                         LaunchConfig {
-                            grid_dim: (rows.div_ceil(rpb), groups as u32, 1),
-                            block_dim: (if rpb == 2 { 320 } else { SPLIT_THREADS }, 1, 1),
-                            shared_mem_bytes: rpb * (per * wide / 8) as u32 * 4,
+                            grid_dim: (rows, groups as u32, 1),
+                            block_dim: (SPLIT_THREADS, 1, 1),
+                            shared_mem_bytes: (per * wide / 8) as u32 * 4,
                         },
                     )
                 }
             };
             let name = w.kernel(name);
-            let f = gpu.function(&crate::ops::sources::HC_FILE, name)?;
-            if cfg.shared_mem_bytes > 48 * 1024 {
-                use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
-                f.set_attribute(MAX_SMEM, cfg.shared_mem_bytes as i32)
-                    .check("allowing the HC down kernel its shared memory")?;
-            }
-            launch(gpu, &f, name, cfg, &args)?;
+            launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)?;
         }
     }
     if run(Stage::Up) {

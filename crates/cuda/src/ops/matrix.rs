@@ -65,7 +65,7 @@ impl MatrixGpu {
     }
 
     /// A stack of experts on the device: as [`upload`](MatrixGpu::upload), but Q2_0 rows of whole pairs of
-    /// blocks go in the pair layout under `STRATA_Q2_0_PAIRS=1`.
+    /// blocks go in the pair layout unless `STRATA_Q2_0_PAIRS=0`.
     pub fn upload_experts(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
         let pairs = gpu.settings.q2_0_pairs && m.ty == GgmlType::Q2_0 && m.cols.is_multiple_of(PAIR_VALUES);
         MatrixGpu::upload_laid(gpu, m, lay, pairs)

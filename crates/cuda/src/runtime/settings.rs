@@ -25,7 +25,6 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_HC_SPLIT", "HC read: 0 plain, 1 split, 2 staged", "the plan's choice"),
     sw("STRATA_GR_UP75", "HC read: 1 the row-batched up kernel (made for sm_75), 0 not", "the plan's choice"),
     sw("STRATA_GR_DOWN_TG", "HC read: token groups of n for the split down kernel (0 none; at most 8)", "the plan's choice"),
-    sw("STRATA_HC_DOWN_ROWS", "HC read: rows a block of the split down kernel (1 or 2; 2 reads each token's xn once for two rows)", "1"),
     sw("STRATA_SM75_PERF", "1: the sm_75 variants on any card (HC split+up75+tg2, the halving scorer, the split top-k); each switch above overrides its part", "off"),
     sw("STRATA_SCORES_HALVE", "QSA scorer: 0 butterfly, 1 recursive halving", "the plan's choice"),
     sw("STRATA_TOPK_SPLIT", "QSA top-k: 0 wide (a block a query), 1 split (chunks over many blocks)", "the plan's choice"),
@@ -95,8 +94,6 @@ pub struct Settings {
     pub hc_split: Option<u8>,
     pub gr_up75: Option<bool>,
     pub gr_down_tg: Option<u8>,
-    /// `STRATA_HC_DOWN_ROWS` (1): rows a block of the split HC down kernel (hc.cu's `gr_down_split_r2` at 2).
-    pub hc_down_rows: usize,
     pub sm75_perf: bool,
     pub scores_halve: Option<bool>,
     pub topk_split: Option<bool>,
@@ -124,8 +121,8 @@ pub struct Settings {
     /// `STRATA_COMBINE_STAGE` (on): the fused down product and combination over inputs quantized once
     /// copies each slot's rows into shared memory where they fit (`_g_gather_combine_st`).
     pub combine_stage: bool,
-    /// `STRATA_Q2_0_PAIRS=1`: the experts' Q2_0 matrices in the pair layout (ops/matrix.rs
-    /// `pair_q2_0_blocks`), run by qdot.cu's `qdot_q2_0p` kernels.
+    /// `STRATA_Q2_0_PAIRS` (on): the experts' Q2_0 matrices in the pair layout (ops/matrix.rs
+    /// `pair_q2_0_blocks`), run by qdot.cu's `qdot_q2_0p` kernels; `0` keeps the file's layout.
     pub q2_0_pairs: bool,
     pub router_quantize: bool,
     pub gdn_quantize: bool,
@@ -166,7 +163,6 @@ impl Settings {
             hc_split: r.number("STRATA_HC_SPLIT", 0..=2).map(|v| v as u8),
             gr_up75: r.flag("STRATA_GR_UP75"),
             gr_down_tg: r.number("STRATA_GR_DOWN_TG", 0..=8).map(|v| v as u8),
-            hc_down_rows: r.number("STRATA_HC_DOWN_ROWS", 1..=2).unwrap_or(1),
             sm75_perf: r.flag("STRATA_SM75_PERF").unwrap_or(false),
             scores_halve: r.flag("STRATA_SCORES_HALVE"),
             topk_split: r.flag("STRATA_TOPK_SPLIT"),

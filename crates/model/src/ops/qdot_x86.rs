@@ -57,6 +57,9 @@ enum Form {
     Halves,
     /// Q4_K: unsigned weights, `fma((c · d[j]), Σ w·q, −((m · d[j]) · Σ q))`.
     WithMin,
+    /// Q2_0 and Q4_0: weights w = u − o with unsigned codes u, so `Σ w·q = Σ u·q − o·Σ q` (the same
+    /// integer, exactly: no sign or magnitude steps a piece), then `(c · d[j]) · Σ w·q` as Scaled.
+    Offset,
 }
 
 /// Up to eight pieces of one row, unpacked.
@@ -69,6 +72,8 @@ struct Group {
     w: [__m256i; GROUP],
     /// Q6_K's integer scales, one a 16-bit lane, for each piece's pairs of products.
     halves: [__m256i; GROUP],
+    /// Offset's o, as a left shift (1 for Q2_0, 8 for Q4_0).
+    off_shift: i32,
     c: __m256,
     m: __m256,
 }
@@ -78,7 +83,8 @@ impl Group {
     unsafe fn new() -> Group {
         let zero = _mm256_setzero_si256();
         let f = _mm256_setzero_ps();
-        Group { form: Form::Scaled, n: 0, u: [zero; GROUP], w: [zero; GROUP], halves: [zero; GROUP], c: f, m: f }
+        let halves = [zero; GROUP];
+        Group { form: Form::Scaled, n: 0, u: [zero; GROUP], w: [zero; GROUP], halves, off_shift: 0, c: f, m: f }
     }
 }
 
@@ -180,6 +186,16 @@ unsafe fn values<D: Dot>(g: &Group, x: &QInput, j0: usize) -> __m256 {
     } else {
         (sums::<D>(g, x, j0, g.n), load_f32(&x.d[j0..], g.n))
     };
+    let s = if g.form == Form::Offset {
+        let qs = if g.n == GROUP {
+            _mm256_loadu_si256(x.sum.as_ptr().add(j0) as *const __m256i)
+        } else {
+            load_i32(&x.sum[j0..], g.n)
+        };
+        _mm256_sub_epi32(s, _mm256_sllv_epi32(qs, _mm256_set1_epi32(g.off_shift)))
+    } else {
+        s
+    };
     let s = _mm256_cvtepi32_ps(s); // exact: the contract keeps each sum below 2^24
     let cd = _mm256_mul_ps(g.c, d);
     match g.form {
@@ -205,7 +221,7 @@ unsafe fn sums<D: Dot>(g: &Group, x: &QInput, j0: usize, n: usize) -> __m256i {
     for (i, p) in p.iter_mut().enumerate().take(n) {
         let q = _mm256_loadu_si256(x.q.as_ptr().add((j0 + i) * QBLOCK) as *const __m256i);
         *p = match g.form {
-            Form::WithMin => D::dot(zero, g.u[i], q),
+            Form::WithMin | Form::Offset => D::dot(zero, g.u[i], q),
             Form::Scaled => D::dot(zero, g.u[i], _mm256_sign_epi8(q, g.w[i])),
             Form::Halves => D::dot_scaled(g.u[i], _mm256_sign_epi8(q, g.w[i]), g.halves[i]),
         };
@@ -312,32 +328,41 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
                 let p3 = _mm_and_si128(_mm_srli_epi16(v, 6), m);
                 let (a, c2) = (_mm_unpacklo_epi8(p0, p1), _mm_unpacklo_epi8(p2, p3));
                 let (a2, c3) = (_mm_unpackhi_epi8(p0, p1), _mm_unpackhi_epi8(p2, p3));
-                let w0 = _mm256_set_m128i(_mm_unpackhi_epi16(a, c2), _mm_unpacklo_epi16(a, c2));
-                let w1 = _mm256_set_m128i(_mm_unpackhi_epi16(a2, c3), _mm_unpacklo_epi16(a2, c3));
-                g.w[2 * k] = _mm256_sub_epi8(w0, _mm256_set1_epi8(1));
-                g.w[2 * k + 1] = _mm256_sub_epi8(w1, _mm256_set1_epi8(1));
+                // The codes 0..3 themselves (the weight is the code − 1: Form::Offset).
+                g.u[2 * k] = _mm256_set_m128i(_mm_unpackhi_epi16(a, c2), _mm_unpacklo_epi16(a, c2));
+                g.u[2 * k + 1] = _mm256_set_m128i(_mm_unpackhi_epi16(a2, c3), _mm_unpacklo_epi16(a2, c3));
                 let d = u16::from_le_bytes([b[0], b[1]]);
                 (h[2 * k], h[2 * k + 1]) = (d, d);
             }
-            g.n = 2 * nb;
+            (g.form, g.n, g.off_shift) = (Form::Offset, 2 * nb, 0);
             g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
-            return magnitudes(g);
+            return;
         }
-        Q8_0 | Q4_0 | IQ4_NL => {
+        Q4_0 => {
+            let mut h = [0u16; GROUP];
+            for k in 0..nb {
+                let b = &bytes[k * ts..];
+                h[k] = u16::from_le_bytes([b[0], b[1]]);
+                g.u[k] = nibbles(b); // the weight is the nibble − 8: Form::Offset
+            }
+            (g.form, g.n, g.off_shift) = (Form::Offset, nb, 3);
+            g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
+            return;
+        }
+        Q8_0 | IQ4_NL => {
             let mut h = [0u16; GROUP];
             for k in 0..nb {
                 let b = &bytes[k * ts..];
                 h[k] = u16::from_le_bytes([b[0], b[1]]);
                 g.w[k] = match K {
                     Q8_0 => _mm256_loadu_si256(b.as_ptr().add(2) as *const __m256i),
-                    Q4_0 => _mm256_sub_epi8(nibbles(b), _mm256_set1_epi8(8)),
                     _ => {
                         let t = _mm_loadu_si128(quant::IQ4_NL_VALUES.as_ptr() as *const __m128i);
                         _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(t), nibbles(b))
                     }
                 };
             }
-            g.n = nb;
+            (g.form, g.n) = (Form::Scaled, nb);
             g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
             return magnitudes(g);
         }

@@ -250,26 +250,30 @@ unsafe fn add_lanes(lane: &mut [f32], v: __m256, n: usize) {
         let l = _mm256_loadu_ps(lane.as_ptr());
         _mm256_storeu_ps(lane.as_mut_ptr(), _mm256_add_ps(l, v));
     } else {
-        let mut t = [0f32; GROUP];
-        _mm256_storeu_ps(t.as_mut_ptr(), v);
-        for (l, t) in lane.iter_mut().zip(t).take(n) {
-            *l += t;
-        }
+        // The first n lanes only, by masked moves (the others neither read nor written).
+        let m = first(n);
+        let l = _mm256_maskload_ps(lane.as_ptr(), m);
+        _mm256_maskstore_ps(lane.as_mut_ptr(), m, _mm256_add_ps(l, v));
     }
 }
 
+/// A mask of the first n of eight 32-bit lanes.
+#[inline(always)]
+unsafe fn first(n: usize) -> __m256i {
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+}
+
+/// The first n values of v (n ≤ 8, all inside v), the rest zero.
 #[inline(always)]
 unsafe fn load_f32(v: &[f32], n: usize) -> __m256 {
-    let mut t = [0f32; GROUP];
-    t[..n].copy_from_slice(&v[..n]);
-    _mm256_loadu_ps(t.as_ptr())
+    assert!(n <= v.len().min(GROUP));
+    _mm256_maskload_ps(v.as_ptr(), first(n))
 }
 
 #[inline(always)]
 unsafe fn load_i32(v: &[i32], n: usize) -> __m256i {
-    let mut t = [0i32; GROUP];
-    t[..n].copy_from_slice(&v[..n]);
-    _mm256_loadu_si256(t.as_ptr() as *const __m256i)
+    assert!(n <= v.len().min(GROUP));
+    _mm256_maskload_epi32(v.as_ptr(), first(n))
 }
 
 fn f16(b: &[u8], at: usize) -> f32 {

@@ -53,10 +53,9 @@ fn place(outs: &mut [Vec<f32>], r0: usize, vals: &[f32]) {
 }
 
 /// A batch of misses, each expert with its inputs, `down·(silu(gate·x) ⊙ (up·x))` for each: the gate
-/// and up products of every expert, then the
-/// down products, each cut into tasks over the host's threads (a few rows of an expert a task, so a
-/// batch of fewer experts than threads still keeps them all busy). Rows are independent: how they are
-/// cut changes no bit.
+/// and up products of every expert, then the down products, each cut into tasks over the host's threads
+/// (a few rows of an expert a task, so a batch of fewer experts than threads still keeps them all busy).
+/// Rows are independent: how they are cut changes no bit.
 pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> {
     let parts = (2 * rayon::current_num_threads()).div_ceil(batch.len().max(1));
     let inputs: Vec<Inputs> = batch.iter().map(|(_, xs)| Inputs::new(xs)).collect();

@@ -187,12 +187,7 @@ unsafe fn values<D: Dot>(g: &Group, x: &QInput, j0: usize) -> __m256 {
         (sums::<D>(g, x, j0, g.n), load_f32(&x.d[j0..], g.n))
     };
     let s = if g.form == Form::Offset {
-        let qs = if g.n == GROUP {
-            _mm256_loadu_si256(x.sum.as_ptr().add(j0) as *const __m256i)
-        } else {
-            load_i32(&x.sum[j0..], g.n)
-        };
-        _mm256_sub_epi32(s, _mm256_sllv_epi32(qs, _mm256_set1_epi32(g.off_shift)))
+        _mm256_sub_epi32(s, _mm256_sllv_epi32(code_sums(g, x, j0), _mm256_set1_epi32(g.off_shift)))
     } else {
         s
     };
@@ -200,16 +195,21 @@ unsafe fn values<D: Dot>(g: &Group, x: &QInput, j0: usize) -> __m256 {
     let cd = _mm256_mul_ps(g.c, d);
     match g.form {
         Form::WithMin => {
-            let qs = if g.n == GROUP {
-                _mm256_loadu_si256(x.sum.as_ptr().add(j0) as *const __m256i)
-            } else {
-                load_i32(&x.sum[j0..], g.n)
-            };
-            let qs = _mm256_cvtepi32_ps(qs);
+            let qs = _mm256_cvtepi32_ps(code_sums(g, x, j0));
             let b = _mm256_mul_ps(_mm256_mul_ps(g.m, d), qs);
             _mm256_fmadd_ps(cd, s, _mm256_xor_ps(b, _mm256_set1_ps(-0.0)))
         }
         _ => _mm256_mul_ps(cd, s),
+    }
+}
+
+/// The input's code sums of the group's pieces (j0 ..), one a lane.
+#[inline(always)]
+unsafe fn code_sums(g: &Group, x: &QInput, j0: usize) -> __m256i {
+    if g.n == GROUP {
+        _mm256_loadu_si256(x.sum.as_ptr().add(j0) as *const __m256i)
+    } else {
+        load_i32(&x.sum[j0..], g.n)
     }
 }
 
@@ -276,6 +276,12 @@ unsafe fn load_i32(v: &[i32], n: usize) -> __m256i {
     _mm256_maskload_epi32(v.as_ptr(), first(n))
 }
 
+/// Eight fp16 scales as f32, exactly (as `f16_to_f32`).
+#[inline(always)]
+unsafe fn f16x8(h: &[u16; GROUP]) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+}
+
 fn f16(b: &[u8], at: usize) -> f32 {
     quant::f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
 }
@@ -339,7 +345,7 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
                 (h[2 * k], h[2 * k + 1]) = (d, d);
             }
             (g.form, g.n, g.off_shift) = (Form::Offset, 2 * nb, 0);
-            g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
+            g.c = f16x8(&h);
             return;
         }
         Q4_0 => {
@@ -350,7 +356,7 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
                 g.u[k] = nibbles(b); // the weight is the nibble − 8: Form::Offset
             }
             (g.form, g.n, g.off_shift) = (Form::Offset, nb, 3);
-            g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
+            g.c = f16x8(&h);
             return;
         }
         Q8_0 | IQ4_NL => {
@@ -367,7 +373,7 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
                 };
             }
             (g.form, g.n) = (Form::Scaled, nb);
-            g.c = _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i)); // exact, as f16_to_f32
+            g.c = f16x8(&h);
             return magnitudes(g);
         }
         _ => unreachable!("kernel {K} is not a § qdot type"),

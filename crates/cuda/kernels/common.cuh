@@ -339,6 +339,21 @@ __device__ __forceinline__ void grid_dep_wait() {
 #endif
 }
 
+// Thread-block clusters (sm_90 and later): this CTA's rank in its cluster, and a barrier of the whole
+// cluster (arrive is a release, wait an acquire, so every write before it, to global or shared memory, is
+// seen by every thread of the cluster after it). qsa.cu's cluster top-k and gdn.cu's split delta rule.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+#endif
+
 // Causal depthwise conv of K taps of channel ch, then silu (docs/ARITHMETIC.md § gdn; gdn.cu's conv and
 // qdot.cu's conv epilogue): frames are the K − 1 kept ones (oldest first)
 // and the window's tokens in order; the K − 1 newest are kept. KC > 0: K = KC known when compiled, so

@@ -133,9 +133,10 @@ extern "C" __global__ void gdn_conv_norm(const float* __restrict__ u, float* __r
 template <bool QY>
 __device__ void gdn_out_norm_rows(const float* __restrict__ o, const float* __restrict__ z,
                                   const float* __restrict__ w, float* __restrict__ y, float eps, int hv, int S, int T,
-                                  int j, int4* __restrict__ yq = nullptr) {
-    const int warp = threadIdx.x / WARP, warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
-    for (int t = warp; t < T; t += warps) {
+                                  int j, int4* __restrict__ yq = nullptr, int cta = 0, int ctas = 1) {
+    // Warp w of CTA `cta` of the head's `ctas` takes tokens cta·warps + w, then every ctas·warps on.
+    const int warps = blockDim.x / WARP, warp = cta * warps + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    for (int t = warp; t < T; t += ctas * warps) {
         const size_t base = ((size_t)t * hv + j) * S;
         // A lane's values d = lane, lane + 32, … (S ≤ 32·NORM_HELD), their gammas and gates, asked for before
         // the norm's sum, so that the loop below waits on none of them: in it each round waited out a round
@@ -234,15 +235,17 @@ extern "C" __global__ void gdn_delta(float* __restrict__ M, const float* __restr
 // each token's q and k are L2-normalised in shared memory after they are loaded, by qk_norm_head as
 // gdn_conv_norm does (q then scaled by qscale). QY (the `_nq` kernels, STRATA_GDN_QUANTIZE=1): y is also
 // quantized into yq for the output product (gdn_out_norm_rows), which then needs no `_quantize` launch.
-template <int S, int P, bool NORM = false, bool QY = false>
+template <int S, int P, bool NORM = false, bool QY = false, int G = 1>
 __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,
                                const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int T,
                                const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y,
                                float eps, float qscale = 0.0f, int4* __restrict__ yq = nullptr,
                                float* __restrict__ slots = nullptr) {
-    constexpr int R = S / P;
+    constexpr int R = S / P, SB = S / G, NT = SB * P;  // rows a thread, columns and threads a CTA
+    constexpr int QN = (S + NT - 1) / NT;               // q and k values a thread loads
     __shared__ float qk[2 * S];
-    const int j = blockIdx.x, b = threadIdx.x / P, part = threadIdx.x % P, i = j % hk;
+    const int j = blockIdx.x / G, g = blockIdx.x % G, i = j % hk;
+    const int b = g * SB + threadIdx.x / P, part = threadIdx.x % P;
     const int lane0 = (threadIdx.x % WARP) - part;  // the column's first thread, as a lane
     float* m = M + (size_t)j * S * S + (size_t)part * R * S;
     float col[R];
@@ -250,14 +253,18 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     for (int a = 0; a < R; ++a) col[a] = m[(size_t)a * S + b];
     grid_dep_wait();
 #if GDN_FETCH_NEXT
-    // Token t + 1's inputs asked for while token t runs (threads a < S its q and k values, every thread
-    // its column's v, the head's decay and beta), so that no token waits out their round trip.
-    float nq = 0.0f, nk = 0.0f, nv, ndec, nbeta;
+    // Token t + 1's inputs asked for while token t runs (q and k values a = threadIdx.x, + NT, …, every
+    // thread its column's v, the head's decay and beta), so that no token waits out their round trip.
+    float nq[QN], nk[QN], nv, ndec, nbeta;
     const auto fetch = [&](int t) {
         const float* row = conv + (size_t)t * C;
-        if (threadIdx.x < S) {
-            nq = row[(size_t)i * S + threadIdx.x];
-            nk = row[(size_t)hk * S + (size_t)i * S + threadIdx.x];
+#pragma unroll
+        for (int e = 0; e < QN; ++e) {
+            const int a = threadIdx.x + e * NT;
+            if (a < S) {
+                nq[e] = row[(size_t)i * S + a];
+                nk[e] = row[(size_t)hk * S + (size_t)i * S + a];
+            }
         }
         nv = row[(size_t)2 * hk * S + (size_t)j * S + b];
         ndec = decay[(size_t)t * hv + j];
@@ -268,22 +275,26 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     for (int t = 0; t < T; ++t) {
         __syncthreads();
 #if GDN_FETCH_NEXT
-        if (threadIdx.x < S) {
-            qk[threadIdx.x] = nq;
-            qk[S + threadIdx.x] = nk;
+#pragma unroll
+        for (int e = 0; e < QN; ++e) {
+            const int a = threadIdx.x + e * NT;
+            if (a < S) {
+                qk[a] = nq[e];
+                qk[S + a] = nk[e];
+            }
         }
         const float dec = ndec, beta = nbeta, v = nv;
         if (t + 1 < T) fetch(t + 1);
 #else
         const float* row = conv + (size_t)t * C;
-        for (int a = threadIdx.x; a < S; a += S * P) {
+        for (int a = threadIdx.x; a < S; a += NT) {
             qk[a] = row[(size_t)i * S + a];
             qk[S + a] = row[(size_t)hk * S + (size_t)i * S + a];
         }
 #endif
         __syncthreads();
         if constexpr (NORM) {
-            const int warp = threadIdx.x / WARP, last = (S * P) / WARP - 1;
+            const int warp = threadIdx.x / WARP, last = NT / WARP - 1;
             if (warp == 0) qk_norm_head(qk, S, true, qscale);
             if (warp == min(1, last)) qk_norm_head(qk + S, S, false, qscale);
             __syncthreads();
@@ -326,6 +337,13 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     }
 #pragma unroll
     for (int a = 0; a < R; ++a) m[(size_t)a * S + b] = col[a];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (G > 1) {
+        cluster_sync();  // the head's o rows written by all its CTAs, and seen by each
+        gdn_out_norm_rows<QY>(o, z, wn, y, eps, hv, S, T, j, yq, g, G);
+        return;
+    }
+#endif
     __syncthreads();  // the block's o rows written
     gdn_out_norm_rows<QY>(o, z, wn, y, eps, hv, S, T, j, yq);
 }
@@ -359,3 +377,40 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
 GDN_DELTA_COLS(32, 1)
 GDN_DELTA_COLS(64, 1)
 GDN_DELTA_COLS(128, 2)
+
+// The rule split over a head's columns (STRATA_GDN_SPLIT=G, sm_90 and later): a cluster of G CTAs a value
+// head, CTA g taking columns g·S/G .. (g + 1)·S/G − 1 with the same threads a column, so a window's tokens
+// run on G times the multiprocessors and each writes 1/G of the state and its rewind slots. A column's
+// chains need only its own column, q, k and v: the same operations in the same order. The head's output
+// norm reads all its columns' o, so the cluster meets at a barrier first, then CTA g's warps take their
+// share of the tokens (gdn_out_norm_rows' cta, ctas).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GDN_DELTA_SPLIT(S, P, G)                                                                               \
+    extern "C" __global__ void __cluster_dims__(G, 1, 1) __launch_bounds__(S / G * P) gdn_delta_##S##_c##G(   \
+        float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
+        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
+        float* slots) {                                                                                        \
+        gdn_delta_cols<S, P, false, false, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, 0.0f,     \
+                                              nullptr, slots);                                                 \
+    }                                                                                                          \
+    extern "C" __global__ void __cluster_dims__(G, 1, 1) __launch_bounds__(S / G * P) gdn_delta_##S##_n_c##G( \
+        float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
+        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
+        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
+        float qscale, float* slots) {                                                                          \
+        gdn_delta_cols<S, P, true, false, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale,    \
+                                             nullptr, slots);                                                  \
+    }                                                                                                          \
+    extern "C" __global__ void __cluster_dims__(G, 1, 1) __launch_bounds__(S / G * P)                          \
+        gdn_delta_##S##_nq_c##G(float* __restrict__ M, const float* __restrict__ conv,                         \
+                                const float* __restrict__ decay, const float* __restrict__ betas,              \
+                                float* __restrict__ o, int C, int hk, int hv, int S_, int T,                   \
+                                const float* __restrict__ z, const float* __restrict__ wn,                     \
+                                float* __restrict__ y, float eps, float qscale, int4* yq, float* slots) {      \
+        gdn_delta_cols<S, P, true, true, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, yq, \
+                                            slots);                                                            \
+    }
+GDN_DELTA_SPLIT(128, 2, 2)
+GDN_DELTA_SPLIT(128, 2, 4)
+#endif

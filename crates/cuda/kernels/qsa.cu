@@ -429,16 +429,6 @@ extern "C" __global__ void qsa_topk_split_emit(const float* __restrict__ scores,
 #if __CUDA_ARCH__ >= 900
 #define CLUSTER 8
 
-__device__ __forceinline__ u32 cluster_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-}
-
 // A u32 of CTA `rank`'s shared memory at the address of `p` in ours.
 __device__ __forceinline__ u32 dsmem_load(const void* p, u32 rank) {
     const u32 local = (u32)__cvta_generic_to_shared(p);

@@ -246,21 +246,31 @@ pub fn gdn(
     } else {
         None
     };
-    let (name, threads, shared) = match (s, fuse, yq.is_some()) {
-        (32, false, _) => ("gdn_delta_32", 32, 0),
-        (64, false, _) => ("gdn_delta_64", 64, 0),
-        (128, false, _) => ("gdn_delta_128", 256, 0),
-        (32, true, false) => ("gdn_delta_32_n", 32, 0),
-        (64, true, false) => ("gdn_delta_64_n", 64, 0),
-        (128, true, false) => ("gdn_delta_128_n", 256, 0),
-        (32, true, true) => ("gdn_delta_32_nq", 32, 0),
-        (64, true, true) => ("gdn_delta_64_nq", 64, 0),
-        (128, true, true) => ("gdn_delta_128_nq", 256, 0),
+    // STRATA_GDN_SPLIT=G (2 or 4): the register kernels of S = 128 by a cluster of G CTAs a head (sm_90 and
+    // later), each a G-th of the head's columns and of its threads.
+    let split = if s == 128 && gpu.arch.0 >= 9 { gpu.settings.gdn_split } else { 1 };
+    let (name, threads, shared) = match (s, fuse, yq.is_some(), split) {
+        (32, false, _, _) => ("gdn_delta_32", 32, 0),
+        (64, false, _, _) => ("gdn_delta_64", 64, 0),
+        (128, false, _, 2) => ("gdn_delta_128_c2", 128, 0),
+        (128, false, _, 4) => ("gdn_delta_128_c4", 64, 0),
+        (128, false, _, _) => ("gdn_delta_128", 256, 0),
+        (32, true, false, _) => ("gdn_delta_32_n", 32, 0),
+        (64, true, false, _) => ("gdn_delta_64_n", 64, 0),
+        (128, true, false, 2) => ("gdn_delta_128_n_c2", 128, 0),
+        (128, true, false, 4) => ("gdn_delta_128_n_c4", 64, 0),
+        (128, true, false, _) => ("gdn_delta_128_n", 256, 0),
+        (32, true, true, _) => ("gdn_delta_32_nq", 32, 0),
+        (64, true, true, _) => ("gdn_delta_64_nq", 64, 0),
+        (128, true, true, 2) => ("gdn_delta_128_nq_c2", 128, 0),
+        (128, true, true, 4) => ("gdn_delta_128_nq_c4", 64, 0),
+        (128, true, true, _) => ("gdn_delta_128_nq", 256, 0),
         _ => ("gdn_delta", s.max(32), 2 * s * 4),
     };
+    let ctas = if name.ends_with("_c2") { 2 } else if name.ends_with("_c4") { 4 } else { 1 };
     let f = gpu.function(&crate::ops::sources::GDN_FILE, name)?;
     let cfg = LaunchConfig {
-        grid_dim: (hv as u32, 1, 1),
+        grid_dim: ((hv * ctas) as u32, 1, 1),
         block_dim: (threads as u32, 1, 1),
         shared_mem_bytes: shared as u32,
     };

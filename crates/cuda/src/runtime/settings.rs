@@ -52,6 +52,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
+    sw("STRATA_GDN_SPLIT", "2 or 4: the GDN rule of a head of 128 columns by a cluster of that many blocks (sm_90+)", "1"),
     sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
     sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
     sw("STRATA_PLE_SPLIT", "0: the PLE gate by one block a token, not a thread a chunk of 8", "on"),
@@ -127,6 +128,9 @@ pub struct Settings {
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
+    /// `STRATA_GDN_SPLIT` (1): CTAs a value head of the GDN rule (2 or 4: a cluster of them, each a share
+    /// of the head's columns; gdn.cu's `gdn_delta_128*_c<G>`, sm_90 and later).
+    pub gdn_split: usize,
     pub qkv_once: bool,
     pub kv_fuse: bool,
     pub ple_split: bool,
@@ -196,6 +200,7 @@ impl Settings {
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
+            gdn_split: r.choice("STRATA_GDN_SPLIT", &[("1", 1), ("2", 2), ("4", 4)]),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),
@@ -380,6 +385,14 @@ mod tests {
         assert_eq!((s.qdot_narrow, notes.len()), (true, 0));
         let (s, notes) = read(&[("STRATA_QDOT_NARROW", "yes")]);
         assert_eq!((s.qdot_narrow, notes.len()), (false, 1), "{notes:?}");
+    }
+
+    #[test]
+    fn the_gdn_split_is_one_two_or_four() {
+        assert_eq!(Settings::default().gdn_split, 1);
+        assert_eq!(read(&[("STRATA_GDN_SPLIT", "4")]).0.gdn_split, 4);
+        let (s, notes) = read(&[("STRATA_GDN_SPLIT", "3")]);
+        assert!(s.gdn_split == 1 && notes.len() == 1 && notes[0].starts_with("STRATA_GDN_SPLIT"), "{notes:?}");
     }
 
     #[test]

@@ -267,7 +267,13 @@ pub fn gdn(
         (128, true, true, _) => ("gdn_delta_128_nq", 256, 0),
         _ => ("gdn_delta", s.max(32), 2 * s * 4),
     };
-    let ctas = if name.ends_with("_c2") { 2 } else if name.ends_with("_c4") { 4 } else { 1 };
+    let ctas = if name.ends_with("_c2") {
+        2
+    } else if name.ends_with("_c4") {
+        4
+    } else {
+        1
+    };
     let f = gpu.function(&crate::ops::sources::GDN_FILE, name)?;
     let cfg = LaunchConfig {
         grid_dim: ((hv * ctas) as u32, 1, 1),

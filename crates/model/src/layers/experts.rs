@@ -97,3 +97,28 @@ pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> 
     }
     outs
 }
+
+/// The outputs of a window's slots that `ids` names (slot i is token i / k's expert of rank i % k;
+/// `None`: a slot computed elsewhere), each expert computed once for the tokens that chose it, in one
+/// batch over the host's threads ([`batch_outputs`]). `xs` holds the window's T inputs of n values.
+pub fn slot_outputs(w: &MoeWeights, xs: &[&[f32]], ids: &[Option<usize>], k: usize, f: usize) -> Vec<Option<Vec<f32>>> {
+    // Each expert asked for, with the slots that chose it (ascending: a token's input once per slot).
+    let mut users: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (slot, id) in ids.iter().enumerate() {
+        if let Some(e) = id {
+            users.entry(*e).or_default().push(slot);
+        }
+    }
+    let n = xs.first().map_or(0, |x| x.len());
+    let batch: Vec<_> = users
+        .iter()
+        .map(|(&e, slots)| (ExpertRows::of(w, e, f, n), slots.iter().map(|&s| xs[s / k]).collect::<Vec<_>>()))
+        .collect();
+    let mut out = vec![None; ids.len()];
+    for (slots, ys) in users.values().zip(batch_outputs(&batch)) {
+        for (&s, y) in slots.iter().zip(ys) {
+            out[s] = Some(y);
+        }
+    }
+    out
+}

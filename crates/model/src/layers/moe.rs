@@ -1,6 +1,6 @@
 //! The mixture of experts with its shared expert (spec §7; docs/ARITHMETIC.md § moe).
 
-use super::experts::{self, ExpertRows};
+use super::experts;
 use crate::ops::act::{glu, sigmoid};
 use crate::ops::matvec::Inputs;
 use crate::ops::softmax::softmax_inplace;
@@ -95,7 +95,8 @@ pub fn moe_routed(
 }
 
 /// Each token's routed outputs in rank order: every expert the window uses computed once for the tokens
-/// that chose it, by the miss kernels where `misses` says, else by this back-end's products.
+/// that chose it, by the miss kernels where `misses` says (`experts::slot_outputs`), else by this
+/// back-end's products.
 fn slot_outputs(
     w: &MoeWeights,
     xs: &[&[f32]],
@@ -103,24 +104,23 @@ fn slot_outputs(
     f: usize,
     misses: Option<Misses>,
 ) -> Vec<Vec<Vec<f32>>> {
-    // Each expert the window uses, with the (token, rank) pairs that chose it.
+    let k = routes.first().map_or(0, |(ids, _)| ids.len());
+    let missed = |e: usize| misses.is_some_and(|m| m(e));
+    let asked: Vec<Option<usize>> =
+        routes.iter().flat_map(|(ids, _)| ids.iter().map(|&e| missed(e).then_some(e))).collect();
+    let mut host = experts::slot_outputs(w, xs, &asked, k, f).into_iter();
+    // The rest: each expert the window uses, with the (token, rank) pairs that chose it.
     let mut users: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
     for (t, (ids, _)) in routes.iter().enumerate() {
-        for (rank, &e) in ids.iter().enumerate() {
+        for (rank, &e) in ids.iter().enumerate().filter(|&(_, &e)| !missed(e)) {
             users.entry(e).or_default().push((t, rank));
         }
     }
-    let (missed, resident): (Vec<_>, Vec<_>) = users.into_iter().partition(|(e, _)| misses.is_some_and(|m| m(*e)));
-    let inputs_of = |who: &[(usize, usize)]| -> Vec<&[f32]> { who.iter().map(|&(t, _)| xs[t]).collect() };
-    let batch: Vec<_> = missed.iter().map(|(e, who)| (ExpertRows::of(w, *e, f, xs[0].len()), inputs_of(who))).collect();
-    let computed = resident
-        .iter()
-        .map(|(e, who)| expert(w, &inputs_of(who), f, *e))
-        .chain(experts::batch_outputs(&batch))
-        .collect::<Vec<_>>();
-    let mut slots: Vec<Vec<Vec<f32>>> = routes.iter().map(|(ids, _)| vec![Vec::new(); ids.len()]).collect();
-    for ((_, who), ys) in resident.iter().chain(&missed).zip(computed) {
-        for (&(t, rank), y) in who.iter().zip(ys) {
+    let mut slots: Vec<Vec<Vec<f32>>> =
+        routes.iter().map(|(ids, _)| ids.iter().map(|_| host.next().flatten().unwrap_or_default()).collect()).collect();
+    for (e, who) in users {
+        let inputs: Vec<&[f32]> = who.iter().map(|&(t, _)| xs[t]).collect();
+        for (&(t, rank), y) in who.iter().zip(expert(w, &inputs, f, e)) {
             slots[t][rank] = y;
         }
     }

@@ -1,0 +1,163 @@
+//! The host's half of a pass whose routed experts are not all on the card (docs/PLACEMENT.md, "On the
+//! GPU"): a mailbox in memory both sides see (mapped pinned memory beside a card; any memory in the
+//! tests), and the loop that computes, layer by layer, the slots the card does not hold.
+//!
+//! One request at a time, since the card runs its layers in order and waits for each answer:
+//! 1. the card writes the layer, the window's T, each slot's expert (−1 for a slot it computes itself)
+//!    and the MoE input, then sets `asked` to 1;
+//! 2. the host sees `asked`, clears it, computes the named slots from the experts' bytes
+//!    (`layers/experts.rs`, the same bits as the card's kernels), writes their outputs, sets `done`;
+//! 3. the card sees `done`, clears it, and takes the outputs into the MoE combination.
+//!
+//! Flags are 1 or 0, never counters, so a recorded graph asks the same way at every replay.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use strata_model::layers::experts::slot_outputs;
+use strata_model::weights::MoeWeights;
+
+/// The most tokens a request holds (a verify or prompt window).
+pub const MAX_T: usize = 8;
+/// The most slots a token holds (the GPU router's bound, ops/moe.rs).
+pub const MAX_K: usize = 64;
+
+const ASKED: usize = 0;
+const DONE: usize = 1;
+const LAYER: usize = 2;
+const TOKENS: usize = 3;
+const IDS: usize = 4;
+
+/// The mailbox's words: the flags, the layer and T, then `MAX_T·k` slot ids, `MAX_T·n` input values and
+/// `MAX_T·k·n` output values (f32 bits).
+pub struct Mailbox<'m> {
+    words: &'m [AtomicU32],
+    k: usize,
+    n: usize,
+}
+
+/// Why a request was not answered.
+#[derive(Debug, PartialEq)]
+pub enum MissError {
+    /// No request came in the time allowed (the card stopped, or never asked).
+    Silent(Duration),
+    /// A request's numbers that no pass could have written.
+    Bad(String),
+}
+
+impl std::fmt::Display for MissError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            MissError::Silent(d) => write!(f, "the card asked for no host experts in {:.1} s", d.as_secs_f64()),
+            MissError::Bad(what) => write!(f, "a host-experts request with {what}"),
+        }
+    }
+}
+
+impl<'m> Mailbox<'m> {
+    /// Words a mailbox of k slots a token and inputs of n values takes.
+    pub fn words(k: usize, n: usize) -> usize {
+        IDS + MAX_T * k + MAX_T * n + MAX_T * k * n
+    }
+
+    /// The mailbox over `words` (at least [`Mailbox::words`] of them).
+    pub fn new(words: &'m [AtomicU32], k: usize, n: usize) -> Mailbox<'m> {
+        assert!(k <= MAX_K && words.len() >= Self::words(k, n), "a mailbox too small for k = {k}, n = {n}");
+        Mailbox { words, k, n }
+    }
+
+    fn x_at(&self) -> usize {
+        IDS + MAX_T * self.k
+    }
+
+    fn out_at(&self) -> usize {
+        self.x_at() + MAX_T * self.n
+    }
+
+    /// The card's side of step 1 (the tests play the card with it): a request for `layer`'s slots
+    /// `ids` (T·k of them, None where the card computes the slot) over the inputs `xs`.
+    pub fn ask(&self, layer: usize, ids: &[Option<usize>], xs: &[&[f32]]) {
+        let w = self.words;
+        w[LAYER].store(layer as u32, Ordering::Relaxed);
+        w[TOKENS].store(xs.len() as u32, Ordering::Relaxed);
+        for (i, id) in ids.iter().enumerate() {
+            w[IDS + i].store(id.map_or(u32::MAX, |e| e as u32), Ordering::Relaxed);
+        }
+        for (t, x) in xs.iter().enumerate() {
+            for (i, v) in x.iter().enumerate() {
+                w[self.x_at() + t * self.n + i].store(v.to_bits(), Ordering::Relaxed);
+            }
+        }
+        w[ASKED].store(1, Ordering::Release);
+    }
+
+    /// The card's side of step 3: whether the host has answered.
+    pub fn answered(&self) -> bool {
+        self.words[DONE].load(Ordering::Acquire) == 1
+    }
+
+    /// Slot `slot`'s output as the host wrote it.
+    pub fn output(&self, slot: usize) -> Vec<f32> {
+        let at = self.out_at() + slot * self.n;
+        self.words[at..at + self.n].iter().map(|v| f32::from_bits(v.load(Ordering::Relaxed))).collect()
+    }
+
+    /// The card's clearing of `done` once it has read the outputs.
+    pub fn take(&self) {
+        self.words[DONE].store(0, Ordering::Release);
+    }
+
+    /// Waits (spinning, then yielding) until the card asks, up to `patience`.
+    fn wait_asked(&self, patience: Duration) -> Result<(), MissError> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.words[ASKED].load(Ordering::Acquire) != 1 {
+            if spins < 4096 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else if start.elapsed() > patience {
+                return Err(MissError::Silent(start.elapsed()));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+
+    /// The host's side of step 2: one request answered from `layers`' experts (width f). Returns the
+    /// layer it was for.
+    pub fn serve_one(&self, layers: &[&MoeWeights], f: usize, patience: Duration) -> Result<usize, MissError> {
+        self.wait_asked(patience)?;
+        let w = self.words;
+        w[ASKED].store(0, Ordering::Relaxed);
+        let (layer, t) = (w[LAYER].load(Ordering::Relaxed) as usize, w[TOKENS].load(Ordering::Relaxed) as usize);
+        let moe = layers.get(layer).ok_or_else(|| MissError::Bad(format!("layer {layer} of {}", layers.len())))?;
+        if !(1..=MAX_T).contains(&t) {
+            return Err(MissError::Bad(format!("{t} tokens (1..={MAX_T})")));
+        }
+        let experts = moe.router.rows;
+        let ids = (0..t * self.k)
+            .map(|i| match w[IDS + i].load(Ordering::Relaxed) {
+                u32::MAX => Ok(None),
+                e if (e as usize) < experts => Ok(Some(e as usize)),
+                e => Err(MissError::Bad(format!("expert {e} of {experts}"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let xs: Vec<Vec<f32>> = (0..t)
+            .map(|i| {
+                let at = self.x_at() + i * self.n;
+                w[at..at + self.n].iter().map(|v| f32::from_bits(v.load(Ordering::Relaxed))).collect()
+            })
+            .collect();
+        let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        for (slot, y) in slot_outputs(moe, &rows, &ids, self.k, f).into_iter().enumerate() {
+            let Some(y) = y else { continue };
+            let at = self.out_at() + slot * self.n;
+            for (o, v) in w[at..at + self.n].iter().zip(y) {
+                o.store(v.to_bits(), Ordering::Relaxed);
+            }
+        }
+        w[DONE].store(1, Ordering::Release);
+        Ok(layer)
+    }
+}

@@ -1,0 +1,112 @@
+//! The host's half of a pass with experts off the card (backend/misses.rs), with no device: the test plays
+//! the card on its own thread. Each named slot comes back with the CPU back-end's bits for its expert
+//! (its gate, up and down products over the token's input), the slots the card keeps are left alone, the
+//! layer is the one asked for, and a request no pass could write is refused in words.
+
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+use strata_cuda::backend::misses::{Mailbox, MissError, MAX_T};
+use strata_gguf::GgmlType;
+use strata_model::ops::act::glu;
+use strata_model::ops::matvec::Inputs;
+use strata_model::weights::MoeWeights;
+use strata_model::{Model, RopeScaling};
+use strata_synth::{Options, Preset, Router};
+
+fn model(experts: GgmlType) -> Model {
+    let dir = strata_scratch::Scratch::new("host-misses");
+    let path = dir.join("m.gguf");
+    strata_synth::write(
+        &path,
+        &Options { preset: Preset::tiny(), experts, seed: 5, router: Router::Uniform },
+        &|_, _| {},
+    )
+    .unwrap();
+    Model::open(&path, RopeScaling::None).unwrap()
+}
+
+/// Expert e of `w` over x, as the CPU back-end's own products make it (layers/moe.rs).
+fn expert(w: &MoeWeights, x: &[f32], f: usize, e: usize) -> Vec<f32> {
+    let xs = [x];
+    let inputs = Inputs::new(&xs);
+    let g = w.gate_exps.m.matvec_rows_inputs(&inputs, w.gate_exps.first_row(e), f);
+    let u = w.up_exps.m.matvec_rows_inputs(&inputs, w.up_exps.first_row(e), f);
+    let h = glu(&g, &u);
+    let hs = [h[0].as_slice()];
+    w.down_exps.m.matvec_rows_inputs(&Inputs::new(&hs), w.down_exps.first_row(e), x.len()).remove(0)
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn named_slots_come_back_with_the_cpu_bits_and_the_rest_untouched() {
+    for ty in [GgmlType::Q2_0, GgmlType::IQ2_XS] {
+        let m = model(ty);
+        let c = &m.config;
+        let (k, f, n, e) = (c.n_expert_used, c.expert_ff, c.n_embd, c.n_expert);
+        let layers: Vec<&MoeWeights> = m.weights.layers.iter().map(|l| &l.moe).collect();
+        let words: Vec<AtomicU32> = (0..Mailbox::words(k, n)).map(|_| AtomicU32::new(0)).collect();
+        let mb = Mailbox::new(&words, k, n);
+        let t = 3;
+        let xs: Vec<Vec<f32>> =
+            (0..t).map(|j| (0..n).map(|i| ((i * 31 + j * 7) % 19) as f32 / 9.0 - 1.0).collect()).collect();
+        let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        // Every other slot named; token 0 and token 2 share an expert, so it is computed once for both.
+        let ids: Vec<Option<usize>> =
+            (0..t * k).map(|s| (s % 2 == 0).then_some(if s == 2 * k { 0 } else { (s * 5 + 1) % e })).collect();
+        let layer = layers.len() - 1;
+        // A sentinel in the slots the card keeps.
+        let sentinel = 7.5f32.to_bits();
+        let out0 = Mailbox::words(k, n) - MAX_T * k * n;
+        for w in &words[out0..] {
+            w.store(sentinel, std::sync::atomic::Ordering::Relaxed);
+        }
+        std::thread::scope(|s| {
+            let host = s.spawn(|| mb.serve_one(&layers, f, Duration::from_secs(60)));
+            mb.ask(layer, &ids, &rows);
+            assert_eq!(host.join().unwrap(), Ok(layer));
+        });
+        assert!(mb.answered());
+        for (slot, id) in ids.iter().enumerate() {
+            let got = mb.output(slot);
+            match id {
+                Some(ex) => {
+                    let want = expert(layers[layer], &xs[slot / k], f, *ex);
+                    assert_eq!(bits(&got), bits(&want), "{ty:?} slot {slot} (expert {ex})");
+                }
+                None => assert!(got.iter().all(|v| v.to_bits() == sentinel), "{ty:?} slot {slot} was written"),
+            }
+        }
+        mb.take();
+        assert!(!mb.answered());
+    }
+}
+
+#[test]
+fn requests_no_pass_could_write_are_refused() {
+    let m = model(GgmlType::Q2_0);
+    let c = &m.config;
+    let (k, f, n) = (c.n_expert_used, c.expert_ff, c.n_embd);
+    let layers: Vec<&MoeWeights> = m.weights.layers.iter().map(|l| &l.moe).collect();
+    let words: Vec<AtomicU32> = (0..Mailbox::words(k, n)).map(|_| AtomicU32::new(0)).collect();
+    let mb = Mailbox::new(&words, k, n);
+    let x = vec![0.5f32; n];
+    let none = vec![None; k];
+    // A layer the model does not have.
+    mb.ask(layers.len(), &none, &[&x]);
+    let err = mb.serve_one(&layers, f, Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(&err, MissError::Bad(w) if w.contains("layer")), "{err}");
+    // An expert past the router's.
+    let mut ids = none.clone();
+    ids[1] = Some(c.n_expert);
+    mb.ask(0, &ids, &[&x]);
+    let err = mb.serve_one(&layers, f, Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(&err, MissError::Bad(w) if w.contains("expert")), "{err}");
+    // No request at all.
+    let err = mb.serve_one(&layers, f, Duration::from_millis(50)).unwrap_err();
+    assert!(matches!(err, MissError::Silent(_)), "{err}");
+    assert!(err.to_string().starts_with("the card asked for no host experts"), "{err}");
+}

@@ -118,3 +118,66 @@ fn the_whole_pass_equals_the_cpu_on_every_fixture() {
         }
     }
 }
+
+/// The card's half of a pass with experts in host memory (ops/misses.rs, kernels/misses.cu) against the
+/// host's (backend/misses.rs), on a real card: the slots the residency table does not hold are asked for,
+/// answered by the host from the experts' bytes, and land in their rows with the host's bits; the card's
+/// own rows are left alone, and each slot's cache slot comes back for the card's gathers.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn host_experts_reach_the_card_with_their_bits() {
+    use strata_cuda::ops::misses::MissBox;
+    use strata_cuda::runtime::buf::Buf;
+    use strata_model::layers::experts::slot_outputs;
+    use strata_model::weights::MoeWeights;
+
+    let dir = strata_scratch::Scratch::new("gpu-misses");
+    let path = dir.join("m.gguf");
+    let opts = strata_synth::Options {
+        preset: strata_synth::Preset::tiny(),
+        experts: strata_gguf::GgmlType::Q2_0,
+        seed: 9,
+        router: strata_synth::Router::Uniform,
+    };
+    strata_synth::write(&path, &opts, &|_, _| {}).unwrap();
+    let m = Model::open(&path, RopeScaling::None).unwrap();
+    let c = &m.config;
+    let (k, f, n, e) = (c.n_expert_used, c.expert_ff, c.n_embd, c.n_expert);
+    let layers: Vec<&MoeWeights> = m.weights.layers.iter().map(|l| &l.moe).collect();
+    let g = gpu();
+    let mb = MissBox::new(&g, k, n).unwrap();
+    let t = 3;
+    let ids: Vec<i32> = (0..t * k).map(|s| ((s / k) * 3 + (s % k) * 5) as i32 % e as i32).collect();
+    let slot_of: Vec<i32> = (0..e as i32).map(|x| if x % 3 == 0 { -1 } else { x + 100 }).collect();
+    let xs: Vec<Vec<f32>> =
+        (0..t).map(|j| (0..n).map(|i| ((i * 13 + j * 5) % 17) as f32 / 8.0 - 1.0).collect()).collect();
+    let x: Vec<f32> = xs.concat();
+    let sentinel = 7.5f32;
+    let (ids_d, slot_d, x_d) =
+        (Buf::from_host(&g, &ids).unwrap(), Buf::from_host(&g, &slot_of).unwrap(), Buf::from_host(&g, &x).unwrap());
+    let cache_d = Buf::<i32>::zeros(&g, t * k).unwrap();
+    let eo_d = Buf::from_host(&g, &vec![sentinel; t * k * n]).unwrap();
+    let layer = 1 % layers.len();
+    std::thread::scope(|s| {
+        let host = s.spawn(|| mb.mailbox().serve_one(&layers, f, std::time::Duration::from_secs(60)));
+        mb.ask(&g, layer, t, (&ids_d, &slot_d, &x_d), &cache_d).unwrap();
+        mb.take(&g, t, &cache_d, &eo_d).unwrap();
+        g.sync().unwrap();
+        assert_eq!(host.join().unwrap(), Ok(layer));
+    });
+    let (cache, eo) = (cache_d.read(&g, t * k).unwrap(), eo_d.read(&g, t * k * n).unwrap());
+    let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+    let asked: Vec<Option<usize>> = ids.iter().map(|&id| (slot_of[id as usize] < 0).then_some(id as usize)).collect();
+    let want = slot_outputs(layers[layer], &rows, &asked, k, f);
+    assert!(asked.iter().any(Option::is_some) && asked.iter().any(Option::is_none), "a mix of slots");
+    for s in 0..t * k {
+        assert_eq!(cache[s], slot_of[ids[s] as usize], "slot {s}'s cache slot");
+        let got = &eo[s * n..(s + 1) * n];
+        match &want[s] {
+            Some(y) => {
+                assert!(got.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits()), "slot {s}: not the host's bits")
+            }
+            None => assert!(got.iter().all(|&v| v == sentinel), "slot {s}: the card's row was written"),
+        }
+    }
+}

@@ -5,6 +5,7 @@ pub mod hc;
 pub mod layout;
 pub mod matrix;
 pub mod matvec;
+pub mod misses;
 pub mod moe;
 pub mod qdot;
 pub mod qsa;

@@ -47,8 +47,11 @@ pub const SAMPLE: &str = include_str!("../../kernels/sample.cu");
 /// A verify window's rewind: slots copied over the states (twin of crates/model/src/rewind.rs).
 pub const REWIND: &str = include_str!("../../kernels/rewind.cu");
 
+/// The card's half of a pass with experts in host memory (twin of backend/misses.rs's mailbox).
+pub const MISSES: &str = include_str!("../../kernels/misses.cu");
+
 /// Every kernel file's (name, body). All variants of an op family live in its one file.
-pub const BODIES: [(&str, &str); 12] = [
+pub const BODIES: [(&str, &str); 13] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
@@ -61,6 +64,7 @@ pub const BODIES: [(&str, &str); 12] = [
     ("argmax.cu", ARGMAX),
     ("sample.cu", SAMPLE),
     ("rewind.cu", REWIND),
+    ("misses.cu", MISSES),
 ];
 
 /// The text NVRTC compiles for the file `file` of body `body` (see the top of this file).
@@ -144,6 +148,7 @@ kernel_files! {
     ARGMAX_FILE = "argmax.cu", ARGMAX;
     SAMPLE_FILE = "sample.cu", SAMPLE;
     REWIND_FILE = "rewind.cu", REWIND;
+    MISSES_FILE = "misses.cu", MISSES;
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod error;
 pub mod graph;
 pub mod host_profile;
 pub mod lanes;
+pub mod mapped;
 pub mod op;
 pub mod profile;
 pub mod recorder;

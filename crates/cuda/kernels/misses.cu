@@ -1,0 +1,64 @@
+// The card's half of a pass whose routed experts are not all on the card (docs/PLACEMENT.md, "On the
+// GPU"; the host's half and the mailbox's layout are backend/misses.rs): `miss_ask` names the slots the
+// card does not hold and hands the host their inputs, `miss_take` waits for the host's answer and copies
+// the outputs beside the card's own. The outputs are the host's (the same bits as the card's kernels by
+// the contracts); these kernels only move them.
+//
+// The mailbox (u32 words, mapped pinned memory): ASKED, DONE, LAYER, TOKENS, then 8·k slot ids (the
+// expert, or ~0 for a slot the card computes), 8·n input values, 8·k·n output values (f32 bits).
+#define MB_ASKED 0
+#define MB_DONE 1
+#define MB_LAYER 2
+#define MB_TOKENS 3
+#define MB_IDS 4
+#define MB_MAX_T 8
+
+// One block: DONE cleared (the last answer has been taken: miss_take ran before, in stream order), each
+// slot's expert looked up in the layer's residency table (`slot_of[e]`: its cache slot, −1 where the card
+// does not hold it) into `cache_ids` for the card's gathers and into the mailbox for the host, the
+// window's inputs copied, then, after a system-wide fence, ASKED set.
+extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
+                                    const int* __restrict__ slot_of, const float* __restrict__ x,
+                                    int* __restrict__ cache_ids) {
+    grid_dep_wait();
+    volatile u32* w = box;
+    if (threadIdx.x == 0) {
+        w[MB_DONE] = 0;
+        w[MB_LAYER] = (u32)layer;
+        w[MB_TOKENS] = (u32)t;
+    }
+    for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
+        const int e = ids[i], s = slot_of[e];
+        cache_ids[i] = s;
+        w[MB_IDS + i] = s < 0 ? (u32)e : ~0u;
+    }
+    const size_t xs = MB_IDS + (size_t)MB_MAX_T * k;
+    for (int i = threadIdx.x; i < t * n; i += blockDim.x) w[xs + i] = __float_as_uint(x[i]);
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) w[MB_ASKED] = 1;
+}
+
+// Block b takes slots b, b + gridDim.x, …: it waits until the host has answered (every block reads DONE
+// itself, so none depends on another being resident), then copies each slot the host computed
+// (cache_ids < 0) from the mailbox into eo (T·k rows of n).
+extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const int* __restrict__ cache_ids,
+                                     float* __restrict__ eo) {
+    grid_dep_wait();
+    __shared__ int answered;
+    if (threadIdx.x == 0) {
+        u32 v;
+        do {
+            asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(box + MB_DONE) : "memory");
+            if (v != 1) __nanosleep(200);
+        } while (v != 1);
+        answered = 1;
+    }
+    __syncthreads();
+    const volatile u32* w = box;
+    const size_t out = MB_IDS + (size_t)MB_MAX_T * k + (size_t)MB_MAX_T * n;
+    for (int s = blockIdx.x; s < t * k && answered; s += gridDim.x) {
+        if (cache_ids[s] >= 0) continue;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) eo[(size_t)s * n + i] = __uint_as_float(w[out + (size_t)s * n + i]);
+    }
+}

@@ -15,8 +15,9 @@
 
 // One block: DONE cleared (the last answer has been taken: miss_take ran before, in stream order), each
 // slot's expert looked up in the layer's residency table (`slot_of[e]`: its cache slot, −1 where the card
-// does not hold it) into `cache_ids` for the card's gathers and into the mailbox for the host, the
-// window's inputs copied, then, after a system-wide fence, ASKED set.
+// does not hold it), the window's inputs copied, then, after a system-wide fence, ASKED set. The card's
+// gathers run over the cache with `cache_ids`: a held slot's cache slot, and slot 0 for a slot the host
+// computes, whose row miss_take then overwrites (so the gather kernels need no form of their own).
 extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
                                     const int* __restrict__ slot_of, const float* __restrict__ x,
                                     int* __restrict__ cache_ids) {
@@ -29,7 +30,7 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
     }
     for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
         const int e = ids[i], s = slot_of[e];
-        cache_ids[i] = s;
+        cache_ids[i] = max(s, 0);
         w[MB_IDS + i] = s < 0 ? (u32)e : ~0u;
     }
     const size_t xs = MB_IDS + (size_t)MB_MAX_T * k;
@@ -40,10 +41,9 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
 }
 
 // Block b takes slots b, b + gridDim.x, …: it waits until the host has answered (every block reads DONE
-// itself, so none depends on another being resident), then copies each slot the host computed
-// (cache_ids < 0) from the mailbox into eo (T·k rows of n).
-extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const int* __restrict__ cache_ids,
-                                     float* __restrict__ eo) {
+// itself, so none depends on another being resident), then copies each slot the host computed (its
+// mailbox id not ~0) from the mailbox into eo (T·k rows of n), over what the card's gathers wrote there.
+extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float* __restrict__ eo) {
     grid_dep_wait();
     __shared__ int answered;
     if (threadIdx.x == 0) {
@@ -58,7 +58,7 @@ extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const 
     const volatile u32* w = box;
     const size_t out = MB_IDS + (size_t)MB_MAX_T * k + (size_t)MB_MAX_T * n;
     for (int s = blockIdx.x; s < t * k && answered; s += gridDim.x) {
-        if (cache_ids[s] >= 0) continue;
+        if (w[MB_IDS + s] == ~0u) continue;
         for (int i = threadIdx.x; i < n; i += blockDim.x) eo[(size_t)s * n + i] = __uint_as_float(w[out + (size_t)s * n + i]);
     }
 }

@@ -45,7 +45,8 @@ impl MissBox {
 
     /// The request for `layer`: the window's T·k chosen experts `ids`, the layer's residency table
     /// `slot_of` (a cache slot or −1 for each expert) and the MoE input x (T rows of n). Writes each
-    /// slot's cache slot (−1: the host's) to `cache_ids`.
+    /// slot's cache slot to `cache_ids` for the card's gathers (0 for a slot the host computes: `take`
+    /// overwrites its output).
     pub fn ask(
         &self,
         gpu: &Gpu,
@@ -64,16 +65,15 @@ impl MissBox {
         launch(gpu, &f, "miss_ask", cfg, &args)
     }
 
-    /// Once the host has answered, the slots it computed (those `cache_ids` marks −1) copied into eo
-    /// (T·k rows of n); the card's own rows are left as they are.
-    pub fn take(&self, gpu: &Gpu, t: usize, cache_ids: &Buf<i32>, eo: &Buf<f32>) -> Result<(), CudaError> {
+    /// Once the host has answered, the slots it computed copied into eo (T·k rows of n), over what the
+    /// card's gathers wrote there; the card's own rows are left as they are. Runs after those gathers.
+    pub fn take(&self, gpu: &Gpu, t: usize, eo: &Buf<f32>) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
-        self.check(t, &[("cache ids", cache_ids.len(), t * k), ("outputs", eo.len(), t * k * n)])?;
+        self.check(t, &[("outputs", eo.len(), t * k * n)])?;
         let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_take")?;
         let cfg = LaunchConfig { grid_dim: ((t * k) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
-        let args =
-            [Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n), Arg::Ptr(cache_ids.ptr(gpu)), Arg::Ptr(eo.ptr(gpu))];
+        let args = [Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n), Arg::Ptr(eo.ptr(gpu))];
         launch(gpu, &f, "miss_take", cfg, &args)
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
-use strata_cuda::backend::misses::{Mailbox, MissError, MAX_T};
+use strata_cuda::backend::misses::{Mailbox, MissError, MissServer, MAX_T};
 use strata_gguf::GgmlType;
 use strata_model::ops::act::glu;
 use strata_model::ops::matvec::Inputs;
@@ -99,6 +99,8 @@ fn requests_no_pass_could_write_are_refused() {
     mb.ask(layers.len(), &none, &[&x]);
     let err = mb.serve_one(&layers, f, Duration::from_secs(5)).unwrap_err();
     assert!(matches!(&err, MissError::Bad(w) if w.contains("layer")), "{err}");
+    assert!(mb.answered(), "a refused request is still answered, so the card does not wait for ever");
+    mb.take();
     // An expert past the router's.
     let mut ids = none.clone();
     ids[1] = Some(c.n_expert);
@@ -109,4 +111,42 @@ fn requests_no_pass_could_write_are_refused() {
     let err = mb.serve_one(&layers, f, Duration::from_millis(50)).unwrap_err();
     assert!(matches!(err, MissError::Silent(_)), "{err}");
     assert!(err.to_string().starts_with("the card asked for no host experts"), "{err}");
+}
+
+#[test]
+fn the_server_answers_a_pass_layer_by_layer_and_keeps_the_first_refusal() {
+    let m = model(GgmlType::Q2_0);
+    let c = &m.config;
+    let (k, f, n, e) = (c.n_expert_used, c.expert_ff, c.n_embd, c.n_expert);
+    let layers: Vec<MoeWeights> = m.weights.layers.iter().map(|l| l.moe.clone()).collect();
+    let words: std::sync::Arc<Vec<AtomicU32>> =
+        std::sync::Arc::new((0..Mailbox::words(k, n)).map(|_| AtomicU32::new(0)).collect());
+    let server = MissServer::spawn(words.clone(), (k, n, f), layers.clone());
+    let mb = Mailbox::new(&words, k, n);
+    let x: Vec<f32> = (0..n).map(|i| (i % 7) as f32 / 3.0 - 1.0).collect();
+    // A pass: one request a layer, in order, each answered before the next (as the card waits).
+    server.wake();
+    for (l, moe) in layers.iter().enumerate() {
+        let ids: Vec<Option<usize>> = (0..k).map(|r| (r != 1).then_some((l * 3 + r * 2) % e)).collect();
+        mb.ask(l, &ids, &[&x]);
+        while !mb.answered() {
+            std::hint::spin_loop();
+        }
+        for (slot, id) in ids.iter().enumerate() {
+            if let Some(ex) = id {
+                assert_eq!(bits(&mb.output(slot)), bits(&expert(moe, &x, f, *ex)), "layer {l} slot {slot}");
+            }
+        }
+        mb.take();
+    }
+    assert_eq!(server.error(), None);
+    // A request no pass could write: answered, and kept as the server's error.
+    mb.ask(0, &vec![Some(e); k], &[&x]);
+    while !mb.answered() {
+        std::hint::spin_loop();
+    }
+    mb.take();
+    let err = server.error().expect("the refusal kept");
+    assert!(err.contains(&format!("expert {e} of {e}")), "{err}");
+    drop(server); // joins the thread
 }

@@ -56,6 +56,7 @@ pub enum Mixer {
 }
 
 /// One projection of every routed expert: expert e's rows start at `e·stride + offset` of `m`.
+#[derive(Clone)]
 pub struct Stacked {
     pub m: Matrix,
     pub stride: usize,
@@ -68,6 +69,7 @@ impl Stacked {
     }
 }
 
+#[derive(Clone)]
 pub struct MoeWeights {
     pub router: Matrix,
     pub gate_exps: Stacked,

@@ -11,7 +11,8 @@
 //!
 //! Flags are 1 or 0, never counters, so a recorded graph asks the same way at every replay.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_model::layers::experts::slot_outputs;
@@ -124,12 +125,26 @@ impl<'m> Mailbox<'m> {
         Ok(())
     }
 
-    /// The host's side of step 2: one request answered from `layers`' experts (width f). Returns the
-    /// layer it was for.
+    /// Whether the card has asked.
+    fn asked(&self) -> bool {
+        self.words[ASKED].load(Ordering::Acquire) == 1
+    }
+
+    /// The host's side of step 2: one request answered from `layers`' experts (width f), waiting for it
+    /// up to `patience`. Returns the layer it was for. A request no pass could write is answered with no
+    /// outputs (so the card does not wait for ever) and refused.
     pub fn serve_one(&self, layers: &[&MoeWeights], f: usize, patience: Duration) -> Result<usize, MissError> {
         self.wait_asked(patience)?;
         let w = self.words;
         w[ASKED].store(0, Ordering::Relaxed);
+        let answer = self.answer(layers, f);
+        w[DONE].store(1, Ordering::Release);
+        answer
+    }
+
+    /// The named slots of the request in the mailbox, computed and written.
+    fn answer(&self, layers: &[&MoeWeights], f: usize) -> Result<usize, MissError> {
+        let w = self.words;
         let (layer, t) = (w[LAYER].load(Ordering::Relaxed) as usize, w[TOKENS].load(Ordering::Relaxed) as usize);
         let moe = layers.get(layer).ok_or_else(|| MissError::Bad(format!("layer {layer} of {}", layers.len())))?;
         if !(1..=MAX_T).contains(&t) {
@@ -157,7 +172,77 @@ impl<'m> Mailbox<'m> {
                 o.store(v.to_bits(), Ordering::Relaxed);
             }
         }
-        w[DONE].store(1, Ordering::Release);
         Ok(layer)
+    }
+}
+
+/// How long the server keeps spinning after a request before it sleeps: a pass asks once a MoE layer, a
+/// few hundred µs apart, and a sleeping thread would add its wake-up to each.
+const HOT: Duration = Duration::from_millis(20);
+
+/// A thread answering the card's requests for as long as it lives, from its own handles on the experts'
+/// bytes (the file's mapping; clones of the layers' weights share it). Between passes it sleeps; the
+/// decoder wakes it when it launches one ([`MissServer::wake`]). The first request it could not answer is
+/// kept for [`MissServer::error`] (the card still gets an answer, so it never waits for ever).
+pub struct MissServer {
+    stop: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MissServer {
+    /// Serves the mailbox in `words` (k slots a token, inputs of n) from `layers` (expert width f).
+    pub fn spawn<W>(words: Arc<W>, (k, n, f): (usize, usize, usize), layers: Vec<MoeWeights>) -> MissServer
+    where
+        W: AsRef<[AtomicU32]> + Send + Sync + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let error = Arc::new(Mutex::new(None));
+        let (stop2, error2) = (stop.clone(), error.clone());
+        let handle = std::thread::Builder::new()
+            .name("host-experts".into())
+            .spawn(move || {
+                let mb = Mailbox::new(words.as_ref().as_ref(), k, n);
+                let refs: Vec<&MoeWeights> = layers.iter().collect();
+                let mut last = Instant::now() - HOT;
+                while !stop2.load(Ordering::Acquire) {
+                    if !mb.asked() {
+                        if last.elapsed() < HOT {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::park_timeout(Duration::from_millis(50));
+                        }
+                        continue;
+                    }
+                    if let Err(e) = mb.serve_one(&refs, f, Duration::ZERO) {
+                        error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                    }
+                    last = Instant::now();
+                }
+            })
+            .expect("spawning the host-experts thread");
+        MissServer { stop, error, handle: Some(handle) }
+    }
+
+    /// Wakes the thread for a pass just launched.
+    pub fn wake(&self) {
+        if let Some(h) = &self.handle {
+            h.thread().unpark();
+        }
+    }
+
+    /// The first request it could not answer, in words.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Drop for MissServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
     }
 }

@@ -58,3 +58,9 @@ impl Drop for MappedWords {
         }
     }
 }
+
+impl AsRef<[AtomicU32]> for MappedWords {
+    fn as_ref(&self) -> &[AtomicU32] {
+        self.words()
+    }
+}

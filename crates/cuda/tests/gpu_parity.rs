@@ -159,6 +159,7 @@ fn host_experts_reach_the_card_with_their_bits() {
     let cache_d = Buf::<i32>::zeros(&g, t * k).unwrap();
     let eo_d = Buf::from_host(&g, &vec![sentinel; t * k * n]).unwrap();
     let layer = 1 % layers.len();
+    // Twice: answered by one request served on a thread of the test's, then by the server thread.
     std::thread::scope(|s| {
         let host = s.spawn(|| mb.mailbox().serve_one(&layers, f, std::time::Duration::from_secs(60)));
         mb.ask(&g, layer, t, (&ids_d, &slot_d, &x_d), &cache_d).unwrap();
@@ -166,7 +167,16 @@ fn host_experts_reach_the_card_with_their_bits() {
         g.sync().unwrap();
         assert_eq!(host.join().unwrap(), Ok(layer));
     });
+    let first = eo_d.read(&g, t * k * n).unwrap();
+    let eo_d = Buf::from_host(&g, &vec![sentinel; t * k * n]).unwrap();
+    let server = mb.serve(layers.iter().map(|&l| l.clone()).collect(), f);
+    server.wake();
+    mb.ask(&g, layer, t, (&ids_d, &slot_d, &x_d), &cache_d).unwrap();
+    mb.take(&g, t, &eo_d).unwrap();
+    g.sync().unwrap();
+    assert_eq!(server.error(), None);
     let (cache, eo) = (cache_d.read(&g, t * k).unwrap(), eo_d.read(&g, t * k * n).unwrap());
+    assert!(first.iter().zip(&eo).all(|(a, b)| a.to_bits() == b.to_bits()), "the server's answer differs");
     let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
     let asked: Vec<Option<usize>> = ids.iter().map(|&id| (slot_of[id as usize] < 0).then_some(id as usize)).collect();
     let want = slot_outputs(layers[layer], &rows, &asked, k, f);

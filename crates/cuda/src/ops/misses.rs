@@ -5,7 +5,11 @@
 
 use cudarc::driver::LaunchConfig;
 
-use crate::backend::misses::{Mailbox, MAX_K, MAX_T};
+use std::sync::Arc;
+
+use strata_model::weights::MoeWeights;
+
+use crate::backend::misses::{Mailbox, MissServer, MAX_K, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
@@ -13,7 +17,7 @@ use crate::runtime::mapped::MappedWords;
 
 /// The mailbox on the card's side: mapped words for k slots a token and inputs of n values.
 pub struct MissBox {
-    words: MappedWords,
+    words: Arc<MappedWords>,
     k: usize,
     n: usize,
 }
@@ -23,7 +27,12 @@ impl MissBox {
         if k == 0 || k > MAX_K {
             return Err(CudaError::Shape(format!("host experts: {k} slots a token (1..={MAX_K})")));
         }
-        Ok(MissBox { words: MappedWords::new(&gpu.ctx, Mailbox::words(k, n))?, k, n })
+        Ok(MissBox { words: Arc::new(MappedWords::new(&gpu.ctx, Mailbox::words(k, n))?), k, n })
+    }
+
+    /// A thread answering this mailbox's requests from `layers` (expert width f) while it lives.
+    pub fn serve(&self, layers: Vec<MoeWeights>, f: usize) -> MissServer {
+        MissServer::spawn(self.words.clone(), (self.k, self.n, f), layers)
     }
 
     /// The host's view, for `Mailbox::serve_one`.

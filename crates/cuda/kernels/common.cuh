@@ -457,16 +457,8 @@ struct ConvFrames {
 // A prefetch waits for nothing and changes no value: a loop that then reads the span meets its bytes in
 // the cache instead of waiting out memory at each step, and weights (which no kernel writes) may be asked
 // for before grid_dep_wait, while the kernel before still runs.
-// PREFETCH_ROLLED (STRATA_DEFINES; 0 by default): 1 keeps the loop rolled. A gather's row (720 bytes of
-// Q2_0) is one line a lane, but the compiler's unrolled loop spends about 40 instructions a row deciding so.
-#ifndef PREFETCH_ROLLED
-#define PREFETCH_ROLLED 0
-#endif
 __device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes, int i, int n) {
     const size_t end = (size_t)p + bytes;
-#if PREFETCH_ROLLED
-#pragma unroll 1
-#endif
     for (size_t a = ((size_t)p & ~(size_t)127) + 128u * (size_t)i; a < end; a += 128u * (size_t)n) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
     }

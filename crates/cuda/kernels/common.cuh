@@ -71,17 +71,6 @@ __device__ __forceinline__ float warp_butterfly(float v) {
     return v;
 }
 
-// N independent butterflies side by side (each value's own additions, operand for operand warp_butterfly's),
-// so that their shuffles' latencies overlap instead of following one another.
-template <int N>
-__device__ __forceinline__ void warp_butterflies(float (&v)[N]) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-#pragma unroll
-        for (int u = 0; u < N; ++u) v[u] = __fadd_rn(v[u], __shfl_xor_sync(0xffffffffu, v[u], off));
-    }
-}
-
 // e^x (ops/act.rs exp): reduction by ln 2 in two parts, degree-7 Taylor by fma, exact powers of two.
 __device__ __forceinline__ float s_pow2(int e) { return __uint_as_float((u32)(e + 127) << 23); }
 

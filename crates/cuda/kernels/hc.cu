@@ -384,10 +384,6 @@ GR_UP75(_f32, float)
 // the block's rows in parallel, then per (row, token) the lanes add their chunks in order, the butterfly,
 // and the epilogue summing the streams in order.
 #define UP_D 4
-// HC_UP_RED (STRATA_DEFINES; 1 by default): (row, token) sums a warp of the split up kernel reduces at once.
-#ifndef HC_UP_RED
-#define HC_UP_RED 1
-#endif
 #define UP_B 3  // tasks a thread loads at once
 #define UP_HC 4  // streams whose epilogue values a thread loads early (the model's hc)
 template <typename WT>
@@ -462,27 +458,13 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
             if (c < hc) xe[c] = xn[(size_t)(tid / UP_D) * hc * n + (size_t)c * n + d0 + tid % UP_D];
     }
     __syncthreads();
-    // A warp's (row, token) sums HC_UP_RED at a time: each its lanes' chunks in order, then its butterfly,
-    // the butterflies side by side (a window of 8 gives a warp 16 of them, whose shuffles each waited out
-    // the one before).
     const int warp = tid / WARP, lane = tid % WARP, warps = blockDim.x / WARP;
-    for (int p0 = warp; p0 < rows * T; p0 += HC_UP_RED * warps) {
-        float acc[HC_UP_RED];
-#pragma unroll
-        for (int u = 0; u < HC_UP_RED; ++u) {
-            const int p = p0 + u * warps;
-            acc[u] = 0.0f;
-            if (p < rows * T) {
-                const float* q = part + p * nch;
-                for (int ch = lane; ch < nch; ch += WARP) acc[u] = __fadd_rn(acc[u], q[ch]);
-            }
-        }
-        warp_butterflies(acc);
-        if (lane == 0) {
-#pragma unroll
-            for (int u = 0; u < HC_UP_RED; ++u)
-                if (p0 + u * warps < rows * T) g[p0 + u * warps] = acc[u];
-        }
+    for (int p = warp; p < rows * T; p += warps) {
+        const float* q = part + p * nch;
+        float acc = 0.0f;
+        for (int ch = lane; ch < nch; ch += WARP) acc = __fadd_rn(acc, q[ch]);
+        acc = warp_butterfly(acc);
+        if (lane == 0) g[p] = acc;
     }
     __syncthreads();
     for (int p = tid; p < UP_D * T; p += blockDim.x) {

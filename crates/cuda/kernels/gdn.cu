@@ -378,12 +378,12 @@ GDN_DELTA_COLS(32, 1)
 GDN_DELTA_COLS(64, 1)
 GDN_DELTA_COLS(128, 2)
 
-// The rule split over a head's columns (STRATA_GDN_SPLIT=G, sm_90 and later): a cluster of G CTAs a value
-// head, CTA g taking columns g·S/G .. (g + 1)·S/G − 1 with the same threads a column, so a window's tokens
-// run on G times the multiprocessors and each writes 1/G of the state and its rewind slots. A column's
-// chains need only its own column, q, k and v: the same operations in the same order. The head's output
-// norm reads all its columns' o, so the cluster meets at a barrier first, then CTA g's warps take their
-// share of the tokens (gdn_out_norm_rows' cta, ctas).
+// The rule split over a head's columns (STRATA_GDN_SPLIT=G, 2 by default on sm_90 and later): a cluster
+// of G CTAs a value head, CTA g taking columns g·S/G .. (g + 1)·S/G − 1 with the same threads a column, so
+// a window's tokens run on G times the multiprocessors and each writes 1/G of the state and its rewind
+// slots. A column's chains need only its own column, q, k and v: the same operations in the same order.
+// The head's output norm reads all its columns' o, so the cluster meets at a barrier first, then CTA g's
+// warps take their share of the tokens (gdn_out_norm_rows' cta, ctas).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define GDN_DELTA_SPLIT(S, P, G)                                                                               \
     extern "C" __global__ void __cluster_dims__(G, 1, 1) __launch_bounds__(S / G * P) gdn_delta_##S##_c##G(   \

@@ -246,8 +246,9 @@ pub fn gdn(
     } else {
         None
     };
-    // STRATA_GDN_SPLIT=G (2 or 4): the register kernels of S = 128 by a cluster of G CTAs a head (sm_90 and
-    // later), each a G-th of the head's columns and of its threads.
+    // STRATA_GDN_SPLIT=G (2 by default, 4; 1: one block a head): the register kernels of S = 128 by a
+    // cluster of G CTAs a head on sm_90 and later, each a G-th of the head's columns and of its threads, so
+    // a window's tokens run on G times the multiprocessors (kernels/gdn.cu).
     let split = if s == 128 && gpu.arch.0 >= 9 { gpu.settings.gdn_split } else { 1 };
     let (name, threads, shared) = match (s, fuse, yq.is_some(), split) {
         (32, false, _, _) => ("gdn_delta_32", 32, 0),

@@ -52,7 +52,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
-    sw("STRATA_GDN_SPLIT", "2 or 4: the GDN rule of a head of 128 columns by a cluster of that many blocks (sm_90+)", "1"),
+    sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),
     sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
     sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
     sw("STRATA_PLE_SPLIT", "0: the PLE gate by one block a token, not a thread a chunk of 8", "on"),
@@ -128,8 +128,8 @@ pub struct Settings {
     pub router_quantize: bool,
     pub gdn_quantize: bool,
     pub gdn_fuse: bool,
-    /// `STRATA_GDN_SPLIT` (1): CTAs a value head of the GDN rule (2 or 4: a cluster of them, each a share
-    /// of the head's columns; gdn.cu's `gdn_delta_128*_c<G>`, sm_90 and later).
+    /// `STRATA_GDN_SPLIT` (2): CTAs a value head of the GDN rule on sm_90 and later (2 or 4: a cluster of
+    /// them, each a share of the head's columns, gdn.cu's `gdn_delta_128*_c<G>`; 1: one block a head).
     pub gdn_split: usize,
     pub qkv_once: bool,
     pub kv_fuse: bool,
@@ -200,7 +200,7 @@ impl Settings {
             router_quantize: r.on("STRATA_ROUTER_QUANTIZE"),
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
-            gdn_split: r.choice("STRATA_GDN_SPLIT", &[("1", 1), ("2", 2), ("4", 4)]),
+            gdn_split: r.choice("STRATA_GDN_SPLIT", &[("2", 2), ("1", 1), ("4", 4)]),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),
@@ -389,10 +389,11 @@ mod tests {
 
     #[test]
     fn the_gdn_split_is_one_two_or_four() {
-        assert_eq!(Settings::default().gdn_split, 1);
+        assert_eq!(Settings::default().gdn_split, 2);
         assert_eq!(read(&[("STRATA_GDN_SPLIT", "4")]).0.gdn_split, 4);
+        assert_eq!(read(&[("STRATA_GDN_SPLIT", "1")]).0.gdn_split, 1);
         let (s, notes) = read(&[("STRATA_GDN_SPLIT", "3")]);
-        assert!(s.gdn_split == 1 && notes.len() == 1 && notes[0].starts_with("STRATA_GDN_SPLIT"), "{notes:?}");
+        assert!(s.gdn_split == 2 && notes.len() == 1 && notes[0].starts_with("STRATA_GDN_SPLIT"), "{notes:?}");
     }
 
     #[test]

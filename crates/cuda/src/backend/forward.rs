@@ -446,6 +446,10 @@ impl Backend for CudaForward<'_> {
                 MoeId::Layer(l) => &self.w.layers[l].moe,
                 MoeId::Mtp => &self.mtp()?.layer.moe,
             };
+            // A request the host could not answer (in an earlier pass) stops the next.
+            if let Some(e) = self.w.host.as_ref().and_then(|h| h.server.error()) {
+                return Err(CudaError::Shape(format!("host experts: {e}")));
+            }
             let n = self.model.config.n_embd;
             let (buf, _) = moe(&self.gpu, w, &x.buf, x.t)?;
             Ok(Rows { buf, t: x.t, width: n })

@@ -135,9 +135,21 @@ impl<'m> Mailbox<'m> {
     /// outputs (so the card does not wait for ever) and refused.
     pub fn serve_one(&self, layers: &[&MoeWeights], f: usize, patience: Duration) -> Result<usize, MissError> {
         self.wait_asked(patience)?;
+        self.serve_asked(layers, f, |_| {})
+    }
+
+    /// A request that has come answered; `before` sees the outcome before the card is told (so what it
+    /// keeps is there by the time the card goes on).
+    fn serve_asked(
+        &self,
+        layers: &[&MoeWeights],
+        f: usize,
+        before: impl FnOnce(&Result<usize, MissError>),
+    ) -> Result<usize, MissError> {
         let w = self.words;
         w[ASKED].store(0, Ordering::Relaxed);
         let answer = self.answer(layers, f);
+        before(&answer);
         w[DONE].store(1, Ordering::Release);
         answer
     }
@@ -181,8 +193,8 @@ impl<'m> Mailbox<'m> {
 const HOT: Duration = Duration::from_millis(20);
 
 /// A thread answering the card's requests for as long as it lives, from its own handles on the experts'
-/// bytes (the file's mapping; clones of the layers' weights share it). Between passes it sleeps; the
-/// decoder wakes it when it launches one ([`MissServer::wake`]). The first request it could not answer is
+/// bytes (the file's mapping; clones of the layers' weights share it). Between passes it sleeps a
+/// millisecond at a time, or until [`MissServer::wake`]. The first request it could not answer is
 /// kept for [`MissServer::error`] (the card still gets an answer, so it never waits for ever).
 pub struct MissServer {
     stop: Arc<AtomicBool>,
@@ -210,13 +222,15 @@ impl MissServer {
                         if last.elapsed() < HOT {
                             std::hint::spin_loop();
                         } else {
-                            std::thread::park_timeout(Duration::from_millis(50));
+                            std::thread::park_timeout(Duration::from_millis(1));
                         }
                         continue;
                     }
-                    if let Err(e) = mb.serve_one(&refs, f, Duration::ZERO) {
-                        error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
-                    }
+                    let _ = mb.serve_asked(&refs, f, |answer| {
+                        if let Err(e) = answer {
+                            error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                        }
+                    });
                     last = Instant::now();
                 }
             })

@@ -8,12 +8,14 @@ use strata_model::model::MTP_WINDOW;
 use strata_model::weights::{Mixer, PleWeights};
 use strata_model::Model;
 
+use crate::backend::misses::MissServer;
 use crate::ops::attn::{AttnDims, AttnGpu, Cells};
 use crate::ops::gdn::GdnGpu;
 use crate::ops::hc::HcGpu;
 use crate::ops::layout::Layouts;
 use crate::ops::matvec::MatrixGpu;
-use crate::ops::moe::MoeGpu;
+use crate::ops::misses::MissBox;
+use crate::ops::moe::{MoeGpu, Placement};
 use crate::ops::variants::Variants;
 use crate::runtime::buf::Buf;
 use crate::runtime::device::Gpu;
@@ -49,6 +51,31 @@ pub(crate) struct PleGpu {
     pub(crate) conv: Buf<f32>,
 }
 
+/// Routed experts in host memory (`STRATA_HOST_EXPERTS=N`; docs/PLACEMENT.md): the card holds N experts a
+/// block, the host computes the rest, answering the blocks' requests through one mailbox (the trunk's
+/// blocks are 0..n_layer, the MTP layer's n_layer) on a thread of its own.
+pub(crate) struct HostExperts {
+    held: Vec<usize>,
+    mailbox: Arc<MissBox>,
+    pub(crate) server: MissServer,
+}
+
+impl HostExperts {
+    fn new(g: &Gpu, model: &Model, per_block: usize) -> Result<HostExperts, CudaError> {
+        let c = &model.config;
+        let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);
+        let w = &model.weights;
+        let blocks = w.layers.iter().map(|l| l.moe.clone()).chain(w.mtp.as_ref().map(|m| m.layer.moe.clone()));
+        let server = mailbox.serve(blocks.collect(), c.expert_ff);
+        // The first N experts of each block: a placement; the bits are the same whichever they are.
+        Ok(HostExperts { held: (0..per_block.clamp(1, c.n_expert)).collect(), mailbox, server })
+    }
+
+    fn placement(&self, index: usize) -> Placement {
+        Placement { held: self.held.clone(), index, mailbox: self.mailbox.clone() }
+    }
+}
+
 /// The model's weights on the device.
 pub struct WeightsGpu {
     pub(crate) embd: Arc<MatrixGpu>,
@@ -58,6 +85,7 @@ pub struct WeightsGpu {
     pub(crate) head: HcGpu,
     pub(crate) ple: Option<PleGpu>,
     pub(crate) mtp: Option<MtpGpu>,
+    pub(crate) host: Option<HostExperts>,
 }
 
 impl WeightsGpu {
@@ -66,6 +94,7 @@ impl WeightsGpu {
     pub fn upload(g: &Gpu, model: &Model, v: &Variants) -> Result<WeightsGpu, CudaError> {
         let (c, w) = (&model.config, &model.weights);
         let dims = attn_dims(c);
+        let host = g.settings.host_experts.map(|n| HostExperts::new(g, model, n)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {
             let mixer = match (&lw.mixer, c.kinds[l]) {
@@ -82,7 +111,13 @@ impl WeightsGpu {
                 hc_attn: HcGpu::upload(g, &lw.hc_attn, c.hc, c.eps, v.hc)?,
                 mixer,
                 hc_ffn: HcGpu::upload(g, &lw.hc_ffn, c.hc, c.eps, v.hc)?,
-                moe: MoeGpu::upload(g, &lw.moe, (c.n_expert_used, c.expert_ff), v)?,
+                moe: MoeGpu::upload(
+                    g,
+                    &lw.moe,
+                    (c.n_expert_used, c.expert_ff),
+                    v,
+                    host.as_ref().map(|h| h.placement(l)),
+                )?,
             });
         }
         let ple = match &w.ple {
@@ -101,6 +136,7 @@ impl WeightsGpu {
             layers,
             ple,
             mtp: None,
+            host,
         })
     }
 
@@ -121,7 +157,13 @@ impl WeightsGpu {
                 hc_attn: HcGpu::upload(g, &m.layer.hc_attn, c.hc, c.eps, v.hc)?,
                 mixer: MixerGpu::Attn(attn, Cells::Dense(MTP_WINDOW)),
                 hc_ffn: HcGpu::upload(g, &m.layer.hc_ffn, c.hc, c.eps, v.hc)?,
-                moe: MoeGpu::upload(g, &m.layer.moe, (c.n_expert_used, c.expert_ff), v)?,
+                moe: MoeGpu::upload(
+                    g,
+                    &m.layer.moe,
+                    (c.n_expert_used, c.expert_ff),
+                    v,
+                    self.host.as_ref().map(|h| h.placement(c.n_layer)),
+                )?,
             },
             head: HcGpu::upload(g, &m.output_hc, c.hc, c.eps, v.hc)?,
         });

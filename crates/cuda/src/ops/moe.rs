@@ -1,8 +1,11 @@
 //! Host side of kernels/moe.cu: the MoE of spec §7 for a window of T = 1..8 tokens on the device, the twin
 //! of strata_model::layers::moe (the same bits).
 
+use std::sync::Arc;
+
 use cudarc::driver::LaunchConfig;
-use strata_gguf::GgmlType;
+use strata_gguf::{GgmlType, TensorBytes};
+use strata_model::ops::matvec::Matrix;
 use strata_model::weights::{MoeWeights, Stacked};
 
 use crate::ops::layout::Layouts;
@@ -10,6 +13,7 @@ use crate::ops::matvec::{
     matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather, MatrixGpu,
     MAX_T,
 };
+use crate::ops::misses::MissBox;
 use crate::ops::variants::Variants;
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
@@ -53,6 +57,36 @@ impl StackedGpu {
     }
 }
 
+/// The experts `held` of a stacked projection, in that order: the card's cache of them, laid out as the
+/// file's stacked tensor of `held.len()` experts (each expert's `stride` rows, so a fused gate/up tensor's
+/// halves keep their offsets), for the gathers to run over unchanged with each slot's cache index.
+fn held_rows(s: &Stacked, held: &[usize]) -> Stacked {
+    let rb = s.m.row_view().row_bytes();
+    let mut bytes = Vec::with_capacity(held.len() * s.stride * rb);
+    for &e in held {
+        let r0 = e * s.stride;
+        bytes.extend_from_slice(&s.m.bytes[r0 * rb..(r0 + s.stride) * rb]);
+    }
+    let m = Matrix { ty: s.m.ty, rows: held.len() * s.stride, cols: s.m.cols, bytes: TensorBytes::from_vec(bytes) };
+    Stacked { m, stride: s.stride, offset: s.offset }
+}
+
+/// A block whose routed experts are not all on the card (docs/PLACEMENT.md): the card holds `held` (its
+/// cache, a slot each) and the host computes the rest, answering through the mailbox as block `index`.
+pub struct Placement {
+    pub held: Vec<usize>,
+    pub index: usize,
+    pub mailbox: Arc<MissBox>,
+}
+
+/// A placed block on the card: its residency table (each expert's cache slot, −1 where the host
+/// computes it) and its mailbox.
+struct Placed {
+    index: usize,
+    slot_of: Buf<i32>,
+    mailbox: Arc<MissBox>,
+}
+
 /// A MoE block's weights on the device.
 pub struct MoeGpu {
     /// Experts E, used k, expert width f, shared width fs, n.
@@ -68,6 +102,8 @@ pub struct MoeGpu {
     /// How the shared expert's gate logit is made: by the routing warp from an F32 (1) or BF16 (2) row of
     /// the input's width, or (0) by a product of its own.
     sg_kind: i32,
+    /// Where the experts are when not all on the card (then gate, up and down hold the cache).
+    placed: Option<Placed>,
 }
 
 /// The most experts the router kernels hold: two chunks of 8 a lane (ROUTE_CHUNKS in moe.cu); moe_route_block
@@ -78,7 +114,13 @@ const ROUTE_BLOCK_WARPS: usize = 7;
 
 impl MoeGpu {
     /// The block's weights for k experts a token of width f, run in `v`'s layouts.
-    pub fn upload(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), v: &Variants) -> Result<MoeGpu, CudaError> {
+    pub fn upload(
+        gpu: &Gpu,
+        w: &MoeWeights,
+        (k, f): (usize, usize),
+        v: &Variants,
+        place: Option<Placement>,
+    ) -> Result<MoeGpu, CudaError> {
         let lay = &v.layouts;
         let (e, n, fs) = (w.router.rows, w.router.cols, w.gate_shexp.rows);
         if k == 0 || k > 64 || k > e {
@@ -89,13 +131,39 @@ impl MoeGpu {
                 "MoE: {e} experts; the GPU router holds at most {ROUTE_MAX_EXPERTS} (kernels/moe.cu)"
             )));
         }
-        let gate = StackedGpu::upload(gpu, &w.gate_exps, lay)?;
+        // Placed: the cache's experts only (at least one: a slot the host computes reads slot 0's rows,
+        // and miss_take overwrites what they give).
+        let held = |s: &Stacked, p: &Placement| held_rows(s, &p.held);
+        let (gate_s, up_s, down_s) = match &place {
+            None => (w.gate_exps.clone(), w.up_exps.clone(), w.down_exps.clone()),
+            Some(p) if p.held.is_empty() || p.held.iter().any(|&x| x >= e) => {
+                return Err(CudaError::Shape(format!("MoE: a cache of experts {:?} of {e}", p.held)));
+            }
+            Some(p) => {
+                let gate = held(&w.gate_exps, p);
+                // A fused gate/up tensor stays one matrix: the up half shares the gate half's copy.
+                let same = std::ptr::eq(&w.gate_exps.m.bytes[..], &w.up_exps.m.bytes[..]);
+                let up = if same { Stacked { offset: w.up_exps.offset, ..gate.clone() } } else { held(&w.up_exps, p) };
+                (gate, up, held(&w.down_exps, p))
+            }
+        };
+        let placed = match place {
+            None => None,
+            Some(p) => {
+                let mut slot_of = vec![-1i32; e];
+                for (slot, &x) in p.held.iter().enumerate() {
+                    slot_of[x] = slot as i32;
+                }
+                Some(Placed { index: p.index, slot_of: Buf::from_host(gpu, &slot_of)?, mailbox: p.mailbox })
+            }
+        };
+        let gate = StackedGpu::upload(gpu, &gate_s, lay)?;
         Ok(MoeGpu {
             dims: (e, k, f, fs, n),
             router: MatrixGpu::upload(gpu, &w.router, lay)?,
-            up: StackedGpu::upload_beside(gpu, &w.up_exps, (&w.gate_exps, &gate), lay)?,
+            up: StackedGpu::upload_beside(gpu, &up_s, (&gate_s, &gate), lay)?,
             gate,
-            down: StackedGpu::upload(gpu, &w.down_exps, lay)?,
+            down: StackedGpu::upload(gpu, &down_s, lay)?,
             gate_sh: MatrixGpu::upload(gpu, &w.gate_shexp, lay)?,
             up_sh: MatrixGpu::upload(gpu, &w.up_shexp, lay)?,
             down_sh: MatrixGpu::upload(gpu, &w.down_shexp, lay)?,
@@ -105,6 +173,7 @@ impl MoeGpu {
                 (GgmlType::BF16, 1, c) if c == n => 2,
                 _ => 0,
             },
+            placed,
         })
     }
 }
@@ -125,7 +194,15 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     };
     // The routed experts' down products and the combination in one launch (matvec.cu's
     // `_gather_combine`: the same sums, +1.9% at depth 1,024 in speed-9) unless `STRATA_DOWN_COMBINE=0`.
-    if gpu.settings.down_combine && k <= 32 {
+    if let Some(pl) = &w.placed {
+        // The card's slots into eo over its cache, the host's written over theirs, then the combination.
+        let eo = Buf::uninit(gpu, t * k * n)?;
+        matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, &p.gather_ids, (t, k))?;
+        pl.mailbox.take(gpu, t, &eo)?;
+        finish_shared()?;
+        gpu.join()?;
+        combine(gpu, (&eo, &p.weights, &p.shared, &p.sg), (n, k, t), &y)?;
+    } else if gpu.settings.down_combine && k <= 32 {
         finish_shared()?;
         gpu.join()?;
         let mix = (&p.weights, &p.shared, &p.sg);
@@ -160,6 +237,8 @@ fn combine(
 struct Hidden {
     h: Buf<f32>,
     ids: Buf<i32>,
+    /// The ids the gathers take: the experts' own, or (placed) each slot's cache slot.
+    gather_ids: Buf<i32>,
     weights: Buf<f32>,
     shared: Buf<f32>,
     shared_h: Option<Buf<f32>>,
@@ -199,6 +278,16 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // Routing.
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     let xq = route(gpu, w, x, t, (&ids, &weights, &sg))?;
+    // Placed: the host asked for the slots the cache does not hold (it computes them while the card runs
+    // its own), and the gathers run over the cache.
+    let gather_ids = match &w.placed {
+        Some(pl) => {
+            let cache_ids = Buf::<i32>::uninit(gpu, t * k)?;
+            pl.mailbox.ask(gpu, pl.index, t, (&ids, &pl.slot_of, x), &cache_ids)?;
+            cache_ids
+        }
+        None => ids.view(gpu, 0, t * k)?,
+    };
     // The routed experts' gate and up of the token's input; both activations in one launch (the down
     // products follow in `moe`).
     let h = Buf::uninit(gpu, t * k * f)?;
@@ -206,18 +295,18 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
     // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
     // shared expert's when it is not on the side lane.
-    let glu = gpu.settings.glu && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &ids, (t, k))?;
+    let glu = gpu.settings.glu && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &gather_ids, (t, k))?;
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {
         let (g, u) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * f)?);
-        matvec_gather_two(gpu, (gate.0, gate.1, &g), (up.0, up.1, &u), x, (n, 0), &ids, (t, k))?;
+        matvec_gather_two(gpu, (gate.0, gate.1, &g), (up.0, up.1, &u), x, (n, 0), &gather_ids, (t, k))?;
         let args = [&ptrs(&g, &u, &h)[..], &[i(t * k * f)], &ptrs(&gs, &us, &hs), &[i(shared_act)]].concat();
         launch(gpu, &act, "moe_act", elementwise(t * k * f + shared_act), &args)?;
     } else if shared_act > 0 {
         let args = [&ptrs(&gs, &us, &hs)[..], &[i(shared_act)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
         launch(gpu, &act, "moe_act", elementwise(shared_act), &args)?;
     }
-    Ok(Hidden { h, ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
+    Ok(Hidden { h, ids, gather_ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and

@@ -52,6 +52,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_ROUTER_QUANTIZE", "0: the experts' input quantized by a launch of its own, not by the router's", "on"),
     sw("STRATA_GDN_QUANTIZE", "0: the GDN output quantized by a launch of its own, not by the delta kernel", "on"),
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
+    sw("STRATA_HOST_EXPERTS", "N: the card holds N routed experts a block, the host computes the rest (docs/PLACEMENT.md)", "all on the card"),
     sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),
     sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
     sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
@@ -131,6 +132,9 @@ pub struct Settings {
     /// `STRATA_GDN_SPLIT` (2): CTAs a value head of the GDN rule on sm_90 and later (2 or 4: a cluster of
     /// them, each a share of the head's columns, gdn.cu's `gdn_delta_128*_c<G>`; 1: one block a head).
     pub gdn_split: usize,
+    /// `STRATA_HOST_EXPERTS=N`: routed experts a block the card holds, the rest computed by the host
+    /// (backend/misses.rs); None: every expert on the card.
+    pub host_experts: Option<usize>,
     pub qkv_once: bool,
     pub kv_fuse: bool,
     pub ple_split: bool,
@@ -201,6 +205,7 @@ impl Settings {
             gdn_quantize: r.on("STRATA_GDN_QUANTIZE"),
             gdn_fuse: r.on("STRATA_GDN_FUSE"),
             gdn_split: r.choice("STRATA_GDN_SPLIT", &[("2", 2), ("1", 1), ("4", 4)]),
+            host_experts: r.number("STRATA_HOST_EXPERTS", 1..=usize::MAX),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),

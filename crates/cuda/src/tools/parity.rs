@@ -569,11 +569,19 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 }
                 w.router.bytes = strata_gguf::TensorBytes::from_vec(b);
             }
-            let wg = crate::ops::moe::MoeGpu::upload(gpu, &w, (k, f), &plan_variants(gpu)).map_err(e)?;
-            for t in 1..=MAX_T {
+            let wg = crate::ops::moe::MoeGpu::upload(gpu, &w, (k, f), &plan_variants(gpu), None).map_err(e)?;
+            // The same block placed (docs/PLACEMENT.md): a third of its experts held on the card, the rest
+            // computed by the host's thread, answering through a mailbox; the same bits.
+            let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
+            let server = mailbox.serve(vec![w.clone()], f);
+            let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
+            let place = crate::ops::moe::Placement { held, index: 0, mailbox };
+            let placed =
+                crate::ops::moe::MoeGpu::upload(gpu, &w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
+            for (t, wg) in (1..=MAX_T).flat_map(|t| [(t, &wg), (t, &placed)]) {
                 let x: Vec<f32> = (0..t * n).map(|_| normal(&mut rng)).collect();
                 let xb = Buf::from_host(gpu, &x).map_err(e)?;
-                let (y, ids) = crate::ops::moe::moe(gpu, &wg, &xb, t).map_err(e)?;
+                let (y, ids) = crate::ops::moe::moe(gpu, wg, &xb, t).map_err(e)?;
                 let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
                 for j in 0..t {
                     let xj = &x[j * n..(j + 1) * n];
@@ -582,9 +590,17 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
                     if got != want_ids {
                         return Err(format!("MoE {ty} n {n}, token {j} of {t}: experts {got:?}, CPU {want_ids:?}"));
                     }
-                    same(&format!("MoE {ty} n {n}, token {j} of {t}"), &y[j * n..(j + 1) * n], &moe(&w, xj, k, f))?;
+                    let how = if std::ptr::eq(wg, &placed) { "placed" } else { "on the card" };
+                    same(
+                        &format!("MoE {ty} n {n} ({how}), token {j} of {t}"),
+                        &y[j * n..(j + 1) * n],
+                        &moe(&w, xj, k, f),
+                    )?;
                 }
                 cases += 1;
+            }
+            if let Some(err) = server.error() {
+                return Err(format!("MoE {ty} n {n}: the host's experts: {err}"));
             }
         }
     }

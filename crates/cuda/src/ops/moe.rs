@@ -194,10 +194,10 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     };
     // The routed experts' down products and the combination in one launch (matvec.cu's
     // `_gather_combine`: the same sums, +1.9% at depth 1,024 in speed-9) unless `STRATA_DOWN_COMBINE=0`.
-    if let Some(pl) = &w.placed {
+    if let (Some(pl), Some(cache_ids)) = (&w.placed, &p.cache_ids) {
         // The card's slots into eo over its cache, the host's written over theirs, then the combination.
         let eo = Buf::uninit(gpu, t * k * n)?;
-        matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, &p.gather_ids, (t, k))?;
+        matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, cache_ids, (t, k))?;
         pl.mailbox.take(gpu, t, &eo)?;
         finish_shared()?;
         gpu.join()?;
@@ -237,8 +237,8 @@ fn combine(
 struct Hidden {
     h: Buf<f32>,
     ids: Buf<i32>,
-    /// The ids the gathers take: the experts' own, or (placed) each slot's cache slot.
-    gather_ids: Buf<i32>,
+    /// Placed: the ids the gathers take, each slot's cache slot (else they take `ids`).
+    cache_ids: Option<Buf<i32>>,
     weights: Buf<f32>,
     shared: Buf<f32>,
     shared_h: Option<Buf<f32>>,
@@ -280,14 +280,15 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     let xq = route(gpu, w, x, t, (&ids, &weights, &sg))?;
     // Placed: the host asked for the slots the cache does not hold (it computes them while the card runs
     // its own), and the gathers run over the cache.
-    let gather_ids = match &w.placed {
+    let cache_ids = match &w.placed {
         Some(pl) => {
             let cache_ids = Buf::<i32>::uninit(gpu, t * k)?;
             pl.mailbox.ask(gpu, pl.index, t, (&ids, &pl.slot_of, x), &cache_ids)?;
-            cache_ids
+            Some(cache_ids)
         }
-        None => ids.view(gpu, 0, t * k)?,
+        None => None,
     };
+    let gather_ids = cache_ids.as_ref().unwrap_or(&ids);
     // The routed experts' gate and up of the token's input; both activations in one launch (the down
     // products follow in `moe`).
     let h = Buf::uninit(gpu, t * k * f)?;
@@ -295,18 +296,18 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     // With the GLU kernel (the default) the routed slots' activation comes out of their gate and up
     // products' launch (no g and u in memory); with STRATA_GLU=0, g and u, then the activation with the
     // shared expert's when it is not on the side lane.
-    let glu = gpu.settings.glu && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, &gather_ids, (t, k))?;
+    let glu = gpu.settings.glu && matvec_gather_glu(gpu, gate, up, (x, xq.as_ref()), (n, 0), &h, gather_ids, (t, k))?;
     let shared_act = if whole { 0 } else { t * fs };
     if !glu {
         let (g, u) = (Buf::uninit(gpu, t * k * f)?, Buf::uninit(gpu, t * k * f)?);
-        matvec_gather_two(gpu, (gate.0, gate.1, &g), (up.0, up.1, &u), x, (n, 0), &gather_ids, (t, k))?;
+        matvec_gather_two(gpu, (gate.0, gate.1, &g), (up.0, up.1, &u), x, (n, 0), gather_ids, (t, k))?;
         let args = [&ptrs(&g, &u, &h)[..], &[i(t * k * f)], &ptrs(&gs, &us, &hs), &[i(shared_act)]].concat();
         launch(gpu, &act, "moe_act", elementwise(t * k * f + shared_act), &args)?;
     } else if shared_act > 0 {
         let args = [&ptrs(&gs, &us, &hs)[..], &[i(shared_act)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
         launch(gpu, &act, "moe_act", elementwise(shared_act), &args)?;
     }
-    Ok(Hidden { h, ids, gather_ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
+    Ok(Hidden { h, ids, cache_ids, weights, shared, shared_h: (!whole).then_some(hs), sg })
 }
 
 /// The router's logits, then each token's k experts and their weights (moe.cu): the product and

@@ -50,6 +50,20 @@ pub struct EngineArgs {
     /// full head decides, so the text does not change). Default: all of it.
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub draft_vocab: usize,
+    /// A VRAM budget in GiB. Where the model exceeds it, the routed experts stay in host memory (read from
+    /// the file's mapping), the card holds as many of them as the rest of the budget takes, and the host
+    /// computes the others; the same bits (docs/PLACEMENT.md). The plan is printed at start. A budget that
+    /// holds not even the dense weights, caches and scratch is refused. Default: the whole model on the card.
+    #[arg(long, value_name = "GiB", value_parser = gib)]
+    pub gpu_mem: Option<u64>,
+}
+
+/// A positive number of GiB, in bytes.
+fn gib(s: &str) -> Result<u64, String> {
+    match s.parse::<f64>() {
+        Ok(g) if g.is_finite() && g > 0.0 && g < 1e6 => Ok((g * (1u64 << 30) as f64) as u64),
+        _ => Err(format!("{s:?}: a size in GiB, more than 0 (e.g. 12 or 7.5)")),
+    }
 }
 
 impl EngineArgs {
@@ -69,6 +83,7 @@ impl EngineArgs {
             rope_scale: self.rope_scale,
             threads: self.threads,
             draft_vocab: self.draft_vocab,
+            gpu_mem: self.gpu_mem,
             settings: crate::env::settings().clone(),
         })
     }
@@ -76,5 +91,18 @@ impl EngineArgs {
     /// The session these flags open.
     pub fn open(&self) -> Result<Session> {
         self.open_on(self.device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn gpu_mem_is_a_positive_size_in_gib() {
+        assert_eq!(super::gib("12"), Ok(12 << 30));
+        assert_eq!(super::gib("0.5"), Ok(1 << 29));
+        for bad in ["0", "-1", "x", "nan", "inf", ""] {
+            let e = super::gib(bad).unwrap_err();
+            assert!(e.contains("a size in GiB"), "{bad}: {e}");
+        }
     }
 }

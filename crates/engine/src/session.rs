@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use strata_cuda::backend::budget::plan_bytes;
+use strata_cuda::backend::budget::{memory_plan, plan_bytes, Gib};
 use strata_cuda::backend::decoder::CudaDecoder;
 use strata_cuda::backend::forward::CudaForward;
 use strata_cuda::{Gpu, Settings};
@@ -53,6 +53,9 @@ pub struct SessionOptions {
     pub threads: Option<usize>,
     /// The vocabulary rows a draft chooses among (0: all of it).
     pub draft_vocab: usize,
+    /// A VRAM budget in bytes: where the model exceeds it, the routed experts stay in host memory and
+    /// the card holds a cache of them (docs/PLACEMENT.md). None: the whole model on the card.
+    pub gpu_mem: Option<u64>,
     pub settings: Settings,
 }
 
@@ -67,6 +70,7 @@ pub struct Session {
     gpu: Option<Arc<Gpu>>,
     settings: Settings,
     draft_vocab: usize,
+    gpu_mem: Option<u64>,
 }
 
 impl Session {
@@ -101,7 +105,16 @@ impl Session {
             bail!("--draft-vocab {} exceeds the vocabulary of {} tokens", o.draft_vocab, model.config.vocab);
         }
         let draft_vocab = o.draft_vocab;
-        Ok(Session { model, context, kv: o.kv, device: o.device, gpu, settings: o.settings, draft_vocab })
+        Ok(Session {
+            model,
+            context,
+            kv: o.kv,
+            device: o.device,
+            gpu,
+            settings: o.settings,
+            draft_vocab,
+            gpu_mem: o.gpu_mem,
+        })
     }
 
     /// A decoder of `cells` context cells holding `saved` (or a fresh conversation), on the GPU when the
@@ -111,8 +124,8 @@ impl Session {
     pub fn decoder(&self, cells: usize, saved: Option<State>) -> Result<(Box<dyn Decoder + '_>, String)> {
         let cuda = match &self.gpu {
             Some(gpu) => {
-                let dec = check_fits(gpu, &self.model, self.kv, cells)
-                    .and_then(|()| cuda_decoder(gpu.clone(), &self.model, self.kv, cells, saved.as_ref()));
+                let dec = placement(gpu, &self.model, self.kv, cells, self.gpu_mem)
+                    .and_then(|held| cuda_decoder(gpu.clone(), &self.model, self.kv, cells, saved.as_ref(), held));
                 match dec {
                     Ok(d) => Some(d),
                     Err(e) if self.device == Device::Auto => {
@@ -190,14 +203,45 @@ fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> 
     Ok(())
 }
 
+/// Where the model goes on the card: without a budget, the whole of it ([`check_fits`]: None); under
+/// `--gpu-mem`, the memory plan (backend/budget.rs), printed, and the experts a MoE block holds on the
+/// card when the routed experts stay in host memory. The plan reads them from the file's mapping
+/// (pinned copies are not built yet). A budget that holds not even the dense part is refused in numbers.
+fn placement(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize, budget: Option<u64>) -> Result<Option<usize>> {
+    let Some(budget) = budget else {
+        return check_fits(gpu, model, kv, cells).map(|()| None);
+    };
+    // The whole model where the budget holds it; else the experts read from the file's mapping.
+    let plan = memory_plan(model, kv, cells, budget, host_available(), false).context("--gpu-mem")?;
+    let plan = match plan.per_block(1) {
+        None => plan,
+        Some(_) => memory_plan(model, kv, cells, budget, host_available(), true).context("--gpu-mem")?,
+    };
+    let (free, _) = gpu.memory()?;
+    eprintln!("memory: {plan}");
+    if plan.device_bytes() > free as u64 {
+        bail!("--gpu-mem: the plan takes {} on {}, {} free", Gib(plan.device_bytes()), gpu.name, Gib(free as u64));
+    }
+    Ok(plan.per_block(model.config.n_layer))
+}
+
+/// The host's available memory (Linux's MemAvailable), or as good as unbounded where it cannot be read.
+fn host_available() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kib = text.lines().find_map(|l| l.strip_prefix("MemAvailable:")).and_then(|v| v.trim().strip_suffix("kB"));
+    kib.and_then(|v| v.trim().parse::<u64>().ok()).map_or(u64::MAX / 2, |k| k * 1024)
+}
+
 /// The kernels loaded and the variants chosen (select/start.rs, said on a first start), then the model's
-/// weights and a conversation of `cells` on the GPU.
+/// weights (`held` experts of each MoE block on the card, the rest in host memory, where placed) and a
+/// conversation of `cells` on the GPU.
 fn cuda_decoder<'a>(
     gpu: Arc<Gpu>,
     model: &'a Model,
     kv: KvMode,
     cells: usize,
     saved: Option<&State>,
+    held: Option<usize>,
 ) -> Result<CudaDecoder<'a>> {
     if !strata_cuda::select::plan::is_kept(&gpu) {
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
@@ -214,7 +258,8 @@ fn cuda_decoder<'a>(
     if started.first {
         eprintln!("note: {}; kept for later starts (matvec layouts: {})", started.note, plan.matvec.variant.summary());
     }
-    let fwd = CudaForward::upload(gpu, model, plan.variants()).context("copying the weights to the GPU")?;
+    let fwd =
+        CudaForward::upload_placed(gpu, model, plan.variants(), held).context("copying the weights to the GPU")?;
     let (state, pos) = match saved {
         Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),
         None => (fwd.new_state(kv, cells).context("allocating the caches")?, 0),

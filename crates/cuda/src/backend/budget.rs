@@ -199,6 +199,15 @@ pub fn memory_plan(
 }
 
 impl MemoryPlan {
+    /// Experts a MoE block holds on the card under this plan, for `blocks` blocks (the trunk's layers):
+    /// None when every expert is on the card, else the cache's slots shared evenly, at least one a block.
+    pub fn per_block(&self, blocks: usize) -> Option<usize> {
+        match self.home {
+            ExpertHome::Device => None,
+            ExpertHome::Pinned { slots } | ExpertHome::Mapped { slots } => Some((slots / blocks.max(1)).max(1)),
+        }
+    }
+
     /// The VRAM the plan takes.
     pub fn device_bytes(&self) -> u64 {
         let cache = match self.home {
@@ -305,6 +314,11 @@ mod tests {
         assert_eq!(short.home, ExpertHome::Mapped { slots });
         let asked = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, true).unwrap();
         assert_eq!(asked.home, ExpertHome::Mapped { slots: whole.expert_count });
+        // Experts a block holds: none named when all are on the card, else the cache shared out.
+        assert_eq!(whole.per_block(c.n_layer), None);
+        assert_eq!(tenth.per_block(c.n_layer), Some((slots / c.n_layer).max(1)));
+        assert_eq!(MemoryPlan { home: ExpertHome::Mapped { slots: 3 }, ..whole.clone() }.per_block(48), Some(1));
+        assert_eq!(MemoryPlan { home: ExpertHome::Mapped { slots: 100 }, ..whole }.per_block(48), Some(2));
         // Not even the fixed part: refused, in numbers.
         let err = memory_plan(&model, KvMode::F16, 4096, fixed - 1, ram, false).unwrap_err().to_string();
         assert!(err.contains("not even") && err.contains("GiB in all"), "{err}");

@@ -68,9 +68,20 @@ impl<'a> CudaForward<'a> {
     /// Copies the model's weights to the device, each family to run in `variants` (the plan's); a weight
     /// type without a kernel is refused by name.
     pub fn upload(gpu: Arc<Gpu>, model: &'a Model, variants: Variants) -> Result<CudaForward<'a>, CudaError> {
+        Self::upload_placed(gpu, model, variants, None)
+    }
+
+    /// [`Self::upload`] with `held` experts of each MoE block on the card and the rest computed by the
+    /// host (docs/PLACEMENT.md); None: all on the card.
+    pub fn upload_placed(
+        gpu: Arc<Gpu>,
+        model: &'a Model,
+        variants: Variants,
+        held: Option<usize>,
+    ) -> Result<CudaForward<'a>, CudaError> {
         let c = &model.config;
         Ok(CudaForward {
-            w: WeightsGpu::upload(&gpu, model, &variants)?,
+            w: WeightsGpu::upload(&gpu, model, &variants, held)?,
             scratch: Mutex::new(HcScratch::new(&gpu, c.n_embd, c.hc, c.hc_rank)?),
             rope: Mutex::new(None),
             late: Mutex::new(None),

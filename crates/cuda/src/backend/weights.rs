@@ -91,10 +91,12 @@ pub struct WeightsGpu {
 impl WeightsGpu {
     /// Copies the model's weights to the device, each family to run in `v`'s variants (the plan's); a
     /// weight type without a kernel is refused by name. The MTP layer is uploaded apart ([`Self::upload_mtp`]).
-    pub fn upload(g: &Gpu, model: &Model, v: &Variants) -> Result<WeightsGpu, CudaError> {
+    /// `held`: experts a MoE block holds on the card, the host computing the rest (None: all of them on
+    /// the card, unless `STRATA_HOST_EXPERTS` says otherwise).
+    pub fn upload(g: &Gpu, model: &Model, v: &Variants, held: Option<usize>) -> Result<WeightsGpu, CudaError> {
         let (c, w) = (&model.config, &model.weights);
         let dims = attn_dims(c);
-        let host = g.settings.host_experts.map(|n| HostExperts::new(g, model, n)).transpose()?;
+        let host = held.or(g.settings.host_experts).map(|n| HostExperts::new(g, model, n)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {
             let mixer = match (&lw.mixer, c.kinds[l]) {

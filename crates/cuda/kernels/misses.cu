@@ -1,5 +1,5 @@
 // The card's half of a pass whose routed experts are not all on the card (docs/PLACEMENT.md, "On the
-// GPU"; the host's half and the mailbox's layout are backend/misses.rs): `miss_ask` names the slots the
+// GPU"; the host's half and the mailbox's layout are ops/misses.rs): `miss_ask` names the slots the
 // card does not hold and hands the host their inputs, `miss_take` waits for the host's answer and copies
 // the outputs beside the card's own. The outputs are the host's (the same bits as the card's kernels by
 // the contracts); these kernels only move them.

@@ -120,7 +120,7 @@ fn the_whole_pass_equals_the_cpu_on_every_fixture() {
 }
 
 /// The card's half of a pass with experts in host memory (ops/misses.rs, kernels/misses.cu) against the
-/// host's (backend/misses.rs), on a real card: the slots the residency table does not hold are asked for,
+/// host's (ops/misses.rs), on a real card: the slots the residency table does not hold are asked for,
 /// answered by the host from the experts' bytes, and land in their rows with the host's bits; the card's
 /// own rows are left alone, and each slot's cache slot (0 for the host's) comes back for the card's
 /// gathers.

@@ -1,4 +1,4 @@
-//! The host's half of a pass with experts off the card (backend/misses.rs), with no device: the test plays
+//! The host's half of a pass with experts off the card (ops/misses.rs), with no device: the test plays
 //! the card on its own thread. Each named slot comes back with the CPU back-end's bits for its expert
 //! (its gate, up and down products over the token's input), the slots the card keeps are left alone, the
 //! layer is the one asked for, and a request no pass could write is refused in words.
@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
-use strata_cuda::backend::misses::{Mailbox, MissError, MissServer, MAX_T};
+use strata_cuda::ops::misses::{Mailbox, MissError, MissServer, MAX_T};
 use strata_gguf::GgmlType;
 use strata_model::ops::act::glu;
 use strata_model::ops::matvec::Inputs;

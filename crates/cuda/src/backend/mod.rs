@@ -1,7 +1,6 @@
 pub mod budget;
 pub mod decoder;
 pub mod forward;
-pub mod misses;
 pub mod report;
 pub mod speculate;
 pub mod state;

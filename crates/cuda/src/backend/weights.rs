@@ -8,13 +8,12 @@ use strata_model::model::MTP_WINDOW;
 use strata_model::weights::{Mixer, PleWeights};
 use strata_model::Model;
 
-use crate::backend::misses::MissServer;
 use crate::ops::attn::{AttnDims, AttnGpu, Cells};
 use crate::ops::gdn::GdnGpu;
 use crate::ops::hc::HcGpu;
 use crate::ops::layout::Layouts;
 use crate::ops::matvec::MatrixGpu;
-use crate::ops::misses::MissBox;
+use crate::ops::misses::{MissBox, MissServer};
 use crate::ops::moe::{MoeGpu, Placement};
 use crate::ops::variants::Variants;
 use crate::runtime::buf::Buf;

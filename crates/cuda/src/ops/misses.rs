@@ -1,19 +1,273 @@
-//! Host side of kernels/misses.cu: the card's half of a pass with experts in host memory
-//! (docs/PLACEMENT.md, "On the GPU"). `ask` names the slots the card does not hold and hands the host
-//! their inputs through the mailbox (backend/misses.rs, whose `serve_one` answers); `take` waits for the
-//! answer and copies the outputs into the slots' rows beside the card's own.
+//! Host side of kernels/misses.cu: a pass whose routed experts are not all on the card
+//! (docs/PLACEMENT.md, "On the GPU"). A mailbox in memory both sides see (mapped pinned memory beside a
+//! card; any memory in the tests), the host's loop that computes the slots the card does not hold
+//! (`Mailbox::serve_one`, `MissServer`), and the card's launches that ask and take (`MissBox`).
+//!
+//! One request at a time, since the card runs its layers in order and waits for each answer:
+//! 1. the card writes the layer, the window's T, each slot's expert (−1 for a slot it computes itself)
+//!    and the MoE input, then sets `asked` to 1 (`miss_ask`);
+//! 2. the host sees `asked`, clears it, computes the named slots from the experts' bytes
+//!    (`layers/experts.rs`, the same bits as the card's kernels), writes their outputs, sets `done`;
+//! 3. the card sees `done` and takes the outputs into the MoE combination (`miss_take`); the next
+//!    request clears `done`.
+//!
+//! Flags are 1 or 0, never counters, so a recorded graph asks the same way at every replay.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::LaunchConfig;
-
-use std::sync::Arc;
-
+use strata_model::layers::experts::slot_outputs;
 use strata_model::weights::MoeWeights;
 
-use crate::backend::misses::{Mailbox, MissServer, MAX_K, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
 use crate::runtime::mapped::MappedWords;
+
+/// The most tokens a request holds (a verify or prompt window).
+pub const MAX_T: usize = 8;
+/// The most slots a token holds (the GPU router's bound, ops/moe.rs).
+pub const MAX_K: usize = 64;
+
+const ASKED: usize = 0;
+const DONE: usize = 1;
+const LAYER: usize = 2;
+const TOKENS: usize = 3;
+const IDS: usize = 4;
+
+/// The mailbox's words: the flags, the layer and T, then `MAX_T·k` slot ids, `MAX_T·n` input values and
+/// `MAX_T·k·n` output values (f32 bits).
+pub struct Mailbox<'m> {
+    words: &'m [AtomicU32],
+    k: usize,
+    n: usize,
+}
+
+/// Why a request was not answered.
+#[derive(Debug, PartialEq)]
+pub enum MissError {
+    /// No request came in the time allowed (the card stopped, or never asked).
+    Silent(Duration),
+    /// A request's numbers that no pass could have written.
+    Bad(String),
+}
+
+impl std::fmt::Display for MissError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            MissError::Silent(d) => write!(f, "the card asked for no host experts in {:.1} s", d.as_secs_f64()),
+            MissError::Bad(what) => write!(f, "a host-experts request with {what}"),
+        }
+    }
+}
+
+impl<'m> Mailbox<'m> {
+    /// Words a mailbox of k slots a token and inputs of n values takes.
+    pub fn words(k: usize, n: usize) -> usize {
+        IDS + MAX_T * k + MAX_T * n + MAX_T * k * n
+    }
+
+    /// The mailbox over `words` (at least [`Mailbox::words`] of them).
+    pub fn new(words: &'m [AtomicU32], k: usize, n: usize) -> Mailbox<'m> {
+        assert!(k <= MAX_K && words.len() >= Self::words(k, n), "a mailbox too small for k = {k}, n = {n}");
+        Mailbox { words, k, n }
+    }
+
+    fn x_at(&self) -> usize {
+        IDS + MAX_T * self.k
+    }
+
+    fn out_at(&self) -> usize {
+        self.x_at() + MAX_T * self.n
+    }
+
+    /// The card's side of step 1 (the tests play the card with it): a request for `layer`'s slots
+    /// `ids` (T·k of them, None where the card computes the slot) over the inputs `xs`.
+    pub fn ask(&self, layer: usize, ids: &[Option<usize>], xs: &[&[f32]]) {
+        let w = self.words;
+        w[LAYER].store(layer as u32, Ordering::Relaxed);
+        w[TOKENS].store(xs.len() as u32, Ordering::Relaxed);
+        for (i, id) in ids.iter().enumerate() {
+            w[IDS + i].store(id.map_or(u32::MAX, |e| e as u32), Ordering::Relaxed);
+        }
+        for (t, x) in xs.iter().enumerate() {
+            for (i, v) in x.iter().enumerate() {
+                w[self.x_at() + t * self.n + i].store(v.to_bits(), Ordering::Relaxed);
+            }
+        }
+        w[ASKED].store(1, Ordering::Release);
+    }
+
+    /// The card's side of step 3: whether the host has answered.
+    pub fn answered(&self) -> bool {
+        self.words[DONE].load(Ordering::Acquire) == 1
+    }
+
+    /// Slot `slot`'s output as the host wrote it.
+    pub fn output(&self, slot: usize) -> Vec<f32> {
+        let at = self.out_at() + slot * self.n;
+        self.words[at..at + self.n].iter().map(|v| f32::from_bits(v.load(Ordering::Relaxed))).collect()
+    }
+
+    /// The card's clearing of `done` once it has read the outputs.
+    pub fn take(&self) {
+        self.words[DONE].store(0, Ordering::Release);
+    }
+
+    /// Waits (spinning, then yielding) until the card asks, up to `patience`.
+    fn wait_asked(&self, patience: Duration) -> Result<(), MissError> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.words[ASKED].load(Ordering::Acquire) != 1 {
+            if spins < 4096 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else if start.elapsed() > patience {
+                return Err(MissError::Silent(start.elapsed()));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the card has asked.
+    fn asked(&self) -> bool {
+        self.words[ASKED].load(Ordering::Acquire) == 1
+    }
+
+    /// The host's side of step 2: one request answered from `layers`' experts (width f), waiting for it
+    /// up to `patience`. Returns the layer it was for. A request no pass could write is answered with no
+    /// outputs (so the card does not wait for ever) and refused.
+    pub fn serve_one(&self, layers: &[&MoeWeights], f: usize, patience: Duration) -> Result<usize, MissError> {
+        self.wait_asked(patience)?;
+        self.serve_asked(layers, f, |_| {})
+    }
+
+    /// A request that has come answered; `before` sees the outcome before the card is told (so what it
+    /// keeps is there by the time the card goes on).
+    fn serve_asked(
+        &self,
+        layers: &[&MoeWeights],
+        f: usize,
+        before: impl FnOnce(&Result<usize, MissError>),
+    ) -> Result<usize, MissError> {
+        let w = self.words;
+        w[ASKED].store(0, Ordering::Relaxed);
+        let answer = self.answer(layers, f);
+        before(&answer);
+        w[DONE].store(1, Ordering::Release);
+        answer
+    }
+
+    /// The named slots of the request in the mailbox, computed and written.
+    fn answer(&self, layers: &[&MoeWeights], f: usize) -> Result<usize, MissError> {
+        let w = self.words;
+        let (layer, t) = (w[LAYER].load(Ordering::Relaxed) as usize, w[TOKENS].load(Ordering::Relaxed) as usize);
+        let moe = layers.get(layer).ok_or_else(|| MissError::Bad(format!("layer {layer} of {}", layers.len())))?;
+        if !(1..=MAX_T).contains(&t) {
+            return Err(MissError::Bad(format!("{t} tokens (1..={MAX_T})")));
+        }
+        let experts = moe.router.rows;
+        let ids = (0..t * self.k)
+            .map(|i| match w[IDS + i].load(Ordering::Relaxed) {
+                u32::MAX => Ok(None),
+                e if (e as usize) < experts => Ok(Some(e as usize)),
+                e => Err(MissError::Bad(format!("expert {e} of {experts}"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let xs: Vec<Vec<f32>> = (0..t)
+            .map(|i| {
+                let at = self.x_at() + i * self.n;
+                w[at..at + self.n].iter().map(|v| f32::from_bits(v.load(Ordering::Relaxed))).collect()
+            })
+            .collect();
+        let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        for (slot, y) in slot_outputs(moe, &rows, &ids, self.k, f).into_iter().enumerate() {
+            let Some(y) = y else { continue };
+            let at = self.out_at() + slot * self.n;
+            for (o, v) in w[at..at + self.n].iter().zip(y) {
+                o.store(v.to_bits(), Ordering::Relaxed);
+            }
+        }
+        Ok(layer)
+    }
+}
+
+/// How long the server keeps spinning after a request before it sleeps: a pass asks once a MoE layer, a
+/// few hundred µs apart, and a sleeping thread would add its wake-up to each.
+const HOT: Duration = Duration::from_millis(20);
+
+/// A thread answering the card's requests for as long as it lives, from its own handles on the experts'
+/// bytes (the file's mapping; clones of the layers' weights share it). Between passes it sleeps a
+/// millisecond at a time, or until [`MissServer::wake`]. The first request it could not answer is
+/// kept for [`MissServer::error`] (the card still gets an answer, so it never waits for ever).
+pub struct MissServer {
+    stop: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MissServer {
+    /// Serves the mailbox in `words` (k slots a token, inputs of n) from `layers` (expert width f).
+    pub fn spawn<W>(words: Arc<W>, (k, n, f): (usize, usize, usize), layers: Vec<MoeWeights>) -> MissServer
+    where
+        W: AsRef<[AtomicU32]> + Send + Sync + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let error = Arc::new(Mutex::new(None));
+        let (stop2, error2) = (stop.clone(), error.clone());
+        let handle = std::thread::Builder::new()
+            .name("host-experts".into())
+            .spawn(move || {
+                let mb = Mailbox::new(words.as_ref().as_ref(), k, n);
+                let refs: Vec<&MoeWeights> = layers.iter().collect();
+                let mut last = Instant::now() - HOT;
+                while !stop2.load(Ordering::Acquire) {
+                    if !mb.asked() {
+                        if last.elapsed() < HOT {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::park_timeout(Duration::from_millis(1));
+                        }
+                        continue;
+                    }
+                    let _ = mb.serve_asked(&refs, f, |answer| {
+                        if let Err(e) = answer {
+                            error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                        }
+                    });
+                    last = Instant::now();
+                }
+            })
+            .expect("spawning the host-experts thread");
+        MissServer { stop, error, handle: Some(handle) }
+    }
+
+    /// Wakes the thread for a pass just launched.
+    pub fn wake(&self) {
+        if let Some(h) = &self.handle {
+            h.thread().unpark();
+        }
+    }
+
+    /// The first request it could not answer, in words.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Drop for MissServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+    }
+}
 
 /// The mailbox on the card's side: mapped words for k slots a token and inputs of n values.
 pub struct MissBox {

@@ -47,7 +47,7 @@ pub const SAMPLE: &str = include_str!("../../kernels/sample.cu");
 /// A verify window's rewind: slots copied over the states (twin of crates/model/src/rewind.rs).
 pub const REWIND: &str = include_str!("../../kernels/rewind.cu");
 
-/// The card's half of a pass with experts in host memory (twin of backend/misses.rs's mailbox).
+/// The card's half of a pass with experts in host memory (ops/misses.rs holds the host side and the mailbox).
 pub const MISSES: &str = include_str!("../../kernels/misses.cu");
 
 /// Every kernel file's (name, body). All variants of an op family live in its one file.

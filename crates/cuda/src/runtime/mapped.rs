@@ -1,5 +1,5 @@
 //! Pinned host memory mapped into the card's address space: words both the host and the kernels read and
-//! write while a graph runs (backend/misses.rs's mailbox). Cached, not write-combined: the host reads it.
+//! write while a graph runs (ops/misses.rs's mailbox). Cached, not write-combined: the host reads it.
 
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;

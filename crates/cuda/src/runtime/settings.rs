@@ -133,7 +133,7 @@ pub struct Settings {
     /// them, each a share of the head's columns, gdn.cu's `gdn_delta_128*_c<G>`; 1: one block a head).
     pub gdn_split: usize,
     /// `STRATA_HOST_EXPERTS=N`: routed experts a block the card holds, the rest computed by the host
-    /// (backend/misses.rs); None: every expert on the card.
+    /// (ops/misses.rs); None: every expert on the card.
     pub host_experts: Option<usize>,
     pub qkv_once: bool,
     pub kv_fuse: bool,

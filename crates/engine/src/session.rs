@@ -84,6 +84,9 @@ impl Session {
             rayon::ThreadPoolBuilder::new().num_threads(t).build_global().context("setting up threads")?;
         }
         let gpu = open_gpu(o.device, &o.settings)?;
+        if gpu.is_none() && o.gpu_mem.is_some() {
+            eprintln!("note: --gpu-mem is a budget for the GPU; the CPU runs with the whole model in RAM");
+        }
         let path = &o.model;
         let mut model = Model::open(path, RopeScaling::None).with_context(|| format!("loading {}", path.display()))?;
         let trained = model.config.context_length;

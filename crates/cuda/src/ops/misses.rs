@@ -156,7 +156,9 @@ impl<'m> Mailbox<'m> {
     ) -> Result<usize, MissError> {
         let w = self.words;
         w[ASKED].store(0, Ordering::Relaxed);
-        let answer = self.answer(layers, f);
+        // Whatever happens in the answer, the card is answered: a panic is refused like a bad request.
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(layers, f)))
+            .unwrap_or_else(|_| Err(MissError::Bad("a computation that panicked".into())));
         before(&answer);
         w[DONE].store(1, Ordering::Release);
         answer

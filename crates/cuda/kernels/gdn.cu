@@ -348,35 +348,37 @@ __device__ void gdn_delta_cols(float* __restrict__ M, const float* __restrict__ 
     gdn_out_norm_rows<QY>(o, z, wn, y, eps, hv, S, T, j, yq);
 }
 
-#define GDN_DELTA_COLS(S, P)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S(                                         \
+// The three entry points of a register kernel: plain, `_n` (q and k normalised here: the fused conv made
+// them without the norms) and `_nq` (y also quantized for the output product, STRATA_GDN_QUANTIZE=1), for
+// G CTAs a head (ATTR the cluster's, SUF the names' suffix).
+#define GDN_DELTA_KERNELS(S, P, G, ATTR, SUF)                                                                  \
+    extern "C" __global__ void ATTR __launch_bounds__(S / G * P) gdn_delta_##S##SUF(                           \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
         float* slots) {                                                                                        \
-        gdn_delta_cols<S, P>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, 0.0f, nullptr, slots);    \
+        gdn_delta_cols<S, P, false, false, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, 0.0f,     \
+                                              nullptr, slots);                                                 \
     }                                                                                                          \
-    /* q and k normalised here (the fused conv: made without the norms) */                                     \
-    extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_n(                                     \
+    extern "C" __global__ void ATTR __launch_bounds__(S / G * P) gdn_delta_##S##_n##SUF(                       \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
         float qscale, float* slots) {                                                                          \
-        gdn_delta_cols<S, P, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, nullptr,    \
-                                   slots);                                                                     \
+        gdn_delta_cols<S, P, true, false, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale,    \
+                                             nullptr, slots);                                                  \
     }                                                                                                          \
-    /* the same, y also quantized for the output product (STRATA_GDN_QUANTIZE=1) */                            \
-    extern "C" __global__ void __launch_bounds__(S * P) gdn_delta_##S##_nq(                                    \
+    extern "C" __global__ void ATTR __launch_bounds__(S / G * P) gdn_delta_##S##_nq##SUF(                      \
         float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
         const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
         const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
         float qscale, int4* yq, float* slots) {                                                                \
-        gdn_delta_cols<S, P, true, true>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, yq,   \
-                                         slots);                                                               \
+        gdn_delta_cols<S, P, true, true, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, yq, \
+                                            slots);                                                            \
     }
-GDN_DELTA_COLS(32, 1)
-GDN_DELTA_COLS(64, 1)
-GDN_DELTA_COLS(128, 2)
+GDN_DELTA_KERNELS(32, 1, 1, , )
+GDN_DELTA_KERNELS(64, 1, 1, , )
+GDN_DELTA_KERNELS(128, 2, 1, , )
 
 // The rule split over a head's columns (STRATA_GDN_SPLIT=G, 2 by default on sm_90 and later): a cluster
 // of G CTAs a value head, CTA g taking columns g·S/G .. (g + 1)·S/G − 1 with the same threads a column, so
@@ -385,32 +387,6 @@ GDN_DELTA_COLS(128, 2)
 // The head's output norm reads all its columns' o, so the cluster meets at a barrier first, then CTA g's
 // warps take their share of the tokens (gdn_out_norm_rows' cta, ctas).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define GDN_DELTA_SPLIT(S, P, G)                                                                               \
-    extern "C" __global__ void __cluster_dims__(G, 1, 1) __launch_bounds__(S / G * P) gdn_delta_##S##_c##G(   \
-        float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
-        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
-        float* slots) {                                                                                        \
-        gdn_delta_cols<S, P, false, false, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, 0.0f,     \
-                                              nullptr, slots);                                                 \
-    }                                                                                                          \
-    extern "C" __global__ void __cluster_dims__(G, 1, 1) __launch_bounds__(S / G * P) gdn_delta_##S##_n_c##G( \
-        float* __restrict__ M, const float* __restrict__ conv, const float* __restrict__ decay,                \
-        const float* __restrict__ betas, float* __restrict__ o, int C, int hk, int hv, int S_, int T,          \
-        const float* __restrict__ z, const float* __restrict__ wn, float* __restrict__ y, float eps,          \
-        float qscale, float* slots) {                                                                          \
-        gdn_delta_cols<S, P, true, false, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale,    \
-                                             nullptr, slots);                                                  \
-    }                                                                                                          \
-    extern "C" __global__ void __cluster_dims__(G, 1, 1) __launch_bounds__(S / G * P)                          \
-        gdn_delta_##S##_nq_c##G(float* __restrict__ M, const float* __restrict__ conv,                         \
-                                const float* __restrict__ decay, const float* __restrict__ betas,              \
-                                float* __restrict__ o, int C, int hk, int hv, int S_, int T,                   \
-                                const float* __restrict__ z, const float* __restrict__ wn,                     \
-                                float* __restrict__ y, float eps, float qscale, int4* yq, float* slots) {      \
-        gdn_delta_cols<S, P, true, true, G>(M, conv, decay, betas, o, C, hk, hv, T, z, wn, y, eps, qscale, yq, \
-                                            slots);                                                            \
-    }
-GDN_DELTA_SPLIT(128, 2, 2)
-GDN_DELTA_SPLIT(128, 2, 4)
+GDN_DELTA_KERNELS(128, 2, 2, __cluster_dims__(2, 1, 1), _c2)
+GDN_DELTA_KERNELS(128, 2, 4, __cluster_dims__(4, 1, 1), _c4)
 #endif

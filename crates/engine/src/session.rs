@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use strata_cuda::backend::budget::{memory_plan, plan_bytes, Gib};
+use strata_cuda::backend::budget::{memory_plan, plan_bytes, ExpertHome, Gib};
 use strata_cuda::backend::decoder::CudaDecoder;
 use strata_cuda::backend::forward::CudaForward;
 use strata_cuda::{Gpu, Settings};
@@ -215,11 +215,11 @@ fn placement(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize, budget: Option<
         return check_fits(gpu, model, kv, cells).map(|()| None);
     };
     // The whole model where the budget holds it; else the experts read from the file's mapping.
-    let plan = memory_plan(model, kv, cells, budget, host_available(), false).context("--gpu-mem")?;
-    let plan = match plan.per_block(1) {
-        None => plan,
-        Some(_) => memory_plan(model, kv, cells, budget, host_available(), true).context("--gpu-mem")?,
-    };
+    let host = host_available();
+    let mut plan = memory_plan(model, kv, cells, budget, host, false).context("--gpu-mem")?;
+    if plan.home != ExpertHome::Device {
+        plan = memory_plan(model, kv, cells, budget, host, true).context("--gpu-mem")?;
+    }
     let (free, _) = gpu.memory()?;
     eprintln!("memory: {plan}");
     if plan.device_bytes() > free as u64 {

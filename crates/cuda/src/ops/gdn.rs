@@ -268,16 +268,9 @@ pub fn gdn(
         (128, true, true, _) => ("gdn_delta_128_nq", 256, 0),
         _ => ("gdn_delta", s.max(32), 2 * s * 4),
     };
-    let ctas = if name.ends_with("_c2") {
-        2
-    } else if name.ends_with("_c4") {
-        4
-    } else {
-        1
-    };
     let f = gpu.function(&crate::ops::sources::GDN_FILE, name)?;
     let cfg = LaunchConfig {
-        grid_dim: ((hv * ctas) as u32, 1, 1),
+        grid_dim: ((hv * split) as u32, 1, 1), // split > 1 only where S = 128 picked a `_c<split>` kernel
         block_dim: (threads as u32, 1, 1),
         shared_mem_bytes: shared as u32,
     };

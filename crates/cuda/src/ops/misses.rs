@@ -120,7 +120,7 @@ impl<'m> Mailbox<'m> {
     fn wait_asked(&self, patience: Duration) -> Result<(), MissError> {
         let start = Instant::now();
         let mut spins = 0u32;
-        while self.words[ASKED].load(Ordering::Acquire) != 1 {
+        while !self.asked() {
             if spins < 4096 {
                 std::hint::spin_loop();
                 spins += 1;

@@ -53,7 +53,8 @@ pub struct EngineArgs {
     /// A VRAM budget in GiB. Where the model exceeds it, the routed experts stay in host memory (read from
     /// the file's mapping), the card holds as many of them as the rest of the budget takes, and the host
     /// computes the others; the same bits (docs/PLACEMENT.md). The plan is printed at start. A budget that
-    /// holds not even the dense weights, caches and scratch is refused. Default: the whole model on the card.
+    /// holds not even the dense weights, caches and scratch is refused. Default: the card's free memory
+    /// less 0.5 GiB.
     #[arg(long, value_name = "GiB", value_parser = gib)]
     pub gpu_mem: Option<u64>,
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use strata_cuda::backend::budget::{memory_plan, plan_bytes, ExpertHome, Gib};
+use strata_cuda::backend::budget::{memory_plan, ExpertHome, Gib};
 use strata_cuda::backend::decoder::CudaDecoder;
 use strata_cuda::backend::forward::CudaForward;
 use strata_cuda::{Gpu, Settings};
@@ -15,7 +15,8 @@ use strata_model::{KvMode, Model, RopeScaling, State};
 /// Where the forward pass runs. Both give the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
-    /// The GPU when one opens and takes the model, else the CPU (with a note saying why).
+    /// The GPU when one opens and holds at least the model's dense part (the routed experts that do not
+    /// fit then stay in host memory), else the CPU (with a note saying why, in numbers).
     Auto,
     /// GPU 0; an error when it cannot run the model.
     Cuda,
@@ -122,8 +123,8 @@ impl Session {
 
     /// A decoder of `cells` context cells holding `saved` (or a fresh conversation), on the GPU when the
     /// session has one that takes the model, and where it runs (`cuda: <card>` or `cpu`). Under
-    /// [`Device::Auto`] a model the card cannot take (too large, a weight layout without kernels) runs
-    /// on the CPU, with a note. The PLE table's pages are then read ahead in the background.
+    /// [`Device::Auto`] a model the card cannot take (not even its dense part fits, a weight layout without
+    /// kernels) runs on the CPU, with a note. The PLE table's pages are then read ahead in the background.
     pub fn decoder(&self, cells: usize, saved: Option<State>) -> Result<(Box<dyn Decoder + '_>, String)> {
         let cuda = match &self.gpu {
             Some(gpu) => {
@@ -180,50 +181,30 @@ fn open_gpu(device: Device, settings: &Settings) -> Result<Option<Arc<Gpu>>> {
     }
 }
 
-/// Prints what the model takes on the GPU and refuses one that does not fit, with the numbers.
-fn check_fits(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize) -> Result<()> {
-    let plan = plan_bytes(model, kv, cells);
-    let need = plan.weights + plan.caches + plan.scratch;
-    let (free, _) = gpu.memory()?;
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    eprintln!(
-        "device: {}: weights {:.2} GiB + caches for {cells} cells {:.2} GiB + scratch {:.2} GiB; {:.2} GiB free",
-        gpu.name,
-        gib(plan.weights),
-        gib(plan.caches),
-        gib(plan.scratch),
-        gib(free as u64)
-    );
-    if need > free as u64 {
-        bail!(
-            "the model, its caches and scratch need {:.2} GiB on {}, {:.2} GiB free: lower --max-context, use \
-             --kv int8, or --device cpu",
-            gib(need),
-            gpu.name,
-            gib(free as u64)
-        );
-    }
-    Ok(())
-}
+/// VRAM the default budget leaves free for what the plan does not count: the kernels' modules, the
+/// graphs' own memory, the driver's pools.
+const VRAM_MARGIN: u64 = 512 << 20;
 
-/// Where the model goes on the card: without a budget, the whole of it ([`check_fits`]: None); under
-/// `--gpu-mem`, the memory plan (backend/budget.rs), printed, and the experts a MoE block holds on the
-/// card when the routed experts stay in host memory. The plan reads them from the file's mapping
-/// (pinned copies are not built yet). A budget that holds not even the dense part is refused in numbers.
+/// Where the model goes on the card, by the memory plan (backend/budget.rs), printed in numbers: None
+/// when the whole model fits, else the experts a MoE block holds on the card while the rest stay in host
+/// memory. The budget is `--gpu-mem`, or the card's free memory less [`VRAM_MARGIN`]. The experts are
+/// read from the file's mapping (pinned copies are not built yet). A budget that holds not even the dense
+/// part is refused in numbers (and `--device auto` then runs on the CPU, saying so).
 fn placement(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize, budget: Option<u64>) -> Result<Option<usize>> {
-    let Some(budget) = budget else {
-        return check_fits(gpu, model, kv, cells).map(|()| None);
-    };
-    // The whole model where the budget holds it; else the experts read from the file's mapping.
-    let host = host_available();
-    let mut plan = memory_plan(model, kv, cells, budget, host, false).context("--gpu-mem")?;
-    if plan.home != ExpertHome::Device {
-        plan = memory_plan(model, kv, cells, budget, host, true).context("--gpu-mem")?;
-    }
     let (free, _) = gpu.memory()?;
-    eprintln!("memory: {plan}");
-    if plan.device_bytes() > free as u64 {
-        bail!("--gpu-mem: the plan takes {} on {}, {} free", Gib(plan.device_bytes()), gpu.name, Gib(free as u64));
+    let free = free as u64;
+    let (budget, whose) = match budget {
+        Some(b) => (b, "--gpu-mem".to_string()),
+        None => (free.saturating_sub(VRAM_MARGIN), format!("{}: {} free", gpu.name, Gib(free))),
+    };
+    let host = host_available();
+    let mut plan = memory_plan(model, kv, cells, budget, host, false).context(whose.clone())?;
+    if plan.home != ExpertHome::Device {
+        plan = memory_plan(model, kv, cells, budget, host, true).context(whose.clone())?;
+    }
+    eprintln!("memory: {plan} ({cells} cells; budget {} on {}, {} free)", Gib(budget), gpu.name, Gib(free));
+    if plan.device_bytes() > free {
+        bail!("{whose}: the plan takes {} on {}, {} free", Gib(plan.device_bytes()), gpu.name, Gib(free));
     }
     Ok(plan.per_block(model.config.n_layer))
 }

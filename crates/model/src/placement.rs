@@ -39,6 +39,9 @@ pub struct ExpertCache {
     slots: Vec<Option<ExpertKey>>,
     /// The slot of each expert, by layer · experts + expert.
     slot_of: Vec<Option<u32>>,
+    /// Slots a layer holds when each layer has its own (a card's blocks, each with its cache buffers):
+    /// layer l's are l·quota.. (l + 1)·quota. None: one pool for every layer.
+    quota: Option<usize>,
     every: usize,
     max_swaps: usize,
     passes: usize,
@@ -58,12 +61,47 @@ impl ExpertCache {
             since_halving: 0,
             slots: vec![None; slots.min(all)],
             slot_of: vec![None; all],
+            quota: None,
             every: every.max(1),
             max_swaps,
             passes: 0,
             hits: 0,
             misses: 0,
         }
+    }
+
+    /// A cache of `quota` slots in each of the `layers` trunk layers and the MTP layer (slots
+    /// l·quota..(l + 1)·quota are layer l's; the MTP layer's come last): a re-rank swaps an expert only
+    /// against a resident of its own layer. What a card needs whose blocks hold their own caches.
+    pub fn per_layer(layers: usize, experts: usize, quota: usize, every: usize, max_swaps: usize) -> ExpertCache {
+        let quota = quota.min(experts);
+        ExpertCache { quota: Some(quota), ..ExpertCache::new(layers, experts, (layers + 1) * quota, every, max_swaps) }
+    }
+
+    /// Puts `key` in `slot` before any re-rank (a cache that starts full, as a card's does): false, and
+    /// nothing changed, when the slot is taken or not the key's layer's, or the key is held already.
+    pub fn hold(&mut self, slot: usize, key: ExpertKey) -> bool {
+        let i = self.flat(key);
+        let fits = key.expert < self.experts as u32 && i < self.slot_of.len() && slot < self.slots.len();
+        if !fits || self.slots[slot].is_some() || self.slot_of[i].is_some() || self.group_of_slot(slot) != self.group(i) {
+            return false;
+        }
+        self.slots[slot] = Some(key);
+        self.slot_of[i] = Some(slot as u32);
+        true
+    }
+
+    /// The group whose slots expert index `i` may take: its layer under a quota, else the one pool.
+    fn group(&self, i: usize) -> usize {
+        if self.quota.is_some() {
+            i / self.experts
+        } else {
+            0
+        }
+    }
+
+    fn group_of_slot(&self, slot: usize) -> usize {
+        self.quota.map_or(0, |q| slot / q.max(1))
     }
 
     fn index(&self, id: MoeId, e: usize) -> usize {
@@ -108,31 +146,45 @@ impl ExpertCache {
     }
 
     /// The hottest experts take the slots: empty slots first, then, up to `max_swaps` in all, each
-    /// hottest outsider against the coldest resident it beats (ties keep the resident). Counts are then
-    /// halved if eight routings an expert have come since they last were.
+    /// hottest outsider against the coldest resident it beats (ties keep the resident), within its own
+    /// layer under a quota. Counts are then halved if eight routings an expert have come since they last
+    /// were.
     pub fn rerank(&mut self) -> Vec<Swap> {
         let mut order: Vec<usize> = (0..self.counts.len()).filter(|&i| self.counts[i] > 0).collect();
         order.sort_by(|&a, &b| self.counts[b].cmp(&self.counts[a]).then(a.cmp(&b)));
-        let outsiders: Vec<usize> = order.into_iter().filter(|&i| self.slot_of[i].is_none()).collect();
-        let mut outsiders = outsiders.into_iter();
+        let groups = self.quota.map_or(1, |_| self.layers + 1);
+        // Each group's free slots (lowest first) and residents by coldness (the coldest, then the
+        // highest index, first).
+        let mut free: Vec<Vec<usize>> = vec![Vec::new(); groups];
+        for s in (0..self.slots.len()).rev().filter(|&s| self.slots[s].is_none()) {
+            free[self.group_of_slot(s)].push(s);
+        }
+        let mut residents: Vec<Vec<usize>> = vec![Vec::new(); groups];
+        for k in self.slots.iter().flatten() {
+            let i = self.flat(*k);
+            residents[self.group(i)].push(i);
+        }
+        for r in &mut residents {
+            r.sort_by(|&a, &b| self.counts[b].cmp(&self.counts[a]).then(a.cmp(&b)));
+        }
         let mut swaps = Vec::new();
-        let mut free: Vec<usize> = (0..self.slots.len()).filter(|&s| self.slots[s].is_none()).collect();
-        free.reverse();
-        // Residents by coldness: the coldest (then the highest index) first.
-        let mut residents: Vec<usize> = self.slots.iter().flatten().map(|k| self.flat(*k)).collect();
-        residents.sort_by(|&a, &b| self.counts[a].cmp(&self.counts[b]).then(b.cmp(&a)));
-        let mut residents = residents.into_iter().peekable();
-        while swaps.len() < self.max_swaps {
-            let Some(i) = outsiders.next() else { break };
-            let (slot, old) = if let Some(slot) = free.pop() {
+        for i in order {
+            if swaps.len() >= self.max_swaps {
+                break;
+            }
+            let g = self.group(i);
+            if self.slot_of[i].is_some() {
+                continue;
+            }
+            let (slot, old) = if let Some(slot) = free[g].pop() {
                 (slot, None)
             } else {
-                match residents.peek() {
+                match residents[g].last() {
                     Some(&r) if self.counts[i] > self.counts[r] => {
-                        residents.next();
+                        residents[g].pop();
                         (self.slot_of[r].expect("a resident has a slot") as usize, Some(r))
                     }
-                    _ => break,
+                    _ => continue, // a colder outsider cannot beat this group's coldest either
                 }
             };
             if let Some(r) = old {
@@ -227,6 +279,39 @@ mod tests {
         assert_eq!(d.end_pass(), vec![]);
         d.record(MoeId::Layer(0), &[3]);
         assert_eq!(d.end_pass().len(), 1, "3 (three) against 2 (two)");
+    }
+
+    #[test]
+    fn a_cache_by_layers_swaps_within_each_layer_and_starts_from_what_it_holds() {
+        // Two trunk layers and the MTP layer, 6 experts each, 2 slots each: slots 0-1, 2-3 and 4-5.
+        let mut c = ExpertCache::per_layer(2, 6, 2, 1, 100);
+        assert!(c.hold(0, key(0, 0)) && c.hold(1, key(0, 1)) && c.hold(2, key(1, 0)));
+        assert!(!c.hold(3, key(0, 2)), "slot 3 is layer 1's");
+        assert!(!c.hold(1, key(0, 3)), "slot 1 is taken");
+        assert!(!c.hold(5, key(2, 9)), "no expert 9");
+        assert_eq!(c.slot(MoeId::Layer(1), 0), Some(2));
+        // Layer 0's experts 4 and 5 are hot and layer 1's 3 warm: layer 0's residents go, layer 1 takes
+        // its free slot; nothing leaves its layer even though layer 0 has more hot experts than slots.
+        for _ in 0..3 {
+            c.record(MoeId::Layer(0), &[4, 5]);
+        }
+        c.record(MoeId::Layer(0), &[2]);
+        c.record(MoeId::Layer(1), &[3]);
+        c.record(MoeId::Mtp, &[1]);
+        let mut swaps = c.end_pass();
+        swaps.sort_by_key(|s| s.slot);
+        let moved: Vec<(usize, Option<ExpertKey>, ExpertKey)> = swaps.iter().map(|s| (s.slot, s.old, s.new)).collect();
+        assert_eq!(
+            moved,
+            vec![
+                (0, Some(key(0, 0)), key(0, 5)),
+                (1, Some(key(0, 1)), key(0, 4)),
+                (3, None, key(1, 3)),
+                (4, None, key(2, 1)),
+            ]
+        );
+        assert_eq!(c.slot(MoeId::Layer(0), 2), None, "a third hot expert has no slot of layer 0 left");
+        assert_eq!(c.hits_and_misses(), (0, 9));
     }
 
     #[test]

@@ -5,13 +5,15 @@
 // the contracts); these kernels only move them.
 //
 // The mailbox (u32 words, mapped pinned memory): ASKED, DONE, LAYER, TOKENS, then 8·k slot ids (the
-// expert, or ~0 for a slot the card computes), 8·n input values, 8·k·n output values (f32 bits).
+// expert, with MB_HELD set for a slot the card computes: the host counts every routing for the cache's
+// ranking but computes only the others), 8·n input values, 8·k·n output values (f32 bits).
 #define MB_ASKED 0
 #define MB_DONE 1
 #define MB_LAYER 2
 #define MB_TOKENS 3
 #define MB_IDS 4
 #define MB_MAX_T 8
+#define MB_HELD 0x80000000u
 
 // One block: DONE cleared (the last answer has been taken: miss_take ran before, in stream order), each
 // slot's expert looked up in the layer's residency table (`slot_of[e]`: its cache slot, −1 where the card
@@ -31,7 +33,7 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
     for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
         const int e = ids[i], s = slot_of[e];
         cache_ids[i] = max(s, 0);
-        w[MB_IDS + i] = s < 0 ? (u32)e : ~0u;
+        w[MB_IDS + i] = s < 0 ? (u32)e : ((u32)e | MB_HELD);
     }
     const size_t xs = MB_IDS + (size_t)MB_MAX_T * k;
     for (int i = threadIdx.x; i < t * n; i += blockDim.x) w[xs + i] = __float_as_uint(x[i]);
@@ -42,7 +44,7 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
 
 // Block b takes slots b, b + gridDim.x, …: it waits until the host has answered (every block reads DONE
 // itself, so none depends on another being resident), then copies each slot the host computed (its
-// mailbox id not ~0) from the mailbox into eo (T·k rows of n), over what the card's gathers wrote there.
+// mailbox id without MB_HELD) from the mailbox into eo (T·k rows of n), over what the card's gathers wrote there.
 extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float* __restrict__ eo) {
     grid_dep_wait();
     __shared__ int answered;
@@ -58,7 +60,7 @@ extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float*
     const volatile u32* w = box;
     const size_t out = MB_IDS + (size_t)MB_MAX_T * k + (size_t)MB_MAX_T * n;
     for (int s = blockIdx.x; s < t * k && answered; s += gridDim.x) {
-        if (w[MB_IDS + s] == ~0u) continue;
+        if (w[MB_IDS + s] & MB_HELD) continue;
         for (int i = threadIdx.x; i < n; i += blockDim.x) eo[(size_t)s * n + i] = __uint_as_float(w[out + (size_t)s * n + i]);
     }
 }

@@ -122,8 +122,8 @@ fn the_whole_pass_equals_the_cpu_on_every_fixture() {
 /// The card's half of a pass with experts in host memory (ops/misses.rs, kernels/misses.cu) against the
 /// host's (ops/misses.rs), on a real card: the slots the residency table does not hold are asked for,
 /// answered by the host from the experts' bytes, and land in their rows with the host's bits; the card's
-/// own rows are left alone, and each slot's cache slot (0 for the host's) comes back for the card's
-/// gathers.
+/// own rows are left alone, each slot's cache slot (0 for the host's) comes back for the card's
+/// gathers, and the host is told every slot's expert.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn host_experts_reach_the_card_with_their_bits() {
@@ -169,12 +169,20 @@ fn host_experts_reach_the_card_with_their_bits() {
     });
     let first = eo_d.read(&g, t * k * n).unwrap();
     let eo_d = Buf::from_host(&g, &vec![sentinel; t * k * n]).unwrap();
-    let server = mb.serve(layers.iter().map(|&l| l.clone()).collect(), f);
+    // The server is told every slot's expert, the card's own included (the cache's counts).
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = told.clone();
+    let routed: strata_cuda::ops::misses::Routed =
+        std::sync::Arc::new(move |l: usize, ex: &[usize]| sink.lock().unwrap().push((l, ex.to_vec())));
+    let server = mb.serve(layers.iter().map(|&l| l.clone()).collect(), f, Some(routed));
     server.wake();
     mb.ask(&g, layer, t, (&ids_d, &slot_d, &x_d), &cache_d).unwrap();
     mb.take(&g, t, &eo_d).unwrap();
     g.sync().unwrap();
     assert_eq!(server.error(), None);
+    let want_told: Vec<(usize, Vec<usize>)> =
+        ids.chunks(k).map(|tok| (layer, tok.iter().map(|&i| i as usize).collect())).collect();
+    assert_eq!(*told.lock().unwrap(), want_told, "the routing the server was told");
     let (cache, eo) = (cache_d.read(&g, t * k).unwrap(), eo_d.read(&g, t * k * n).unwrap());
     assert!(first.iter().zip(&eo).all(|(a, b)| a.to_bits() == b.to_bits()), "the server's answer differs");
     let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();

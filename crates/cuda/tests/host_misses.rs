@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
-use strata_cuda::ops::misses::{Mailbox, MissError, MissServer, MAX_T};
+use strata_cuda::ops::misses::{Mailbox, MissError, MissServer, Routed, SlotAsk, MAX_T};
 use strata_gguf::GgmlType;
 use strata_model::ops::act::glu;
 use strata_model::ops::matvec::Inputs;
@@ -37,6 +37,13 @@ fn expert(w: &MoeWeights, x: &[f32], f: usize, e: usize) -> Vec<f32> {
     w.down_exps.m.matvec_rows_inputs(&Inputs::new(&hs), w.down_exps.first_row(e), x.len()).remove(0)
 }
 
+/// The request's slots: the host computes the named ones; the card holds the others, each with an
+/// expert of its own (the host is told it but computes nothing for it).
+fn slots(ids: &[Option<usize>], e: usize) -> Vec<SlotAsk> {
+    let held = |s: usize| SlotAsk { expert: (s * 7 + 3) % e, host: false };
+    ids.iter().enumerate().map(|(s, id)| id.map_or(held(s), |expert| SlotAsk { expert, host: true })).collect()
+}
+
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -57,6 +64,7 @@ fn named_slots_come_back_with_the_cpu_bits_and_the_rest_untouched() {
         // Every other slot named; token 0 and token 2 share an expert, so it is computed once for both.
         let ids: Vec<Option<usize>> =
             (0..t * k).map(|s| (s % 2 == 0).then_some(if s == 2 * k { 0 } else { (s * 5 + 1) % e })).collect();
+        let asks = slots(&ids, e);
         let layer = layers.len() - 1;
         // A sentinel in the slots the card keeps.
         let sentinel = 7.5f32.to_bits();
@@ -66,7 +74,7 @@ fn named_slots_come_back_with_the_cpu_bits_and_the_rest_untouched() {
         }
         std::thread::scope(|s| {
             let host = s.spawn(|| mb.serve_one(&layers, f, Duration::from_secs(60)));
-            mb.ask(layer, &ids, &rows);
+            mb.ask(layer, &asks, &rows);
             assert_eq!(host.join().unwrap(), Ok(layer));
         });
         assert!(mb.answered());
@@ -96,7 +104,7 @@ fn requests_no_pass_could_write_are_refused() {
     let x = vec![0.5f32; n];
     let none = vec![None; k];
     // A layer the model does not have.
-    mb.ask(layers.len(), &none, &[&x]);
+    mb.ask(layers.len(), &slots(&none, c.n_expert), &[&x]);
     let err = mb.serve_one(&layers, f, Duration::from_secs(5)).unwrap_err();
     assert!(matches!(&err, MissError::Bad(w) if w.contains("layer")), "{err}");
     assert!(mb.answered(), "a refused request is still answered, so the card does not wait for ever");
@@ -104,7 +112,7 @@ fn requests_no_pass_could_write_are_refused() {
     // An expert past the router's.
     let mut ids = none.clone();
     ids[1] = Some(c.n_expert);
-    mb.ask(0, &ids, &[&x]);
+    mb.ask(0, &slots(&ids, c.n_expert), &[&x]);
     let err = mb.serve_one(&layers, f, Duration::from_secs(5)).unwrap_err();
     assert!(matches!(&err, MissError::Bad(w) if w.contains("expert")), "{err}");
     // No request at all.
@@ -121,14 +129,18 @@ fn the_server_answers_a_pass_layer_by_layer_and_keeps_the_first_refusal() {
     let layers: Vec<MoeWeights> = m.weights.layers.iter().map(|l| l.moe.clone()).collect();
     let words: std::sync::Arc<Vec<AtomicU32>> =
         std::sync::Arc::new((0..Mailbox::words(k, n)).map(|_| AtomicU32::new(0)).collect());
-    let server = MissServer::spawn(words.clone(), (k, n, f), layers.clone());
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = told.clone();
+    let routed: Routed = std::sync::Arc::new(move |l: usize, ex: &[usize]| sink.lock().unwrap().push((l, ex.to_vec())));
+    let server = MissServer::spawn(words.clone(), (k, n, f), layers.clone(), Some(routed));
     let mb = Mailbox::new(&words, k, n);
     let x: Vec<f32> = (0..n).map(|i| (i % 7) as f32 / 3.0 - 1.0).collect();
     // A pass: one request a layer, in order, each answered before the next (as the card waits).
     server.wake();
     for (l, moe) in layers.iter().enumerate() {
         let ids: Vec<Option<usize>> = (0..k).map(|r| (r != 1).then_some((l * 3 + r * 2) % e)).collect();
-        mb.ask(l, &ids, &[&x]);
+        let asks = slots(&ids, e);
+        mb.ask(l, &asks, &[&x]);
         while !mb.answered() {
             std::hint::spin_loop();
         }
@@ -138,10 +150,12 @@ fn the_server_answers_a_pass_layer_by_layer_and_keeps_the_first_refusal() {
             }
         }
         mb.take();
+        let last = told.lock().unwrap().last().cloned();
+        assert_eq!(last, Some((l, asks.iter().map(|a| a.expert).collect())), "the routing told, held slots too");
     }
     assert_eq!(server.error(), None);
     // A request no pass could write: answered, and kept as the server's error.
-    mb.ask(0, &vec![Some(e); k], &[&x]);
+    mb.ask(0, &vec![SlotAsk { expert: e, host: true }; k], &[&x]);
     while !mb.answered() {
         std::hint::spin_loop();
     }

@@ -116,6 +116,11 @@ impl ExpertCache {
         ExpertKey { layer: (i / self.experts) as u32, expert: (i % self.experts) as u32 }
     }
 
+    /// Experts a layer has.
+    pub fn experts(&self) -> usize {
+        self.experts
+    }
+
     /// The slot holding expert `e` of layer `id`, if the cache holds it.
     pub fn slot(&self, id: MoeId, e: usize) -> Option<usize> {
         self.slot_of[self.index(id, e)].map(|s| s as usize)

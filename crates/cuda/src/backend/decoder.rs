@@ -232,6 +232,7 @@ impl CudaDecoder<'_> {
         let (next_chosen, step, late) = ahead?;
         self.ahead = Some(Ahead { step, late, how: next, chosen: next_chosen, pos: self.pos, cells, mtp });
         let id = chosen.read(&self.fwd.gpu)?;
+        self.fwd.end_pass()?;
         self.handed = Some(std::time::Instant::now());
         Ok(id)
     }
@@ -266,7 +267,9 @@ impl CudaDecoder<'_> {
         let drafting = self.drafting.as_mut().filter(|d| d.active);
         let out = fwd.step(|| head(fwd, &trunk_cells(fwd, state, drafting, tokens, pos)?)).map_err(e)?;
         self.pos += tokens.len();
-        read(fwd, out).map_err(e)
+        let r = read(fwd, out).map_err(e)?;
+        fwd.end_pass().map_err(e)?;
+        Ok(r)
     }
 }
 
@@ -344,6 +347,7 @@ impl Decoder for CudaDecoder<'_> {
         let t2 = std::time::Instant::now();
         let ids = ids.read(&fwd.gpu, n + 1).map_err(e)?;
         self.draft_times.add(n, [t1 - t0, t2 - t1, t2.elapsed()]);
+        fwd.end_pass().map_err(e)?;
         Ok(ids[1..].iter().map(|&t| t as u32).collect())
     }
 
@@ -372,6 +376,7 @@ impl Decoder for CudaDecoder<'_> {
         d.ran_window(window.len());
         self.pos += window.len();
         let ids = ids.read(&fwd.gpu, window.len()).map_err(e)?;
+        fwd.end_pass().map_err(e)?;
         Ok(ids.iter().map(|&t| t as u32).collect())
     }
 

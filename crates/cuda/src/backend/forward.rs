@@ -98,6 +98,27 @@ impl<'a> CudaForward<'a> {
         self.w.upload_mtp(&self.gpu, self.model, &self.variants)
     }
 
+    /// The end of a pass, called once its output has been read (so the host has counted all its
+    /// routings): the card's expert cache makes its last swaps resident and, every few passes, begins
+    /// the next (backend/cache.rs). Nothing where every expert is on the card.
+    pub fn end_pass(&self) -> Result<(), CudaError> {
+        let Some(h) = &self.w.host else { return Ok(()) };
+        let w = &self.model.weights;
+        let trunk = self.w.layers.iter().zip(&w.layers).map(|(g, l)| Some((&g.moe, &l.moe)));
+        let mtp = match (&self.w.mtp, &w.mtp) {
+            (Some(g), Some(m)) => Some((&g.layer.moe, &m.layer.moe)),
+            _ => None,
+        };
+        let blocks: Vec<_> = trunk.chain(std::iter::once(mtp)).collect();
+        h.cache.lock().unwrap_or_else(|p| p.into_inner()).end_pass(&self.gpu, &blocks)
+    }
+
+    /// Routings the card's expert cache held and did not, and the experts it copied in (None where every
+    /// expert is on the card).
+    pub fn cache_counts(&self) -> Option<(u64, u64, u64)> {
+        self.w.host.as_ref().map(|h| h.cache.lock().unwrap_or_else(|p| p.into_inner()).counts())
+    }
+
     /// A fresh conversation of at most `capacity` cells.
     pub fn new_state(&self, kv: KvMode, capacity: usize) -> Result<CudaState, CudaError> {
         CudaState::new(&self.gpu, &self.w, &self.model.config, kv, capacity)

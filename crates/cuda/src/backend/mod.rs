@@ -1,4 +1,5 @@
 pub mod budget;
+pub(crate) mod cache;
 pub mod decoder;
 pub mod forward;
 pub mod report;

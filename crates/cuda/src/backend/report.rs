@@ -22,6 +22,15 @@ pub fn lines(fwd: &CudaForward, kv: KvMode, pos: usize, at_prompt_end: Option<Gr
     if let Some(s) = gpu.graph_stats().filter(|s| s.steps > 0) {
         out.push(graphs(&s, at_prompt_end));
     }
+    if let Some((hits, misses, swaps)) = fwd.cache_counts() {
+        let all = (hits + misses).max(1) as f64;
+        out.push(format!(
+            "expert cache: {:.1} % of {} routings held on the card, the host computed the rest; {swaps} experts \
+             copied in",
+            100.0 * hits as f64 / all,
+            hits + misses
+        ));
+    }
     out.extend(gpu.host_profile());
     match gpu.gap_summary() {
         Ok(Some((busy, idle, n))) => out.push(format!(

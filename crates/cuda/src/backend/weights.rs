@@ -1,13 +1,14 @@
 //! The model's weights on the device: each layer's mixer, HC reads and MoE block, the embedding and the
 //! head, the PLE block and (on request) the MTP layer, every family uploaded to run the plan's variant.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use strata_model::config::LayerKind;
 use strata_model::model::MTP_WINDOW;
 use strata_model::weights::{Mixer, PleWeights};
 use strata_model::Model;
 
+use crate::backend::cache::CardCache;
 use crate::ops::attn::{AttnDims, AttnGpu, Cells};
 use crate::ops::gdn::GdnGpu;
 use crate::ops::hc::HcGpu;
@@ -50,11 +51,12 @@ pub(crate) struct PleGpu {
     pub(crate) conv: Buf<f32>,
 }
 
-/// Routed experts in host memory (`STRATA_HOST_EXPERTS=N`; docs/PLACEMENT.md): the card holds N experts a
-/// block, the host computes the rest, answering the blocks' requests through one mailbox (the trunk's
-/// blocks are 0..n_layer, the MTP layer's n_layer) on a thread of its own.
+/// Routed experts in host memory (`--gpu-mem`, `STRATA_HOST_EXPERTS=N`; docs/PLACEMENT.md): the card
+/// holds N experts a block in a cache ranked by the routing, the host computes the rest, answering the
+/// blocks' requests through one mailbox (the trunk's blocks are 0..n_layer, the MTP layer's n_layer) on a
+/// thread of its own.
 pub(crate) struct HostExperts {
-    held: Vec<usize>,
+    pub(crate) cache: Mutex<CardCache>,
     mailbox: Arc<MissBox>,
     pub(crate) server: MissServer,
 }
@@ -64,14 +66,17 @@ impl HostExperts {
         let c = &model.config;
         let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);
         let w = &model.weights;
+        let (every, swaps) = (g.settings.cache_every, g.settings.cache_swaps);
+        let cache = CardCache::new(g, (c.n_layer, c.n_expert, per_block), (every, swaps))?;
         let blocks = w.layers.iter().map(|l| l.moe.clone()).chain(w.mtp.as_ref().map(|m| m.layer.moe.clone()));
-        let server = mailbox.serve(blocks.collect(), c.expert_ff);
-        // The first N experts of each block: a placement; the bits are the same whichever they are.
-        Ok(HostExperts { held: (0..per_block.clamp(1, c.n_expert)).collect(), mailbox, server })
+        let server = mailbox.serve(blocks.collect(), c.expert_ff, Some(cache.routed()));
+        Ok(HostExperts { cache: Mutex::new(cache), mailbox, server })
     }
 
+    /// Block `index`'s placement: the experts its cache holds now (its first N at the start).
     fn placement(&self, index: usize) -> Placement {
-        Placement { held: self.held.clone(), index, mailbox: self.mailbox.clone() }
+        let held = self.cache.lock().unwrap_or_else(|p| p.into_inner()).held(index);
+        Placement { held, index, mailbox: self.mailbox.clone() }
     }
 }
 

@@ -4,10 +4,11 @@
 //! (`Mailbox::serve_one`, `MissServer`), and the card's launches that ask and take (`MissBox`).
 //!
 //! One request at a time, since the card runs its layers in order and waits for each answer:
-//! 1. the card writes the layer, the window's T, each slot's expert (−1 for a slot it computes itself)
-//!    and the MoE input, then sets `asked` to 1 (`miss_ask`);
-//! 2. the host sees `asked`, clears it, computes the named slots from the experts' bytes
-//!    (`layers/experts.rs`, the same bits as the card's kernels), writes their outputs, sets `done`;
+//! 1. the card writes the layer, the window's T, each slot's expert (marked [`HELD`] for a slot it
+//!    computes itself) and the MoE input, then sets `asked` to 1 (`miss_ask`);
+//! 2. the host sees `asked`, clears it, counts every slot's routing (for the cache's ranking), computes
+//!    the slots not held from the experts' bytes (`layers/experts.rs`, the same bits as the card's
+//!    kernels), writes their outputs, sets `done`;
 //! 3. the card sees `done` and takes the outputs into the MoE combination (`miss_take`); the next
 //!    request clears `done`.
 //!
@@ -36,6 +37,19 @@ const DONE: usize = 1;
 const LAYER: usize = 2;
 const TOKENS: usize = 3;
 const IDS: usize = 4;
+/// The mark on a slot's expert id that the card computes the slot itself (MB_HELD in misses.cu).
+pub const HELD: u32 = 0x8000_0000;
+
+/// One slot of a request: its expert, and whether the host computes it (else the card holds it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlotAsk {
+    pub expert: usize,
+    pub host: bool,
+}
+
+/// What the host is told of each request's routing: the block, then one token's k experts (held or
+/// not). The expert cache's counts (docs/PLACEMENT.md) come from it.
+pub type Routed = Arc<dyn Fn(usize, &[usize]) + Send + Sync>;
 
 /// The mailbox's words: the flags, the layer and T, then `MAX_T·k` slot ids, `MAX_T·n` input values and
 /// `MAX_T·k·n` output values (f32 bits).
@@ -84,13 +98,13 @@ impl<'m> Mailbox<'m> {
     }
 
     /// The card's side of step 1 (the tests play the card with it): a request for `layer`'s slots
-    /// `ids` (T·k of them, None where the card computes the slot) over the inputs `xs`.
-    pub fn ask(&self, layer: usize, ids: &[Option<usize>], xs: &[&[f32]]) {
+    /// `ids` (T·k of them) over the inputs `xs`.
+    pub fn ask(&self, layer: usize, ids: &[SlotAsk], xs: &[&[f32]]) {
         let w = self.words;
         w[LAYER].store(layer as u32, Ordering::Relaxed);
         w[TOKENS].store(xs.len() as u32, Ordering::Relaxed);
         for (i, id) in ids.iter().enumerate() {
-            w[IDS + i].store(id.map_or(u32::MAX, |e| e as u32), Ordering::Relaxed);
+            w[IDS + i].store(id.expert as u32 | if id.host { 0 } else { HELD }, Ordering::Relaxed);
         }
         for (t, x) in xs.iter().enumerate() {
             for (i, v) in x.iter().enumerate() {
@@ -143,7 +157,7 @@ impl<'m> Mailbox<'m> {
     /// outputs (so the card does not wait for ever) and refused.
     pub fn serve_one(&self, layers: &[&MoeWeights], f: usize, patience: Duration) -> Result<usize, MissError> {
         self.wait_asked(patience)?;
-        self.serve_asked(layers, f, |_| {})
+        self.serve_asked(layers, f, None, |_| {})
     }
 
     /// A request that has come answered; `before` sees the outcome before the card is told (so what it
@@ -152,20 +166,22 @@ impl<'m> Mailbox<'m> {
         &self,
         layers: &[&MoeWeights],
         f: usize,
+        routed: Option<&Routed>,
         before: impl FnOnce(&Result<usize, MissError>),
     ) -> Result<usize, MissError> {
         let w = self.words;
         w[ASKED].store(0, Ordering::Relaxed);
         // Whatever happens in the answer, the card is answered: a panic is refused like a bad request.
-        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(layers, f)))
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(layers, f, routed)))
             .unwrap_or_else(|_| Err(MissError::Bad("a computation that panicked".into())));
         before(&answer);
         w[DONE].store(1, Ordering::Release);
         answer
     }
 
-    /// The named slots of the request in the mailbox, computed and written.
-    fn answer(&self, layers: &[&MoeWeights], f: usize) -> Result<usize, MissError> {
+    /// The request in the mailbox: its routing told to `routed`, then the slots the card does not hold
+    /// computed and written.
+    fn answer(&self, layers: &[&MoeWeights], f: usize, routed: Option<&Routed>) -> Result<usize, MissError> {
         let w = self.words;
         let (layer, t) = (w[LAYER].load(Ordering::Relaxed) as usize, w[TOKENS].load(Ordering::Relaxed) as usize);
         let moe = layers.get(layer).ok_or_else(|| MissError::Bad(format!("layer {layer} of {}", layers.len())))?;
@@ -173,13 +189,21 @@ impl<'m> Mailbox<'m> {
             return Err(MissError::Bad(format!("{t} tokens (1..={MAX_T})")));
         }
         let experts = moe.router.rows;
-        let ids = (0..t * self.k)
-            .map(|i| match w[IDS + i].load(Ordering::Relaxed) {
-                u32::MAX => Ok(None),
-                e if (e as usize) < experts => Ok(Some(e as usize)),
-                e => Err(MissError::Bad(format!("expert {e} of {experts}"))),
+        let asked = (0..t * self.k)
+            .map(|i| {
+                let word = w[IDS + i].load(Ordering::Relaxed);
+                match (word & !HELD) as usize {
+                    e if e < experts => Ok(SlotAsk { expert: e, host: word & HELD == 0 }),
+                    e => Err(MissError::Bad(format!("expert {e} of {experts}"))),
+                }
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(routed) = routed {
+            for token in asked.chunks(self.k) {
+                routed(layer, &token.iter().map(|s| s.expert).collect::<Vec<_>>());
+            }
+        }
+        let ids: Vec<Option<usize>> = asked.iter().map(|s| s.host.then_some(s.expert)).collect();
         let xs: Vec<Vec<f32>> = (0..t)
             .map(|i| {
                 let at = self.x_at() + i * self.n;
@@ -213,8 +237,14 @@ pub struct MissServer {
 }
 
 impl MissServer {
-    /// Serves the mailbox in `words` (k slots a token, inputs of n) from `layers` (expert width f).
-    pub fn spawn<W>(words: Arc<W>, (k, n, f): (usize, usize, usize), layers: Vec<MoeWeights>) -> MissServer
+    /// Serves the mailbox in `words` (k slots a token, inputs of n) from `layers` (expert width f),
+    /// telling `routed` each request's routing.
+    pub fn spawn<W>(
+        words: Arc<W>,
+        (k, n, f): (usize, usize, usize),
+        layers: Vec<MoeWeights>,
+        routed: Option<Routed>,
+    ) -> MissServer
     where
         W: AsRef<[AtomicU32]> + Send + Sync + 'static,
     {
@@ -236,7 +266,7 @@ impl MissServer {
                         }
                         continue;
                     }
-                    let _ = mb.serve_asked(&refs, f, |answer| {
+                    let _ = mb.serve_asked(&refs, f, routed.as_ref(), |answer| {
                         if let Err(e) = answer {
                             error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
                         }
@@ -286,9 +316,10 @@ impl MissBox {
         Ok(MissBox { words: Arc::new(MappedWords::new(&gpu.ctx, Mailbox::words(k, n))?), k, n })
     }
 
-    /// A thread answering this mailbox's requests from `layers` (expert width f) while it lives.
-    pub fn serve(&self, layers: Vec<MoeWeights>, f: usize) -> MissServer {
-        MissServer::spawn(self.words.clone(), (self.k, self.n, f), layers)
+    /// A thread answering this mailbox's requests from `layers` (expert width f) while it lives,
+    /// telling `routed` each request's routing.
+    pub fn serve(&self, layers: Vec<MoeWeights>, f: usize, routed: Option<Routed>) -> MissServer {
+        MissServer::spawn(self.words.clone(), (self.k, self.n, f), layers, routed)
     }
 
     /// The host's view, for `Mailbox::serve_one`.
@@ -311,7 +342,8 @@ impl MissBox {
     /// The request for `layer`: the window's T·k chosen experts `ids`, the layer's residency table
     /// `slot_of` (a cache slot or −1 for each expert) and the MoE input x (T rows of n). Writes each
     /// slot's cache slot to `cache_ids` for the card's gathers (0 for a slot the host computes: `take`
-    /// overwrites its output).
+    /// overwrites its output), and each slot's expert to the mailbox, marked [`HELD`] where the card
+    /// holds it.
     pub fn ask(
         &self,
         gpu: &Gpu,

@@ -83,6 +83,8 @@ pub struct Placement {
 /// computes it) and its mailbox.
 struct Placed {
     index: usize,
+    /// Slots of the cache.
+    held: usize,
     slot_of: Buf<i32>,
     mailbox: Arc<MissBox>,
 }
@@ -154,7 +156,12 @@ impl MoeGpu {
                 for (slot, &x) in p.held.iter().enumerate() {
                     slot_of[x] = slot as i32;
                 }
-                Some(Placed { index: p.index, slot_of: Buf::from_host(gpu, &slot_of)?, mailbox: p.mailbox })
+                Some(Placed {
+                    index: p.index,
+                    held: p.held.len(),
+                    slot_of: Buf::from_host(gpu, &slot_of)?,
+                    mailbox: p.mailbox,
+                })
             }
         };
         let gate = StackedGpu::upload(gpu, &gate_s, lay)?;
@@ -175,6 +182,47 @@ impl MoeGpu {
             },
             placed,
         })
+    }
+}
+
+impl MoeGpu {
+    /// The copies that put expert `e` of `w` (this block's weights on the host) into slot `slot` of a
+    /// placed block's cache: each projection's device address and its rows in the device's layout (a
+    /// fused gate/up tensor once). An error for a block that is not placed or a slot past its cache.
+    pub fn slot_copies(&self, gpu: &Gpu, w: &MoeWeights, slot: usize, e: usize) -> Result<Vec<(u64, Vec<u8>)>, CudaError> {
+        let held = self.placed.as_ref().map_or(0, |p| p.held);
+        if slot >= held || e >= self.dims.0 {
+            return Err(CudaError::Shape(format!("MoE cache: expert {e} into slot {slot} of {held}")));
+        }
+        let mut out = Vec::with_capacity(3);
+        let shared_up = Arc::ptr_eq(&self.gate.m, &self.up.m);
+        for (dev, host) in [(&self.gate, &w.gate_exps), (&self.up, &w.up_exps), (&self.down, &w.down_exps)] {
+            if shared_up && std::ptr::eq(dev, &self.up) {
+                continue;
+            }
+            let rb = host.m.row_view().row_bytes();
+            let rows = &host.m.bytes[e * host.stride * rb..(e + 1) * host.stride * rb];
+            let bytes = if dev.m.pairs { crate::ops::matrix::pair_q2_0_blocks(rows) } else { rows.to_vec() };
+            out.push((dev.m.ptr(gpu) + (slot * host.stride * rb) as u64, bytes));
+        }
+        Ok(out)
+    }
+
+    /// Expert `e`'s entry of a placed block's residency table set to `slot` (None: the host computes
+    /// it), in stream order: passes launched after it see it. Not while a step is being recorded.
+    pub fn set_resident(&self, gpu: &Gpu, e: usize, slot: Option<usize>) -> Result<(), CudaError> {
+        let Some(p) = &self.placed else {
+            return Err(CudaError::Shape("MoE cache: the block is not placed".into()));
+        };
+        if gpu.recording() || e >= self.dims.0 || slot.is_some_and(|s| s >= p.held) {
+            return Err(CudaError::Shape(format!("MoE cache: expert {e} to slot {slot:?} of {}", p.held)));
+        }
+        let value = slot.map_or(-1, |s| s as i32) as u32;
+        let at = p.slot_of.ptr(gpu) + 4 * e as u64;
+        // SAFETY: one word inside the table, on the device's own stream.
+        unsafe { cudarc::driver::sys::cuMemsetD32Async(at, value, 1, gpu.stream.cu_stream()) }
+            .result()
+            .map_err(|err| CudaError::Driver { what: "setting a cache slot".into(), err })
     }
 }
 

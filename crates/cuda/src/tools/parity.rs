@@ -573,7 +573,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             // The same block placed (docs/PLACEMENT.md): a third of its experts held on the card, the rest
             // computed by the host's thread, answering through a mailbox; the same bits.
             let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
-            let server = mailbox.serve(vec![w.clone()], f);
+            let server = mailbox.serve(vec![w.clone()], f, None);
             let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
             let place = crate::ops::moe::Placement { held, index: 0, mailbox };
             let placed =
@@ -780,8 +780,17 @@ pub fn forward_parity(
                     same(&format!("MTP draft, {kv:?}, windows of {t}, token {p}"), row, &want_mtp[p])?;
                 }
             }
+            // Placed (STRATA_HOST_EXPERTS): the expert cache re-ranks and swaps between passes.
+            cuda.end_pass().map_err(e)?;
         }
         cases += 1 + usize::from(has_mtp);
+    }
+    // A placed pass whose cache never changed would check nothing of the swaps.
+    if let Some((hits, misses, swaps)) = cuda.cache_counts() {
+        eprintln!("expert cache: {hits} routings held, {misses} computed by the host, {swaps} experts copied in");
+        if swaps == 0 || hits == 0 || misses == 0 {
+            return Err(format!("placed, yet the cache held {hits}, missed {misses} and swapped {swaps}"));
+        }
     }
     Ok(cases)
 }

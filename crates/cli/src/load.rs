@@ -57,6 +57,11 @@ pub struct EngineArgs {
     /// less 0.5 GiB.
     #[arg(long, value_name = "GiB", value_parser = gib)]
     pub gpu_mem: Option<u64>,
+    /// Where routed experts stay in host memory, leave them in the file's mapping (the page cache may
+    /// drop them and read them again) instead of locking their pages in RAM: for hosts short of memory.
+    /// Without it they are locked where RAM holds them beside 4 GiB for everything else.
+    #[arg(long)]
+    pub mmap_experts: bool,
 }
 
 /// A positive number of GiB, in bytes.
@@ -85,6 +90,7 @@ impl EngineArgs {
             threads: self.threads,
             draft_vocab: self.draft_vocab,
             gpu_mem: self.gpu_mem,
+            mmap_experts: self.mmap_experts,
             settings: crate::env::settings().clone(),
         })
     }

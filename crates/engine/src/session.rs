@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use strata_cuda::backend::budget::{memory_plan, ExpertHome, Gib};
 use strata_cuda::backend::decoder::CudaDecoder;
 use strata_cuda::backend::forward::CudaForward;
+use strata_cuda::backend::weights::Placing;
 use strata_cuda::{Gpu, Settings};
 use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::{KvMode, Model, RopeScaling, State};
@@ -57,6 +58,8 @@ pub struct SessionOptions {
     /// A VRAM budget in bytes: where the model exceeds it, the routed experts stay in host memory and
     /// the card holds a cache of them (docs/PLACEMENT.md). None: the whole model on the card.
     pub gpu_mem: Option<u64>,
+    /// Routed experts in host memory left in the file's mapping, not locked in RAM.
+    pub mmap_experts: bool,
     pub settings: Settings,
 }
 
@@ -72,6 +75,7 @@ pub struct Session {
     settings: Settings,
     draft_vocab: usize,
     gpu_mem: Option<u64>,
+    mmap_experts: bool,
 }
 
 impl Session {
@@ -118,6 +122,7 @@ impl Session {
             settings: o.settings,
             draft_vocab,
             gpu_mem: o.gpu_mem,
+            mmap_experts: o.mmap_experts,
         })
     }
 
@@ -128,7 +133,7 @@ impl Session {
     pub fn decoder(&self, cells: usize, saved: Option<State>) -> Result<(Box<dyn Decoder + '_>, String)> {
         let cuda = match &self.gpu {
             Some(gpu) => {
-                let dec = placement(gpu, &self.model, self.kv, cells, self.gpu_mem)
+                let dec = placement(gpu, &self.model, self.kv, cells, (self.gpu_mem, self.mmap_experts))
                     .and_then(|held| cuda_decoder(gpu.clone(), &self.model, self.kv, cells, saved.as_ref(), held));
                 match dec {
                     Ok(d) => Some(d),
@@ -187,10 +192,17 @@ const VRAM_MARGIN: u64 = 512 << 20;
 
 /// Where the model goes on the card, by the memory plan (backend/budget.rs), printed in numbers: None
 /// when the whole model fits, else the experts a MoE block holds on the card while the rest stay in host
-/// memory. The budget is `--gpu-mem`, or the card's free memory less [`VRAM_MARGIN`]. The experts are
-/// read from the file's mapping (pinned copies are not built yet). A budget that holds not even the dense
-/// part is refused in numbers (and `--device auto` then runs on the CPU, saying so).
-fn placement(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize, budget: Option<u64>) -> Result<Option<usize>> {
+/// memory: their pages locked in RAM where it holds them beside a reserve, else (or with `map`) left in
+/// the file's mapping. The budget is `--gpu-mem`, or the card's free memory less [`VRAM_MARGIN`]. A
+/// budget that holds not even the dense part is refused in numbers (and `--device auto` then runs on the
+/// CPU, saying so).
+fn placement(
+    gpu: &Gpu,
+    model: &Model,
+    kv: KvMode,
+    cells: usize,
+    (budget, map): (Option<u64>, bool),
+) -> Result<Option<Placing>> {
     let (free, _) = gpu.memory()?;
     let free = free as u64;
     let (budget, whose) = match budget {
@@ -199,14 +211,15 @@ fn placement(gpu: &Gpu, model: &Model, kv: KvMode, cells: usize, budget: Option<
     };
     let host = host_available();
     let mut plan = memory_plan(model, kv, cells, budget, host, false).context(whose.clone())?;
-    if plan.home != ExpertHome::Device {
+    if plan.home != ExpertHome::Device && map {
         plan = memory_plan(model, kv, cells, budget, host, true).context(whose.clone())?;
     }
     eprintln!("memory: {plan} ({cells} cells; budget {} on {}, {} free)", Gib(budget), gpu.name, Gib(free));
     if plan.device_bytes() > free {
         bail!("{whose}: the plan takes {} on {}, {} free", Gib(plan.device_bytes()), gpu.name, Gib(free));
     }
-    Ok(plan.per_block(model.config.n_layer))
+    let pin = matches!(plan.home, ExpertHome::Pinned { .. });
+    Ok(plan.per_block(model.config.n_layer).map(|held| Placing { held, pin }))
 }
 
 /// The host's available memory (Linux's MemAvailable), or as good as unbounded where it cannot be read.
@@ -225,7 +238,7 @@ fn cuda_decoder<'a>(
     kv: KvMode,
     cells: usize,
     saved: Option<&State>,
-    held: Option<usize>,
+    placing: Option<Placing>,
 ) -> Result<CudaDecoder<'a>> {
     if !strata_cuda::select::plan::is_kept(&gpu) {
         eprintln!("note: first start on this card: compiling the kernels and checking each variant bit for bit (once)");
@@ -243,7 +256,7 @@ fn cuda_decoder<'a>(
         eprintln!("note: {}; kept for later starts (matvec layouts: {})", started.note, plan.matvec.variant.summary());
     }
     let fwd =
-        CudaForward::upload_placed(gpu, model, plan.variants(), held).context("copying the weights to the GPU")?;
+        CudaForward::upload_placed(gpu, model, plan.variants(), placing).context("copying the weights to the GPU")?;
     let (state, pos) = match saved {
         Some(s) => (fwd.state_from_host(s, cells).context("copying the saved state to the GPU")?, s.pos),
         None => (fwd.new_state(kv, cells).context("allocating the caches")?, 0),

@@ -12,7 +12,7 @@ use strata_model::ops::sample::SampleParams;
 use strata_model::{Model, State};
 
 use crate::backend::state::{CudaState, LayerStateGpu};
-use crate::backend::weights::{MixerGpu, MtpGpu, WeightsGpu};
+use crate::backend::weights::{MixerGpu, MtpGpu, Placing, WeightsGpu};
 use crate::ops::attn::{attention, rope_rows, AttnStateGpu};
 use crate::ops::gdn::gdn;
 use crate::ops::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
@@ -71,17 +71,17 @@ impl<'a> CudaForward<'a> {
         Self::upload_placed(gpu, model, variants, None)
     }
 
-    /// [`Self::upload`] with `held` experts of each MoE block on the card and the rest computed by the
-    /// host (docs/PLACEMENT.md); None: all on the card.
+    /// [`Self::upload`] with some experts of each MoE block on the card and the rest computed by the host
+    /// (docs/PLACEMENT.md); None: all on the card.
     pub fn upload_placed(
         gpu: Arc<Gpu>,
         model: &'a Model,
         variants: Variants,
-        held: Option<usize>,
+        placing: Option<Placing>,
     ) -> Result<CudaForward<'a>, CudaError> {
         let c = &model.config;
         Ok(CudaForward {
-            w: WeightsGpu::upload(&gpu, model, &variants, held)?,
+            w: WeightsGpu::upload(&gpu, model, &variants, placing)?,
             scratch: Mutex::new(HcScratch::new(&gpu, c.n_embd, c.hc, c.hc_rank)?),
             rope: Mutex::new(None),
             late: Mutex::new(None),
@@ -117,6 +117,11 @@ impl<'a> CudaForward<'a> {
     /// expert is on the card).
     pub fn cache_counts(&self) -> Option<(u64, u64, u64)> {
         self.w.host.as_ref().map(|h| h.cache.lock().unwrap_or_else(|p| p.into_inner()).counts())
+    }
+
+    /// Requests the host's thread answered for placed blocks, and its time answering them.
+    pub fn host_answers(&self) -> Option<(u64, std::time::Duration)> {
+        self.w.host.as_ref().map(|h| h.server.answered())
     }
 
     /// A fresh conversation of at most `capacity` cells.

@@ -20,6 +20,7 @@ use crate::ops::variants::Variants;
 use crate::runtime::buf::Buf;
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
+use crate::runtime::pinned::{fault_in, PinnedRanges};
 
 pub(crate) enum MixerGpu {
     Gdn(GdnGpu),
@@ -59,10 +60,56 @@ pub(crate) struct HostExperts {
     pub(crate) cache: Mutex<CardCache>,
     mailbox: Arc<MissBox>,
     pub(crate) server: MissServer,
+    /// The experts' pages locked in RAM (`Placing::pin`), for as long as the server reads them.
+    _pinned: Option<PinnedRanges>,
+}
+
+/// Where routed experts go when they do not all fit the card (docs/PLACEMENT.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Placing {
+    /// Experts each MoE block holds on the card.
+    pub held: usize,
+    /// The experts' pages of the mapped file locked in RAM (the memory plan's pinned home), else left to
+    /// the page cache (`--mmap-experts`, or RAM too short).
+    pub pin: bool,
+}
+
+/// The routed experts' bytes of every block (the trunk's and the MTP layer's), as the file's mapping
+/// holds them.
+fn expert_bytes(model: &Model) -> Vec<&[u8]> {
+    let w = &model.weights;
+    let blocks = w.layers.iter().map(|l| &l.moe).chain(w.mtp.as_ref().map(|m| &m.layer.moe));
+    blocks.flat_map(|m| [&m.gate_exps.m.bytes[..], &m.up_exps.m.bytes[..], &m.down_exps.m.bytes[..]]).collect()
+}
+
+/// The experts' pages locked in RAM, or, where the driver cannot lock the file's pages, read in once;
+/// said on standard error with the time it took.
+fn pin_experts(g: &Gpu, model: &Model) -> Option<PinnedRanges> {
+    let t0 = std::time::Instant::now();
+    let bytes = expert_bytes(model);
+    let ranges: Vec<(usize, usize)> = bytes.iter().map(|b| (b.as_ptr() as usize, b.len())).collect();
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    match PinnedRanges::register(&g.ctx, &ranges) {
+        Ok(p) => {
+            eprintln!("host: experts {:.2} GiB locked in RAM in {:.1} s", gib(p.bytes), t0.elapsed().as_secs_f64());
+            Some(p)
+        }
+        Err(e) => {
+            let read = fault_in(&bytes);
+            eprintln!(
+                "note: the experts' pages could not be locked ({e}); {:.2} GiB read into RAM in {:.1} s instead",
+                gib(read),
+                t0.elapsed().as_secs_f64()
+            );
+            None
+        }
+    }
 }
 
 impl HostExperts {
-    fn new(g: &Gpu, model: &Model, per_block: usize) -> Result<HostExperts, CudaError> {
+    fn new(g: &Gpu, model: &Model, placing: Placing) -> Result<HostExperts, CudaError> {
+        let per_block = placing.held;
+        let _pinned = if placing.pin { pin_experts(g, model) } else { None };
         let c = &model.config;
         let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);
         let w = &model.weights;
@@ -70,7 +117,7 @@ impl HostExperts {
         let cache = CardCache::new(g, (c.n_layer, c.n_expert, per_block), (every, swaps))?;
         let blocks = w.layers.iter().map(|l| l.moe.clone()).chain(w.mtp.as_ref().map(|m| m.layer.moe.clone()));
         let server = mailbox.serve(blocks.collect(), c.expert_ff, Some(cache.routed()));
-        Ok(HostExperts { cache: Mutex::new(cache), mailbox, server })
+        Ok(HostExperts { cache: Mutex::new(cache), mailbox, server, _pinned })
     }
 
     /// Block `index`'s placement: the experts its cache holds now (its first N at the start).
@@ -95,12 +142,13 @@ pub struct WeightsGpu {
 impl WeightsGpu {
     /// Copies the model's weights to the device, each family to run in `v`'s variants (the plan's); a
     /// weight type without a kernel is refused by name. The MTP layer is uploaded apart ([`Self::upload_mtp`]).
-    /// `held`: experts a MoE block holds on the card, the host computing the rest (None: all of them on
-    /// the card, unless `STRATA_HOST_EXPERTS` says otherwise).
-    pub fn upload(g: &Gpu, model: &Model, v: &Variants, held: Option<usize>) -> Result<WeightsGpu, CudaError> {
+    /// `placing`: experts a MoE block holds on the card, the host computing the rest (None: all of them
+    /// on the card, unless `STRATA_HOST_EXPERTS` says otherwise).
+    pub fn upload(g: &Gpu, model: &Model, v: &Variants, placing: Option<Placing>) -> Result<WeightsGpu, CudaError> {
         let (c, w) = (&model.config, &model.weights);
         let dims = attn_dims(c);
-        let host = held.or(g.settings.host_experts).map(|n| HostExperts::new(g, model, n)).transpose()?;
+        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin: false }));
+        let host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {
             let mixer = match (&lw.mixer, c.kinds[l]) {

@@ -14,7 +14,7 @@
 //!
 //! Flags are 1 or 0, never counters, so a recorded graph asks the same way at every replay.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -233,6 +233,8 @@ const HOT: Duration = Duration::from_millis(20);
 pub struct MissServer {
     stop: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
+    /// Requests answered, and the ns from seeing each to answering it.
+    answered: Arc<[AtomicU64; 2]>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -250,7 +252,8 @@ impl MissServer {
     {
         let stop = Arc::new(AtomicBool::new(false));
         let error = Arc::new(Mutex::new(None));
-        let (stop2, error2) = (stop.clone(), error.clone());
+        let answered = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let (stop2, error2, answered2) = (stop.clone(), error.clone(), answered.clone());
         let handle = std::thread::Builder::new()
             .name("host-experts".into())
             .spawn(move || {
@@ -266,16 +269,19 @@ impl MissServer {
                         }
                         continue;
                     }
+                    let seen = Instant::now();
                     let _ = mb.serve_asked(&refs, f, routed.as_ref(), |answer| {
                         if let Err(e) = answer {
                             error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
                         }
+                        answered2[0].fetch_add(1, Ordering::Relaxed);
+                        answered2[1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     });
                     last = Instant::now();
                 }
             })
             .expect("spawning the host-experts thread");
-        MissServer { stop, error, handle: Some(handle) }
+        MissServer { stop, error, answered, handle: Some(handle) }
     }
 
     /// Wakes the thread for a pass just launched.
@@ -283,6 +289,12 @@ impl MissServer {
         if let Some(h) = &self.handle {
             h.thread().unpark();
         }
+    }
+
+    /// Requests answered so far, and the time from seeing each to answering it, in all.
+    pub fn answered(&self) -> (u64, Duration) {
+        let [n, ns] = &*self.answered;
+        (n.load(Ordering::Relaxed), Duration::from_nanos(ns.load(Ordering::Relaxed)))
     }
 
     /// The first request it could not answer, in words.

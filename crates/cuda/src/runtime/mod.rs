@@ -8,6 +8,7 @@ pub mod host_profile;
 pub mod lanes;
 pub mod mapped;
 pub mod op;
+pub mod pinned;
 pub mod profile;
 pub mod recorder;
 pub mod settings;

@@ -1,0 +1,100 @@
+//! Host memory locked where it lies: the routed experts' pages of the model's mapped file registered with
+//! the driver (read-only), so that they stay in RAM, are never faulted in while the card waits for the
+//! host's answer, and can be copied to the card directly (docs/PLACEMENT.md, "Memory in numbers").
+//! Where the driver cannot register them, the pages are read once instead (faulted in, not locked).
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext};
+use rayon::prelude::*;
+
+use crate::runtime::error::{Check, CudaError};
+
+const PAGE: usize = 4096;
+
+/// Byte ranges registered with the driver, unregistered when dropped.
+pub struct PinnedRanges {
+    ctx: Arc<CudaContext>,
+    starts: Vec<usize>,
+    /// Bytes registered.
+    pub bytes: u64,
+}
+
+// SAFETY: the registrations are addresses the driver keeps; nothing here is touched but through it.
+unsafe impl Send for PinnedRanges {}
+unsafe impl Sync for PinnedRanges {}
+
+/// The ranges (address, length) widened to whole pages, sorted and merged where they touch or share a
+/// page: the driver refuses a page registered twice.
+pub fn page_ranges(ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut r: Vec<(usize, usize)> = ranges
+        .iter()
+        .filter(|&&(_, len)| len > 0)
+        .map(|&(a, len)| (a / PAGE * PAGE, (a + len).div_ceil(PAGE) * PAGE))
+        .collect();
+    r.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(r.len());
+    for (a, b) in r {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out.into_iter().map(|(a, b)| (a, b - a)).collect()
+}
+
+impl PinnedRanges {
+    /// Registers `ranges` (read-only memory: the file's mapping) for `ctx`'s device. All or nothing:
+    /// on an error those registered are unregistered again.
+    pub fn register(ctx: &Arc<CudaContext>, ranges: &[(usize, usize)]) -> Result<PinnedRanges, CudaError> {
+        ctx.bind_to_thread().check("binding the context")?;
+        let mut pinned = PinnedRanges { ctx: ctx.clone(), starts: Vec::new(), bytes: 0 };
+        let flags = sys::CU_MEMHOSTREGISTER_READ_ONLY | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        for (a, len) in page_ranges(ranges) {
+            // SAFETY: whole pages of a live mapping the caller keeps for as long as this value; the
+            // driver only reads them.
+            unsafe { sys::cuMemHostRegister_v2(a as *mut std::ffi::c_void, len, flags) }
+                .result()
+                .check("locking the experts' pages in host memory")?;
+            pinned.starts.push(a);
+            pinned.bytes += len as u64;
+        }
+        Ok(pinned)
+    }
+}
+
+impl Drop for PinnedRanges {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            for &a in &self.starts {
+                // SAFETY: registered above, unregistered once.
+                let _ = unsafe { sys::cuMemHostUnregister(a as *mut std::ffi::c_void) };
+            }
+        }
+    }
+}
+
+/// Reads one byte a page of each range over the host's threads, so the pages are in memory and mapped
+/// before the first pass needs them. Returns the bytes covered.
+pub fn fault_in(ranges: &[&[u8]]) -> u64 {
+    let sum = ranges
+        .par_iter()
+        .flat_map(|r| r.par_chunks(1 << 20))
+        .map(|c| c.iter().step_by(PAGE).fold(0u8, |s, &b| s ^ b))
+        .reduce(|| 0, |a, b| a ^ b);
+    std::hint::black_box(sum);
+    ranges.iter().map(|r| r.len() as u64).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_become_whole_pages_merged_where_they_share_one() {
+        let got = page_ranges(&[(10_000, 100), (4096, 10), (8191, 2), (40_960, 0), (20_000, 8192)]);
+        // 4096..4106 and 8191..8193 touch pages 1 and 1–2; 10,000..10,100 is page 2: one run 4096..12288.
+        // 20,000..28,192 is pages 4–6 (16,384..28,672). The empty range is dropped.
+        assert_eq!(got, vec![(4096, 8192), (16_384, 12_288)]);
+    }
+}

@@ -83,7 +83,8 @@ impl ExpertCache {
     pub fn hold(&mut self, slot: usize, key: ExpertKey) -> bool {
         let i = self.flat(key);
         let fits = key.expert < self.experts as u32 && i < self.slot_of.len() && slot < self.slots.len();
-        if !fits || self.slots[slot].is_some() || self.slot_of[i].is_some() || self.group_of_slot(slot) != self.group(i) {
+        if !fits || self.slots[slot].is_some() || self.slot_of[i].is_some() || self.group_of_slot(slot) != self.group(i)
+        {
             return false;
         }
         self.slots[slot] = Some(key);

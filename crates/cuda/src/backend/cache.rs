@@ -156,8 +156,10 @@ impl CardCache {
             staging[at..at + b.len()].copy_from_slice(b);
             // SAFETY: pinned staging not written again before `copied` has passed; the slot's device rows
             // are read by no pass until its entry is set after `copied` (step 3).
-            unsafe { cudarc::driver::result::memcpy_htod_async(*dst, &staging[at..at + b.len()], self.copies.cu_stream()) }
-                .check("copying an expert into the cache")?;
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(*dst, &staging[at..at + b.len()], self.copies.cu_stream())
+            }
+            .check("copying an expert into the cache")?;
             at += b.len();
         }
         self.copied = Some(self.copies.record_event(None).check("recording the cache's copies")?);

@@ -189,7 +189,13 @@ impl MoeGpu {
     /// The copies that put expert `e` of `w` (this block's weights on the host) into slot `slot` of a
     /// placed block's cache: each projection's device address and its rows in the device's layout (a
     /// fused gate/up tensor once). An error for a block that is not placed or a slot past its cache.
-    pub fn slot_copies(&self, gpu: &Gpu, w: &MoeWeights, slot: usize, e: usize) -> Result<Vec<(u64, Vec<u8>)>, CudaError> {
+    pub fn slot_copies(
+        &self,
+        gpu: &Gpu,
+        w: &MoeWeights,
+        slot: usize,
+        e: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>, CudaError> {
         let held = self.placed.as_ref().map_or(0, |p| p.held);
         if slot >= held || e >= self.dims.0 {
             return Err(CudaError::Shape(format!("MoE cache: expert {e} into slot {slot} of {held}")));

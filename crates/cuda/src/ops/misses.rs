@@ -227,14 +227,16 @@ impl<'m> Mailbox<'m> {
 const HOT: Duration = Duration::from_millis(20);
 
 /// A thread answering the card's requests for as long as it lives, from its own handles on the experts'
-/// bytes (the file's mapping; clones of the layers' weights share it). Between passes it sleeps a
-/// millisecond at a time, or until [`MissServer::wake`]. The first request it could not answer is
+/// bytes (the file's mapping; clones of the layers' weights share it), with a pool of threads of its own
+/// for the products. Between passes it sleeps a millisecond at a time, or until [`MissServer::wake`]. The first request it could not answer is
 /// kept for [`MissServer::error`] (the card still gets an answer, so it never waits for ever).
 pub struct MissServer {
     stop: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
     /// Requests answered, and the ns from seeing each to answering it.
     answered: Arc<[AtomicU64; 2]>,
+    /// The pool's thread that runs the loop (woken by [`MissServer::wake`]).
+    worker: Option<std::thread::Thread>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -254,40 +256,54 @@ impl MissServer {
         let error = Arc::new(Mutex::new(None));
         let answered = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let (stop2, error2, answered2) = (stop.clone(), error.clone(), answered.clone());
+        // The loop runs as a worker of a pool of its own, as many threads as the global pool: its
+        // products' parallel parts then start from a running worker, where a thread outside the pool
+        // would hand them over and sleep until they were done.
+        let threads = rayon::current_num_threads();
+        let (told, worker) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("host-experts".into())
             .spawn(move || {
-                let mb = Mailbox::new(words.as_ref().as_ref(), k, n);
-                let refs: Vec<&MoeWeights> = layers.iter().collect();
-                let mut last = Instant::now() - HOT;
-                while !stop2.load(Ordering::Acquire) {
-                    if !mb.asked() {
-                        if last.elapsed() < HOT {
-                            std::hint::spin_loop();
-                        } else {
-                            std::thread::park_timeout(Duration::from_millis(1));
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("host-experts-{i}"))
+                    .build()
+                    .expect("a thread pool for the host's experts");
+                pool.install(|| {
+                    let _ = told.send(std::thread::current());
+                    let mb = Mailbox::new(words.as_ref().as_ref(), k, n);
+                    let refs: Vec<&MoeWeights> = layers.iter().collect();
+                    let mut last = Instant::now() - HOT;
+                    while !stop2.load(Ordering::Acquire) {
+                        if !mb.asked() {
+                            if last.elapsed() < HOT {
+                                std::hint::spin_loop();
+                            } else {
+                                std::thread::park_timeout(Duration::from_millis(1));
+                            }
+                            continue;
                         }
-                        continue;
+                        let seen = Instant::now();
+                        let _ = mb.serve_asked(&refs, f, routed.as_ref(), |answer| {
+                            if let Err(e) = answer {
+                                error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                            }
+                            answered2[0].fetch_add(1, Ordering::Relaxed);
+                            answered2[1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        });
+                        last = Instant::now();
                     }
-                    let seen = Instant::now();
-                    let _ = mb.serve_asked(&refs, f, routed.as_ref(), |answer| {
-                        if let Err(e) = answer {
-                            error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
-                        }
-                        answered2[0].fetch_add(1, Ordering::Relaxed);
-                        answered2[1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                    });
-                    last = Instant::now();
-                }
+                })
             })
             .expect("spawning the host-experts thread");
-        MissServer { stop, error, answered, handle: Some(handle) }
+        let worker = worker.recv().ok();
+        MissServer { stop, error, answered, worker, handle: Some(handle) }
     }
 
     /// Wakes the thread for a pass just launched.
     pub fn wake(&self) {
-        if let Some(h) = &self.handle {
-            h.thread().unpark();
+        if let Some(w) = &self.worker {
+            w.unpark();
         }
     }
 
@@ -306,8 +322,8 @@ impl MissServer {
 impl Drop for MissServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        self.wake();
         if let Some(h) = self.handle.take() {
-            h.thread().unpark();
             let _ = h.join();
         }
     }

@@ -141,6 +141,11 @@ impl ExpertCache {
         }
     }
 
+    /// Whether the next [`ExpertCache::end_pass`] re-ranks.
+    pub fn rerank_due(&self) -> bool {
+        (self.passes + 1).is_multiple_of(self.every)
+    }
+
     /// The end of a pass: every `every` passes, a re-rank; its swaps (none between).
     pub fn end_pass(&mut self) -> Vec<Swap> {
         self.passes += 1;

@@ -8,21 +8,24 @@
 //!    later pass has the host compute it; the copy stream waits for that point (the pass before has
 //!    then finished with the slot);
 //! 2. the new expert's rows are copied from pinned staging into the slot while the next pass runs (the
-//!    new expert is still the host's to compute, so nothing reads the slot);
+//!    new expert is still the host's to compute, so nothing reads the slot); a thread of the cache's own
+//!    fills the staging and issues the copies, so neither the decoder's thread nor the card waits for
+//!    the host's copying;
 //! 3. at the next pass's end the device's stream waits for the copies and sets the new expert's entry.
 //!
 //! Where a slot is computed changes no bit, so neither the cache's state nor a swap can change the
 //! output (tested whole by `gpu_parity`'s placed pass with a cache re-ranked after every pass).
 
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use strata_model::backend::MoeId;
 use strata_model::placement::{ExpertCache, ExpertKey};
 use strata_model::weights::MoeWeights;
 
 use crate::ops::misses::Routed;
-use crate::ops::moe::MoeGpu;
+use crate::ops::moe::{MoeGpu, SlotCopy};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::{Check, CudaError};
 
@@ -33,17 +36,99 @@ struct Landing {
     slot: usize,
 }
 
+/// A re-rank's copies, to start once the card's stream has passed `cleared`.
+struct Batch {
+    copies: Vec<SlotCopy>,
+    cleared: CudaEvent,
+}
+
+/// The thread that fills the staging and issues a batch's copies on the copy stream, answering each
+/// batch with the event its copies end at.
+struct Copier {
+    batches: Option<Sender<Batch>>,
+    copied: Receiver<Result<CudaEvent, CudaError>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Copier {
+    fn spawn(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Copier {
+        let (batches, todo) = channel::<Batch>();
+        let (done, copied) = channel();
+        let handle = std::thread::Builder::new()
+            .name("expert-cache".into())
+            .spawn(move || {
+                let mut staging: Option<PinnedHostSlice<u8>> = None;
+                let mut last: Option<CudaEvent> = None;
+                for b in todo {
+                    let _ = done.send(copy_batch(&ctx, &stream, b, &mut staging, &mut last));
+                }
+                // The staging lives until its last copies have read it.
+                if let Some(e) = last {
+                    let _ = e.synchronize();
+                }
+            })
+            .expect("spawning the expert cache's thread");
+        Copier { batches: Some(batches), copied, handle: Some(handle) }
+    }
+}
+
+impl Drop for Copier {
+    fn drop(&mut self) {
+        self.batches = None; // the thread's loop ends
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One batch: the copy stream made to wait for the clearing, the staging (once the last batch's copies
+/// have left it) filled with the rows in the card's layout, and the copies issued. Returns the event
+/// they end at; `last` keeps one of its own for the next batch's staging.
+fn copy_batch(
+    ctx: &Arc<CudaContext>,
+    stream: &CudaStream,
+    b: Batch,
+    staging: &mut Option<PinnedHostSlice<u8>>,
+    last: &mut Option<CudaEvent>,
+) -> Result<CudaEvent, CudaError> {
+    ctx.bind_to_thread().check("binding the context")?;
+    stream.wait(&b.cleared).check("ordering the cache's copies")?;
+    if let Some(e) = last.take() {
+        e.synchronize().check("waiting for the cache's last copies")?;
+    }
+    let bytes: usize = b.copies.iter().map(|c| c.rows.len()).sum();
+    if staging.as_ref().is_none_or(|s| s.len() < bytes) {
+        *staging = None; // the old staging freed first: its copies have passed
+        // SAFETY: plain bytes, written below before each copy reads them.
+        *staging = Some(unsafe { ctx.alloc_pinned::<u8>(bytes) }.check("allocating the cache's staging")?);
+    }
+    let area = staging.as_mut().expect("made above").as_mut_slice().check("the cache's staging")?;
+    let mut at = 0;
+    for c in &b.copies {
+        let dst = &mut area[at..at + c.rows.len()];
+        if c.pairs {
+            dst.copy_from_slice(&crate::ops::matrix::pair_q2_0_blocks(&c.rows));
+        } else {
+            dst.copy_from_slice(&c.rows);
+        }
+        // SAFETY: pinned staging not written again before `last` has passed; the slot's device rows are
+        // read by no pass until its entry is set after the returned event (step 3).
+        unsafe { cudarc::driver::result::memcpy_htod_async(c.dst, &area[at..at + c.rows.len()], stream.cu_stream()) }
+            .check("copying an expert into the cache")?;
+        at += c.rows.len();
+    }
+    *last = Some(stream.record_event(None).check("recording the cache's copies")?);
+    stream.record_event(None).check("recording the cache's copies")
+}
+
 pub(crate) struct CardCache {
     policy: Arc<Mutex<ExpertCache>>,
     /// Slots a block holds.
     held: usize,
     /// The trunk's blocks (the MTP layer's is block `layers`).
     layers: usize,
-    copies: Arc<CudaStream>,
-    staging: Option<PinnedHostSlice<u8>>,
-    /// The last batch's copies: passed before staging is written again, waited for before its experts
-    /// are made resident.
-    copied: Option<CudaEvent>,
+    copier: Copier,
+    /// The last re-rank's new experts, resident once its batch's copies have landed.
     landing: Vec<Landing>,
     swaps: u64,
 }
@@ -69,9 +154,7 @@ impl CardCache {
             policy: Arc::new(Mutex::new(policy)),
             held,
             layers,
-            copies,
-            staging: None,
-            copied: None,
+            copier: Copier::spawn(gpu.ctx.clone(), copies),
             landing: Vec::new(),
             swaps: 0,
         })
@@ -106,25 +189,34 @@ impl CardCache {
     }
 
     /// The end of a pass (the card idle or running the next; every routing of this one counted): the
-    /// last re-rank's experts made resident, then, every `every` passes, this re-rank's swaps begun.
-    /// `blocks`: each block's device weights and host weights, None where the block is not on the card
-    /// (the MTP layer before drafting; its slots change with the policy alone).
+    /// last re-rank's experts made resident once their copies have been issued (waited for only before
+    /// the next re-rank: until then a pass that comes first leaves them to the host, which changes no
+    /// bit), then, every `every` passes, this re-rank's leaving experts handed to the host and its copies
+    /// begun. The policy's choices depend on the routings alone. `blocks`: each block's
+    /// device weights and host weights, None where the block is not on the card (the MTP layer before
+    /// drafting; its slots change with the policy alone).
     pub(crate) fn end_pass(&mut self, gpu: &Gpu, blocks: &[Option<(&MoeGpu, &MoeWeights)>]) -> Result<(), CudaError> {
         if !self.landing.is_empty() {
-            if let Some(e) = &self.copied {
-                gpu.stream.wait(e).check("waiting for the cache's copies")?;
-            }
-            for l in std::mem::take(&mut self.landing) {
-                if let Some(Some((moe, _))) = blocks.get(l.block) {
-                    moe.set_resident(gpu, l.expert, Some(l.slot))?;
+            let ended = || CudaError::Shape("the expert cache's thread ended".into());
+            let copied = if self.policy().rerank_due() {
+                Some(self.copier.copied.recv().map_err(|_| ended())?)
+            } else {
+                match self.copier.copied.try_recv() {
+                    Ok(c) => Some(c),
+                    Err(std::sync::mpsc::TryRecvError::Empty) => None,
+                    Err(_) => return Err(ended()),
+                }
+            };
+            if let Some(copied) = copied {
+                gpu.stream.wait(&copied?).check("waiting for the cache's copies")?;
+                for l in std::mem::take(&mut self.landing) {
+                    if let Some(Some((moe, _))) = blocks.get(l.block) {
+                        moe.set_resident(gpu, l.expert, Some(l.slot))?;
+                    }
                 }
             }
         }
         let swaps = self.policy().end_pass();
-        if swaps.is_empty() {
-            return Ok(());
-        }
-        // 1. The leaving experts to the host, then the copies wait for the passes before.
         let mut copies = Vec::new();
         for s in &swaps {
             let (block, slot) = (s.slot / self.held, s.slot % self.held);
@@ -140,29 +232,10 @@ impl CardCache {
             return Ok(());
         }
         let cleared = gpu.stream.record_event(None).check("recording the cache's clearing")?;
-        self.copies.wait(&cleared).check("ordering the cache's copies")?;
-        // 2. The rows into staging (once the last batch has left it), then copied up on their stream.
-        if let Some(e) = self.copied.take() {
-            e.synchronize().check("waiting for the cache's last copies")?;
+        let sent = self.copier.batches.as_ref().map(|b| b.send(Batch { copies, cleared }));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            _ => Err(CudaError::Shape("the expert cache's thread ended".into())),
         }
-        let bytes: usize = copies.iter().map(|(_, b)| b.len()).sum();
-        if self.staging.as_ref().is_none_or(|s| s.len() < bytes) {
-            // SAFETY: plain bytes, written below before each copy reads them.
-            self.staging = Some(unsafe { gpu.ctx.alloc_pinned::<u8>(bytes) }.check("allocating the cache's staging")?);
-        }
-        let staging = self.staging.as_mut().expect("made above").as_mut_slice().check("the cache's staging")?;
-        let mut at = 0;
-        for (dst, b) in &copies {
-            staging[at..at + b.len()].copy_from_slice(b);
-            // SAFETY: pinned staging not written again before `copied` has passed; the slot's device rows
-            // are read by no pass until its entry is set after `copied` (step 3).
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(*dst, &staging[at..at + b.len()], self.copies.cu_stream())
-            }
-            .check("copying an expert into the cache")?;
-            at += b.len();
-        }
-        self.copied = Some(self.copies.record_event(None).check("recording the cache's copies")?);
-        Ok(())
     }
 }

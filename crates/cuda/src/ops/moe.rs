@@ -79,6 +79,14 @@ pub struct Placement {
     pub mailbox: Arc<MissBox>,
 }
 
+/// One projection of an expert on its way into a cache slot: where on the card, its rows as the file
+/// holds them, and whether the card's layout pairs their Q2_0 blocks ([`crate::ops::matrix::pair_q2_0_blocks`]).
+pub struct SlotCopy {
+    pub dst: u64,
+    pub rows: TensorBytes,
+    pub pairs: bool,
+}
+
 /// A placed block on the card: its residency table (each expert's cache slot, −1 where the host
 /// computes it) and its mailbox.
 struct Placed {
@@ -187,15 +195,9 @@ impl MoeGpu {
 
 impl MoeGpu {
     /// The copies that put expert `e` of `w` (this block's weights on the host) into slot `slot` of a
-    /// placed block's cache: each projection's device address and its rows in the device's layout (a
+    /// placed block's cache: each projection's device address and its rows as the file holds them (a
     /// fused gate/up tensor once). An error for a block that is not placed or a slot past its cache.
-    pub fn slot_copies(
-        &self,
-        gpu: &Gpu,
-        w: &MoeWeights,
-        slot: usize,
-        e: usize,
-    ) -> Result<Vec<(u64, Vec<u8>)>, CudaError> {
+    pub fn slot_copies(&self, gpu: &Gpu, w: &MoeWeights, slot: usize, e: usize) -> Result<Vec<SlotCopy>, CudaError> {
         let held = self.placed.as_ref().map_or(0, |p| p.held);
         if slot >= held || e >= self.dims.0 {
             return Err(CudaError::Shape(format!("MoE cache: expert {e} into slot {slot} of {held}")));
@@ -206,10 +208,10 @@ impl MoeGpu {
             if shared_up && std::ptr::eq(dev, &self.up) {
                 continue;
             }
-            let rb = host.m.row_view().row_bytes();
-            let rows = &host.m.bytes[e * host.stride * rb..(e + 1) * host.stride * rb];
-            let bytes = if dev.m.pairs { crate::ops::matrix::pair_q2_0_blocks(rows) } else { rows.to_vec() };
-            out.push((dev.m.ptr(gpu) + (slot * host.stride * rb) as u64, bytes));
+            let len = host.stride * host.m.row_view().row_bytes();
+            let rows = host.m.bytes.slice(e * len, len);
+            let rows = rows.ok_or_else(|| CudaError::Shape(format!("MoE cache: expert {e} past its tensor")))?;
+            out.push(SlotCopy { dst: dev.m.ptr(gpu) + (slot * len) as u64, rows, pairs: dev.m.pairs });
         }
         Ok(out)
     }

@@ -54,7 +54,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_GDN_FUSE", "0: the GDN conv by its own kernel, not in the qkv product's epilogue", "on"),
     sw("STRATA_HOST_EXPERTS", "N: the card holds N routed experts a block, the host computes the rest (docs/PLACEMENT.md)", "all on the card"),
     sw("STRATA_CACHE_EVERY", "K: passes between two re-ranks of the card's expert cache (backend/cache.rs)", "8"),
-    sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "32"),
+    sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "128"),
     sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),
     sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
     sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
@@ -139,7 +139,7 @@ pub struct Settings {
     pub host_experts: Option<usize>,
     /// `STRATA_CACHE_EVERY=K`: passes between two re-ranks of the card's expert cache (default 8).
     pub cache_every: usize,
-    /// `STRATA_CACHE_SWAPS=S`: the most experts a re-rank copies into the card's cache (default 32).
+    /// `STRATA_CACHE_SWAPS=S`: the most experts a re-rank copies into the card's cache (default 128).
     pub cache_swaps: usize,
     pub qkv_once: bool,
     pub kv_fuse: bool,
@@ -213,7 +213,7 @@ impl Settings {
             gdn_split: r.choice("STRATA_GDN_SPLIT", &[("2", 2), ("1", 1), ("4", 4)]),
             host_experts: r.number("STRATA_HOST_EXPERTS", 1..=usize::MAX),
             cache_every: r.number("STRATA_CACHE_EVERY", 1..=1 << 20).unwrap_or(8),
-            cache_swaps: r.number("STRATA_CACHE_SWAPS", 0..=1 << 20).unwrap_or(32),
+            cache_swaps: r.number("STRATA_CACHE_SWAPS", 0..=1 << 20).unwrap_or(128),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),

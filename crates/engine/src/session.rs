@@ -219,7 +219,7 @@ fn placement(
         bail!("{whose}: the plan takes {} on {}, {} free", Gib(plan.device_bytes()), gpu.name, Gib(free));
     }
     let pin = matches!(plan.home, ExpertHome::Pinned { .. });
-    Ok(plan.per_block(model.config.n_layer).map(|held| Placing { held, pin }))
+    Ok(plan.per_block().map(|held| Placing { held, pin }))
 }
 
 /// The host's available memory (Linux's MemAvailable), or as good as unbounded where it cannot be read.

@@ -113,12 +113,14 @@ pub enum ExpertHome {
 pub struct MemoryPlan {
     /// The weights that stay on the device whatever the budget: everything but the routed experts.
     pub dense: u64,
-    /// Every routed expert of the trunk.
+    /// Every routed expert of the trunk and the MTP layer.
     pub experts: u64,
-    /// One (layer, expert) of the trunk: gate, up and down, the largest of the layers' (a cache slot).
+    /// One (layer, expert): gate, up and down, the largest of the layers' (a cache slot).
     pub slot_bytes: u64,
-    /// Experts the trunk has: layers × experts a layer.
+    /// Experts the blocks have: blocks × experts a block.
     pub expert_count: usize,
+    /// MoE blocks: the trunk's layers, and the MTP layer's where the file has one.
+    pub blocks: usize,
     pub caches: u64,
     pub scratch: u64,
     pub home: ExpertHome,
@@ -161,14 +163,16 @@ pub fn memory_plan(
 ) -> Result<MemoryPlan, PlanError> {
     let c = &model.config;
     let all = plan_bytes(model, kv, cells);
+    // The trunk's blocks and the MTP layer's (block n_layer, when the file has one): each is placed.
     let routed = |name: &str| name.contains("_exps") && !name.contains(".nextn.");
-    let mut per_layer = vec![0u64; c.n_layer];
+    let mut per_layer = vec![0u64; c.n_layer + 1];
     for (_, t) in model.gguf.tensors().filter(|(_, t)| routed(&t.name)) {
         let layer = t.name.strip_prefix("blk.").and_then(|r| r.split('.').next()).and_then(|l| l.parse().ok());
-        if let Some(l) = layer.filter(|&l: &usize| l < c.n_layer) {
+        if let Some(l) = layer.filter(|&l: &usize| l <= c.n_layer) {
             per_layer[l] += t.ty.bytes_for(t.n_elements).unwrap_or(0);
         }
     }
+    let blocks = c.n_layer + usize::from(per_layer[c.n_layer] > 0);
     let experts: u64 = per_layer.iter().sum();
     let slot_bytes = per_layer.iter().map(|b| b / c.n_expert.max(1) as u64).max().unwrap_or(0);
     let dense = all.weights - experts;
@@ -177,7 +181,8 @@ pub fn memory_plan(
         dense,
         experts,
         slot_bytes,
-        expert_count: c.n_layer * c.n_expert,
+        expert_count: blocks * c.n_expert,
+        blocks,
         caches: all.caches,
         scratch: all.scratch,
         home,
@@ -190,7 +195,7 @@ pub fn memory_plan(
     if fixed + experts <= budget && !map {
         return Ok(plan(ExpertHome::Device));
     }
-    let slots = ((budget - fixed) / slot_bytes.max(1)).min(c.n_layer as u64 * c.n_expert as u64) as usize;
+    let slots = ((budget - fixed) / slot_bytes.max(1)).min((blocks * c.n_expert) as u64) as usize;
     Ok(plan(if map || experts + HOST_RESERVE > host_free {
         ExpertHome::Mapped { slots }
     } else {
@@ -199,12 +204,12 @@ pub fn memory_plan(
 }
 
 impl MemoryPlan {
-    /// Experts a MoE block holds on the card under this plan, for `blocks` blocks (the trunk's layers):
-    /// None when every expert is on the card, else the cache's slots shared evenly, at least one a block.
-    pub fn per_block(&self, blocks: usize) -> Option<usize> {
+    /// Experts a MoE block holds on the card under this plan: None when every expert is on the card,
+    /// else the cache's slots shared evenly over the blocks, at least one a block.
+    pub fn per_block(&self) -> Option<usize> {
         match self.home {
             ExpertHome::Device => None,
-            ExpertHome::Pinned { slots } | ExpertHome::Mapped { slots } => Some((slots / blocks.max(1)).max(1)),
+            ExpertHome::Pinned { slots } | ExpertHome::Mapped { slots } => Some((slots / self.blocks.max(1)).max(1)),
         }
     }
 
@@ -296,9 +301,11 @@ mod tests {
             let p = plan_bytes(&model, KvMode::F16, 4096);
             p.weights + p.caches + p.scratch
         });
-        assert_eq!(whole.expert_count, c.n_layer * c.n_expert);
+        // The trunk's blocks and the MTP layer's: each placed.
+        assert_eq!(whole.blocks, c.n_layer + usize::from(model.weights.mtp.is_some()));
+        assert_eq!(whole.expert_count, whole.blocks * c.n_expert);
         assert!(whole.experts > 0 && whole.dense > 0);
-        assert_eq!(whole.slot_bytes * c.n_expert as u64 * c.n_layer as u64, whole.experts, "one type a layer");
+        assert_eq!(whole.slot_bytes * whole.expert_count as u64, whole.experts, "one type a layer");
         let fixed = whole.dense + whole.caches + whole.scratch;
         // A budget for the fixed part and a tenth of the experts.
         let budget = fixed + whole.experts / 10;
@@ -315,10 +322,12 @@ mod tests {
         let asked = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, true).unwrap();
         assert_eq!(asked.home, ExpertHome::Mapped { slots: whole.expert_count });
         // Experts a block holds: none named when all are on the card, else the cache shared out.
-        assert_eq!(whole.per_block(c.n_layer), None);
-        assert_eq!(tenth.per_block(c.n_layer), Some((slots / c.n_layer).max(1)));
-        assert_eq!(MemoryPlan { home: ExpertHome::Mapped { slots: 3 }, ..whole.clone() }.per_block(48), Some(1));
-        assert_eq!(MemoryPlan { home: ExpertHome::Mapped { slots: 100 }, ..whole }.per_block(48), Some(2));
+        assert_eq!(whole.per_block(), None);
+        assert_eq!(tenth.per_block(), Some((slots / whole.blocks).max(1)));
+        let of = |slots, blocks| MemoryPlan { home: ExpertHome::Mapped { slots }, blocks, ..whole.clone() };
+        assert_eq!(of(3, 48).per_block(), Some(1));
+        assert_eq!(of(100, 48).per_block(), Some(2));
+        assert_eq!(of(100, 49).per_block(), Some(2));
         // Not even the fixed part: refused, in numbers.
         let err = memory_plan(&model, KvMode::F16, 4096, fixed - 1, ram, false).unwrap_err().to_string();
         assert!(err.contains("not even") && err.contains("GiB in all"), "{err}");

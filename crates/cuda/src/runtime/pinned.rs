@@ -24,13 +24,14 @@ pub struct PinnedRanges {
 unsafe impl Send for PinnedRanges {}
 unsafe impl Sync for PinnedRanges {}
 
-/// The ranges (address, length) widened to whole pages, sorted and merged where they touch or share a
-/// page: the driver refuses a page registered twice.
+/// The whole pages inside the ranges (address, length), sorted and merged where they touch: a page that
+/// holds any byte of something else is left out, since the driver refuses a copy from memory that is
+/// partly registered and partly not (a dense weight beside an expert, uploaded from the same mapping).
 pub fn page_ranges(ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
     let mut r: Vec<(usize, usize)> = ranges
         .iter()
-        .filter(|&&(_, len)| len > 0)
-        .map(|&(a, len)| (a / PAGE * PAGE, (a + len).div_ceil(PAGE) * PAGE))
+        .map(|&(a, len)| (a.div_ceil(PAGE) * PAGE, (a + len) / PAGE * PAGE))
+        .filter(|&(a, b)| a < b)
         .collect();
     r.sort_unstable();
     let mut out: Vec<(usize, usize)> = Vec::with_capacity(r.len());
@@ -91,10 +92,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_become_whole_pages_merged_where_they_share_one() {
-        let got = page_ranges(&[(10_000, 100), (4096, 10), (8191, 2), (40_960, 0), (20_000, 8192)]);
-        // 4096..4106 and 8191..8193 touch pages 1 and 1–2; 10,000..10,100 is page 2: one run 4096..12288.
-        // 20,000..28,192 is pages 4–6 (16,384..28,672). The empty range is dropped.
-        assert_eq!(got, vec![(4096, 8192), (16_384, 12_288)]);
+    fn ranges_keep_only_their_whole_pages_merged_where_they_touch() {
+        let got = page_ranges(&[(10_000, 100), (4096, 8192), (12_288, 5000), (40_960, 0), (20_000, 8192)]);
+        // 4096..12,288 is pages 1–2 and 12,288..17,288 holds page 3 whole (12,288..16,384): one run of
+        // three. 20,000..28,192 holds pages 5–6 (20,480..28,672 is past its end: 20,480..24,576 only).
+        // 10,000..10,100 and the empty range hold no whole page.
+        assert_eq!(got, vec![(4096, 12_288), (20_480, 4096)]);
     }
 }

@@ -99,7 +99,7 @@ fn copy_batch(
     let bytes: usize = b.copies.iter().map(|c| c.rows.len()).sum();
     if staging.as_ref().is_none_or(|s| s.len() < bytes) {
         *staging = None; // the old staging freed first: its copies have passed
-        // SAFETY: plain bytes, written below before each copy reads them.
+                         // SAFETY: plain bytes, written below before each copy reads them.
         *staging = Some(unsafe { ctx.alloc_pinned::<u8>(bytes) }.check("allocating the cache's staging")?);
     }
     let area = staging.as_mut().expect("made above").as_mut_slice().check("the cache's staging")?;

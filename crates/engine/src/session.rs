@@ -215,6 +215,15 @@ fn placement(
         plan = memory_plan(model, kv, cells, budget, host, true).context(whose.clone())?;
     }
     eprintln!("memory: {plan} ({cells} cells; budget {} on {}, {} free)", Gib(budget), gpu.name, Gib(free));
+    if matches!(plan.home, ExpertHome::Mapped { .. }) && !map {
+        eprintln!(
+            "note: the routed experts ({}) are not locked in RAM: {} available, and {} kept for the rest; they \
+             stay in the file's mapping, read as the page cache holds them",
+            Gib(plan.experts),
+            Gib(host),
+            Gib(strata_cuda::backend::budget::HOST_RESERVE)
+        );
+    }
     if plan.device_bytes() > free {
         bail!("{whose}: the plan takes {} on {}, {} free", Gib(plan.device_bytes()), gpu.name, Gib(free));
     }

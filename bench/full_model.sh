@@ -1,9 +1,10 @@
 # Sourced by the GPU scripts that run the full-size synthetic model: the binary ($bin, default
-# .dev/strata), the kernel cache, the scratch folder $t (/tmp/strata-full) and the model's first file
-# ($model), written there with the machine's cores unless a call before left it.
+# .dev/strata), the kernel cache, the scratch folder $t (/tmp/strata-full, or /tmp/strata-full-zipf with
+# ROUTER=zipf: the skewed router) and the model's first file ($model), written there with the machine's
+# cores unless a call before left it. The device's 64 GB disk holds one full-size model at a time.
 bin=${STRATA_BIN:-.dev/strata}
 export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
-t=/tmp/strata-full
+t=/tmp/strata-full${ROUTER:+-$ROUTER}
 model=$t/full-00001-of-00002.gguf
 mkdir -p $t
 if [ ! -x "$bin" ]; then  # a call that carried other binaries only: say so, rather than time nothing
@@ -12,7 +13,7 @@ if [ ! -x "$bin" ]; then  # a call that carried other binaries only: say so, rat
 fi
 if [ ! -f $model ]; then
   s=$(date +%s)
-  $bin synth --preset full --ple-rows-per-head 4096 -o $t/full.gguf | tail -2
+  $bin synth --preset full --ple-rows-per-head 4096 ${ROUTER:+--router $ROUTER} -o $t/full.gguf | tail -2
   echo "full model written in $(( $(date +%s) - s )) s"
 fi
 # The median of the numbers on standard input, one a line (nothing for none).

@@ -154,6 +154,16 @@ unsafe fn rows<D: Dot, const K: u8>((bytes, row_bytes, xs, out): (&[u8], usize, 
     let per_block = bs / QBLOCK;
     let blocks = row_bytes / ts;
     let group_blocks = GROUP / per_block;
+    // Q2_0's pieces are unpacked in the order the codes lie in the file (`Q2_0_ORDER`), and its inputs'
+    // codes put in the same order once here: the same products, the same exact integer sums.
+    let ordered: Vec<QInput>;
+    let xs: Vec<&QInput> = if K == Q2_0 {
+        ordered = xs.iter().map(|x| in_q2_0_order(x)).collect();
+        ordered.iter().collect()
+    } else {
+        xs.to_vec()
+    };
+    let xs = &xs[..];
     // Made once for every row: the unpacked group and the lanes of up to MAX_WINDOW inputs.
     let mut g = Group::new();
     let mut lanes = [[0f32; LANES]; MAX_WINDOW];
@@ -326,21 +336,20 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
         }
         Q2_0 => {
             let mut h = [0u16; GROUP];
-            // Element 4i + k of a block is bits 2k.. of byte i: four planes of codes (k = 0..3), then
-            // interleaved byte by byte back into element order.
-            let m = _mm_set1_epi8(3);
+            // Element 4i + k of a block is bits 2k.. of byte i: four planes of codes (k = 0..3). Shifting
+            // the 32-bit lanes of the block's 16 bytes (twice over) by 2k and masking gives the planes;
+            // piece 0 is each plane's bytes 0..8, piece 1 its bytes 8..16, in `Q2_0_ORDER` (the inputs
+            // are put in it by `in_q2_0_order`). The codes 0..3 themselves: the weight is the code − 1
+            // (Form::Offset).
+            let m = _mm256_set1_epi8(3);
+            let (s01, s23) = (_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2), _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6));
             for k in 0..nb {
                 let b = &bytes[k * ts..];
-                let v = _mm_loadu_si128(b.as_ptr().add(2) as *const __m128i);
-                let p0 = _mm_and_si128(v, m);
-                let p1 = _mm_and_si128(_mm_srli_epi16(v, 2), m);
-                let p2 = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-                let p3 = _mm_and_si128(_mm_srli_epi16(v, 6), m);
-                let (a, c2) = (_mm_unpacklo_epi8(p0, p1), _mm_unpacklo_epi8(p2, p3));
-                let (a2, c3) = (_mm_unpackhi_epi8(p0, p1), _mm_unpackhi_epi8(p2, p3));
-                // The codes 0..3 themselves (the weight is the code − 1: Form::Offset).
-                g.u[2 * k] = _mm256_set_m128i(_mm_unpackhi_epi16(a, c2), _mm_unpacklo_epi16(a, c2));
-                g.u[2 * k + 1] = _mm256_set_m128i(_mm_unpackhi_epi16(a2, c3), _mm_unpacklo_epi16(a2, c3));
+                let v = _mm256_broadcastsi128_si256(_mm_loadu_si128(b.as_ptr().add(2) as *const __m128i));
+                let p01 = _mm256_and_si256(_mm256_srlv_epi32(v, s01), m); // planes 0 | 1
+                let p23 = _mm256_and_si256(_mm256_srlv_epi32(v, s23), m); // planes 2 | 3
+                g.u[2 * k] = _mm256_unpacklo_epi64(p01, p23);
+                g.u[2 * k + 1] = _mm256_unpackhi_epi64(p01, p23);
                 let d = u16::from_le_bytes([b[0], b[1]]);
                 (h[2 * k], h[2 * k + 1]) = (d, d);
             }
@@ -382,6 +391,24 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
     if g.form != Form::WithMin {
         magnitudes(g)
     }
+}
+
+/// The element of a Q2_0 piece at each byte of its unpacked register: planes 0 and 2 (elements 4i and
+/// 4i + 2) in the low 128 bits, planes 1 and 3 in the high, eight of each.
+const Q2_0_ORDER: [usize; QBLOCK] = {
+    let mut o = [0; QBLOCK];
+    let mut pos = 0;
+    while pos < QBLOCK {
+        o[pos] = 4 * (pos % 8) + [0, 2, 1, 3][pos / 8];
+        pos += 1;
+    }
+    o
+};
+
+/// `x` with each piece's codes in `Q2_0_ORDER` (its scales and code sums as they are).
+fn in_q2_0_order(x: &QInput) -> QInput {
+    let q = x.q.chunks_exact(QBLOCK).flat_map(|piece| Q2_0_ORDER.map(|e| piece[e])).collect();
+    QInput { d: x.d.clone(), q, sum: x.sum.clone() }
 }
 
 /// Signed weights' magnitudes, made once for every input: |−128| reads as 128 unsigned.

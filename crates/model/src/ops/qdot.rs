@@ -20,6 +20,9 @@ pub struct QInput {
     pub d: Vec<f32>,
     pub q: Vec<i8>,
     pub sum: Vec<i32>,
+    /// The codes in the order the x86 kernels unpack Q2_0's pieces in (ops/qdot_x86.rs), made on first
+    /// use and kept for every product over this input.
+    pub planes: std::sync::OnceLock<Vec<i8>>,
 }
 
 /// Whether products over `ty` follow this contract instead of § matvec's dequantize-then-dot.
@@ -47,7 +50,7 @@ pub fn quantize_input(x: &[f32]) -> QInput {
         d.push(amax / QMAX);
     }
     let sum = q.chunks_exact(QBLOCK).map(|b| b.iter().map(|&c| c as i32).sum()).collect();
-    QInput { d, q, sum }
+    QInput { d, q, sum, planes: Default::default() }
 }
 
 /// A scaled element as its code: rounded half to even, clamped to ±127; NaN becomes 0.

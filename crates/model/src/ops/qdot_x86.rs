@@ -154,29 +154,20 @@ unsafe fn rows<D: Dot, const K: u8>((bytes, row_bytes, xs, out): (&[u8], usize, 
     let per_block = bs / QBLOCK;
     let blocks = row_bytes / ts;
     let group_blocks = GROUP / per_block;
-    // Q2_0's pieces are unpacked in the order the codes lie in the file (`Q2_0_ORDER`), and its inputs'
-    // codes put in the same order once here: the same products, the same exact integer sums.
-    let ordered: Vec<QInput>;
-    let xs: Vec<&QInput> = if K == Q2_0 {
-        ordered = xs.iter().map(|x| in_q2_0_order(x)).collect();
-        ordered.iter().collect()
-    } else {
-        xs.to_vec()
-    };
-    let xs = &xs[..];
     // Made once for every row: the unpacked group and the lanes of up to MAX_WINDOW inputs.
     let mut g = Group::new();
     let mut lanes = [[0f32; LANES]; MAX_WINDOW];
+    let all_codes: Vec<&[i8]> = xs.iter().map(|x| codes::<K>(x)).collect();
     for (row, out) in bytes.chunks_exact(row_bytes).zip(out.chunks_exact_mut(xs.len())) {
-        for (xs, out) in xs.chunks(MAX_WINDOW).zip(out.chunks_mut(MAX_WINDOW)) {
+        for ((xs, qs), out) in xs.chunks(MAX_WINDOW).zip(all_codes.chunks(MAX_WINDOW)).zip(out.chunks_mut(MAX_WINDOW)) {
             lanes[..xs.len()].fill([0f32; LANES]);
             for b0 in (0..blocks).step_by(group_blocks) {
                 let nb = group_blocks.min(blocks - b0);
                 unpack::<K>(&mut g, &row[b0 * ts..(b0 + nb) * ts], nb);
                 let j0 = b0 * per_block;
                 let base = j0 % LANES;
-                for (x, lane) in xs.iter().zip(lanes.iter_mut()) {
-                    let v = values::<D>(&g, x, j0);
+                for ((x, q), lane) in xs.iter().zip(qs).zip(lanes.iter_mut()) {
+                    let v = values::<D>(&g, x, q, j0);
                     add_lanes(&mut lane[base..base + GROUP], v, g.n);
                 }
             }
@@ -187,14 +178,26 @@ unsafe fn rows<D: Dot, const K: u8>((bytes, row_bytes, xs, out): (&[u8], usize, 
     }
 }
 
-/// The group's piece values for one input (pieces j0 ..).
+/// An input's codes as the kernel of type K pairs them with its unpacked pieces: Q2_0's pieces are
+/// unpacked in the order their codes lie in the file (`Q2_0_ORDER`), so its inputs' codes are put in that
+/// order too, once an input: the same products, the same exact integer sums.
 #[inline(always)]
-unsafe fn values<D: Dot>(g: &Group, x: &QInput, j0: usize) -> __m256 {
+fn codes<const K: u8>(x: &QInput) -> &[i8] {
+    if K == Q2_0 {
+        x.planes.get_or_init(|| in_q2_0_order(&x.q))
+    } else {
+        &x.q
+    }
+}
+
+/// The group's piece values for one input (pieces j0 ..), its codes `q` as [`codes`] gives them.
+#[inline(always)]
+unsafe fn values<D: Dot>(g: &Group, x: &QInput, q: &[i8], j0: usize) -> __m256 {
     // A full group's loop has a known length, so it is unrolled and its registers kept.
     let (s, d) = if g.n == GROUP {
-        (sums::<D>(g, x, j0, GROUP), _mm256_loadu_ps(x.d.as_ptr().add(j0)))
+        (sums::<D>(g, q, j0, GROUP), _mm256_loadu_ps(x.d.as_ptr().add(j0)))
     } else {
-        (sums::<D>(g, x, j0, g.n), load_f32(&x.d[j0..], g.n))
+        (sums::<D>(g, q, j0, g.n), load_f32(&x.d[j0..], g.n))
     };
     let s = if g.form == Form::Offset {
         _mm256_sub_epi32(s, _mm256_sllv_epi32(code_sums(g, x, j0), _mm256_set1_epi32(g.off_shift)))
@@ -223,13 +226,14 @@ unsafe fn code_sums(g: &Group, x: &QInput, j0: usize) -> __m256i {
     }
 }
 
-/// The integer sums of the group's first `n` pieces with the input's codes, one a lane.
+/// The integer sums of the group's first `n` pieces with the input's codes `codes`, one a lane.
 #[inline(always)]
-unsafe fn sums<D: Dot>(g: &Group, x: &QInput, j0: usize, n: usize) -> __m256i {
+unsafe fn sums<D: Dot>(g: &Group, codes: &[i8], j0: usize, n: usize) -> __m256i {
     let zero = _mm256_setzero_si256();
     let mut p = [zero; GROUP];
+    debug_assert!((j0 + n) * QBLOCK <= codes.len());
     for (i, p) in p.iter_mut().enumerate().take(n) {
-        let q = _mm256_loadu_si256(x.q.as_ptr().add((j0 + i) * QBLOCK) as *const __m256i);
+        let q = _mm256_loadu_si256(codes.as_ptr().add((j0 + i) * QBLOCK) as *const __m256i);
         *p = match g.form {
             Form::WithMin | Form::Offset => D::dot(zero, g.u[i], q),
             Form::Scaled => D::dot(zero, g.u[i], _mm256_sign_epi8(q, g.w[i])),
@@ -405,10 +409,9 @@ const Q2_0_ORDER: [usize; QBLOCK] = {
     o
 };
 
-/// `x` with each piece's codes in `Q2_0_ORDER` (its scales and code sums as they are).
-fn in_q2_0_order(x: &QInput) -> QInput {
-    let q = x.q.chunks_exact(QBLOCK).flat_map(|piece| Q2_0_ORDER.map(|e| piece[e])).collect();
-    QInput { d: x.d.clone(), q, sum: x.sum.clone() }
+/// Codes with each piece's in `Q2_0_ORDER`.
+fn in_q2_0_order(q: &[i8]) -> Vec<i8> {
+    q.chunks_exact(QBLOCK).flat_map(|piece| Q2_0_ORDER.map(|e| piece[e])).collect()
 }
 
 /// Signed weights' magnitudes, made once for every input: |−128| reads as 128 unsigned.

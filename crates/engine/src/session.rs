@@ -210,10 +210,7 @@ fn placement(
         None => (free.saturating_sub(VRAM_MARGIN), format!("{}: {} free", gpu.name, Gib(free))),
     };
     let host = host_available();
-    let mut plan = memory_plan(model, kv, cells, budget, host, false).context(whose.clone())?;
-    if plan.home != ExpertHome::Device && map {
-        plan = memory_plan(model, kv, cells, budget, host, true).context(whose.clone())?;
-    }
+    let plan = memory_plan(model, kv, cells, budget, host, map).context(whose.clone())?;
     eprintln!("memory: {plan} ({cells} cells; budget {} on {}, {} free)", Gib(budget), gpu.name, Gib(free));
     if matches!(plan.home, ExpertHome::Mapped { .. }) && !map {
         eprintln!(

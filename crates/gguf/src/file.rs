@@ -42,6 +42,13 @@ pub struct TensorView<'a> {
     start: usize,
 }
 
+/// Reads one byte a page of `bytes`, so that a mapped file's pages are faulted in (from the disk or the
+/// page cache) before a hot loop meets them; the bytes' XOR keeps the reads from being optimised away.
+pub fn read_pages(bytes: &[u8]) {
+    let sum = bytes.iter().step_by(4096).fold(0u8, |s, &b| s ^ b);
+    std::hint::black_box(sum);
+}
+
 /// A tensor's bytes that keep the file's memory map alive: weights can outlive the `GgufFile`.
 #[derive(Clone)]
 pub struct TensorBytes {

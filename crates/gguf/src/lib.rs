@@ -14,7 +14,7 @@ mod value;
 mod write;
 
 pub use error::{Error, ErrorKind, Result};
-pub use file::{shard_name, shard_paths, GgufFile, GgufSet, TensorBytes, TensorView};
+pub use file::{read_pages, shard_name, shard_paths, GgufFile, GgufSet, TensorBytes, TensorView};
 pub use read::{align_up, parse, parse_head, Header, TensorInfo, DEFAULT_ALIGNMENT, MAX_DIMS, MAX_NESTING};
 pub use rng::SplitMix64;
 pub use types::{GgmlType, QK_K};

@@ -3,7 +3,7 @@
 //! gammas, biases) are read as f32. Fused variants (`attn_qkv` on attention layers, `ffn_gate_up_exps`)
 //! are bound as row ranges of the fused tensor.
 
-use strata_gguf::{GgufSet, TensorView};
+use strata_gguf::{GgufSet, TensorBytes, TensorView};
 
 use crate::config::{Config, LayerKind};
 use crate::error::ModelError;
@@ -66,6 +66,13 @@ pub struct Stacked {
 impl Stacked {
     pub fn first_row(&self, e: usize) -> usize {
         e * self.stride + self.offset
+    }
+
+    /// Expert `e`'s `stride` rows as the tensor holds them (both halves of a fused gate/up tensor): what
+    /// a device's cache slot takes. None past the tensor's end.
+    pub fn expert_bytes(&self, e: usize) -> Option<TensorBytes> {
+        let len = self.stride * self.m.row_view().row_bytes();
+        self.m.bytes.slice(e.checked_mul(len)?, len)
     }
 }
 

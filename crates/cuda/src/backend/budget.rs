@@ -131,7 +131,8 @@ pub struct MemoryPlan {
 pub enum PlanError {
     #[error(
         "a VRAM budget of {budget} holds not even the part that must be on the card: dense weights {dense}, \
-         caches {caches} and scratch {scratch}, {need} in all"
+         caches {caches} and scratch {scratch}, {need} in all (lower --max-context, use --kv int8, or run on the \
+         CPU)"
     )]
     TooSmall { budget: Gib, dense: Gib, caches: Gib, scratch: Gib, need: Gib },
 }
@@ -151,8 +152,9 @@ pub const HOST_RESERVE: u64 = 4 << 30;
 
 /// The plan for a VRAM `budget` and `host_free` bytes of available RAM: the whole model on the card
 /// where it fits; else the dense part, caches and scratch on the card, the experts in pinned RAM where
-/// they fit beside [`HOST_RESERVE`] (or mapped from the file, where they do not or `map` asks), and a
-/// VRAM cache of as many experts as the rest of the budget holds.
+/// they fit beside [`HOST_RESERVE`] (or left mapped from the file, where they do not or `map` asks: the
+/// whole model still goes on the card where it fits), and a VRAM cache of as many experts as the rest of
+/// the budget holds.
 pub fn memory_plan(
     model: &Model,
     kv: KvMode,
@@ -192,7 +194,7 @@ pub fn memory_plan(
             (Gib(budget), Gib(dense), Gib(all.caches), Gib(all.scratch), Gib(fixed));
         return Err(PlanError::TooSmall { budget, dense, caches, scratch, need });
     }
-    if fixed + experts <= budget && !map {
+    if fixed + experts <= budget {
         return Ok(plan(ExpertHome::Device));
     }
     let slots = ((budget - fixed) / slot_bytes.max(1)).min((blocks * c.n_expert) as u64) as usize;
@@ -319,8 +321,10 @@ mod tests {
         // RAM too short to pin them, or the map asked for: mapped, the same cache.
         let short = memory_plan(&model, KvMode::F16, 4096, budget, whole.experts, false).unwrap();
         assert_eq!(short.home, ExpertHome::Mapped { slots });
-        let asked = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, true).unwrap();
-        assert_eq!(asked.home, ExpertHome::Mapped { slots: whole.expert_count });
+        let asked = memory_plan(&model, KvMode::F16, 4096, budget, ram, true).unwrap();
+        assert_eq!(asked.home, ExpertHome::Mapped { slots });
+        let fits = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, true).unwrap();
+        assert_eq!(fits.home, ExpertHome::Device, "the map asked for, but the whole model fits the card");
         // Experts a block holds: none named when all are on the card, else the cache shared out.
         assert_eq!(whole.per_block(), None);
         assert_eq!(tenth.per_block(), Some((slots / whole.blocks).max(1)));

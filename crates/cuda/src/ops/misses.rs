@@ -199,9 +199,8 @@ impl<'m> Mailbox<'m> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(routed) = routed {
-            for token in asked.chunks(self.k) {
-                routed(layer, &token.iter().map(|s| s.expert).collect::<Vec<_>>());
-            }
+            let experts: Vec<usize> = asked.iter().map(|s| s.expert).collect();
+            experts.chunks(self.k).for_each(|token| routed(layer, token));
         }
         let ids: Vec<Option<usize>> = asked.iter().map(|s| s.host.then_some(s.expert)).collect();
         let xs: Vec<Vec<f32>> = (0..t)

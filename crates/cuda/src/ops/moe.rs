@@ -60,15 +60,15 @@ impl StackedGpu {
 /// The experts `held` of a stacked projection, in that order: the card's cache of them, laid out as the
 /// file's stacked tensor of `held.len()` experts (each expert's `stride` rows, so a fused gate/up tensor's
 /// halves keep their offsets), for the gathers to run over unchanged with each slot's cache index.
-fn held_rows(s: &Stacked, held: &[usize]) -> Stacked {
-    let rb = s.m.row_view().row_bytes();
-    let mut bytes = Vec::with_capacity(held.len() * s.stride * rb);
+fn held_rows(s: &Stacked, held: &[usize]) -> Result<Stacked, CudaError> {
+    let mut bytes = Vec::new();
     for &e in held {
-        let r0 = e * s.stride;
-        bytes.extend_from_slice(&s.m.bytes[r0 * rb..(r0 + s.stride) * rb]);
+        let rows =
+            s.expert_bytes(e).ok_or_else(|| CudaError::Shape(format!("MoE cache: expert {e} past its tensor")))?;
+        bytes.extend_from_slice(&rows);
     }
     let m = Matrix { ty: s.m.ty, rows: held.len() * s.stride, cols: s.m.cols, bytes: TensorBytes::from_vec(bytes) };
-    Stacked { m, stride: s.stride, offset: s.offset }
+    Ok(Stacked { m, stride: s.stride, offset: s.offset })
 }
 
 /// A block whose routed experts are not all on the card (docs/PLACEMENT.md): the card holds `held` (its
@@ -150,11 +150,11 @@ impl MoeGpu {
                 return Err(CudaError::Shape(format!("MoE: a cache of experts {:?} of {e}", p.held)));
             }
             Some(p) => {
-                let gate = held(&w.gate_exps, p);
+                let gate = held(&w.gate_exps, p)?;
                 // A fused gate/up tensor stays one matrix: the up half shares the gate half's copy.
                 let same = std::ptr::eq(&w.gate_exps.m.bytes[..], &w.up_exps.m.bytes[..]);
-                let up = if same { Stacked { offset: w.up_exps.offset, ..gate.clone() } } else { held(&w.up_exps, p) };
-                (gate, up, held(&w.down_exps, p))
+                let up = if same { Stacked { offset: w.up_exps.offset, ..gate.clone() } } else { held(&w.up_exps, p)? };
+                (gate, up, held(&w.down_exps, p)?)
             }
         };
         let placed = match place {
@@ -208,10 +208,9 @@ impl MoeGpu {
             if shared_up && std::ptr::eq(dev, &self.up) {
                 continue;
             }
-            let len = host.stride * host.m.row_view().row_bytes();
-            let rows = host.m.bytes.slice(e * len, len);
+            let rows = host.expert_bytes(e);
             let rows = rows.ok_or_else(|| CudaError::Shape(format!("MoE cache: expert {e} past its tensor")))?;
-            out.push(SlotCopy { dst: dev.m.ptr(gpu) + (slot * len) as u64, rows, pairs: dev.m.pairs });
+            out.push(SlotCopy { dst: dev.m.ptr(gpu) + (slot * rows.len()) as u64, rows, pairs: dev.m.pairs });
         }
         Ok(out)
     }

@@ -29,11 +29,7 @@ pub fn warm_table(w: &PleWeights) -> Option<std::thread::JoinHandle<()>> {
         }
         None => return None,
     }
-    let spawned = std::thread::Builder::new().name("ple-warm".into()).spawn(move || {
-        // One byte a page faults the page in; the sum keeps the reads from being optimised away.
-        let sum = bytes.iter().step_by(4096).fold(0u8, |s, &b| s ^ b);
-        std::hint::black_box(sum);
-    });
+    let spawned = std::thread::Builder::new().name("ple-warm".into()).spawn(move || strata_gguf::read_pages(&bytes));
     spawned.ok()
 }
 

@@ -209,7 +209,8 @@ fn placement(
         Some(b) => (b, "--gpu-mem".to_string()),
         None => (free.saturating_sub(VRAM_MARGIN), format!("{}: {} free", gpu.name, Gib(free))),
     };
-    let host = host_available();
+    // Where the host's available memory cannot be read, as good as unbounded.
+    let host = strata_model::placement::available_memory().unwrap_or(u64::MAX / 2);
     let plan = memory_plan(model, kv, cells, budget, host, map).context(whose.clone())?;
     eprintln!("memory: {plan} ({cells} cells; budget {} on {}, {} free)", Gib(budget), gpu.name, Gib(free));
     if matches!(plan.home, ExpertHome::Mapped { .. }) && !map {
@@ -226,13 +227,6 @@ fn placement(
     }
     let pin = matches!(plan.home, ExpertHome::Pinned { .. });
     Ok(plan.per_block().map(|held| Placing { held, pin }))
-}
-
-/// The host's available memory (Linux's MemAvailable), or as good as unbounded where it cannot be read.
-fn host_available() -> u64 {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let kib = text.lines().find_map(|l| l.strip_prefix("MemAvailable:")).and_then(|v| v.trim().strip_suffix("kB"));
-    kib.and_then(|v| v.trim().parse::<u64>().ok()).map_or(u64::MAX / 2, |k| k * 1024)
 }
 
 /// The kernels loaded and the variants chosen (select/start.rs, said on a first start), then the model's

@@ -10,6 +10,15 @@
 
 use crate::backend::MoeId;
 
+/// The host's available memory, MemAvailable from /proc/meminfo, in bytes (None where there is none):
+/// what host memory can take (the experts locked in RAM, the PLE table read ahead).
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// Routings an expert, on average, between two halvings of the counts.
 const HALVE_AFTER: u64 = 8;
 

@@ -17,7 +17,7 @@ use crate::weights::PleWeights;
 pub fn warm_table(w: &PleWeights) -> Option<std::thread::JoinHandle<()>> {
     let bytes = w.table.bytes.clone();
     let len = bytes.len() as u64;
-    match available_memory() {
+    match crate::placement::available_memory() {
         Some(avail) if len <= avail / 2 => {}
         Some(avail) => {
             eprintln!(
@@ -31,14 +31,6 @@ pub fn warm_table(w: &PleWeights) -> Option<std::thread::JoinHandle<()>> {
     }
     let spawned = std::thread::Builder::new().name("ple-warm".into()).spawn(move || strata_gguf::read_pages(&bytes));
     spawned.ok()
-}
-
-/// MemAvailable from /proc/meminfo, in bytes (None where there is none).
-fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 /// The table rows of token `t` given its predecessors `prev` (most recent first, as given; before the

@@ -76,6 +76,9 @@ pub enum BenchCommand {
         /// Minimum measuring time per figure, in milliseconds.
         #[arg(long, default_value_t = 300)]
         ms: u64,
+        /// Only these types, comma separated (e.g. Q2_0,IQ2_XS); default all of them.
+        #[arg(long, value_delimiter = ',')]
+        types: Vec<String>,
     },
     /// The kernels for experts off the device (docs/PLACEMENT.md) on this host, over MODEL's own experts:
     /// a batch of a token's experts (or --experts K) of each layer in turn, one token and a window, at all
@@ -135,7 +138,9 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Matvec { reps, window } => matvec(reps, window),
         BenchCommand::StepBytes { model, cells, kv, bandwidth } => step_bytes(&model, cells, kv, bandwidth),
         BenchCommand::PleRows { model, tokens, rounds, warm } => ple_rows(&model, tokens, rounds, warm),
-        BenchCommand::HostQdot { rows, cols, window, ms } => crate::bench_host::run(rows, cols, window, ms),
+        BenchCommand::HostQdot { rows, cols, window, ms, types } => {
+            crate::bench_host::run(rows, cols, window, ms, &types)
+        }
         BenchCommand::HostExperts { model, experts, window, ms } => {
             crate::bench_host::run_experts(&model, experts, window, ms)
         }

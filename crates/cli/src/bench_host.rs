@@ -39,9 +39,26 @@ fn time(min: Duration, mut f: impl FnMut()) -> f64 {
     best
 }
 
-pub fn run(rows: usize, cols: usize, window: usize, ms: u64) -> Result<()> {
-    if rows == 0 || cols == 0 || !cols.is_multiple_of(256) || window == 0 || window > 64 {
-        anyhow::bail!("host_qdot: --rows ≥ 1, --cols a multiple of 256, --window 1..=64");
+pub fn run(rows: usize, cols: usize, window: usize, ms: u64, only: &[String]) -> Result<()> {
+    if rows == 0 || cols == 0 || !cols.is_multiple_of(32) || window == 0 || window > 64 {
+        anyhow::bail!("host_qdot: --rows ≥ 1, --cols a multiple of 32, --window 1..=64");
+    }
+    let mut types = vec![
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q2_0,
+        GgmlType::IQ4_NL,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::BF16,
+    ];
+    if !only.is_empty() {
+        let named = |n: &String| GgmlType::from_name(n).filter(|t| types.contains(t));
+        let chosen: Option<Vec<GgmlType>> = only.iter().map(named).collect();
+        types = chosen.ok_or_else(|| anyhow::anyhow!("host_qdot: --types takes {types:?}"))?;
     }
     let all = rayon::current_num_threads();
     let levels: Vec<Vector> = Vector::ALL.into_iter().filter(|v| v.available()).collect();
@@ -55,18 +72,11 @@ pub fn run(rows: usize, cols: usize, window: usize, ms: u64) -> Result<()> {
     let was = vector::current();
     // § qdot's types, then § matvec's (dequantized rows, § dot's fma chains: the IQ experts and the BF16
     // HC weights).
-    for ty in [
-        GgmlType::Q8_0,
-        GgmlType::Q4_0,
-        GgmlType::Q2_0,
-        GgmlType::IQ4_NL,
-        GgmlType::Q4_K,
-        GgmlType::Q6_K,
-        GgmlType::IQ2_XS,
-        GgmlType::IQ3_XXS,
-        GgmlType::IQ3_S,
-        GgmlType::BF16,
-    ] {
+    for ty in types {
+        if !cols.is_multiple_of(ty.block_size()) {
+            println!("| {ty} | (rows of {cols} are not whole blocks of {}) |", ty.block_size());
+            continue;
+        }
         let blocks = rows * cols / ty.block_size();
         let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(quant::random_blocks(ty, blocks, &mut rng)) };
         let xs: Vec<Vec<f32>> = (0..window).map(|_| (0..cols).map(|_| rng.uniform() - 0.5).collect()).collect();

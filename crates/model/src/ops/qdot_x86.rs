@@ -60,6 +60,10 @@ enum Form {
     /// Q2_0 and Q4_0: weights w = u − o with unsigned codes u, so `Σ w·q = Σ u·q − o·Σ q` (the same
     /// integer, exactly: no sign or magnitude steps a piece), then `(c · d[j]) · Σ w·q` as Scaled.
     Offset,
+    /// Q2_0: Offset's arithmetic over a block's codes as they lie in the file, two registers a block
+    /// (`u[2b]` planes 0 | 1, `u[2b + 1]` planes 2 | 3), each holding both of its pieces' codes
+    /// ([`plane_sums`]).
+    Planes,
 }
 
 /// Up to eight pieces of one row, unpacked.
@@ -199,7 +203,7 @@ unsafe fn values<D: Dot>(g: &Group, x: &QInput, q: &[i8], j0: usize) -> __m256 {
     } else {
         (sums::<D>(g, q, j0, g.n), load_f32(&x.d[j0..], g.n))
     };
-    let s = if g.form == Form::Offset {
+    let s = if matches!(g.form, Form::Offset | Form::Planes) {
         _mm256_sub_epi32(s, _mm256_sllv_epi32(code_sums(g, x, j0), _mm256_set1_epi32(g.off_shift)))
     } else {
         s
@@ -232,10 +236,13 @@ unsafe fn sums<D: Dot>(g: &Group, codes: &[i8], j0: usize, n: usize) -> __m256i 
     let zero = _mm256_setzero_si256();
     let mut p = [zero; GROUP];
     debug_assert!((j0 + n) * QBLOCK <= codes.len());
+    if g.form == Form::Planes {
+        return plane_sums::<D>(g, codes, j0, n);
+    }
     for (i, p) in p.iter_mut().enumerate().take(n) {
         let q = _mm256_loadu_si256(codes.as_ptr().add((j0 + i) * QBLOCK) as *const __m256i);
         *p = match g.form {
-            Form::WithMin | Form::Offset => D::dot(zero, g.u[i], q),
+            Form::WithMin | Form::Offset | Form::Planes => D::dot(zero, g.u[i], q),
             Form::Scaled => D::dot(zero, g.u[i], _mm256_sign_epi8(q, g.w[i])),
             Form::Halves => D::dot_scaled(g.u[i], _mm256_sign_epi8(q, g.w[i]), g.halves[i]),
         };
@@ -254,6 +261,28 @@ unsafe fn reduce(p: &[__m256i; GROUP]) -> __m256i {
     let b = _mm256_hadd_epi32(h45, h67);
     let lo = _mm256_permute2x128_si256(a, b, 0x20);
     let hi = _mm256_permute2x128_si256(a, b, 0x31);
+    _mm256_add_epi32(lo, hi)
+}
+
+/// Q2_0's integer sums of the group's first `n` pieces (whole blocks: n even), one a lane. A block's two
+/// registers dotted with its 64 codes in `Q2_0_ORDER` leave, in one register, piece 2b's partial sums
+/// in lanes 0, 1, 4, 5 and piece 2b + 1's in lanes 2, 3, 6, 7 (each lane's four bytes one piece's): the
+/// pair sums of two blocks' registers, then their two halves added, are the pieces in order. Fewer
+/// shuffles than a register a piece (`reduce`): the unpacked planes need no interleaving.
+#[inline(always)]
+unsafe fn plane_sums<D: Dot>(g: &Group, codes: &[i8], j0: usize, n: usize) -> __m256i {
+    let zero = _mm256_setzero_si256();
+    let mut r = [zero; GROUP / 2];
+    for (b, r) in r.iter_mut().enumerate().take(n / 2) {
+        let q = codes.as_ptr().add((j0 + 2 * b) * QBLOCK);
+        let q01 = _mm256_loadu_si256(q as *const __m256i);
+        let q23 = _mm256_loadu_si256(q.add(QBLOCK) as *const __m256i);
+        *r = D::dot(D::dot(zero, g.u[2 * b], q01), g.u[2 * b + 1], q23);
+    }
+    let h01 = _mm256_hadd_epi32(r[0], r[1]); // pieces 0..3, low halves' sums | high halves'
+    let h23 = _mm256_hadd_epi32(r[2], r[3]);
+    let lo = _mm256_permute2x128_si256(h01, h23, 0x20);
+    let hi = _mm256_permute2x128_si256(h01, h23, 0x31);
     _mm256_add_epi32(lo, hi)
 }
 
@@ -341,23 +370,21 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
         Q2_0 => {
             let mut h = [0u16; GROUP];
             // Element 4i + k of a block is bits 2k.. of byte i: four planes of codes (k = 0..3). Shifting
-            // the 32-bit lanes of the block's 16 bytes (twice over) by 2k and masking gives the planes;
-            // piece 0 is each plane's bytes 0..8, piece 1 its bytes 8..16, in `Q2_0_ORDER` (the inputs
-            // are put in it by `in_q2_0_order`). The codes 0..3 themselves: the weight is the code − 1
-            // (Form::Offset).
+            // the 32-bit lanes of the block's 16 bytes (twice over) by 2k and masking gives planes 0 | 1
+            // and 2 | 3, each plane's bytes 0..8 piece 0's and 8..16 piece 1's (`Q2_0_ORDER`, the order
+            // `in_q2_0_order` puts the inputs in). The codes 0..3 themselves: the weight is the code − 1
+            // (Form::Offset's arithmetic).
             let m = _mm256_set1_epi8(3);
             let (s01, s23) = (_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2), _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6));
             for k in 0..nb {
                 let b = &bytes[k * ts..];
                 let v = _mm256_broadcastsi128_si256(_mm_loadu_si128(b.as_ptr().add(2) as *const __m128i));
-                let p01 = _mm256_and_si256(_mm256_srlv_epi32(v, s01), m); // planes 0 | 1
-                let p23 = _mm256_and_si256(_mm256_srlv_epi32(v, s23), m); // planes 2 | 3
-                g.u[2 * k] = _mm256_unpacklo_epi64(p01, p23);
-                g.u[2 * k + 1] = _mm256_unpackhi_epi64(p01, p23);
+                g.u[2 * k] = _mm256_and_si256(_mm256_srlv_epi32(v, s01), m);
+                g.u[2 * k + 1] = _mm256_and_si256(_mm256_srlv_epi32(v, s23), m);
                 let d = u16::from_le_bytes([b[0], b[1]]);
                 (h[2 * k], h[2 * k + 1]) = (d, d);
             }
-            (g.form, g.n, g.off_shift) = (Form::Offset, 2 * nb, 0);
+            (g.form, g.n, g.off_shift) = (Form::Planes, 2 * nb, 0);
             g.c = f16x8(&h);
             return;
         }
@@ -397,21 +424,23 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
     }
 }
 
-/// The element of a Q2_0 piece at each byte of its unpacked register: planes 0 and 2 (elements 4i and
-/// 4i + 2) in the low 128 bits, planes 1 and 3 in the high, eight of each.
-const Q2_0_ORDER: [usize; QBLOCK] = {
-    let mut o = [0; QBLOCK];
+/// The element of a Q2_0 block (two pieces) at each byte of its two unpacked registers: plane k's 16
+/// codes (elements 4i + k) at bytes 16k .., planes 0 and 1 in the first register, 2 and 3 in the second.
+const Q2_0_ORDER: [usize; 2 * QBLOCK] = {
+    let mut o = [0; 2 * QBLOCK];
     let mut pos = 0;
-    while pos < QBLOCK {
-        o[pos] = 4 * (pos % 8) + [0, 2, 1, 3][pos / 8];
+    while pos < 2 * QBLOCK {
+        o[pos] = 4 * (pos % 16) + pos / 16;
         pos += 1;
     }
     o
 };
 
-/// Codes with each piece's in `Q2_0_ORDER`.
+/// Codes with each pair of pieces' in `Q2_0_ORDER` (an odd last piece, which no Q2_0 row reads, as it is).
 fn in_q2_0_order(q: &[i8]) -> Vec<i8> {
-    q.chunks_exact(QBLOCK).flat_map(|piece| Q2_0_ORDER.map(|e| piece[e])).collect()
+    let pairs = q.chunks_exact(2 * QBLOCK);
+    let rest = pairs.remainder();
+    pairs.flat_map(|pair| Q2_0_ORDER.map(|e| pair[e])).chain(rest.iter().copied()).collect()
 }
 
 /// Signed weights' magnitudes, made once for every input: |−128| reads as 128 unsigned.

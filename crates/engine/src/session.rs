@@ -226,7 +226,10 @@ fn placement(
         bail!("{whose}: the plan takes {} on {}, {} free", Gib(plan.device_bytes()), gpu.name, Gib(free));
     }
     let pin = matches!(plan.home, ExpertHome::Pinned { .. });
-    Ok(plan.per_block().map(|held| Placing { held, pin }))
+    // The cache starts from the routing counts earlier runs of this model left (docs/PLACEMENT.md).
+    let counts =
+        gpu.settings.cache.as_ref().map(|dir| strata_model::routing_file::path_for(dir, model.gguf.first().path()));
+    Ok(plan.per_block().map(|held| Placing { held, pin, counts }))
 }
 
 /// The kernels loaded and the variants chosen (select/start.rs, said on a first start), then the model's

@@ -14,6 +14,7 @@ pub mod ops;
 pub mod placement;
 pub mod rewind;
 pub mod routing;
+pub mod routing_file;
 pub mod state;
 pub mod weights;
 

@@ -225,6 +225,33 @@ impl ExpertCache {
         k.layer as usize * self.experts + k.expert as usize
     }
 
+    /// Every expert's count, by layer · experts + expert (the trunk's layers, then the MTP layer): what a
+    /// later run starts from (`routing_file`).
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
+    /// Counts an earlier run left (`routing_file`) taken as this cache's own, before any routing: false,
+    /// and nothing changed, where their number is not this cache's.
+    pub fn seed(&mut self, counts: &[u64]) -> bool {
+        if counts.len() != self.counts.len() {
+            return false;
+        }
+        self.counts.copy_from_slice(counts);
+        true
+    }
+
+    /// Layer `layer`'s `n` most counted experts (ties: the lower id first), hottest first: a cache's
+    /// first holding where counts were seeded.
+    pub fn hottest(&self, layer: usize, n: usize) -> Vec<usize> {
+        let at = layer.min(self.layers) * self.experts;
+        let c = &self.counts[at..at + self.experts];
+        let mut order: Vec<usize> = (0..self.experts).collect();
+        order.sort_by(|&a, &b| c[b].cmp(&c[a]).then(a.cmp(&b)));
+        order.truncate(n);
+        order
+    }
+
     /// Routings the cache held and those it did not, since the start.
     pub fn hits_and_misses(&self) -> (u64, u64) {
         (self.hits, self.misses)
@@ -246,6 +273,17 @@ mod tests {
 
     fn key(layer: u32, expert: u32) -> ExpertKey {
         ExpertKey { layer, expert }
+    }
+
+    #[test]
+    fn seeded_counts_rank_the_first_holding() {
+        let mut c = ExpertCache::per_layer(1, 4, 2, 8, 100);
+        assert!(!c.seed(&[1, 2, 3]), "three counts for 2 × 4");
+        assert_eq!(c.hottest(0, 2), vec![0, 1], "no counts: the first experts");
+        assert!(c.seed(&[5, 9, 0, 9, 1, 0, 7, 7]));
+        assert_eq!(c.hottest(0, 3), vec![1, 3, 0], "9, 9 (the lower id first), 5");
+        assert_eq!(c.hottest(1, 2), vec![2, 3], "the MTP layer's row");
+        assert_eq!(c.counts(), &[5, 9, 0, 9, 1, 0, 7, 7]);
     }
 
     #[test]

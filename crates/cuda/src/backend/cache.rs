@@ -16,12 +16,14 @@
 //! Where a slot is computed changes no bit, so neither the cache's state nor a swap can change the
 //! output (tested whole by `gpu_parity`'s placed pass with a cache re-ranked after every pass).
 
+use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use strata_model::backend::MoeId;
 use strata_model::placement::{ExpertCache, ExpertKey};
+use strata_model::routing_file;
 use strata_model::weights::MoeWeights;
 
 use crate::ops::misses::Routed;
@@ -131,22 +133,48 @@ pub(crate) struct CardCache {
     /// The last re-rank's new experts, resident once its batch's copies have landed.
     landing: Vec<Landing>,
     swaps: u64,
+    /// Where the routing counts are kept between runs (None: not kept).
+    counts: Option<PathBuf>,
+    passes: u64,
+}
+
+/// Passes between two writes of the routing counts (and one at the end).
+const SAVE_EVERY: u64 = 4096;
+
+impl Drop for CardCache {
+    fn drop(&mut self) {
+        if self.passes > 0 {
+            self.save_counts();
+        }
+    }
 }
 
 impl CardCache {
     /// A cache of `held` slots in each of `layers` trunk blocks and the MTP block of `experts` each,
-    /// holding each block's first `held` experts (what the blocks are uploaded with), re-ranked every
-    /// `every` passes with at most `max_swaps` swaps.
+    /// re-ranked every `every` passes with at most `max_swaps` swaps. It first holds each block's hottest
+    /// experts by the routing counts kept at `counts` (earlier runs'), where there are some, else each
+    /// block's first `held`: what the blocks are uploaded with. The counts are written there again every
+    /// [`SAVE_EVERY`] passes and at the end.
     pub(crate) fn new(
         gpu: &Gpu,
         (layers, experts, held): (usize, usize, usize),
         (every, max_swaps): (usize, usize),
+        counts: Option<PathBuf>,
     ) -> Result<CardCache, CudaError> {
         let held = held.clamp(1, experts);
         let mut policy = ExpertCache::per_layer(layers, experts, held, every, max_swaps);
+        if let Some(path) = &counts {
+            match routing_file::load(path, (layers + 1, experts)) {
+                Ok(Some(c)) if policy.seed(&c) => {
+                    eprintln!("expert cache: starting from the routing counts of earlier runs ({})", path.display())
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("note: the routing counts at {} were not used: {e}", path.display()),
+            }
+        }
         for block in 0..=layers {
-            for j in 0..held {
-                policy.hold(block * held + j, ExpertKey { layer: block as u32, expert: j as u32 });
+            for (j, e) in policy.hottest(block, held).into_iter().enumerate() {
+                policy.hold(block * held + j, ExpertKey { layer: block as u32, expert: e as u32 });
             }
         }
         let copies = gpu.ctx.new_stream().check("creating a stream for the cache's copies")?;
@@ -157,7 +185,23 @@ impl CardCache {
             copier: Copier::spawn(gpu.ctx.clone(), copies),
             landing: Vec::new(),
             swaps: 0,
+            counts,
+            passes: 0,
         })
+    }
+
+    /// The routing counts written where the next run finds them; a failure said once, not fatal (they
+    /// only make the next start faster).
+    fn save_counts(&mut self) {
+        let Some(path) = self.counts.clone() else { return };
+        let (shape, all) = {
+            let p = self.policy();
+            ((self.layers + 1, p.experts()), p.counts().to_vec())
+        };
+        if let Err(e) = routing_file::save(&path, shape, &all) {
+            eprintln!("note: the routing counts could not be kept at {}: {e}", path.display());
+            self.counts = None;
+        }
     }
 
     fn policy(&self) -> std::sync::MutexGuard<'_, ExpertCache> {
@@ -215,6 +259,10 @@ impl CardCache {
                     }
                 }
             }
+        }
+        self.passes += 1;
+        if self.passes.is_multiple_of(SAVE_EVERY) {
+            self.save_counts();
         }
         let swaps = self.policy().end_pass();
         let mut copies = Vec::new();

@@ -65,13 +65,16 @@ pub(crate) struct HostExperts {
 }
 
 /// Where routed experts go when they do not all fit the card (docs/PLACEMENT.md).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Placing {
     /// Experts each MoE block holds on the card.
     pub held: usize,
     /// The experts' pages of the mapped file locked in RAM (the memory plan's pinned home), else left to
     /// the page cache (`--mmap-experts`, or RAM too short).
     pub pin: bool,
+    /// Where the cache's routing counts are kept between runs (`strata_model::routing_file`): read for
+    /// the first holding, written as the run goes. None: the cache starts from each block's first experts.
+    pub counts: Option<std::path::PathBuf>,
 }
 
 /// The routed experts' bytes of every block (the trunk's and the MTP layer's), as the file's mapping
@@ -114,7 +117,7 @@ impl HostExperts {
         let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);
         let w = &model.weights;
         let (every, swaps) = (g.settings.cache_every, g.settings.cache_swaps);
-        let cache = CardCache::new(g, (c.n_layer, c.n_expert, per_block), (every, swaps))?;
+        let cache = CardCache::new(g, (c.n_layer, c.n_expert, per_block), (every, swaps), placing.counts)?;
         let blocks = w.layers.iter().map(|l| l.moe.clone()).chain(w.mtp.as_ref().map(|m| m.layer.moe.clone()));
         let server = mailbox.serve(blocks.collect(), c.expert_ff, Some(cache.routed()));
         Ok(HostExperts { cache: Mutex::new(cache), mailbox, server, _pinned })
@@ -147,7 +150,7 @@ impl WeightsGpu {
     pub fn upload(g: &Gpu, model: &Model, v: &Variants, placing: Option<Placing>) -> Result<WeightsGpu, CudaError> {
         let (c, w) = (&model.config, &model.weights);
         let dims = attn_dims(c);
-        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin: false }));
+        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin: false, counts: None }));
         let host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {

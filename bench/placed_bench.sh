@@ -3,8 +3,8 @@
 # model (bench/full_model.sh; ROUTER=zipf for the skewed router; the disk holds one full model at a time).
 # For each depth (default 4096 and 32768) the prompt of that many random tokens is read once with the
 # whole model on the card and saved (--save-state); then at each budget (--gpu-mem unlimited / 32 / 24 /
-# 12) a run continues it: 256 more prompt tokens (the placed prefill rate), then 64 tokens decoded plainly
-# (--spec 0) and, in a run of its own, 64 with speculation (--spec auto). Each run's memory plan, cache
+# 12) a run continues it: 128 more prompt tokens (the placed prefill rate), then 48 tokens decoded plainly
+# (--spec 0) and, in a run of its own, 48 with speculation (--spec auto). Each run's memory plan, cache
 # hit rate, host answers and rates are printed; the card's copy rate, the host link's rate each way and
 # the host's read rate are measured in the same call for the floors. Usage: bench/placed_bench.sh
 # [DEPTHS] [BUDGETS]. Log: $OUT/placed_bench[-zipf].log.
@@ -21,7 +21,7 @@ source "$(dirname "$0")/full_model.sh"
 $bin bench host_qdot --rows 8 --cols 256 --window 1 --ms 1 --types Q8_0 2>&1 | grep "read rate"
 t
 ids() { python3 -c "import random; random.seed($1); print(','.join(str(random.randrange(3, 200000)) for _ in range($2)))"; }
-ids 2 256 > /tmp/more.txt
+ids 2 128 > /tmp/more.txt
 for d in ${1:-4096 32768}; do
   ctx=$(( d + 1024 ))
   if [ ! -f /tmp/state-$d.bin ]; then
@@ -34,7 +34,7 @@ for d in ${1:-4096 32768}; do
     g=$([ "$mem" = unlimited ] || echo "--gpu-mem $mem")
     for spec in 0 auto; do
       echo "== depth $d, --gpu-mem $mem, --spec $spec"
-      timeout 120 $bin run -m $model --load-state /tmp/state-$d.bin --prompt-tokens @/tmp/more.txt -n 64 --ignore-eos \
+      timeout 120 $bin run -m $model --load-state /tmp/state-$d.bin --prompt-tokens @/tmp/more.txt -n 48 --ignore-eos \
         --device cuda --max-context $ctx $g --spec $spec 2>&1 | grep -E "memory|VRAM|host|prompt:|expert cache|speculation|rror|note: the"
       t
     done

@@ -5,9 +5,10 @@
 # whole model on the card and saved (--save-state); then at each budget (--gpu-mem unlimited / 32 / 24 /
 # 12) a run continues it: 128 more prompt tokens (the placed prefill rate), then 48 tokens decoded plainly
 # (--spec 0) and, in a run of its own, 48 with speculation (--spec auto). Each run's memory plan, cache
-# hit rate, host answers and rates are printed; the card's copy rate, the host link's rate each way and
+# hit rate, host answers and rates are printed (each run's 128 tokens its own; the cache starts from the
+# routing counts the runs before left); the card's copy rate, the host link's rate each way and
 # the host's read rate are measured in the same call for the floors. Usage: bench/placed_bench.sh
-# [DEPTHS] [BUDGETS]. Log: $OUT/placed_bench[-zipf].log.
+# [DEPTHS] [BUDGETS]; SPECS="0" leaves out the runs with speculation. Log: $OUT/placed_bench[-zipf].log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/placed_bench${ROUTER:+-$ROUTER}.log) 2>&1
 for f in .dev/*.xz; do xz -dkf "$f"; done
@@ -21,19 +22,22 @@ source "$(dirname "$0")/full_model.sh"
 $bin bench host_qdot --rows 8 --cols 256 --window 1 --ms 1 --types Q8_0 2>&1 | grep "read rate"
 t
 ids() { python3 -c "import random; random.seed($1); print(','.join(str(random.randrange(3, 200000)) for _ in range($2)))"; }
-ids 2 128 > /tmp/more.txt
 for d in ${1:-4096 32768}; do
   ctx=$(( d + 1024 ))
-  if [ ! -f /tmp/state-$d.bin ]; then
+  if [ ! -f /tmp/state-$d.bin ] || [ "$(cat /tmp/state-$d.of 2>/dev/null)" != "$model" ]; then
     ids 1 $d > /tmp/prompt-$d.txt
     timeout 300 $bin run -m $model --prompt-tokens @/tmp/prompt-$d.txt -n 1 --device cuda --max-context $ctx \
       --save-state /tmp/state-$d.bin 2>&1 | grep -E "prompt:|rror" | sed "s/^/[depth $d, whole model, saving] /"
+    echo "$model" > /tmp/state-$d.of  # a state is its model's: another router's model reads its own
   fi
   t
   for mem in ${2:-unlimited 32 24 12}; do
     g=$([ "$mem" = unlimited ] || echo "--gpu-mem $mem")
-    for spec in 0 auto; do
+    for spec in ${SPECS:-0 auto}; do
       echo "== depth $d, --gpu-mem $mem, --spec $spec"
+      # Tokens of its own in each run: the cache starts from the counts the runs before left (kept in the
+      # cache folder), which must not be this very conversation's.
+      runs=$(( ${runs:-0} + 1 )); ids $(( 100 + runs )) 128 > /tmp/more.txt
       timeout 120 $bin run -m $model --load-state /tmp/state-$d.bin --prompt-tokens @/tmp/more.txt -n 48 --ignore-eos \
         --device cuda --max-context $ctx $g --spec $spec 2>&1 | grep -E "memory|VRAM|host|prompt:|expert cache|speculation|rror|note: the"
       t

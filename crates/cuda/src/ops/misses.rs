@@ -255,10 +255,14 @@ impl MissServer {
         let error = Arc::new(Mutex::new(None));
         let answered = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let (stop2, error2, answered2) = (stop.clone(), error.clone(), answered.clone());
-        // The loop runs as a worker of a pool of its own, as many threads as the global pool: its
-        // products' parallel parts then start from a running worker, where a thread outside the pool
-        // would hand them over and sleep until they were done.
-        let threads = rayon::current_num_threads();
+        // The loop runs as a worker of a pool of its own: its products' parallel parts then start from
+        // a running worker, where a thread outside the pool would hand them over and sleep until they
+        // were done. As many threads as the global pool, but never the whole machine: the decoding
+        // thread waits on the card and the cache's copier fills its staging while a request is
+        // answered, and a worker they push off its core holds up the whole request (its part waits a
+        // scheduler tick: milliseconds, where a request takes hundreds of microseconds).
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = rayon::current_num_threads().min(cores.saturating_sub(2)).max(1);
         let (told, worker) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("host-experts".into())

@@ -61,12 +61,16 @@ impl StackedGpu {
 /// file's stacked tensor of `held.len()` experts (each expert's `stride` rows, so a fused gate/up tensor's
 /// halves keep their offsets), for the gathers to run over unchanged with each slot's cache index.
 fn held_rows(s: &Stacked, held: &[usize]) -> Result<Stacked, CudaError> {
-    let mut bytes = Vec::new();
-    for &e in held {
-        let rows =
-            s.expert_bytes(e).ok_or_else(|| CudaError::Shape(format!("MoE cache: expert {e} past its tensor")))?;
-        bytes.extend_from_slice(&rows);
+    use rayon::prelude::*;
+    let len = s.expert_bytes(0).map_or(0, |r| r.len());
+    if let Some(&e) = held.iter().find(|&&e| s.expert_bytes(e).is_none()) {
+        return Err(CudaError::Shape(format!("MoE cache: expert {e} past its tensor")));
     }
+    // Copied on every thread: a cache of a full model's experts is tens of GB read from the file.
+    let mut bytes = vec![0u8; held.len() * len];
+    bytes.par_chunks_mut(len.max(1)).zip(held).for_each(|(dst, &e)| {
+        dst.copy_from_slice(&s.expert_bytes(e).expect("checked above"));
+    });
     let m = Matrix { ty: s.m.ty, rows: held.len() * s.stride, cols: s.m.cols, bytes: TensorBytes::from_vec(bytes) };
     Ok(Stacked { m, stride: s.stride, offset: s.offset })
 }

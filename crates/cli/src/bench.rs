@@ -94,6 +94,9 @@ pub enum BenchCommand {
         /// Minimum measuring time per figure, in milliseconds.
         #[arg(long, default_value_t = 1000)]
         ms: u64,
+        /// Thread counts to time each batch at, comma separated (each its own pool); default all.
+        #[arg(long, value_delimiter = ',')]
+        threads: Vec<usize>,
     },
     /// How well a VRAM cache of experts would hold MODEL's routing (docs/PLACEMENT.md), on the CPU: a
     /// prompt of random tokens, then greedy decoding, every routing given to caches of 5–50 % of the
@@ -141,8 +144,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::HostQdot { rows, cols, window, ms, types } => {
             crate::bench_host::run(rows, cols, window, ms, &types)
         }
-        BenchCommand::HostExperts { model, experts, window, ms } => {
-            crate::bench_host::run_experts(&model, experts, window, ms)
+        BenchCommand::HostExperts { model, experts, window, ms, threads } => {
+            crate::bench_host::run_experts(&model, experts, window, ms, &threads)
         }
         BenchCommand::Routing { model, prompt, tokens, every, swaps } => {
             crate::bench_routing::run(&model, prompt, tokens, every, swaps)

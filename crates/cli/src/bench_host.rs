@@ -118,7 +118,7 @@ pub fn run(rows: usize, cols: usize, window: usize, ms: u64, only: &[String]) ->
 /// each layer in turn, for windows of one token and of `window` (each token taking the same batch), at
 /// all threads; the floor is the batch's bytes at the host's read rate measured in the same run, and
 /// each batch's MoE output is checked against the CPU back-end's own products for the same bits.
-pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: u64) -> Result<()> {
+pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: u64, threads: &[usize]) -> Result<()> {
     use anyhow::Context;
     use strata_model::layers::experts::{batch_outputs, ExpertRows};
     use strata_model::layers::moe::moe_routed;
@@ -126,34 +126,34 @@ pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: 
         .with_context(|| format!("loading {}", path.display()))?;
     let c = &model.config;
     let k = k.unwrap_or(c.n_expert_used);
-    if k == 0 || k > c.n_expert || window == 0 || window > 64 {
-        anyhow::bail!("host_experts: --experts 1..={} (the model's count), --window 1..=64", c.n_expert);
-    }
     let all = rayon::current_num_threads();
+    if k == 0 || k > c.n_expert || window == 0 || window > 64 || threads.iter().any(|&n| n == 0 || n > 4 * all) {
+        anyhow::bail!(
+            "host_experts: --experts 1..={} (the model's count), --window 1..=64, --threads 1..={}",
+            c.n_expert,
+            4 * all
+        );
+    }
+    let counts = if threads.is_empty() { vec![all] } else { threads.to_vec() };
     let rate = read_rate(1 << 30, all);
     println!("host read rate: {:.1} GB/s ({all} threads); vector level {}", rate / 1e9, vector::current().name());
     println!("{k} experts of each of {} layers in turn; best of ≥ {ms} ms each", c.n_layer);
-    println!("| tokens | MB a batch | µs a batch | floor µs | × floor | GB/s | same bits |");
-    println!("|---:|---:|---:|---:|---:|---:|---|");
+    println!("| threads | tokens | MB a batch | µs a batch | floor µs | × floor | GB/s | same bits |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut rng = SplitMix64::new(11);
     let xs: Vec<Vec<f32>> = (0..window).map(|_| (0..c.n_embd).map(|_| rng.uniform() - 0.5).collect()).collect();
     let windows: &[usize] = if window > 1 { &[1, window] } else { &[1] };
+    // Each layer's batch: k distinct experts spread over the ids.
+    let batches: Vec<Vec<usize>> =
+        (0..c.n_layer).map(|l| (0..k).map(|i| (l * 7 + i * c.n_expert / k) % c.n_expert).collect()).collect();
     for &t in windows {
         let x: Vec<&[f32]> = xs[..t].iter().map(Vec::as_slice).collect();
-        // Each layer's batch: k distinct experts spread over the ids.
-        let batches: Vec<Vec<usize>> =
-            (0..c.n_layer).map(|l| (0..k).map(|i| (l * 7 + i * c.n_expert / k) % c.n_expert).collect()).collect();
         let rows = |l: usize| -> Vec<(ExpertRows, Vec<&[f32]>)> {
             let w = &model.weights.layers[l].moe;
             batches[l].iter().map(|&e| (ExpertRows::of(w, e, c.expert_ff, c.n_embd), x.clone())).collect()
         };
         let bytes: usize =
             rows(0).iter().map(|(e, _)| e.gate.bytes.len() + e.up.bytes.len() + e.down.bytes.len()).sum();
-        let mut layer = 0;
-        let secs = time(Duration::from_millis(ms), || {
-            std::hint::black_box(batch_outputs(&rows(layer)));
-            layer = (layer + 1) % c.n_layer;
-        });
         // The same MoE outputs from the back-end's products and from the miss kernels, every layer.
         let same = (0..c.n_layer).all(|l| {
             let w = &model.weights.layers[l].moe;
@@ -164,16 +164,27 @@ pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: 
             };
             bits(None) == bits(Some(&|_| true))
         });
-        let floor = bytes as f64 / rate;
-        println!(
-            "| {t} | {:.2} | {:.1} | {:.1} | {:.2} | {:.1} | {} |",
-            bytes as f64 / 1e6,
-            secs * 1e6,
-            floor * 1e6,
-            secs / floor,
-            bytes as f64 / secs / 1e9,
-            if same { "yes" } else { "NO" }
-        );
+        for &n in &counts {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build()?;
+            let mut layer = 0;
+            // Inside the pool for the whole timing, as the host's server runs (ops/misses.rs).
+            let secs = pool.install(|| {
+                time(Duration::from_millis(ms), || {
+                    std::hint::black_box(batch_outputs(&rows(layer)));
+                    layer = (layer + 1) % c.n_layer;
+                })
+            });
+            let floor = bytes as f64 / rate;
+            println!(
+                "| {n} | {t} | {:.2} | {:.1} | {:.1} | {:.2} | {:.1} | {} |",
+                bytes as f64 / 1e6,
+                secs * 1e6,
+                floor * 1e6,
+                secs / floor,
+                bytes as f64 / secs / 1e9,
+                if same { "yes" } else { "NO" }
+            );
+        }
     }
     Ok(())
 }

@@ -167,6 +167,10 @@ unsafe fn rows<D: Dot, const K: u8>((bytes, row_bytes, xs, out): (&[u8], usize, 
             lanes[..xs.len()].fill([0f32; LANES]);
             for b0 in (0..blocks).step_by(group_blocks) {
                 let nb = group_blocks.min(blocks - b0);
+                // The row's bytes 2 KB ahead asked for: a batch of experts streams from RAM, and one
+                // thread alone waits on it (10 experts on one thread: 2.5–2.7 → 2.3 ms; no change seen
+                // with two threads; bench/results/2026-12-06-cpu-q2_0-planes/).
+                _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(b0 * ts + 2048) as *const i8);
                 unpack::<K>(&mut g, &row[b0 * ts..(b0 + nb) * ts], nb);
                 let j0 = b0 * per_block;
                 let base = j0 % LANES;

@@ -154,6 +154,15 @@ fn the_server_answers_a_pass_layer_by_layer_and_keeps_the_first_refusal() {
         assert_eq!(last, Some((l, asks.iter().map(|a| a.expert).collect())), "the routing told, held slots too");
     }
     assert_eq!(server.error(), None);
+    // A window of two tokens: counted apart from the one-token requests.
+    let ids: Vec<Option<usize>> = (0..2 * k).map(|i| Some(i % e)).collect();
+    mb.ask(0, &slots(&ids, e), &[&x, &x]);
+    while !mb.answered() {
+        std::hint::spin_loop();
+    }
+    mb.take();
+    let [one, windows] = server.answered();
+    assert_eq!((one.0, windows.0), (layers.len() as u64, 1), "requests of one token, then of windows");
     // A request no pass could write: answered, and kept as the server's error.
     mb.ask(0, &vec![SlotAsk { expert: e, host: true }; k], &[&x]);
     while !mb.answered() {

@@ -147,6 +147,11 @@ impl<'m> Mailbox<'m> {
         Ok(())
     }
 
+    /// The tokens of the request in the mailbox (read once it has asked).
+    fn tokens(&self) -> u32 {
+        self.words[TOKENS].load(Ordering::Relaxed)
+    }
+
     /// Whether the card has asked.
     fn asked(&self) -> bool {
         self.words[ASKED].load(Ordering::Acquire) == 1
@@ -232,8 +237,9 @@ const HOT: Duration = Duration::from_millis(20);
 pub struct MissServer {
     stop: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
-    /// Requests answered, and the ns from seeing each to answering it.
-    answered: Arc<[AtomicU64; 2]>,
+    /// Requests answered and the ns from seeing each to answering it: one token's (decode), then
+    /// windows' (a prompt's, a verify pass's).
+    answered: Arc<[AtomicU64; 4]>,
     /// The pool's thread that runs the loop (woken by [`MissServer::wake`]).
     worker: Option<std::thread::Thread>,
     handle: Option<std::thread::JoinHandle<()>>,
@@ -253,7 +259,7 @@ impl MissServer {
     {
         let stop = Arc::new(AtomicBool::new(false));
         let error = Arc::new(Mutex::new(None));
-        let answered = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let answered = Arc::new([0; 4].map(AtomicU64::new));
         let (stop2, error2, answered2) = (stop.clone(), error.clone(), answered.clone());
         // The loop runs as a worker of a pool of its own: its products' parallel parts then start from
         // a running worker, where a thread outside the pool would hand them over and sleep until they
@@ -286,13 +292,13 @@ impl MissServer {
                             }
                             continue;
                         }
-                        let seen = Instant::now();
+                        let (seen, kind) = (Instant::now(), if mb.tokens() > 1 { 2 } else { 0 });
                         let _ = mb.serve_asked(&refs, f, routed.as_ref(), |answer| {
                             if let Err(e) = answer {
                                 error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
                             }
-                            answered2[0].fetch_add(1, Ordering::Relaxed);
-                            answered2[1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                            answered2[kind].fetch_add(1, Ordering::Relaxed);
+                            answered2[kind + 1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
                         });
                         last = Instant::now();
                     }
@@ -310,10 +316,11 @@ impl MissServer {
         }
     }
 
-    /// Requests answered so far, and the time from seeing each to answering it, in all.
-    pub fn answered(&self) -> (u64, Duration) {
-        let [n, ns] = &*self.answered;
-        (n.load(Ordering::Relaxed), Duration::from_nanos(ns.load(Ordering::Relaxed)))
+    /// Requests answered so far and the time from seeing each to answering it, in all: those of one
+    /// token, then those of windows.
+    pub fn answered(&self) -> [(u64, Duration); 2] {
+        let a = |i: usize| self.answered[i].load(Ordering::Relaxed);
+        [(a(0), Duration::from_nanos(a(1))), (a(2), Duration::from_nanos(a(3)))]
     }
 
     /// The first request it could not answer, in words.

@@ -7,7 +7,8 @@
 # (--spec 0) and, in a run of its own, 48 with speculation (--spec auto). Each run's memory plan, cache
 # hit rate, host answers and rates are printed (each run's 128 tokens its own; the cache starts from the
 # routing counts the runs before left); the card's copy rate, the host link's rate each way and
-# the host's read rate are measured in the same call for the floors. Usage: bench/placed_bench.sh
+# the host's read rate are measured in the same call for the floors, and the host's expert kernels timed
+# at 1, 4, 8, 14 and 16 threads. Usage: bench/placed_bench.sh
 # [DEPTHS] [BUDGETS]; SPECS="0" leaves out the runs with speculation. Log: $OUT/placed_bench[-zipf].log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/placed_bench${ROUTER:+-$ROUTER}.log) 2>&1
@@ -20,6 +21,9 @@ echo "card copy rate (torch, read + write): $(python3 "$(dirname "$0")/torch_ban
 echo "host link (torch, pinned, GB/s host→card card→host): $(python3 "$(dirname "$0")/torch_pcie.py")"
 source "$(dirname "$0")/full_model.sh"
 $bin bench host_qdot --rows 8 --cols 256 --window 1 --ms 1 --types Q8_0 2>&1 | grep "read rate"
+# The host's expert kernels over the model's own experts at several thread counts (their rate a thread,
+# and how it holds up as the threads share the host's read rate).
+timeout 90 $bin bench host_experts $model --window 4 --ms 300 --threads 1,4,8,14,16 2>&1 | grep -E "^\|"
 t
 ids() { python3 -c "import random; random.seed($1); print(','.join(str(random.randrange(3, 200000)) for _ in range($2)))"; }
 for d in ${1:-4096 32768}; do

@@ -116,7 +116,7 @@ pub fn run(rows: usize, cols: usize, window: usize, ms: u64, only: &[String]) ->
 /// `strata bench host_experts`: the kernels for experts off the device (layers/experts.rs) on this
 /// host, over a model's own experts: a batch of `k` experts (the model's experts a token by default) of
 /// each layer in turn, for windows of one token and of `window` (each token taking the same batch), at
-/// all threads; the floor is the batch's bytes at the host's read rate measured in the same run, and
+/// each of `threads` (all of them where none are named), each count its own pool; the floor is the batch's bytes at the host's read rate measured in the same run, and
 /// each batch's MoE output is checked against the CPU back-end's own products for the same bits.
 pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: u64, threads: &[usize]) -> Result<()> {
     use anyhow::Context;

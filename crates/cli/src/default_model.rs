@@ -15,7 +15,7 @@ fn cache_dir() -> Result<PathBuf> {
 }
 /// FNV-1a over the bytes: the cached copy's name, so a binary with another model never takes an old one.
 fn fingerprint(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+    strata_gguf::fnv1a(bytes.iter().copied())
 }
 
 /// The path of the built-in model, written there on first use.

@@ -6,6 +6,7 @@
 
 mod error;
 mod file;
+mod hash;
 pub mod quant;
 mod read;
 mod rng;
@@ -15,6 +16,7 @@ mod write;
 
 pub use error::{Error, ErrorKind, Result};
 pub use file::{read_pages, shard_name, shard_paths, GgufFile, GgufSet, TensorBytes, TensorView};
+pub use hash::fnv1a;
 pub use read::{align_up, parse, parse_head, Header, TensorInfo, DEFAULT_ALIGNMENT, MAX_DIMS, MAX_NESTING};
 pub use rng::SplitMix64;
 pub use types::{GgmlType, QK_K};

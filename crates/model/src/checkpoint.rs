@@ -30,7 +30,7 @@ fn bad(what: impl Into<String>) -> CheckpointError {
 
 /// A fingerprint of the geometry a state depends on.
 fn fingerprint(c: &Config) -> u64 {
-    format!("{c:?}").bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    strata_gguf::fnv1a(format!("{c:?}").bytes())
 }
 
 struct Out<W: Write>(W);

@@ -19,12 +19,8 @@ pub fn path_for(cache: &Path, model: &Path) -> PathBuf {
     let meta = std::fs::metadata(&canon).ok();
     let len = meta.as_ref().map_or(0, |m| m.len());
     let mtime = meta.and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-    // FNV-1a over the three: stable across runs and builds (std's hasher is not).
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let key = format!("{}\n{len}\n{}", canon.display(), mtime.map_or(0, |d| d.as_nanos()));
-    for b in key.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = strata_gguf::fnv1a(key.bytes());
     cache.join("routing").join(format!("{h:016x}.bin"))
 }
 

@@ -109,7 +109,7 @@ fn skew_routers(specs: &mut [TensorSpec], p: &Preset, o: &Options) {
     let Router::Zipf(s) = o.router else { return };
     let gains = router::rank_gains(p.n_expert, p.n_expert_used, s);
     for t in specs.iter_mut().filter(|t| t.name.ends_with(".ffn_gate_inp.weight")) {
-        t.row_gains = Some(router::layer_gains(&gains, o.seed ^ fnv(&t.name)));
+        t.row_gains = Some(router::layer_gains(&gains, o.seed ^ strata_gguf::fnv1a(t.name.bytes())));
     }
 }
 
@@ -195,11 +195,6 @@ fn metadata(b: &mut GgufBuilder, p: &Preset, vocab: &Vocab, seed: u64) {
 /// threads and the file is the same.
 const PIECE: u64 = 1 << 16;
 
-/// A 64-bit FNV-1a hash (names to seeds).
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
-}
-
 fn write_tensor<W: std::io::Write>(
     w: &mut strata_gguf::GgufWriter<W>,
     t: &TensorSpec,
@@ -218,7 +213,7 @@ fn write_tensor<W: std::io::Write>(
     // Whole rows per piece, and whole blocks.
     let per_piece = (PIECE / row).max(1) * row;
     let pieces = n.div_ceil(per_piece);
-    let base = seed ^ fnv(&t.name);
+    let base = seed ^ strata_gguf::fnv1a(t.name.bytes());
     let make = |i: u64| {
         let len = per_piece.min(n - i * per_piece) as usize;
         let mut rng = SplitMix64::new(base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));

@@ -62,15 +62,14 @@ impl StackedGpu {
 /// halves keep their offsets), for the gathers to run over unchanged with each slot's cache index.
 fn held_rows(s: &Stacked, held: &[usize]) -> Result<Stacked, CudaError> {
     use rayon::prelude::*;
-    let len = s.expert_bytes(0).map_or(0, |r| r.len());
-    if let Some(&e) = held.iter().find(|&&e| s.expert_bytes(e).is_none()) {
-        return Err(CudaError::Shape(format!("MoE cache: expert {e} past its tensor")));
-    }
+    let rows = held
+        .iter()
+        .map(|&e| s.expert_bytes(e).ok_or_else(|| CudaError::Shape(format!("MoE cache: expert {e} past its tensor"))));
+    let rows = rows.collect::<Result<Vec<TensorBytes>, _>>()?;
+    let len = rows.first().map_or(0, |r| r.len());
     // Copied on every thread: a cache of a full model's experts is tens of GB read from the file.
     let mut bytes = vec![0u8; held.len() * len];
-    bytes.par_chunks_mut(len.max(1)).zip(held).for_each(|(dst, &e)| {
-        dst.copy_from_slice(&s.expert_bytes(e).expect("checked above"));
-    });
+    bytes.par_chunks_mut(len.max(1)).zip(&rows).for_each(|(dst, r)| dst.copy_from_slice(r));
     let m = Matrix { ty: s.m.ty, rows: held.len() * s.stride, cols: s.m.cols, bytes: TensorBytes::from_vec(bytes) };
     Ok(Stacked { m, stride: s.stride, offset: s.offset })
 }

@@ -282,7 +282,7 @@ impl Gpu {
     fn image(&self, kf: &KernelFile, part: usize) -> Result<Image, CudaError> {
         let text = kf.part_text(part);
         let stem = kf.part_name(part).replace([':', '.'], "-");
-        let hash = fnv(&format!("{}{text}", self.settings.defines));
+        let hash = strata_gguf::fnv1a(format!("{}{text}", self.settings.defines).bytes());
         let key = format!("{stem}-{hash:016x}-{}-drv{}.cubin", self.arch_name(), self.driver_version);
         // Without a cache folder the machine code still goes through a file (the loader reads cubins from
         // files), one of this process's own, removed once loaded.
@@ -347,10 +347,6 @@ impl Gpu {
         p.add(name, t0.elapsed().as_secs_f64());
         Ok(r)
     }
-}
-
-pub(crate) fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 /// A kernel's name from its parts (base, kind, layout suffix), made once and kept for the process: a step

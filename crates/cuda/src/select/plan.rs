@@ -123,7 +123,7 @@ fn kept_path(gpu: &Gpu) -> Option<PathBuf> {
     let mtime = exe.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     let sources: String =
         crate::ops::sources::ALL.iter().map(|kf| format!("{}{}", gpu.settings.defines, (kf.text)())).collect();
-    let kernels = crate::runtime::device::fnv(&sources);
+    let kernels = strata_gguf::fnv1a(sources.bytes());
     let card: String = gpu.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let name = format!("{card}-{}-drv{}-{}-{mtime}-{kernels:016x}.txt", gpu.arch_name(), gpu.driver_version, exe.len());
     Some(gpu.settings.cache.as_ref()?.join("plans").join(name))

@@ -23,10 +23,6 @@ pub struct GrRow {
     pub hash: u64,
 }
 
-fn fnv(bytes: impl Iterator<Item = u8>) -> u64 {
-    bytes.fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
-}
-
 /// `fused_gr_bench ITERS TMIN TMAX SETS` at the full model's HC geometry (n 2560, hc 4, r 320, inject
 /// rows), with the previous half's pending write folded in. Microseconds per read (norm + down + up).
 pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: usize) -> Result<Vec<GrRow>, CudaError> {
@@ -83,7 +79,7 @@ pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: u
                 us,
                 graph_us,
                 floor_us: bytes / HBM_BYTES_PER_S * 1e6,
-                hash: fnv(mixed.iter().flat_map(|v| v.to_le_bytes())),
+                hash: strata_gguf::fnv1a(mixed.iter().flat_map(|v| v.to_le_bytes())),
             });
         }
     }
@@ -163,7 +159,7 @@ pub fn qsa_select_bench(
             scores_us[i] = time_calls(gpu, reps, &|| {
                 crate::ops::qsa::scores(gpu, v, &kb, &qb, &sb, &nb, n_scored_max, di, hi, q, n_blocks)
             })?;
-            hashes.push(fnv(sb.read(gpu, q * n_blocks)?.iter().flat_map(|v| v.to_le_bytes())));
+            hashes.push(strata_gguf::fnv1a(sb.read(gpu, q * n_blocks)?.iter().flat_map(|v| v.to_le_bytes())));
         }
         if hashes.iter().any(|&h| h != hashes[0]) {
             return Err(CudaError::Shape(format!("scores variants differ at Q = {q}: {hashes:016x?}")));
@@ -188,13 +184,13 @@ pub fn qsa_select_bench(
                     &mut scratch.borrow_mut(),
                 )
             })?;
-            id_hashes.push(fnv(ob.read(gpu, q * out_stride)?.iter().flat_map(|v| v.to_le_bytes())));
+            id_hashes.push(strata_gguf::fnv1a(ob.read(gpu, q * out_stride)?.iter().flat_map(|v| v.to_le_bytes())));
         }
         if id_hashes.iter().any(|&h| h != id_hashes[0]) {
             return Err(CudaError::Shape(format!("top-k variants differ at Q = {q}")));
         }
         let s = sb.read(gpu, q * n_blocks)?;
-        let hash = fnv(s.iter().flat_map(|v| v.to_le_bytes())) ^ id_hashes[0];
+        let hash = strata_gguf::fnv1a(s.iter().flat_map(|v| v.to_le_bytes())) ^ id_hashes[0];
         rows.push(QsaRow {
             q,
             scores_us,

@@ -237,12 +237,12 @@ unsafe fn code_sums(g: &Group, x: &QInput, j0: usize) -> __m256i {
 /// The integer sums of the group's first `n` pieces with the input's codes `codes`, one a lane.
 #[inline(always)]
 unsafe fn sums<D: Dot>(g: &Group, codes: &[i8], j0: usize, n: usize) -> __m256i {
-    let zero = _mm256_setzero_si256();
-    let mut p = [zero; GROUP];
     debug_assert!((j0 + n) * QBLOCK <= codes.len());
     if g.form == Form::Planes {
         return plane_sums::<D>(g, codes, j0, n);
     }
+    let zero = _mm256_setzero_si256();
+    let mut p = [zero; GROUP];
     for (i, p) in p.iter_mut().enumerate().take(n) {
         let q = _mm256_loadu_si256(codes.as_ptr().add((j0 + i) * QBLOCK) as *const __m256i);
         *p = match g.form {

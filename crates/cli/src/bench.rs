@@ -97,6 +97,10 @@ pub enum BenchCommand {
         /// Thread counts to time each batch at, comma separated (each its own pool); default all.
         #[arg(long, value_delimiter = ',')]
         threads: Vec<usize>,
+        /// Idle microseconds before each batch of the second timing (the card's work between two
+        /// requests of a placed pass).
+        #[arg(long, default_value_t = 100)]
+        gap_us: u64,
     },
     /// How well a VRAM cache of experts would hold MODEL's routing (docs/PLACEMENT.md), on the CPU: a
     /// prompt of random tokens, then greedy decoding, every routing given to caches of 5–50 % of the
@@ -144,8 +148,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::HostQdot { rows, cols, window, ms, types } => {
             crate::bench_host::run(rows, cols, window, ms, &types)
         }
-        BenchCommand::HostExperts { model, experts, window, ms, threads } => {
-            crate::bench_host::run_experts(&model, experts, window, ms, &threads)
+        BenchCommand::HostExperts { model, experts, window, ms, threads, gap_us } => {
+            crate::bench_host::run_experts(&model, experts, window, (ms, gap_us), &threads)
         }
         BenchCommand::Routing { model, prompt, tokens, every, swaps } => {
             crate::bench_routing::run(&model, prompt, tokens, every, swaps)

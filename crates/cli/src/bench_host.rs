@@ -27,6 +27,24 @@ fn read_rate(bytes: usize, threads: usize) -> f64 {
     bytes as f64 / best
 }
 
+/// The median of 200 calls, each after spinning `gap_us` (as the host's server does while the card
+/// works between two requests, its helpers idle).
+fn gapped(gap_us: u64, mut f: impl FnMut()) -> f64 {
+    let mut times: Vec<f64> = (0..200)
+        .map(|_| {
+            let idle = Instant::now();
+            while idle.elapsed() < Duration::from_micros(gap_us) {
+                std::hint::spin_loop();
+            }
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
 /// The fastest of calls over at least `min` of time.
 fn time(min: Duration, mut f: impl FnMut()) -> f64 {
     let (start, mut best, mut n) = (Instant::now(), f64::INFINITY, 0);
@@ -116,12 +134,19 @@ pub fn run(rows: usize, cols: usize, window: usize, ms: u64, only: &[String]) ->
 /// `strata bench host_experts`: the kernels for experts off the device (layers/experts.rs) on this
 /// host, over a model's own experts: a batch of `k` experts (the model's experts a token by default) of
 /// each layer in turn, for windows of one token and of `window` (each token taking the same batch), at
-/// each of `threads` (all of them where none are named), each count its own pool; the floor is the batch's bytes at the host's read rate measured in the same run, and
+/// each of `threads` (all of them where none are named), on the host server's spinning team and on a rayon pool of as many threads, each timed back to back (the best) and after idle gaps of `gap` µs (the median); the floor is the batch's bytes at the host's read rate measured in the same run, and
 /// each batch's MoE output is checked against the CPU back-end's own products for the same bits.
-pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: u64, threads: &[usize]) -> Result<()> {
+pub fn run_experts(
+    path: &std::path::Path,
+    k: Option<usize>,
+    window: usize,
+    (ms, gap): (u64, u64),
+    threads: &[usize],
+) -> Result<()> {
     use anyhow::Context;
     use strata_model::layers::experts::{batch_outputs, ExpertRows};
     use strata_model::layers::moe::moe_routed;
+    use strata_model::team::{Fork, Pool, Team};
     let model = strata_model::Model::open(path, strata_model::RopeScaling::None)
         .with_context(|| format!("loading {}", path.display()))?;
     let c = &model.config;
@@ -138,8 +163,10 @@ pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: 
     let rate = read_rate(1 << 30, all);
     println!("host read rate: {:.1} GB/s ({all} threads); vector level {}", rate / 1e9, vector::current().name());
     println!("{k} experts of each of {} layers in turn; best of ≥ {ms} ms each", c.n_layer);
-    println!("| threads | tokens | MB a batch | µs a batch | floor µs | × floor | GB/s | same bits |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!(
+        "| pool | threads | tokens | MB a batch | µs a batch | µs after {gap} µs idle (median) | floor µs | × floor | GB/s | same bits |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut rng = SplitMix64::new(11);
     let xs: Vec<Vec<f32>> = (0..window).map(|_| (0..c.n_embd).map(|_| rng.uniform() - 0.5).collect()).collect();
     let windows: &[usize] = if window > 1 { &[1, window] } else { &[1] };
@@ -164,26 +191,32 @@ pub fn run_experts(path: &std::path::Path, k: Option<usize>, window: usize, ms: 
             };
             bits(None) == bits(Some(&|_| true))
         });
+        let floor = bytes as f64 / rate;
         for &n in &counts {
+            // The team the host's server runs (ops/misses.rs), and a rayon pool of as many threads (the
+            // server inside it, as it ran before), each timed back to back and after idle gaps.
+            let team = Team::new(n, "bench");
             let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build()?;
-            let mut layer = 0;
-            // Inside the pool for the whole timing, as the host's server runs (ops/misses.rs).
-            let secs = pool.install(|| {
-                time(Duration::from_millis(ms), || {
-                    std::hint::black_box(batch_outputs(&rows(layer)));
+            let forks: [(&str, &dyn Fork); 2] = [("team", &team), ("rayon", &Pool)];
+            for (name, fork) in forks {
+                let mut layer = 0;
+                let mut batch = || {
+                    std::hint::black_box(batch_outputs(&rows(layer), fork));
                     layer = (layer + 1) % c.n_layer;
-                })
-            });
-            let floor = bytes as f64 / rate;
-            println!(
-                "| {n} | {t} | {:.2} | {:.1} | {:.1} | {:.2} | {:.1} | {} |",
-                bytes as f64 / 1e6,
-                secs * 1e6,
-                floor * 1e6,
-                secs / floor,
-                bytes as f64 / secs / 1e9,
-                if same { "yes" } else { "NO" }
-            );
+                };
+                let (best, after_gap) =
+                    pool.install(|| (time(Duration::from_millis(ms), &mut batch), gapped(gap, &mut batch)));
+                println!(
+                    "| {name} | {n} | {t} | {:.2} | {:.1} | {:.1} | {floor_us:.1} | {:.2} | {:.1} | {} |",
+                    bytes as f64 / 1e6,
+                    best * 1e6,
+                    after_gap * 1e6,
+                    best / floor,
+                    bytes as f64 / best / 1e9,
+                    if same { "yes" } else { "NO" },
+                    floor_us = floor * 1e6,
+                );
+            }
         }
     }
     Ok(())

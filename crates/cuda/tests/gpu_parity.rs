@@ -187,7 +187,7 @@ fn host_experts_reach_the_card_with_their_bits() {
     assert!(first.iter().zip(&eo).all(|(a, b)| a.to_bits() == b.to_bits()), "the server's answer differs");
     let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
     let asked: Vec<Option<usize>> = ids.iter().map(|&id| (slot_of[id as usize] < 0).then_some(id as usize)).collect();
-    let want = slot_outputs(layers[layer], &rows, &asked, k, f);
+    let want = slot_outputs(layers[layer], &rows, &asked, (k, f), &strata_model::team::Pool);
     assert!(asked.iter().any(Option::is_some) && asked.iter().any(Option::is_none), "a mix of slots");
     for s in 0..t * k {
         assert_eq!(cache[s], slot_of[ids[s] as usize].max(0), "slot {s}'s cache slot");

@@ -16,6 +16,7 @@ pub mod rewind;
 pub mod routing;
 pub mod routing_file;
 pub mod state;
+pub mod team;
 pub mod weights;
 
 pub use config::Config;

@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::LaunchConfig;
 use strata_model::layers::experts::slot_outputs;
+// HOT: how long the server (and its team) spins after a request before it sleeps: a pass asks once a
+// MoE layer, a few hundred µs apart, and a sleeping thread would add its wake-up to each.
+use strata_model::team::{Fork, Pool, Team, HOT};
 use strata_model::weights::MoeWeights;
 
 use crate::runtime::buf::{launch, Arg, Buf};
@@ -162,7 +165,7 @@ impl<'m> Mailbox<'m> {
     /// outputs (so the card does not wait for ever) and refused.
     pub fn serve_one(&self, layers: &[&MoeWeights], f: usize, patience: Duration) -> Result<usize, MissError> {
         self.wait_asked(patience)?;
-        self.serve_asked(layers, f, None, |_| {})
+        self.serve_asked(layers, f, None, &Pool, |_| {})
     }
 
     /// A request that has come answered; `before` sees the outcome before the card is told (so what it
@@ -172,12 +175,13 @@ impl<'m> Mailbox<'m> {
         layers: &[&MoeWeights],
         f: usize,
         routed: Option<&Routed>,
+        fork: &dyn Fork,
         before: impl FnOnce(&Result<usize, MissError>),
     ) -> Result<usize, MissError> {
         let w = self.words;
         w[ASKED].store(0, Ordering::Relaxed);
         // Whatever happens in the answer, the card is answered: a panic is refused like a bad request.
-        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(layers, f, routed)))
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(layers, f, routed, fork)))
             .unwrap_or_else(|_| Err(MissError::Bad("a computation that panicked".into())));
         before(&answer);
         w[DONE].store(1, Ordering::Release);
@@ -186,7 +190,13 @@ impl<'m> Mailbox<'m> {
 
     /// The request in the mailbox: its routing told to `routed`, then the slots the card does not hold
     /// computed and written.
-    fn answer(&self, layers: &[&MoeWeights], f: usize, routed: Option<&Routed>) -> Result<usize, MissError> {
+    fn answer(
+        &self,
+        layers: &[&MoeWeights],
+        f: usize,
+        routed: Option<&Routed>,
+        fork: &dyn Fork,
+    ) -> Result<usize, MissError> {
         let w = self.words;
         let (layer, t) = (w[LAYER].load(Ordering::Relaxed) as usize, w[TOKENS].load(Ordering::Relaxed) as usize);
         let moe = layers.get(layer).ok_or_else(|| MissError::Bad(format!("layer {layer} of {}", layers.len())))?;
@@ -215,7 +225,7 @@ impl<'m> Mailbox<'m> {
             })
             .collect();
         let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-        for (slot, y) in slot_outputs(moe, &rows, &ids, self.k, f).into_iter().enumerate() {
+        for (slot, y) in slot_outputs(moe, &rows, &ids, (self.k, f), fork).into_iter().enumerate() {
             let Some(y) = y else { continue };
             let at = self.out_at() + slot * self.n;
             for (o, v) in w[at..at + self.n].iter().zip(y) {
@@ -226,13 +236,10 @@ impl<'m> Mailbox<'m> {
     }
 }
 
-/// How long the server keeps spinning after a request before it sleeps: a pass asks once a MoE layer, a
-/// few hundred µs apart, and a sleeping thread would add its wake-up to each.
-const HOT: Duration = Duration::from_millis(20);
-
 /// A thread answering the card's requests for as long as it lives, from its own handles on the experts'
-/// bytes (the file's mapping; clones of the layers' weights share it), with a pool of threads of its own
-/// for the products. Between passes it sleeps a millisecond at a time, or until [`MissServer::wake`]. The first request it could not answer is
+/// bytes (the file's mapping; clones of the layers' weights share it), with a team of threads of its own
+/// for the products (spinning while requests come). Between passes it sleeps a millisecond at a time,
+/// or until [`MissServer::wake`]. The first request it could not answer is
 /// kept for [`MissServer::error`] (the card still gets an answer, so it never waits for ever).
 pub struct MissServer {
     stop: Arc<AtomicBool>,
@@ -240,7 +247,7 @@ pub struct MissServer {
     /// Requests answered and the ns from seeing each to answering it: one token's (decode), then
     /// windows' (a prompt's, a verify pass's).
     answered: Arc<[AtomicU64; 4]>,
-    /// The pool's thread that runs the loop (woken by [`MissServer::wake`]).
+    /// The thread that runs the loop (woken by [`MissServer::wake`]).
     worker: Option<std::thread::Thread>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
@@ -261,9 +268,9 @@ impl MissServer {
         let error = Arc::new(Mutex::new(None));
         let answered = Arc::new([0; 4].map(AtomicU64::new));
         let (stop2, error2, answered2) = (stop.clone(), error.clone(), answered.clone());
-        // The loop runs as a worker of a pool of its own: its products' parallel parts then start from
-        // a running worker, where a thread outside the pool would hand them over and sleep until they
-        // were done. As many threads as the global pool, but never the whole machine: the decoding
+        // The products run on a team of threads that spin while requests come (strata_model::team): a
+        // pool that sleeps between them would pay its threads' wake-ups twice a request. As many
+        // threads as the global pool, this one among them, but never the whole machine: the decoding
         // thread waits on the card and the cache's copier fills its staging while a request is
         // answered, and a worker they push off its core holds up the whole request (its part waits a
         // scheduler tick: milliseconds, where a request takes hundreds of microseconds).
@@ -273,36 +280,30 @@ impl MissServer {
         let handle = std::thread::Builder::new()
             .name("host-experts".into())
             .spawn(move || {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("host-experts-{i}"))
-                    .build()
-                    .expect("a thread pool for the host's experts");
-                pool.install(|| {
-                    let _ = told.send(std::thread::current());
-                    let mb = Mailbox::new(words.as_ref().as_ref(), k, n);
-                    let refs: Vec<&MoeWeights> = layers.iter().collect();
-                    let mut last = Instant::now() - HOT;
-                    while !stop2.load(Ordering::Acquire) {
-                        if !mb.asked() {
-                            if last.elapsed() < HOT {
-                                std::hint::spin_loop();
-                            } else {
-                                std::thread::park_timeout(Duration::from_millis(1));
-                            }
-                            continue;
+                let team = Team::new(threads, "host-experts");
+                let _ = told.send(std::thread::current());
+                let mb = Mailbox::new(words.as_ref().as_ref(), k, n);
+                let refs: Vec<&MoeWeights> = layers.iter().collect();
+                let mut last = Instant::now() - HOT;
+                while !stop2.load(Ordering::Acquire) {
+                    if !mb.asked() {
+                        if last.elapsed() < HOT {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::park_timeout(Duration::from_millis(1));
                         }
-                        let (seen, kind) = (Instant::now(), if mb.tokens() > 1 { 2 } else { 0 });
-                        let _ = mb.serve_asked(&refs, f, routed.as_ref(), |answer| {
-                            if let Err(e) = answer {
-                                error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
-                            }
-                            answered2[kind].fetch_add(1, Ordering::Relaxed);
-                            answered2[kind + 1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                        });
-                        last = Instant::now();
+                        continue;
                     }
-                })
+                    let (seen, kind) = (Instant::now(), if mb.tokens() > 1 { 2 } else { 0 });
+                    let _ = mb.serve_asked(&refs, f, routed.as_ref(), &team, |answer| {
+                        if let Err(e) = answer {
+                            error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                        }
+                        answered2[kind].fetch_add(1, Ordering::Relaxed);
+                        answered2[kind + 1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    });
+                    last = Instant::now();
+                }
             })
             .expect("spawning the host-experts thread");
         let worker = worker.recv().ok();

@@ -6,10 +6,11 @@
 //! where an expert is computed changes no bit: the MoE combination (`layers/moe.rs`) takes each slot's
 //! result from wherever it was computed.
 
-use rayon::prelude::*;
+use std::sync::OnceLock;
 
 use crate::ops::act::glu;
 use crate::ops::matvec::{Inputs, RowBytes};
+use crate::team::Fork;
 use crate::weights::{MoeWeights, Stacked};
 
 /// One routed expert's three projections: `gate` and `up` (f rows of n), `down` (n rows of f).
@@ -52,12 +53,21 @@ fn place(outs: &mut [Vec<f32>], r0: usize, vals: &[f32]) {
     }
 }
 
+/// Each task's result, the tasks run over `fork`'s threads.
+fn run_all<T: Send + Sync>(fork: &dyn Fork, tasks: usize, task: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let out: Vec<OnceLock<T>> = (0..tasks).map(|_| OnceLock::new()).collect();
+    fork.each(tasks, &|i| {
+        let _ = out[i].set(task(i));
+    });
+    out.into_iter().map(|v| v.into_inner().expect("every task ran")).collect()
+}
+
 /// A batch of misses, each expert with its inputs, `down·(silu(gate·x) ⊙ (up·x))` for each: the gate
-/// and up products of every expert, then the down products, each cut into tasks over the host's threads
+/// and up products of every expert, then the down products, each cut into tasks over `fork`'s threads
 /// (a few rows of an expert a task, so a batch of fewer experts than threads still keeps them all busy).
 /// Rows are independent: how they are cut changes no bit.
-pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> {
-    let parts = (2 * rayon::current_num_threads()).div_ceil(batch.len().max(1));
+pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)], fork: &dyn Fork) -> Vec<Vec<Vec<f32>>> {
+    let parts = (2 * fork.threads()).div_ceil(batch.len().max(1));
     let inputs: Vec<Inputs> = batch.iter().map(|(_, xs)| Inputs::new(xs)).collect();
     // Gate and up: tasks (expert, projection, rows).
     let tasks: Vec<(usize, usize, usize, usize)> = batch
@@ -70,10 +80,10 @@ pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> 
                 .flat_map(move |(p, w)| chunks(w.rows(), parts).into_iter().map(move |(r0, n)| (i, p, r0, n)))
         })
         .collect();
-    let vals: Vec<Vec<f32>> = tasks
-        .par_iter()
-        .map(|&(i, p, r0, n)| inputs[i].block(if p == 0 { batch[i].0.gate } else { batch[i].0.up }, r0, n))
-        .collect();
+    let vals = run_all(fork, tasks.len(), |j| {
+        let (i, p, r0, n) = tasks[j];
+        inputs[i].block(if p == 0 { batch[i].0.gate } else { batch[i].0.up }, r0, n)
+    });
     let mut gu: Vec<[Vec<Vec<f32>>; 2]> = batch
         .iter()
         .map(|(e, xs)| [vec![vec![0f32; e.gate.rows()]; xs.len()], vec![vec![0f32; e.up.rows()]; xs.len()]])
@@ -90,7 +100,10 @@ pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> 
         .enumerate()
         .flat_map(|(i, (e, _))| chunks(e.down.rows(), parts).into_iter().map(move |(r0, n)| (i, r0, n)))
         .collect();
-    let vals: Vec<Vec<f32>> = tasks.par_iter().map(|&(i, r0, n)| inputs[i].block(batch[i].0.down, r0, n)).collect();
+    let vals = run_all(fork, tasks.len(), |j| {
+        let (i, r0, n) = tasks[j];
+        inputs[i].block(batch[i].0.down, r0, n)
+    });
     let mut outs: Vec<Vec<Vec<f32>>> = batch.iter().map(|(e, xs)| vec![vec![0f32; e.down.rows()]; xs.len()]).collect();
     for (&(i, r0, _), v) in tasks.iter().zip(&vals) {
         place(&mut outs[i], r0, v);
@@ -100,8 +113,14 @@ pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)]) -> Vec<Vec<Vec<f32>>> 
 
 /// The outputs of a window's slots that `ids` names (slot i is token i / k's expert of rank i % k;
 /// `None`: a slot computed elsewhere), each expert computed once for the tokens that chose it, in one
-/// batch over the host's threads ([`batch_outputs`]). `xs` holds the window's T inputs of n values.
-pub fn slot_outputs(w: &MoeWeights, xs: &[&[f32]], ids: &[Option<usize>], k: usize, f: usize) -> Vec<Option<Vec<f32>>> {
+/// batch over `fork`'s threads ([`batch_outputs`]). `xs` holds the window's T inputs of n values.
+pub fn slot_outputs(
+    w: &MoeWeights,
+    xs: &[&[f32]],
+    ids: &[Option<usize>],
+    (k, f): (usize, usize),
+    fork: &dyn Fork,
+) -> Vec<Option<Vec<f32>>> {
     // Each expert asked for, with the slots that chose it (ascending: a token's input once per slot).
     let mut users: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
     for (slot, id) in ids.iter().enumerate() {
@@ -115,7 +134,7 @@ pub fn slot_outputs(w: &MoeWeights, xs: &[&[f32]], ids: &[Option<usize>], k: usi
         .map(|(&e, slots)| (ExpertRows::of(w, e, f, n), slots.iter().map(|&s| xs[s / k]).collect::<Vec<_>>()))
         .collect();
     let mut out = vec![None; ids.len()];
-    for (slots, ys) in users.values().zip(batch_outputs(&batch)) {
+    for (slots, ys) in users.values().zip(batch_outputs(&batch, fork)) {
         for (&s, y) in slots.iter().zip(ys) {
             out[s] = Some(y);
         }

@@ -108,7 +108,7 @@ fn slot_outputs(
     let missed = |e: usize| misses.is_some_and(|m| m(e));
     let asked: Vec<Option<usize>> =
         routes.iter().flat_map(|(ids, _)| ids.iter().map(|&e| missed(e).then_some(e))).collect();
-    let mut host = experts::slot_outputs(w, xs, &asked, k, f).into_iter();
+    let mut host = experts::slot_outputs(w, xs, &asked, (k, f), &crate::team::Pool).into_iter();
     // The rest: each expert the window uses, with the (token, rank) pairs that chose it.
     let mut users: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
     for (t, (ids, _)) in routes.iter().enumerate() {

@@ -8,7 +8,7 @@
 # hit rate, host answers and rates are printed (each run's 128 tokens its own; the cache starts from the
 # routing counts the runs before left); the card's copy rate, the host link's rate each way and
 # the host's read rate are measured in the same call for the floors, and the host's expert kernels timed
-# at 1, 4, 8, 14 and 16 threads. Usage: bench/placed_bench.sh
+# at 1, 8, 14 and 16 threads (the server's spinning team and a rayon pool). Usage: bench/placed_bench.sh
 # [DEPTHS] [BUDGETS]; SPECS="0" leaves out the runs with speculation, HOST_SWEEP=0 the host kernels' timing.
 # Log (appended to, so a call may run it more than once): $OUT/placed_bench[-zipf].log.
 set -uo pipefail
@@ -24,7 +24,7 @@ source "$(dirname "$0")/full_model.sh"
 $bin bench host_qdot --rows 8 --cols 256 --window 1 --ms 1 --types Q8_0 2>&1 | grep "read rate"
 # The host's expert kernels over the model's own experts at several thread counts (their rate a thread,
 # and how it holds up as the threads share the host's read rate).
-[ "${HOST_SWEEP:-1}" = 0 ] || timeout 90 $bin bench host_experts $model --window 4 --ms 300 --threads 1,4,8,14,16 2>&1 | grep -E "^\|"
+[ "${HOST_SWEEP:-1}" = 0 ] || timeout 90 $bin bench host_experts $model --window 4 --ms 300 --threads 1,8,14,16 2>&1 | grep -E "^\|"
 t
 ids() { python3 -c "import random; random.seed($1); print(','.join(str(random.randrange(3, 200000)) for _ in range($2)))"; }
 for d in ${1:-4096 32768}; do

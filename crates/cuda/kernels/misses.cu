@@ -43,9 +43,13 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
 }
 
 // Block b takes slots b, b + gridDim.x, …: it waits until the host has answered (every block reads DONE
-// itself, so none depends on another being resident), then copies each slot the host computed (its
-// mailbox id without MB_HELD) from the mailbox into eo (T·k rows of n), over what the card's gathers wrote there.
-extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float* __restrict__ eo) {
+// itself, so none depends on another being resident), then copies each slot the host computed (one whose
+// expert the layer's residency table `slot_of` does not hold: the table miss_ask read, in card memory, so
+// no read crosses the bus to tell) from the mailbox into eo (T·k rows of n), over what the card's gathers
+// wrote there. Each read of the mailbox crosses the bus: 16 bytes a load where n allows, a thread's loads
+// issued before its stores, so their round trips overlap.
+extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const int* __restrict__ ids,
+                                     const int* __restrict__ slot_of, float* __restrict__ eo) {
     grid_dep_wait();
     __shared__ int answered;
     if (threadIdx.x == 0) {
@@ -57,10 +61,32 @@ extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float*
         answered = 1;
     }
     __syncthreads();
-    const volatile u32* w = box;
     const size_t out = MB_IDS + (size_t)MB_MAX_T * k + (size_t)MB_MAX_T * n;
     for (int s = blockIdx.x; s < t * k && answered; s += gridDim.x) {
-        if (w[MB_IDS + s] & MB_HELD) continue;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) eo[(size_t)s * n + i] = __uint_as_float(w[out + (size_t)s * n + i]);
+        if (slot_of[ids[s]] >= 0) continue;
+        const u32* src = box + out + (size_t)s * n;  // 16-byte aligned where n % 4 == 0 (ops/misses.rs)
+        float* dst = eo + (size_t)s * n;
+        if (n % 4 == 0) {
+            const int n4 = n / 4;
+            for (int i0 = threadIdx.x; i0 < n4; i0 += 4 * blockDim.x) {
+                uint4 v[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int i = i0 + j * blockDim.x;
+                    if (i < n4)
+                        asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                                     : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w)
+                                     : "l"(src + 4 * i));
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int i = i0 + j * blockDim.x;
+                    if (i < n4) reinterpret_cast<float4*>(dst)[i] = make_float4(__uint_as_float(v[j].x), __uint_as_float(v[j].y), __uint_as_float(v[j].z), __uint_as_float(v[j].w));
+                }
+            }
+        } else {
+            const volatile u32* w = src;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = __uint_as_float(w[i]);
+        }
     }
 }

@@ -401,15 +401,23 @@ impl MissBox {
         launch(gpu, &f, "miss_ask", cfg, &args)
     }
 
-    /// Once the host has answered, the slots it computed copied into eo (T·k rows of n), over what the
-    /// card's gathers wrote there; the card's own rows are left as they are. Runs after those gathers.
-    pub fn take(&self, gpu: &Gpu, t: usize, eo: &Buf<f32>) -> Result<(), CudaError> {
+    /// Once the host has answered, the slots it computed (those whose expert in `ids` the residency
+    /// table `slot_of` does not hold, as at the ask) copied into eo (T·k rows of n), over what the card's
+    /// gathers wrote there; the card's own rows are left as they are. Runs after those gathers.
+    pub fn take(
+        &self,
+        gpu: &Gpu,
+        t: usize,
+        (ids, slot_of): (&Buf<i32>, &Buf<i32>),
+        eo: &Buf<f32>,
+    ) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
-        self.check(t, &[("outputs", eo.len(), t * k * n)])?;
+        self.check(t, &[("outputs", eo.len(), t * k * n), ("ids", ids.len(), t * k)])?;
         let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_take")?;
         let cfg = LaunchConfig { grid_dim: ((t * k) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
-        let args = [Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n), Arg::Ptr(eo.ptr(gpu))];
+        let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), eo.ptr(gpu)].map(Arg::Ptr);
+        let args = [&[Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n)][..], &ptrs].concat();
         launch(gpu, &f, "miss_take", cfg, &args)
     }
 }

@@ -67,7 +67,9 @@ fn run_all<T: Send + Sync>(fork: &dyn Fork, tasks: usize, task: impl Fn(usize) -
 /// (a few rows of an expert a task, so a batch of fewer experts than threads still keeps them all busy).
 /// Rows are independent: how they are cut changes no bit.
 pub fn batch_outputs(batch: &[(ExpertRows, Vec<&[f32]>)], fork: &dyn Fork) -> Vec<Vec<Vec<f32>>> {
-    let parts = (2 * fork.threads()).div_ceil(batch.len().max(1));
+    // About six tasks a thread in each of the two phases: a thread's last task then ends near the
+    // others' (two a thread left a phase waiting on a third of its threads: 10 experts on 14 threads).
+    let parts = (6 * fork.threads()).div_ceil(batch.len().max(1));
     let inputs: Vec<Inputs> = batch.iter().map(|(_, xs)| Inputs::new(xs)).collect();
     // Gate and up: tasks (expert, projection, rows).
     let tasks: Vec<(usize, usize, usize, usize)> = batch

@@ -20,20 +20,44 @@
 // does not hold it), the window's inputs copied, then, after a system-wide fence, ASKED set. The card's
 // gathers run over the cache with `cache_ids`: a held slot's cache slot, and slot 0 for a slot the host
 // computes, whose row miss_take then overwrites (so the gather kernels need no form of their own).
+// Stream slots (docs/PLACEMENT.md): the first `streams` distinct experts not held, of those the card can
+// read from the host's locked pages (ids lo..hi), are brought over the bus by miss_stream into the cache's
+// slots held.. (stream_of[j]: slot held + j's expert, −1 for none) and computed by the card's own kernels
+// like the held ones; the mailbox marks them MB_HELD, so the host counts them but leaves them to the card.
+#define MB_ASSIGN (MB_MAX_T * 64)
 extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
                                     const int* __restrict__ slot_of, const float* __restrict__ x,
-                                    int* __restrict__ cache_ids) {
+                                    int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
+                                    int* __restrict__ stream_of) {
     grid_dep_wait();
+    __shared__ int assign[MB_ASSIGN];  // each slot's stream slot, −1 for none
     volatile u32* w = box;
     if (threadIdx.x == 0) {
         w[MB_DONE] = 0;
         w[MB_LAYER] = (u32)layer;
         w[MB_TOKENS] = (u32)t;
+        // In slot order, so a window's streams are the same whatever the launch: one thread (≤ 512 slots).
+        int used = 0;
+        for (int i = 0; i < t * k; i++) {
+            const int e = ids[i];
+            int a = -1;
+            if (slot_of[e] < 0 && e >= lo && e < hi) {
+                for (int j = 0; j < used && a < 0; j++)
+                    if (stream_of[j] == e) a = j;
+                if (a < 0 && used < streams) {
+                    stream_of[used] = e;
+                    a = used++;
+                }
+            }
+            assign[i] = a;
+        }
+        for (int j = used; j < streams; j++) stream_of[j] = -1;
     }
+    __syncthreads();
     for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
-        const int e = ids[i], s = slot_of[e];
-        cache_ids[i] = max(s, 0);
-        w[MB_IDS + i] = s < 0 ? (u32)e : ((u32)e | MB_HELD);
+        const int e = ids[i], s = slot_of[e], a = assign[i];
+        cache_ids[i] = s >= 0 ? s : (a >= 0 ? held + a : 0);
+        w[MB_IDS + i] = (s < 0 && a < 0) ? (u32)e : ((u32)e | MB_HELD);
     }
     const size_t xs = MB_IDS + (size_t)MB_MAX_T * k;
     for (int i = threadIdx.x; i < t * n; i += blockDim.x) w[xs + i] = __float_as_uint(x[i]);
@@ -42,14 +66,60 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
     if (threadIdx.x == 0) w[MB_ASKED] = 1;
 }
 
+// The stream slots' experts brought over the bus (blockIdx.y: the stream slot, blockIdx.z: the projection,
+// gate, up, down; a projection with len 0 is not copied: a fused gate/up tensor's up half): expert e's
+// `len` bytes from the host's locked pages (`src + e·len`, the card's address of them) into cache slot
+// held + j (`dst + (held + j)·len`). The blocks of a slot share its bytes in chunks of 36·128 (128 Q2_0
+// pairs): read with 4-byte loads a warp reads 128 bytes at a time, into shared memory, then written in
+// the card's layout (bit `which` of `pairs`: each two Q2_0 blocks as their two scales, then their two code runs, as
+// ops/matrix.rs pair_q2_0_blocks moves them; else as they are). The bytes are the file's: the card's
+// kernels compute the slot as they would the same expert held.
+#define STREAM_CHUNK (36 * 128)
+extern "C" __global__ void miss_stream(const int* __restrict__ stream_of, int held, const u32* src_gate,
+                                       const u32* src_up, const u32* src_down, u32* __restrict__ dst_gate,
+                                       u32* __restrict__ dst_up, u32* __restrict__ dst_down, long long len_gate,
+                                       long long len_up, long long len_down, int pairs) {
+    grid_dep_wait();
+    __shared__ u32 chunk[STREAM_CHUNK / 4];
+    const int j = blockIdx.y, which = blockIdx.z;
+    const int e = stream_of[j];
+    const long long len = which == 0 ? len_gate : which == 1 ? len_up : len_down;
+    if (e < 0 || len == 0) return;
+    const u32* from = (which == 0 ? src_gate : which == 1 ? src_up : src_down) + (size_t)e * (size_t)(len / 4);
+    u32* to = (which == 0 ? dst_gate : which == 1 ? dst_up : dst_down) + (size_t)(held + j) * (size_t)(len / 4);
+    const long long words = len / 4;
+    for (long long c0 = (long long)blockIdx.x * (STREAM_CHUNK / 4); c0 < words; c0 += (long long)gridDim.x * (STREAM_CHUNK / 4)) {
+        const int in = (int)min((long long)(STREAM_CHUNK / 4), words - c0);
+#pragma unroll 4
+        for (int i = threadIdx.x; i < in; i += blockDim.x) chunk[i] = from[c0 + i];
+        __syncthreads();
+        if ((pairs >> which) & 1) {
+            for (int p = threadIdx.x; p < in / 9; p += blockDim.x) {
+                const u32* a = chunk + 9 * p;
+                u32* b = to + c0 + 9 * p;
+                b[0] = (a[0] & 0xffffu) | (a[4] & 0xffff0000u);
+                b[1] = (a[0] >> 16) | (a[1] << 16);
+                b[2] = (a[1] >> 16) | (a[2] << 16);
+                b[3] = (a[2] >> 16) | (a[3] << 16);
+                b[4] = (a[3] >> 16) | (a[4] << 16);
+                for (int q = 5; q < 9; q++) b[q] = a[q];
+            }
+        } else {
+            for (int i = threadIdx.x; i < in; i += blockDim.x) to[c0 + i] = chunk[i];
+        }
+        __syncthreads();
+    }
+}
+
 // Block b takes slots b, b + gridDim.x, …: it waits until the host has answered (every block reads DONE
 // itself, so none depends on another being resident), then copies each slot the host computed (one whose
-// expert the layer's residency table `slot_of` does not hold: the table miss_ask read, in card memory, so
-// no read crosses the bus to tell) from the mailbox into eo (T·k rows of n), over what the card's gathers
+// cache id miss_ask set to 0 though the layer's residency table `slot_of` does not hold its expert: held
+// nor streamed; both in card memory, so no read crosses the bus to tell) from the mailbox into eo (T·k rows of n), over what the card's gathers
 // wrote there. Each read of the mailbox crosses the bus: 16 bytes a load where n allows, a thread's loads
 // issued before its stores, so their round trips overlap.
 extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const int* __restrict__ ids,
-                                     const int* __restrict__ slot_of, float* __restrict__ eo) {
+                                     const int* __restrict__ slot_of, const int* __restrict__ cache_ids,
+                                     float* __restrict__ eo) {
     grid_dep_wait();
     __shared__ int answered;
     if (threadIdx.x == 0) {
@@ -63,7 +133,7 @@ extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const 
     __syncthreads();
     const size_t out = MB_IDS + (size_t)MB_MAX_T * k + (size_t)MB_MAX_T * n;
     for (int s = blockIdx.x; s < t * k && answered; s += gridDim.x) {
-        if (slot_of[ids[s]] >= 0) continue;
+        if (slot_of[ids[s]] >= 0 || cache_ids[s] != 0) continue;
         const u32* src = box + out + (size_t)s * n;  // 16-byte aligned where n % 4 == 0 (ops/misses.rs)
         float* dst = eo + (size_t)s * n;
         if (n % 4 == 0) {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use strata_model::config::LayerKind;
 use strata_model::model::MTP_WINDOW;
-use strata_model::weights::{Mixer, PleWeights};
+use strata_model::weights::{Mixer, MoeWeights, PleWeights};
 use strata_model::Model;
 
 use crate::backend::cache::CardCache;
@@ -15,12 +15,12 @@ use crate::ops::hc::HcGpu;
 use crate::ops::layout::Layouts;
 use crate::ops::matvec::MatrixGpu;
 use crate::ops::misses::{MissBox, MissServer};
-use crate::ops::moe::{MoeGpu, Placement};
+use crate::ops::moe::{MoeGpu, Placement, StreamFrom};
 use crate::ops::variants::Variants;
 use crate::runtime::buf::Buf;
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
-use crate::runtime::pinned::{fault_in, PinnedRanges};
+use crate::runtime::pinned::{fault_in, whole_pages, PinnedRanges};
 
 pub(crate) enum MixerGpu {
     Gdn(GdnGpu),
@@ -60,8 +60,11 @@ pub(crate) struct HostExperts {
     pub(crate) cache: Mutex<CardCache>,
     mailbox: Arc<MissBox>,
     pub(crate) server: MissServer,
-    /// The experts' pages locked in RAM (`Placing::pin`), for as long as the server reads them.
+    /// The experts' pages locked in RAM (`Placing::pin`), for as long as the server and the card's
+    /// stream slots read them.
     _pinned: Option<PinnedRanges>,
+    /// Each block's stream slots, where its experts are locked and `STRATA_STREAM_SLOTS` asks for them.
+    streams: Vec<Option<StreamFrom>>,
 }
 
 /// Where routed experts go when they do not all fit the card (docs/PLACEMENT.md).
@@ -109,24 +112,56 @@ fn pin_experts(g: &Gpu, model: &Model) -> Option<PinnedRanges> {
     }
 }
 
+/// Block `w`'s stream slots over the locked pages `pinned`: each projection's card address of expert 0
+/// and the experts whose bytes lie whole in locked pages (a tensor's first and last pages are not locked
+/// where they hold other bytes: runtime/pinned.rs). None where no expert can be read so.
+fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -> Option<StreamFrom> {
+    let experts = w.router.rows;
+    let fused = std::ptr::eq(&w.gate_exps.m.bytes[..], &w.up_exps.m.bytes[..]);
+    let (mut src, mut lo, mut hi) = ([0u64; 3], 0, experts);
+    for (i, s) in [&w.gate_exps, &w.up_exps, &w.down_exps].into_iter().enumerate() {
+        if i == 1 && fused {
+            continue; // copied with the gate half
+        }
+        let len = s.stride * s.m.row_view().row_bytes();
+        let a = s.m.bytes.as_ptr() as usize;
+        let (first, end) = whole_pages(a, s.m.bytes.len());
+        if len == 0 || !len.is_multiple_of(4) || first >= end {
+            return None;
+        }
+        lo = lo.max((first - a).div_ceil(len));
+        hi = hi.min((end - a) / len);
+        src[i] = pinned.device_address(first).ok()?.wrapping_sub((first - a) as u64);
+    }
+    (lo < hi).then_some(StreamFrom { slots, src, lo, hi })
+}
+
 impl HostExperts {
     fn new(g: &Gpu, model: &Model, placing: Placing) -> Result<HostExperts, CudaError> {
-        let per_block = placing.held;
         let _pinned = if placing.pin { pin_experts(g, model) } else { None };
+        let w = &model.weights;
+        let blocks: Vec<&MoeWeights> =
+            w.layers.iter().map(|l| &l.moe).chain(w.mtp.as_ref().map(|m| &m.layer.moe)).collect();
+        // Stream slots come out of each block's share of the budget (at least one slot stays the cache's).
+        let slots = g.settings.stream_slots.min(placing.held.saturating_sub(1));
+        let streams: Vec<Option<StreamFrom>> = match &_pinned {
+            Some(p) if slots > 0 => blocks.iter().map(|b| stream_from(p, b, slots)).collect(),
+            _ => vec![None; blocks.len()],
+        };
+        let per_block = placing.held - if streams.iter().any(Option::is_some) { slots } else { 0 };
         let c = &model.config;
         let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);
-        let w = &model.weights;
         let (every, swaps) = (g.settings.cache_every, g.settings.cache_swaps);
         let cache = CardCache::new(g, (c.n_layer, c.n_expert, per_block), (every, swaps), placing.counts)?;
         let blocks = w.layers.iter().map(|l| l.moe.clone()).chain(w.mtp.as_ref().map(|m| m.layer.moe.clone()));
         let server = mailbox.serve(blocks.collect(), c.expert_ff, Some(cache.routed()));
-        Ok(HostExperts { cache: Mutex::new(cache), mailbox, server, _pinned })
+        Ok(HostExperts { cache: Mutex::new(cache), mailbox, server, _pinned, streams })
     }
 
     /// Block `index`'s placement: the experts its cache holds now (its first N at the start).
     fn placement(&self, index: usize) -> Placement {
         let held = self.cache.lock().unwrap_or_else(|p| p.into_inner()).held(index);
-        Placement { held, index, mailbox: self.mailbox.clone() }
+        Placement { held, index, mailbox: self.mailbox.clone(), stream: self.streams.get(index).copied().flatten() }
     }
 }
 

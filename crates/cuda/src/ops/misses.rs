@@ -340,6 +340,16 @@ impl Drop for MissServer {
     }
 }
 
+/// A request's stream slots (docs/PLACEMENT.md): how many, the experts the card can read from the
+/// host's locked pages (ids lo..hi), and the table miss_ask writes their experts to.
+#[derive(Clone, Copy)]
+pub struct StreamAsk<'a> {
+    pub slots: usize,
+    pub lo: usize,
+    pub hi: usize,
+    pub of: &'a Buf<i32>,
+}
+
 /// The mailbox on the card's side: mapped words for k slots a token and inputs of n values.
 pub struct MissBox {
     words: Arc<MappedWords>,
@@ -382,14 +392,16 @@ impl MissBox {
     /// `slot_of` (a cache slot or −1 for each expert) and the MoE input x (T rows of n). Writes each
     /// slot's cache slot to `cache_ids` for the card's gathers (0 for a slot the host computes: `take`
     /// overwrites its output), and each slot's expert to the mailbox, marked [`HELD`] where the card
-    /// holds it.
+    /// computes it. With stream slots, the first `streams.slots` distinct experts not held (of ids
+    /// `streams.lo..streams.hi`) go to cache slots `held..` instead, their experts written to
+    /// `streams.of` for [`crate::ops::moe`]'s `miss_stream` launch.
     pub fn ask(
         &self,
         gpu: &Gpu,
-        layer: usize,
-        t: usize,
+        (layer, t, held): (usize, usize, usize),
         (ids, slot_of, x): (&Buf<i32>, &Buf<i32>, &Buf<f32>),
         cache_ids: &Buf<i32>,
+        streams: Option<StreamAsk>,
     ) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
         self.check(t, &[("ids", ids.len(), t * k), ("inputs", x.len(), t * n), ("cache ids", cache_ids.len(), t * k)])?;
@@ -397,26 +409,36 @@ impl MissBox {
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
         let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), x.ptr(gpu), cache_ids.ptr(gpu)].map(Arg::Ptr);
-        let args = [&[Arg::Ptr(self.words.device_ptr()), i(layer), i(t), i(k), i(n)][..], &ptrs].concat();
+        let (slots, lo, hi, of) = match streams {
+            Some(s) => (s.slots, s.lo, s.hi, s.of.ptr(gpu)),
+            None => (0, 0, 0, cache_ids.ptr(gpu)), // no stream slot: the table is never touched
+        };
+        let stream_args = [i(held), i(slots), i(lo), i(hi), Arg::Ptr(of)];
+        let args = [&[Arg::Ptr(self.words.device_ptr()), i(layer), i(t), i(k), i(n)][..], &ptrs, &stream_args].concat();
         launch(gpu, &f, "miss_ask", cfg, &args)
     }
 
     /// Once the host has answered, the slots it computed (those whose expert in `ids` the residency
-    /// table `slot_of` does not hold, as at the ask) copied into eo (T·k rows of n), over what the card's
-    /// gathers wrote there; the card's own rows are left as they are. Runs after those gathers.
+    /// table `slot_of` does not hold and the ask gave cache id 0: neither held nor streamed) copied into
+    /// eo (T·k rows of n), over what the card's gathers wrote there; the card's own rows are left as they
+    /// are. Runs after those gathers.
     pub fn take(
         &self,
         gpu: &Gpu,
         t: usize,
-        (ids, slot_of): (&Buf<i32>, &Buf<i32>),
+        (ids, slot_of, cache_ids): (&Buf<i32>, &Buf<i32>, &Buf<i32>),
         eo: &Buf<f32>,
     ) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
-        self.check(t, &[("outputs", eo.len(), t * k * n), ("ids", ids.len(), t * k)])?;
+        let slots = t * k;
+        self.check(
+            t,
+            &[("outputs", eo.len(), slots * n), ("ids", ids.len(), slots), ("cache ids", cache_ids.len(), slots)],
+        )?;
         let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_take")?;
         let cfg = LaunchConfig { grid_dim: ((t * k) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
-        let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), eo.ptr(gpu)].map(Arg::Ptr);
+        let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), cache_ids.ptr(gpu), eo.ptr(gpu)].map(Arg::Ptr);
         let args = [&[Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n)][..], &ptrs].concat();
         launch(gpu, &f, "miss_take", cfg, &args)
     }

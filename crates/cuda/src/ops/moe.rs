@@ -13,7 +13,7 @@ use crate::ops::matvec::{
     matvec, matvec_gather, matvec_gather_combine, matvec_gather_glu, matvec_gather_two, matvec_two, Gather, MatrixGpu,
     MAX_T,
 };
-use crate::ops::misses::MissBox;
+use crate::ops::misses::{MissBox, StreamAsk};
 use crate::ops::variants::Variants;
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
@@ -57,10 +57,11 @@ impl StackedGpu {
     }
 }
 
-/// The experts `held` of a stacked projection, in that order: the card's cache of them, laid out as the
-/// file's stacked tensor of `held.len()` experts (each expert's `stride` rows, so a fused gate/up tensor's
-/// halves keep their offsets), for the gathers to run over unchanged with each slot's cache index.
-fn held_rows(s: &Stacked, held: &[usize]) -> Result<Stacked, CudaError> {
+/// The experts `held` of a stacked projection, in that order, then `streams` empty slots: the card's cache
+/// of them, laid out as the file's stacked tensor of `held.len() + streams` experts (each expert's `stride`
+/// rows, so a fused gate/up tensor's halves keep their offsets), for the gathers to run over unchanged
+/// with each slot's cache index.
+fn held_rows(s: &Stacked, held: &[usize], streams: usize) -> Result<Stacked, CudaError> {
     use rayon::prelude::*;
     let rows = held
         .iter()
@@ -68,9 +69,11 @@ fn held_rows(s: &Stacked, held: &[usize]) -> Result<Stacked, CudaError> {
     let rows = rows.collect::<Result<Vec<TensorBytes>, _>>()?;
     let len = rows.first().map_or(0, |r| r.len());
     // Copied on every thread: a cache of a full model's experts is tens of GB read from the file.
-    let mut bytes = vec![0u8; held.len() * len];
+    let len = if rows.is_empty() { s.stride * s.m.row_view().row_bytes() } else { len };
+    let mut bytes = vec![0u8; (held.len() + streams) * len];
     bytes.par_chunks_mut(len.max(1)).zip(&rows).for_each(|(dst, r)| dst.copy_from_slice(r));
-    let m = Matrix { ty: s.m.ty, rows: held.len() * s.stride, cols: s.m.cols, bytes: TensorBytes::from_vec(bytes) };
+    let slots = held.len() + streams;
+    let m = Matrix { ty: s.m.ty, rows: slots * s.stride, cols: s.m.cols, bytes: TensorBytes::from_vec(bytes) };
     Ok(Stacked { m, stride: s.stride, offset: s.offset })
 }
 
@@ -80,6 +83,21 @@ pub struct Placement {
     pub held: Vec<usize>,
     pub index: usize,
     pub mailbox: Arc<MissBox>,
+    /// Stream slots, where the card can read the experts from the host's locked pages.
+    pub stream: Option<StreamFrom>,
+}
+
+/// A block's stream slots (docs/PLACEMENT.md): `slots` cache slots past the held ones that each request
+/// fills with experts it does not hold, brought over the bus from the host's locked pages (miss_stream)
+/// and computed by the card's kernels like the held ones. `src`: each projection's card address of
+/// expert 0's bytes (gate, up, down; it may lie before the locked pages, which hold experts lo..hi only;
+/// 0 for a fused gate/up tensor's up half, copied with the gate half).
+#[derive(Clone, Copy, Debug)]
+pub struct StreamFrom {
+    pub slots: usize,
+    pub src: [u64; 3],
+    pub lo: usize,
+    pub hi: usize,
 }
 
 /// One projection of an expert on its way into a cache slot: where on the card, its rows as the file
@@ -94,10 +112,12 @@ pub struct SlotCopy {
 /// computes it) and its mailbox.
 struct Placed {
     index: usize,
-    /// Slots of the cache.
+    /// Slots of the cache (the stream slots come after them).
     held: usize,
     slot_of: Buf<i32>,
     mailbox: Arc<MissBox>,
+    /// The stream slots, and the table of their experts miss_ask writes for miss_stream.
+    stream: Option<(StreamFrom, Buf<i32>)>,
 }
 
 /// A MoE block's weights on the device.
@@ -146,7 +166,7 @@ impl MoeGpu {
         }
         // Placed: the cache's experts only (at least one: a slot the host computes reads slot 0's rows,
         // and miss_take overwrites what they give).
-        let held = |s: &Stacked, p: &Placement| held_rows(s, &p.held);
+        let held = |s: &Stacked, p: &Placement| held_rows(s, &p.held, p.stream.map_or(0, |st| st.slots));
         let (gate_s, up_s, down_s) = match &place {
             None => (w.gate_exps.clone(), w.up_exps.clone(), w.down_exps.clone()),
             Some(p) if p.held.is_empty() || p.held.iter().any(|&x| x >= e) => {
@@ -167,11 +187,18 @@ impl MoeGpu {
                 for (slot, &x) in p.held.iter().enumerate() {
                     slot_of[x] = slot as i32;
                 }
+                let stream = match p.stream {
+                    Some(st) if st.slots > 0 && st.lo < st.hi => {
+                        Some((st, Buf::from_host(gpu, &vec![-1i32; st.slots])?))
+                    }
+                    _ => None,
+                };
                 Some(Placed {
                     index: p.index,
                     held: p.held.len(),
                     slot_of: Buf::from_host(gpu, &slot_of)?,
                     mailbox: p.mailbox,
+                    stream,
                 })
             }
         };
@@ -256,7 +283,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         // The card's slots into eo over its cache, the host's written over theirs, then the combination.
         let eo = Buf::uninit(gpu, t * k * n)?;
         matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, cache_ids, (t, k))?;
-        pl.mailbox.take(gpu, t, (&p.ids, &pl.slot_of), &eo)?;
+        pl.mailbox.take(gpu, t, (&p.ids, &pl.slot_of, cache_ids), &eo)?;
         finish_shared()?;
         gpu.join()?;
         combine(gpu, (&eo, &p.weights, &p.shared, &p.sg), (n, k, t), &y)?;
@@ -273,6 +300,28 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         combine(gpu, (&eo, &p.weights, &p.shared, &p.sg), (n, k, t), &y)?;
     }
     Ok((y, p.ids))
+}
+
+/// The stream slots' experts (named by miss_ask in `of`) copied from the host's locked pages into the
+/// cache's slots past its `held` ones, in the card's layout (misses.cu's `miss_stream`).
+fn stream_in(gpu: &Gpu, w: &MoeGpu, (st, of): (&StreamFrom, &Buf<i32>), held: usize) -> Result<(), CudaError> {
+    let shared_up = Arc::ptr_eq(&w.gate.m, &w.up.m);
+    let projs = [&w.gate, &w.up, &w.down];
+    let len = |i: usize| if i == 1 && shared_up { 0 } else { projs[i].stride * projs[i].m.row_bytes() };
+    let pairs = (0..3).filter(|&i| projs[i].m.pairs).fold(0, |bits, i| bits | 1 << i);
+    let longest = (0..3).map(len).max().unwrap_or(0);
+    const CHUNK: usize = 36 * 128; // STREAM_CHUNK in misses.cu
+    let cfg = LaunchConfig {
+        grid_dim: (longest.div_ceil(CHUNK).clamp(1, 256) as u32, st.slots as u32, 3),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_stream")?;
+    let src = st.src.map(Arg::Ptr);
+    let dst = projs.map(|p| Arg::Ptr(p.m.ptr(gpu)));
+    let lens = [0, 1, 2].map(|i| Arg::Ptr(len(i) as u64)); // 64-bit lengths in the pointers' slots
+    let args = [&[Arg::Ptr(of.ptr(gpu)), Arg::I32(held as i32)][..], &src, &dst, &lens, &[Arg::I32(pairs)]].concat();
+    launch(gpu, &f, "miss_stream", cfg, &args)
 }
 
 /// `y` from the slots' outputs `eo`, their weights (rank order), the shared expert's output and its gate
@@ -341,7 +390,11 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     let cache_ids = match &w.placed {
         Some(pl) => {
             let cache_ids = Buf::<i32>::uninit(gpu, t * k)?;
-            pl.mailbox.ask(gpu, pl.index, t, (&ids, &pl.slot_of, x), &cache_ids)?;
+            let streams = pl.stream.as_ref().map(|(st, of)| StreamAsk { slots: st.slots, lo: st.lo, hi: st.hi, of });
+            pl.mailbox.ask(gpu, (pl.index, t, pl.held), (&ids, &pl.slot_of, x), &cache_ids, streams)?;
+            if let Some((st, of)) = &pl.stream {
+                stream_in(gpu, w, (st, of), pl.held)?;
+            }
             Some(cache_ids)
         }
         None => None,

@@ -28,11 +28,8 @@ unsafe impl Sync for PinnedRanges {}
 /// holds any byte of something else is left out, since the driver refuses a copy from memory that is
 /// partly registered and partly not (a dense weight beside an expert, uploaded from the same mapping).
 pub fn page_ranges(ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut r: Vec<(usize, usize)> = ranges
-        .iter()
-        .map(|&(a, len)| (a.div_ceil(PAGE) * PAGE, (a + len) / PAGE * PAGE))
-        .filter(|&(a, b)| a < b)
-        .collect();
+    let mut r: Vec<(usize, usize)> =
+        ranges.iter().map(|&(a, len)| whole_pages(a, len)).filter(|&(a, b)| a < b).collect();
     r.sort_unstable();
     let mut out: Vec<(usize, usize)> = Vec::with_capacity(r.len());
     for (a, b) in r {
@@ -50,7 +47,9 @@ impl PinnedRanges {
     pub fn register(ctx: &Arc<CudaContext>, ranges: &[(usize, usize)]) -> Result<PinnedRanges, CudaError> {
         ctx.bind_to_thread().check("binding the context")?;
         let mut pinned = PinnedRanges { ctx: ctx.clone(), starts: Vec::new(), bytes: 0 };
-        let flags = sys::CU_MEMHOSTREGISTER_READ_ONLY | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // Mapped for the card too: its stream slots read experts straight from these pages (ops/moe.rs).
+        let flags =
+            sys::CU_MEMHOSTREGISTER_READ_ONLY | sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
         for (a, len) in page_ranges(ranges) {
             // SAFETY: whole pages of a live mapping the caller keeps for as long as this value; the
             // driver only reads them.
@@ -62,6 +61,25 @@ impl PinnedRanges {
         }
         Ok(pinned)
     }
+}
+
+impl PinnedRanges {
+    /// The card's address of `host`, a byte inside a registered page.
+    pub fn device_address(&self, host: usize) -> Result<u64, CudaError> {
+        self.ctx.bind_to_thread().check("binding the context")?;
+        let mut dev = 0;
+        // SAFETY: asks the driver only; an address outside a registration is refused, not read.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host as *mut std::ffi::c_void, 0) }
+            .result()
+            .check("the card's address of the experts' locked pages")?;
+        Ok(dev)
+    }
+}
+
+/// The whole pages inside `len` bytes at `a`: their first byte and the one past them (equal: none).
+pub fn whole_pages(a: usize, len: usize) -> (usize, usize) {
+    let (first, end) = (a.div_ceil(PAGE) * PAGE, (a + len) / PAGE * PAGE);
+    (first, end.max(first))
 }
 
 impl Drop for PinnedRanges {

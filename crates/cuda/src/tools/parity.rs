@@ -575,7 +575,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
             let server = mailbox.serve(vec![w.clone()], f, None);
             let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
-            let place = crate::ops::moe::Placement { held, index: 0, mailbox };
+            let place = crate::ops::moe::Placement { held, index: 0, mailbox, stream: None };
             let placed =
                 crate::ops::moe::MoeGpu::upload(gpu, &w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
             for (t, wg) in (1..=MAX_T).flat_map(|t| [(t, &wg), (t, &placed)]) {

@@ -112,6 +112,17 @@ fn pin_experts(g: &Gpu, model: &Model) -> Option<PinnedRanges> {
     }
 }
 
+/// The experts lo..hi of a stacked tensor at `a` (`bytes` long, `len` bytes an expert) whose bytes lie
+/// whole in its locked pages (`whole_pages`): None where none does, or `len` is not whole words.
+fn locked_experts(a: usize, bytes: usize, len: usize) -> Option<(usize, usize)> {
+    let (first, end) = whole_pages(a, bytes);
+    if len == 0 || !len.is_multiple_of(4) || first >= end {
+        return None;
+    }
+    let (lo, hi) = ((first - a).div_ceil(len), (end - a) / len);
+    (lo < hi).then_some((lo, hi))
+}
+
 /// Block `w`'s stream slots over the locked pages `pinned`: each projection's card address of expert 0
 /// and the experts whose bytes lie whole in locked pages (a tensor's first and last pages are not locked
 /// where they hold other bytes: runtime/pinned.rs). None where no expert can be read so.
@@ -125,12 +136,8 @@ fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -> Option<St
         }
         let len = s.stride * s.m.row_view().row_bytes();
         let a = s.m.bytes.as_ptr() as usize;
-        let (first, end) = whole_pages(a, s.m.bytes.len());
-        if len == 0 || !len.is_multiple_of(4) || first >= end {
-            return None;
-        }
-        lo = lo.max((first - a).div_ceil(len));
-        hi = hi.min((end - a) / len);
+        let (first, (l, h)) = (whole_pages(a, s.m.bytes.len()).0, locked_experts(a, s.m.bytes.len(), len)?);
+        (lo, hi) = (lo.max(l), hi.min(h));
         src[i] = pinned.device_address(first).ok()?.wrapping_sub((first - a) as u64);
     }
     (lo < hi).then_some(StreamFrom { slots, src, lo, hi })
@@ -296,5 +303,23 @@ pub(crate) fn block_size(cells: &Cells) -> usize {
     match cells {
         Cells::Qsa(r) => *r,
         Cells::Dense(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::locked_experts;
+
+    #[test]
+    fn only_experts_whole_in_locked_pages_are_streamed() {
+        // A tensor at 1,000 of 10 experts of 2,000 bytes: pages 4,096..20,480 are whole inside it, so
+        // expert 2 (5,000..7,000) is the first whole in them and expert 8 (17,000..19,000) the last.
+        assert_eq!(locked_experts(1000, 20_000, 2000), Some((2, 9)));
+        // Page-aligned: every expert.
+        assert_eq!(locked_experts(8192, 8 * 4096, 4096), Some((0, 8)));
+        // No whole page, or no expert whole in them, or a length of odd bytes: none.
+        assert_eq!(locked_experts(1000, 3000, 1000), None);
+        assert_eq!(locked_experts(100, 8192, 8000), None);
+        assert_eq!(locked_experts(4096, 8192, 4094), None);
     }
 }

@@ -394,7 +394,7 @@ impl MissBox {
     /// overwrites its output), and each slot's expert to the mailbox, marked [`HELD`] where the card
     /// computes it. With stream slots, the first `streams.slots` distinct experts not held (of ids
     /// `streams.lo..streams.hi`) go to cache slots `held..` instead, their experts written to
-    /// `streams.of` for [`crate::ops::moe`]'s `miss_stream` launch.
+    /// `streams.of` for the `miss_stream` launch that follows (ops/moe.rs).
     pub fn ask(
         &self,
         gpu: &Gpu,

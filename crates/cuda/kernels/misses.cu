@@ -25,37 +25,46 @@
 // slots held.. (stream_of[j]: slot held + j's expert, −1 for none) and computed by the card's own kernels
 // like the held ones; the mailbox marks them MB_HELD, so the host counts them but leaves them to the card.
 #define MB_ASSIGN (MB_MAX_T * 64)
+#define MB_MAX_STREAMS 64
 extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
                                     const int* __restrict__ slot_of, const float* __restrict__ x,
                                     int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
                                     int* __restrict__ stream_of) {
     grid_dep_wait();
-    __shared__ int assign[MB_ASSIGN];  // each slot's stream slot, −1 for none
+    // Each slot's expert, its cache slot and its stream slot (−1 for none), read once by all threads.
+    __shared__ int expert[MB_ASSIGN], slot[MB_ASSIGN], assign[MB_ASSIGN], streamed[MB_MAX_STREAMS];
     volatile u32* w = box;
+    for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
+        const int e = ids[i];
+        expert[i] = e;
+        slot[i] = slot_of[e];
+        assign[i] = -1;
+    }
+    __syncthreads();
     if (threadIdx.x == 0) {
         w[MB_DONE] = 0;
         w[MB_LAYER] = (u32)layer;
         w[MB_TOKENS] = (u32)t;
-        // In slot order, so a window's streams are the same whatever the launch: one thread (≤ 512 slots).
+        // In slot order, so a window's streams are the same at every replay: one thread, over shared
+        // memory (at most 8·64 slots and 64 stream slots).
         int used = 0;
-        for (int i = 0; i < t * k; i++) {
-            const int e = ids[i];
+        for (int i = 0; i < t * k && streams > 0; i++) {
+            const int e = expert[i];
+            if (slot[i] >= 0 || e < lo || e >= hi) continue;
             int a = -1;
-            if (slot_of[e] < 0 && e >= lo && e < hi) {
-                for (int j = 0; j < used && a < 0; j++)
-                    if (stream_of[j] == e) a = j;
-                if (a < 0 && used < streams) {
-                    stream_of[used] = e;
-                    a = used++;
-                }
+            for (int j = 0; j < used && a < 0; j++)
+                if (streamed[j] == e) a = j;
+            if (a < 0 && used < streams) {
+                streamed[used] = e;
+                a = used++;
             }
             assign[i] = a;
         }
-        for (int j = used; j < streams; j++) stream_of[j] = -1;
+        for (int j = 0; j < streams; j++) stream_of[j] = j < used ? streamed[j] : -1;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
-        const int e = ids[i], s = slot_of[e], a = assign[i];
+        const int e = expert[i], s = slot[i], a = assign[i];
         cache_ids[i] = s >= 0 ? s : (a >= 0 ? held + a : 0);
         w[MB_IDS + i] = (s < 0 && a < 0) ? (u32)e : ((u32)e | MB_HELD);
     }
@@ -112,14 +121,10 @@ extern "C" __global__ void miss_stream(const int* __restrict__ stream_of, int he
 }
 
 // Block b takes slots b, b + gridDim.x, …: it waits until the host has answered (every block reads DONE
-// itself, so none depends on another being resident), then copies each slot the host computed (one whose
-// cache id miss_ask set to 0 though the layer's residency table `slot_of` does not hold its expert: held
-// nor streamed; both in card memory, so no read crosses the bus to tell) from the mailbox into eo (T·k rows of n), over what the card's gathers
-// wrote there. Each read of the mailbox crosses the bus: 16 bytes a load where n allows, a thread's loads
-// issued before its stores, so their round trips overlap.
-extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const int* __restrict__ ids,
-                                     const int* __restrict__ slot_of, const int* __restrict__ cache_ids,
-                                     float* __restrict__ eo) {
+// itself, so none depends on another being resident), then copies each slot the host computed (its
+// mailbox id without MB_HELD: neither held nor streamed) from the mailbox into eo (T·k rows of n), over
+// what the card's gathers wrote there.
+extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float* __restrict__ eo) {
     grid_dep_wait();
     __shared__ int answered;
     if (threadIdx.x == 0) {
@@ -131,32 +136,10 @@ extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, const 
         answered = 1;
     }
     __syncthreads();
+    const volatile u32* w = box;
     const size_t out = MB_IDS + (size_t)MB_MAX_T * k + (size_t)MB_MAX_T * n;
     for (int s = blockIdx.x; s < t * k && answered; s += gridDim.x) {
-        if (slot_of[ids[s]] >= 0 || cache_ids[s] != 0) continue;
-        const u32* src = box + out + (size_t)s * n;  // 16-byte aligned where n % 4 == 0 (ops/misses.rs)
-        float* dst = eo + (size_t)s * n;
-        if (n % 4 == 0) {
-            const int n4 = n / 4;
-            for (int i0 = threadIdx.x; i0 < n4; i0 += 4 * blockDim.x) {
-                uint4 v[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int i = i0 + j * blockDim.x;
-                    if (i < n4)
-                        asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-                                     : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w)
-                                     : "l"(src + 4 * i));
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int i = i0 + j * blockDim.x;
-                    if (i < n4) reinterpret_cast<float4*>(dst)[i] = make_float4(__uint_as_float(v[j].x), __uint_as_float(v[j].y), __uint_as_float(v[j].z), __uint_as_float(v[j].w));
-                }
-            }
-        } else {
-            const volatile u32* w = src;
-            for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = __uint_as_float(w[i]);
-        }
+        if (w[MB_IDS + s] & MB_HELD) continue;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) eo[(size_t)s * n + i] = __uint_as_float(w[out + (size_t)s * n + i]);
     }
 }

@@ -163,7 +163,7 @@ fn host_experts_reach_the_card_with_their_bits() {
     std::thread::scope(|s| {
         let host = s.spawn(|| mb.mailbox().serve_one(&layers, f, std::time::Duration::from_secs(60)));
         mb.ask(&g, (layer, t, 1), (&ids_d, &slot_d, &x_d), &cache_d, None).unwrap();
-        mb.take(&g, t, (&ids_d, &slot_d, &cache_d), &eo_d).unwrap();
+        mb.take(&g, t, &eo_d).unwrap();
         g.sync().unwrap();
         assert_eq!(host.join().unwrap(), Ok(layer));
     });
@@ -177,7 +177,7 @@ fn host_experts_reach_the_card_with_their_bits() {
     let server = mb.serve(layers.iter().map(|&l| l.clone()).collect(), f, Some(routed));
     server.wake();
     mb.ask(&g, (layer, t, 1), (&ids_d, &slot_d, &x_d), &cache_d, None).unwrap();
-    mb.take(&g, t, (&ids_d, &slot_d, &cache_d), &eo_d).unwrap();
+    mb.take(&g, t, &eo_d).unwrap();
     g.sync().unwrap();
     assert_eq!(server.error(), None);
     let want_told: Vec<(usize, Vec<usize>)> =

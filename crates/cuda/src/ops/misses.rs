@@ -34,6 +34,8 @@ use crate::runtime::mapped::MappedWords;
 pub const MAX_T: usize = 8;
 /// The most slots a token holds (the GPU router's bound, ops/moe.rs).
 pub const MAX_K: usize = 64;
+/// The most stream slots a block keeps (MB_MAX_STREAMS in misses.cu).
+pub const MAX_STREAMS: usize = 64;
 
 const ASKED: usize = 0;
 const DONE: usize = 1;
@@ -409,6 +411,9 @@ impl MissBox {
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
         let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), x.ptr(gpu), cache_ids.ptr(gpu)].map(Arg::Ptr);
+        if streams.is_some_and(|s| s.slots > MAX_STREAMS || s.of.len() < s.slots) {
+            return Err(CudaError::Shape(format!("host experts: stream slots past {MAX_STREAMS} or their table")));
+        }
         let (slots, lo, hi, of) = match streams {
             Some(s) => (s.slots, s.lo, s.hi, s.of.ptr(gpu)),
             None => (0, 0, 0, cache_ids.ptr(gpu)), // no stream slot: the table is never touched
@@ -418,28 +423,16 @@ impl MissBox {
         launch(gpu, &f, "miss_ask", cfg, &args)
     }
 
-    /// Once the host has answered, the slots it computed (those whose expert in `ids` the residency
-    /// table `slot_of` does not hold and the ask gave cache id 0: neither held nor streamed) copied into
-    /// eo (T·k rows of n), over what the card's gathers wrote there; the card's own rows are left as they
-    /// are. Runs after those gathers.
-    pub fn take(
-        &self,
-        gpu: &Gpu,
-        t: usize,
-        (ids, slot_of, cache_ids): (&Buf<i32>, &Buf<i32>, &Buf<i32>),
-        eo: &Buf<f32>,
-    ) -> Result<(), CudaError> {
+    /// Once the host has answered, the slots it computed (those the mailbox does not mark [`HELD`]:
+    /// neither held nor streamed) copied into eo (T·k rows of n), over what the card's gathers wrote
+    /// there; the card's own rows are left as they are. Runs after those gathers.
+    pub fn take(&self, gpu: &Gpu, t: usize, eo: &Buf<f32>) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
-        let slots = t * k;
-        self.check(
-            t,
-            &[("outputs", eo.len(), slots * n), ("ids", ids.len(), slots), ("cache ids", cache_ids.len(), slots)],
-        )?;
+        self.check(t, &[("outputs", eo.len(), t * k * n)])?;
         let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_take")?;
         let cfg = LaunchConfig { grid_dim: ((t * k) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
-        let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), cache_ids.ptr(gpu), eo.ptr(gpu)].map(Arg::Ptr);
-        let args = [&[Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n)][..], &ptrs].concat();
+        let args = [Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n), Arg::Ptr(eo.ptr(gpu))];
         launch(gpu, &f, "miss_take", cfg, &args)
     }
 }

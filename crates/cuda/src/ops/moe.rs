@@ -283,7 +283,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         // The card's slots into eo over its cache, the host's written over theirs, then the combination.
         let eo = Buf::uninit(gpu, t * k * n)?;
         matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, cache_ids, (t, k))?;
-        pl.mailbox.take(gpu, t, (&p.ids, &pl.slot_of, cache_ids), &eo)?;
+        pl.mailbox.take(gpu, t, &eo)?;
         finish_shared()?;
         gpu.join()?;
         combine(gpu, (&eo, &p.weights, &p.shared, &p.sg), (n, k, t), &y)?;

@@ -90,12 +90,12 @@ fn expert_bytes(model: &Model) -> Vec<&[u8]> {
 
 /// The experts' pages locked in RAM, or, where the driver cannot lock the file's pages, read in once;
 /// said on standard error with the time it took.
-fn pin_experts(g: &Gpu, model: &Model) -> Option<PinnedRanges> {
+fn pin_experts(g: &Gpu, model: &Model, mapped: bool) -> Option<PinnedRanges> {
     let t0 = std::time::Instant::now();
     let bytes = expert_bytes(model);
     let ranges: Vec<(usize, usize)> = bytes.iter().map(|b| (b.as_ptr() as usize, b.len())).collect();
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    match PinnedRanges::register(&g.ctx, &ranges) {
+    match PinnedRanges::register(&g.ctx, &ranges, mapped) {
         Ok(p) => {
             eprintln!("host: experts {:.2} GiB locked in RAM in {:.1} s", gib(p.bytes), t0.elapsed().as_secs_f64());
             Some(p)
@@ -145,7 +145,8 @@ fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -> Option<St
 
 impl HostExperts {
     fn new(g: &Gpu, model: &Model, placing: Placing) -> Result<HostExperts, CudaError> {
-        let _pinned = if placing.pin { pin_experts(g, model) } else { None };
+        // Mapped for the card only where its stream slots read the pages.
+        let _pinned = if placing.pin { pin_experts(g, model, g.settings.stream_slots > 0) } else { None };
         let w = &model.weights;
         let blocks: Vec<&MoeWeights> =
             w.layers.iter().map(|l| &l.moe).chain(w.mtp.as_ref().map(|m| &m.layer.moe)).collect();

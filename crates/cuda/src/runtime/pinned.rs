@@ -44,12 +44,18 @@ pub fn page_ranges(ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
 impl PinnedRanges {
     /// Registers `ranges` (read-only memory: the file's mapping) for `ctx`'s device. All or nothing:
     /// on an error those registered are unregistered again.
-    pub fn register(ctx: &Arc<CudaContext>, ranges: &[(usize, usize)]) -> Result<PinnedRanges, CudaError> {
+    /// `mapped`: also mapped into the card's address space, for kernels that read them (stream slots).
+    pub fn register(
+        ctx: &Arc<CudaContext>,
+        ranges: &[(usize, usize)],
+        mapped: bool,
+    ) -> Result<PinnedRanges, CudaError> {
         ctx.bind_to_thread().check("binding the context")?;
         let mut pinned = PinnedRanges { ctx: ctx.clone(), starts: Vec::new(), bytes: 0 };
-        // Mapped for the card too: its stream slots read experts straight from these pages (ops/moe.rs).
-        let flags =
-            sys::CU_MEMHOSTREGISTER_READ_ONLY | sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        let mut flags = sys::CU_MEMHOSTREGISTER_READ_ONLY | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        if mapped {
+            flags |= sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        }
         for (a, len) in page_ranges(ranges) {
             // SAFETY: whole pages of a live mapping the caller keeps for as long as this value; the
             // driver only reads them.

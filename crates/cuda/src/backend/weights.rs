@@ -156,7 +156,18 @@ impl HostExperts {
             Some(p) if slots > 0 => blocks.iter().map(|b| stream_from(p, b, slots)).collect(),
             _ => vec![None; blocks.len()],
         };
-        let per_block = placing.held - if streams.iter().any(Option::is_some) { slots } else { 0 };
+        let streaming = streams.iter().filter(|s| s.is_some()).count();
+        let per_block = placing.held - if streaming > 0 { slots } else { 0 };
+        if g.settings.stream_slots > 0 {
+            match (streaming, &_pinned) {
+                (0, Some(_)) => eprintln!("note: STRATA_STREAM_SLOTS: none used (a block's share holds one slot, or no expert lies whole in locked pages)"),
+                (0, None) => eprintln!("note: STRATA_STREAM_SLOTS needs the experts' pages locked in RAM; none used"),
+                _ => eprintln!(
+                    "expert cache: {slots} stream slots a block ({streaming} of {} blocks), {per_block} experts held",
+                    blocks.len()
+                ),
+            }
+        }
         let c = &model.config;
         let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);
         let (every, swaps) = (g.settings.cache_every, g.settings.cache_swaps);

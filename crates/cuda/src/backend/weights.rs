@@ -113,14 +113,15 @@ fn pin_experts(g: &Gpu, model: &Model, mapped: bool) -> Option<PinnedRanges> {
 }
 
 /// The experts lo..hi of a stacked tensor at `a` (`bytes` long, `len` bytes an expert) whose bytes lie
-/// whole in its locked pages (`whole_pages`): None where none does, or `len` is not whole words.
-fn locked_experts(a: usize, bytes: usize, len: usize) -> Option<(usize, usize)> {
+/// whole in its locked pages (`whole_pages`), with the first locked byte: None where no expert does, or
+/// `len` is not whole words.
+fn locked_experts(a: usize, bytes: usize, len: usize) -> Option<(usize, usize, usize)> {
     let (first, end) = whole_pages(a, bytes);
     if len == 0 || !len.is_multiple_of(4) || first >= end {
         return None;
     }
     let (lo, hi) = ((first - a).div_ceil(len), (end - a) / len);
-    (lo < hi).then_some((lo, hi))
+    (lo < hi).then_some((first, lo, hi))
 }
 
 /// Block `w`'s stream slots over the locked pages `pinned`: each projection's card address of expert 0
@@ -136,7 +137,7 @@ fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -> Option<St
         }
         let len = s.stride * s.m.row_view().row_bytes();
         let a = s.m.bytes.as_ptr() as usize;
-        let (first, (l, h)) = (whole_pages(a, s.m.bytes.len()).0, locked_experts(a, s.m.bytes.len(), len)?);
+        let (first, l, h) = locked_experts(a, s.m.bytes.len(), len)?;
         (lo, hi) = (lo.max(l), hi.min(h));
         src[i] = pinned.device_address(first).ok()?.wrapping_sub((first - a) as u64);
     }
@@ -160,7 +161,7 @@ impl HostExperts {
         let per_block = placing.held - if streaming > 0 { slots } else { 0 };
         if g.settings.stream_slots > 0 {
             match (streaming, &_pinned) {
-                (0, Some(_)) => eprintln!("note: STRATA_STREAM_SLOTS: none used (a block's share holds one slot, or no expert lies whole in locked pages)"),
+                (0, Some(_)) => eprintln!("note: STRATA_STREAM_SLOTS: none used (a block's share holds one slot, no expert lies whole in locked pages, or the driver gave no card address for them)"),
                 (0, None) => eprintln!("note: STRATA_STREAM_SLOTS needs the experts' pages locked in RAM; none used"),
                 _ => eprintln!(
                     "expert cache: {slots} stream slots a block ({streaming} of {} blocks), {per_block} experts held",
@@ -326,9 +327,9 @@ mod tests {
     fn only_experts_whole_in_locked_pages_are_streamed() {
         // A tensor at 1,000 of 10 experts of 2,000 bytes: pages 4,096..20,480 are whole inside it, so
         // expert 2 (5,000..7,000) is the first whole in them and expert 8 (17,000..19,000) the last.
-        assert_eq!(locked_experts(1000, 20_000, 2000), Some((2, 9)));
+        assert_eq!(locked_experts(1000, 20_000, 2000), Some((4096, 2, 9)));
         // Page-aligned: every expert.
-        assert_eq!(locked_experts(8192, 8 * 4096, 4096), Some((0, 8)));
+        assert_eq!(locked_experts(8192, 8 * 4096, 4096), Some((8192, 0, 8)));
         // No whole page, or no expert whole in them, or a length of odd bytes: none.
         assert_eq!(locked_experts(1000, 3000, 1000), None);
         assert_eq!(locked_experts(100, 8192, 8000), None);

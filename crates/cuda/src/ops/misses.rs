@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::LaunchConfig;
 use strata_model::layers::experts::slot_outputs;
-// HOT: how long the server (and its team) spins after a request before it sleeps: a pass asks once a
-// MoE layer, a few hundred µs apart, and a sleeping thread would add its wake-up to each.
 use strata_model::team::{Fork, Pool, Team, HOT};
 use strata_model::weights::MoeWeights;
 
@@ -286,6 +284,8 @@ impl MissServer {
                 let _ = told.send(std::thread::current());
                 let mb = Mailbox::new(words.as_ref().as_ref(), k, n);
                 let refs: Vec<&MoeWeights> = layers.iter().collect();
+                // Spinning for HOT after a request (as its team does): a pass asks once a MoE layer, a
+                // few hundred µs apart, and a sleeping thread would add its wake-up to each.
                 let mut last = Instant::now() - HOT;
                 while !stop2.load(Ordering::Acquire) {
                     if !mb.asked() {
@@ -407,13 +407,13 @@ impl MissBox {
     ) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
         self.check(t, &[("ids", ids.len(), t * k), ("inputs", x.len(), t * n), ("cache ids", cache_ids.len(), t * k)])?;
+        if streams.is_some_and(|s| s.slots > MAX_STREAMS || s.of.len() < s.slots) {
+            return Err(CudaError::Shape(format!("host experts: stream slots past {MAX_STREAMS} or their table")));
+        }
         let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_ask")?;
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
         let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), x.ptr(gpu), cache_ids.ptr(gpu)].map(Arg::Ptr);
-        if streams.is_some_and(|s| s.slots > MAX_STREAMS || s.of.len() < s.slots) {
-            return Err(CudaError::Shape(format!("host experts: stream slots past {MAX_STREAMS} or their table")));
-        }
         let (slots, lo, hi, of) = match streams {
             Some(s) => (s.slots, s.lo, s.hi, s.of.ptr(gpu)),
             None => (0, 0, 0, cache_ids.ptr(gpu)), // no stream slot: the table is never touched

@@ -67,12 +67,10 @@ fn held_rows(s: &Stacked, held: &[usize], streams: usize) -> Result<Stacked, Cud
         .iter()
         .map(|&e| s.expert_bytes(e).ok_or_else(|| CudaError::Shape(format!("MoE cache: expert {e} past its tensor"))));
     let rows = rows.collect::<Result<Vec<TensorBytes>, _>>()?;
-    let len = rows.first().map_or(0, |r| r.len());
+    let (len, slots) = (s.stride * s.m.row_view().row_bytes(), held.len() + streams);
     // Copied on every thread: a cache of a full model's experts is tens of GB read from the file.
-    let len = if rows.is_empty() { s.stride * s.m.row_view().row_bytes() } else { len };
-    let mut bytes = vec![0u8; (held.len() + streams) * len];
+    let mut bytes = vec![0u8; slots * len];
     bytes.par_chunks_mut(len.max(1)).zip(&rows).for_each(|(dst, r)| dst.copy_from_slice(r));
-    let slots = held.len() + streams;
     let m = Matrix { ty: s.m.ty, rows: slots * s.stride, cols: s.m.cols, bytes: TensorBytes::from_vec(bytes) };
     Ok(Stacked { m, stride: s.stride, offset: s.offset })
 }

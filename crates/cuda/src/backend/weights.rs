@@ -205,7 +205,9 @@ impl WeightsGpu {
     pub fn upload(g: &Gpu, model: &Model, v: &Variants, placing: Option<Placing>) -> Result<WeightsGpu, CudaError> {
         let (c, w) = (&model.config, &model.weights);
         let dims = attn_dims(c);
-        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin: false, counts: None }));
+        // Pages locked only where stream slots read them (the parity runs' way to reach `miss_stream`).
+        let pin = g.settings.stream_slots > 0;
+        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin, counts: None }));
         let host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {

@@ -21,6 +21,12 @@ trait Dot {
     /// `acc + Σ u·s` over each lane's four bytes, `u` unsigned, `s` signed; never saturating here.
     unsafe fn dot(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
 
+    /// `acc + Σ u0·s0 + Σ u1·s1` over each lane's four bytes, for codes u0, u1 of at most 3 (Q2_0's).
+    #[inline(always)]
+    unsafe fn dot2(acc: __m256i, u0: __m256i, s0: __m256i, u1: __m256i, s1: __m256i) -> __m256i {
+        Self::dot(Self::dot(acc, u0, s0), u1, s1)
+    }
+
     /// Σ u·s over each lane's four bytes with each pair of products times its 16-bit scale (Q6_K's
     /// scales, one a 16 elements): the pair sums are at most 2·32·127, their scaled sums far from 2^31.
     #[inline(always)]
@@ -37,6 +43,14 @@ impl Dot for Avx2 {
     unsafe fn dot(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         // Pair sums of products of |w| ≤ 128 and |q| ≤ 127 stay within ±32,512: maddubs cannot saturate.
         let pairs = _mm256_maddubs_epi16(u, s);
+        _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    }
+
+    #[inline(always)]
+    unsafe fn dot2(acc: __m256i, u0: __m256i, s0: __m256i, u1: __m256i, s1: __m256i) -> __m256i {
+        // Codes of at most 3: each register's pair sums lie within ±2·3·127, so the two are added as
+        // 16 bits before one widening (two operations fewer a block, the same integers).
+        let pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
         _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
     }
 }
@@ -281,7 +295,7 @@ unsafe fn plane_sums<D: Dot>(g: &Group, codes: &[i8], j0: usize, n: usize) -> __
         let q = codes.as_ptr().add((j0 + 2 * b) * QBLOCK);
         let q01 = _mm256_loadu_si256(q as *const __m256i);
         let q23 = _mm256_loadu_si256(q.add(QBLOCK) as *const __m256i);
-        *r = D::dot(D::dot(zero, g.u[2 * b], q01), g.u[2 * b + 1], q23);
+        *r = D::dot2(zero, g.u[2 * b], q01, g.u[2 * b + 1], q23);
     }
     let h01 = _mm256_hadd_epi32(r[0], r[1]); // pieces 0..3, low halves' sums | high halves'
     let h23 = _mm256_hadd_epi32(r[2], r[3]);

@@ -74,9 +74,8 @@ enum Form {
     /// Q2_0 and Q4_0: weights w = u − o with unsigned codes u, so `Σ w·q = Σ u·q − o·Σ q` (the same
     /// integer, exactly: no sign or magnitude steps a piece), then `(c · d[j]) · Σ w·q` as Scaled.
     Offset,
-    /// Q2_0: Offset's arithmetic over a block's codes as they lie in the file, two registers a block
-    /// (`u[2b]` planes 0 | 1, `u[2b + 1]` planes 2 | 3), each holding both of its pieces' codes
-    /// ([`plane_sums`]).
+    /// Q2_0: Offset's arithmetic over the codes as they lie in the file, four registers a pair of
+    /// blocks (`u[4p + k]` plane k of both), each holding the pair's four pieces' codes ([`plane_sums`]).
     Planes,
 }
 
@@ -282,26 +281,23 @@ unsafe fn reduce(p: &[__m256i; GROUP]) -> __m256i {
     _mm256_add_epi32(lo, hi)
 }
 
-/// Q2_0's integer sums of the group's first `n` pieces (whole blocks: n even), one a lane. A block's two
-/// registers dotted with its 64 codes in `Q2_0_ORDER` leave, in one register, piece 2b's partial sums
-/// in lanes 0, 1, 4, 5 and piece 2b + 1's in lanes 2, 3, 6, 7 (each lane's four bytes one piece's): the
-/// pair sums of two blocks' registers, then their two halves added, are the pieces in order. Fewer
-/// shuffles than a register a piece (`reduce`): the unpacked planes need no interleaving.
+/// Q2_0's integer sums of the group's first `n` pieces (whole blocks: n even), one a lane. A pair of
+/// blocks' four plane registers dotted with its 128 codes in `Q2_0_ORDER` leave, in one register, each
+/// of its four pieces' partial sums in two adjacent lanes (the first block's pieces in the low half):
+/// one pairwise addition of the two pairs' registers and one move of 64-bit lanes put the eight pieces'
+/// sums in order.
 #[inline(always)]
 unsafe fn plane_sums<D: Dot>(g: &Group, codes: &[i8], j0: usize, n: usize) -> __m256i {
     let zero = _mm256_setzero_si256();
-    let mut r = [zero; GROUP / 2];
-    for (b, r) in r.iter_mut().enumerate().take(n / 2) {
-        let q = codes.as_ptr().add((j0 + 2 * b) * QBLOCK);
-        let q01 = _mm256_loadu_si256(q as *const __m256i);
-        let q23 = _mm256_loadu_si256(q.add(QBLOCK) as *const __m256i);
-        *r = D::dot2(zero, g.u[2 * b], q01, g.u[2 * b + 1], q23);
+    let mut r = [zero; 2];
+    for (p, r) in r.iter_mut().enumerate().take(n.div_ceil(4)) {
+        let q = codes.as_ptr().add((j0 + 4 * p) * QBLOCK);
+        let q = |k: usize| _mm256_loadu_si256(q.add(k * QBLOCK) as *const __m256i);
+        let u = &g.u[4 * p..4 * p + 4];
+        *r = D::dot2(D::dot2(zero, u[0], q(0), u[1], q(1)), u[2], q(2), u[3], q(3));
     }
-    let h01 = _mm256_hadd_epi32(r[0], r[1]); // pieces 0..3, low halves' sums | high halves'
-    let h23 = _mm256_hadd_epi32(r[2], r[3]);
-    let lo = _mm256_permute2x128_si256(h01, h23, 0x20);
-    let hi = _mm256_permute2x128_si256(h01, h23, 0x31);
-    _mm256_add_epi32(lo, hi)
+    // Pieces 0, 1, 4, 5 | 2, 3, 6, 7, then in order.
+    _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(r[0], r[1]))
 }
 
 /// The first `n` values added to their lanes (each lane its own addition, as the contract's).
@@ -387,19 +383,29 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
         }
         Q2_0 => {
             let mut h = [0u16; GROUP];
-            // Element 4i + k of a block is bits 2k.. of byte i: four planes of codes (k = 0..3). Shifting
-            // the 32-bit lanes of the block's 16 bytes (twice over) by 2k and masking gives planes 0 | 1
-            // and 2 | 3, each plane's bytes 0..8 piece 0's and 8..16 piece 1's (`Q2_0_ORDER`, the order
-            // `in_q2_0_order` puts the inputs in). The codes 0..3 themselves: the weight is the code − 1
-            // (Form::Offset's arithmetic).
+            // Element 4i + k of a block is bits 2k.. of byte i: four planes of codes (k = 0..3). Two
+            // blocks' 16 code bytes side by side in one register (the first block's low), shifted right
+            // by 2k and masked, are plane k of both: register 4p + k for the pair p of the group, its
+            // bytes 0..8 the first block's first piece, 8..16 its second, then the second block's two
+            // (`Q2_0_ORDER`, the order `in_q2_0_order` puts the inputs in). The codes 0..3 themselves:
+            // the weight is the code − 1 (Form::Offset's arithmetic). A lone last block leaves the high
+            // half zero.
             let m = _mm256_set1_epi8(3);
-            let (s01, s23) = (_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2), _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6));
+            for p in 0..nb.div_ceil(2) {
+                let a = _mm_loadu_si128(bytes.as_ptr().add(2 * p * ts + 2) as *const __m128i);
+                let b = if 2 * p + 1 < nb {
+                    _mm_loadu_si128(bytes.as_ptr().add((2 * p + 1) * ts + 2) as *const __m128i)
+                } else {
+                    _mm_setzero_si128()
+                };
+                let v = _mm256_set_m128i(b, a);
+                g.u[4 * p] = _mm256_and_si256(v, m);
+                g.u[4 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m);
+                g.u[4 * p + 2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+                g.u[4 * p + 3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m);
+            }
             for k in 0..nb {
-                let b = &bytes[k * ts..];
-                let v = _mm256_broadcastsi128_si256(_mm_loadu_si128(b.as_ptr().add(2) as *const __m128i));
-                g.u[2 * k] = _mm256_and_si256(_mm256_srlv_epi32(v, s01), m);
-                g.u[2 * k + 1] = _mm256_and_si256(_mm256_srlv_epi32(v, s23), m);
-                let d = u16::from_le_bytes([b[0], b[1]]);
+                let d = u16::from_le_bytes([bytes[k * ts], bytes[k * ts + 1]]);
                 (h[2 * k], h[2 * k + 1]) = (d, d);
             }
             (g.form, g.n, g.off_shift) = (Form::Planes, 2 * nb, 0);
@@ -442,23 +448,25 @@ unsafe fn unpack<const K: u8>(g: &mut Group, bytes: &[u8], nb: usize) {
     }
 }
 
-/// The element of a Q2_0 block (two pieces) at each byte of its two unpacked registers: plane k's 16
-/// codes (elements 4i + k) at bytes 16k .., planes 0 and 1 in the first register, 2 and 3 in the second.
-const Q2_0_ORDER: [usize; 2 * QBLOCK] = {
-    let mut o = [0; 2 * QBLOCK];
+/// The element of a pair of Q2_0 blocks (four pieces) at each byte of its four unpacked registers:
+/// register k's byte i is the first block's element 4i + k, its byte 16 + i the second block's.
+const Q2_0_ORDER: [usize; 4 * QBLOCK] = {
+    let mut o = [0; 4 * QBLOCK];
     let mut pos = 0;
-    while pos < 2 * QBLOCK {
-        o[pos] = 4 * (pos % 16) + pos / 16;
+    while pos < 4 * QBLOCK {
+        let (k, half, i) = (pos / 32, (pos % 32) / 16, pos % 16);
+        o[pos] = 2 * QBLOCK * half + 4 * i + k;
         pos += 1;
     }
     o
 };
 
-/// Codes with each pair of pieces' in `Q2_0_ORDER` (an odd last piece, which no Q2_0 row reads, as it is).
+/// Codes with each pair of blocks' in `Q2_0_ORDER`, padded with zeros to whole pairs (a lone last
+/// block's partner: its weights are zero too).
 fn in_q2_0_order(q: &[i8]) -> Vec<i8> {
-    let pairs = q.chunks_exact(2 * QBLOCK);
-    let rest = pairs.remainder();
-    pairs.flat_map(|pair| Q2_0_ORDER.map(|e| pair[e])).chain(rest.iter().copied()).collect()
+    let mut padded = q.to_vec();
+    padded.resize(q.len().next_multiple_of(4 * QBLOCK), 0);
+    padded.chunks_exact(4 * QBLOCK).flat_map(|pair| Q2_0_ORDER.map(|e| pair[e])).collect()
 }
 
 /// Signed weights' magnitudes, made once for every input: |−128| reads as 128 unsigned.

@@ -116,7 +116,6 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
             400,
         ),
         ("/v1/chat/completions", chat(&[("user", "x")], 0).to_string().into_bytes(), 400),
-        ("/v1/chat/completions", chat(&[("user", "x")], 100_000).to_string().into_bytes(), 400),
         (
             "/v1/chat/completions",
             json!({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}).to_string().into_bytes(),
@@ -159,7 +158,8 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
         assert!(v["error"]["message"].is_string(), "{path} {shown}: not OpenAI's error shape: {v}");
     }
     let anthropic = [
-        json!({"max_tokens": 4, "messages": [{"role": "system", "content": "x"}]}),
+        json!({"max_tokens": 4, "messages": [{"role": "system", "content": [{"type": "image"}]}]}),
+        json!({"max_tokens": 4, "messages": [{"role": "tool", "content": "x"}]}),
         json!({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image"}]}]}),
         json!({"max_tokens": 4, "messages": [{"role": "user", "content": "x"}],
                "tools": [{"name": "f", "input_schema": [1]}]}),
@@ -176,6 +176,13 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
     let (status, v) = post(a, "/v1/chat/completions", &chat(&[("user", "still here?")], 3));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+    // A prompt longer than the context, in the wording each API's clients look for.
+    let (status, v) = post(a, "/v1/chat/completions", &chat(&[("user", &long)], 4));
+    assert_eq!((status, &v["error"]["code"]), (400, &json!("context_length_exceeded")), "{v}");
+    let (status, v) =
+        post(a, "/v1/messages", &json!({"max_tokens": 4, "messages": [{"role": "user", "content": long}]}));
+    let m = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(status == 400 && m.starts_with("prompt is too long: ") && m.ends_with(" tokens > 255 maximum"), "{v}");
     // A forced call: the reply begins with the call's opening, so the prompt holds it too.
     let tools = json!([{"type": "function", "function": {"name": "weather", "parameters": {}}}]);
     let mut free = chat(&[("user", "Weather?")], 3);
@@ -187,6 +194,43 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
     assert_eq!(status, 200, "{named}");
     let extra = named["usage"]["prompt_tokens"].as_u64().unwrap() - free["usage"]["prompt_tokens"].as_u64().unwrap();
     assert!(extra >= 5, "the call's opening is not in the prompt: {free} {named}");
+}
+
+/// What coding agents send: Anthropic system turns inside `messages`, and budgets far past the context
+/// (Claude Code asks for 64000 tokens whatever the model). The system turn is folded into the next user
+/// turn (docs: turns.rs), so the reply is the one to that conversation written with the block; a budget
+/// past the room is capped there and the reply ends as having reached it.
+#[test]
+fn agents_system_turns_and_large_budgets_are_taken() {
+    let s = serve(&["--max-context", "256"]);
+    let a = s.addr.as_str();
+    let system_turn = json!({"max_tokens": 8, "temperature": 0, "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+        {"role": "system", "content": [{"type": "text", "text": "be brief"}]}, {"role": "user", "content": "why?"}]});
+    let folded = json!({"max_tokens": 8, "temperature": 0, "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "<system>\nbe brief\n</system>\n\nwhy?"}]});
+    let (status, v) = post(a, "/v1/messages", &system_turn);
+    assert_eq!(status, 200, "{v}");
+    let (_, w) = post(a, "/v1/messages", &folded);
+    assert_eq!(v["content"], w["content"], "the system turn is the folded user turn's block");
+    assert_eq!(
+        v["usage"]["input_tokens"].as_u64().unwrap() + v["usage"]["cache_read_input_tokens"].as_u64().unwrap(),
+        w["usage"]["input_tokens"].as_u64().unwrap() + w["usage"]["cache_read_input_tokens"].as_u64().unwrap()
+    );
+    // 64000 tokens asked, the context's room given: the reply stops at the context's end.
+    let big = json!({"max_tokens": 64000, "ignore_eos": true, "messages": [{"role": "user", "content": "count"}]});
+    let (status, v) = post(a, "/v1/messages", &big);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["stop_reason"], "max_tokens", "{v}");
+    let used = v["usage"]["input_tokens"].as_u64().unwrap() + v["usage"]["cache_read_input_tokens"].as_u64().unwrap();
+    assert_eq!(used + v["usage"]["output_tokens"].as_u64().unwrap(), 256, "{v}");
+    let mut c = chat(&[("user", "count")], 100_000);
+    c["ignore_eos"] = json!(true);
+    let (status, v) = post(a, "/v1/chat/completions", &c);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+    assert_eq!(v["usage"]["total_tokens"], 256, "{v}");
 }
 
 #[test]

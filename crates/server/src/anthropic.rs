@@ -38,8 +38,15 @@ fn template_messages(f: &Fields) -> Result<Value, ApiError> {
     for (i, m) in list.iter().enumerate() {
         let at = format!("messages[{i}]");
         let role = m.get("role").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.role: missing")))?;
+        if role == "system" {
+            // A system turn inside `messages` (Claude Code sends them): text only, folded into the next
+            // user turn when rendered (turns.rs).
+            let text = content_text(m.get("content").unwrap_or(&Value::Null), &format!("{at}.content"), F)?;
+            out.push(json!({"role": "system", "content": text.ok_or_else(|| bad(format!("{at}.content: missing")))?}));
+            continue;
+        }
         if role != "user" && role != "assistant" {
-            return Err(bad(format!("{at}.role: unknown role {role:?} (user or assistant)")));
+            return Err(bad(format!("{at}.role: unknown role {role:?} (user, assistant or system)")));
         }
         match m.get("content") {
             Some(Value::String(s)) => out.push(json!({"role": role, "content": s})),
@@ -145,7 +152,7 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
     let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
         prompt: s.render(messages, tools, &reading.opening, F).await?,
-        max_tokens: f.u64_in("max_tokens", 1, s.info.context as u64)?,
+        max_tokens: f.budget("max_tokens")?,
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop_sequences")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),

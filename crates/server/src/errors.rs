@@ -30,11 +30,30 @@ pub struct ApiError {
     pub flavor: Flavor,
     /// Seconds, for a 503 from a full queue.
     pub retry_after: Option<u64>,
+    /// OpenAI's machine-readable `code` (and the `param` it is about), where it has one.
+    pub code: Option<(&'static str, &'static str)>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, flavor: Flavor, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into(), flavor, retry_after: None }
+        ApiError { status, message: message.into(), flavor, retry_after: None, code: None }
+    }
+
+    /// A prompt of `tokens` where the context holds `context` (with room for one more token at least), in
+    /// the wording each API's clients look for: Anthropic's `prompt is too long: N tokens > M maximum`,
+    /// OpenAI's `context_length_exceeded`.
+    pub fn too_long(flavor: Flavor, tokens: usize, context: usize) -> ApiError {
+        let most = context.saturating_sub(1);
+        let message = match flavor {
+            Flavor::Anthropic => format!("prompt is too long: {tokens} tokens > {most} maximum"),
+            Flavor::OpenAi => format!(
+                "This model's maximum context length is {context} tokens. However, your messages resulted in \
+                 {tokens} tokens, with room for none to generate. Please reduce the length of the messages."
+            ),
+        };
+        let mut e = ApiError::bad(flavor, message);
+        e.code = Some(("context_length_exceeded", "messages"));
+        e
     }
 
     pub fn bad(flavor: Flavor, message: impl Into<String>) -> ApiError {
@@ -59,7 +78,8 @@ impl ApiError {
     pub fn body(&self) -> serde_json::Value {
         match self.flavor {
             Flavor::OpenAi => {
-                json!({"error": {"message": self.message, "type": self.kind(), "param": null, "code": null}})
+                let (code, param) = self.code.map_or((None, None), |(c, p)| (Some(c), Some(p)));
+                json!({"error": {"message": self.message, "type": self.kind(), "param": param, "code": code}})
             }
             Flavor::Anthropic => json!({"type": "error", "error": {"type": self.kind(), "message": self.message}}),
         }
@@ -79,6 +99,7 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn each_api_gets_its_own_error_shape() {
@@ -90,5 +111,19 @@ mod tests {
         assert_eq!(e.body()["error"]["type"], "overloaded_error");
         assert_eq!(Flavor::of_path("/v1/messages"), Flavor::Anthropic);
         assert_eq!(Flavor::of_path("/v1/chat/completions"), Flavor::OpenAi);
+        assert_eq!(e.body()["error"].get("code"), None, "Anthropic's shape has no code");
+    }
+
+    #[test]
+    fn a_prompt_too_long_is_said_in_each_apis_wording() {
+        let e = ApiError::too_long(Flavor::Anthropic, 31000, 4096);
+        assert_eq!(e.body()["error"]["message"], "prompt is too long: 31000 tokens > 4095 maximum");
+        assert_eq!(e.body()["error"]["type"], "invalid_request_error");
+        let e = ApiError::too_long(Flavor::OpenAi, 31000, 4096);
+        assert_eq!(e.body()["error"]["code"], "context_length_exceeded");
+        assert_eq!(e.body()["error"]["param"], "messages");
+        let m = e.body()["error"]["message"].as_str().unwrap().to_string();
+        assert!(m.contains("maximum context length is 4096 tokens") && m.contains("31000 tokens"), "{m}");
+        assert_eq!(ApiError::bad(Flavor::OpenAi, "x").body()["error"]["code"], Value::Null);
     }
 }

@@ -62,6 +62,7 @@ impl Shared {
         let opening = opening.to_string();
         let text = tokio::task::spawn_blocking(move || {
             let t = me.template.as_ref().ok_or_else(|| "the model has no chat template".to_string())?;
+            let messages = crate::turns::fold_system_turns(messages);
             let text = t.render_json(&messages, tools.as_ref(), true).map_err(|e| e.to_string())?;
             Ok::<_, String>(text + &opening)
         })
@@ -88,13 +89,7 @@ impl Shared {
             return Err(ApiError::bad(flavor, "the prompt is empty"));
         }
         if ask.prompt.len() >= context {
-            return Err(ApiError::bad(
-                flavor,
-                format!(
-                    "the prompt has {} tokens; the context holds {context}, with room for one more at least",
-                    ask.prompt.len()
-                ),
-            ));
+            return Err(ApiError::too_long(flavor, ask.prompt.len(), context));
         }
         let room = (context - ask.prompt.len()) as u64;
         let max_tokens = ask.max_tokens.unwrap_or(room).min(room) as usize;

@@ -15,6 +15,7 @@ pub mod responses;
 pub mod stream;
 pub mod text;
 pub mod tools;
+pub mod turns;
 pub mod worker;
 
 use std::net::{IpAddr, SocketAddr};

@@ -105,10 +105,9 @@ fn forced<'a>(f: &Fields<'a>) -> Result<Option<Option<&'a str>>, ApiError> {
     }
 }
 
-/// `max_tokens` or `max_completion_tokens`, within the context.
-fn max_tokens(f: &Fields, context: usize) -> Result<Option<u64>, ApiError> {
-    let a = f.u64_in("max_completion_tokens", 1, context as u64)?;
-    Ok(a.or(f.u64_in("max_tokens", 1, context as u64)?))
+/// `max_completion_tokens` or `max_tokens` (capped at the context's room when the reply starts).
+fn max_tokens(f: &Fields) -> Result<Option<u64>, ApiError> {
+    Ok(f.budget("max_completion_tokens")?.or(f.budget("max_tokens")?))
 }
 
 fn only_one_choice(f: &Fields) -> Result<(), ApiError> {
@@ -168,7 +167,7 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
         prompt: s.render(messages, tools, &reading.opening, F).await?,
-        max_tokens: max_tokens(&f, s.info.context)?,
+        max_tokens: max_tokens(&f)?,
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
@@ -278,7 +277,7 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
     only_one_choice(&f)?;
     let ask = Ask {
         prompt: completion_prompt(&s, &m).await?,
-        max_tokens: Some(f.u64_in("max_tokens", 1, s.info.context as u64)?.unwrap_or(16)),
+        max_tokens: Some(f.budget("max_tokens")?.unwrap_or(16)),
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),

@@ -59,6 +59,13 @@ impl<'a> Fields<'a> {
     }
 
     /// A whole number within `lo..=hi`.
+    /// A token budget (`max_tokens` and the like): a whole number of at least one, however large. The
+    /// engine caps it at the room the prompt leaves in the context, and the reply then ends as if it had
+    /// reached it (clients ask for 64K–128K whatever the model holds).
+    pub fn budget(&self, key: &str) -> Result<Option<u64>, ApiError> {
+        self.u64_in(key, 1, u64::MAX)
+    }
+
     pub fn u64_in(&self, key: &str, lo: u64, hi: u64) -> Result<Option<u64>, ApiError> {
         let Some(v) = self.get(key) else { return Ok(None) };
         let x = match v.as_u64() {

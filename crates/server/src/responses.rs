@@ -182,7 +182,7 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
     let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
         prompt: s.render(messages, tools, &reading.opening, F).await?,
-        max_tokens: f.u64_in("max_output_tokens", 1, s.info.context as u64)?,
+        max_tokens: f.budget("max_output_tokens")?,
         sampler: sampler(&f, "top_k")?,
         stop: Vec::new(),
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),

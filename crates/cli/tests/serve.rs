@@ -12,6 +12,15 @@ use serde_json::{json, Value};
 struct Server {
     child: Child,
     addr: String,
+    /// The server's log, line by line as it comes.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// The log's lines so far that contain `s`.
+    fn logged(&self, s: &str) -> Vec<String> {
+        self.log.lock().unwrap().iter().filter(|l| l.contains(s)).cloned().collect()
+    }
 }
 
 impl Drop for Server {
@@ -45,8 +54,10 @@ fn serve(args: &[&str]) -> Server {
         }
     };
     // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Server { child, addr }
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = log.clone();
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| kept.lock().unwrap().push(l)));
+    Server { child, addr, log }
 }
 
 /// One HTTP/1.1 exchange: the status, the headers (lowercase names) and the body.
@@ -173,6 +184,12 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
         assert_eq!(v["type"], "error", "{body}: not Anthropic's error shape: {v}");
         assert_eq!(v["error"]["type"], "invalid_request_error");
     }
+    // Every 4xx line of the log says why.
+    std::thread::sleep(Duration::from_millis(200));
+    let refused = s.logged(" 400 ");
+    assert!(refused.len() >= cases.len() + anthropic.len() - 2, "{refused:?}");
+    assert!(refused.iter().all(|l| l.contains(" ms: ")), "a 4xx line without its reason: {refused:?}");
+    assert!(!s.logged("messages: empty").is_empty());
     let (status, v) = post(a, "/v1/chat/completions", &chat(&[("user", "still here?")], 3));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
@@ -231,6 +248,30 @@ fn agents_system_turns_and_large_budgets_are_taken() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
     assert_eq!(v["usage"]["total_tokens"], 256, "{v}");
+    // Tools the engine cannot run are left out, said in the log and, for Responses, in its metadata.
+    let codex = json!({"input": "hi", "max_output_tokens": 4, "tools": [
+        {"type": "namespace", "name": "mcp"}, {"type": "web_search"},
+        {"type": "function", "name": "shell", "parameters": {"type": "object"}}]});
+    let (status, v) = post(a, "/v1/responses", &codex);
+    assert_eq!(status, 200, "{v}");
+    let note = v["metadata"]["strata_note"].as_str().unwrap_or_default();
+    assert!(note.contains("namespace \"mcp\"") && note.contains("web_search") && !note.contains("shell"), "{v}");
+    let claude = json!({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "web_search_20250305", "name": "web_search"}, {"name": "Bash", "input_schema": {"type": "object"}}]});
+    let (status, v) = post(a, "/v1/messages", &claude);
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = post(
+        a,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4, "tools": [{"type": "custom", "custom": {"name": "g"}}]}),
+    );
+    assert_eq!(status, 200, "{v}");
+    std::thread::sleep(Duration::from_millis(200)); // the log line follows the reply
+    for path in ["/v1/responses", "/v1/messages", "/v1/chat/completions"] {
+        let lines = s.logged(&format!("POST {path} 200"));
+        assert!(lines.iter().any(|l| l.contains("tools left out")), "{path}: {lines:?}");
+    }
 }
 
 #[test]

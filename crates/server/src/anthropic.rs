@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::errors::{ApiError, Flavor};
+use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
-use crate::tools::{Reading, ToolCall};
+use crate::tools::{left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -97,11 +97,14 @@ fn blocks_to_messages(role: &str, blocks: &[Value], at: &str, out: &mut Vec<Valu
 }
 
 /// `tools` (`name`, `description`, `input_schema`) in the function form the template takes; none when
-/// `tool_choice` is `{"type": "none"}`.
-fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
-    let Some(tools) = f.array("tools")? else { return Ok(None) };
+/// `tool_choice` is `{"type": "none"}`. Server tools (a `type` other than "custom": web search, bash…)
+/// are left out, and said in the second value.
+fn template_tools(f: &Fields) -> Result<(Option<Value>, Vec<String>), ApiError> {
+    let Some(tools) = f.array("tools")? else { return Ok((None, Vec::new())) };
+    let custom = |t: &Value| matches!(t.get("type").and_then(Value::as_str), None | Some("custom"));
+    let (kept, left) = offered(tools, custom);
     let mut out = Vec::new();
-    for (i, t) in tools.iter().enumerate() {
+    for (i, t) in kept {
         let name = t.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("tools[{i}].name: missing")))?;
         check_schema(t.get("input_schema"), &format!("tools[{i}].input_schema"), F)?;
         out.push(json!({"type": "function", "function": {
@@ -109,7 +112,7 @@ fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
             "parameters": t.get("input_schema").cloned().unwrap_or(json!({}))}}));
     }
     let none = f.get("tool_choice").and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
-    Ok((!out.is_empty() && !none).then_some(Value::Array(out)))
+    Ok(((!out.is_empty() && !none).then_some(Value::Array(out)), left))
 }
 
 /// The call `tool_choice` forces: `{"type": "any"}` any, `{"type": "tool", "name"}` that one.
@@ -148,7 +151,8 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
     let m = json_object(body, s.max_body, F).await?;
     let f = Fields::new(&m, F);
     let messages = template_messages(&f)?;
-    let tools = template_tools(&f)?;
+    let (tools, left_out) = template_tools(&f)?;
+    let note = left_out_note(&left_out);
     let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
         prompt: s.render(messages, tools, &reading.opening, F).await?,
@@ -163,7 +167,7 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
     let rx = s.start(ask, F)?;
     let id = new_id("msg_");
     if stream {
-        return Ok(message_stream(rx, id, model, prompt_tokens, reading).into_response());
+        return Ok(noted(message_stream(rx, id, model, prompt_tokens, reading).into_response(), note));
     }
     let c = collect(rx, F).await?;
     let (text, calls) = reading.parse(c.text);
@@ -172,12 +176,13 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
         content.push(json!({"type": "text", "text": text}));
     }
     content.extend(calls.iter().map(tool_use));
-    Ok(Json(json!({
+    let r = Json(json!({
         "id": id, "type": "message", "role": "assistant", "model": model, "content": content,
         "stop_reason": stop_reason(&c.finish, !calls.is_empty()), "stop_sequence": c.finish.stop_string,
         "usage": usage(&c.finish),
     }))
-    .into_response())
+    .into_response();
+    Ok(noted(r, note))
 }
 
 fn message_stream(

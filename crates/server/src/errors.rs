@@ -86,9 +86,24 @@ impl ApiError {
     }
 }
 
+/// A word about a request for its line in the server's log (the reason of a 4xx, what was left out of
+/// a request that was served), carried as a response extension.
+#[derive(Clone, Debug)]
+pub struct LogNote(pub String);
+
+/// `r` with `note` for the log, if any.
+pub fn noted(mut r: Response, note: Option<String>) -> Response {
+    if let Some(n) = note {
+        r.extensions_mut().insert(LogNote(n));
+    }
+    r
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let note = LogNote(self.message.clone());
         let mut r = (self.status, axum::Json(self.body())).into_response();
+        r.extensions_mut().insert(note);
         if let Some(s) = self.retry_after {
             r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
         }

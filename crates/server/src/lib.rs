@@ -179,7 +179,8 @@ async fn count(req: Request, next: Next) -> Response {
     let (method, path, t0) = (req.method().clone(), req.uri().path().to_string(), Instant::now());
     let r = next.run(req).await;
     // Streamed replies: the time to their headers.
-    eprintln!("{method} {path} {} {:.1} ms", r.status().as_u16(), t0.elapsed().as_secs_f64() * 1e3);
+    let note = r.extensions().get::<errors::LogNote>().map(|n| format!(": {}", n.0)).unwrap_or_default();
+    eprintln!("{method} {path} {} {:.1} ms{note}", r.status().as_u16(), t0.elapsed().as_secs_f64() * 1e3);
     let outcome = match r.status() {
         s if s.is_success() => "ok",
         StatusCode::SERVICE_UNAVAILABLE => "busy",

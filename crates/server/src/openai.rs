@@ -10,11 +10,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use crate::errors::{ApiError, Flavor};
+use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{data, sse};
-use crate::tools::{arguments, Reading, ToolCall};
+use crate::tools::{arguments, left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -78,11 +78,14 @@ fn tool_calls(v: Option<&Value>, at: &str) -> Result<Vec<Value>, ApiError> {
         .collect()
 }
 
-/// The request's `tools` (function tools; a schema that is not an object is refused) as the template
-/// takes them, or `None` when there are none or `tool_choice` is "none".
-pub fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
-    let Some(tools) = f.array("tools")? else { return Ok(None) };
-    for (i, t) in tools.iter().enumerate() {
+/// The request's function tools (a schema that is not an object is refused) as the template takes them,
+/// or `None` when there are none or `tool_choice` is "none"; tools of other types (`custom`, …) are left
+/// out, and said in the second value.
+pub fn template_tools(f: &Fields) -> Result<(Option<Value>, Vec<String>), ApiError> {
+    let Some(tools) = f.array("tools")? else { return Ok((None, Vec::new())) };
+    let function = |t: &Value| matches!(t.get("type").and_then(Value::as_str), None | Some("function"));
+    let (kept, left) = offered(tools, function);
+    for &(i, t) in &kept {
         let func = t.get("function").ok_or_else(|| ApiError::bad(F, format!("tools[{i}].function: missing")))?;
         if func.get("name").and_then(Value::as_str).is_none() {
             return Err(ApiError::bad(F, format!("tools[{i}].function.name: missing")));
@@ -90,7 +93,8 @@ pub fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
         check_schema(func.get("parameters"), &format!("tools[{i}].function.parameters"), F)?;
     }
     let none = matches!(f.get("tool_choice"), Some(Value::String(s)) if s == "none");
-    Ok((!tools.is_empty() && !none).then(|| Value::Array(tools.clone())))
+    let kept: Vec<Value> = kept.into_iter().map(|(_, t)| t.clone()).collect();
+    Ok(((!kept.is_empty() && !none).then_some(Value::Array(kept)), left))
 }
 
 /// The call `tool_choice` forces: "required" any, `{"type": "function", "function": {"name"}}` that one.
@@ -163,7 +167,8 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let f = Fields::new(&m, F);
     only_one_choice(&f)?;
     let messages = template_messages(f.get("messages"))?;
-    let tools = template_tools(&f)?;
+    let (tools, left_out) = template_tools(&f)?;
+    let note = left_out_note(&left_out);
     let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
         prompt: s.render(messages, tools, &reading.opening, F).await?,
@@ -178,7 +183,8 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let rx = s.start(ask, F)?;
     let (id, created) = (new_id("chatcmpl-"), now());
     if stream {
-        return Ok(chat_stream(rx, id, created, model, reading, include_usage.unwrap_or(false)).into_response());
+        let r = chat_stream(rx, id, created, model, reading, include_usage.unwrap_or(false)).into_response();
+        return Ok(noted(r, note));
     }
     let c = collect(rx, F).await?;
     let (content, calls) = reading.parse(c.text);
@@ -186,13 +192,14 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls_json(&calls, false));
     }
-    Ok(Json(json!({
+    let r = Json(json!({
         "id": id, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": null,
                      "finish_reason": finish_reason(&c.finish, !calls.is_empty())}],
         "usage": usage(&c.finish),
     }))
-    .into_response())
+    .into_response();
+    Ok(noted(r, note))
 }
 
 fn chat_stream(

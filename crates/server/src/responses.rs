@@ -11,11 +11,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use crate::errors::{ApiError, Flavor};
+use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
-use crate::tools::{arguments, Reading, ToolCall};
+use crate::tools::{arguments, left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
 
@@ -89,14 +89,13 @@ fn item_to_messages(item: &Value, at: &str, out: &mut Vec<Value>) -> Result<(), 
     Ok(())
 }
 
-/// Function tools (`name`, `parameters` at the top level) in the form the template takes.
-fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
-    let Some(tools) = f.array("tools")? else { return Ok(None) };
+/// Function tools (`name`, `parameters` at the top level) in the form the template takes; tools of other
+/// types (Codex's `namespace` and `web_search`) are left out, and said in the second value.
+fn template_tools(f: &Fields) -> Result<(Option<Value>, Vec<String>), ApiError> {
+    let Some(tools) = f.array("tools")? else { return Ok((None, Vec::new())) };
+    let (kept, left) = offered(tools, |t| t.get("type").and_then(Value::as_str) == Some("function"));
     let mut out = Vec::new();
-    for (i, t) in tools.iter().enumerate() {
-        if t.get("type").and_then(Value::as_str) != Some("function") {
-            return Err(bad(format!("tools[{i}]: only function tools are supported")));
-        }
+    for (i, t) in kept {
         let name = t.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("tools[{i}].name: missing")))?;
         check_schema(t.get("parameters"), &format!("tools[{i}].parameters"), F)?;
         out.push(json!({"type": "function", "function": {"name": name,
@@ -104,7 +103,7 @@ fn template_tools(f: &Fields) -> Result<Option<Value>, ApiError> {
             "parameters": t.get("parameters").cloned().unwrap_or(json!({}))}}));
     }
     let none = matches!(f.get("tool_choice"), Some(Value::String(s)) if s == "none");
-    Ok((!out.is_empty() && !none).then_some(Value::Array(out)))
+    Ok(((!out.is_empty() && !none).then_some(Value::Array(out)), left))
 }
 
 /// The call `tool_choice` forces: "required" any, `{"type": "function", "name"}` that one.
@@ -127,6 +126,8 @@ struct Shell {
     created: u64,
     model: String,
     echo: Map<String, Value>,
+    /// What the engine left out of the request (tools it cannot run): in `metadata` as `strata_note`.
+    note: Option<String>,
 }
 
 impl Shell {
@@ -140,6 +141,9 @@ impl Shell {
         });
         for (k, v) in &self.echo {
             r[k] = v.clone();
+        }
+        if let Some(n) = &self.note {
+            r["metadata"]["strata_note"] = n.as_str().into();
         }
         if let Some(f) = f.filter(|f| f.reason != Reason::Stop) {
             r["status"] = "incomplete".into();
@@ -178,7 +182,8 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
         return Err(bad("previous_response_id: not supported; send the whole conversation in input".into()));
     }
     let messages = template_messages(&f)?;
-    let tools = template_tools(&f)?;
+    let (tools, left_out) = template_tools(&f)?;
+    let note = left_out_note(&left_out);
     let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
     let ask = Ask {
         prompt: s.render(messages, tools, &reading.opening, F).await?,
@@ -192,12 +197,12 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
             .into_iter()
             .filter_map(|k| Some((k.to_string(), m.get(k)?.clone())))
             .collect();
-    let shell =
-        Shell { id: new_id("resp_"), created: now(), model: f.str("model")?.unwrap_or(&s.info.name).into(), echo };
+    let model = f.str("model")?.unwrap_or(&s.info.name).into();
+    let shell = Shell { id: new_id("resp_"), created: now(), model, echo, note: note.clone() };
     let stream = f.bool("stream")?.unwrap_or(false);
     let rx = s.start(ask, F)?;
     if stream {
-        return Ok(response_stream(rx, shell, reading).into_response());
+        return Ok(noted(response_stream(rx, shell, reading).into_response(), note));
     }
     let c = collect(rx, F).await?;
     let (text, calls) = reading.parse(c.text);
@@ -206,7 +211,7 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
         output.push(message_item(&new_id("msg_"), &text, "completed"));
     }
     output.extend(calls.iter().map(call_item));
-    Ok(Json(shell.object("completed", output, Some(&c.finish))).into_response())
+    Ok(noted(Json(shell.object("completed", output, Some(&c.finish))).into_response(), note))
 }
 
 fn response_stream(

@@ -9,6 +9,31 @@ use crate::errors::{ApiError, Flavor};
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
 
+/// The request's tools the engine can offer the model (those `runs` says it can: function tools) and a
+/// word for each of the others (its type, and its name where it has one), which are left out of the
+/// prompt: Codex sends `namespace` and `web_search` tools, Claude Code Anthropic's server tools. The
+/// words go on the request's log line and, where the API has a place for them, into the response.
+pub fn offered<'a>(tools: &'a [Value], runs: impl Fn(&Value) -> bool) -> (Vec<(usize, &'a Value)>, Vec<String>) {
+    let (mut kept, mut left) = (Vec::new(), Vec::new());
+    for (i, t) in tools.iter().enumerate() {
+        if runs(t) {
+            kept.push((i, t));
+        } else {
+            let kind = t.get("type").and_then(Value::as_str).unwrap_or("?");
+            left.push(match t.get("name").and_then(Value::as_str) {
+                Some(name) => format!("{kind} {name:?}"),
+                None => kind.to_string(),
+            });
+        }
+    }
+    (kept, left)
+}
+
+/// The note for tools left out (none when none were).
+pub fn left_out_note(left: &[String]) -> Option<String> {
+    (!left.is_empty()).then(|| format!("tools left out (the engine runs function tools only): {}", left.join(", ")))
+}
+
 /// One call: the function's name and its arguments as a JSON object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {

@@ -13,7 +13,7 @@ const CLOSE: &str = "</tool_call>";
 /// word for each of the others (its type, and its name where it has one), which are left out of the
 /// prompt: Codex sends `namespace` and `web_search` tools, Claude Code Anthropic's server tools. The
 /// words go on the request's log line and, where the API has a place for them, into the response.
-pub fn offered<'a>(tools: &'a [Value], runs: impl Fn(&Value) -> bool) -> (Vec<(usize, &'a Value)>, Vec<String>) {
+pub fn offered(tools: &[Value], runs: impl Fn(&Value) -> bool) -> (Vec<(usize, &Value)>, Vec<String>) {
     let (mut kept, mut left) = (Vec::new(), Vec::new());
     for (i, t) in tools.iter().enumerate() {
         if runs(t) {

@@ -260,6 +260,16 @@ fn agents_system_turns_and_large_budgets_are_taken() {
         {"type": "web_search_20250305", "name": "web_search"}, {"name": "Bash", "input_schema": {"type": "object"}}]});
     let (status, v) = post(a, "/v1/messages", &claude);
     assert_eq!(status, 200, "{v}");
+    // The prompt's tokens counted as the reply read them; the model looked up by the name a client uses.
+    let (status, n) = post(a, "/v1/messages/count_tokens", &claude);
+    let read = v["usage"]["input_tokens"].as_u64().unwrap() + v["usage"]["cache_read_input_tokens"].as_u64().unwrap();
+    assert_eq!((status, n["input_tokens"].as_u64()), (200, Some(read)), "{n}");
+    let (status, _, b) = http(a, "GET", "/v1/models/claude-sonnet-4-5", &[], b"");
+    let m: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(
+        (status, &m["id"], &m["type"], &m["object"]),
+        (200, &json!("claude-sonnet-4-5"), &json!("model"), &json!("model"))
+    );
     let (status, v) = post(
         a,
         "/v1/chat/completions",

@@ -146,16 +146,29 @@ fn tool_use(c: &ToolCall) -> Value {
     json!({"type": "tool_use", "id": new_id("toolu_"), "name": c.name, "input": c.arguments})
 }
 
+/// The request's prompt as tokens, how its reply is read (tool calls), and a note of the tools left out.
+async fn prompt(s: &Arc<Shared>, f: &Fields<'_>) -> Result<(Vec<u32>, Reading, Option<String>), ApiError> {
+    let messages = template_messages(f)?;
+    let (tools, left_out) = template_tools(f)?;
+    let reading = Reading::new(tools.as_ref(), forced(f)?, F)?;
+    let prompt = s.render(messages, tools, &reading.opening, F).await?;
+    Ok((prompt, reading, left_out_note(&left_out)))
+}
+
+/// POST /v1/messages/count_tokens: the prompt's tokens as /v1/messages would read them.
+pub async fn count_tokens(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
+    let m = json_object(body, s.max_body, F).await?;
+    let (prompt, _, note) = prompt(&s, &Fields::new(&m, F)).await?;
+    Ok(noted(Json(json!({"input_tokens": prompt.len()})).into_response(), note))
+}
+
 /// POST /v1/messages
 pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
     let m = json_object(body, s.max_body, F).await?;
     let f = Fields::new(&m, F);
-    let messages = template_messages(&f)?;
-    let (tools, left_out) = template_tools(&f)?;
-    let note = left_out_note(&left_out);
-    let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
+    let (prompt, reading, note) = prompt(&s, &f).await?;
     let ask = Ask {
-        prompt: s.render(messages, tools, &reading.opening, F).await?,
+        prompt,
         max_tokens: f.budget("max_tokens")?,
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop_sequences")?,

@@ -102,10 +102,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/status", get(status))
         .route("/metrics", get(prometheus))
         .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/responses", post(responses::create))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
         .layer(middleware::from_fn(count))
@@ -173,7 +175,9 @@ async fn count(req: Request, next: Next) -> Response {
         | "/v1/chat/completions"
         | "/v1/completions"
         | "/v1/responses"
-        | "/v1/messages") => p.to_string(),
+        | "/v1/messages"
+        | "/v1/messages/count_tokens") => p.to_string(),
+        p if p.starts_with("/v1/models/") => "/v1/models/{id}".to_string(),
         _ => "other".to_string(),
     };
     let (method, path, t0) = (req.method().clone(), req.uri().path().to_string(), Instant::now());
@@ -200,12 +204,26 @@ async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// The model as both APIs list it (OpenAI's `object`, `created`, `owned_by`; Anthropic's `type`,
+/// `display_name`, `created_at`), under `id`.
+fn model_object(s: &Shared, id: &str) -> serde_json::Value {
+    json!({"id": id, "object": "model", "created": 0, "owned_by": "strata", "context_length": s.info.context,
+           "type": "model", "display_name": s.info.name, "created_at": "1970-01-01T00:00:00Z"})
+}
+
 async fn models(State(s): State<Arc<Shared>>) -> Json<serde_json::Value> {
-    Json(json!({
-        "object": "list",
-        "data": [{"id": s.info.name, "object": "model", "created": 0, "owned_by": "strata",
-                  "context_length": s.info.context}]
-    }))
+    let name = &s.info.name;
+    Json(json!({"object": "list", "data": [model_object(&s, name)],
+                "has_more": false, "first_id": name, "last_id": name}))
+}
+
+/// GET /v1/models/{id}: any name is accepted in requests, so every id is this model (clients look up the
+/// name they were configured with before they send anything).
+async fn model(
+    State(s): State<Arc<Shared>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Json<serde_json::Value> {
+    Json(model_object(&s, &id))
 }
 
 async fn status(State(s): State<Arc<Shared>>) -> Json<serde_json::Value> {

@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// The model's id in /v1/models (default: the file's name). Requests may name any model.
     #[arg(long)]
     name: Option<String>,
+    /// Let browser pages from ORIGIN (e.g. http://localhost:3000, or * for any) call the API: preflights
+    /// answered, replies marked. Off by default.
+    #[arg(long, value_name = "ORIGIN")]
+    cors: Option<String>,
 }
 
 /// What the engine thread hands the HTTP side once the model is loaded.
@@ -56,6 +60,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         api_key: a.api_key.clone().filter(|k| !k.is_empty()),
         queue: a.queue,
         max_body: a.max_body_mib << 20,
+        cors: a.cors.clone(),
     };
     strata_server::check_bind(&options)?; // before minutes of loading
     let metrics = strata_server::metrics_handle()?;
@@ -88,6 +93,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         queue,
         api_key: options.api_key.clone(),
         max_body: options.max_body,
+        cors: options.cors.clone(),
         started: Instant::now(),
         metrics,
     });

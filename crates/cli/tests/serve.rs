@@ -299,6 +299,35 @@ fn a_key_guards_every_endpoint_but_health() {
     let out = strata().args(["serve", "--device", "cpu", "--host", "0.0.0.0", "--port", "0"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--api-key"), "{}", String::from_utf8_lossy(&out.stderr));
+    // No CORS headers without --cors, whatever the page.
+    let page = ("origin", "http://localhost:3000");
+    let (_, h, _) = http(a, "GET", "/v1/models", &[("authorization", "Bearer sesame"), page], b"");
+    assert!(!h.contains("access-control-allow-origin"), "{h}");
+}
+
+/// `--cors ORIGIN`: that origin's preflight is answered without the key (browsers send none with it)
+/// and its replies are marked; another origin's are not.
+#[test]
+fn cors_lets_the_named_origin_in_and_no_other() {
+    let s = serve(&["--api-key", "sesame", "--cors", "http://localhost:3000"]);
+    let a = s.addr.as_str();
+    let page = ("origin", "http://localhost:3000");
+    let asks =
+        [("access-control-request-method", "POST"), ("access-control-request-headers", "content-type, x-api-key")];
+    let (status, h, _) = http(a, "OPTIONS", "/v1/chat/completions", &[page, asks[0], asks[1]], b"");
+    assert_eq!(status, 204, "{h}");
+    assert!(h.contains("access-control-allow-origin: http://localhost:3000"), "{h}");
+    assert!(h.contains("access-control-allow-headers: ") && h.contains("x-api-key"), "{h}");
+    let (status, h, _) = http(a, "GET", "/v1/models", &[page, ("x-api-key", "sesame")], b"");
+    assert_eq!(status, 200);
+    assert!(h.contains("access-control-allow-origin: http://localhost:3000"), "{h}");
+    let (status, h, _) = http(a, "GET", "/v1/models", &[page], b"");
+    assert_eq!(status, 401, "the key is still wanted on every call but the preflight");
+    assert!(h.contains("access-control-allow-origin"), "a refusal is readable by the page: {h}");
+    let other = ("origin", "http://elsewhere.example");
+    let (status, h, _) = http(a, "OPTIONS", "/v1/chat/completions", &[other, asks[0]], b"");
+    assert_ne!(status, 204, "{h}");
+    assert!(!h.contains("access-control-allow-origin"), "{h}");
 }
 
 #[test]

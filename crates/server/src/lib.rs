@@ -7,6 +7,7 @@
 
 pub mod anthropic;
 pub mod convo;
+pub mod cors;
 pub mod errors;
 pub mod gen;
 pub mod openai;
@@ -48,6 +49,8 @@ pub struct Options {
     pub queue: usize,
     /// Request bodies over this many bytes get 413.
     pub max_body: usize,
+    /// `--cors ORIGIN`: the browser origin (or `*`) whose pages may call the API (cors.rs).
+    pub cors: Option<String>,
 }
 
 /// What /v1/models and /v1/status say of the model.
@@ -69,6 +72,7 @@ pub struct Shared {
     pub queue: Queue,
     pub api_key: Option<String>,
     pub max_body: usize,
+    pub cors: Option<String>,
     pub started: Instant,
     pub metrics: PrometheusHandle,
 }
@@ -110,6 +114,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
+        .layer(middleware::from_fn_with_state(shared.clone(), cors::cors))
         .layer(middleware::from_fn(count))
         .with_state(shared)
 }
@@ -281,6 +286,7 @@ mod tests {
             api_key: key.map(str::to_string),
             queue: 4,
             max_body: 1 << 20,
+            cors: None,
         };
         assert!(check_bind(&o("127.0.0.1", None)).is_ok());
         assert!(check_bind(&o("::1", None)).is_ok());

@@ -264,6 +264,27 @@ fn agents_system_turns_and_large_budgets_are_taken() {
     let (status, n) = post(a, "/v1/messages/count_tokens", &claude);
     let read = v["usage"]["input_tokens"].as_u64().unwrap() + v["usage"]["cache_read_input_tokens"].as_u64().unwrap();
     assert_eq!((status, n["input_tokens"].as_u64()), (200, Some(read)), "{n}");
+    // A final assistant turn is continued, not closed: the prompt is the conversation before it and
+    // then its text, token for token.
+    let count = |messages: Value| {
+        post(a, "/v1/messages/count_tokens", &json!({"messages": messages})).1["input_tokens"].as_u64().unwrap()
+    };
+    let user = json!({"role": "user", "content": "Count to five."});
+    let prefill = "One, two,";
+    let (_, t) = post(a, "/v1/completions", &json!({"prompt": prefill, "max_tokens": 1}));
+    let own = t["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(count(json!([user, {"role": "assistant", "content": prefill}])), count(json!([user])) + own);
+    let (status, v) = post(
+        a,
+        "/v1/messages",
+        &json!({"max_tokens": 3, "messages": [user, {"role": "assistant", "content": prefill}]}),
+    );
+    assert_eq!(status, 200, "{v}");
+    // Earlier replies' thinking blocks are taken (the template renders or drops them).
+    let history = json!([user, {"role": "assistant", "content": [{"type": "thinking", "thinking": "easy", "signature": "x"},
+        {"type": "redacted_thinking", "data": "y"}, {"type": "text", "text": "1 2 3 4 5"}]}, {"role": "user", "content": "Again."}]);
+    let (status, v) = post(a, "/v1/messages", &json!({"max_tokens": 3, "messages": history}));
+    assert_eq!(status, 200, "{v}");
     let (status, _, b) = http(a, "GET", "/v1/models/claude-sonnet-4-5", &[], b"");
     let m: Value = serde_json::from_slice(&b).unwrap();
     assert_eq!(

@@ -62,12 +62,19 @@ fn template_messages(f: &Fields) -> Result<Value, ApiError> {
 fn blocks_to_messages(role: &str, blocks: &[Value], at: &str, out: &mut Vec<Value>) -> Result<(), ApiError> {
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut thinking = String::new();
     for (j, b) in blocks.iter().enumerate() {
         let at = format!("{at}.content[{j}]");
         match b.get("type").and_then(Value::as_str) {
             Some("text") => {
                 text.push_str(b.get("text").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.text: missing")))?)
             }
+            // An earlier reply's reasoning: the template's `reasoning_content`, which it renders or drops
+            // (Qwen's keep it only in the turns after the last user message); a redacted one has no text.
+            Some("thinking") if role == "assistant" => {
+                thinking.push_str(b.get("thinking").and_then(Value::as_str).unwrap_or_default())
+            }
+            Some("redacted_thinking") if role == "assistant" => {}
             Some("tool_use") if role == "assistant" => {
                 let name = b.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("{at}.name: missing")))?;
                 let input = b.get("input").cloned().unwrap_or(json!({}));
@@ -90,6 +97,9 @@ fn blocks_to_messages(role: &str, blocks: &[Value], at: &str, out: &mut Vec<Valu
         let mut m = json!({"role": role, "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
         if !calls.is_empty() {
             m["tool_calls"] = Value::Array(calls);
+        }
+        if !thinking.is_empty() {
+            m["reasoning_content"] = Value::String(thinking);
         }
         out.push(m);
     }
@@ -146,12 +156,29 @@ fn tool_use(c: &ToolCall) -> Value {
     json!({"type": "tool_use", "id": new_id("toolu_"), "name": c.name, "input": c.arguments})
 }
 
+/// A final assistant turn of text only (a prefill): taken out of `messages` and given back, so the reply
+/// continues it rather than starting a turn of its own after it.
+fn take_prefill(messages: &mut Value) -> String {
+    let Some(list) = messages.as_array_mut() else { return String::new() };
+    let last = list.last().filter(|m| m["role"] == "assistant" && m.get("tool_calls").is_none());
+    match last.and_then(|m| m["content"].as_str()).map(str::to_string) {
+        Some(text) if list.len() > 1 => {
+            list.pop();
+            text
+        }
+        _ => String::new(),
+    }
+}
+
 /// The request's prompt as tokens, how its reply is read (tool calls), and a note of the tools left out.
+/// A prefill (a final assistant turn) is the start of the reply: the prompt ends with it, and the reply
+/// is what comes after it.
 async fn prompt(s: &Arc<Shared>, f: &Fields<'_>) -> Result<(Vec<u32>, Reading, Option<String>), ApiError> {
-    let messages = template_messages(f)?;
+    let mut messages = template_messages(f)?;
+    let prefill = take_prefill(&mut messages);
     let (tools, left_out) = template_tools(f)?;
     let reading = Reading::new(tools.as_ref(), forced(f)?, F)?;
-    let prompt = s.render(messages, tools, &reading.opening, F).await?;
+    let prompt = s.render(messages, tools, &(prefill + &reading.opening), F).await?;
     Ok((prompt, reading, left_out_note(&left_out)))
 }
 

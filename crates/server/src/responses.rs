@@ -178,6 +178,10 @@ fn call_item(c: &ToolCall) -> Value {
 pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
     let m = json_object(body, s.max_body, F).await?;
     let f = Fields::new(&m, F);
+    match m.get("text").and_then(|t| t.get("format")).and_then(|t| t.get("type")).and_then(Value::as_str) {
+        None | Some("text") => {}
+        Some(t) => return Err(bad(format!("text.format: {t:?} is not supported (text only); ask without it"))),
+    }
     if f.get("previous_response_id").is_some() {
         return Err(bad("previous_response_id: not supported; send the whole conversation in input".into()));
     }

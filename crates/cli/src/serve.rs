@@ -53,7 +53,18 @@ struct Ready {
     template: Option<ChatTemplate>,
 }
 
-pub fn run(a: ServeArgs) -> Result<()> {
+/// The context the built-in model serves when none is asked for: coding agents send prompts of 10–31K
+/// tokens, so its trained 4,096 cells are extended (YaRN, by default past the trained context).
+const BUILT_IN_SERVED_CONTEXT: usize = 65536;
+
+pub fn run(mut a: ServeArgs) -> Result<()> {
+    if a.engine.model.is_none() && a.engine.max_context.is_none() {
+        a.engine.max_context = Some(BUILT_IN_SERVED_CONTEXT);
+        eprintln!(
+            "the built-in model serves {BUILT_IN_SERVED_CONTEXT} cells of context (trained on 4096, extended by YaRN) \
+             for coding agents' long prompts; --max-context to change"
+        );
+    }
     let options = Options {
         host: a.host.clone(),
         port: a.port,

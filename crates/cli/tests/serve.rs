@@ -334,7 +334,9 @@ fn a_key_guards_every_endpoint_but_health() {
     assert_eq!(http(a, "GET", "/health", &[], b"").0, 200);
     assert_eq!(http(a, "GET", "/v1/models", &[], b"").0, 401);
     assert_eq!(http(a, "GET", "/v1/models", &[("authorization", "Bearer wrong")], b"").0, 401);
-    assert_eq!(http(a, "GET", "/v1/models", &[("authorization", "Bearer sesame")], b"").0, 200);
+    let (status, _, b) = http(a, "GET", "/v1/models", &[("authorization", "Bearer sesame")], b"");
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!((status, &v["data"][0]["context_length"]), (200, &json!(65536)), "the built-in model's served context");
     assert_eq!(http(a, "GET", "/metrics", &[("x-api-key", "sesame")], b"").0, 200);
     let (status, _, b) = http(a, "POST", "/v1/messages", &[], b"{}");
     let v: Value = serde_json::from_slice(&b).unwrap();

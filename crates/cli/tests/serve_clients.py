@@ -155,8 +155,8 @@ def anthropic_tool_round_trip():
 
 def anthropic_errors():
     try:
-        an.messages.create(model="m", max_tokens=4, messages=[{"role": "system", "content": "x"}])
-        raise AssertionError("a system role in messages accepted")
+        an.messages.create(model="m", max_tokens=4, messages=[{"role": "wizard", "content": "x"}])
+        raise AssertionError("an unknown role in messages accepted")
     except anthropic.BadRequestError as e:
         assert e.status_code == 400 and e.body["type"] == "error"
 

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::ops::act::{exp, rsqrt, sigmoid};
-use crate::ops::dot::{butterfly_used, dot, dot_prepared, sum, Prepared, CHUNK, LANES};
+use crate::ops::dot::{butterfly_used, dot, sum, CHUNK, LANES};
 use crate::ops::matvec::Inputs;
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::rope::Rope;
@@ -212,9 +212,8 @@ fn select(
         rms_norm_inplace(head, &w.q_norm, c.eps);
         rope.apply(row, head);
     }
-    let heads: Vec<Prepared> = qi.chunks(di).map(Prepared::new).collect();
-    let scores: Vec<f32> =
-        (0..complete).map(|b| block_score_prepared(&heads, &st.blocks[b * di..(b + 1) * di])).collect();
+    let scorer = BlockScorer::new(&qi, di);
+    let scores: Vec<f32> = (0..complete).map(|b| scorer.score(&st.blocks[b * di..(b + 1) * di])).collect();
     select_blocks(&scores, n_cells, keep, r)
 }
 
@@ -245,17 +244,83 @@ pub fn block_score(q: &[f32], key: &[f32]) -> f32 {
     s / (key.len() as f32).sqrt()
 }
 
-/// [`block_score`] with the query's heads made ready once for every block of a token (a prompt reads
-/// thousands a token): the same bits, as a dot's products do not depend on which side is made ready.
-pub fn block_score_prepared(heads: &[Prepared], key: &[f32]) -> f32 {
-    let mut s = 0f32;
-    for h in heads {
-        let d = dot_prepared(key, h);
-        if d > 0.0 {
-            s += d;
-        }
+/// [`block_score`] for every block of one token's query: with AVX2, eight heads side by side in a
+/// register (each lane one head's dot: chunk c's fma chain in element order, its lane total `+0 + chunk`,
+/// then the butterfly over the chunks in use, all as the contract does them: the same bits) where a key
+/// has at most 32 chunks (one chunk a lane); else [`block_score`] itself.
+pub struct BlockScorer {
+    di: usize,
+    q: Vec<f32>,
+    /// Groups of eight heads, element-major: `lanes[g][e][h]` is head 8g + h's element e (zero past the
+    /// last head).
+    lanes: Vec<Vec<[f32; 8]>>,
+    simd: bool,
+}
+
+impl BlockScorer {
+    pub fn new(q: &[f32], di: usize) -> BlockScorer {
+        let n_heads = q.len() / di;
+        let simd = cfg!(target_arch = "x86_64")
+            && crate::ops::vector::current() != crate::ops::vector::Vector::Scalar
+            && di.div_ceil(CHUNK) <= LANES;
+        let lane = |g: usize, e: usize| -> [f32; 8] {
+            std::array::from_fn(|h| if 8 * g + h < n_heads { q[(8 * g + h) * di + e] } else { 0.0 })
+        };
+        let lanes = if simd {
+            (0..n_heads.div_ceil(8)).map(|g| (0..di).map(|e| lane(g, e)).collect()).collect()
+        } else {
+            Vec::new()
+        };
+        BlockScorer { di, q: q.to_vec(), lanes, simd }
     }
-    s / (key.len() as f32).sqrt()
+
+    /// The block score of the block whose key is `key`.
+    pub fn score(&self, key: &[f32]) -> f32 {
+        debug_assert_eq!(key.len(), self.di);
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            let n_heads = self.q.len() / self.di;
+            let mut s = 0f32;
+            for (g, lanes) in self.lanes.iter().enumerate() {
+                // SAFETY: `simd` is set only where the CPU has AVX2 and FMA (ops/vector.rs).
+                let d = unsafe { head_dots(lanes, key) };
+                for &d in &d[..(n_heads - 8 * g).min(8)] {
+                    if d > 0.0 {
+                        s += d;
+                    }
+                }
+            }
+            return s / (key.len() as f32).sqrt();
+        }
+        block_score(&self.q, key)
+    }
+}
+
+/// Eight heads' dots with `key` (at most 32 chunks), one a lane, by the contract.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn head_dots(lanes: &[[f32; 8]], key: &[f32]) -> [f32; 8] {
+    use std::arch::x86_64::*;
+    let mut v = [_mm256_setzero_ps(); LANES];
+    let used = key.len().div_ceil(CHUNK);
+    for (c, v) in v.iter_mut().enumerate().take(used) {
+        let mut s = _mm256_setzero_ps();
+        for e in CHUNK * c..(CHUNK * c + CHUNK).min(key.len()) {
+            s = _mm256_fmadd_ps(_mm256_loadu_ps(lanes[e].as_ptr()), _mm256_set1_ps(key[e]), s);
+        }
+        *v = _mm256_add_ps(_mm256_setzero_ps(), s); // the lane total: +0 + the chunk's sum
+    }
+    // butterfly_used, lane by lane.
+    let mut used = used;
+    for off in [16, 8, 4, 2, 1] {
+        for l in 0..off.min(used.saturating_sub(off)) {
+            v[l] = _mm256_add_ps(v[l], v[l + off]);
+        }
+        used = used.min(off);
+    }
+    let mut out = [0f32; 8];
+    _mm256_storeu_ps(out.as_mut_ptr(), v[0]);
+    out
 }
 
 #[cfg(test)]
@@ -263,15 +328,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn block_scores_with_the_heads_made_ready_are_the_plain_ones() {
+    fn block_scores_with_eight_heads_a_register_are_the_contracts() {
         let mut rng = strata_gguf::SplitMix64::new(3);
         let mut value = || (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0;
-        for di in [8, 32, 64, 72, 128, 200] {
+        for di in [8, 12, 32, 64, 72, 128, 200, 256, 300] {
             let q: Vec<f32> = (0..4 * di).map(|_| value()).collect();
-            let heads: Vec<Prepared> = q.chunks(di).map(Prepared::new).collect();
             for _ in 0..20 {
                 let key: Vec<f32> = (0..di).map(|_| value()).collect();
-                assert_eq!(block_score_prepared(&heads, &key).to_bits(), block_score(&q, &key).to_bits(), "di = {di}");
+                for n_heads in [1, 3, 4, 8, 9, 11, 16] {
+                    let q: Vec<f32> = q.iter().copied().cycle().take(n_heads * di).collect();
+                    let scorer = BlockScorer::new(&q, di);
+                    assert_eq!(
+                        scorer.score(&key).to_bits(),
+                        block_score(&q, &key).to_bits(),
+                        "di {di}, heads {n_heads}"
+                    );
+                }
             }
         }
     }

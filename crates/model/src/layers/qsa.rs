@@ -3,6 +3,8 @@
 
 use crate::config::Config;
 use crate::ops::act::{exp, rsqrt, sigmoid};
+#[cfg(target_arch = "x86_64")]
+use crate::ops::dot::dots8;
 use crate::ops::dot::{butterfly_used, dot, sum, CHUNK, LANES};
 use crate::ops::matvec::Inputs;
 use crate::ops::norm::rms_norm_inplace;
@@ -283,7 +285,7 @@ impl BlockScorer {
             let mut s = 0f32;
             for (g, lanes) in self.lanes.iter().enumerate() {
                 // SAFETY: `simd` is set only where the CPU has AVX2 and FMA (ops/vector.rs).
-                let d = unsafe { head_dots(lanes, key) };
+                let d = unsafe { dots8(lanes, key) };
                 for &d in &d[..(n_heads - 8 * g).min(8)] {
                     if d > 0.0 {
                         s += d;
@@ -294,33 +296,6 @@ impl BlockScorer {
         }
         block_score(&self.q, key)
     }
-}
-
-/// Eight heads' dots with `key` (at most 32 chunks), one a lane, by the contract.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn head_dots(lanes: &[[f32; 8]], key: &[f32]) -> [f32; 8] {
-    use std::arch::x86_64::*;
-    let mut v = [_mm256_setzero_ps(); LANES];
-    let used = key.len().div_ceil(CHUNK);
-    for (c, v) in v.iter_mut().enumerate().take(used) {
-        let mut s = _mm256_setzero_ps();
-        for e in CHUNK * c..(CHUNK * c + CHUNK).min(key.len()) {
-            s = _mm256_fmadd_ps(_mm256_loadu_ps(lanes[e].as_ptr()), _mm256_set1_ps(key[e]), s);
-        }
-        *v = _mm256_add_ps(_mm256_setzero_ps(), s); // the lane total: +0 + the chunk's sum
-    }
-    // butterfly_used, lane by lane.
-    let mut used = used;
-    for off in [16, 8, 4, 2, 1] {
-        for l in 0..off.min(used.saturating_sub(off)) {
-            v[l] = _mm256_add_ps(v[l], v[l + off]);
-        }
-        used = used.min(off);
-    }
-    let mut out = [0f32; 8];
-    _mm256_storeu_ps(out.as_mut_ptr(), v[0]);
-    out
 }
 
 #[cfg(test)]

@@ -95,6 +95,38 @@ unsafe fn dot_fma_xt(w: &[f32], x: &[f32], xt: Option<&[f32]>) -> f32 {
     finish(lane, w, x, whole)
 }
 
+/// Eight dots with one vector `x` (at most 32 chunks) side by side, one a SIMD lane: `rows[e][i]` is
+/// element e of the i-th vector. Each lane is the contract's dot: chunk c's fma chain in element order,
+/// `+0 +` the chunk sum as lane c's total, then [`butterfly_used`]'s additions, register by register.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn dots8(rows: &[[f32; 8]], x: &[f32]) -> [f32; 8] {
+    use std::arch::x86_64::*;
+    let mut v = [_mm256_setzero_ps(); LANES];
+    let used = x.len().div_ceil(CHUNK);
+    for (c, v) in v.iter_mut().enumerate().take(used) {
+        let mut s = _mm256_setzero_ps();
+        for e in CHUNK * c..(CHUNK * c + CHUNK).min(x.len()) {
+            s = _mm256_fmadd_ps(_mm256_loadu_ps(rows[e].as_ptr()), _mm256_set1_ps(x[e]), s);
+        }
+        *v = _mm256_add_ps(_mm256_setzero_ps(), s); // the lane total: +0 + the chunk's sum
+    }
+    // butterfly_used, lane by lane.
+    let mut used = used;
+    for off in [16, 8, 4, 2, 1] {
+        for l in 0..off.min(used.saturating_sub(off)) {
+            v[l] = _mm256_add_ps(v[l], v[l + off]);
+        }
+        used = used.min(off);
+    }
+    let mut out = [0f32; 8];
+    _mm256_storeu_ps(out.as_mut_ptr(), v[0]);
+    out
+}
+
 /// Elements of a group: eight chunks, side by side in the vector dot.
 const GROUP: usize = CHUNK * CHUNK;
 

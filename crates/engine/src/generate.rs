@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use strata_model::decoder::Decoder;
 
+use crate::grammar::Guide;
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::tuner::Tuner;
 pub use crate::tuner::MAX_DRAFTS;
@@ -111,6 +112,8 @@ pub enum GenerateError {
     PromptTooLong { held: usize, prompt: usize, max: usize },
     #[error("the device: {0}")]
     Device(String),
+    #[error("{0}")]
+    Grammar(String),
     /// The caller's event handler failed (a closed pipe, say).
     #[error(transparent)]
     Caller(#[from] std::io::Error),
@@ -123,14 +126,27 @@ pub fn generate(
     dec: &mut dyn Decoder,
     prompt: &[u32],
     cfg: &GenerateConfig,
+    on_event: impl FnMut(Event) -> std::io::Result<()>,
+) -> Result<Generated, GenerateError> {
+    generate_guided(dec, prompt, cfg, None, on_event)
+}
+
+/// [`generate`] with each token drawn from those `guide`'s grammar allows (grammar.rs): the logits
+/// come to the host, the grammar masks them, and the draw is made there, by the same contract.
+pub fn generate_guided(
+    dec: &mut dyn Decoder,
+    prompt: &[u32],
+    cfg: &GenerateConfig,
+    mut guide: Option<&mut Guide>,
     mut on_event: impl FnMut(Event) -> std::io::Result<()>,
 ) -> Result<Generated, GenerateError> {
     check_prompt(&*dec, prompt, cfg.max_context)?;
+    let logits = cfg.logits || guide.is_some();
     // Drafting starts before the prompt, so the MTP layer's cache has its positions' cells.
     let drafting = match cfg.spec {
         Drafts::Fixed(n) => n > 0,
         Drafts::Auto => dec.windows_pay(),
-    } && !cfg.logits
+    } && !logits
         && dec.start_drafting();
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let greedy = cfg.sampler.greedy();
@@ -140,7 +156,7 @@ pub fn generate(
     // A window's head: the token chosen where the logits are (the device's argmax or draw), or, when the
     // caller wants them, the last token's logits (then the draw is made here, the same way).
     let mut step = |dec: &mut dyn Decoder, tokens: &[u32], sampler: &mut Sampler| -> Result<Head, GenerateError> {
-        let head = if cfg.logits {
+        let head = if logits {
             dec.forward_last(tokens).map(Head::Logits)
         } else if greedy {
             dec.forward_greedy(tokens).map(Head::Token)
@@ -179,13 +195,19 @@ pub fn generate(
         if tokens.len() == cfg.n_predict {
             break Stop::Length;
         }
-        let next = match &head {
+        let next = match &mut head {
             Head::Logits(logits) => {
                 on_event(Event::Logits(logits))?;
+                if let Some(g) = guide.as_deref_mut() {
+                    g.mask(logits).map_err(GenerateError::Grammar)?;
+                }
                 sampler.sample(logits)
             }
             Head::Token(t) => *t,
         };
+        if let Some(g) = guide.as_deref_mut() {
+            g.commit(next).map_err(GenerateError::Grammar)?;
+        }
         tokens.push(next);
         on_event(Event::Token(next))?;
         if !cfg.ignore_eos && cfg.stops.contains(&next) {

@@ -4,6 +4,7 @@
 pub mod chat;
 pub mod detok;
 pub mod generate;
+pub mod grammar;
 pub mod sampler;
 pub mod session;
 pub mod tokenizer;

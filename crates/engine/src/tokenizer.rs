@@ -35,6 +35,8 @@ fn build_err(e: impl std::fmt::Display) -> TokenizerError {
 pub struct Tokenizer {
     inner: HfTokenizer,
     tokens: Vec<String>,
+    /// Which tokens are control tokens (`<|im_end|>`): never text, written only by id.
+    control: Vec<bool>,
     pub eos: Option<u32>,
     pub im_end: Option<u32>,
 }
@@ -133,7 +135,8 @@ impl Tokenizer {
             }
         }
         let find = |s: &str| v.tokens.iter().position(|t| t == s).map(|i| i as u32);
-        Ok(Tokenizer { eos: find(ENDOFTEXT), im_end: find(IM_END), inner, tokens: v.tokens.clone() })
+        let control = v.types.iter().map(|&t| t == TOKEN_CONTROL).collect();
+        Ok(Tokenizer { eos: find(ENDOFTEXT), im_end: find(IM_END), inner, tokens: v.tokens.clone(), control })
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -154,6 +157,33 @@ impl Tokenizer {
     pub fn token(&self, id: u32) -> Option<&str> {
         self.tokens.get(id as usize).map(String::as_str)
     }
+
+    /// Whether the token is a control token (`<|im_end|>`), which text never spells.
+    pub fn is_control(&self, id: u32) -> bool {
+        self.control.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// The bytes a text token stands for: its byte-level characters mapped back to bytes (GPT-2's
+    /// table: the printable bytes stand for themselves, the other 68 for U+0100 on in byte order).
+    /// None for a control token, or a character outside the table.
+    pub fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
+        if self.is_control(id) {
+            return None;
+        }
+        self.token(id)?.chars().map(byte_of_char).collect()
+    }
+}
+
+/// The byte a byte-level character stands for.
+fn byte_of_char(c: char) -> Option<u8> {
+    let printable = |b: u32| matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
+    let c = c as u32;
+    if c < 0x100 {
+        return printable(c).then_some(c as u8);
+    }
+    // The non-printable bytes, in order, are U+0100, U+0101, ...
+    let nth = (c - 0x100) as usize;
+    (0u32..=255).filter(|&b| !printable(b)).nth(nth).map(|b| b as u8)
 }
 
 /// Trains a byte-level BPE on `texts` to at most `vocab_size` entries (specials included), then pads

@@ -19,6 +19,9 @@ pub const IM_END: &str = "<|im_end|>";
 /// GGUF token types.
 pub const TOKEN_NORMAL: i32 = 1;
 pub const TOKEN_CONTROL: i32 = 3;
+/// A token added whole (Qwen's `<tool_call>`, `<think>`): its text as it is, not byte-level form, and
+/// matched in text before the BPE runs.
+pub const TOKEN_USER_DEFINED: i32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
@@ -35,8 +38,8 @@ fn build_err(e: impl std::fmt::Display) -> TokenizerError {
 pub struct Tokenizer {
     inner: HfTokenizer,
     tokens: Vec<String>,
-    /// Which tokens are control tokens (`<|im_end|>`): never text, written only by id.
-    control: Vec<bool>,
+    /// Each token's GGUF type (control tokens are never text; user-defined ones are their text as is).
+    types: Vec<i32>,
     pub eos: Option<u32>,
     pub im_end: Option<u32>,
 }
@@ -129,14 +132,27 @@ impl Tokenizer {
             .map(|(i, s)| (i as u32, s))
             .collect();
         inner.add_special_tokens(&specials.iter().map(|(_, s)| AddedToken::from(s.as_str(), true)).collect::<Vec<_>>());
-        for (id, s) in &specials {
+        let added: Vec<(u32, &String)> = v
+            .tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| v.types[*i] == TOKEN_USER_DEFINED)
+            .map(|(i, s)| (i as u32, s))
+            .collect();
+        inner.add_tokens(&added.iter().map(|(_, s)| AddedToken::from(s.as_str(), false)).collect::<Vec<_>>());
+        for (id, s) in specials.iter().chain(&added) {
             if inner.token_to_id(s) != Some(*id) {
-                return Err(TokenizerError::Metadata(format!("control token {s:?} does not map back to id {id}")));
+                return Err(TokenizerError::Metadata(format!("added token {s:?} does not map back to id {id}")));
             }
         }
         let find = |s: &str| v.tokens.iter().position(|t| t == s).map(|i| i as u32);
-        let control = v.types.iter().map(|&t| t == TOKEN_CONTROL).collect();
-        Ok(Tokenizer { eos: find(ENDOFTEXT), im_end: find(IM_END), inner, tokens: v.tokens.clone(), control })
+        Ok(Tokenizer {
+            eos: find(ENDOFTEXT),
+            im_end: find(IM_END),
+            inner,
+            tokens: v.tokens.clone(),
+            types: v.types.clone(),
+        })
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -160,17 +176,18 @@ impl Tokenizer {
 
     /// Whether the token is a control token (`<|im_end|>`), which text never spells.
     pub fn is_control(&self, id: u32) -> bool {
-        self.control.get(id as usize).copied().unwrap_or(false)
+        self.types.get(id as usize) == Some(&TOKEN_CONTROL)
     }
 
     /// The bytes a text token stands for: its byte-level characters mapped back to bytes (GPT-2's
-    /// table: the printable bytes stand for themselves, the other 68 for U+0100 on in byte order).
-    /// None for a control token, or a character outside the table.
+    /// table: the printable bytes stand for themselves, the other 68 for U+0100 on in byte order); a
+    /// user-defined token's text as it is. None for a control token, or a character outside the table.
     pub fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
-        if self.is_control(id) {
-            return None;
+        match self.types.get(id as usize) {
+            Some(&TOKEN_CONTROL) => None,
+            Some(&TOKEN_USER_DEFINED) => Some(self.token(id)?.as_bytes().to_vec()),
+            _ => self.token(id)?.chars().map(byte_of_char).collect(),
         }
-        self.token(id)?.chars().map(byte_of_char).collect()
     }
 }
 
@@ -224,4 +241,28 @@ pub fn train(texts: &[&str], vocab_size: usize) -> Result<Vocab, TokenizerError>
         types.push(TOKEN_CONTROL);
     }
     Ok(Vocab { tokens, types, merges })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file's user-defined token (Qwen's `<tool_call>`) is one token in the text, its own bytes, and
+    /// comes back as its text; a control token spells no bytes.
+    #[test]
+    fn user_defined_tokens_are_matched_whole() {
+        let mut v = train(&["a tool call, a tool call, plain words"], 300).unwrap();
+        v.tokens.push("<tool_call>".into());
+        v.types.push(TOKEN_USER_DEFINED);
+        let t = Tokenizer::from_vocab(&v).unwrap();
+        let id = (v.tokens.len() - 1) as u32;
+        let ids = t.encode("a <tool_call>call").unwrap();
+        assert!(ids.contains(&id), "{ids:?}");
+        assert_eq!(t.decode(&ids).unwrap(), "a <tool_call>call");
+        assert_eq!(t.token_bytes(id).unwrap(), b"<tool_call>");
+        let spelled: Vec<u8> = ids.iter().flat_map(|&i| t.token_bytes(i).unwrap()).collect();
+        assert_eq!(spelled, b"a <tool_call>call");
+        let im_end = t.im_end.unwrap();
+        assert!(t.is_control(im_end) && t.token_bytes(im_end).is_none());
+    }
 }

@@ -107,6 +107,7 @@ pub fn run(mut a: ServeArgs) -> Result<()> {
         cors: options.cors.clone(),
         started: Instant::now(),
         metrics,
+        grammars: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let served = rt.block_on(strata_server::serve(&options, shared));

@@ -157,14 +157,23 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
             400,
         ),
         ("/v1/completions", json!({"prompt": [999_999]}).to_string().into_bytes(), 400),
-        // Not honoured yet, so refused by name rather than ignored.
+        // Shapes that are not JSON schemas, or are unknown.
         (
             "/v1/chat/completions",
-            json!({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})
+            json!({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})
                 .to_string()
                 .into_bytes(),
             400,
         ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}],
+                   "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}}})
+            .to_string()
+            .into_bytes(),
+            400,
+        ),
+        // Not honoured yet, so refused by name rather than ignored.
         (
             "/v1/chat/completions",
             json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true}).to_string().into_bytes(),
@@ -173,7 +182,7 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
         ("/v1/completions", json!({"prompt": "x", "logprobs": 2}).to_string().into_bytes(), 400),
         (
             "/v1/responses",
-            json!({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}}).to_string().into_bytes(),
+            json!({"input": "x", "text": {"format": {"type": "json_schema", "schema": 7}}}).to_string().into_bytes(),
             400,
         ),
         ("/v1/responses", json!({"input": 5}).to_string().into_bytes(), 400),
@@ -325,6 +334,80 @@ fn agents_system_turns_and_large_budgets_are_taken() {
         let lines = s.logged(&format!("POST {path} 200"));
         assert!(lines.iter().any(|l| l.contains("tools left out")), "{path}: {lines:?}");
     }
+}
+
+/// Structured output on the built-in model, sampled at temperature 1 (where a small model left to itself
+/// rarely writes JSON): every reply is of the asked shape, in each API.
+#[test]
+fn structured_output_and_forced_calls_always_parse() {
+    let server = serve(&[]);
+    let a = server.addr.as_str();
+    let schema = json!({"type": "object", "additionalProperties": false, "required": ["title", "stars", "tags"],
+        "properties": {"title": {"type": "string", "maxLength": 20}, "stars": {"type": "integer", "minimum": 1, "maximum": 5},
+                       "tags": {"type": "array", "items": {"enum": ["calm", "bold", "odd"]}, "maxItems": 3}}});
+    let meets = |v: &Value| {
+        v["title"].as_str().is_some_and(|t| t.chars().count() <= 20)
+            && v["stars"].as_u64().is_some_and(|n| (1..=5).contains(&n))
+            && v["tags"].as_array().is_some_and(|t| {
+                t.len() <= 3 && t.iter().all(|x| ["calm", "bold", "odd"].contains(&x.as_str().unwrap_or("")))
+            })
+            && v.as_object().unwrap().len() == 3
+    };
+    let user = json!([{"role": "user", "content": "Rate a fortune."}]);
+    for seed in 0..3 {
+        let body = json!({"messages": user, "max_tokens": 200, "temperature": 1, "seed": seed,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "rating", "strict": true, "schema": schema}}});
+        let (st, v) = post(a, "/v1/chat/completions", &body);
+        assert_eq!(st, 200, "{v}");
+        let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+        let got: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("seed {seed}: {e}: {text:?}"));
+        assert!(meets(&got), "seed {seed}: {got}");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        let body = json!({"messages": user, "max_tokens": 200, "temperature": 1, "seed": seed,
+            "response_format": {"type": "json_object"}});
+        let (_, v) = post(a, "/v1/chat/completions", &body);
+        let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(serde_json::from_str::<Value>(text).is_ok_and(|o| o.is_object()), "seed {seed}: {text:?}");
+        // The Responses API's text.format, and Anthropic's output_format.
+        let body = json!({"input": "Rate a fortune.", "max_output_tokens": 200, "temperature": 1, "seed": seed,
+            "text": {"format": {"type": "json_schema", "name": "rating", "schema": schema}}});
+        let (st, v) = post(a, "/v1/responses", &body);
+        assert_eq!(st, 200, "{v}");
+        let text = v["output"][0]["content"][0]["text"].as_str().unwrap();
+        assert!(meets(&serde_json::from_str(text).unwrap()), "seed {seed}: {text:?}");
+        let body = json!({"model": "m", "max_tokens": 200, "temperature": 1, "seed": seed, "messages": user,
+            "output_format": {"type": "json_schema", "schema": schema}});
+        let (st, v) = post(a, "/v1/messages", &body);
+        assert_eq!(st, 200, "{v}");
+        let text = v["content"][0]["text"].as_str().unwrap();
+        assert!(meets(&serde_json::from_str(text).unwrap()), "seed {seed}: {text:?}");
+    }
+    // A forced call, named or any, is always a call to an offered tool with arguments of its schema.
+    let tools = json!([
+        {"type": "function", "function": {"name": "rate", "parameters": schema}},
+        {"type": "function", "function": {"name": "skip", "parameters": {"type": "object", "properties": {"why": {"enum": ["dull", "long"]}}, "required": ["why"], "additionalProperties": false}}}
+    ]);
+    for (seed, choice) in
+        [(0, json!("required")), (1, json!("required")), (2, json!({"type": "function", "function": {"name": "rate"}}))]
+    {
+        let body = json!({"messages": user, "max_tokens": 200, "temperature": 1, "seed": seed, "tools": tools, "tool_choice": choice});
+        let (st, v) = post(a, "/v1/chat/completions", &body);
+        assert_eq!(st, 200, "{v}");
+        let call = &v["choices"][0]["message"]["tool_calls"][0]["function"];
+        let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        match call["name"].as_str().unwrap() {
+            "rate" => assert!(meets(&args), "{args}"),
+            "skip" => assert!(args["why"] == "dull" || args["why"] == "long", "{args}"),
+            n => panic!("an unknown tool {n}"),
+        }
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    }
+    let body = json!({"model": "m", "max_tokens": 200, "temperature": 1, "seed": 5, "messages": user,
+        "tools": [{"name": "rate", "input_schema": schema}], "tool_choice": {"type": "any"}});
+    let (st, v) = post(a, "/v1/messages", &body);
+    assert_eq!(st, 200, "{v}");
+    let used = v["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").expect("a tool_use block");
+    assert!(meets(&used["input"]), "{used}");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
+use crate::structured::output_format;
 use crate::tools::{left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
@@ -200,6 +201,7 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop_sequences")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
+        guide: s.guide(reading.grammar.clone().or(output_format(&f)?), F).await?,
     };
     let prompt_tokens = ask.prompt.len();
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::Value;
+use strata_engine::grammar::Guide;
 use strata_engine::sampler::SamplerConfig;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -40,6 +41,8 @@ pub struct Ask {
     pub stop: Vec<String>,
     /// `ignore_eos` (an extension to every API): past the stop tokens, to `max_tokens`.
     pub ignore_eos: bool,
+    /// The grammar the reply is decoded under (structured.rs), if any.
+    pub guide: Option<Guide>,
 }
 
 /// What a reply sent whole carries.
@@ -100,6 +103,7 @@ impl Shared {
             sampler: ask.sampler,
             stop: ask.stop,
             ignore_eos: ask.ignore_eos,
+            guide: ask.guide,
             updates: tx,
             arrived: std::time::Instant::now(),
         };

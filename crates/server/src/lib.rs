@@ -14,6 +14,7 @@ pub mod openai;
 pub mod req;
 pub mod responses;
 pub mod stream;
+pub mod structured;
 pub mod text;
 pub mod tools;
 pub mod turns;
@@ -75,6 +76,8 @@ pub struct Shared {
     pub cors: Option<String>,
     pub started: Instant,
     pub metrics: PrometheusHandle,
+    /// Built on the first request for structured output (structured.rs).
+    pub grammars: structured::GrammarsOnce,
 }
 
 /// Refuses a listening address beyond loopback without an API key.

@@ -14,6 +14,7 @@ use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{data, sse};
+use crate::structured::response_format;
 use crate::tools::{arguments, left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
@@ -122,21 +123,8 @@ fn only_one_choice(f: &Fields) -> Result<(), ApiError> {
 }
 
 /// Settings the engine does not honour yet are refused by name rather than ignored: a reply that looks
-/// right but was not made as asked is worse than a clear 400. `response_format` other than text
-/// (json_object, json_schema) and log-probabilities.
+/// right but was not made as asked is worse than a clear 400. Log-probabilities.
 pub fn refuse_unsupported(f: &Fields) -> Result<(), ApiError> {
-    if let Some(r) = f.get("response_format") {
-        match r.get("type").and_then(Value::as_str) {
-            Some("text") => {}
-            Some(t) => {
-                return Err(ApiError::bad(
-                    F,
-                    format!("response_format: {t:?} is not supported (text only); ask without it"),
-                ))
-            }
-            None => return Err(ApiError::bad(F, "response_format.type: missing")),
-        }
-    }
     let asked = |key: &str| match f.get(key) {
         Some(Value::Bool(b)) => *b,
         Some(Value::Number(n)) => n.as_f64() != Some(0.0),
@@ -206,6 +194,7 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
+        guide: s.guide(reading.grammar.clone().or(response_format(&f)?), F).await?,
     };
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
     let stream = f.bool("stream")?.unwrap_or(false);
@@ -319,6 +308,7 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
         sampler: sampler(&f, "top_k")?,
         stop: f.strings("stop")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
+        guide: s.guide(response_format(&f)?, F).await?,
     };
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
     let stream = f.bool("stream")?.unwrap_or(false);

@@ -15,6 +15,7 @@ use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
+use crate::structured::text_format;
 use crate::tools::{arguments, left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
@@ -178,10 +179,7 @@ fn call_item(c: &ToolCall) -> Value {
 pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
     let m = json_object(body, s.max_body, F).await?;
     let f = Fields::new(&m, F);
-    match m.get("text").and_then(|t| t.get("format")).and_then(|t| t.get("type")).and_then(Value::as_str) {
-        None | Some("text") => {}
-        Some(t) => return Err(bad(format!("text.format: {t:?} is not supported (text only); ask without it"))),
-    }
+    let format = text_format(&f)?;
     if f.get("previous_response_id").is_some() {
         return Err(bad("previous_response_id: not supported; send the whole conversation in input".into()));
     }
@@ -195,6 +193,7 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
         sampler: sampler(&f, "top_k")?,
         stop: Vec::new(),
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
+        guide: s.guide(reading.grammar.clone().or(format), F).await?,
     };
     let echo: Map<String, Value> =
         ["instructions", "tools", "tool_choice", "temperature", "top_p", "max_output_tokens"]

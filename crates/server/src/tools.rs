@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::errors::{ApiError, Flavor};
+use crate::structured::{forced_call, Shape};
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -94,6 +95,9 @@ pub fn arguments(v: Option<&Value>) -> Value {
 pub struct Reading {
     pub on: bool,
     pub opening: String,
+    /// A forced call's grammar after the opening (structured.rs): the call is then always one that
+    /// parses, to a tool offered, with arguments of its schema.
+    pub grammar: Option<Shape>,
 }
 
 impl Reading {
@@ -117,7 +121,8 @@ impl Reading {
                 format!("{OPEN}\n{{\"name\": {}, \"arguments\": ", Value::String(name.into()))
             }
         };
-        Ok(Reading { on: true, opening })
+        let grammar = forced.map(|name| forced_call(tools, name, CLOSE));
+        Ok(Reading { on: true, opening, grammar })
     }
 
     /// The reply's text outside its calls, and the calls.

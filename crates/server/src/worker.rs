@@ -6,7 +6,8 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use strata_engine::generate::{generate, Drafts, Event, GenerateConfig, GenerateError, SpecStats, Stop};
+use strata_engine::generate::{generate_guided, Drafts, Event, GenerateConfig, GenerateError, SpecStats, Stop};
+use strata_engine::grammar::Guide;
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::decoder::Decoder;
@@ -24,6 +25,8 @@ pub struct Job {
     pub stop: Vec<String>,
     /// Generate past the model's stop tokens (for benchmarks: a reply of exactly `max_tokens`).
     pub ignore_eos: bool,
+    /// The grammar the reply is decoded under.
+    pub guide: Option<Guide>,
     pub updates: UnboundedSender<Update>,
     /// When the request came (its time to first token counts the wait in the queue).
     pub arrived: Instant,
@@ -178,7 +181,7 @@ pub struct Engine<'a> {
 
 /// Runs jobs until every [`Queue`] is dropped.
 pub fn work(jobs: Jobs, engine: &mut Engine) {
-    while let Ok(job) = jobs.rx.recv() {
+    while let Ok(mut job) = jobs.rx.recv() {
         jobs.waiting.fetch_sub(1, Ordering::SeqCst);
         metrics::gauge!("strata_queue_depth").set(jobs.waiting.load(Ordering::SeqCst) as f64);
         // A client that left while its request waited.
@@ -186,7 +189,7 @@ pub fn work(jobs: Jobs, engine: &mut Engine) {
             continue;
         }
         metrics::gauge!("strata_running").set(1.0);
-        let out = engine.run(&job, &jobs.now);
+        let out = engine.run(&mut job, &jobs.now);
         set(&jobs.now, |r| *r = None);
         metrics::gauge!("strata_running").set(0.0);
         let _ = job.updates.send(match out {
@@ -241,7 +244,7 @@ fn gone() -> std::io::Error {
 }
 
 impl Engine<'_> {
-    fn run(&mut self, job: &Job, now: &Now) -> Result<Finish, String> {
+    fn run(&mut self, job: &mut Job, now: &Now) -> Result<Finish, String> {
         let t0 = Instant::now();
         if job.prompt.is_empty() {
             return Err("the prompt is empty".into());
@@ -268,7 +271,8 @@ impl Engine<'_> {
         let mut stopped_by_string = false;
         let mut first: Option<Duration> = None;
         let convos = &mut self.convos;
-        let out = generate(&mut *self.dec, &job.prompt[reused..], &cfg, |ev| match ev {
+        let mut guide = job.guide.take();
+        let out = generate_guided(&mut *self.dec, &job.prompt[reused..], &cfg, guide.as_mut(), |ev| match ev {
             Event::Prompt { done, .. } => {
                 read = reused + done;
                 job.updates.send(Update::Prefill { done: read, total: n }).map_err(|_| gone())

@@ -103,7 +103,7 @@ impl Shared {
             sampler: ask.sampler,
             stop: ask.stop,
             ignore_eos: ask.ignore_eos,
-            guide: ask.guide,
+            guide: ask.guide.map(Box::new),
             updates: tx,
             arrived: std::time::Instant::now(),
         };

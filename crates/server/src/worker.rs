@@ -25,8 +25,8 @@ pub struct Job {
     pub stop: Vec<String>,
     /// Generate past the model's stop tokens (for benchmarks: a reply of exactly `max_tokens`).
     pub ignore_eos: bool,
-    /// The grammar the reply is decoded under.
-    pub guide: Option<Guide>,
+    /// The grammar the reply is decoded under (boxed: a job waits in the queue by value).
+    pub guide: Option<Box<Guide>>,
     pub updates: UnboundedSender<Update>,
     /// When the request came (its time to first token counts the wait in the queue).
     pub arrived: Instant,
@@ -272,7 +272,7 @@ impl Engine<'_> {
         let mut first: Option<Duration> = None;
         let convos = &mut self.convos;
         let mut guide = job.guide.take();
-        let out = generate_guided(&mut *self.dec, &job.prompt[reused..], &cfg, guide.as_mut(), |ev| match ev {
+        let out = generate_guided(&mut *self.dec, &job.prompt[reused..], &cfg, guide.as_deref_mut(), |ev| match ev {
             Event::Prompt { done, .. } => {
                 read = reused + done;
                 job.updates.send(Update::Prefill { done: read, total: n }).map_err(|_| gone())

@@ -176,10 +176,10 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
         // Not honoured yet, so refused by name rather than ignored.
         (
             "/v1/chat/completions",
-            json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true}).to_string().into_bytes(),
+            json!({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}).to_string().into_bytes(),
             400,
         ),
-        ("/v1/completions", json!({"prompt": "x", "logprobs": 2}).to_string().into_bytes(), 400),
+        ("/v1/completions", json!({"prompt": "x", "logprobs": 21}).to_string().into_bytes(), 400),
         (
             "/v1/responses",
             json!({"input": "x", "text": {"format": {"type": "json_schema", "schema": 7}}}).to_string().into_bytes(),
@@ -408,6 +408,65 @@ fn structured_output_and_forced_calls_always_parse() {
     assert_eq!(st, 200, "{v}");
     let used = v["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").expect("a tool_use block");
     assert!(meets(&used["input"]), "{used}");
+}
+
+/// The data lines of a server-sent event stream, as JSON (the closing `[DONE]` left out).
+fn events(body: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+/// Log-probabilities: each token's bytes spell the reply, the greedy token is the first alternative,
+/// the alternatives come most likely first, and a stream carries the same entries as a whole reply.
+#[test]
+fn logprobs_spell_the_reply_and_rank_the_alternatives() {
+    let server = serve(&[]);
+    let a = server.addr.as_str();
+    let mut body = chat(&[("user", "Tell me a fortune.")], 24);
+    body["logprobs"] = json!(true);
+    body["top_logprobs"] = json!(3);
+    let (st, v) = post(a, "/v1/chat/completions", &body);
+    assert_eq!(st, 200, "{v}");
+    let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+    let entries = v["choices"][0]["logprobs"]["content"].as_array().unwrap().clone();
+    assert!(!entries.is_empty());
+    let bytes =
+        |e: &Value| e["bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect::<Vec<u8>>();
+    let spelled: Vec<u8> = entries.iter().flat_map(bytes).collect();
+    assert_eq!(String::from_utf8_lossy(&spelled).trim(), content);
+    for e in &entries {
+        let lp = e["logprob"].as_f64().unwrap();
+        let top = e["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3);
+        assert!(lp <= 0.0 && top.windows(2).all(|w| w[0]["logprob"].as_f64() >= w[1]["logprob"].as_f64()));
+        assert_eq!((bytes(&top[0]), top[0]["logprob"].as_f64()), (bytes(e), Some(lp)), "greedy takes the first");
+    }
+    body["stream"] = json!(true);
+    let (_, _, raw) =
+        http(a, "POST", "/v1/chat/completions", &[("content-type", "application/json")], body.to_string().as_bytes());
+    let streamed: Vec<Value> = events(&raw)
+        .iter()
+        .filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array().cloned())
+        .flatten()
+        .collect();
+    assert_eq!(streamed, entries, "the stream's entries are the whole reply's");
+    // The completions API: parallel lists, offsets into the text.
+    let (st, v) =
+        post(a, "/v1/completions", &json!({"prompt": "The moon", "max_tokens": 12, "temperature": 0, "logprobs": 2}));
+    assert_eq!(st, 200, "{v}");
+    let text = v["choices"][0]["text"].as_str().unwrap();
+    let lp = &v["choices"][0]["logprobs"];
+    let tokens: Vec<&str> = lp["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(tokens.concat(), text);
+    assert_eq!(lp["token_logprobs"].as_array().unwrap().len(), tokens.len());
+    assert!(lp["top_logprobs"].as_array().unwrap().iter().all(|t| t.as_object().unwrap().len() <= 2));
+    let offsets: Vec<u64> = lp["text_offset"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap()).collect();
+    assert_eq!(offsets[0], 0);
+    assert_eq!(offsets.last().copied(), Some((text.chars().count() - tokens.last().unwrap().chars().count()) as u64));
 }
 
 #[test]

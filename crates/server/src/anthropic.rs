@@ -202,6 +202,7 @@ pub async fn messages(State(s): State<Arc<Shared>>, body: Body) -> Result<Respon
         stop: f.strings("stop_sequences")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         guide: s.guide(reading.grammar.clone().or(output_format(&f)?), F).await?,
+        logprobs: None,
     };
     let prompt_tokens = ask.prompt.len();
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
@@ -257,6 +258,7 @@ fn message_stream(
     let mut split = reading.splitter();
     sse(rx, Vec::new(), move |u| match u {
         Update::Started { reused } => start(reused),
+        Update::Logprob(_) => Vec::new(),
         Update::Text(t) => {
             let t = if reading.on { split.push(&t) } else { t };
             if t.is_empty() {

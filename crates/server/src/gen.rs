@@ -10,6 +10,7 @@ use strata_engine::sampler::SamplerConfig;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::errors::{ApiError, Flavor};
+use crate::logprobs::TokenLogprob;
 use crate::req::Fields;
 use crate::worker::{Finish, Job, Update};
 use crate::Shared;
@@ -43,12 +44,16 @@ pub struct Ask {
     pub ignore_eos: bool,
     /// The grammar the reply is decoded under (structured.rs), if any.
     pub guide: Option<Guide>,
+    /// Log-probabilities, with this many alternatives a token.
+    pub logprobs: Option<usize>,
 }
 
 /// What a reply sent whole carries.
 pub struct Collected {
     pub text: String,
     pub finish: Finish,
+    /// Each token's, when asked for.
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 impl Shared {
@@ -104,6 +109,7 @@ impl Shared {
             stop: ask.stop,
             ignore_eos: ask.ignore_eos,
             guide: ask.guide.map(Box::new),
+            logprobs: ask.logprobs,
             updates: tx,
             arrived: std::time::Instant::now(),
         };
@@ -119,10 +125,12 @@ impl Shared {
 /// The updates of a generation gathered until it ends.
 pub async fn collect(mut rx: UnboundedReceiver<Update>, flavor: Flavor) -> Result<Collected, ApiError> {
     let mut text = String::new();
+    let mut logprobs = Vec::new();
     while let Some(u) = rx.recv().await {
         match u {
             Update::Text(t) => text.push_str(&t),
-            Update::Done(finish) => return Ok(Collected { text, finish: *finish }),
+            Update::Logprob(e) => logprobs.push(*e),
+            Update::Done(finish) => return Ok(Collected { text, finish: *finish, logprobs }),
             Update::Failed(e) => return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, flavor, e)),
             Update::Started { .. } | Update::Prefill { .. } => {}
         }

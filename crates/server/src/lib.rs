@@ -10,6 +10,7 @@ pub mod convo;
 pub mod cors;
 pub mod errors;
 pub mod gen;
+pub mod logprobs;
 pub mod openai;
 pub mod req;
 pub mod responses;

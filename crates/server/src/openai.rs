@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, now, sampler, Ask};
+use crate::logprobs::{self, Pending, MAX_TOP};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{data, sse};
 use crate::structured::response_format;
@@ -122,20 +123,14 @@ fn only_one_choice(f: &Fields) -> Result<(), ApiError> {
     }
 }
 
-/// Settings the engine does not honour yet are refused by name rather than ignored: a reply that looks
-/// right but was not made as asked is worse than a clear 400. Log-probabilities.
-pub fn refuse_unsupported(f: &Fields) -> Result<(), ApiError> {
-    let asked = |key: &str| match f.get(key) {
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
-        _ => false,
-    };
-    for key in ["logprobs", "top_logprobs"] {
-        if asked(key) {
-            return Err(ApiError::bad(F, format!("{key}: log-probabilities are not supported; ask without them")));
-        }
+/// Chat's log-probabilities: `logprobs: true`, with `top_logprobs` (0–20) alternatives a token.
+fn chat_logprobs(f: &Fields) -> Result<Option<usize>, ApiError> {
+    let top = f.u64_in("top_logprobs", 0, MAX_TOP)?;
+    match (f.bool("logprobs")?.unwrap_or(false), top) {
+        (true, n) => Ok(Some(n.unwrap_or(0) as usize)),
+        (false, Some(n)) if n > 0 => Err(ApiError::bad(F, "top_logprobs: needs logprobs: true")),
+        (false, _) => Ok(None),
     }
-    Ok(())
 }
 
 pub fn finish_reason(f: &Finish, calls: bool) -> &'static str {
@@ -183,7 +178,6 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let m = json_object(body, s.max_body, F).await?;
     let f = Fields::new(&m, F);
     only_one_choice(&f)?;
-    refuse_unsupported(&f)?;
     let messages = template_messages(f.get("messages"))?;
     let (tools, left_out) = template_tools(&f)?;
     let note = left_out_note(&left_out);
@@ -195,10 +189,12 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
         stop: f.strings("stop")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         guide: s.guide(reading.grammar.clone().or(response_format(&f)?), F).await?,
+        logprobs: chat_logprobs(&f)?,
     };
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
     let stream = f.bool("stream")?.unwrap_or(false);
     let include_usage = m.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool);
+    let with_logprobs = ask.logprobs.is_some();
     let rx = s.start(ask, F)?;
     let (id, created) = (new_id("chatcmpl-"), now());
     if stream {
@@ -213,7 +209,8 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     }
     let r = Json(json!({
         "id": id, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": null,
+        "choices": [{"index": 0, "message": message,
+                     "logprobs": if with_logprobs { logprobs::chat(&c.logprobs) } else { Value::Null },
                      "finish_reason": finish_reason(&c.finish, !calls.is_empty())}],
         "usage": usage(&c.finish),
     }))
@@ -235,19 +232,28 @@ fn chat_stream(
     };
     let first = vec![data(&chunk(json!({"role": "assistant", "content": ""}), Value::Null))];
     let mut split = reading.splitter();
+    let mut pending = Pending::default();
     sse(rx, first, move |u| match u {
+        Update::Logprob(e) => {
+            pending.push(*e);
+            Vec::new()
+        }
         Update::Text(t) => {
             let t = if reading.on { split.push(&t) } else { t };
             if t.is_empty() {
                 return Vec::new();
             }
-            vec![data(&chunk(json!({"content": t}), Value::Null))]
+            let mut c = chunk(json!({"content": t}), Value::Null);
+            pending.into_chat(&mut c);
+            vec![data(&c)]
         }
         Update::Done(f) => {
             let mut out = Vec::new();
             let (tail, calls) = split.finish();
-            if !tail.is_empty() {
-                out.push(data(&chunk(json!({"content": tail}), Value::Null)));
+            if !tail.is_empty() || !pending.is_empty() {
+                let mut c = chunk(json!({"content": tail}), Value::Null);
+                pending.into_chat(&mut c);
+                out.push(data(&c));
             }
             if !calls.is_empty() {
                 out.push(data(&chunk(json!({"tool_calls": calls_json(&calls, true)}), Value::Null)));
@@ -301,7 +307,6 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
     let m = json_object(body, s.max_body, F).await?;
     let f = Fields::new(&m, F);
     only_one_choice(&f)?;
-    refuse_unsupported(&f)?;
     let ask = Ask {
         prompt: completion_prompt(&s, &m).await?,
         max_tokens: Some(f.budget("max_tokens")?.unwrap_or(16)),
@@ -309,9 +314,12 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
         stop: f.strings("stop")?,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         guide: s.guide(response_format(&f)?, F).await?,
+        // The completions API's `logprobs` is the number of alternatives (0: the chosen token's only).
+        logprobs: f.u64_in("logprobs", 0, MAX_TOP)?.map(|n| n as usize),
     };
     let model = f.str("model")?.unwrap_or(&s.info.name).to_string();
     let stream = f.bool("stream")?.unwrap_or(false);
+    let with_logprobs = ask.logprobs.is_some();
     let rx = s.start(ask, F)?;
     let (id, created) = (new_id("cmpl-"), now());
     let chunk = move |text: &str, finish: Value| {
@@ -319,10 +327,20 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
                "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}]})
     };
     if stream {
+        let mut pending = Pending::default();
         return Ok(sse(rx, Vec::new(), move |u| match u {
-            Update::Text(t) => vec![data(&chunk(&t, Value::Null))],
+            Update::Logprob(e) => {
+                pending.push(*e);
+                Vec::new()
+            }
+            Update::Text(t) => {
+                let mut c = chunk(&t, Value::Null);
+                pending.into_completion(&mut c);
+                vec![data(&c)]
+            }
             Update::Done(f) => {
                 let mut last = chunk("", Value::String(finish_reason(&f, false).into()));
+                pending.into_completion(&mut last);
                 last["usage"] = usage(&f);
                 vec![data(&last), Event::default().data("[DONE]")]
             }
@@ -333,6 +351,9 @@ pub async fn completions(State(s): State<Arc<Shared>>, body: Body) -> Result<Res
     }
     let c = collect(rx, F).await?;
     let mut out = chunk(&c.text, Value::String(finish_reason(&c.finish, false).into()));
+    if with_logprobs {
+        out["choices"][0]["logprobs"] = logprobs::completion(&c.logprobs, 0);
+    }
     out["usage"] = usage(&c.finish);
     Ok(Json(out).into_response())
 }

@@ -194,6 +194,7 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
         stop: Vec::new(),
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         guide: s.guide(reading.grammar.clone().or(format), F).await?,
+        logprobs: None,
     };
     let echo: Map<String, Value> =
         ["instructions", "tools", "tool_choice", "temperature", "top_p", "max_output_tokens"]
@@ -301,7 +302,7 @@ fn response_stream(
                 r["error"] = json!({"code": "server_error", "message": e});
                 vec![ev("response.failed", json!({"response": r}))]
             }
-            Update::Started { .. } | Update::Prefill { .. } => Vec::new(),
+            Update::Started { .. } | Update::Prefill { .. } | Update::Logprob(_) => Vec::new(),
         }
     })
 }

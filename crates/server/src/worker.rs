@@ -15,6 +15,7 @@ use strata_model::State;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::convo::Convos;
+use crate::logprobs::{entry, TokenLogprob};
 use crate::text::TextStream;
 
 /// What a request asks the engine for.
@@ -27,6 +28,8 @@ pub struct Job {
     pub ignore_eos: bool,
     /// The grammar the reply is decoded under (boxed: a job waits in the queue by value).
     pub guide: Option<Box<Guide>>,
+    /// Log-probabilities asked for, with this many alternatives a token.
+    pub logprobs: Option<usize>,
     pub updates: UnboundedSender<Update>,
     /// When the request came (its time to first token counts the wait in the queue).
     pub arrived: Instant,
@@ -43,6 +46,8 @@ pub enum Update {
         done: usize,
         total: usize,
     },
+    /// The next token's log-probabilities (when asked for), before the text it brings.
+    Logprob(Box<TokenLogprob>),
     Text(String),
     Done(Box<Finish>),
     Failed(String),
@@ -261,7 +266,7 @@ impl Engine<'_> {
             ignore_eos: job.ignore_eos,
             max_context: self.max_context,
             sampler: job.sampler.clone(),
-            logits: false,
+            logits: job.logprobs.is_some(),
             mark: Some(n - 1 - reused),
             spec: self.spec,
         };
@@ -272,6 +277,7 @@ impl Engine<'_> {
         let mut first: Option<Duration> = None;
         let convos = &mut self.convos;
         let mut guide = job.guide.take();
+        let mut last_logits = Vec::new();
         let out = generate_guided(&mut *self.dec, &job.prompt[reused..], &cfg, guide.as_deref_mut(), |ev| match ev {
             Event::Prompt { done, .. } => {
                 read = reused + done;
@@ -281,7 +287,13 @@ impl Engine<'_> {
                 save(convos, dec, job.prompt[..read].to_vec());
                 Ok(())
             }
-            Event::Logits(_) => Ok(()),
+            Event::Logits(l) => {
+                if job.logprobs.is_some() {
+                    last_logits.clear();
+                    last_logits.extend_from_slice(l);
+                }
+                Ok(())
+            }
             Event::Token(t) => {
                 first.get_or_insert_with(|| t0.elapsed());
                 tokens.push(t);
@@ -292,6 +304,10 @@ impl Engine<'_> {
                 });
                 if self.stop_tokens.contains(&t) && !job.ignore_eos {
                     return Ok(());
+                }
+                if let Some(n) = job.logprobs {
+                    let e = entry(self.tok, &last_logits, t, n);
+                    job.updates.send(Update::Logprob(Box::new(e))).map_err(|_| gone())?;
                 }
                 let (delta, stop) = text.push(t);
                 if !delta.is_empty() {

@@ -6,6 +6,7 @@ pub mod dequant;
 #[cfg(target_arch = "x86_64")]
 mod dequant_x86;
 pub mod dot;
+pub mod logprob;
 pub mod matvec;
 pub mod norm;
 pub mod qdot;

@@ -129,11 +129,11 @@ pub fn queue(capacity: usize) -> (Queue, Jobs) {
 }
 
 impl Queue {
-    /// Queues `job`; `Err` when the queue is full (or the engine has stopped).
-    pub fn submit(&self, job: Job) -> Result<(), Job> {
+    /// Queues `job`; `Err` (the job back) when the queue is full (or the engine has stopped).
+    pub fn submit(&self, job: Job) -> Result<(), Box<Job>> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let r = self.tx.try_send(job).map_err(|e| match e {
-            TrySendError::Full(j) | TrySendError::Disconnected(j) => j,
+            TrySendError::Full(j) | TrySendError::Disconnected(j) => Box::new(j),
         });
         if r.is_err() {
             self.waiting.fetch_sub(1, Ordering::SeqCst);

@@ -1,6 +1,7 @@
 """The official `openai` and `anthropic` clients against a running `strata serve` (crates/cli/tests/serve.rs
 starts it on the built-in model and runs this): every endpoint, streaming and not, a tool-call round
-trip on each API, then a bounded load test. Usage: serve_clients.py BASE_URL SERVER_PID CACHE_MIB (the server's --cache-mib). Prints one line per
+trip on each API, structured output through the openai client's `parse`, langchain and pydantic-ai,
+log-probabilities, then a bounded load test. Usage: serve_clients.py BASE_URL SERVER_PID CACHE_MIB (the server's --cache-mib). Prints one line per
 check and a closing 'N passed, N failed' line; exits non-zero on any failure."""
 
 import json
@@ -12,6 +13,11 @@ import urllib.request
 
 import anthropic
 import openai
+import pydantic
+from langchain_openai import ChatOpenAI
+from pydantic_ai import Agent, NativeOutput
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 BASE, PID, CACHE_MIB = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 oa = openai.OpenAI(base_url=BASE + "/v1", api_key="unused", max_retries=0)
@@ -224,6 +230,44 @@ def raw_errors():
             assert shape in json.loads(e.read()), "not the API's error shape"
 
 
+class Rating(pydantic.BaseModel):
+    """A typed reply: a small model left to itself writes no such thing at temperature 1."""
+    title: str = pydantic.Field(max_length=20)
+    stars: int = pydantic.Field(ge=1, le=5)
+
+
+SAMPLED = {"temperature": 1, "max_tokens": 200}
+
+
+def openai_structured():
+    r = oa.chat.completions.parse(model="m", messages=[{"role": "user", "content": "Rate a fortune."}],
+                                  response_format=Rating, seed=1, **SAMPLED)
+    assert isinstance(r.choices[0].message.parsed, Rating), r.choices[0].message.content
+
+
+def openai_logprobs():
+    r = oa.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}], max_tokens=8,
+                                   logprobs=True, top_logprobs=2, **GREEDY)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens or r.choices[0].finish_reason == "stop"
+    assert all(c.logprob <= 0 and len(c.top_logprobs) == 2 and c.top_logprobs[0].token == c.token for c in content)
+
+
+def langchain_structured():
+    llm = ChatOpenAI(base_url=BASE + "/v1", api_key="unused", model="m", seed=2, max_retries=0, **SAMPLED)
+    for method in ["json_schema", "function_calling"]:
+        r = llm.with_structured_output(Rating, method=method).invoke("Rate a fortune.")
+        assert isinstance(r, Rating), f"{method}: {r!r}"
+
+
+def pydantic_ai_output():
+    model = OpenAIChatModel("m", provider=OpenAIProvider(base_url=BASE + "/v1", api_key="unused"))
+    settings = {"temperature": 1, "max_tokens": 200, "seed": 3}
+    for output in [Rating, NativeOutput(Rating)]:  # a forced tool call (the default), then response_format
+        r = Agent(model, output_type=output, model_settings=settings, retries={"output": 0}).run_sync("Rate a fortune.")
+        assert isinstance(r.output, Rating), repr(r.output)
+
+
 def curl():
     """curl, as the README shows it: a streamed chat ending in [DONE], a message, /health."""
     def run(*args):
@@ -244,7 +288,9 @@ for name, f in [("openai chat", openai_chat), ("openai chat stream", openai_chat
                 ("openai responses tool round trip", openai_responses_tool_round_trip),
                 ("openai errors", openai_errors), ("anthropic messages", anthropic_messages),
                 ("anthropic tool round trip", anthropic_tool_round_trip), ("anthropic errors", anthropic_errors),
-                ("raw errors", raw_errors), ("curl", curl), ("load test", load_test)]:
+                ("raw errors", raw_errors), ("openai structured output", openai_structured),
+                ("openai logprobs", openai_logprobs), ("langchain structured output", langchain_structured),
+                ("pydantic-ai typed output", pydantic_ai_output), ("curl", curl), ("load test", load_test)]:
     check(name, f)
 failed = sum(1 for _, e in results if e)
 print(f"clients: {len(results) - failed} passed, {failed} failed")

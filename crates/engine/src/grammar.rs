@@ -75,17 +75,41 @@ impl Grammars {
     }
 }
 
-/// The schema with llguidance's layout settings added (unless it sets its own): JSON written as
-/// `{"a": 1, "b": [2, 3]}`, one space after each `,` and `:` and none elsewhere. With free whitespace a
-/// model can pad a value forever (a small one does), and one layout keeps replies alike.
+/// The schema as the engine decodes it:
+/// - llguidance's layout settings added (unless it sets its own): JSON written as `{"a": 1, "b": [2, 3]}`,
+///   one space after each `,` and `:` and none elsewhere. With free whitespace a model can pad a value
+///   forever (a small one does), and one layout keeps replies alike.
+/// - Objects closed: one that lists `properties` and says nothing of `additionalProperties` takes only
+///   those (as grammar engines' strict modes do). Open, a model may add keys of its own without end,
+///   and a client reading the reply into its type has no use for them.
 pub fn compact(schema: &Value) -> Value {
     let mut s = schema.clone();
+    close_objects(&mut s);
     if let Some(o) = s.as_object_mut() {
         o.entry("x-guidance").or_insert_with(
             || serde_json::json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
         );
     }
     s
+}
+
+/// Sets `additionalProperties: false` on every object schema with `properties` and no word on it,
+/// through every place a schema nests (not into values: `const`, `enum`, `default`, `examples`).
+fn close_objects(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("properties").is_some_and(Value::is_object) && !o.contains_key("additionalProperties") {
+                o.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            for (k, x) in o.iter_mut() {
+                if !matches!(k.as_str(), "const" | "enum" | "default" | "examples") {
+                    close_objects(x);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(close_objects),
+        _ => {}
+    }
 }
 
 /// One generation's grammar state.

@@ -137,3 +137,25 @@ fn a_grammar_taken_back_masks_as_before() {
     }
     assert!(mask(&mut g)[stops[0] as usize]);
 }
+
+#[test]
+fn objects_are_closed_unless_the_schema_opens_them() {
+    use strata_engine::grammar::compact;
+    let s = json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}},
+        "c": {"const": {"properties": {}}}, "d": {"type": "object", "properties": {}, "additionalProperties": true}}});
+    let c = compact(&s);
+    assert_eq!(c["additionalProperties"], false);
+    assert_eq!(c["properties"]["a"]["additionalProperties"], false);
+    assert_eq!(c["properties"]["c"]["const"], json!({"properties": {}}), "a value is left as it is");
+    assert_eq!(c["properties"]["d"]["additionalProperties"], true, "an open object stays open");
+    assert_eq!(c["x-guidance"]["whitespace_flexible"], false);
+    // Decoded: an object with only its listed key (a model left open may add keys without end).
+    let (m, tok, stops) = setup();
+    let grammars = Grammars::new(tok.clone(), &stops).unwrap();
+    let schema = json!({"type": "object", "properties": {"w": {"type": "string", "maxLength": 8}}, "required": ["w"]});
+    for seed in 0..3 {
+        let (text, stop, _) = run(&m, &tok, &stops, &mut grammars.json_schema(&schema).unwrap(), seed);
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text:?} ({stop:?})"));
+        assert_eq!(v.as_object().unwrap().len(), 1, "{v}");
+    }
+}

@@ -615,13 +615,7 @@ fn a_full_queue_answers_503_and_a_client_that_leaves_stops_its_generation() {
 #[test]
 fn the_official_clients_work_and_a_load_of_200_requests_loses_none() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_clients.py");
-    let have = Command::new("python3").args(["-c", "import openai, anthropic"]).output();
-    if !have.is_ok_and(|o| o.status.success()) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have the openai and anthropic packages (.ci/run installs them)"
-        );
-        eprintln!("skipped: python3 with the openai and anthropic packages is not here (pip install openai anthropic)");
+    if !have_python("import openai, anthropic, langchain_openai, pydantic_ai") {
         return;
     }
     let s = serve(&["--cache-mib", "16"]);
@@ -633,4 +627,50 @@ fn the_official_clients_work_and_a_load_of_200_requests_loses_none() {
     eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "the client checks failed:\n{text}");
     assert!(text.contains(" 0 failed"), "{text}");
+}
+
+/// Whether python3 runs `imports` (the client packages .ci/run installs). CI must have them; elsewhere a
+/// test that needs them says it did not run.
+fn have_python(imports: &str) -> bool {
+    let have = Command::new("python3").args(["-c", imports]).output().is_ok_and(|o| o.status.success());
+    assert!(have || std::env::var_os("CI").is_none(), "CI must have what `{imports}` needs (.ci/run installs it)");
+    if !have {
+        eprintln!("skipped: python3 cannot `{imports}` here (.ci/run says what to install)");
+    }
+    have
+}
+
+/// The web page in headless chromium (serve_page.py): it loads without the key, asks for it, streams a
+/// reply, stops one, keeps the conversation over a reload, and shows the monitor. The stopped reply never
+/// runs: the log holds the generations of the page's first reply, the script's own greedy call and the
+/// busy client's long reply, and no other.
+#[test]
+fn the_web_page_chats_stops_and_monitors_in_a_real_browser() {
+    let browser =
+        std::path::Path::new("/usr/bin/chromium").exists() && std::path::Path::new("/usr/bin/chromedriver").exists();
+    assert!(
+        browser || std::env::var_os("CI").is_none(),
+        "CI must have chromium and chromedriver (.ci/run installs them)"
+    );
+    if !browser || !have_python("import selenium") {
+        eprintln!("skipped: no chromium/chromedriver here (apt-get install chromium chromium-driver)");
+        return;
+    }
+    let s = serve(&["--api-key", "page-key"]);
+    let (st, _, page) = http(&s.addr, "GET", "/", &[], b"");
+    assert_eq!(st, 200, "the page loads without the key");
+    assert!(String::from_utf8_lossy(&page).contains("<title>strata</title>"));
+    assert_eq!(http(&s.addr, "GET", "/v1/models", &[], b"").0, 401, "the API still wants it");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_page.py");
+    let mut cmd = Command::new("python3");
+    cmd.args([script, &format!("http://{}", s.addr), "page-key"]);
+    if let Some(dir) = std::env::var_os("STRATA_SCREENSHOTS") {
+        cmd.arg(dir);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("page: passed"), "the page checks failed:\n{text}");
+    let generations = s.logged("generation:");
+    assert_eq!(generations.len(), 3, "{generations:#?}");
 }

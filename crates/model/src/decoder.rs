@@ -76,6 +76,10 @@ pub trait Decoder {
     fn card_ms(&mut self) -> Option<f64> {
         None
     }
+    /// The device's memory in use and in all, in bytes (the server's monitor); None on the CPU.
+    fn memory(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// The CPU back-end with a conversation's state.

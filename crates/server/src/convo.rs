@@ -71,6 +71,11 @@ impl<S> Convos<S> {
         }
     }
 
+    /// The most bytes kept.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// Entries kept and their bytes.
     pub fn usage(&self) -> (usize, usize) {
         (self.entries.len(), self.held)

@@ -1,5 +1,6 @@
 //! `strata serve`: the OpenAI APIs (chat completions, completions, responses, models) and Anthropic's
-//! messages API over one engine, with streaming, a conversation cache, and Prometheus metrics.
+//! messages API over one engine, with streaming, structured output, a conversation cache, Prometheus
+//! metrics and a web page (web.rs).
 //!
 //! The engine runs on a thread of its own ([`worker::work`]), one generation at a time; the HTTP side
 //! makes each request's prompt with the model's chat template, queues it, and turns the engine's
@@ -19,6 +20,7 @@ pub mod structured;
 pub mod text;
 pub mod tools;
 pub mod turns;
+pub mod web;
 pub mod worker;
 
 use std::net::{IpAddr, SocketAddr};
@@ -106,6 +108,10 @@ pub fn metrics_handle() -> anyhow::Result<PrometheusHandle> {
 /// Every route, behind the key check and the request counter.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route("/", get(web::index))
+        .route("/web/app.js", get(web::app))
+        .route("/web/style.css", get(web::style))
+        .route("/favicon.ico", get(web::favicon))
         .route("/health", get(health))
         .route("/v1/status", get(status))
         .route("/metrics", get(prometheus))
@@ -155,10 +161,10 @@ fn same_key(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// With a key set, every endpoint but /health wants it (`Authorization: Bearer KEY` or `x-api-key`).
+/// With a key set, every endpoint but /health and the web page's files wants it (`Authorization: Bearer KEY` or `x-api-key`).
 async fn authorize(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let Some(key) = &s.api_key else { return next.run(req).await };
-    if req.uri().path() == "/health" {
+    if req.uri().path() == "/health" || web::is_page(req.uri().path()) {
         return next.run(req).await;
     }
     let h = req.headers();
@@ -187,6 +193,7 @@ async fn count(req: Request, next: Next) -> Response {
         | "/v1/messages"
         | "/v1/messages/count_tokens") => p.to_string(),
         p if p.starts_with("/v1/models/") => "/v1/models/{id}".to_string(),
+        p if web::is_page(p) => "page".to_string(),
         _ => "other".to_string(),
     };
     let (method, path, t0) = (req.method().clone(), req.uri().path().to_string(), Instant::now());
@@ -237,6 +244,7 @@ async fn model(
 
 async fn status(State(s): State<Arc<Shared>>) -> Json<serde_json::Value> {
     let running = s.queue.running();
+    let m = s.queue.monitor();
     Json(json!({
         "model": s.info.name,
         "context": s.info.context,
@@ -248,9 +256,15 @@ async fn status(State(s): State<Arc<Shared>>) -> Json<serde_json::Value> {
         "running": running.map(|r| json!({
             "prompt_tokens": r.prompt_tokens,
             "reused_tokens": r.reused,
+            "read_tokens": r.read,
             "generated_tokens": r.generated,
             "seconds": r.since.elapsed().as_secs_f64(),
+            "prefill_tokens_per_second": r.prefill_rate(),
+            "decode_tokens_per_second": r.decode_rate(),
         })),
+        "last": {"prefill_tokens_per_second": m.last_prefill_rate, "decode_tokens_per_second": m.last_decode_rate},
+        "cache": {"conversations": m.cached.0, "bytes": m.cached.1, "budget_bytes": m.cached.2},
+        "device_memory": m.memory.map(|(used, total)| json!({"used_bytes": used, "total_bytes": total})),
     }))
 }
 

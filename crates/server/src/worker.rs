@@ -93,11 +93,42 @@ pub struct SpecTotals {
 pub struct Running {
     pub prompt_tokens: usize,
     pub reused: usize,
+    /// The prompt's tokens the decoder holds so far (the reused ones included).
+    pub read: usize,
     pub generated: usize,
     pub since: Instant,
+    pub first_token: Option<Instant>,
+}
+
+impl Running {
+    /// The prompt read so far, in tokens a second (while it is read, then up to the first token).
+    pub fn prefill_rate(&self) -> f64 {
+        let t = self.first_token.unwrap_or_else(Instant::now) - self.since;
+        (self.read - self.reused) as f64 / t.as_secs_f64().max(1e-9)
+    }
+
+    /// Tokens a second after the first.
+    pub fn decode_rate(&self) -> Option<f64> {
+        let t = self.first_token?.elapsed().as_secs_f64();
+        (self.generated > 1 && t > 0.0).then(|| (self.generated - 1) as f64 / t)
+    }
 }
 
 type Now = Arc<Mutex<Option<Running>>>;
+
+/// What the engine thread last said of itself, for /v1/status (the web page's monitor).
+#[derive(Clone, Debug, Default)]
+pub struct Monitor {
+    /// The last finished generation's prompt and decode rates, in tokens a second.
+    pub last_prefill_rate: Option<f64>,
+    pub last_decode_rate: Option<f64>,
+    /// Saved conversations, their bytes, and the cache's budget in bytes.
+    pub cached: (usize, usize, usize),
+    /// The device's memory in use and in all, in bytes (None on the CPU).
+    pub memory: Option<(u64, u64)>,
+}
+
+type Shown = Arc<Mutex<Monitor>>;
 
 /// The sending side of the queue, shared by the request handlers.
 #[derive(Clone)]
@@ -107,6 +138,7 @@ pub struct Queue {
     capacity: usize,
     now: Now,
     spec: Arc<SpecTotals>,
+    shown: Shown,
 }
 
 /// The receiving side, for [`work`].
@@ -115,6 +147,7 @@ pub struct Jobs {
     waiting: Arc<AtomicUsize>,
     now: Now,
     spec: Arc<SpecTotals>,
+    shown: Shown,
 }
 
 /// A queue of at most `capacity` waiting jobs.
@@ -124,8 +157,10 @@ pub fn queue(capacity: usize) -> (Queue, Jobs) {
     let waiting = Arc::new(AtomicUsize::new(0));
     let now = Now::default();
     let spec = Arc::new(SpecTotals::default());
-    let queue = Queue { tx, waiting: waiting.clone(), capacity, now: now.clone(), spec: spec.clone() };
-    (queue, Jobs { rx, waiting, now, spec })
+    let shown = Shown::default();
+    let queue =
+        Queue { tx, waiting: waiting.clone(), capacity, now: now.clone(), spec: spec.clone(), shown: shown.clone() };
+    (queue, Jobs { rx, waiting, now, spec, shown })
 }
 
 impl Queue {
@@ -160,6 +195,11 @@ impl Queue {
     pub fn running(&self) -> Option<Running> {
         self.now.lock().ok()?.clone()
     }
+
+    /// What the engine last said of itself.
+    pub fn monitor(&self) -> Monitor {
+        self.shown.lock().map(|m| m.clone()).unwrap_or_default()
+    }
 }
 
 fn set(now: &Now, f: impl FnOnce(&mut Option<Running>)) {
@@ -186,6 +226,7 @@ pub struct Engine<'a> {
 
 /// Runs jobs until every [`Queue`] is dropped.
 pub fn work(jobs: Jobs, engine: &mut Engine) {
+    engine.show(&jobs.shown, None);
     while let Ok(mut job) = jobs.rx.recv() {
         jobs.waiting.fetch_sub(1, Ordering::SeqCst);
         metrics::gauge!("strata_queue_depth").set(jobs.waiting.load(Ordering::SeqCst) as f64);
@@ -200,6 +241,7 @@ pub fn work(jobs: Jobs, engine: &mut Engine) {
         let _ = job.updates.send(match out {
             Ok(f) => {
                 record(&f);
+                engine.show(&jobs.shown, Some(&f));
                 let t = &jobs.spec;
                 t.passes.fetch_add(f.spec.passes, Ordering::Relaxed);
                 t.drafted.fetch_add(f.spec.drafted, Ordering::Relaxed);
@@ -255,7 +297,16 @@ impl Engine<'_> {
             return Err("the prompt is empty".into());
         }
         let reused = self.resume(&job.prompt)?;
-        set(now, |r| *r = Some(Running { prompt_tokens: job.prompt.len(), reused, generated: 0, since: t0 }));
+        set(now, |r| {
+            *r = Some(Running {
+                prompt_tokens: job.prompt.len(),
+                reused,
+                read: reused,
+                generated: 0,
+                since: t0,
+                first_token: None,
+            })
+        });
         let _ = job.updates.send(Update::Started { reused });
         let n = job.prompt.len();
         // The prompt read from `reused` on; the state where the assistant's turn begins (all but the
@@ -281,6 +332,11 @@ impl Engine<'_> {
         let out = generate_guided(&mut *self.dec, &job.prompt[reused..], &cfg, guide.as_deref_mut(), |ev| match ev {
             Event::Prompt { done, .. } => {
                 read = reused + done;
+                set(now, |r| {
+                    if let Some(r) = r {
+                        r.read = read;
+                    }
+                });
                 job.updates.send(Update::Prefill { done: read, total: n }).map_err(|_| gone())
             }
             Event::Mark(dec) => {
@@ -300,6 +356,7 @@ impl Engine<'_> {
                 set(now, |r| {
                     if let Some(r) = r {
                         r.generated += 1;
+                        r.first_token.get_or_insert_with(Instant::now);
                     }
                 });
                 if self.stop_tokens.contains(&t) && !job.ignore_eos {
@@ -398,6 +455,21 @@ impl Engine<'_> {
     /// Saves the decoder's state under `tokens` (what it holds).
     fn save(&mut self, tokens: Vec<u32>) {
         save(&mut self.convos, &*self.dec, tokens);
+    }
+}
+
+impl Engine<'_> {
+    /// Tells the monitor the last generation's rates (when one has ended), the cache and the memory.
+    fn show(&self, shown: &Shown, f: Option<&Finish>) {
+        let Ok(mut m) = shown.lock() else { return };
+        if let Some(f) = f {
+            let rate = |n: usize, d: Duration| (n > 0 && !d.is_zero()).then(|| n as f64 / d.as_secs_f64());
+            m.last_prefill_rate = rate(f.prompt_tokens - f.reused, f.prefill);
+            m.last_decode_rate = rate(f.completion_tokens.saturating_sub(1), f.decode);
+        }
+        let (n, held) = self.convos.usage();
+        m.cached = (n, held, self.convos.budget());
+        m.memory = self.dec.memory();
     }
 }
 

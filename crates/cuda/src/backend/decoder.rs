@@ -398,6 +398,10 @@ impl Decoder for CudaDecoder<'_> {
         self.fwd.gpu.card_ms_take().ok().flatten()
     }
 
+    fn memory(&self) -> Option<(u64, u64)> {
+        crate::runtime::device::memory(&self.fwd.gpu)
+    }
+
     fn report(&self) -> Option<String> {
         let mut lines = crate::backend::report::lines(&self.fwd, self.state.kv, self.pos, self.at_prompt_end);
         lines.extend(self.draft_times.line());

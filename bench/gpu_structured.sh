@@ -44,3 +44,4 @@ print(json.dumps([c.get("message") and {k: v for k, v in c["message"].items() if
   fi
 done
 echo "structured output and log-probabilities: $same SAME, $differ DIFFER"
+echo "the GPU server's /v1/status (the monitor's figures): $(curl -s localhost:18201/v1/status | python3 -c 'import json,sys; s=json.load(sys.stdin); print(json.dumps({k: s[k] for k in ["device_memory", "cache", "last"]}))')"

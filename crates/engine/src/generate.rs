@@ -10,6 +10,7 @@ use crate::grammar::Guide;
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::tuner::Tuner;
 pub use crate::tuner::MAX_DRAFTS;
+use strata_model::ops::sample::sample;
 
 #[derive(Clone, Debug)]
 pub struct GenerateConfig {
@@ -146,7 +147,7 @@ pub fn generate_guided(
     let drafting = match cfg.spec {
         Drafts::Fixed(n) => n > 0,
         Drafts::Auto => dec.windows_pay(),
-    } && !logits
+    } && (!logits || dec.gives_window_logits())
         && dec.start_drafting();
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let greedy = cfg.sampler.greedy();
@@ -220,11 +221,22 @@ pub fn generate_guided(
             break Stop::ContextFull;
         }
         if drafting {
-            break speculate(dec, cfg, &mut tokens, &mut on_event, &mut spec)?;
+            let how = if logits { Verify::Logits(guide.as_deref_mut()) } else { Verify::Chosen };
+            break speculate(dec, cfg, how, &mut tokens, &mut on_event, &mut spec)?;
         }
         head = step(dec, &[next], &mut sampler)?;
     };
     Ok(Generated { tokens, stop, prompt_tokens: prompt.len(), prompt_time, decode_time: t1.elapsed(), spec })
+}
+
+/// How a verify window's tokens are chosen.
+enum Verify<'g> {
+    /// Where the logits are (the device's argmax or draw).
+    Chosen,
+    /// Here, from each position's logits, which the caller sees first; masked by the grammar when there
+    /// is one, position by position in the state the tokens chosen before it reach (the grammar takes
+    /// only the tokens kept, so nothing of it is taken back when a draft is refused).
+    Logits(Option<&'g mut Guide>),
 }
 
 /// The rest of the generation in verify windows (docs/SPECULATION.md): `tokens` ends with the last
@@ -234,6 +246,7 @@ pub fn generate_guided(
 fn speculate(
     dec: &mut dyn Decoder,
     cfg: &GenerateConfig,
+    mut how: Verify,
     tokens: &mut Vec<u32>,
     on_event: &mut impl FnMut(Event) -> std::io::Result<()>,
     spec: &mut SpecStats,
@@ -252,7 +265,32 @@ fn speculate(
         let n = wanted.min(cfg.n_predict - tokens.len() - 1).min(room - 1);
         // Position i's token is the generation's (tokens.len() + i)-th: drawn with that draw's number.
         let pick = |i: usize| (!cfg.sampler.greedy()).then(|| cfg.sampler.params_at((tokens.len() + i) as u64));
-        let (drafts, chosen) = if n > 0 {
+        let mut rows = Vec::new();
+        let (drafts, chosen) = if let Verify::Logits(guide) = &mut how {
+            // Drafts from the MTP layer as ever; each position's token chosen here, in turn, until one
+            // differs from its draft.
+            let drafts = if n > 0 { dec.draft(x, n, &[]).map_err(device)? } else { Vec::new() };
+            let window: Vec<u32> = std::iter::once(x).chain(drafts.iter().copied()).collect();
+            rows = if n > 0 { dec.verify_logits(&window) } else { dec.forward_last(&window).map(|l| vec![l]) }
+                .map_err(device)?;
+            let mut chosen = Vec::with_capacity(n + 1);
+            let mut masked = Vec::new();
+            for (i, row) in rows.iter().enumerate() {
+                masked.clone_from(row);
+                if let Some(g) = guide.as_deref_mut() {
+                    g.mask(&mut masked).map_err(GenerateError::Grammar)?;
+                }
+                let t = sample(&masked, &cfg.sampler.params_at((tokens.len() + i) as u64));
+                if let Some(g) = guide.as_deref_mut() {
+                    g.commit(t).map_err(GenerateError::Grammar)?;
+                }
+                chosen.push(t);
+                if drafts.get(i) != Some(&t) {
+                    break;
+                }
+            }
+            (drafts, chosen)
+        } else if n > 0 {
             let picks: Vec<_> = (0..=n).map(pick).collect();
             let drafts = dec.draft(x, n, &picks).map_err(device)?;
             let window: Vec<u32> = std::iter::once(x).chain(drafts.iter().copied()).collect();
@@ -277,6 +315,11 @@ fn speculate(
             spec.at[i].1 += usize::from(i < k);
         }
         for (j, &t) in chosen[..=k].iter().enumerate() {
+            let seen = rows.get(j).map_or(Ok(()), |row| on_event(Event::Logits(row)));
+            if seen.is_err() && n > 0 {
+                dec.accept(j + 1).map_err(device)?; // the window up to this position's token
+            }
+            seen?;
             tokens.push(t);
             let sent = on_event(Event::Token(t));
             let stop = if !cfg.ignore_eos && cfg.stops.contains(&t) {

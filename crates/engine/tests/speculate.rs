@@ -5,8 +5,13 @@
 
 use std::path::Path;
 
-use strata_engine::generate::{complete_state, generate, Drafts, GenerateConfig, Generated, Stop};
+use strata_engine::generate::{
+    complete_state, generate, generate_guided, Drafts, Event, GenerateConfig, Generated, Stop,
+};
+use strata_engine::grammar::Grammars;
 use strata_engine::sampler::SamplerConfig;
+use strata_engine::tokenizer::Tokenizer;
+use strata_gguf::GgufSet;
 use strata_model::decoder::{CpuDecoder, Decoder};
 use strata_model::ops::sample::SampleParams;
 use strata_model::{KvMode, Model, RopeScaling, State};
@@ -91,6 +96,12 @@ impl<D: Decoder> Decoder for Rejecting<D> {
     }
     fn verify(&mut self, w: &[u32], p: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         self.inner.verify(w, p)
+    }
+    fn verify_logits(&mut self, w: &[u32]) -> Result<Vec<Vec<f32>>, String> {
+        self.inner.verify_logits(w)
+    }
+    fn gives_window_logits(&self) -> bool {
+        self.inner.gives_window_logits()
     }
     fn accept(&mut self, kept: usize) -> Result<(), String> {
         self.inner.accept(kept)
@@ -378,4 +389,64 @@ mod gpu {
         assert!(bytes(&m, &sa) == bytes(&m, &sb), "the resumed state or its MTP cells differ");
         assert!(b.spec.passes > 0);
     }
+}
+
+/// Windows chosen on the host from each position's logits (a grammar's, or log-probabilities'): the
+/// plain run's tokens, logits and state, for every N, greedy and sampled, under a JSON schema and with
+/// none, and with a draft made wrong at each window position (the grammar is never given a refused one).
+#[test]
+fn windows_chosen_from_logits_under_a_grammar_write_the_plain_run() {
+    let m = model();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
+    let tok = std::sync::Arc::new(Tokenizer::from_gguf(&GgufSet::open(path).unwrap()).unwrap());
+    let stops: Vec<u32> = [tok.eos, tok.im_end].into_iter().flatten().collect();
+    let grammars = Grammars::new(tok.clone(), &stops).unwrap();
+    let schema = serde_json::json!({"type": "object", "properties": {"w": {"type": "string", "maxLength": 30},
+        "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 4}}, "required": ["w", "n"]});
+    // Tokens, every logits row's bits, the trunk's state after, and the passes made.
+    let go = |dec: &mut dyn Decoder, c: &GenerateConfig, guided: bool| {
+        let mut g = guided.then(|| grammars.json_schema(&schema).unwrap());
+        let mut rows: Vec<Vec<u32>> = Vec::new();
+        let out = generate_guided(dec, &prompt(), c, g.as_mut(), |e| {
+            if let Event::Logits(l) = e {
+                rows.push(l.iter().map(|x| x.to_bits()).collect());
+            }
+            Ok(())
+        })
+        .unwrap();
+        complete_state(dec, &out, c.max_context).unwrap();
+        let mut state = dec.snapshot().unwrap();
+        state.mtp = None;
+        (out.tokens, rows, bytes(&m, &state), out.spec.passes)
+    };
+    let mut cut = false;
+    for sampler in [SamplerConfig::default(), SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 5 }] {
+        for guided in [true, false] {
+            let mut c = cfg(32, 0, sampler.clone());
+            (c.logits, c.stops, c.ignore_eos) = (true, stops.clone(), false);
+            let plain = go(&mut fresh(&m), &c, guided);
+            assert_eq!(plain.3, 0);
+            if guided {
+                let text: Vec<u32> = plain.0.iter().copied().filter(|t| !stops.contains(t)).collect();
+                let v: serde_json::Value = serde_json::from_str(&tok.decode(&text).unwrap()).unwrap();
+                assert!(v["w"].is_string(), "{v}");
+            }
+            for n in [2, 5] {
+                c.spec = Drafts::Fixed(n);
+                let spec = go(&mut fresh(&m), &c, guided);
+                assert!(spec.3 > 0, "N = {n}: no window ran");
+                assert_eq!(spec.0, plain.0, "N = {n}, guided {guided}");
+                assert!(spec.1 == plain.1, "N = {n}, guided {guided}: the logits differ");
+                assert!(spec.2 == plain.2, "N = {n}, guided {guided}: the state differs");
+                for at in 0..n {
+                    let mut dec = Rejecting { inner: fresh(&m), at, seen: Vec::new() };
+                    let wrong = go(&mut dec, &c, guided);
+                    assert_eq!(wrong.0, plain.0, "N = {n}, wrong at {at}, guided {guided}");
+                    assert!(wrong.2 == plain.2, "N = {n}, wrong at {at}: the state differs");
+                    cut |= wrong.3 > spec.3;
+                }
+            }
+        }
+    }
+    assert!(cut, "a wrong draft never cost a pass: the test misses the refused path");
 }

@@ -63,6 +63,16 @@ pub trait Decoder {
     fn verify(&mut self, _window: &[u32], _picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         Err("this decoder does not draft".into())
     }
+    /// [`Decoder::verify`] giving each position's logits instead of a chosen token, for a caller that
+    /// masks them (a grammar) or reports them (log-probabilities) before it chooses. A point is kept
+    /// after each token as `verify` keeps one.
+    fn verify_logits(&mut self, _window: &[u32]) -> Result<Vec<Vec<f32>>, String> {
+        Err("this decoder gives no window's logits".into())
+    }
+    /// Whether [`Decoder::verify_logits`] is there.
+    fn gives_window_logits(&self) -> bool {
+        false
+    }
     /// Keeps the first `kept` tokens (1 ..= its length) of the window just verified and drops the rest.
     fn accept(&mut self, _kept: usize) -> Result<(), String> {
         Err("this decoder does not draft".into())
@@ -165,8 +175,28 @@ impl<'a> CpuDecoder<'a> {
 
     /// [`Decoder::verify`]: the window's tokens one by one, a rewind point after each.
     fn verify_window(&mut self, window: &[u32], picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
-        if self.state.mtp.is_none() || window.is_empty() || picks.len() != window.len() {
-            return Err("a verify window needs drafting on and a pick per token".into());
+        if picks.len() != window.len() {
+            return Err("a verify window needs a pick per token".into());
+        }
+        let mut picks = picks.iter();
+        self.verify_each(window, |cpu, fin| {
+            let Ok(c) = match picks.next().expect("a pick per token") {
+                None => cpu.last_argmax(fin),
+                Some(p) => cpu.last_sample(fin, p),
+            };
+            c
+        })
+    }
+
+    /// Runs the verify window's tokens one by one, `head` on each one's final read, a rewind point after
+    /// each.
+    fn verify_each<R>(
+        &mut self,
+        window: &[u32],
+        mut head: impl FnMut(&Cpu, &Vec<Vec<f32>>) -> R,
+    ) -> Result<Vec<R>, String> {
+        if self.state.mtp.is_none() || window.is_empty() {
+            return Err("a verify window needs drafting on and a token".into());
         }
         // The draft chain's provisional cells go; the one before the window stays (or is written now).
         let first = self.state.pos;
@@ -177,15 +207,11 @@ impl<'a> CpuDecoder<'a> {
         self.cell_before(window[0]);
         self.window.clear();
         let mut chosen = Vec::with_capacity(window.len());
-        for (&t, pick) in window.iter().zip(picks) {
+        for &t in window {
             let (cpu, pos) = (Cpu::new(self.model), self.state.pos);
             let Ok((fin, r)) = trunk(&cpu, &self.model.config, &mut self.state, &[t], pos);
             self.state.pos += 1;
-            let Ok(c) = match pick {
-                None => cpu.last_argmax(&fin),
-                Some(p) => cpu.last_sample(&fin, p),
-            };
-            chosen.push(c);
+            chosen.push(head(&cpu, &fin));
             let point = self.state.point();
             self.window.push((t, r.into_iter().next().unwrap_or_default(), point));
         }
@@ -268,6 +294,19 @@ impl Decoder for CpuDecoder<'_> {
 
     fn verify(&mut self, window: &[u32], picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         on_pool(|| self.verify_window(window, picks))
+    }
+
+    fn verify_logits(&mut self, window: &[u32]) -> Result<Vec<Vec<f32>>, String> {
+        on_pool(|| {
+            self.verify_each(window, |cpu, fin| {
+                let Ok(l) = cpu.last_logits(fin);
+                l
+            })
+        })
+    }
+
+    fn gives_window_logits(&self) -> bool {
+        true
     }
 
     fn accept(&mut self, kept: usize) -> Result<(), String> {

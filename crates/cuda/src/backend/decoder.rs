@@ -380,6 +380,31 @@ impl Decoder for CudaDecoder<'_> {
         Ok(ids.iter().map(|&t| t as u32).collect())
     }
 
+    fn verify_logits(&mut self, window: &[u32]) -> Result<Vec<Vec<f32>>, String> {
+        let e = |e: CudaError| e.to_string();
+        check_picks(window, &vec![None; window.len()])?;
+        let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
+        let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
+        (self.ahead, self.verify_ahead) = (None, None);
+        if let Some(p) = &fwd.gpu.profile {
+            p.begin(Call::Verify).map_err(e)?;
+        }
+        d.before_window(pos);
+        state.begin_window().map_err(e)?;
+        let head = |fin: &Rows| fwd.timed("head", || fwd.rows_head(fin));
+        let y = fwd.step(|| head(&trunk_cells(fwd, state, Some(&mut *d), window, pos)?)).map_err(e)?;
+        d.ran_window(window.len());
+        self.pos += window.len();
+        let vocab = fwd.vocab_rows();
+        let rows = y.read(&fwd.gpu, window.len() * vocab).map_err(e)?;
+        fwd.end_pass().map_err(e)?;
+        Ok(rows.chunks(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    fn gives_window_logits(&self) -> bool {
+        true
+    }
+
     fn accept(&mut self, kept: usize) -> Result<(), String> {
         let e = |e: CudaError| e.to_string();
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;

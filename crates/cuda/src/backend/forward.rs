@@ -321,8 +321,7 @@ impl CudaForward<'_> {
             if picks.len() != fin.t {
                 return Err(CudaError::Shape(format!("{} picks for a window of {}", picks.len(), fin.t)));
             }
-            let y = Buf::<f32>::uninit(g, fin.t * vocab)?;
-            matvec(g, &self.w.output, &fin.buf, &y, fin.t)?;
+            let y = self.rows_head(fin)?;
             let ids = Buf::<i32>::uninit(g, fin.t)?; // every entry written below
             for (i, pick) in picks.iter().enumerate() {
                 let row = y.view(g, i * vocab, vocab)?;
@@ -333,6 +332,14 @@ impl CudaForward<'_> {
             }
             Ok(ids)
         })
+    }
+
+    /// The logits of every token of the window, row after row, on the device.
+    pub(crate) fn rows_head(&self, fin: &Rows) -> Result<Buf<f32>, CudaError> {
+        let (g, vocab) = (&*self.gpu, self.w.output.rows);
+        let y = Buf::<f32>::uninit(g, fin.t * vocab)?; // the product writes every row
+        matvec(g, &self.w.output, &fin.buf, &y, fin.t)?;
+        Ok(y)
     }
 
     /// The logits of the window's last token, on the device.

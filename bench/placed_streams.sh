@@ -18,12 +18,14 @@ run() {
   timeout 60 $bin run -m $model --prompt-tokens $P -n 48 --ignore-eos --device cuda --max-context 4096 "$@" 2>&1 \
     | grep -E "expert cache:|tok/s|rror|panick|note"
 }
+rm -f /tmp/logits-whole.bin /tmp/logits-s.bin  # a run that fails leaves no file to compare
 run --dump-logits /tmp/logits-whole.bin | sed "s/^/[whole] /"
 for c in ${CHECKS:-"12,0,8" "12,3,8" "12,4,8" "12,6,1" "32,3,8"}; do
   IFS=, read -r mem s every <<< "$c"
   tag="[--gpu-mem $mem, STRATA_STREAM_SLOTS=$s, STRATA_CACHE_EVERY=$every]"
+  rm -f /tmp/logits-s.bin
   STRATA_STREAM_SLOTS=$s STRATA_CACHE_EVERY=$every run --gpu-mem $mem --dump-logits /tmp/logits-s.bin | sed "s/^/$tag /"
-  if cmp -s /tmp/logits-whole.bin /tmp/logits-s.bin; then
+  if [ -s /tmp/logits-whole.bin ] && cmp -s /tmp/logits-whole.bin /tmp/logits-s.bin; then
     echo "$tag logits identical to the whole model's ($(stat -c %s /tmp/logits-s.bin) bytes)"
   else
     echo "$tag LOGITS DIFFER from the whole model's"
@@ -31,7 +33,7 @@ for c in ${CHECKS:-"12,0,8" "12,3,8" "12,4,8" "12,6,1" "32,3,8"}; do
   t
 done
 [ "${ROWS:-1}" = 0 ] && exit 0
-for s in 0 2 4 6; do
+for s in ${SLOTS:-0 2 4 6}; do
   echo "##### STRATA_STREAM_SLOTS=$s"
   STRATA_STREAM_SLOTS=$s HOST_SWEEP=0 SPECS=0 bash "$(dirname "$0")/placed_bench.sh" 4096 12 2>&1 | grep -E "==|expert cache:|prompt:|\[|rror"
 done

@@ -52,54 +52,60 @@ pub fn gdn_window(
     let z = w.gate.matvec_inputs(&inputs);
     let beta = w.beta.matvec_inputs(&inputs);
     let alpha = w.alpha.matvec_inputs(&inputs);
-    let y: Vec<Vec<f32>> = (0..xs.len()).map(|t| recur(&u[t], &z[t], &beta[t], &alpha[t], w, dims, eps, st)).collect();
+    let tokens: Vec<Token> = (0..xs.len()).map(|t| token(&u[t], &beta[t], &alpha[t], w, dims, st)).collect();
+    let (s, hv) = (dims.0, dims.2);
+    // Value heads are independent: each runs the window's tokens in order on its own state (the same
+    // steps as token by token, so the same bits), the heads side by side on the threads.
+    let head = |j: usize, m: &mut [f32]| -> Vec<Vec<f32>> {
+        let i = j % dims.1; // the converter stores value heads tiled: value head j reads key head j mod Hk
+        (0..tokens.len())
+            .map(|t| {
+                let tk = &tokens[t];
+                let o = delta_rule(m, &tk.q[i * s..(i + 1) * s], &tk.k[i * s..(i + 1) * s], &tk.v[j * s..(j + 1) * s], tk.beta[j], tk.decay[j]);
+                let mut yj = vec![0f32; s];
+                rms_norm(&o, &w.norm, eps, &mut yj);
+                for (a, &zz) in yj.iter_mut().zip(&z[t][j * s..(j + 1) * s]) {
+                    *a *= sigmoid(zz);
+                }
+                yj
+            })
+            .collect()
+    };
+    let by_head: Vec<Vec<Vec<f32>>> = if tokens.len() > 1 {
+        use rayon::prelude::*;
+        st.m.par_chunks_mut(s * s).enumerate().map(|(j, m)| head(j, m)).collect()
+    } else {
+        st.m.chunks_mut(s * s).enumerate().map(|(j, m)| head(j, m)).collect()
+    };
+    let y: Vec<Vec<f32>> = (0..tokens.len()).map(|t| (0..hv).flat_map(|j| by_head[j][t].iter().copied()).collect()).collect();
     w.out.matvec_window(&y.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
 
-/// One token's conv and delta rule from its projections (`beta` before its sigmoid): the gated, normed
-/// value heads that the output projection reads.
-#[allow(clippy::too_many_arguments)]
-fn recur(
-    u: &[f32],
-    z: &[f32],
-    beta: &[f32],
-    alpha: &[f32],
-    w: &GdnWeights,
-    (s, hk, hv): (usize, usize, usize),
-    eps: f32,
-    st: &mut GdnState,
-) -> Vec<f32> {
+/// One token's conv output made ready for the delta rule: q (l2-normed, scaled) and k (l2-normed) of
+/// each key head, v of each value head, and each value head's β and decay.
+struct Token {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    beta: Vec<f32>,
+    decay: Vec<f32>,
+}
+
+/// The token's conv (its state moved on) and what the delta rule reads of it (`beta` before its
+/// sigmoid).
+fn token(u: &[f32], beta: &[f32], alpha: &[f32], w: &GdnWeights, (s, hk, hv): (usize, usize, usize), st: &mut GdnState) -> Token {
     let mut conv: Vec<f32> = causal_conv(&mut st.conv, u, &w.conv).into_iter().map(silu).collect();
-    let (qk, v) = conv.split_at_mut(2 * hk * s);
+    let v = conv.split_off(2 * hk * s);
     let qscale = rsqrt(s as f32);
-    for head in qk.chunks_mut(s) {
+    for head in conv.chunks_mut(s) {
         l2_norm_inplace(head);
     }
-    for q in qk[..hk * s].iter_mut() {
+    for q in conv[..hk * s].iter_mut() {
         *q *= qscale;
     }
-    let (q, k) = qk.split_at(hk * s);
-    let beta: Vec<f32> = beta.iter().map(|&b| sigmoid(b)).collect();
-    let mut y = vec![0f32; hv * s];
-    for j in 0..hv {
-        // The converter stores value heads tiled: value head j reads key head j mod Hk.
-        let i = j % hk;
-        let gate = softplus(alpha[j] + w.dt_bias[j]) * w.a[j];
-        let o = delta_rule(
-            &mut st.m[j * s * s..(j + 1) * s * s],
-            &q[i * s..(i + 1) * s],
-            &k[i * s..(i + 1) * s],
-            &v[j * s..(j + 1) * s],
-            beta[j],
-            exp(gate),
-        );
-        let yj = &mut y[j * s..(j + 1) * s];
-        rms_norm(&o, &w.norm, eps, yj);
-        for (a, &zz) in yj.iter_mut().zip(&z[j * s..(j + 1) * s]) {
-            *a *= sigmoid(zz);
-        }
-    }
-    y
+    let k = conv.split_off(hk * s);
+    let decay = (0..hv).map(|j| exp(softplus(alpha[j] + w.dt_bias[j]) * w.a[j])).collect();
+    Token { q: conv, k, v, beta: beta.iter().map(|&b| sigmoid(b)).collect(), decay }
 }
 
 /// One step of the gated delta rule on `m` (`[key dim a][value dim b]`):
@@ -107,25 +113,21 @@ fn recur(
 /// Each sum is an fma chain over a ascending from +0; the update is `fma(k[a], δ[b], M[a][b])`.
 pub fn delta_rule(m: &mut [f32], q: &[f32], k: &[f32], v: &[f32], beta: f32, decay: f32) -> Vec<f32> {
     let s = q.len();
-    for x in m.iter_mut() {
-        *x *= decay;
-    }
+    // Two passes over M, each value's operations in the order above: the decay and p's fma in the first,
+    // the update and o's fma in the second (each sum still over a ascending).
     let mut p = vec![0f32; s];
-    for a in 0..s {
-        for b in 0..s {
-            p[b] = m[a * s + b].mul_add(k[a], p[b]);
+    for (a, row) in m.chunks_exact_mut(s).enumerate() {
+        for (x, pb) in row.iter_mut().zip(p.iter_mut()) {
+            *x *= decay;
+            *pb = x.mul_add(k[a], *pb);
         }
     }
     let delta: Vec<f32> = (0..s).map(|b| beta * (v[b] - p[b])).collect();
-    for a in 0..s {
-        for b in 0..s {
-            m[a * s + b] = k[a].mul_add(delta[b], m[a * s + b]);
-        }
-    }
     let mut o = vec![0f32; s];
-    for a in 0..s {
-        for b in 0..s {
-            o[b] = m[a * s + b].mul_add(q[a], o[b]);
+    for (a, row) in m.chunks_exact_mut(s).enumerate() {
+        for ((x, &d), ob) in row.iter_mut().zip(&delta).zip(o.iter_mut()) {
+            *x = k[a].mul_add(d, *x);
+            *ob = x.mul_add(q[a], *ob);
         }
     }
     o

@@ -46,19 +46,32 @@ pub fn qsa_window(
         (Some(idx), r) if r > 0 => Some((idx, idx.k.matvec_inputs(&inputs), indexer_queries(idx, c, xs, pos, r))),
         _ => None,
     };
-    let heads: Vec<Vec<f32>> = (0..xs.len())
-        .map(|t| {
-            let p = pos + t;
-            let row = rope.row(p as u64);
-            push_kv(k[t].clone(), &v[t], w, c, st, &row, rope);
-            let cells = match &indexer {
-                Some((idx, raw, qi)) => select(&raw[t], &qi[t], idx, c, st, p, ratio, rope, &row),
-                None => (0..=p as u32).collect(),
-            };
-            debug_assert!(cells.iter().all(|&i| (i as usize) <= p));
-            attend_heads(&qg[t], w, c, st, &cells, &row, rope)
-        })
-        .collect();
+    // The window's cells and closed blocks stored first, in order; then each token, reading only the
+    // cells and blocks up to its own position (the same values as token by token), on the threads.
+    for t in 0..xs.len() {
+        let row = rope.row((pos + t) as u64);
+        push_kv(k[t].clone(), &v[t], w, c, st, &row, rope);
+        if let Some((idx, raw, _)) = &indexer {
+            close_block(&raw[t], idx, c, st, pos + t, ratio, rope);
+        }
+    }
+    let st = &*st;
+    let one = |t: usize| {
+        let p = pos + t;
+        let row = rope.row(p as u64);
+        let cells = match &indexer {
+            Some((idx, _, qi)) => select(&qi[t], idx, c, st, p, ratio, rope, &row),
+            None => (0..=p as u32).collect(),
+        };
+        debug_assert!(cells.iter().all(|&i| (i as usize) <= p));
+        attend_heads(&qg[t], w, c, st, &cells, &row, rope)
+    };
+    let heads: Vec<Vec<f32>> = if xs.len() > 1 {
+        use rayon::prelude::*;
+        (0..xs.len()).into_par_iter().map(one).collect()
+    } else {
+        vec![one(0)]
+    };
     w.o.matvec_window(&heads.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
 
@@ -178,32 +191,36 @@ fn weighted_sum(e: &[f32], vs: &[f32], dim: usize, off: usize, dh: usize) -> Vec
     lanes.into_iter().map(|l| butterfly_used(l, used)).collect()
 }
 
-/// The indexer (spec §0.7, §5.2–5.5), given this token's raw key and query projections: store the raw
-/// key and close its block if this cell completes it; when more blocks are complete than are kept, score
-/// them all (the one just closed too) with this token's queries and select whole blocks plus the
-/// incomplete block's cells.
+/// The indexer's keys (spec §0.7, §5.2–5.4): store this token's raw key, and close its block (the mean
+/// of its raw keys, normed and roped at the block's first cell) if this cell completes it.
+fn close_block(raw: &[f32], w: &IndexerWeights, c: &Config, st: &mut QsaState, pos: usize, r: usize, rope: &Rope) {
+    st.raw.extend_from_slice(raw);
+    let n_cells = pos + 1;
+    if n_cells.is_multiple_of(r) {
+        let mut key = block_mean(&st.raw, c.idx_dim);
+        st.raw.clear();
+        rms_norm_inplace(&mut key, &w.k_norm, c.eps);
+        rope.apply(&rope.row((n_cells - r) as u64), &mut key);
+        st.blocks.extend(key);
+    }
+}
+
+/// The cells the token at `pos` attends to (spec §5.5), given its indexer query projections: every cell
+/// while no more blocks are complete than are kept; else the complete blocks up to it (the one it
+/// closes too) scored with its queries, whole blocks selected, plus the incomplete block's cells.
 #[allow(clippy::too_many_arguments)]
 fn select(
-    raw: &[f32],
     qi: &[f32],
     w: &IndexerWeights,
     c: &Config,
-    st: &mut QsaState,
+    st: &QsaState,
     pos: usize,
     r: usize,
     rope: &Rope,
     row: &[(f32, f32)],
 ) -> Vec<u32> {
     let di = c.idx_dim;
-    st.raw.extend_from_slice(raw);
     let n_cells = pos + 1;
-    if n_cells.is_multiple_of(r) {
-        let mut key = block_mean(&st.raw, di);
-        st.raw.clear();
-        rms_norm_inplace(&mut key, &w.k_norm, c.eps);
-        rope.apply(&rope.row((n_cells - r) as u64), &mut key);
-        st.blocks.extend(key);
-    }
     let complete = n_cells / r;
     let keep = c.idx_top_k / r;
     if complete <= keep {

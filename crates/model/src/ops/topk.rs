@@ -15,10 +15,20 @@ pub fn score_key(s: f32) -> u32 {
 }
 
 /// Indices of the `k` largest values, largest first, lower index first among equals.
+/// The order is total (key, then index), so selecting the first k and sorting only them gives the list a
+/// whole sort would: linear in the values, not n·log n (QSA selects among every block of the context for
+/// every token).
 pub fn top_k(values: &[f32], k: usize) -> Vec<usize> {
+    let order = |&a: &usize, &b: &usize| score_key(values[b]).cmp(&score_key(values[a])).then(a.cmp(&b));
     let mut idx: Vec<usize> = (0..values.len()).collect();
-    idx.sort_by(|&a, &b| score_key(values[b]).cmp(&score_key(values[a])).then(a.cmp(&b)));
-    idx.truncate(k);
+    if k == 0 {
+        return Vec::new();
+    }
+    if k < idx.len() {
+        idx.select_nth_unstable_by(k - 1, order);
+        idx.truncate(k);
+    }
+    idx.sort_unstable_by(order);
     idx
 }
 
@@ -73,6 +83,15 @@ mod tests {
     fn top_k_breaks_ties_by_index() {
         assert_eq!(top_k(&[1.0, 3.0, 3.0, 2.0, 3.0], 3), vec![1, 2, 4]);
         assert_eq!(top_k(&[0.0, -0.0, f32::NAN], 3), vec![0, 1, 2]);
+        assert_eq!(top_k(&[1.0, 2.0], 0), Vec::<usize>::new());
+        assert_eq!(top_k(&[1.0, 2.0], 5), vec![1, 0]);
+        // Against a whole sort, on values with many ties, for every k.
+        let v: Vec<f32> = (0..300).map(|i| ((i * 7919) % 23) as f32 - 11.0).collect();
+        let mut all: Vec<usize> = (0..v.len()).collect();
+        all.sort_by(|&a, &b| score_key(v[b]).cmp(&score_key(v[a])).then(a.cmp(&b)));
+        for k in 0..=v.len() {
+            assert_eq!(top_k(&v, k), all[..k], "k = {k}");
+        }
     }
 
     #[test]

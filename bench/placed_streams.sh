@@ -3,7 +3,7 @@
 # synthetic model (bench/full_model.sh; ROUTER=zipf for the skewed router). First the bits: `--dump-logits`
 # over 20 prompt tokens and 48 generated with the whole model on the card, then at each "BUDGET S EVERY"
 # of CHECKS (default: 12 GiB with 0, 3 and 4 stream slots, 6 with the cache re-ranked after every pass,
-# and 32 GiB with 3), each compared byte for byte with the whole model's; each run's cache line and rates
+# and 32 GiB with 3; S "default" leaves the engine's own), each compared byte for byte with the whole model's; each run's cache line and rates
 # are printed. Then, unless ROWS=0, bench/placed_bench.sh's 4K rows at 12 GiB with S = 0, 2, 4 and 6.
 # Carry .dev/strata.xz. Log: $OUT/placed_streams.log.
 set -uo pipefail
@@ -24,7 +24,9 @@ for c in ${CHECKS:-"12,0,8" "12,3,8" "12,4,8" "12,6,1" "32,3,8"}; do
   IFS=, read -r mem s every <<< "$c"
   tag="[--gpu-mem $mem, STRATA_STREAM_SLOTS=$s, STRATA_CACHE_EVERY=$every]"
   rm -f /tmp/logits-s.bin
-  STRATA_STREAM_SLOTS=$s STRATA_CACHE_EVERY=$every run --gpu-mem $mem --dump-logits /tmp/logits-s.bin | sed "s/^/$tag /"
+  slots=STRATA_STREAM_SLOTS=$s
+  [ "$s" = default ] && slots=""  # the engine's own default
+  env $slots STRATA_CACHE_EVERY=$every run --gpu-mem $mem --dump-logits /tmp/logits-s.bin | sed "s/^/$tag /"
   if [ -s /tmp/logits-whole.bin ] && cmp -s /tmp/logits-whole.bin /tmp/logits-s.bin; then
     echo "$tag logits identical to the whole model's ($(stat -c %s /tmp/logits-s.bin) bytes)"
   else

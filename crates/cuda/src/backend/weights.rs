@@ -159,15 +159,15 @@ impl HostExperts {
         };
         let streaming = streams.iter().filter(|s| s.is_some()).count();
         let per_block = placing.held - if streaming > 0 { slots } else { 0 };
-        if g.settings.stream_slots > 0 {
+        if g.settings.stream_slots > 0 && g.settings.stream_slots_asked {
             match (streaming, &_pinned) {
                 (0, Some(_)) => eprintln!("note: STRATA_STREAM_SLOTS: none used (a block's share holds one slot, no expert lies whole in locked pages, or the driver gave no card address for them)"),
                 (0, None) => eprintln!("note: STRATA_STREAM_SLOTS needs the experts' pages locked in RAM; none used"),
-                _ => eprintln!(
-                    "expert cache: {slots} stream slots a block ({streaming} of {} blocks), {per_block} experts held",
-                    blocks.len()
-                ),
+                _ => {}
             }
+        }
+        if streaming > 0 {
+            eprintln!("expert cache: {slots} stream slots a block ({streaming} of {} blocks), {per_block} experts held", blocks.len());
         }
         let c = &model.config;
         let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);
@@ -205,8 +205,8 @@ impl WeightsGpu {
     pub fn upload(g: &Gpu, model: &Model, v: &Variants, placing: Option<Placing>) -> Result<WeightsGpu, CudaError> {
         let (c, w) = (&model.config, &model.weights);
         let dims = attn_dims(c);
-        // Pages locked only where stream slots read them (the parity runs' way to reach `miss_stream`).
-        let pin = g.settings.stream_slots > 0;
+        // Pages locked only where stream slots are asked for (the parity runs' way to reach `miss_stream`).
+        let pin = g.settings.stream_slots_asked && g.settings.stream_slots > 0;
         let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin, counts: None }));
         let host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);

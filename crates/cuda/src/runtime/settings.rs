@@ -9,6 +9,9 @@
 use std::path::PathBuf;
 
 /// One switch: its environment name, its values and what they mean, and its default.
+/// Stream slots a placed block takes unless `STRATA_STREAM_SLOTS` says otherwise.
+pub const DEFAULT_STREAM_SLOTS: usize = 8;
+
 pub struct Switch {
     pub name: &'static str,
     pub meaning: &'static str,
@@ -55,7 +58,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_HOST_EXPERTS", "N: the card holds N routed experts a block, the host computes the rest (docs/PLACEMENT.md)", "all on the card"),
     sw("STRATA_CACHE_EVERY", "K: passes between two re-ranks of the card's expert cache (backend/cache.rs)", "8"),
     sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "128"),
-    sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held", "0"),
+    sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held (where its experts' pages are locked)", "8"),
     sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),
     sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
     sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
@@ -143,8 +146,13 @@ pub struct Settings {
     /// `STRATA_CACHE_SWAPS=S`: the most experts a re-rank copies into the card's cache (default 128).
     pub cache_swaps: usize,
     /// `STRATA_STREAM_SLOTS=S`: each placed block's stream slots, experts it does not hold brought over
-    /// the bus from the locked pages and computed by the card's kernels (docs/PLACEMENT.md; default 0).
+    /// the bus from the locked pages and computed by the card's kernels (docs/PLACEMENT.md). Default 8:
+    /// at 12 GiB it took decode from 24.9 to 46.7 tok/s (uniform router) and 32.0 to 58.6 (Zipf), where
+    /// more slots gained nothing (bench/results/2026-12-07-h100-stream-slots/).
     pub stream_slots: usize,
+    /// Whether `STRATA_STREAM_SLOTS` was given (its notes are said, and the parity runs'
+    /// `STRATA_HOST_EXPERTS` locks the pages, only then).
+    pub stream_slots_asked: bool,
     pub qkv_once: bool,
     pub kv_fuse: bool,
     pub ple_split: bool,
@@ -218,7 +226,8 @@ impl Settings {
             host_experts: r.number("STRATA_HOST_EXPERTS", 1..=usize::MAX),
             cache_every: r.number("STRATA_CACHE_EVERY", 1..=1 << 20).unwrap_or(8),
             cache_swaps: r.number("STRATA_CACHE_SWAPS", 0..=1 << 20).unwrap_or(128),
-            stream_slots: r.number("STRATA_STREAM_SLOTS", 0..=64).unwrap_or(0),
+            stream_slots: r.number("STRATA_STREAM_SLOTS", 0..=64).unwrap_or(DEFAULT_STREAM_SLOTS),
+            stream_slots_asked: r.text("STRATA_STREAM_SLOTS").is_some(),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),

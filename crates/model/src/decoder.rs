@@ -245,11 +245,12 @@ impl Decoder for CpuDecoder<'_> {
         self.state.pos
     }
 
-    /// A prompt's windows on the CPU: each weight is read once a window (cpu.rs), and of 8, 16, 32 and 64
-    /// tokens, 32 read the built-in model's prompt fastest on the 2-core build machine
-    /// (bench/results/2026-12-04-cpu-vector/window-sizes.txt).
+    /// A prompt's windows on the CPU: each weight is read once a window (cpu.rs), and the window's
+    /// tokens share the threads in the layers' per-token steps (GDN heads, QSA's selection and attention,
+    /// the HC reads). Of 32, 128 and 256 tokens, 256 read the built-in model's 2K and 8K prompts fastest
+    /// on the 2-core build machine (bench/results/2026-12-07-cpu-prompt/).
     fn window(&self) -> usize {
-        32
+        256
     }
 
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {

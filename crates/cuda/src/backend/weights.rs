@@ -167,7 +167,10 @@ impl HostExperts {
             }
         }
         if streaming > 0 {
-            eprintln!("expert cache: {slots} stream slots a block ({streaming} of {} blocks), {per_block} experts held", blocks.len());
+            eprintln!(
+                "expert cache: {slots} stream slots a block ({streaming} of {} blocks), {per_block} experts held",
+                blocks.len()
+            );
         }
         let c = &model.config;
         let mailbox = Arc::new(MissBox::new(g, c.n_expert_used, c.n_embd)?);

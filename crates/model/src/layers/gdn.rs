@@ -61,7 +61,14 @@ pub fn gdn_window(
         (0..tokens.len())
             .map(|t| {
                 let tk = &tokens[t];
-                let o = delta_rule(m, &tk.q[i * s..(i + 1) * s], &tk.k[i * s..(i + 1) * s], &tk.v[j * s..(j + 1) * s], tk.beta[j], tk.decay[j]);
+                let o = delta_rule(
+                    m,
+                    &tk.q[i * s..(i + 1) * s],
+                    &tk.k[i * s..(i + 1) * s],
+                    &tk.v[j * s..(j + 1) * s],
+                    tk.beta[j],
+                    tk.decay[j],
+                );
                 let mut yj = vec![0f32; s];
                 rms_norm(&o, &w.norm, eps, &mut yj);
                 for (a, &zz) in yj.iter_mut().zip(&z[t][j * s..(j + 1) * s]) {
@@ -77,7 +84,8 @@ pub fn gdn_window(
     } else {
         st.m.chunks_mut(s * s).enumerate().map(|(j, m)| head(j, m)).collect()
     };
-    let y: Vec<Vec<f32>> = (0..tokens.len()).map(|t| (0..hv).flat_map(|j| by_head[j][t].iter().copied()).collect()).collect();
+    let y: Vec<Vec<f32>> =
+        (0..tokens.len()).map(|t| (0..hv).flat_map(|j| by_head[j][t].iter().copied()).collect()).collect();
     w.out.matvec_window(&y.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
 
@@ -93,7 +101,14 @@ struct Token {
 
 /// The token's conv (its state moved on) and what the delta rule reads of it (`beta` before its
 /// sigmoid).
-fn token(u: &[f32], beta: &[f32], alpha: &[f32], w: &GdnWeights, (s, hk, hv): (usize, usize, usize), st: &mut GdnState) -> Token {
+fn token(
+    u: &[f32],
+    beta: &[f32],
+    alpha: &[f32],
+    w: &GdnWeights,
+    (s, hk, hv): (usize, usize, usize),
+    st: &mut GdnState,
+) -> Token {
     let mut conv: Vec<f32> = causal_conv(&mut st.conv, u, &w.conv).into_iter().map(silu).collect();
     let v = conv.split_off(2 * hk * s);
     let qscale = rsqrt(s as f32);

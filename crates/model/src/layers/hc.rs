@@ -20,9 +20,11 @@ pub fn hc_read(r: &[f32], w: &HcWeights, hc: usize, eps: f32) -> HcRead {
 /// [`hc_read`] for each token of a window, its two products over all the tokens at once (each weight
 /// row dequantized once for the window).
 pub fn hc_read_window(rs: &[&[f32]], w: &HcWeights, hc: usize, eps: f32) -> Vec<HcRead> {
+    use rayon::prelude::*;
     let hcf = hc as f32;
+    // The per-token steps on the threads (each token's own values: the same bits in any order).
     // 1. per-stream rms; xn = (R·rs)·w
-    let xn: Vec<Vec<f32>> = rs.iter().map(|r| normed(r, w, hc, eps)).collect();
+    let xn: Vec<Vec<f32>> = rs.par_iter().map(|r| normed(r, w, hc, eps)).collect();
     let xr: Vec<&[f32]> = xn.iter().map(Vec::as_slice).collect();
     // 2. lo = silu((W_down·xn)/hc) (§ hc: dequantize-then-dot for every weight type)
     let lo: Vec<Vec<f32>> = w
@@ -33,7 +35,7 @@ pub fn hc_read_window(rs: &[&[f32]], w: &HcWeights, hc: usize, eps: f32) -> Vec<
         .collect();
     // 3. g = W_up·lo
     let g = w.up.matvec_dequantized_window(&lo.iter().map(Vec::as_slice).collect::<Vec<_>>());
-    xn.iter().zip(g).map(|(xn, g)| HcRead { mixed: mix(xn, &g, hc), inject: inject(xn, w, hc) }).collect()
+    xn.par_iter().zip(g).map(|(xn, g)| HcRead { mixed: mix(xn, &g, hc), inject: inject(xn, w, hc) }).collect()
 }
 
 /// Step 1: each stream scaled by its rms and the norm's weights.

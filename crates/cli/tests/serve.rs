@@ -402,6 +402,20 @@ fn structured_output_and_forced_calls_always_parse() {
         }
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
     }
+    // Strict tools the model may call of itself (tool_choice auto): the grammar waits for a call's
+    // opening; a reply that calls is held to the schemas, one that does not is free text.
+    let mut strict = tools.clone();
+    strict[0]["function"]["strict"] = json!(true);
+    for seed in 0..3 {
+        let body = json!({"messages": [{"role": "user", "content": "Rate a fortune with the tools."}],
+            "max_tokens": 120, "temperature": 1, "seed": seed, "tools": strict});
+        let (st, v) = post(a, "/v1/chat/completions", &body);
+        assert_eq!(st, 200, "{v}");
+        for call in v["choices"][0]["message"]["tool_calls"].as_array().into_iter().flatten() {
+            let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+            assert!(call["function"]["name"] == "rate" && meets(&args) || call["function"]["name"] == "skip", "{call}");
+        }
+    }
     let body = json!({"model": "m", "max_tokens": 200, "temperature": 1, "seed": 5, "messages": user,
         "tools": [{"name": "rate", "input_schema": schema}], "tool_choice": {"type": "any"}});
     let (st, v) = post(a, "/v1/messages", &body);

@@ -37,6 +37,8 @@ pub struct Grammars {
     factory: ParserFactory,
     stops: Vec<u32>,
     vocab: usize,
+    /// Each token's bytes (a control token's: none), for a guide that watches the text for its trigger.
+    words: Arc<Vec<Vec<u8>>>,
 }
 
 impl Grammars {
@@ -44,6 +46,7 @@ impl Grammars {
     pub fn new(tok: Arc<Tokenizer>, stops: &[u32]) -> Result<Grammars, String> {
         let &end = stops.first().ok_or("constrained decoding needs a stop token")?;
         let vocab = tok.vocab_size();
+        let text: Vec<Vec<u8>> = (0..vocab as u32).map(|id| tok.token_bytes(id).unwrap_or_default()).collect();
         let words: Vec<Vec<u8>> = (0..vocab as u32)
             .map(|id| match tok.token_bytes(id) {
                 Some(b) => b,
@@ -55,7 +58,7 @@ impl Grammars {
         let env: TokEnv = Arc::new(Vocabulary { trie: TokTrie::from(&info, &words), tok });
         let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
         factory.quiet();
-        Ok(Grammars { factory, stops: stops.to_vec(), vocab })
+        Ok(Grammars { factory, stops: stops.to_vec(), vocab, words: Arc::new(text) })
     }
 
     /// A reply that is one JSON value of the schema (`{"type": "object"}` for any object), written
@@ -69,9 +72,24 @@ impl Grammars {
         self.guide(TopLevelGrammar::from_lark(grammar.to_string()))
     }
 
+    /// Free text until it ends with `trigger` (a tool call's opening); then the text after it held to
+    /// the Lark grammar until that ends; then free text again, and so on (a reply that may call tools,
+    /// each call held to its schema). The grammar should allow the whitespace a trigger's last token
+    /// may carry after it.
+    pub fn lark_after(&self, trigger: &str, grammar: &str) -> Result<Guide, String> {
+        let mut g = self.guide(TopLevelGrammar::from_lark(grammar.to_string()))?;
+        g.wait = Some(Wait {
+            trigger: trigger.as_bytes().to_vec(),
+            tail: Vec::new(),
+            active: false,
+            words: self.words.clone(),
+        });
+        Ok(g)
+    }
+
     fn guide(&self, g: TopLevelGrammar) -> Result<Guide, String> {
         let parser = self.factory.create_parser(g).map_err(|e| format!("the grammar: {e}"))?;
-        Ok(Guide { m: Matcher::new(Ok(parser)), stops: self.stops.clone(), vocab: self.vocab, kept: 0 })
+        Ok(Guide { m: Matcher::new(Ok(parser)), stops: self.stops.clone(), vocab: self.vocab, kept: 0, wait: None })
     }
 }
 
@@ -120,12 +138,48 @@ pub struct Guide {
     vocab: usize,
     /// Tokens the grammar has taken (stop tokens are not given to it).
     kept: usize,
+    /// For [`Grammars::lark_after`]: the trigger the free text waits for.
+    wait: Option<Wait>,
+}
+
+/// A guide's wait for its trigger.
+struct Wait {
+    trigger: Vec<u8>,
+    /// The free text's last bytes (enough to hold the trigger).
+    tail: Vec<u8>,
+    /// The grammar holds the text now.
+    active: bool,
+    words: Arc<Vec<Vec<u8>>>,
+}
+
+impl Wait {
+    /// Takes a free token's bytes; true when the text now ends with the trigger (whitespace after it
+    /// allowed: a token may carry the line break that follows).
+    fn sees(&mut self, bytes: &[u8]) -> bool {
+        self.tail.extend_from_slice(bytes);
+        let keep = self.trigger.len() + 16;
+        if self.tail.len() > keep {
+            self.tail.drain(..self.tail.len() - keep);
+        }
+        let t = &self.trigger;
+        let hit = (0..=self.tail.len().saturating_sub(t.len()))
+            .rev()
+            .find(|&i| self.tail[i..].starts_with(t))
+            .is_some_and(|i| self.tail[i + t.len()..].iter().all(u8::is_ascii_whitespace));
+        if hit {
+            self.tail.clear();
+        }
+        hit
+    }
 }
 
 impl Guide {
     /// Sets to −∞ the logit of every token the grammar does not allow next. The stop tokens are
     /// allowed where the grammar could end (only they, once it has ended).
     pub fn mask(&mut self, logits: &mut [f32]) -> Result<(), String> {
+        if self.wait.as_ref().is_some_and(|w| !w.active) {
+            return Ok(()); // free text
+        }
         let ended = self.m.is_stopped();
         let allowed = if ended { None } else { Some(self.m.compute_mask().map_err(|e| self.failed(e))?) };
         let may_end = ended || self.m.is_accepting().map_err(|e| self.failed(e))?;
@@ -154,22 +208,37 @@ impl Guide {
         if self.stops.contains(&t) {
             return Ok(());
         }
+        if let Some(w) = self.wait.as_mut().filter(|w| !w.active) {
+            let bytes = w.words.get(t as usize).cloned().unwrap_or_default();
+            if w.sees(&bytes) {
+                w.active = true;
+                self.m.reset().map_err(|e| format!("the grammar: {e}"))?;
+            }
+            return Ok(());
+        }
         self.m.consume_token(t).map_err(|e| self.failed(e))?;
         self.kept += 1;
+        if let Some(w) = self.wait.as_mut().filter(|_| self.m.is_stopped()) {
+            w.active = false; // the held part is done: free text again
+        }
         Ok(())
     }
 
-    /// Takes back the last `n` tokens committed (a speculative window's rejected drafts).
+    /// Takes back the last `n` tokens committed (a speculative window's rejected drafts). Not for a
+    /// guide that waits for a trigger.
     pub fn rollback(&mut self, n: usize) -> Result<(), String> {
+        if self.wait.is_some() {
+            return Err("a guide that waits for its trigger is not taken back".into());
+        }
         let n = n.min(self.kept);
         self.m.rollback(n).map_err(|e| self.failed(e))?;
         self.kept -= n;
         Ok(())
     }
 
-    /// Whether the grammar has ended (only a stop token may follow).
+    /// Whether the grammar has ended (only a stop token may follow); never for one that waits.
     pub fn ended(&self) -> bool {
-        self.m.is_stopped()
+        self.wait.is_none() && self.m.is_stopped()
     }
 
     fn failed(&self, e: impl std::fmt::Display) -> String {

@@ -159,3 +159,42 @@ fn objects_are_closed_unless_the_schema_opens_them() {
         assert_eq!(v.as_object().unwrap().len(), 1, "{v}");
     }
 }
+
+/// A guide that waits for a trigger: no mask on the free text, the grammar's mask from the trigger on
+/// (a token that carries the line break after it too), free again once the held part ends.
+#[test]
+fn a_guide_holds_only_what_follows_its_trigger() {
+    let (_, tok, stops) = setup();
+    let grammars = Grammars::new(tok.clone(), &stops).unwrap();
+    let call = r#"start: WS? %json {"type": "object", "properties": {"name": {"const": "f"}}, "required": ["name"]} "\n</tool_call>"
+WS: /[ \t\r\n]+/"#;
+    let mut g = grammars.lark_after("<tool_call>", call).unwrap();
+    let vocab = tok.vocab_size();
+    let free = |g: &mut Guide| {
+        let mut l = vec![0.0f32; vocab];
+        g.mask(&mut l).unwrap();
+        l.iter().all(|x| x.is_finite())
+    };
+    for t in tok.encode("Let me look. <tool_call>").unwrap() {
+        assert!(free(&mut g), "the text before the trigger is free");
+        g.commit(t).unwrap();
+    }
+    assert!(!free(&mut g), "after the trigger the grammar holds the text");
+    for t in tok.encode("\n{\"name\": \"f\"}\n</tool_call>").unwrap() {
+        let mut l = vec![0.0f32; vocab];
+        g.mask(&mut l).unwrap();
+        assert!(l[t as usize].is_finite(), "token {t} of the call is allowed");
+        g.commit(t).unwrap();
+    }
+    assert!(free(&mut g), "the call done, the text is free again");
+    assert!(!g.ended());
+    // A second call is held again, and a wrong name is not allowed.
+    for t in tok.encode(" <tool_call>\n{\"name\": \"").unwrap() {
+        g.commit(t).unwrap();
+    }
+    let mut l = vec![0.0f32; vocab];
+    g.mask(&mut l).unwrap();
+    let g_id = tok.encode("g").unwrap()[0];
+    assert!(!l[g_id as usize].is_finite(), "only the schema's name may follow");
+    assert!(g.rollback(1).is_err());
+}

@@ -13,7 +13,7 @@ use crate::errors::{noted, ApiError, Flavor};
 use crate::gen::{collect, new_id, sampler, Ask};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{named, sse};
-use crate::structured::output_format;
+use crate::structured::{any_strict, output_format};
 use crate::tools::{left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
@@ -178,7 +178,7 @@ async fn prompt(s: &Arc<Shared>, f: &Fields<'_>) -> Result<(Vec<u32>, Reading, O
     let mut messages = template_messages(f)?;
     let prefill = take_prefill(&mut messages);
     let (tools, left_out) = template_tools(f)?;
-    let reading = Reading::new(tools.as_ref(), forced(f)?, F)?;
+    let reading = Reading::new(tools.as_ref(), forced(f)?, any_strict(f.get("tools")), F)?;
     let prompt = s.render(messages, tools, &(prefill + &reading.opening), F).await?;
     Ok((prompt, reading, left_out_note(&left_out)))
 }

@@ -15,7 +15,7 @@ use crate::gen::{collect, new_id, now, sampler, Ask};
 use crate::logprobs::{self, Pending, MAX_TOP};
 use crate::req::{check_schema, content_text, json_object, Fields};
 use crate::stream::{data, sse};
-use crate::structured::response_format;
+use crate::structured::{any_strict, response_format};
 use crate::tools::{arguments, left_out_note, offered, Reading, ToolCall};
 use crate::worker::{Finish, Reason, Update};
 use crate::Shared;
@@ -181,7 +181,7 @@ pub async fn chat(State(s): State<Arc<Shared>>, body: Body) -> Result<Response, 
     let messages = template_messages(f.get("messages"))?;
     let (tools, left_out) = template_tools(&f)?;
     let note = left_out_note(&left_out);
-    let reading = Reading::new(tools.as_ref(), forced(&f)?, F)?;
+    let reading = Reading::new(tools.as_ref(), forced(&f)?, any_strict(f.get("tools")), F)?;
     let ask = Ask {
         prompt: s.render(messages, tools, &reading.opening, F).await?,
         max_tokens: max_tokens(&f)?,

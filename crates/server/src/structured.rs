@@ -19,6 +19,8 @@ pub enum Shape {
     Json(Value),
     /// Text a Lark grammar (llguidance's dialect) accepts.
     Lark(String),
+    /// Free text, and after each `trigger` in it, text the Lark grammar accepts.
+    After { trigger: String, lark: String },
 }
 
 /// Chat's (and completions') `response_format`: `text` (none), `json_object` (any object), or
@@ -85,6 +87,24 @@ pub fn forced_call(tools: &Value, name: Option<&str>, close: &str) -> Shape {
     Shape::Lark(format!("start: %json {} {}", compact(&schema), Value::String(after)))
 }
 
+/// Calls the model may begin of itself (`tool_choice` auto) where a tool is `strict`: after each
+/// `open` the reply is held to one call of an offered tool with arguments of its schema (the line
+/// break after the opening allowed either way), then the close; the text around the calls is free.
+pub fn strict_calls(tools: &Value, open: &str, close: &str) -> Shape {
+    let Shape::Lark(call) = forced_call(tools, None, close) else { unreachable!("forced_call is Lark") };
+    let lark = call.replacen("start: ", "start: WS? ", 1) + "\nWS: /[ \\t\\r\\n]+/";
+    Shape::After { trigger: open.to_string(), lark }
+}
+
+/// Whether any of the request's tools asks to be `strict` (OpenAI's `function.strict` or `strict`,
+/// Anthropic's `strict`).
+pub fn any_strict(tools: Option<&Value>) -> bool {
+    let strict = |t: &Value| {
+        t.get("strict") == Some(&Value::Bool(true)) || t["function"].get("strict") == Some(&Value::Bool(true))
+    };
+    tools.and_then(Value::as_array).is_some_and(|ts| ts.iter().any(strict))
+}
+
 /// The grammars of the served model's tokenizer, built on first use ([`Shared::grammars`]).
 pub type GrammarsOnce = OnceLock<Result<Arc<Grammars>, String>>;
 
@@ -107,6 +127,7 @@ impl Shared {
             match &shape {
                 Shape::Json(schema) => g.json_schema(schema),
                 Shape::Lark(lark) => g.lark(lark),
+                Shape::After { trigger, lark } => g.lark_after(trigger, lark),
             }
             .map_err(|e| (false, e))
         })

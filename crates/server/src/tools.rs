@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::errors::{ApiError, Flavor};
-use crate::structured::{forced_call, Shape};
+use crate::structured::{forced_call, strict_calls, Shape};
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -103,7 +103,14 @@ pub struct Reading {
 impl Reading {
     /// For the template's `tools` (function form) and the forced choice: `Some(None)` any call,
     /// `Some(Some(name))` that function's.
-    pub fn new(tools: Option<&Value>, forced: Option<Option<&str>>, flavor: Flavor) -> Result<Reading, ApiError> {
+    /// `strict`: a tool asks for strict calls, so calls the model begins of itself are held to the
+    /// tools' schemas too.
+    pub fn new(
+        tools: Option<&Value>,
+        forced: Option<Option<&str>>,
+        strict: bool,
+        flavor: Flavor,
+    ) -> Result<Reading, ApiError> {
         let Some(tools) = tools else {
             return match forced {
                 Some(_) => Err(ApiError::bad(flavor, "tool_choice: a call is required, but no tools are given")),
@@ -121,7 +128,11 @@ impl Reading {
                 format!("{OPEN}\n{{\"name\": {}, \"arguments\": ", Value::String(name.into()))
             }
         };
-        let grammar = forced.map(|name| forced_call(tools, name, CLOSE));
+        let grammar = match forced {
+            Some(name) => Some(forced_call(tools, name, CLOSE)),
+            None if strict => Some(strict_calls(tools, OPEN, CLOSE)),
+            None => None,
+        };
         Ok(Reading { on: true, opening, grammar })
     }
 
@@ -211,7 +222,7 @@ mod tests {
     #[test]
     fn a_forced_call_begins_the_reply() {
         let tools = json!([{"type": "function", "function": {"name": "weather"}}]);
-        let r = Reading::new(Some(&tools), Some(Some("weather")), Flavor::OpenAi).unwrap();
+        let r = Reading::new(Some(&tools), Some(Some("weather")), false, Flavor::OpenAi).unwrap();
         assert_eq!(r.opening, "<tool_call>\n{\"name\": \"weather\", \"arguments\": ");
         let (text, calls) = r.parse("{\"city\": \"Paris\"}}\n</tool_call>".into());
         assert_eq!((text.as_str(), calls.len()), ("", 1));
@@ -219,10 +230,10 @@ mod tests {
         let mut split = r.splitter();
         assert_eq!(split.push("{}}</tool_call>"), "", "a forced reply streams no text");
         assert_eq!(split.finish().1.len(), 1);
-        assert_eq!(Reading::new(Some(&tools), Some(None), Flavor::OpenAi).unwrap().opening, "<tool_call>\n");
-        assert!(Reading::new(Some(&tools), Some(Some("time")), Flavor::OpenAi).is_err(), "an unknown tool");
-        assert!(Reading::new(None, Some(None), Flavor::OpenAi).is_err(), "a call required without tools");
-        let off = Reading::new(None, None, Flavor::OpenAi).unwrap();
+        assert_eq!(Reading::new(Some(&tools), Some(None), false, Flavor::OpenAi).unwrap().opening, "<tool_call>\n");
+        assert!(Reading::new(Some(&tools), Some(Some("time")), false, Flavor::OpenAi).is_err(), "an unknown tool");
+        assert!(Reading::new(None, Some(None), false, Flavor::OpenAi).is_err(), "a call required without tools");
+        let off = Reading::new(None, None, false, Flavor::OpenAi).unwrap();
         assert_eq!(off.parse("<tool_call>{\"name\": \"f\"}</tool_call>".into()).1.len(), 0, "no tools: text");
     }
 

@@ -123,23 +123,17 @@ impl Tokenizer {
             .ok_or_else(|| TokenizerError::Metadata("tokenizer.ggml.merges: an entry is not \"a b\"".into()))?;
         let bpe = BPE::builder().vocab_and_merges(all, merges).build().map_err(build_err)?;
         let mut inner = assemble(bpe)?;
-        // Control tokens keep their ids: add them in id order, after checking each lands where it should.
-        let specials: Vec<(u32, &String)> = v
-            .tokens
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| v.types[*i] == TOKEN_CONTROL)
-            .map(|(i, s)| (i as u32, s))
-            .collect();
-        inner.add_special_tokens(&specials.iter().map(|(_, s)| AddedToken::from(s.as_str(), true)).collect::<Vec<_>>());
-        let added: Vec<(u32, &String)> = v
-            .tokens
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| v.types[*i] == TOKEN_USER_DEFINED)
-            .map(|(i, s)| (i as u32, s))
-            .collect();
-        inner.add_tokens(&added.iter().map(|(_, s)| AddedToken::from(s.as_str(), false)).collect::<Vec<_>>());
+        // Control and user-defined tokens keep their ids: add them in id order, after checking each lands
+        // where it should.
+        let of_type = |ty: i32| -> Vec<(u32, &String)> {
+            v.tokens.iter().enumerate().filter(|(i, _)| v.types[*i] == ty).map(|(i, s)| (i as u32, s)).collect()
+        };
+        let (specials, added) = (of_type(TOKEN_CONTROL), of_type(TOKEN_USER_DEFINED));
+        let tokens = |list: &[(u32, &String)], special: bool| -> Vec<AddedToken> {
+            list.iter().map(|(_, s)| AddedToken::from(s.as_str(), special)).collect()
+        };
+        inner.add_special_tokens(&tokens(&specials, true));
+        inner.add_tokens(&tokens(&added, false));
         for (id, s) in specials.iter().chain(&added) {
             if inner.token_to_id(s) != Some(*id) {
                 return Err(TokenizerError::Metadata(format!("added token {s:?} does not map back to id {id}")));

@@ -24,9 +24,10 @@ for c in ${CHECKS:-"12,0,8" "12,3,8" "12,4,8" "12,6,1" "32,3,8"}; do
   IFS=, read -r mem s every <<< "$c"
   tag="[--gpu-mem $mem, STRATA_STREAM_SLOTS=$s, STRATA_CACHE_EVERY=$every]"
   rm -f /tmp/logits-s.bin
-  slots=STRATA_STREAM_SLOTS=$s
-  [ "$s" = default ] && slots=""  # the engine's own default
-  env $slots STRATA_CACHE_EVERY=$every run --gpu-mem $mem --dump-logits /tmp/logits-s.bin | sed "s/^/$tag /"
+  (
+    [ "$s" = default ] || export STRATA_STREAM_SLOTS=$s  # "default": the engine's own
+    STRATA_CACHE_EVERY=$every run --gpu-mem $mem --dump-logits /tmp/logits-s.bin | sed "s/^/$tag /"
+  )
   if [ -s /tmp/logits-whole.bin ] && cmp -s /tmp/logits-whole.bin /tmp/logits-s.bin; then
     echo "$tag logits identical to the whole model's ($(stat -c %s /tmp/logits-s.bin) bytes)"
   else

@@ -91,7 +91,13 @@ pub fn run(a: RunArgs) -> Result<()> {
         stops,
         ignore_eos: a.ignore_eos,
         max_context,
-        sampler: SamplerConfig { temperature: a.temp, top_k: a.top_k, top_p: a.top_p, seed: a.seed },
+        sampler: SamplerConfig {
+            temperature: a.temp,
+            top_k: a.top_k,
+            top_p: a.top_p,
+            seed: a.seed,
+            ..Default::default()
+        },
         logits: dump.is_some(),
         mark: None,
         spec: a.engine.spec,

@@ -483,6 +483,49 @@ fn logprobs_spell_the_reply_and_rank_the_alternatives() {
     assert_eq!(offsets.last().copied(), Some((text.chars().count() - tokens.last().unwrap().chars().count()) as u64));
 }
 
+/// `logit_bias` and the penalties are applied before the draw: a token biased by +100 is all a greedy
+/// reply writes; a strong frequency penalty keeps a greedy reply from repeating a token much; bad values
+/// are 400.
+#[test]
+fn logit_bias_and_penalties_shape_the_draw() {
+    let server = serve(&[]);
+    let a = server.addr.as_str();
+    let mut body = chat(&[("user", "Tell me a fortune.")], 6);
+    body["logit_bias"] = json!({"42": 100});
+    body["logprobs"] = json!(true);
+    let (st, v) = post(a, "/v1/chat/completions", &body);
+    assert_eq!(st, 200, "{v}");
+    let entries = v["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    let first = &entries[0]["bytes"];
+    assert_eq!(entries.len(), 6);
+    assert!(entries.iter().all(|e| &e["bytes"] == first), "every token is the biased one: {v}");
+    let plain = post(a, "/v1/chat/completions", &chat(&[("user", "Tell me a fortune.")], 40)).1;
+    let mut pen = chat(&[("user", "Tell me a fortune.")], 40);
+    pen["frequency_penalty"] = json!(2.0);
+    pen["presence_penalty"] = json!(2.0);
+    pen["logprobs"] = json!(true);
+    let penalized = post(a, "/v1/chat/completions", &pen).1;
+    let tokens: Vec<Value> =
+        penalized["choices"][0]["logprobs"]["content"].as_array().unwrap().iter().map(|e| e["bytes"].clone()).collect();
+    let distinct: std::collections::BTreeSet<String> = tokens.iter().map(|t| t.to_string()).collect();
+    assert!(distinct.len() * 10 >= tokens.len() * 7, "penalties keep a reply from repeating itself: {penalized}");
+    assert_ne!(penalized["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"]);
+    for bad in [
+        json!({"logit_bias": {"x": 1}}),
+        json!({"logit_bias": {"1": 500}}),
+        json!({"logit_bias": {"99999999": 1}}),
+        json!({"presence_penalty": 3}),
+        json!({"frequency_penalty": "a"}),
+    ] {
+        let mut b = chat(&[("user", "x")], 4);
+        for (k, v) in bad.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        let (st, v) = post(a, "/v1/chat/completions", &b);
+        assert_eq!(st, 400, "{bad}: {v}");
+    }
+}
+
 #[test]
 fn a_key_guards_every_endpoint_but_health() {
     let s = serve(&["--api-key", "sesame"]);

@@ -142,7 +142,7 @@ pub fn generate_guided(
     mut on_event: impl FnMut(Event) -> std::io::Result<()>,
 ) -> Result<Generated, GenerateError> {
     check_prompt(&*dec, prompt, cfg.max_context)?;
-    let logits = cfg.logits || guide.is_some();
+    let logits = cfg.logits || guide.is_some() || !cfg.sampler.penalties.is_none();
     // Drafting starts before the prompt, so the MTP layer's cache has its positions' cells.
     let drafting = match cfg.spec {
         Drafts::Fixed(n) => n > 0,
@@ -199,6 +199,7 @@ pub fn generate_guided(
         let next = match &mut head {
             Head::Logits(logits) => {
                 on_event(Event::Logits(logits))?;
+                cfg.sampler.penalties.apply(logits, &tokens);
                 if let Some(g) = guide.as_deref_mut() {
                     g.mask(logits).map_err(GenerateError::Grammar)?;
                 }
@@ -277,6 +278,8 @@ fn speculate(
             let mut masked = Vec::new();
             for (i, row) in rows.iter().enumerate() {
                 masked.clone_from(row);
+                let so_far: Vec<u32> = tokens.iter().chain(&chosen).copied().collect();
+                cfg.sampler.penalties.apply(&mut masked, &so_far);
                 if let Some(g) = guide.as_deref_mut() {
                     g.mask(&mut masked).map_err(GenerateError::Grammar)?;
                 }

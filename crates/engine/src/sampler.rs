@@ -16,11 +16,52 @@ pub struct SamplerConfig {
     /// 1 keeps every token.
     pub top_p: f32,
     pub seed: u64,
+    /// Biases and penalties on the logits before the draw (none by default).
+    pub penalties: Penalties,
 }
 
 impl Default for SamplerConfig {
     fn default() -> Self {
-        SamplerConfig { temperature: 0.0, top_k: 0, top_p: 1.0, seed: 0 }
+        SamplerConfig { temperature: 0.0, top_k: 0, top_p: 1.0, seed: 0, penalties: Penalties::default() }
+    }
+}
+
+/// OpenAI's `logit_bias`, `presence_penalty` and `frequency_penalty`: applied on the host to a token's
+/// logits before a grammar's mask and the draw (docs/ARITHMETIC.md § sample, "Penalties"), so a run that
+/// has them takes its logits to the host on every device.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Penalties {
+    /// `(token, bias)`: `l = l + bias`.
+    pub bias: Vec<(u32, f32)>,
+    pub presence: f32,
+    pub frequency: f32,
+}
+
+impl Penalties {
+    pub fn is_none(&self) -> bool {
+        self.bias.is_empty() && self.presence == 0.0 && self.frequency == 0.0
+    }
+
+    /// The logits of the token after `generated` (the reply's tokens so far): each bias added, then for
+    /// each token the reply holds c > 0 times, `l = l − (frequency·c + presence)`.
+    pub fn apply(&self, logits: &mut [f32], generated: &[u32]) {
+        for &(t, b) in &self.bias {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l += b;
+            }
+        }
+        if self.presence == 0.0 && self.frequency == 0.0 {
+            return;
+        }
+        let mut counts = std::collections::BTreeMap::new();
+        for &t in generated {
+            *counts.entry(t).or_insert(0u32) += 1;
+        }
+        for (t, c) in counts {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l -= self.frequency * c as f32 + self.presence;
+            }
+        }
     }
 }
 
@@ -77,7 +118,7 @@ mod tests {
     #[test]
     fn sampling_is_reproducible_and_respects_top_k() {
         let logits: Vec<f32> = (0..100).map(|i| (i % 7) as f32).collect();
-        let cfg = SamplerConfig { temperature: 1.0, top_k: 5, top_p: 1.0, seed: 9 };
+        let cfg = SamplerConfig { temperature: 1.0, top_k: 5, top_p: 1.0, seed: 9, ..Default::default() };
         let a: Vec<u32> = {
             let mut s = Sampler::new(cfg.clone());
             (0..50).map(|_| s.sample(&logits)).collect()
@@ -95,7 +136,14 @@ mod tests {
             let (a, b) = (s.next_params(), cfg.params_at(i));
             assert_eq!((a.u.to_bits(), a.temperature, a.top_k), (b.u.to_bits(), b.temperature, b.top_k), "draw {i}");
         }
-        let mut tight = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1e-6, seed: 1 });
+        // Penalties: a bias added, a repeated token pushed down by its count.
+        let p = Penalties { bias: vec![(3, 2.0)], presence: 0.5, frequency: 0.25 };
+        let mut l = vec![1.0f32; 5];
+        p.apply(&mut l, &[1, 1, 4]);
+        assert_eq!(l, vec![1.0, 1.0 - (0.25 * 2.0 + 0.5), 1.0, 3.0, 1.0 - (0.25 + 0.5)]);
+        assert!(Penalties::default().is_none() && !p.is_none());
+        let mut tight =
+            Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1e-6, seed: 1, ..Default::default() });
         assert_eq!(tight.sample(&logits), 6, "top-p keeps only the best");
     }
 }

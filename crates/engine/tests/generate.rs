@@ -121,7 +121,7 @@ fn without_logits_the_decoder_chooses_the_same_tokens() {
     assert_eq!((log.matches('L').count(), quiet.matches('L').count()), (12, 0));
     // Sampling draws where the logits are (the decoder's `forward_sample`) with the same uniform numbers
     // as a draw made here from the logits: the same tokens, and no logits event unless asked for.
-    let sampler = SamplerConfig { temperature: 0.8, top_k: 0, top_p: 0.95, seed: 3 };
+    let sampler = SamplerConfig { temperature: 0.8, top_k: 0, top_p: 0.95, seed: 3, ..Default::default() };
     let here = GenerateConfig { sampler: sampler.clone(), ..cfg(12, vec![], 4096) };
     let there = GenerateConfig { logits: false, sampler, ..cfg(12, vec![], 4096) };
     let ((a, la), (b, lb)) = (run(&m, &prompt, &here), run(&m, &prompt, &there));

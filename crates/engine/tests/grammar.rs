@@ -31,7 +31,7 @@ fn run(m: &Model, tok: &Tokenizer, stops: &[u32], guide: &mut Guide, seed: u64) 
         stops: stops.to_vec(),
         ignore_eos: false,
         max_context: 1024,
-        sampler: SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed },
+        sampler: SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed, ..Default::default() },
         logits: false,
         mark: None,
         spec: Drafts::Fixed(0),

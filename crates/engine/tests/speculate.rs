@@ -9,7 +9,7 @@ use strata_engine::generate::{
     complete_state, generate, generate_guided, Drafts, Event, GenerateConfig, Generated, Stop,
 };
 use strata_engine::grammar::Grammars;
-use strata_engine::sampler::SamplerConfig;
+use strata_engine::sampler::{Penalties, SamplerConfig};
 use strata_engine::tokenizer::Tokenizer;
 use strata_gguf::GgufSet;
 use strata_model::decoder::{CpuDecoder, Decoder};
@@ -175,7 +175,7 @@ fn the_mtp_cells_are_the_same_whatever_n_and_saved_in_checkpoints() {
 fn sampled_speculation_writes_the_plain_tokens() {
     let m = model();
     for seed in [1, 7] {
-        let s = SamplerConfig { temperature: 0.8, top_k: 40, top_p: 0.95, seed };
+        let s = SamplerConfig { temperature: 0.8, top_k: 40, top_p: 0.95, seed, ..Default::default() };
         let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, 0, s.clone()));
         for n in [1, 3, 7] {
             let (g, state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, n, s.clone()));
@@ -188,7 +188,10 @@ fn sampled_speculation_writes_the_plain_tokens() {
 #[test]
 fn a_rejection_at_every_window_position_changes_no_token() {
     let m = model();
-    for sampler in [SamplerConfig::default(), SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 3 }] {
+    for sampler in [
+        SamplerConfig::default(),
+        SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 3, ..Default::default() },
+    ] {
         let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(24, 0, sampler.clone()));
         for n in [1, 4, 7] {
             for at in 0..n {
@@ -330,7 +333,10 @@ mod gpu {
     #[ignore = "needs a CUDA device"]
     fn gpu_sampled_speculation_and_rejections_write_the_cpu_plain_tokens() {
         let m = model();
-        for sampler in [SamplerConfig::default(), SamplerConfig { temperature: 0.8, top_k: 40, top_p: 0.95, seed: 7 }] {
+        for sampler in [
+            SamplerConfig::default(),
+            SamplerConfig { temperature: 0.8, top_k: 40, top_p: 0.95, seed: 7, ..Default::default() },
+        ] {
             let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(24, 0, sampler.clone()));
             for n in [1, 4, 7] {
                 let (g, state) = run(&mut on_gpu(&m), &m, &prompt(), &cfg(24, n, sampler.clone()));
@@ -420,7 +426,10 @@ fn windows_chosen_from_logits_under_a_grammar_write_the_plain_run() {
         (out.tokens, rows, bytes(&m, &state), out.spec.passes)
     };
     let mut cut = false;
-    for sampler in [SamplerConfig::default(), SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 5 }] {
+    // Sampled with penalties too (they take the logits to the host as a grammar does).
+    let penalties = Penalties { bias: vec![(10, 1.5), (11, -3.0)], presence: 0.4, frequency: 0.2 };
+    let sampled = SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 5, penalties };
+    for sampler in [SamplerConfig::default(), sampled] {
         for guided in [true, false] {
             let mut c = cfg(32, 0, sampler.clone());
             (c.logits, c.stops, c.ignore_eos) = (true, stops.clone(), false);

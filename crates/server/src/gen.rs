@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::Value;
 use strata_engine::grammar::Guide;
-use strata_engine::sampler::SamplerConfig;
+use strata_engine::sampler::{Penalties, SamplerConfig};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::errors::{ApiError, Flavor};
@@ -31,6 +31,29 @@ pub fn sampler(f: &Fields, top_k_key: &str) -> Result<SamplerConfig, ApiError> {
         top_p: f.f32_in("top_p", 0.0, 1.0)?.unwrap_or(1.0),
         top_k: f.u64_in(top_k_key, 0, 1 << 20)?.unwrap_or(0) as usize,
         seed,
+        penalties: penalties(f)?,
+    })
+}
+
+/// OpenAI's `logit_bias` (token id → −100..100), `presence_penalty` and `frequency_penalty` (−2..2).
+fn penalties(f: &Fields) -> Result<Penalties, ApiError> {
+    let mut bias = Vec::new();
+    if let Some(b) = f.get("logit_bias") {
+        let m = b.as_object().ok_or_else(|| ApiError::bad(f.flavor, "logit_bias: expected an object"))?;
+        for (k, v) in m {
+            let id: u32 =
+                k.parse().map_err(|_| ApiError::bad(f.flavor, format!("logit_bias: {k:?} is not a token id")))?;
+            let x = v.as_f64().filter(|x| (-100.0..=100.0).contains(x));
+            let x =
+                x.ok_or_else(|| ApiError::bad(f.flavor, format!("logit_bias.{k}: expected a number in -100..=100")))?;
+            bias.push((id, x as f32));
+        }
+        bias.sort_by_key(|&(t, _)| t);
+    }
+    Ok(Penalties {
+        bias,
+        presence: f.f32_in("presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        frequency: f.f32_in("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
     })
 }
 
@@ -98,6 +121,13 @@ impl Shared {
         }
         if ask.prompt.len() >= context {
             return Err(ApiError::too_long(flavor, ask.prompt.len(), context));
+        }
+        let vocab = self.tok.vocab_size();
+        if let Some(&(t, _)) = ask.sampler.penalties.bias.iter().find(|(t, _)| *t as usize >= vocab) {
+            return Err(ApiError::bad(
+                flavor,
+                format!("logit_bias: token {t} is not in the vocabulary ({vocab} tokens)"),
+            ));
         }
         let room = (context - ask.prompt.len()) as u64;
         let max_tokens = ask.max_tokens.unwrap_or(room).min(room) as usize;

@@ -186,6 +186,7 @@ fn bad_input_gets_a_4xx_in_the_api_shape_and_the_server_goes_on() {
             400,
         ),
         ("/v1/responses", json!({"input": 5}).to_string().into_bytes(), 400),
+        ("/v1/responses", json!({"input": "x", "top_logprobs": 2}).to_string().into_bytes(), 400),
         ("/v1/responses", json!({"input": "x", "previous_response_id": "resp_1"}).to_string().into_bytes(), 400),
         ("/v1/nothing", b"{}".to_vec(), 404),
     ];

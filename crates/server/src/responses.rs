@@ -180,6 +180,16 @@ pub async fn create(State(s): State<Arc<Shared>>, body: Body) -> Result<Response
     let m = json_object(body, s.max_body, F).await?;
     let f = Fields::new(&m, F);
     let format = text_format(&f)?;
+    // Log-probabilities are given by the chat and completions APIs; here they are refused, not ignored.
+    let wants_logprobs = f.u64_in("top_logprobs", 0, 20)?.is_some_and(|n| n > 0)
+        || f.get("include")
+            .and_then(Value::as_array)
+            .is_some_and(|i| i.iter().any(|x| x == "message.output_text.logprobs"));
+    if wants_logprobs {
+        return Err(bad(
+            "top_logprobs: log-probabilities are given by /v1/chat/completions and /v1/completions, not here".into(),
+        ));
+    }
     if f.get("previous_response_id").is_some() {
         return Err(bad("previous_response_id: not supported; send the whole conversation in input".into()));
     }

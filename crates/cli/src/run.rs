@@ -3,13 +3,15 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use strata_engine::chat::{ChatTemplate, Message};
 use strata_engine::detok::Detokenizer;
 use strata_engine::generate::{
-    complete_state, generate, Drafts, Event, GenerateConfig, GenerateError, Generated, Stop,
+    complete_state, generate_guided, Drafts, Event, GenerateConfig, GenerateError, Generated, Stop,
 };
+use strata_engine::grammar::{Grammars, Guide};
 use strata_engine::sampler::SamplerConfig;
 use strata_engine::tokenizer::Tokenizer;
 use strata_model::decoder::Decoder;
@@ -59,18 +61,54 @@ pub struct RunArgs {
     /// Keep generating past an end-of-text token.
     #[arg(long)]
     ignore_eos: bool,
+    /// Hold the reply to a JSON schema (`{"type": "object"}` for any object), given as JSON or `@FILE`:
+    /// each token is drawn from those the schema allows next (constrained decoding).
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with = "grammar")]
+    json_schema: Option<String>,
+    /// Hold the reply to a Lark grammar (llguidance's dialect), given as text or `@FILE`.
+    #[arg(long, value_name = "LARK|@FILE")]
+    grammar: Option<String>,
+}
+
+/// A flag's value, or the file it names with `@FILE`.
+fn text_or_file(flag: &str, v: &str) -> Result<String> {
+    match v.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("{flag} {path}")),
+        None => Ok(v.to_string()),
+    }
+}
+
+/// The grammar the flags ask for, if any (`stops` end the reply once the grammar has ended).
+fn guide(a: &RunArgs, tok: &Option<Arc<Tokenizer>>, stops: &[u32]) -> Result<Option<Guide>> {
+    if a.json_schema.is_none() && a.grammar.is_none() {
+        return Ok(None);
+    }
+    let tok = tok.clone().context("--json-schema and --grammar need the model's tokenizer")?;
+    let grammars = Grammars::new(tok, stops).map_err(|e| anyhow!("{e}"))?;
+    let g = match (&a.json_schema, &a.grammar) {
+        (Some(s), _) => {
+            let schema: serde_json::Value =
+                serde_json::from_str(&text_or_file("--json-schema", s)?).context("--json-schema: not JSON")?;
+            grammars.json_schema(&schema)
+        }
+        (None, Some(g)) => grammars.lark(&text_or_file("--grammar", g)?),
+        (None, None) => unreachable!("checked above"),
+    };
+    g.map(Some).map_err(|e| anyhow!("{e}"))
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
     let session = a.engine.open()?;
     let (model, max_context) = (&session.model, session.context);
+    let grammar_asked = a.json_schema.is_some() || a.grammar.is_some();
     let tok = match a.prompt_tokens {
-        Some(_) => None,
-        None => Some(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?),
+        Some(_) if !grammar_asked => None,
+        _ => Some(Arc::new(Tokenizer::from_gguf(&model.gguf).context("loading the tokenizer")?)),
     };
     let prompt: Vec<u32> = match (&a.prompt_tokens, &tok) {
         (Some(ids), _) => prompt_ids(ids)?,
         (None, Some(tok)) => {
+            let tok: &Tokenizer = tok;
             let text = a.prompt.as_deref().unwrap_or_default();
             let text = if a.chat {
                 ChatTemplate::from_gguf(&model.gguf)?.render(&[Message { role: "user", content: text }], true)?
@@ -102,9 +140,11 @@ pub fn run(a: RunArgs) -> Result<()> {
         mark: None,
         spec: a.engine.spec,
     };
-    // The stop token that ends a reply is not part of its text.
+    let mut guide = guide(&a, &tok, &cfg.stops)?;
+    // The stop token that ends a reply is not part of its text; ids are printed for a prompt of ids.
     let hidden = if a.ignore_eos { Vec::new() } else { cfg.stops.clone() };
-    let mut printer = Printer { detok: tok.as_ref().map(Detokenizer::new), count: 0, hidden };
+    let text = tok.as_deref().filter(|_| a.prompt_tokens.is_none());
+    let mut printer = Printer { detok: text.map(Detokenizer::new), count: 0, hidden };
     // A saved conversation continues on either device.
     let saved = match &a.load_state {
         Some(p) => Some(load_state(model, p, a.engine.kv)?),
@@ -112,7 +152,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let (mut dec, _) = session.decoder(max_context, saved)?;
     let dec = &mut *dec;
-    let generated = decode(dec, &prompt, &cfg, &mut dump, &mut printer)?;
+    let generated = decode(dec, &prompt, &cfg, guide.as_mut(), &mut dump, &mut printer)?;
     if let Some(report) = dec.report() {
         eprintln!("{report}");
     }
@@ -161,6 +201,7 @@ fn decode(
     dec: &mut dyn Decoder,
     prompt: &[u32],
     cfg: &GenerateConfig,
+    guide: Option<&mut Guide>,
     dump: &mut Option<BufWriter<File>>,
     printer: &mut Printer,
 ) -> Result<Generated> {
@@ -175,7 +216,7 @@ fn decode(
         bar
     });
     let mut log = PromptLog::new();
-    let generated = generate(dec, prompt, cfg, |event| match event {
+    let generated = generate_guided(dec, prompt, cfg, guide, |event| match event {
         Event::Prompt { done, total } => {
             if let Some(b) = &bar {
                 b.set_position(done as u64);

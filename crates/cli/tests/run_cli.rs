@@ -481,3 +481,47 @@ fn a_tied_head_is_said() {
     let load = err.lines().find(|l| l.starts_with("model: ")).unwrap_or_else(|| panic!("no load line: {err}"));
     assert!(load.contains("tied head") && load.contains("rms eps 1e-5"), "{load}");
 }
+
+/// `--json-schema` and `--grammar` hold the built-in model's sampled reply to their shape; a schema that
+/// is not JSON is one clear line.
+#[test]
+fn a_schema_or_a_grammar_holds_the_reply() {
+    let schema = r#"{"type": "object", "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5},
+        "word": {"enum": ["calm", "bold"]}}, "required": ["stars", "word"]}"#;
+    for seed in ["1", "2"] {
+        let out = strata(
+            &[
+                "run",
+                "-p",
+                "Rate a fortune:",
+                "--chat",
+                "--temp",
+                "1",
+                "--seed",
+                seed,
+                "-n",
+                "60",
+                "--json-schema",
+                schema,
+            ],
+            dir(),
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&out.stdout)));
+        assert!(
+            v["stars"].as_u64().is_some_and(|s| (1..=5).contains(&s)) && (v["word"] == "calm" || v["word"] == "bold"),
+            "{v}"
+        );
+        let file = dir().join("coin.lark");
+        std::fs::write(&file, r#"start: "heads" | "tails""#).unwrap();
+        let at = format!("@{}", file.display());
+        let out = strata(&["run", "-p", "Flip:", "--temp", "1", "--seed", seed, "-n", "10", "--grammar", &at], dir());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.trim() == "heads" || text.trim() == "tails", "{text:?}");
+    }
+    let out = strata(&["run", "-p", "x", "--json-schema", "{\"type\": 5"], dir());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = err.lines().filter(|l| l.starts_with("strata:")).collect();
+    assert!(!out.status.success() && said.len() == 1 && said[0].contains("--json-schema"), "{err}");
+}

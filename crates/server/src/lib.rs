@@ -132,6 +132,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
 /// Serves until Ctrl-C (or SIGTERM), then lets running requests finish.
 pub async fn serve(o: &Options, shared: Arc<Shared>) -> anyhow::Result<()> {
     let addr = check_bind(o)?;
+    // The grammars read the whole vocabulary once (a fraction of a second at 150K tokens): built now, on
+    // a thread of their own, rather than on the first request that asks for structured output.
+    let warm = shared.clone();
+    std::thread::spawn(move || structured::grammars(&warm));
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
     eprintln!("listening on http://{}", listener.local_addr()?);
     axum::serve(listener, router(shared)).with_graceful_shutdown(shutdown()).await.context("serving")

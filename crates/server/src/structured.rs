@@ -108,7 +108,7 @@ pub fn any_strict(tools: Option<&Value>) -> bool {
 /// The grammars of the served model's tokenizer, built on first use ([`Shared::grammars`]).
 pub type GrammarsOnce = OnceLock<Result<Arc<Grammars>, String>>;
 
-fn grammars(s: &Shared) -> Result<Arc<Grammars>, String> {
+pub fn grammars(s: &Shared) -> Result<Arc<Grammars>, String> {
     s.grammars
         .get_or_init(|| {
             let stops: Vec<u32> = [s.tok.eos, s.tok.im_end].into_iter().flatten().collect();

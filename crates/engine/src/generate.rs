@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use strata_model::decoder::Decoder;
 
 use crate::grammar::Guide;
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::sampler::{Sampler, SamplerConfig, Seen};
 use crate::tuner::Tuner;
 pub use crate::tuner::MAX_DRAFTS;
 use strata_model::ops::sample::sample;
@@ -191,6 +191,7 @@ pub fn generate_guided(
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
     let mut tokens = Vec::new();
+    let mut seen = Seen::default();
     let mut spec = SpecStats::default();
     let stop = loop {
         if tokens.len() == cfg.n_predict {
@@ -199,7 +200,7 @@ pub fn generate_guided(
         let next = match &mut head {
             Head::Logits(logits) => {
                 on_event(Event::Logits(logits))?;
-                cfg.sampler.penalties.apply(logits, &tokens);
+                cfg.sampler.penalties.apply(logits, &seen);
                 if let Some(g) = guide.as_deref_mut() {
                     g.mask(logits).map_err(GenerateError::Grammar)?;
                 }
@@ -211,6 +212,7 @@ pub fn generate_guided(
             g.commit(next).map_err(GenerateError::Grammar)?;
         }
         tokens.push(next);
+        seen.add(next);
         on_event(Event::Token(next))?;
         if !cfg.ignore_eos && cfg.stops.contains(&next) {
             break Stop::StopToken(next);
@@ -223,7 +225,7 @@ pub fn generate_guided(
         }
         if drafting {
             let how = if logits { Verify::Logits(guide.as_deref_mut()) } else { Verify::Chosen };
-            break speculate(dec, cfg, how, &mut tokens, &mut on_event, &mut spec)?;
+            break speculate(dec, cfg, how, (&mut tokens, &mut seen), &mut on_event, &mut spec)?;
         }
         head = step(dec, &[next], &mut sampler)?;
     };
@@ -248,7 +250,7 @@ fn speculate(
     dec: &mut dyn Decoder,
     cfg: &GenerateConfig,
     mut how: Verify,
-    tokens: &mut Vec<u32>,
+    (tokens, seen): (&mut Vec<u32>, &mut Seen),
     on_event: &mut impl FnMut(Event) -> std::io::Result<()>,
     spec: &mut SpecStats,
 ) -> Result<Stop, GenerateError> {
@@ -276,10 +278,11 @@ fn speculate(
                 .map_err(device)?;
             let mut chosen = Vec::with_capacity(n + 1);
             let mut masked = Vec::new();
+            // The reply's counts with this window's chosen tokens added (the penalties' input).
+            let mut ahead = if cfg.sampler.penalties.is_none() { Seen::default() } else { seen.clone() };
             for (i, row) in rows.iter().enumerate() {
                 masked.clone_from(row);
-                let so_far: Vec<u32> = tokens.iter().chain(&chosen).copied().collect();
-                cfg.sampler.penalties.apply(&mut masked, &so_far);
+                cfg.sampler.penalties.apply(&mut masked, &ahead);
                 if let Some(g) = guide.as_deref_mut() {
                     g.mask(&mut masked).map_err(GenerateError::Grammar)?;
                 }
@@ -288,6 +291,7 @@ fn speculate(
                     g.commit(t).map_err(GenerateError::Grammar)?;
                 }
                 chosen.push(t);
+                ahead.add(t);
                 if drafts.get(i) != Some(&t) {
                     break;
                 }
@@ -318,12 +322,13 @@ fn speculate(
             spec.at[i].1 += usize::from(i < k);
         }
         for (j, &t) in chosen[..=k].iter().enumerate() {
-            let seen = rows.get(j).map_or(Ok(()), |row| on_event(Event::Logits(row)));
-            if seen.is_err() && n > 0 {
+            let shown = rows.get(j).map_or(Ok(()), |row| on_event(Event::Logits(row)));
+            if shown.is_err() && n > 0 {
                 dec.accept(j + 1).map_err(device)?; // the window up to this position's token
             }
-            seen?;
+            shown?;
             tokens.push(t);
+            seen.add(t);
             let sent = on_event(Event::Token(t));
             let stop = if !cfg.ignore_eos && cfg.stops.contains(&t) {
                 Some(Stop::StopToken(t))

@@ -42,9 +42,9 @@ impl Penalties {
         self.bias.is_empty() && self.presence == 0.0 && self.frequency == 0.0
     }
 
-    /// The logits of the token after `generated` (the reply's tokens so far): each bias added, then for
-    /// each token the reply holds c > 0 times, `l = l − (frequency·c + presence)`.
-    pub fn apply(&self, logits: &mut [f32], generated: &[u32]) {
+    /// The logits of the token after the reply so far (`seen` counts its tokens): each bias added, then
+    /// for each token the reply holds c > 0 times, `l = l − (frequency·c + presence)`.
+    pub fn apply(&self, logits: &mut [f32], seen: &Seen) {
         for &(t, b) in &self.bias {
             if let Some(l) = logits.get_mut(t as usize) {
                 *l += b;
@@ -53,15 +53,28 @@ impl Penalties {
         if self.presence == 0.0 && self.frequency == 0.0 {
             return;
         }
-        let mut counts = std::collections::BTreeMap::new();
-        for &t in generated {
-            *counts.entry(t).or_insert(0u32) += 1;
-        }
-        for (t, c) in counts {
+        for (&t, &c) in &seen.0 {
             if let Some(l) = logits.get_mut(t as usize) {
                 *l -= self.frequency * c as f32 + self.presence;
             }
         }
+    }
+}
+
+/// How many times each token occurs in the reply so far: what the penalties read, kept up as the reply
+/// grows rather than recounted at every token.
+#[derive(Clone, Debug, Default)]
+pub struct Seen(std::collections::BTreeMap<u32, u32>);
+
+impl Seen {
+    pub fn of(tokens: &[u32]) -> Seen {
+        let mut s = Seen::default();
+        tokens.iter().for_each(|&t| s.add(t));
+        s
+    }
+
+    pub fn add(&mut self, t: u32) {
+        *self.0.entry(t).or_insert(0) += 1;
     }
 }
 
@@ -139,7 +152,7 @@ mod tests {
         // Penalties: a bias added, a repeated token pushed down by its count.
         let p = Penalties { bias: vec![(3, 2.0)], presence: 0.5, frequency: 0.25 };
         let mut l = vec![1.0f32; 5];
-        p.apply(&mut l, &[1, 1, 4]);
+        p.apply(&mut l, &Seen::of(&[1, 1, 4]));
         assert_eq!(l, vec![1.0, 1.0 - (0.25 * 2.0 + 0.5), 1.0, 3.0, 1.0 - (0.25 + 0.5)]);
         assert!(Penalties::default().is_none() && !p.is_none());
         let mut tight =

@@ -6,7 +6,13 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 fn strata(args: &[&str], cache: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).env("STRATA_CACHE", cache).output().expect("strata runs")
+    strata_with(args, cache, &[])
+}
+
+fn strata_with(args: &[&str], cache: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+    c.args(args).env("STRATA_CACHE", cache).envs(env.iter().copied());
+    c.output().expect("strata runs")
 }
 
 fn dir() -> &'static Path {
@@ -35,12 +41,16 @@ fn dump(extra: &[&str], name: &str) -> Vec<u8> {
 }
 
 fn dump_of(model: &Path, extra: &[&str], name: &str) -> Vec<u8> {
+    dump_with(model, extra, name, &[])
+}
+
+fn dump_with(model: &Path, extra: &[&str], name: &str, env: &[(&str, &str)]) -> Vec<u8> {
     let out_path = dir().join(name);
     let p = prompt();
     let mut args = vec!["run", "-m", model.to_str().unwrap(), "--prompt-tokens", &p, "-n", "32", "--ignore-eos"];
     args.extend_from_slice(&["--dump-logits", out_path.to_str().unwrap()]);
     args.extend_from_slice(extra);
-    let out = strata(&args, dir());
+    let out = strata_with(&args, dir(), env);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ids = String::from_utf8(out.stdout).unwrap();
     assert_eq!(ids.trim().split(',').count(), 32, "32 ids printed: {ids}");
@@ -185,6 +195,14 @@ fn cuda_gives_the_cpu_bytes() {
         let cpu = dump(&["--device", "cpu", "--kv", kv], &format!("cpu-{kv}.f32"));
         let gpu = dump(&["--device", "cuda", "--kv", kv], &format!("gpu-{kv}.f32"));
         assert!(cpu == gpu, "--kv {kv}: the GPU's logits differ from the CPU's");
+    }
+    // The 100-token prompt in windows longer than the kernels' 8 (tiles of 8 in each op): 40, 40, 20, and
+    // one window of 100.
+    let cpu = dump(&["--device", "cpu"], "cpu-window.f32");
+    for w in ["40", "256"] {
+        let gpu =
+            dump_with(tiny(), &["--device", "cuda"], &format!("gpu-window-{w}.f32"), &[("STRATA_PROMPT_WINDOW", w)]);
+        assert!(cpu == gpu, "STRATA_PROMPT_WINDOW={w}: the GPU's logits differ from the CPU's");
     }
 }
 

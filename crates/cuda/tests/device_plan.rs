@@ -18,7 +18,7 @@ fn tiny() -> Model {
 #[test]
 fn plan_and_step_bytes_follow_the_model() {
     let m = tiny();
-    let plan = |kv, cells| plan_bytes(&m, kv, cells);
+    let plan = |kv, cells| plan_bytes(&m, kv, cells, 8);
     let (weights, caches) = (plan(KvMode::F16, 1000).weights, plan(KvMode::F16, 1000).caches);
     assert_eq!(plan(KvMode::F16, 2000).caches, 2 * caches, "caches grow with the cells");
     assert_eq!(plan(KvMode::F16, 2000).weights, weights, "weights do not");

@@ -59,12 +59,14 @@ pub struct DevicePlan {
     pub weights: u64,
     /// K and V in the KV mode, and the indexer's raw and block keys (f32), of every attention layer.
     pub caches: u64,
-    /// The largest temporaries of a window of 8 tokens: attention scores over every cell, the logits,
-    /// the expert activations, the window's streams.
+    /// The largest temporaries of a prompt window: attention scores over every cell, the logits, the
+    /// expert activations, the window's streams.
     pub scratch: u64,
 }
 
-pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
+/// `window`: the tokens of a prompt window (`STRATA_PROMPT_WINDOW`; at least a verify window's 8).
+pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize, window: usize) -> DevicePlan {
+    let window = window.max(crate::ops::matvec::MAX_T) as u64;
     let weights: u64 = model
         .gguf
         .tensors()
@@ -91,9 +93,9 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize) -> DevicePlan {
         + 2 * c.ssm_conv_channels()
         + 4 * c.n_head * c.head_dim
         + 4 * c.n_embd;
-    let arena = (c.n_layer * per_layer + c.vocab) as u64 * 4 * crate::ops::matvec::MAX_T as u64;
+    let arena = (c.n_layer * per_layer + c.vocab) as u64 * 4 * window;
     let chunks = 2 * crate::runtime::recorder::CHUNK as u64;
-    let scratch = 4 * crate::ops::matvec::MAX_T as u64 * per_token as u64 + arena.max(chunks);
+    let scratch = 4 * window * per_token as u64 + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
 }
 
@@ -161,10 +163,10 @@ pub fn memory_plan(
     cells: usize,
     budget: u64,
     host_free: u64,
-    map: bool,
+    (map, window): (bool, usize),
 ) -> Result<MemoryPlan, PlanError> {
     let c = &model.config;
-    let all = plan_bytes(model, kv, cells);
+    let all = plan_bytes(model, kv, cells, window);
     // The trunk's blocks and the MTP layer's (block n_layer, when the file has one): each is placed.
     let routed = |name: &str| name.contains("_exps") && !name.contains(".nextn.");
     let mut per_layer = vec![0u64; c.n_layer + 1];
@@ -297,10 +299,10 @@ mod tests {
         let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
         let c = &model.config;
         let ram = 64u64 << 30;
-        let whole = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, false).unwrap();
+        let whole = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, (false, 8)).unwrap();
         assert_eq!(whole.home, ExpertHome::Device);
         assert_eq!(whole.device_bytes(), {
-            let p = plan_bytes(&model, KvMode::F16, 4096);
+            let p = plan_bytes(&model, KvMode::F16, 4096, 8);
             p.weights + p.caches + p.scratch
         });
         // The trunk's blocks and the MTP layer's: each placed.
@@ -311,7 +313,7 @@ mod tests {
         let fixed = whole.dense + whole.caches + whole.scratch;
         // A budget for the fixed part and a tenth of the experts.
         let budget = fixed + whole.experts / 10;
-        let tenth = memory_plan(&model, KvMode::F16, 4096, budget, ram, false).unwrap();
+        let tenth = memory_plan(&model, KvMode::F16, 4096, budget, ram, (false, 8)).unwrap();
         let slots = (whole.experts / 10 / whole.slot_bytes) as usize;
         assert_eq!(tenth.home, ExpertHome::Pinned { slots });
         assert!(tenth.device_bytes() <= budget);
@@ -319,11 +321,11 @@ mod tests {
         assert!(text.contains(&format!("{slots} of {} experts", whole.expert_count)), "{text}");
         assert!(text.contains("pinned"), "{text}");
         // RAM too short to pin them, or the map asked for: mapped, the same cache.
-        let short = memory_plan(&model, KvMode::F16, 4096, budget, whole.experts, false).unwrap();
+        let short = memory_plan(&model, KvMode::F16, 4096, budget, whole.experts, (false, 8)).unwrap();
         assert_eq!(short.home, ExpertHome::Mapped { slots });
-        let asked = memory_plan(&model, KvMode::F16, 4096, budget, ram, true).unwrap();
+        let asked = memory_plan(&model, KvMode::F16, 4096, budget, ram, (true, 8)).unwrap();
         assert_eq!(asked.home, ExpertHome::Mapped { slots });
-        let fits = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, true).unwrap();
+        let fits = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, (true, 8)).unwrap();
         assert_eq!(fits.home, ExpertHome::Device, "the map asked for, but the whole model fits the card");
         // Experts a block holds: none named when all are on the card, else the cache shared out.
         assert_eq!(whole.per_block(), None);
@@ -333,7 +335,7 @@ mod tests {
         assert_eq!(of(100, 48).per_block(), Some(2));
         assert_eq!(of(100, 49).per_block(), Some(2));
         // Not even the fixed part: refused, in numbers.
-        let err = memory_plan(&model, KvMode::F16, 4096, fixed - 1, ram, false).unwrap_err().to_string();
+        let err = memory_plan(&model, KvMode::F16, 4096, fixed - 1, ram, (false, 8)).unwrap_err().to_string();
         assert!(err.contains("not even") && err.contains("GiB in all"), "{err}");
         assert!(!err.contains('\n'), "one line: {err}");
     }

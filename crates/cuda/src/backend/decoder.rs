@@ -282,8 +282,10 @@ impl Decoder for CudaDecoder<'_> {
         self.pos
     }
 
+    /// A prompt's windows: `STRATA_PROMPT_WINDOW` tokens (the kernels' widest, 8, by default; a longer
+    /// window runs each op over tiles of 8, forward.rs).
     fn window(&self) -> usize {
-        crate::ops::matvec::MAX_T
+        self.fwd.gpu.settings.prompt_window
     }
 
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {

@@ -32,6 +32,21 @@ pub struct Rows {
     pub width: usize,
 }
 
+impl Rows {
+    /// Rows `first .. first + k`, owning nothing (valid while these are).
+    fn tile(&self, gpu: &Gpu, first: usize, k: usize) -> Result<Rows, CudaError> {
+        Ok(Rows { buf: self.buf.view(gpu, first * self.width, k * self.width)?, t: k, width: self.width })
+    }
+}
+
+/// The kernels take at most MAX_T tokens a launch. A longer window (a prompt's: `STRATA_PROMPT_WINDOW`)
+/// runs each op over its tiles of MAX_T tokens in order, the ops a run of windows of MAX_T would make in
+/// each layer, so the same bits; its layers still run one after another over the whole window, as the
+/// CPU's do (docs/DETAILS.md, "Prompt windows").
+fn tiles(t: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..t).step_by(MAX_T).map(move |first| (first, (t - first).min(MAX_T)))
+}
+
 /// A window's (first position, tokens) and their rope rows.
 type WindowRope = ((usize, usize), Arc<Buf<f32>>);
 
@@ -189,23 +204,68 @@ fn ple_split(s: &crate::runtime::settings::Settings, n: usize) -> bool {
 }
 
 impl CudaForward<'_> {
-    /// The read `id` of the streams `r`, after the pending write if one is given (in place in R). The
-    /// outputs leave with the rows; the next read writes into fresh buffers (no copy, no memset: gr_up
-    /// writes all of mixed, gr_down all of inj where there are inject rows, and a head read's inj is never
-    /// read), so a pending inj, which is the previous read's, is never the buffer being written.
-    fn read_streams(&self, r: &Rows, pending: Option<Pending>, id: HcId) -> Result<(Rows, Rows), CudaError> {
+    /// The read `id` of the streams `r`, after the pending write if one is given (in place in R), tile by
+    /// tile in a window longer than the kernels take.
+    fn read_streams(&self, r: &Rows, pending: Option<(&Rows, &Rows)>, id: HcId) -> Result<(Rows, Rows), CudaError> {
+        let (c, g) = (&self.model.config, &*self.gpu);
+        let at = |first: usize| r.buf.ptr(g) + (first * r.width * 4) as u64;
+        if r.t <= MAX_T {
+            return self.read_tile(at(0), pending.map(|(y, inj)| Pending::of(&y.buf, &inj.buf)), r.t, id);
+        }
+        let (n, hc) = (c.n_embd, c.hc);
+        let (mixed, inj) = (Buf::uninit(g, r.t * n)?, Buf::uninit(g, r.t * hc)?); // every tile's copied in
+        for (first, k) in tiles(r.t) {
+            let tiles = pending.map(|(y, i)| Ok::<_, CudaError>((y.tile(g, first, k)?, i.tile(g, first, k)?)));
+            let tiles = tiles.transpose()?;
+            let (m, i) = self.read_tile(at(first), tiles.as_ref().map(|(y, i)| Pending::of(&y.buf, &i.buf)), k, id)?;
+            mixed.copy_from(g, first * n, &m.buf, k * n)?;
+            inj.copy_from(g, first * hc, &i.buf, k * hc)?;
+        }
+        Ok((Rows { buf: mixed, t: r.t, width: n }, Rows { buf: inj, t: r.t, width: hc }))
+    }
+
+    /// The read of `t` ≤ MAX_T tokens' streams at `p`. The outputs leave with the rows; the next read
+    /// writes into fresh buffers (no copy, no memset: gr_up writes all of mixed, gr_down all of inj where
+    /// there are inject rows, and a head read's inj is never read), so a pending inj, which is the
+    /// previous read's, is never the buffer being written.
+    fn read_tile(&self, p: u64, pending: Option<Pending>, t: usize, id: HcId) -> Result<(Rows, Rows), CudaError> {
         let (c, g) = (&self.model.config, &*self.gpu);
         let w = self.hc(id)?;
-        let p = r.buf.ptr(g);
         let mut s = self.scratch.lock().expect("HC scratch lock");
         // The outputs are made here, fresh for each read (a step's arena while one is recorded), and
         // leave with the rows.
         s.mixed = Buf::uninit(g, MAX_T * c.n_embd)?;
         s.inj = Buf::uninit(g, MAX_T * c.hc)?;
-        hc_read(g, w, p, p, pending, r.t, &s)?;
+        hc_read(g, w, p, p, pending, t, &s)?;
         let mixed = std::mem::replace(&mut s.mixed, Buf::empty());
         let inj = std::mem::replace(&mut s.inj, Buf::empty());
-        Ok((Rows { buf: mixed, t: r.t, width: c.n_embd }, Rows { buf: inj, t: r.t, width: c.hc }))
+        Ok((Rows { buf: mixed, t, width: c.n_embd }, Rows { buf: inj, t, width: c.hc }))
+    }
+
+    /// `f` on each tile of `x` (given its first row), its outputs of `width` values a row made the
+    /// window's rows; `f` on `x` itself where the kernels take it whole.
+    fn tiled(
+        &self,
+        x: &Rows,
+        width: usize,
+        mut f: impl FnMut(&Rows, usize) -> Result<Buf<f32>, CudaError>,
+    ) -> Result<Rows, CudaError> {
+        if x.t <= MAX_T {
+            return Ok(Rows { buf: f(x, 0)?, t: x.t, width });
+        }
+        let g = &*self.gpu;
+        let out = Buf::uninit(g, x.t * width)?; // every tile's rows copied in
+        for (first, k) in tiles(x.t) {
+            let y = f(&x.tile(g, first, k)?, first)?;
+            out.copy_from(g, first * width, &y, k * width)?;
+        }
+        Ok(Rows { buf: out, t: x.t, width })
+    }
+
+    /// The rope rows of a tile's positions: rows `first .. first + k` of the window's.
+    fn rope_tile(rows: &Buf<f32>, g: &Gpu, t: usize, (first, k): (usize, usize)) -> Result<Buf<f32>, CudaError> {
+        let per = rows.len() / t.max(1);
+        rows.view(g, first * per, k * per)
     }
 
     /// The rope rows of positions `first .. first + t`: made once a window, shared by its attention layers.
@@ -457,8 +517,7 @@ impl Backend for CudaForward<'_> {
 
     /// The pending write done by the read's first kernel (gr_norm adds y·2σ(inj/hc) into R as it reads it).
     fn hc_write_read(&self, r: &mut Rows, (y, inj): (&Rows, &Rows), id: HcId) -> Result<(Rows, Rows), CudaError> {
-        let pending = Pending::of(&y.buf, &inj.buf);
-        self.timed("hc read", || self.read_streams(r, Some(pending), id))
+        self.timed("hc read", || self.read_streams(r, Some((y, inj)), id))
     }
 
     fn hc_write(&self, r: &mut Rows, y: &Rows, inj: &Rows) -> Result<(), CudaError> {
@@ -473,14 +532,20 @@ impl Backend for CudaForward<'_> {
             let g = &*self.gpu;
             let n = self.model.config.n_embd;
             let keep = st.points.as_ref().is_some_and(|p| p.keep);
-            let buf = match (&self.w.layers[l].mixer, &mut st.layers[l]) {
-                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t, keep)?,
+            let t = x.t;
+            let rope = match &self.w.layers[l].mixer {
+                MixerGpu::Attn(..) => Some(self.window_rope(pos, t)?),
+                MixerGpu::Gdn(_) => None,
+            };
+            self.tiled(x, n, |x, first| match (&self.w.layers[l].mixer, &mut st.layers[l]) {
+                (MixerGpu::Gdn(w), LayerStateGpu::Gdn(s)) => gdn(g, w, s, &x.buf, x.t, keep),
                 (MixerGpu::Attn(w, cells), LayerStateGpu::Attn(s)) => {
-                    attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, &*self.window_rope(pos, x.t)?))?
+                    let rope = rope.as_deref().expect("made for attention above");
+                    let rows = Self::rope_tile(rope, g, t, (first, x.t))?;
+                    attention(g, w, s, &x.buf, x.t, *cells, (&self.model.rope, &rows))
                 }
                 _ => unreachable!("state built from the same layers"),
-            };
-            Ok(Rows { buf, t: x.t, width: n })
+            })
         })
     }
 
@@ -494,18 +559,15 @@ impl Backend for CudaForward<'_> {
             if let Some(e) = self.w.host.as_ref().and_then(|h| h.server.error()) {
                 return Err(CudaError::Shape(format!("host experts: {e}")));
             }
-            let n = self.model.config.n_embd;
-            let (buf, _) = moe(&self.gpu, w, &x.buf, x.t)?;
-            Ok(Rows { buf, t: x.t, width: n })
+            self.tiled(x, self.model.config.n_embd, |x, _| Ok(moe(&self.gpu, w, &x.buf, x.t)?.0))
         })
     }
 
     fn logits(&self, fin: &Rows) -> Result<Vec<Vec<f32>>, CudaError> {
         self.timed("head", || {
             let vocab = self.w.output.rows;
-            let y = Buf::<f32>::uninit(&self.gpu, fin.t * vocab)?;
-            matvec(&self.gpu, &self.w.output, &fin.buf, &y, fin.t)?;
-            Ok(y.read(&self.gpu, fin.t * vocab)?.chunks(vocab).map(<[f32]>::to_vec).collect())
+            let y = self.tiled(fin, vocab, |fin, _| self.rows_head(fin))?;
+            Ok(y.buf.read(&self.gpu, fin.t * vocab)?.chunks(vocab).map(<[f32]>::to_vec).collect())
         })
     }
 
@@ -567,9 +629,12 @@ impl Backend for CudaForward<'_> {
     fn mtp_attention(&self, x: &Rows, cache: &mut AttnStateGpu, pos: usize) -> Result<Rows, CudaError> {
         self.timed("mtp", || {
             let MixerGpu::Attn(w, cells) = &self.mtp()?.layer.mixer else { unreachable!("uploaded as attention") };
-            let rows = self.window_rope(pos, x.t)?;
-            let buf = attention(&self.gpu, w, cache, &x.buf, x.t, *cells, (&self.model.rope, &rows))?;
-            Ok(Rows { buf, t: x.t, width: self.model.config.n_embd })
+            let (g, t) = (&*self.gpu, x.t);
+            let rope = self.window_rope(pos, t)?;
+            self.tiled(x, self.model.config.n_embd, |x, first| {
+                let rows = Self::rope_tile(&rope, g, t, (first, x.t))?;
+                attention(g, w, cache, &x.buf, x.t, *cells, (&self.model.rope, &rows))
+            })
         })
     }
 }

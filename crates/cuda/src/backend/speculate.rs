@@ -86,7 +86,10 @@ impl Drafting {
             let rows = Rows { buf: cat, t: n, width: w };
             mtp_cells(fwd, &mut self.cache, &rows, &tokens[1 - lead..], pos - lead)?;
         }
-        self.rows.copy_from(g, 0, &r.buf, t * w)?;
+        if t <= MAX_T {
+            // A verify window's rows (one may be cut to by `accept`); a longer prompt window's are not.
+            self.rows.copy_from(g, 0, &r.buf, t * w)?;
+        }
         self.last_r.copy_from(g, 0, &r.buf.view(g, (t - 1) * w, w)?, w)?;
         self.waiting = true;
         Ok(())

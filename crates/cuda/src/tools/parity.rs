@@ -760,7 +760,9 @@ pub fn forward_parity(
         cuda.upload_mtp().map_err(e)?;
     }
     let mut cases = 0;
-    for t in 1..=crate::ops::matvec::MAX_T {
+    // Every window the kernels take, then two longer (a prompt's, STRATA_PROMPT_WINDOW): each op over tiles
+    // of 8, the last one short.
+    for t in (1..=crate::ops::matvec::MAX_T).chain([13, 40]) {
         let mut st = cuda.new_state(kv, len).map_err(e)?;
         let mut mtp = if has_mtp { Some(cuda.mtp_cache(kv, len).map_err(e)?) } else { None };
         for (wi, window) in tokens[..len].chunks(t).enumerate() {

@@ -660,3 +660,21 @@ impl Chosen {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{tiles, MAX_T};
+
+    /// A window's tiles cover it in order, each at most the kernels' widest, only the last shorter.
+    #[test]
+    fn tiles_cover_the_window_in_order() {
+        assert_eq!(tiles(5).collect::<Vec<_>>(), [(0, 5)]);
+        assert_eq!(tiles(MAX_T).collect::<Vec<_>>(), [(0, MAX_T)]);
+        assert_eq!(tiles(2 * MAX_T + 3).collect::<Vec<_>>(), [(0, MAX_T), (MAX_T, MAX_T), (2 * MAX_T, 3)]);
+        for t in 1..=100 {
+            let v: Vec<_> = tiles(t).collect();
+            assert_eq!(v.iter().map(|&(_, k)| k).sum::<usize>(), t);
+            assert!(v.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0 && w[0].1 == MAX_T));
+        }
+    }
+}

@@ -211,4 +211,10 @@ mod tests {
             }
         }
     }
+
+    /// A prompt window's default is the kernels' widest (settings.rs cannot import this floor's constant).
+    #[test]
+    fn the_default_prompt_window_is_the_kernels_widest() {
+        assert_eq!(crate::runtime::settings::DEFAULT_PROMPT_WINDOW, MAX_T);
+    }
 }

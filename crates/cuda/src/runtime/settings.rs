@@ -11,6 +11,9 @@ use std::path::PathBuf;
 /// One switch: its environment name, its values and what they mean, and its default.
 /// Stream slots a placed block takes unless `STRATA_STREAM_SLOTS` says otherwise.
 pub const DEFAULT_STREAM_SLOTS: usize = 8;
+/// Tokens a prompt window takes on the GPU unless `STRATA_PROMPT_WINDOW` says otherwise: the kernels'
+/// widest window (`ops::matrix::MAX_T`, which a test there checks it equals).
+pub const DEFAULT_PROMPT_WINDOW: usize = 8;
 
 pub struct Switch {
     pub name: &'static str,
@@ -231,7 +234,7 @@ impl Settings {
             cache_swaps: r.number("STRATA_CACHE_SWAPS", 0..=1 << 20).unwrap_or(128),
             stream_slots: r.number("STRATA_STREAM_SLOTS", 0..=64).unwrap_or(DEFAULT_STREAM_SLOTS),
             stream_slots_asked: r.text("STRATA_STREAM_SLOTS").is_some(),
-            prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256).unwrap_or(crate::ops::matvec::MAX_T),
+            prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256).unwrap_or(DEFAULT_PROMPT_WINDOW),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),

@@ -135,7 +135,7 @@ impl<'a> CudaForward<'a> {
     }
 
     /// Requests the host's thread answered for placed blocks, and its time answering them.
-    pub fn host_answers(&self) -> Option<[(u64, std::time::Duration); 2]> {
+    pub fn host_answers(&self) -> Option<[(u64, std::time::Duration); 3]> {
         self.w.host.as_ref().map(|h| h.server.answered())
     }
 

@@ -26,6 +26,9 @@ use strata_model::weights::MoeWeights;
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
+
+/// The longest time from answering one request to seeing the next that counts as within a pass.
+const GAP_MAX: Duration = Duration::from_millis(2);
 use crate::runtime::mapped::MappedWords;
 
 /// The most tokens a request holds (a verify or prompt window).
@@ -245,8 +248,10 @@ pub struct MissServer {
     stop: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
     /// Requests answered and the ns from seeing each to answering it: one token's (decode), then
-    /// windows' (a prompt's, a verify pass's).
-    answered: Arc<[AtomicU64; 4]>,
+    /// windows' (a prompt's, a verify pass's); then one-token requests seen within 2 ms of answering a
+    /// one-token one, and the ns between the two (the card's work between its take and its next ask,
+    /// if the host sees each ask at once).
+    answered: Arc<[AtomicU64; 6]>,
     /// The thread that runs the loop (woken by [`MissServer::wake`]).
     worker: Option<std::thread::Thread>,
     handle: Option<std::thread::JoinHandle<()>>,
@@ -266,7 +271,7 @@ impl MissServer {
     {
         let stop = Arc::new(AtomicBool::new(false));
         let error = Arc::new(Mutex::new(None));
-        let answered = Arc::new([0; 4].map(AtomicU64::new));
+        let answered = Arc::new([0; 6].map(AtomicU64::new));
         let (stop2, error2, answered2) = (stop.clone(), error.clone(), answered.clone());
         // The products run on a team of threads that spin while requests come (strata_model::team): a
         // pool that sleeps between them would pay its threads' wake-ups twice a request. As many
@@ -287,6 +292,8 @@ impl MissServer {
                 // Spinning for HOT after a request (as its team does): a pass asks once a MoE layer, a
                 // few hundred µs apart, and a sleeping thread would add its wake-up to each.
                 let mut last = Instant::now() - HOT;
+                // When the last one-token request was answered (None after a window's).
+                let mut last_one: Option<Instant> = None;
                 while !stop2.load(Ordering::Acquire) {
                     if !mb.asked() {
                         if last.elapsed() < HOT {
@@ -297,6 +304,10 @@ impl MissServer {
                         continue;
                     }
                     let (seen, kind) = (Instant::now(), if mb.tokens() > 1 { 2 } else { 0 });
+                    if let Some(gap) = last_one.map(|d| seen - d).filter(|g| kind == 0 && *g < GAP_MAX) {
+                        answered2[4].fetch_add(1, Ordering::Relaxed);
+                        answered2[5].fetch_add(gap.as_nanos() as u64, Ordering::Relaxed);
+                    }
                     let _ = mb.serve_asked(&refs, f, routed.as_ref(), &team, |answer| {
                         if let Err(e) = answer {
                             error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
@@ -305,6 +316,7 @@ impl MissServer {
                         answered2[kind + 1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     });
                     last = Instant::now();
+                    last_one = (kind == 0).then_some(last);
                 }
             })
             .expect("spawning the host-experts thread");
@@ -321,9 +333,9 @@ impl MissServer {
 
     /// Requests answered so far and the time from seeing each to answering it, in all: those of one
     /// token, then those of windows.
-    pub fn answered(&self) -> [(u64, Duration); 2] {
+    pub fn answered(&self) -> [(u64, Duration); 3] {
         let a = |i: usize| self.answered[i].load(Ordering::Relaxed);
-        [(a(0), Duration::from_nanos(a(1))), (a(2), Duration::from_nanos(a(3)))]
+        [0, 2, 4].map(|i| (a(i), Duration::from_nanos(a(i + 1))))
     }
 
     /// The first request it could not answer, in words.

@@ -16,7 +16,11 @@ for th in ${THREADS:-16 12 8 4}; do
   echo "== --threads $th, STRATA_STREAM_SLOTS=16, profiled $(date +%T)"
   STRATA_STREAM_SLOTS=16 STRATA_PROFILE=kernels timeout 200 $bin run -m $model --prompt-tokens $(seq -s, 1 16) \
     -n 48 --ignore-eos --spec 0 --device cuda --gpu-mem 12 --max-context 600 --threads $th 2>&1 >/dev/null \
-    | sed -n '/profile of .* decode/,/profile of/p' | grep -E "profile of .* decode|miss_"
+    > $t/run.log
+  sed -n '/profile of .* decode/,/profile of/p' $t/run.log | grep -E "profile of .* decode|miss_"
+  # The host's side: each answer's time, and the time from answering one request to seeing the next
+  # (about the card's work between its take and its next ask if the host sees each ask at once).
+  grep -E "requests of one token" $t/run.log
 done
 for th in ${THREADS:-16 12 8 4}; do
   echo "== --threads $th, default slots, 512-token prompt, 64 new $(date +%T)"

@@ -5,7 +5,8 @@
 # request's round trip alone), at each --threads in THREADS (default "16 12 8 4": the host's team is
 # min(threads, cores − 2)); then unprofiled decode rates (a 512-token prompt, 64 tokens, default slots) at
 # each. If the wait shrinks with fewer threads, the host's threads crowd out the server or the decoding
-# thread. Run from the repo root with .dev/strata. Log: $OUT/miss_wait.log.
+# thread. Then STRATA_ASK_MISSES_ONLY=1 against the default (the same logits, and the rates). Run from the
+# repo root with .dev/strata. Log: $OUT/miss_wait.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/miss_wait.log) 2>&1
 for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
@@ -27,3 +28,10 @@ for th in ${THREADS:-16 12 8 4}; do
   timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n 64 --ignore-eos --spec 0 --device cuda \
     --gpu-mem 12 --max-context 600 --threads $th 2>&1 >/dev/null | grep -E "tok/s|requests"
 done
+# The card counting its routings and asking only for what the host computes, against the default, twice,
+# with the logits of the tokens after the prompt compared.
+for r in 1 2; do for a in 0 1; do
+  echo "== STRATA_ASK_MISSES_ONLY=$a, default slots, 512-token prompt, 64 new $(date +%T)"
+  STRATA_ASK_MISSES_ONLY=$a timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n 64 --ignore-eos --spec 0 \
+    --device cuda --gpu-mem 12 --max-context 600 --dump-logits $t/ask-$a.f32 2>&1 >/dev/null | grep -E "tok/s|requests"
+done; cmp -s $t/ask-0.f32 $t/ask-1.f32 && echo "logits: SAME" || echo "logits: DIFFER"; done

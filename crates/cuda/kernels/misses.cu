@@ -26,10 +26,16 @@
 // like the held ones; the mailbox marks them MB_HELD, so the host counts them but leaves them to the card.
 #define MB_ASSIGN (MB_MAX_T * 64)
 #define MB_MAX_STREAMS 64
-extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
-                                    const int* __restrict__ slot_of, const float* __restrict__ x,
-                                    int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
-                                    int* __restrict__ stream_of) {
+// COUNTED (miss_ask_counted, `STRATA_ASK_MISSES_ONLY`): the card also counts each slot's expert in
+// `counts` (the cache's ranking reads them before its re-ranks, in place of the host's counting), and it
+// asks the host only where a slot is left to it: `skip[0]` says whether it did not, for miss_take. A
+// request the held and streamed slots cover then costs no round trip over the bus.
+template <bool COUNTED>
+__device__ __forceinline__ void miss_ask_body(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
+                                              const int* __restrict__ slot_of, const float* __restrict__ x,
+                                              int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
+                                              int* __restrict__ stream_of, u32* __restrict__ counts,
+                                              int* __restrict__ skip) {
     grid_dep_wait();
     // Each slot's expert, its cache slot and its stream slot (−1 for none), read once by all threads.
     __shared__ int expert[MB_ASSIGN], slot[MB_ASSIGN], assign[MB_ASSIGN], streamed[MB_MAX_STREAMS];
@@ -39,12 +45,15 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
         expert[i] = e;
         slot[i] = slot_of[e];
         assign[i] = -1;
+        if (COUNTED) atomicAdd(counts + e, 1u);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-        w[MB_DONE] = 0;
-        w[MB_LAYER] = (u32)layer;
-        w[MB_TOKENS] = (u32)t;
+        if (!COUNTED) {
+            w[MB_DONE] = 0;
+            w[MB_LAYER] = (u32)layer;
+            w[MB_TOKENS] = (u32)t;
+        }
         // In slot order, so a window's streams are the same at every replay: one thread, over shared
         // memory (at most 8·64 slots and 64 stream slots).
         int used = 0;
@@ -63,9 +72,28 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
         for (int j = 0; j < streams; j++) stream_of[j] = j < used ? streamed[j] : -1;
     }
     __syncthreads();
+    if (COUNTED) {
+        int mine = 0;
+        for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
+            const int s = slot[i], a = assign[i];
+            cache_ids[i] = s >= 0 ? s : (a >= 0 ? held + a : 0);
+            mine |= s < 0 && a < 0;
+        }
+        // The mailbox is left alone where the host has nothing to compute (the last answer's DONE stays).
+        if (!__syncthreads_or(mine)) {
+            if (threadIdx.x == 0) skip[0] = 1;
+            return;
+        }
+        if (threadIdx.x == 0) {
+            skip[0] = 0;
+            w[MB_DONE] = 0;
+            w[MB_LAYER] = (u32)layer;
+            w[MB_TOKENS] = (u32)t;
+        }
+    }
     for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
         const int e = expert[i], s = slot[i], a = assign[i];
-        cache_ids[i] = s >= 0 ? s : (a >= 0 ? held + a : 0);
+        if (!COUNTED) cache_ids[i] = s >= 0 ? s : (a >= 0 ? held + a : 0);
         w[MB_IDS + i] = (s < 0 && a < 0) ? (u32)e : ((u32)e | MB_HELD);
     }
     const size_t xs = MB_IDS + (size_t)MB_MAX_T * k;
@@ -73,6 +101,23 @@ extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, co
     __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0) w[MB_ASKED] = 1;
+}
+
+extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
+                                    const int* __restrict__ slot_of, const float* __restrict__ x,
+                                    int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
+                                    int* __restrict__ stream_of) {
+    miss_ask_body<false>(box, layer, t, k, n, ids, slot_of, x, cache_ids, held, streams, lo, hi, stream_of, nullptr,
+                         nullptr);
+}
+
+extern "C" __global__ void miss_ask_counted(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
+                                           const int* __restrict__ slot_of, const float* __restrict__ x,
+                                           int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
+                                           int* __restrict__ stream_of, u32* __restrict__ counts,
+                                           int* __restrict__ skip) {
+    miss_ask_body<true>(box, layer, t, k, n, ids, slot_of, x, cache_ids, held, streams, lo, hi, stream_of, counts,
+                        skip);
 }
 
 // The stream slots' experts brought over the bus (blockIdx.y: the stream slot, blockIdx.z: the projection,
@@ -124,8 +169,11 @@ extern "C" __global__ void miss_stream(const int* __restrict__ stream_of, int he
 // itself, so none depends on another being resident), then copies each slot the host computed (its
 // mailbox id without MB_HELD: neither held nor streamed) from the mailbox into eo (T·k rows of n), over
 // what the card's gathers wrote there.
-extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float* __restrict__ eo) {
+template <bool COUNTED>
+__device__ __forceinline__ void miss_take_body(const u32* box, int t, int k, int n, float* __restrict__ eo,
+                                               const int* __restrict__ skip) {
     grid_dep_wait();
+    if (COUNTED && skip[0]) return;  // nothing asked of the host (miss_ask_counted)
     __shared__ int answered;
     if (threadIdx.x == 0) {
         u32 v;
@@ -142,4 +190,13 @@ extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float*
         if (w[MB_IDS + s] & MB_HELD) continue;
         for (int i = threadIdx.x; i < n; i += blockDim.x) eo[(size_t)s * n + i] = __uint_as_float(w[out + (size_t)s * n + i]);
     }
+}
+
+extern "C" __global__ void miss_take(const u32* box, int t, int k, int n, float* __restrict__ eo) {
+    miss_take_body<false>(box, t, k, n, eo, nullptr);
+}
+
+extern "C" __global__ void miss_take_counted(const u32* box, int t, int k, int n, float* __restrict__ eo,
+                                            const int* __restrict__ skip) {
+    miss_take_body<true>(box, t, k, n, eo, skip);
 }

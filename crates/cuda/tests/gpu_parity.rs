@@ -162,8 +162,8 @@ fn host_experts_reach_the_card_with_their_bits() {
     // Twice: answered by one request served on a thread of the test's, then by the server thread.
     std::thread::scope(|s| {
         let host = s.spawn(|| mb.mailbox().serve_one(&layers, f, std::time::Duration::from_secs(60)));
-        mb.ask(&g, (layer, t, 1), (&ids_d, &slot_d, &x_d), &cache_d, None).unwrap();
-        mb.take(&g, t, &eo_d).unwrap();
+        mb.ask(&g, (layer, t, 1), (&ids_d, &slot_d, &x_d), (&cache_d, None), None).unwrap();
+        mb.take(&g, t, &eo_d, None).unwrap();
         g.sync().unwrap();
         assert_eq!(host.join().unwrap(), Ok(layer));
     });
@@ -176,8 +176,8 @@ fn host_experts_reach_the_card_with_their_bits() {
         std::sync::Arc::new(move |l: usize, ex: &[usize]| sink.lock().unwrap().push((l, ex.to_vec())));
     let server = mb.serve(layers.iter().map(|&l| l.clone()).collect(), f, Some(routed));
     server.wake();
-    mb.ask(&g, (layer, t, 1), (&ids_d, &slot_d, &x_d), &cache_d, None).unwrap();
-    mb.take(&g, t, &eo_d).unwrap();
+    mb.ask(&g, (layer, t, 1), (&ids_d, &slot_d, &x_d), (&cache_d, None), None).unwrap();
+    mb.take(&g, t, &eo_d, None).unwrap();
     g.sync().unwrap();
     assert_eq!(server.error(), None);
     let want_told: Vec<(usize, Vec<usize>)> =
@@ -199,4 +199,36 @@ fn host_experts_reach_the_card_with_their_bits() {
             None => assert!(got.iter().all(|&v| v == sentinel), "slot {s}: the card's row was written"),
         }
     }
+    // Counted on the card (`STRATA_ASK_MISSES_ONLY`): the same answer, each slot's expert counted, and the
+    // server, told nothing, computes the host's slots; then a request whose slots the card all holds
+    // asks nothing (the host never sees it) and its take does not wait.
+    let (counts_d, skip_d) = (Buf::<u32>::zeros(&g, e).unwrap(), Buf::<i32>::zeros(&g, 1).unwrap());
+    drop(server); // joins its thread: one server a mailbox
+    let quiet = mb.serve(layers.iter().map(|&l| l.clone()).collect(), f, None);
+    quiet.wake();
+    let eo_d = Buf::from_host(&g, &vec![sentinel; t * k * n]).unwrap();
+    mb.ask(&g, (layer, t, 1), (&ids_d, &slot_d, &x_d), (&cache_d, Some((&counts_d, &skip_d))), None).unwrap();
+    mb.take(&g, t, &eo_d, Some(&skip_d)).unwrap();
+    g.sync().unwrap();
+    let counted = eo_d.read(&g, t * k * n).unwrap();
+    assert!(first.iter().zip(&counted).all(|(a, b)| a.to_bits() == b.to_bits()), "the counted answer differs");
+    assert_eq!(skip_d.read(&g, 1).unwrap(), [0], "a request with host slots asks");
+    let mut want_counts = vec![0u32; e];
+    ids.iter().for_each(|&id| want_counts[id as usize] += 1);
+    assert_eq!(counts_d.read(&g, e).unwrap(), want_counts, "each slot's expert counted on the card");
+    let all_held: Vec<i32> = (0..e as i32).map(|x| x + 100).collect();
+    let held_d = Buf::from_host(&g, &all_held).unwrap();
+    let eo_d = Buf::from_host(&g, &vec![sentinel; t * k * n]).unwrap();
+    let answered = quiet.answered()[1].0; // requests of windows (t tokens)
+    mb.ask(&g, (layer, t, 1), (&ids_d, &held_d, &x_d), (&cache_d, Some((&counts_d, &skip_d))), None).unwrap();
+    mb.take(&g, t, &eo_d, Some(&skip_d)).unwrap();
+    g.sync().unwrap();
+    assert_eq!(skip_d.read(&g, 1).unwrap(), [1], "a request the card holds whole asks nothing");
+    assert!(eo_d.read(&g, t * k * n).unwrap().iter().all(|&v| v == sentinel), "the card's rows left alone");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(quiet.answered()[1].0, answered, "the host was asked");
+    want_counts.iter_mut().for_each(|c| *c *= 2);
+    assert_eq!(counts_d.read(&g, e).unwrap(), want_counts, "the held request's experts counted too");
+    let cache = cache_d.read(&g, t * k).unwrap();
+    assert!((0..t * k).all(|s| cache[s] == all_held[ids[s] as usize]), "the held slots' cache slots");
 }

@@ -150,6 +150,22 @@ impl ExpertCache {
         }
     }
 
+    /// Routings counted elsewhere (a card that counts its own): `counts[e]` choices of expert e in layer
+    /// `id`, as that many [`ExpertCache::record`]s of it. The slots change only at a re-rank, so counts
+    /// given before the re-rank that follows them leave the cache as the choices one by one would.
+    pub fn record_counts(&mut self, id: MoeId, counts: &[u32]) {
+        for (e, &c) in counts.iter().enumerate().take(self.experts).filter(|(_, &c)| c > 0) {
+            let (i, c) = (self.index(id, e), u64::from(c));
+            self.counts[i] += c;
+            self.since_halving += c;
+            if self.slot_of[i].is_some() {
+                self.hits += c
+            } else {
+                self.misses += c
+            }
+        }
+    }
+
     /// Whether the next [`ExpertCache::end_pass`] re-ranks.
     pub fn rerank_due(&self) -> bool {
         (self.passes + 1).is_multiple_of(self.every)
@@ -385,5 +401,35 @@ mod tests {
         let swaps = c.end_pass();
         assert_eq!(swaps.len(), 1, "1 (31) beats 0 (30) only because the counts were halved");
         assert_eq!(swaps[0].old, Some(key(0, 0)));
+    }
+
+    /// Counts given in bulk before each re-rank leave the cache, its hits and its misses as the same
+    /// routings recorded one by one (a card that counts its own routings feeds the policy so).
+    #[test]
+    fn counts_in_bulk_are_the_routings_one_by_one() {
+        let (layers, experts) = (3, 16);
+        let mut one = ExpertCache::per_layer(layers, experts, 4, 2, 3);
+        let mut bulk = ExpertCache::per_layer(layers, experts, 4, 2, 3);
+        let mut rng = strata_gguf::SplitMix64::new(11);
+        for pass in 0..40 {
+            let mut counts = vec![vec![0u32; experts]; layers + 1];
+            for (l, c) in counts.iter_mut().enumerate() {
+                let id = if l < layers { MoeId::Layer(l) } else { MoeId::Mtp };
+                for _ in 0..5 {
+                    // Skewed choices, so the ranking has something to follow.
+                    let u = rng.uniform() as f64;
+                    let e = ((u * u * experts as f64) as usize).min(experts - 1);
+                    one.record(id, &[e]);
+                    c[e] += 1;
+                }
+            }
+            for (l, c) in counts.iter().enumerate() {
+                bulk.record_counts(if l < layers { MoeId::Layer(l) } else { MoeId::Mtp }, c);
+            }
+            assert_eq!(one.end_pass(), bulk.end_pass(), "pass {pass}");
+            assert_eq!(one.counts(), bulk.counts(), "pass {pass}");
+            assert_eq!(one.hits_and_misses(), bulk.hits_and_misses(), "pass {pass}");
+        }
+        assert!(one.hits_and_misses().0 > 0, "the cache held some routings");
     }
 }

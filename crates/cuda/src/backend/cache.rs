@@ -260,6 +260,15 @@ impl CardCache {
                 }
             }
         }
+        // Routings the card counted itself (`STRATA_ASK_MISSES_ONLY`), given to the policy before its
+        // re-rank: the slots change only there, so this is the cache the routings one by one would make.
+        for (b, block) in blocks.iter().enumerate() {
+            let Some((moe, _)) = block else { continue };
+            if let Some(counts) = moe.take_counts(gpu)? {
+                let id = if b < self.layers { MoeId::Layer(b) } else { MoeId::Mtp };
+                self.policy().record_counts(id, &counts);
+            }
+        }
         self.passes += 1;
         if self.passes.is_multiple_of(SAVE_EVERY) {
             self.save_counts();

@@ -177,7 +177,10 @@ impl HostExperts {
         let (every, swaps) = (g.settings.cache_every, g.settings.cache_swaps);
         let cache = CardCache::new(g, (c.n_layer, c.n_expert, per_block), (every, swaps), placing.counts)?;
         let blocks = w.layers.iter().map(|l| l.moe.clone()).chain(w.mtp.as_ref().map(|m| m.layer.moe.clone()));
-        let server = mailbox.serve(blocks.collect(), c.expert_ff, Some(cache.routed()));
+        // The host counts each request's routings for the cache's ranking, unless the card counts them
+        // itself (`STRATA_ASK_MISSES_ONLY`: the host then sees only the requests it computes for).
+        let routed = (!g.settings.ask_misses_only).then(|| cache.routed());
+        let server = mailbox.serve(blocks.collect(), c.expert_ff, routed);
         Ok(HostExperts { cache: Mutex::new(cache), mailbox, server, _pinned, streams })
     }
 

@@ -354,6 +354,10 @@ impl Drop for MissServer {
     }
 }
 
+/// A block's routing counts on the card and the flag saying whether its last request skipped the host
+/// (`STRATA_ASK_MISSES_ONLY`).
+pub type Counted<'a> = (&'a Buf<u32>, &'a Buf<i32>);
+
 /// A request's stream slots (docs/PLACEMENT.md): how many, the experts the card can read from the
 /// host's locked pages (ids lo..hi), and the table miss_ask writes their experts to.
 #[derive(Clone, Copy)]
@@ -409,12 +413,15 @@ impl MissBox {
     /// computes it. With stream slots, the first `streams.slots` distinct experts not held (of ids
     /// `streams.lo..streams.hi`) go to cache slots `held..` instead, their experts written to
     /// `streams.of` for the `miss_stream` launch that follows (ops/moe.rs).
+    ///
+    /// `counted` (`STRATA_ASK_MISSES_ONLY`): each slot's expert counted in its table on the card, and the
+    /// host asked only where a slot is left to it (the flag says whether it was not, for `take`).
     pub fn ask(
         &self,
         gpu: &Gpu,
         (layer, t, held): (usize, usize, usize),
         (ids, slot_of, x): (&Buf<i32>, &Buf<i32>, &Buf<f32>),
-        cache_ids: &Buf<i32>,
+        (cache_ids, counted): (&Buf<i32>, Option<Counted>),
         streams: Option<StreamAsk>,
     ) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
@@ -422,7 +429,8 @@ impl MissBox {
         if streams.is_some_and(|s| s.slots > MAX_STREAMS || s.of.len() < s.slots) {
             return Err(CudaError::Shape(format!("host experts: stream slots past {MAX_STREAMS} or their table")));
         }
-        let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_ask")?;
+        let name = if counted.is_some() { "miss_ask_counted" } else { "miss_ask" };
+        let f = gpu.function(&crate::ops::sources::MISSES_FILE, name)?;
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
         let ptrs = [ids.ptr(gpu), slot_of.ptr(gpu), x.ptr(gpu), cache_ids.ptr(gpu)].map(Arg::Ptr);
@@ -431,20 +439,26 @@ impl MissBox {
             None => (0, 0, 0, cache_ids.ptr(gpu)), // no stream slot: the table is never touched
         };
         let stream_args = [i(held), i(slots), i(lo), i(hi), Arg::Ptr(of)];
-        let args = [&[Arg::Ptr(self.words.device_ptr()), i(layer), i(t), i(k), i(n)][..], &ptrs, &stream_args].concat();
-        launch(gpu, &f, "miss_ask", cfg, &args)
+        let counted_args = counted.map_or(Vec::new(), |(c, skip)| vec![Arg::Ptr(c.ptr(gpu)), Arg::Ptr(skip.ptr(gpu))]);
+        let args =
+            [&[Arg::Ptr(self.words.device_ptr()), i(layer), i(t), i(k), i(n)][..], &ptrs, &stream_args, &counted_args]
+                .concat();
+        launch(gpu, &f, name, cfg, &args)
     }
 
     /// Once the host has answered, the slots it computed (those the mailbox does not mark [`HELD`]:
     /// neither held nor streamed) copied into eo (T·k rows of n), over what the card's gathers wrote
     /// there; the card's own rows are left as they are. Runs after those gathers.
-    pub fn take(&self, gpu: &Gpu, t: usize, eo: &Buf<f32>) -> Result<(), CudaError> {
+    /// `skip`: the flag a counted ask left (nothing to wait for where it did not ask).
+    pub fn take(&self, gpu: &Gpu, t: usize, eo: &Buf<f32>, skip: Option<&Buf<i32>>) -> Result<(), CudaError> {
         let (k, n) = (self.k, self.n);
         self.check(t, &[("outputs", eo.len(), t * k * n)])?;
-        let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_take")?;
+        let name = if skip.is_some() { "miss_take_counted" } else { "miss_take" };
+        let f = gpu.function(&crate::ops::sources::MISSES_FILE, name)?;
         let cfg = LaunchConfig { grid_dim: ((t * k) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let i = |v: usize| Arg::I32(v as i32);
-        let args = [Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n), Arg::Ptr(eo.ptr(gpu))];
-        launch(gpu, &f, "miss_take", cfg, &args)
+        let mut args = vec![Arg::Ptr(self.words.device_ptr()), i(t), i(k), i(n), Arg::Ptr(eo.ptr(gpu))];
+        args.extend(skip.map(|s| Arg::Ptr(s.ptr(gpu))));
+        launch(gpu, &f, name, cfg, &args)
     }
 }

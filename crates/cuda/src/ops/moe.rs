@@ -116,6 +116,9 @@ struct Placed {
     mailbox: Arc<MissBox>,
     /// The stream slots, and the table of their experts miss_ask writes for miss_stream.
     stream: Option<(StreamFrom, Buf<i32>)>,
+    /// With `STRATA_ASK_MISSES_ONLY`: the block's routings counted on the card (an entry an expert,
+    /// taken by the cache's ranking after each pass) and whether the last request skipped the host.
+    counted: Option<(Buf<u32>, Buf<i32>)>,
 }
 
 /// A MoE block's weights on the device.
@@ -197,6 +200,10 @@ impl MoeGpu {
                     slot_of: Buf::from_host(gpu, &slot_of)?,
                     mailbox: p.mailbox,
                     stream,
+                    counted: match gpu.settings.ask_misses_only {
+                        true => Some((Buf::zeros(gpu, e)?, Buf::zeros(gpu, 1)?)),
+                        false => None,
+                    },
                 })
             }
         };
@@ -261,6 +268,20 @@ impl MoeGpu {
     }
 }
 
+impl MoeGpu {
+    /// The routings a placed block counted on the card since the last call (`STRATA_ASK_MISSES_ONLY`),
+    /// an entry an expert, and the counts cleared; None where the host counts them. Between passes.
+    pub fn take_counts(&self, gpu: &Gpu) -> Result<Option<Vec<u32>>, CudaError> {
+        let Some((counts, _)) = self.placed.as_ref().and_then(|p| p.counted.as_ref()) else { return Ok(None) };
+        if gpu.recording() {
+            return Err(CudaError::Shape("MoE cache: routing counts taken inside a step".into()));
+        }
+        let v = counts.read(gpu, self.dims.0)?;
+        counts.zero(gpu)?;
+        Ok(Some(v))
+    }
+}
+
 fn elementwise(n: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (n.div_ceil(256) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
 }
@@ -281,7 +302,7 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
         // The card's slots into eo over its cache, the host's written over theirs, then the combination.
         let eo = Buf::uninit(gpu, t * k * n)?;
         matvec_gather(gpu, &w.down.m, down, &p.h, (k * f, f), &eo, cache_ids, (t, k))?;
-        pl.mailbox.take(gpu, t, &eo)?;
+        pl.mailbox.take(gpu, t, &eo, pl.counted.as_ref().map(|(_, skip)| skip))?;
         finish_shared()?;
         gpu.join()?;
         combine(gpu, (&eo, &p.weights, &p.shared, &p.sg), (n, k, t), &y)?;
@@ -389,7 +410,8 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
         Some(pl) => {
             let cache_ids = Buf::<i32>::uninit(gpu, t * k)?;
             let streams = pl.stream.as_ref().map(|(st, of)| StreamAsk { slots: st.slots, lo: st.lo, hi: st.hi, of });
-            pl.mailbox.ask(gpu, (pl.index, t, pl.held), (&ids, &pl.slot_of, x), &cache_ids, streams)?;
+            let counted = pl.counted.as_ref().map(|(c, skip)| (c, skip));
+            pl.mailbox.ask(gpu, (pl.index, t, pl.held), (&ids, &pl.slot_of, x), (&cache_ids, counted), streams)?;
             if let Some((st, of)) = &pl.stream {
                 stream_in(gpu, w, (st, of), pl.held)?;
             }

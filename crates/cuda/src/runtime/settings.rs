@@ -62,6 +62,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_CACHE_EVERY", "K: passes between two re-ranks of the card's expert cache (backend/cache.rs)", "8"),
     sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "128"),
     sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held (where its experts' pages are locked)", "8"),
+    sw("STRATA_ASK_MISSES_ONLY", "1: a placed block counts its routings on the card and asks the host only for slots left to it (no round trip where the held and streamed slots cover a request); not yet checked on a card", "off"),
     sw("STRATA_PROMPT_WINDOW", "N: tokens a prompt window takes (1..=256); past the kernels' 8, each op runs over tiles of 8", "8"),
     sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),
     sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
@@ -157,6 +158,8 @@ pub struct Settings {
     /// Whether `STRATA_STREAM_SLOTS` was given (its notes are said, and the parity runs'
     /// `STRATA_HOST_EXPERTS` locks the pages, only then).
     pub stream_slots_asked: bool,
+    /// `STRATA_ASK_MISSES_ONLY`: placed blocks count their routings on the card.
+    pub ask_misses_only: bool,
     /// Tokens a prompt window takes (`STRATA_PROMPT_WINDOW`).
     pub prompt_window: usize,
     pub qkv_once: bool,
@@ -234,6 +237,7 @@ impl Settings {
             cache_swaps: r.number("STRATA_CACHE_SWAPS", 0..=1 << 20).unwrap_or(128),
             stream_slots: r.number("STRATA_STREAM_SLOTS", 0..=64).unwrap_or(DEFAULT_STREAM_SLOTS),
             stream_slots_asked: r.text("STRATA_STREAM_SLOTS").is_some(),
+            ask_misses_only: r.flag("STRATA_ASK_MISSES_ONLY").unwrap_or(false),
             prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256).unwrap_or(DEFAULT_PROMPT_WINDOW),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),

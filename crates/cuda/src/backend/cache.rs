@@ -239,6 +239,25 @@ impl CardCache {
     /// begun. The policy's choices depend on the routings alone. `blocks`: each block's
     /// device weights and host weights, None where the block is not on the card (the MTP layer before
     /// drafting; its slots change with the policy alone).
+    /// The routings the card counted itself since the last call (`STRATA_ASK_MISSES_ONLY`; nothing
+    /// otherwise), given to the policy: before each re-rank (the slots change only there, so this is the
+    /// cache the routings one by one would make), each save, and each report. A read a block, so not
+    /// after every pass.
+    pub(crate) fn take_card_counts(
+        &mut self,
+        gpu: &Gpu,
+        blocks: &[Option<(&MoeGpu, &MoeWeights)>],
+    ) -> Result<(), CudaError> {
+        for (b, block) in blocks.iter().enumerate() {
+            let Some((moe, _)) = block else { continue };
+            if let Some(counts) = moe.take_counts(gpu)? {
+                let id = if b < self.layers { MoeId::Layer(b) } else { MoeId::Mtp };
+                self.policy().record_counts(id, &counts);
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn end_pass(&mut self, gpu: &Gpu, blocks: &[Option<(&MoeGpu, &MoeWeights)>]) -> Result<(), CudaError> {
         if !self.landing.is_empty() {
             let ended = || CudaError::Shape("the expert cache's thread ended".into());
@@ -260,14 +279,8 @@ impl CardCache {
                 }
             }
         }
-        // Routings the card counted itself (`STRATA_ASK_MISSES_ONLY`), given to the policy before its
-        // re-rank: the slots change only there, so this is the cache the routings one by one would make.
-        for (b, block) in blocks.iter().enumerate() {
-            let Some((moe, _)) = block else { continue };
-            if let Some(counts) = moe.take_counts(gpu)? {
-                let id = if b < self.layers { MoeId::Layer(b) } else { MoeId::Mtp };
-                self.policy().record_counts(id, &counts);
-            }
+        if self.policy().rerank_due() || (self.passes + 1).is_multiple_of(SAVE_EVERY) {
+            self.take_card_counts(gpu, blocks)?;
         }
         self.passes += 1;
         if self.passes.is_multiple_of(SAVE_EVERY) {

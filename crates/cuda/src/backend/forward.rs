@@ -118,20 +118,30 @@ impl<'a> CudaForward<'a> {
     /// the next (backend/cache.rs). Nothing where every expert is on the card.
     pub fn end_pass(&self) -> Result<(), CudaError> {
         let Some(h) = &self.w.host else { return Ok(()) };
+        h.cache.lock().unwrap_or_else(|p| p.into_inner()).end_pass(&self.gpu, &self.placed_blocks())
+    }
+
+    /// Each MoE block's device and host weights (the trunk's, then the MTP layer's, None before it is
+    /// uploaded): what the expert cache's passes work on.
+    fn placed_blocks(&self) -> Vec<Option<(&crate::ops::moe::MoeGpu, &strata_model::weights::MoeWeights)>> {
         let w = &self.model.weights;
         let trunk = self.w.layers.iter().zip(&w.layers).map(|(g, l)| Some((&g.moe, &l.moe)));
         let mtp = match (&self.w.mtp, &w.mtp) {
             (Some(g), Some(m)) => Some((&g.layer.moe, &m.layer.moe)),
             _ => None,
         };
-        let blocks: Vec<_> = trunk.chain(std::iter::once(mtp)).collect();
-        h.cache.lock().unwrap_or_else(|p| p.into_inner()).end_pass(&self.gpu, &blocks)
+        trunk.chain(std::iter::once(mtp)).collect()
     }
 
     /// Routings the card's expert cache held and did not, and the experts it copied in (None where every
-    /// expert is on the card).
+    /// expert is on the card); the card's own counts taken first where it keeps them.
     pub fn cache_counts(&self) -> Option<(u64, u64, u64)> {
-        self.w.host.as_ref().map(|h| h.cache.lock().unwrap_or_else(|p| p.into_inner()).counts())
+        let h = self.w.host.as_ref()?;
+        let mut cache = h.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = cache.take_card_counts(&self.gpu, &self.placed_blocks()) {
+            eprintln!("note: the card's routing counts could not be read: {e}");
+        }
+        Some(cache.counts())
     }
 
     /// Requests the host's thread answered for placed blocks, and its time answering them.

@@ -17,6 +17,7 @@ for run in "moe_equals_the_cpu" "the_whole_pass_equals_the_cpu_on_every_fixture"
   "STRATA_HOST_EXPERTS=3,STRATA_CACHE_EVERY=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2,STRATA_ASK_MISSES_ONLY=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
+  "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2,STRATA_DEFINES=MISS_STREAM_WIDE=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "host_experts_reach_the_card_with_their_bits"; do
   set -- $run
   setting=""

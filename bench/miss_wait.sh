@@ -28,6 +28,13 @@ for th in ${THREADS:-16 12 8 4}; do
   timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n 64 --ignore-eos --spec 0 --device cuda \
     --gpu-mem 12 --max-context 600 --threads $th 2>&1 >/dev/null | grep -E "tok/s|requests"
 done
+# miss_stream by 16-byte loads (STRATA_DEFINES=MISS_STREAM_WIDE=1) against the default: its time a layer.
+for d in 0 1 0 1; do
+  echo "== MISS_STREAM_WIDE=$d, STRATA_STREAM_SLOTS=16, profiled $(date +%T)"
+  STRATA_DEFINES=MISS_STREAM_WIDE=$d STRATA_STREAM_SLOTS=16 STRATA_PROFILE=kernels timeout 200 $bin run -m $model \
+    --prompt-tokens $(seq -s, 1 16) -n 48 --ignore-eos --spec 0 --device cuda --gpu-mem 12 --max-context 600 \
+    2>&1 >/dev/null | sed -n '/profile of .* decode/,/profile of/p' | grep -E "profile of .* decode|miss_stream"
+done
 # The card counting its routings and asking only for what the host computes, against the default, twice,
 # with the logits of the tokens after the prompt compared.
 for r in 1 2; do for a in 0 1; do

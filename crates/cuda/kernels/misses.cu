@@ -129,12 +129,19 @@ extern "C" __global__ void miss_ask_counted(u32* box, int layer, int t, int k, i
 // ops/matrix.rs pair_q2_0_blocks moves them; else as they are). The bytes are the file's: the card's
 // kernels compute the slot as they would the same expert held.
 #define STREAM_CHUNK (36 * 128)
+#ifndef MISS_STREAM_WIDE
+#define MISS_STREAM_WIDE 0
+#endif
 extern "C" __global__ void miss_stream(const int* __restrict__ stream_of, int held, const u32* src_gate,
                                        const u32* src_up, const u32* src_down, u32* __restrict__ dst_gate,
                                        u32* __restrict__ dst_up, u32* __restrict__ dst_down, long long len_gate,
                                        long long len_up, long long len_down, int pairs) {
     grid_dep_wait();
+#if MISS_STREAM_WIDE
+    __shared__ __align__(16) u32 chunk[STREAM_CHUNK / 4];
+#else
     __shared__ u32 chunk[STREAM_CHUNK / 4];
+#endif
     const int j = blockIdx.y, which = blockIdx.z;
     const int e = stream_of[j];
     const long long len = which == 0 ? len_gate : which == 1 ? len_up : len_down;
@@ -144,8 +151,19 @@ extern "C" __global__ void miss_stream(const int* __restrict__ stream_of, int he
     const long long words = len / 4;
     for (long long c0 = (long long)blockIdx.x * (STREAM_CHUNK / 4); c0 < words; c0 += (long long)gridDim.x * (STREAM_CHUNK / 4)) {
         const int in = (int)min((long long)(STREAM_CHUNK / 4), words - c0);
+#if MISS_STREAM_WIDE
+        // 16-byte loads where the chunk allows them: a warp asks the bus for 512 bytes at a time, not 128
+        // (the same bytes; `STRATA_DEFINES=MISS_STREAM_WIDE=1`, timing only until checked on a card).
+        if (in % 4 == 0 && ((size_t)(from + c0) & 15) == 0) {
+            const uint4* f4 = reinterpret_cast<const uint4*>(from + c0);
+            uint4* c4 = reinterpret_cast<uint4*>(chunk);
+            for (int i = threadIdx.x; i < in / 4; i += blockDim.x) c4[i] = f4[i];
+        } else
+#endif
+        {
 #pragma unroll 4
-        for (int i = threadIdx.x; i < in; i += blockDim.x) chunk[i] = from[c0 + i];
+            for (int i = threadIdx.x; i < in; i += blockDim.x) chunk[i] = from[c0 + i];
+        }
         __syncthreads();
         if ((pairs >> which) & 1) {
             for (int p = threadIdx.x; p < in / 9; p += blockDim.x) {

@@ -118,7 +118,7 @@ fn every_kernel_compiles_for_every_architecture_without_spills() {
 
 /// The kernels' compile-time variants other than their defaults (each file's `#ifndef` macros, which
 /// `STRATA_DEFINES` sets at run time): (file, `NAME VALUE`).
-const COMPILE_VARIANTS: [(&str, &str); 8] = [
+const COMPILE_VARIANTS: [(&str, &str); 9] = [
     ("matvec.cu", "MATVEC_PREFETCH 0"),
     ("matvec.cu", "MATVEC_PREFETCH 1"),
     ("hc.cu", "HC_EARLY 0"),
@@ -127,6 +127,7 @@ const COMPILE_VARIANTS: [(&str, &str); 8] = [
     ("qdot.cu", "QDOT_WINDOW_SMEM 1"),
     ("qdot.cu", "ROUTER_ONE_PASS 0"),
     ("gdn.cu", "GDN_FETCH_NEXT 0"),
+    ("misses.cu", "MISS_STREAM_WIDE 1"),
 ];
 
 fn source_of(file: &str) -> &'static str {

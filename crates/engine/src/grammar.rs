@@ -38,7 +38,7 @@ pub struct Grammars {
     stops: Vec<u32>,
     vocab: usize,
     /// Each token's bytes (a control token's: none), for a guide that watches the text for its trigger.
-    words: Arc<Vec<Vec<u8>>>,
+    text: Arc<Vec<Vec<u8>>>,
 }
 
 impl Grammars {
@@ -46,19 +46,21 @@ impl Grammars {
     pub fn new(tok: Arc<Tokenizer>, stops: &[u32]) -> Result<Grammars, String> {
         let &end = stops.first().ok_or("constrained decoding needs a stop token")?;
         let vocab = tok.vocab_size();
-        let text: Vec<Vec<u8>> = (0..vocab as u32).map(|id| tok.token_bytes(id).unwrap_or_default()).collect();
+        let bytes: Vec<Option<Vec<u8>>> = (0..vocab as u32).map(|id| tok.token_bytes(id)).collect();
         let words: Vec<Vec<u8>> = (0..vocab as u32)
-            .map(|id| match tok.token_bytes(id) {
-                Some(b) => b,
+            .zip(&bytes)
+            .map(|(id, b)| match b {
+                Some(b) => b.clone(),
                 // The special marker keeps control tokens out of every grammar's text.
                 None => [&[TokTrie::SPECIAL_TOKEN_MARKER][..], tok.token(id).unwrap_or("").as_bytes()].concat(),
             })
             .collect();
+        let text: Vec<Vec<u8>> = bytes.into_iter().map(Option::unwrap_or_default).collect();
         let info = TokRxInfo::new(vocab as u32, end);
         let env: TokEnv = Arc::new(Vocabulary { trie: TokTrie::from(&info, &words), tok });
         let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
         factory.quiet();
-        Ok(Grammars { factory, stops: stops.to_vec(), vocab, words: Arc::new(text) })
+        Ok(Grammars { factory, stops: stops.to_vec(), vocab, text: Arc::new(text) })
     }
 
     /// A reply that is one JSON value of the schema (`{"type": "object"}` for any object), written
@@ -82,7 +84,7 @@ impl Grammars {
             trigger: trigger.as_bytes().to_vec(),
             tail: Vec::new(),
             active: false,
-            words: self.words.clone(),
+            text: self.text.clone(),
         });
         Ok(g)
     }
@@ -149,7 +151,7 @@ struct Wait {
     tail: Vec<u8>,
     /// The grammar holds the text now.
     active: bool,
-    words: Arc<Vec<Vec<u8>>>,
+    text: Arc<Vec<Vec<u8>>>,
 }
 
 impl Wait {
@@ -209,7 +211,7 @@ impl Guide {
             return Ok(());
         }
         if let Some(w) = self.wait.as_mut().filter(|w| !w.active) {
-            let bytes = w.words.get(t as usize).cloned().unwrap_or_default();
+            let bytes = w.text.get(t as usize).cloned().unwrap_or_default();
             if w.sees(&bytes) {
                 w.active = true;
                 self.m.reset().map_err(|e| format!("the grammar: {e}"))?;

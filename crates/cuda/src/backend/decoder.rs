@@ -426,7 +426,8 @@ impl Decoder for CudaDecoder<'_> {
     }
 
     fn memory(&self) -> Option<(u64, u64)> {
-        crate::runtime::device::memory(&self.fwd.gpu)
+        let (free, total) = self.fwd.gpu.memory().ok()?;
+        Some(((total - free) as u64, total as u64))
     }
 
     fn report(&self) -> Option<String> {

@@ -16,13 +16,6 @@ use crate::runtime::error::{Check, CudaError};
 use crate::runtime::profile::Profile;
 use crate::runtime::settings::{ProfileMode, Settings};
 
-/// The card's memory in use and in all, in bytes (what the driver says now).
-pub fn memory(gpu: &Gpu) -> Option<(u64, u64)> {
-    gpu.ctx.bind_to_thread().ok()?;
-    let (free, total) = cudarc::driver::result::mem_get_info().ok()?;
-    Some(((total - free) as u64, total as u64))
-}
-
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,

@@ -19,11 +19,11 @@ pub fn score_key(s: f32) -> u32 {
 /// whole sort would: linear in the values, not n·log n (QSA selects among every block of the context for
 /// every token).
 pub fn top_k(values: &[f32], k: usize) -> Vec<usize> {
-    let order = |&a: &usize, &b: &usize| score_key(values[b]).cmp(&score_key(values[a])).then(a.cmp(&b));
-    let mut idx: Vec<usize> = (0..values.len()).collect();
     if k == 0 {
         return Vec::new();
     }
+    let order = |&a: &usize, &b: &usize| score_key(values[b]).cmp(&score_key(values[a])).then(a.cmp(&b));
+    let mut idx: Vec<usize> = (0..values.len()).collect();
     if k < idx.len() {
         idx.select_nth_unstable_by(k - 1, order);
         idx.truncate(k);

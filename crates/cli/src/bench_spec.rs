@@ -136,11 +136,13 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64, windo
     println!("\n| draft vocabulary K | three drafts (ms) | × step |");
     println!("|---|---|---|");
     for k in [vocab, 65536, 32768, 16384, 8192].into_iter().filter(|&k| k <= vocab) {
-        dec.set_draft_vocab(k);
+        // The whole head, or a draft head of k rows (which k tokens does not change its time).
+        let ids: Vec<u32> = if k == vocab { Vec::new() } else { (0..k as u32).collect() };
+        dec.set_draft_vocab(&ids).map_err(anyhow::Error::msg)?;
         let (d3, _) = time_passes(&mut *dec, x, 3, reps, None)?;
         println!("| {k} | {:.3} | {:.3} |", ms(d3), d3 / step);
     }
-    dec.set_draft_vocab(0);
+    dec.set_draft_vocab(&[]).map_err(anyhow::Error::msg)?;
     effective(&mut *dec, (step, &whole), FORCED_TOKENS, &mut rng, x)?;
     if let Some(r) = dec.report() {
         println!("\n{r}");

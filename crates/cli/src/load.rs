@@ -46,8 +46,9 @@ pub struct EngineArgs {
     /// decodes plainly.
     #[arg(long, default_value = "auto")]
     pub spec: Drafts,
-    /// Drafts choose among the first K tokens of the vocabulary (a cheaper draft head; the verify pass's
-    /// full head decides, so the text does not change). Default: all of it.
+    /// Drafts choose among K tokens: those the run has seen most often in its prompts and replies, then
+    /// the lowest ids (a cheaper draft head of K rows, gathered again as the counts move; the verify
+    /// pass's full head decides, so the text does not change). Default: the whole vocabulary.
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub draft_vocab: usize,
     /// A VRAM budget in GiB. Where the model exceeds it, the routed experts stay in host memory (read from

@@ -139,6 +139,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         logits: dump.is_some(),
         mark: None,
         spec: a.engine.spec,
+        draft_vocab: session.draft_vocab(),
     };
     let mut guide = guide(&a, &tok, &cfg.stops)?;
     // The stop token that ends a reply is not part of its text; ids are printed for a prompt of ids.

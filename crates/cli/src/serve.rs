@@ -150,6 +150,7 @@ fn engine_thread(a: &EngineArgs, cache: usize, jobs: Jobs, ready: &Sender<Result
         max_context: session.context,
         fresh: model.new_state(session.kv)?,
         spec: a.spec,
+        draft_vocab: session.draft_vocab(),
         convos: Convos::new(cache),
         live: Some(Vec::new()),
     };

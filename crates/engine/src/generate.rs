@@ -2,10 +2,12 @@
 //! holds. `strata run` (and later the server) call this; what to do with each token (print it, stream it)
 //! is the caller's, through [`Event`]s.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_model::decoder::Decoder;
 
+use crate::draft_vocab::DraftVocab;
 use crate::grammar::Guide;
 use crate::sampler::{Sampler, SamplerConfig, Seen};
 use crate::tuner::Tuner;
@@ -32,6 +34,9 @@ pub struct GenerateConfig {
     /// Drafts per verify window: docs/SPECULATION.md. Used when the decoder drafts and no logits are
     /// asked for; the tokens are the plain run's either way.
     pub spec: Drafts,
+    /// The tokens drafts choose among (`--draft-vocab K`), kept across generations: None for the whole
+    /// vocabulary.
+    pub draft_vocab: Option<Arc<Mutex<DraftVocab>>>,
 }
 
 /// How many drafts a verify window takes.
@@ -149,6 +154,9 @@ pub fn generate_guided(
         Drafts::Auto => dec.windows_pay(),
     } && (!logits || dec.gives_window_logits())
         && dec.start_drafting();
+    if drafting {
+        note_drafts(dec, cfg, prompt, false)?;
+    }
     let mut sampler = Sampler::new(cfg.sampler.clone());
     let greedy = cfg.sampler.greedy();
     // A device draw's settings are taken from the sampler a step ahead (the same numbers in the same
@@ -256,6 +264,7 @@ fn speculate(
 ) -> Result<Stop, GenerateError> {
     let device = GenerateError::Device;
     let mut tuner = Tuner::new(MAX_DRAFTS);
+    let mut noted = 0; // the tokens counted for the draft vocabulary
     loop {
         let x = *tokens.last().expect("the loop starts after a token");
         let t0 = Instant::now();
@@ -266,6 +275,8 @@ fn speculate(
         // A window of n + 1 cells must fit the context, and yields at most n + 1 tokens.
         let room = cfg.max_context - dec.position();
         let n = wanted.min(cfg.n_predict - tokens.len() - 1).min(room - 1);
+        note_drafts(dec, cfg, &tokens[noted..], n > 0)?;
+        noted = tokens.len();
         // Position i's token is the generation's (tokens.len() + i)-th: drawn with that draw's number.
         let pick = |i: usize| (!cfg.sampler.greedy()).then(|| cfg.sampler.params_at((tokens.len() + i) as u64));
         let mut rows = Vec::new();
@@ -352,6 +363,25 @@ fn speculate(
         if dec.position() >= cfg.max_context {
             return Ok(Stop::ContextFull);
         }
+    }
+}
+
+/// `tokens` counted in the draft vocabulary, where the config keeps one, and before drafts (`drafting`)
+/// its new list given to the decoder when one is due.
+fn note_drafts(
+    dec: &mut dyn Decoder,
+    cfg: &GenerateConfig,
+    tokens: &[u32],
+    drafting: bool,
+) -> Result<(), GenerateError> {
+    let Some(vocab) = &cfg.draft_vocab else { return Ok(()) };
+    // A panic elsewhere while it was held leaves counts that are still counts.
+    let mut vocab = vocab.lock().unwrap_or_else(|e| e.into_inner());
+    vocab.note(tokens);
+    // A list made now and not given would be lost: the decoder keeps the last one given.
+    match drafting.then(|| vocab.due()).flatten() {
+        Some(ids) => dec.set_draft_vocab(ids).map_err(GenerateError::Device),
+        None => Ok(()),
     }
 }
 

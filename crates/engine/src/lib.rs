@@ -3,6 +3,7 @@
 
 pub mod chat;
 pub mod detok;
+pub mod draft_vocab;
 pub mod generate;
 pub mod grammar;
 pub mod sampler;

@@ -2,8 +2,9 @@
 //! conversation's state each). `strata run`, `strata serve` and `strata perplexity` all start here.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use crate::draft_vocab::DraftVocab;
 use anyhow::{bail, Context, Result};
 use strata_cuda::backend::budget::{memory_plan, ExpertHome, Gib};
 use strata_cuda::backend::decoder::CudaDecoder;
@@ -53,7 +54,7 @@ pub struct SessionOptions {
     pub rope_scale: Option<f64>,
     /// CPU threads (default: all cores).
     pub threads: Option<usize>,
-    /// The vocabulary rows a draft chooses among (0: all of it).
+    /// The tokens a draft chooses among: the K seen most often (0: the whole vocabulary; draft_vocab.rs).
     pub draft_vocab: usize,
     /// A VRAM budget in bytes: where the model exceeds it, the routed experts stay in host memory and
     /// the card holds a cache of them (docs/PLACEMENT.md). None: the whole model on the card.
@@ -147,7 +148,7 @@ impl Session {
             None => None,
         };
         self.warm_ple();
-        let (mut dec, on): (Box<dyn Decoder + '_>, String) = match cuda {
+        let (dec, on): (Box<dyn Decoder + '_>, String) = match cuda {
             Some(d) => (Box::new(d), format!("cuda: {}", self.gpu.as_ref().map_or("", |g| g.name.as_str()))),
             None => {
                 let state = match saved {
@@ -157,8 +158,15 @@ impl Session {
                 (Box::new(CpuDecoder::new(&self.model, state)), "cpu".to_string())
             }
         };
-        dec.set_draft_vocab(self.draft_vocab);
         Ok((dec, on))
+    }
+
+    /// The draft vocabulary for one decoder's generations (`--draft-vocab K`; None for the whole
+    /// vocabulary): one a decoder, since the list it gives is the one that decoder holds.
+    pub fn draft_vocab(&self) -> Option<Arc<Mutex<DraftVocab>>> {
+        let (k, vocab) = (self.draft_vocab, self.model.config.vocab);
+        let make = if self.settings.draft_by_id { DraftVocab::by_id } else { DraftVocab::new };
+        (k > 0).then(|| Arc::new(Mutex::new(make(k, vocab))))
     }
 
     /// Reads the PLE table's pages ahead in the background (its rows are read on the host each token),

@@ -24,6 +24,7 @@ fn cfg(n: usize, stops: Vec<u32>, max_context: usize) -> GenerateConfig {
         logits: true,
         mark: None,
         spec: Drafts::Fixed(0),
+        draft_vocab: None,
     }
 }
 

@@ -35,6 +35,7 @@ fn run(m: &Model, tok: &Tokenizer, stops: &[u32], guide: &mut Guide, seed: u64) 
         logits: false,
         mark: None,
         spec: Drafts::Fixed(0),
+        draft_vocab: None,
     };
     let mut dec = CpuDecoder::new(m, m.new_state(KvMode::F16).unwrap());
     let mut raw_seen = 0;

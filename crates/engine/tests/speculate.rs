@@ -4,7 +4,9 @@
 //! layer is trained (its drafts are accepted often enough for windows to be kept whole and cut).
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
+use strata_engine::draft_vocab::DraftVocab;
 use strata_engine::generate::{
     complete_state, generate, generate_guided, Drafts, Event, GenerateConfig, Generated, Stop,
 };
@@ -31,6 +33,7 @@ fn cfg(n: usize, spec: usize, sampler: SamplerConfig) -> GenerateConfig {
         logits: false,
         mark: None,
         spec: Drafts::Fixed(spec),
+        draft_vocab: None,
     }
 }
 
@@ -45,6 +48,12 @@ struct Rejecting<D> {
     at: usize,
     /// Every draft made, as the inner decoder made it.
     seen: Vec<u32>,
+    /// The draft vocabularies given, in turn (each draft is checked to be in the last one).
+    vocabs: Vec<Vec<u32>>,
+}
+
+fn rejecting<D: Decoder>(inner: D, at: usize) -> Rejecting<D> {
+    Rejecting { inner, at, seen: Vec::new(), vocabs: Vec::new() }
 }
 
 impl<D: Decoder> Decoder for Rejecting<D> {
@@ -78,8 +87,9 @@ impl<D: Decoder> Decoder for Rejecting<D> {
     fn start_drafting(&mut self) -> bool {
         self.inner.start_drafting()
     }
-    fn set_draft_vocab(&mut self, rows: usize) {
-        self.inner.set_draft_vocab(rows)
+    fn set_draft_vocab(&mut self, ids: &[u32]) -> Result<(), String> {
+        self.vocabs.push(ids.to_vec());
+        self.inner.set_draft_vocab(ids)
     }
     /// Said here so that `--spec auto` drafts on the CPU in the test below.
     fn windows_pay(&self) -> bool {
@@ -87,6 +97,9 @@ impl<D: Decoder> Decoder for Rejecting<D> {
     }
     fn draft(&mut self, x: u32, n: usize, picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         let mut d = self.inner.draft(x, n, picks)?;
+        if let Some(v) = self.vocabs.last().filter(|v| !v.is_empty()) {
+            assert!(d.iter().all(|t| v.binary_search(t).is_ok()), "drafts {d:?} outside the draft vocabulary");
+        }
         self.seen.extend(&d);
         let vocab = self.vocab() as u32;
         if let Some(t) = d.get_mut(self.at) {
@@ -195,7 +208,7 @@ fn a_rejection_at_every_window_position_changes_no_token() {
         let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(24, 0, sampler.clone()));
         for n in [1, 4, 7] {
             for at in 0..n {
-                let mut dec = Rejecting { inner: fresh(&m), at, seen: Vec::new() };
+                let mut dec = rejecting(fresh(&m), at);
                 let (g, state) = run(&mut dec, &m, &prompt(), &cfg(24, n, sampler.clone()));
                 assert_eq!(g.tokens, plain.tokens, "N = {n}, rejected at {at}");
                 assert!(state == plain_state, "N = {n}, rejected at {at}: the state differs");
@@ -239,7 +252,7 @@ fn auto_drafts_where_windows_pay_and_writes_the_plain_tokens() {
     let m = model();
     let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(48, 0, SamplerConfig::default()));
     let auto = GenerateConfig { spec: Drafts::Auto, ..cfg(48, 0, SamplerConfig::default()) };
-    let (g, state) = run(&mut Rejecting { inner: fresh(&m), at: usize::MAX, seen: Vec::new() }, &m, &prompt(), &auto);
+    let (g, state) = run(&mut rejecting(fresh(&m), usize::MAX), &m, &prompt(), &auto);
     assert_eq!(g.tokens, plain.tokens);
     assert!(state == plain_state, "the state differs");
     assert!(g.spec.passes > 0 && g.spec.drafted > 0, "{:?}", g.spec);
@@ -247,18 +260,49 @@ fn auto_drafts_where_windows_pay_and_writes_the_plain_tokens() {
     assert_eq!((g.tokens, g.spec.passes), (plain.tokens, 0), "the CPU decoder's windows do not pay");
 }
 
-/// A draft vocabulary of the first rows: every draft is among them, and the tokens are the plain run's.
+/// Every third token below 3,000: a draft vocabulary spread over the built-in model's 4,096.
+fn spread_vocab() -> Vec<u32> {
+    (0..1000).map(|i| 3 * i).collect()
+}
+
+/// A draft vocabulary given as a list: every draft is among its tokens (Rejecting checks each), and the
+/// tokens and the state are the plain run's.
 #[test]
 fn a_draft_vocabulary_keeps_drafts_inside_it_and_changes_no_token() {
     let m = model();
     let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, 0, SamplerConfig::default()));
-    let mut dec = Rejecting { inner: fresh(&m), at: usize::MAX, seen: Vec::new() };
-    dec.inner.set_draft_vocab(300);
+    let mut dec = rejecting(fresh(&m), usize::MAX);
+    dec.set_draft_vocab(&spread_vocab()).unwrap();
     let (g, state) = run(&mut dec, &m, &prompt(), &cfg(32, 3, SamplerConfig::default()));
     assert_eq!(g.tokens, plain.tokens);
     assert!(state == plain_state, "the state differs");
-    assert!(!dec.seen.is_empty() && dec.seen.iter().all(|&t| t < 300), "{:?}", dec.seen);
-    assert!(plain.tokens.iter().any(|&t| t >= 300), "the text has no token past the draft vocabulary");
+    assert!(!dec.seen.is_empty() && dec.seen.iter().all(|&t| t % 3 == 0 && t < 3000), "{:?}", dec.seen);
+    assert!(plain.tokens.iter().any(|&t| t % 3 != 0), "the text has no token outside the draft vocabulary");
+    // Lists out of order, or past the vocabulary, are refused.
+    assert!(dec.set_draft_vocab(&[5, 5]).unwrap_err().contains("ascend"));
+    assert!(dec.set_draft_vocab(&[1, 4096]).unwrap_err().contains("outside the vocabulary"));
+}
+
+/// `--draft-vocab K` as generation runs it: lists made from the tokens seen (the prompt's among them,
+/// which the first K ids do not hold), every draft inside the list the decoder holds, the plain run's
+/// tokens and state, and drafts of tokens past the first K accepted.
+#[test]
+fn a_ranked_draft_vocabulary_follows_the_tokens_seen_and_changes_no_token() {
+    let m = model();
+    let c = |spec| GenerateConfig { n_predict: 96, ..cfg(96, spec, SamplerConfig::default()) };
+    let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &c(0));
+    let k = 256;
+    let mut dec = rejecting(fresh(&m), usize::MAX);
+    let vocab = Some(Arc::new(Mutex::new(DraftVocab::new(k, m.config.vocab))));
+    let (g, state) = run(&mut dec, &m, &prompt(), &GenerateConfig { draft_vocab: vocab, ..c(3) });
+    assert_eq!(g.tokens, plain.tokens);
+    assert!(state == plain_state, "the state differs");
+    let first = &dec.vocabs[0];
+    assert!(first.len() == k && prompt().iter().all(|t| first.contains(t)), "the prompt's tokens ranked first");
+    assert!(dec.vocabs.len() >= 2, "the list is made again as the reply goes on: {}", dec.vocabs.len());
+    assert!(dec.seen.iter().any(|&t| t as usize >= k), "no draft past the first K ids");
+    let past: usize = g.tokens.iter().filter(|&&t| t as usize >= k).count();
+    assert!(past > 0, "the text has no token past the first K ids");
 }
 
 #[test]
@@ -285,7 +329,7 @@ fn a_resumed_conversation_speculates_to_the_plain_tokens() {
 // CPU's bits as well as to its own plain decoding.
 mod gpu {
     use super::*;
-    use std::sync::{Arc, OnceLock};
+    use std::sync::OnceLock;
     use strata_cuda::backend::decoder::CudaDecoder;
     use strata_cuda::backend::forward::CudaForward;
     use strata_cuda::ops::variants::Variants;
@@ -343,7 +387,7 @@ mod gpu {
                 assert_eq!(g.tokens, plain.tokens, "N = {n}");
                 assert!(state == plain_state, "N = {n}: the state differs");
                 for at in 0..n {
-                    let mut dec = Rejecting { inner: on_gpu(&m), at, seen: Vec::new() };
+                    let mut dec = rejecting(on_gpu(&m), at);
                     let (g, state) = run(&mut dec, &m, &prompt(), &cfg(24, n, sampler.clone()));
                     assert_eq!(g.tokens, plain.tokens, "N = {n}, rejected at {at}");
                     assert!(state == plain_state, "N = {n}, rejected at {at}: the state differs");
@@ -373,12 +417,17 @@ mod gpu {
         }
         // A draft vocabulary.
         let (plain, plain_state) = run(&mut fresh(&m), &m, &prompt(), &cfg(32, 0, SamplerConfig::default()));
-        let mut dec = Rejecting { inner: on_gpu(&m), at: usize::MAX, seen: Vec::new() };
-        dec.set_draft_vocab(300);
+        let mut dec = rejecting(on_gpu(&m), usize::MAX);
+        dec.set_draft_vocab(&spread_vocab()).unwrap();
         let (g, state) = run(&mut dec, &m, &prompt(), &cfg(32, 3, SamplerConfig::default()));
         assert_eq!(g.tokens, plain.tokens);
         assert!(state == plain_state, "the state differs");
-        assert!(!dec.seen.is_empty() && dec.seen.iter().all(|&t| t < 300), "{:?}", dec.seen);
+        assert!(!dec.seen.is_empty() && dec.seen.iter().all(|&t| t % 3 == 0 && t < 3000), "{:?}", dec.seen);
+        // The same drafts as the CPU's over the same list.
+        let mut cpu = rejecting(fresh(&m), usize::MAX);
+        cpu.set_draft_vocab(&spread_vocab()).unwrap();
+        run(&mut cpu, &m, &prompt(), &cfg(32, 3, SamplerConfig::default()));
+        assert_eq!(dec.seen, cpu.seen, "the drafts differ from the CPU's");
         // A conversation saved with MTP cells on the CPU, resumed on the GPU, and the other way round.
         let (_, saved) = run_state(&mut fresh(&m), &prompt(), &cfg(10, 2, SamplerConfig::default()));
         assert!(saved.mtp.is_some());
@@ -448,7 +497,7 @@ fn windows_chosen_from_logits_under_a_grammar_write_the_plain_run() {
                 assert!(spec.1 == plain.1, "N = {n}, guided {guided}: the logits differ");
                 assert!(spec.2 == plain.2, "N = {n}, guided {guided}: the state differs");
                 for at in 0..n {
-                    let mut dec = Rejecting { inner: fresh(&m), at, seen: Vec::new() };
+                    let mut dec = rejecting(fresh(&m), at);
                     let wrong = go(&mut dec, &c, guided);
                     assert_eq!(wrong.0, plain.0, "N = {n}, wrong at {at}, guided {guided}");
                     assert!(wrong.2 == plain.2, "N = {n}, wrong at {at}: the state differs");

@@ -4,6 +4,7 @@
 use crate::backend::{mtp_cells, mtp_read, trunk, Backend};
 use crate::cpu::Cpu;
 use crate::model::Model;
+use crate::ops::matvec::Matrix;
 use crate::ops::sample::SampleParams;
 use crate::ops::topk::argmax;
 use crate::rewind::Point;
@@ -47,10 +48,12 @@ pub trait Decoder {
     fn start_drafting(&mut self) -> bool {
         false
     }
-    /// Drafts choose among the first `rows` tokens of the vocabulary only (the head's first rows: a
-    /// cheaper draft; the verify pass's full head decides, so the tokens do not change). 0 or more than
-    /// the vocabulary: all of it.
-    fn set_draft_vocab(&mut self, _rows: usize) {}
+    /// Drafts choose among the tokens `ids` only ([`check_draft_vocab`]: ascending, inside the
+    /// vocabulary), by a head of those rows (a cheaper draft; the verify pass's full head decides, so the
+    /// tokens written do not change); empty: the whole vocabulary.
+    fn set_draft_vocab(&mut self, _ids: &[u32]) -> Result<(), String> {
+        Ok(())
+    }
     /// `n` greedy drafts of the tokens after `x`, the last generated token (at [`Decoder::position`]).
     /// `picks` are those the window that verifies them will be given (n + 1: see [`Decoder::verify`]), so
     /// that a device can prepare that window while the drafts run.
@@ -98,8 +101,22 @@ pub struct CpuDecoder<'a> {
     pub state: State,
     /// The verify window's tokens, the trunk's R at each and the point after each.
     window: Vec<(u32, Vec<f32>, Point)>,
-    /// The vocabulary rows a draft chooses among.
-    draft_rows: usize,
+    /// The head of the draft vocabulary and its tokens (None: the whole head).
+    draft_head: Option<(Matrix, Vec<u32>)>,
+}
+
+/// A draft vocabulary's tokens as [`Decoder::set_draft_vocab`] takes them: ascending (so a tie between
+/// two rows goes to the lower id, as in the whole head's argmax), each inside the vocabulary.
+pub fn check_draft_vocab(ids: &[u32], vocab: usize) -> Result<(), String> {
+    if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+        return Err(format!("a draft vocabulary's tokens must ascend ({} then {})", w[0], w[1]));
+    }
+    match ids.last() {
+        Some(&last) if last as usize >= vocab => {
+            Err(format!("a draft vocabulary's token {last} is outside the vocabulary ({vocab} tokens)"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `f` on one of the thread pool's threads (`rayon::scope` from outside the pool runs it there): the CPU
@@ -111,7 +128,7 @@ fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 
 impl<'a> CpuDecoder<'a> {
     pub fn new(model: &'a Model, state: State) -> CpuDecoder<'a> {
-        CpuDecoder { model, state, window: Vec::new(), draft_rows: model.config.vocab }
+        CpuDecoder { model, state, window: Vec::new(), draft_head: None }
     }
 
     /// Runs `tokens` through the trunk, then `head` on their final reads; while drafting (the state holds
@@ -159,11 +176,16 @@ impl<'a> CpuDecoder<'a> {
         let cpu = Cpu::new(self.model);
         let (mut rows, mut next, mut at) = (vec![m.last_r.clone().expect("checked above")], x, pos - 1);
         let mut drafts = Vec::with_capacity(n);
-        let mut logits = vec![0f32; self.draft_rows];
+        let (head, ids) = match &self.draft_head {
+            Some((head, ids)) => (head, Some(ids)),
+            None => (&self.model.weights.output, None),
+        };
+        let mut logits = vec![0f32; head.rows];
         for _ in 0..n {
             let Ok((fin, rp)) = mtp_read(&cpu, &mut m.cache, &rows, &[next], at);
-            self.model.weights.output.matvec_rows(&fin[0], 0, &mut logits);
-            next = argmax(&logits);
+            head.matvec_rows(&fin[0], 0, &mut logits);
+            let i = argmax(&logits);
+            next = ids.map_or(i, |ids| ids[i as usize]);
             drafts.push(next);
             (rows, at) = (rp, at + 1);
         }
@@ -284,9 +306,13 @@ impl Decoder for CpuDecoder<'_> {
         true
     }
 
-    fn set_draft_vocab(&mut self, rows: usize) {
-        let vocab = self.model.config.vocab;
-        self.draft_rows = if rows == 0 { vocab } else { rows.min(vocab) };
+    fn set_draft_vocab(&mut self, ids: &[u32]) -> Result<(), String> {
+        check_draft_vocab(ids, self.model.config.vocab)?;
+        self.draft_head = match ids {
+            [] => None,
+            _ => Some((self.model.weights.output.gather_rows(ids).ok_or("the head's rows")?, ids.to_vec())),
+        };
+        Ok(())
     }
 
     fn draft(&mut self, x: u32, n: usize, _picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {

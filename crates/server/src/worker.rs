@@ -6,6 +6,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use strata_engine::draft_vocab::DraftVocab;
 use strata_engine::generate::{generate_guided, Drafts, Event, GenerateConfig, GenerateError, SpecStats, Stop};
 use strata_engine::grammar::Guide;
 use strata_engine::sampler::SamplerConfig;
@@ -219,6 +220,8 @@ pub struct Engine<'a> {
     pub fresh: State,
     /// Drafts per verify window.
     pub spec: Drafts,
+    /// The decoder's draft vocabulary (`--draft-vocab K`), counting every request's tokens.
+    pub draft_vocab: Option<Arc<Mutex<DraftVocab>>>,
     pub convos: Convos<State>,
     /// The tokens the decoder holds now; `None` when unknown (after a device error).
     pub live: Option<Vec<u32>>,
@@ -320,6 +323,7 @@ impl Engine<'_> {
             logits: job.logprobs.is_some(),
             mark: Some(n - 1 - reused),
             spec: self.spec,
+            draft_vocab: self.draft_vocab.clone(),
         };
         let mut text = TextStream::new(self.tok, job.stop.clone());
         let mut tokens = Vec::new();

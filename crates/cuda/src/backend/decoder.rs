@@ -2,13 +2,14 @@
 //! recorded a step ahead while the one before runs.
 
 use strata_model::backend::trunk;
-use strata_model::decoder::Decoder;
+use strata_model::decoder::{check_draft_vocab, Decoder};
 use strata_model::ops::sample::SampleParams;
 use strata_model::State;
 
 use crate::backend::forward::{Choice, Chosen, CudaForward, Late, Rows};
 use crate::backend::speculate::{check_picks, Drafting};
 use crate::backend::state::CudaState;
+use crate::ops::draft::DraftHead;
 use crate::ops::matvec::MAX_T;
 use crate::runtime::buf::Buf;
 use crate::runtime::error::CudaError;
@@ -28,8 +29,8 @@ pub struct CudaDecoder<'a> {
     at_prompt_end: Option<GraphStats>,
     /// The MTP layer's cells and the draft chain's state, once drafting has started.
     drafting: Option<Drafting>,
-    /// The vocabulary rows a draft chooses among.
-    draft_rows: usize,
+    /// The head of the draft vocabulary (None: drafts choose among the whole vocabulary).
+    draft_head: Option<DraftHead>,
     /// The next verify window, recorded while its draft chain ran.
     verify_ahead: Option<VerifyAhead>,
     /// Where the host's time in the draft calls went (the report's drafting line).
@@ -140,7 +141,6 @@ fn plain_step(
 
 impl<'a> CudaDecoder<'a> {
     pub fn new(fwd: CudaForward<'a>, state: CudaState, pos: usize) -> CudaDecoder<'a> {
-        let draft_rows = fwd.vocab_rows();
         CudaDecoder {
             fwd,
             state,
@@ -149,7 +149,7 @@ impl<'a> CudaDecoder<'a> {
             handed: None,
             at_prompt_end: None,
             drafting: None,
-            draft_rows,
+            draft_head: None,
             verify_ahead: None,
             draft_times: Default::default(),
         }
@@ -173,9 +173,7 @@ impl<'a> CudaDecoder<'a> {
                 self.fwd.upload_mtp()?;
             }
             self.state.keep_points(&self.fwd.gpu)?;
-            let mut d = Drafting::new(&self.fwd, self.state.kv, self.state.capacity())?;
-            d.draft_rows = self.draft_rows;
-            self.drafting = Some(d);
+            self.drafting = Some(Drafting::new(&self.fwd, self.state.kv, self.state.capacity())?);
         }
         Ok(())
     }
@@ -317,12 +315,13 @@ impl Decoder for CudaDecoder<'_> {
         self.start().is_ok()
     }
 
-    fn set_draft_vocab(&mut self, rows: usize) {
-        let vocab = self.fwd.vocab_rows();
-        self.draft_rows = if rows == 0 { vocab } else { rows.min(vocab) };
-        if let Some(d) = &mut self.drafting {
-            d.draft_rows = self.draft_rows;
-        }
+    fn set_draft_vocab(&mut self, ids: &[u32]) -> Result<(), String> {
+        check_draft_vocab(ids, self.fwd.vocab_rows())?;
+        self.draft_head = match ids {
+            [] => None,
+            _ => Some(self.fwd.draft_vocab(ids).map_err(|e| e.to_string())?),
+        };
+        Ok(())
     }
 
     fn draft(&mut self, x: u32, n: usize, picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
@@ -338,7 +337,7 @@ impl Decoder for CudaDecoder<'_> {
         }
         let t0 = std::time::Instant::now();
         fwd.gpu.host_kind("draft chains");
-        let ids = fwd.step(|| d.chain(fwd, x, n, pos)).map_err(e)?;
+        let ids = fwd.step(|| d.chain(fwd, (x, n, pos), self.draft_head.as_ref())).map_err(e)?;
         let t1 = std::time::Instant::now();
         // The window that checks these drafts, recorded while the chain runs (its error only means the
         // window is recorded when it runs), greedy or sampled: the window's draws are known here.

@@ -14,6 +14,7 @@ use strata_model::{Model, State};
 use crate::backend::state::{CudaState, LayerStateGpu};
 use crate::backend::weights::{MixerGpu, MtpGpu, Placing, WeightsGpu};
 use crate::ops::attn::{attention, rope_rows, AttnStateGpu};
+use crate::ops::draft::DraftHead;
 use crate::ops::gdn::gdn;
 use crate::ops::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::ops::matvec::{embed, matvec, matvec_at};
@@ -371,15 +372,29 @@ impl CudaForward<'_> {
         *self.draft_ids.lock().expect("draft ids lock") = Some(id);
     }
 
-    /// A draft's choice from the MTP layer's final read `fin` (one row): the argmax over the head's first
-    /// `rows` rows (a draft vocabulary), written at `ids[at]` on the device.
-    pub(crate) fn draft_head(&self, fin: &Rows, rows: usize, ids: &Buf<i32>, at: usize) -> Result<(), CudaError> {
+    /// The head of a draft vocabulary: the rows of `ids` (ascending, inside the head).
+    pub(crate) fn draft_vocab(&self, ids: &[u32]) -> Result<DraftHead, CudaError> {
+        DraftHead::gather(&self.gpu, &self.w.output, ids)
+    }
+
+    /// A draft's choice from the MTP layer's final read `fin` (one row): the argmax over the whole head,
+    /// or over a draft vocabulary's rows (`vocab`), written at `ids[at]` on the device.
+    pub(crate) fn draft_head(
+        &self,
+        fin: &Rows,
+        vocab: Option<&DraftHead>,
+        ids: &Buf<i32>,
+        at: usize,
+    ) -> Result<(), CudaError> {
         self.timed("draft head", || {
             let g = &*self.gpu;
-            let head = self.w.output.first_rows(g, rows.clamp(1, self.w.output.rows))?;
+            let head = vocab.map_or(&*self.w.output, |v| &v.rows);
             let y = Buf::<f32>::uninit(g, head.rows)?;
-            matvec_at(g, &head, fin.buf.ptr(g), y.ptr(g), 1)?;
-            crate::ops::argmax::argmax_into(g, &y, head.rows, ids, at)
+            matvec_at(g, head, fin.buf.ptr(g), y.ptr(g), 1)?;
+            match vocab {
+                None => crate::ops::argmax::argmax_into(g, &y, head.rows, ids, at),
+                Some(v) => v.put(g, &crate::ops::argmax::argmax_start(g, &y, head.rows)?, ids, at),
+            }
         })
     }
 

@@ -10,6 +10,7 @@ use strata_model::state::MtpCells;
 use crate::backend::forward::{CudaForward, Rows};
 use crate::backend::weights::MixerGpu;
 use crate::ops::attn::AttnStateGpu;
+use crate::ops::draft::DraftHead;
 use crate::ops::matvec::MAX_T;
 use crate::runtime::buf::Buf;
 use crate::runtime::error::CudaError;
@@ -29,8 +30,6 @@ pub(crate) struct Drafting {
     /// addresses whatever window came before (a step graph matches its copies by address).
     last_r: Buf<f32>,
     waiting: bool,
-    /// The rows of the vocabulary a draft chooses among.
-    pub draft_rows: usize,
     /// The length of the verify window just run (0: none since the last accept).
     window: usize,
 }
@@ -46,7 +45,6 @@ impl Drafting {
             rows: Buf::uninit(&fwd.gpu, MAX_T * c.hc * c.n_embd)?,
             last_r: Buf::uninit(&fwd.gpu, c.hc * c.n_embd)?,
             waiting: false,
-            draft_rows: c.vocab,
             window: 0,
         })
     }
@@ -97,8 +95,14 @@ impl Drafting {
 
     /// `n` greedy drafts after `x` (the token at `pos`, not yet through the trunk), chained on the device
     /// in one step: the first writes the real cell of `pos − 1`, the rest provisional ones (cut by the
-    /// verify window). Left on the device: x then the drafts.
-    pub(crate) fn chain(&mut self, fwd: &CudaForward, x: u32, n: usize, pos: usize) -> Result<Buf<i32>, CudaError> {
+    /// verify window), each choosing among `vocab`'s tokens where there is one. Left on the device: x then
+    /// the drafts.
+    pub(crate) fn chain(
+        &mut self,
+        fwd: &CudaForward,
+        (x, n, pos): (u32, usize, usize),
+        vocab: Option<&DraftHead>,
+    ) -> Result<Buf<i32>, CudaError> {
         let g = &*fwd.gpu;
         if !self.waiting {
             return Err(CudaError::Shape("no draft before a token has been through the trunk while drafting".into()));
@@ -109,7 +113,7 @@ impl Drafting {
         for i in 0..n {
             fwd.next_draft_input(ids.view(g, i, 1)?);
             let (fin, rp) = mtp_read(fwd, &mut self.cache, &rows, &[x], pos - 1 + i)?;
-            fwd.draft_head(&fin, self.draft_rows, &ids, i + 1)?;
+            fwd.draft_head(&fin, vocab, &ids, i + 1)?;
             rows = rp;
         }
         if n > 0 {

@@ -47,18 +47,6 @@ impl MatrixGpu {
         self.bytes.ptr(gpu)
     }
 
-    /// The first `k` rows (1 ..= rows) as a matrix of their own: a view of these bytes, valid while this
-    /// matrix is (a draft head over the first rows of the vocabulary).
-    pub fn first_rows(&self, gpu: &Gpu, k: usize) -> Result<MatrixGpu, CudaError> {
-        if k == 0 || k > self.rows {
-            return Err(CudaError::Shape(format!("the first {k} rows of a matrix of {}", self.rows)));
-        }
-        // The 16 bytes of padding after the last row stay readable (the staged layout reads them).
-        let row_bytes = (self.bytes.len() - 16) / self.rows;
-        let bytes = self.bytes.view(gpu, 0, k * row_bytes + 16)?;
-        Ok(MatrixGpu { ty: self.ty, rows: k, cols: self.cols, bytes, layouts: self.layouts, pairs: self.pairs })
-    }
-
     /// `m` on the device, its products to run in `lay`'s layouts for its type.
     pub fn upload(gpu: &Gpu, m: &Matrix, lay: &Layouts) -> Result<MatrixGpu, CudaError> {
         MatrixGpu::upload_laid(gpu, m, lay, false)
@@ -103,6 +91,14 @@ impl MatrixGpu {
         let mut bytes = Buf::zeros(gpu, data.len() + 16)?;
         bytes.write(gpu, data)?;
         Ok(MatrixGpu { ty: m.ty, rows: m.rows, cols: m.cols, bytes, layouts: MatLayouts::of(lay, m.ty), pairs })
+    }
+
+    /// A matrix of `rows` rows of this one's type, columns and layouts, its bytes zeroed (a draft head's
+    /// rows gathered into it, ops/draft.rs).
+    pub fn shaped_like(&self, gpu: &Gpu, rows: usize) -> Result<MatrixGpu, CudaError> {
+        // The 16 bytes of padding after the last row, as an upload leaves them.
+        let bytes = Buf::zeros(gpu, rows * self.row_bytes() + 16)?;
+        Ok(MatrixGpu { ty: self.ty, rows, cols: self.cols, bytes, layouts: self.layouts, pairs: self.pairs })
     }
 
     /// A second copy of these weights on the device (benches and checks: sets that overflow the L2).

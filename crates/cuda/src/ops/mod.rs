@@ -1,5 +1,6 @@
 pub mod argmax;
 pub mod attn;
+pub mod draft;
 pub mod gdn;
 pub mod hc;
 pub mod layout;

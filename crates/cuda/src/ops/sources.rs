@@ -41,6 +41,10 @@ pub const MTP: &str = include_str!("../../kernels/mtp.cu");
 /// The greedy token of a row of logits (twin of ops/topk.rs argmax).
 pub const ARGMAX: &str = include_str!("../../kernels/argmax.cu");
 
+/// The draft head over a draft vocabulary: its rows gathered, a draft's token through its list (twin of
+/// the CPU decoder's draft head).
+pub const DRAFT: &str = include_str!("../../kernels/draft.cu");
+
 /// A token drawn from a row of logits (twin of ops/sample.rs sample).
 pub const SAMPLE: &str = include_str!("../../kernels/sample.cu");
 
@@ -51,7 +55,7 @@ pub const REWIND: &str = include_str!("../../kernels/rewind.cu");
 pub const MISSES: &str = include_str!("../../kernels/misses.cu");
 
 /// Every kernel file's (name, body). All variants of an op family live in its one file.
-pub const BODIES: [(&str, &str); 13] = [
+pub const BODIES: [(&str, &str); 14] = [
     ("hc.cu", HC),
     ("qsa.cu", QSA),
     ("matvec.cu", MATVEC),
@@ -62,6 +66,7 @@ pub const BODIES: [(&str, &str); 13] = [
     ("ple.cu", PLE),
     ("mtp.cu", MTP),
     ("argmax.cu", ARGMAX),
+    ("draft.cu", DRAFT),
     ("sample.cu", SAMPLE),
     ("rewind.cu", REWIND),
     ("misses.cu", MISSES),
@@ -146,6 +151,7 @@ kernel_files! {
     PLE_FILE = "ple.cu", PLE;
     MTP_FILE = "mtp.cu", MTP;
     ARGMAX_FILE = "argmax.cu", ARGMAX;
+    DRAFT_FILE = "draft.cu", DRAFT;
     SAMPLE_FILE = "sample.cu", SAMPLE;
     REWIND_FILE = "rewind.cu", REWIND;
     MISSES_FILE = "misses.cu", MISSES;

@@ -136,6 +136,19 @@ impl Matrix {
         Some(Matrix { ty: self.ty, rows: count, cols: self.cols, bytes })
     }
 
+    /// The rows `ids` (each inside the matrix), in that order, copied into a matrix of their own: row i is
+    /// row `ids[i]` byte for byte, so its products are those rows' (a draft head over a draft vocabulary).
+    pub fn gather_rows(&self, ids: &[u32]) -> Option<Matrix> {
+        let mut bytes = Vec::with_capacity(ids.len() * self.row_bytes());
+        for &r in ids {
+            if r as usize >= self.rows {
+                return None;
+            }
+            bytes.extend_from_slice(self.row_slice(r as usize));
+        }
+        Some(Matrix { ty: self.ty, rows: ids.len(), cols: self.cols, bytes: TensorBytes::from_vec(bytes) })
+    }
+
     /// Row r dequantized into `out` (cols values).
     pub fn row(&self, r: usize, out: &mut [f32]) {
         dequantize(self.ty, self.row_slice(r), out).expect("shape checked at load");

@@ -1,8 +1,10 @@
 //! Which tokens a draft chooses among when `--draft-vocab K` cuts its head to K rows (docs/SPECULATION.md,
-//! "A draft vocabulary"): the K tokens this run has seen most often, in its prompts and its replies, and
-//! below those the lowest ids (a byte-level BPE vocabulary lists its tokens roughly from the most frequent,
-//! so with nothing seen yet these are its first K). Drafts only propose: the verify pass's whole head
-//! decides every token, so the list moves the acceptance, never the text.
+//! "A draft vocabulary"). A byte-level BPE vocabulary lists its tokens roughly from the most frequent, so
+//! the first K/2 ids are always in; the rest are the tokens this run has seen at least twice (in its
+//! prompts and replies), the most seen first, and below those the next ids. So a conversation in a script
+//! or domain the first ids miss (CJK text, a codebase's names) gets its own tokens, and a token seen once
+//! displaces no frequent one. Drafts only propose: the verify pass's whole head decides every token, so
+//! the list moves the acceptance, never the text.
 
 /// The tokens seen so far and the draft vocabulary made from them.
 #[derive(Debug)]
@@ -18,6 +20,11 @@ pub struct DraftVocab {
     /// The list last made (ascending; empty before the first).
     ids: Vec<u32>,
 }
+
+/// Times a token must be seen to displace an id of the vocabulary's order: a token seen once was as
+/// likely a one-off (on the built-in model, tokens seen once in 1,000 tokens of context cost 3 points of
+/// acceptance at K = 1,024; docs/SPECULATION.md).
+const SEEN_MIN: u32 = 2;
 
 /// Tokens seen between two lists at the least: making one gathers K rows of the head (on a card, from its
 /// own copy of the head; on the host, a copy of them).
@@ -64,18 +71,20 @@ impl DraftVocab {
         })
     }
 
-    /// The K tokens seen most often (the lower id first among equals), then the lowest ids not among
-    /// them; ascending.
+    /// The first K/2 ids; then, past them, the tokens seen [`SEEN_MIN`] times or more, the most seen
+    /// first (the lower id among equals); then the lowest ids not yet in: K tokens, ascending.
     pub fn ranked(&self) -> Vec<u32> {
-        let mut seen: Vec<u32> = (0..self.counts.len() as u32).filter(|&t| self.counts[t as usize] > 0).collect();
+        let (k, vocab) = (self.k, self.counts.len() as u32);
+        let first = (k / 2) as u32;
+        let mut seen: Vec<u32> = (first..vocab).filter(|&t| self.counts[t as usize] >= SEEN_MIN).collect();
         seen.sort_by_key(|&t| (std::cmp::Reverse(self.counts[t as usize]), t));
-        seen.truncate(self.k);
-        let mut keep = vec![false; self.counts.len()];
+        seen.truncate(k - first as usize);
+        let mut keep = vec![false; vocab as usize];
         for &t in &seen {
             keep[t as usize] = true;
         }
-        let lowest = (0..self.counts.len() as u32).filter(|&t| !keep[t as usize]).take(self.k - seen.len());
-        let mut ids: Vec<u32> = seen.into_iter().chain(lowest).collect();
+        let next = (first..vocab).filter(|&t| !keep[t as usize]).take(k - first as usize - seen.len());
+        let mut ids: Vec<u32> = (0..first).chain(seen).chain(next).collect();
         ids.sort_unstable();
         ids
     }
@@ -86,15 +95,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_most_seen_tokens_then_the_lowest_ids() {
-        let mut v = DraftVocab::new(4, 10);
-        assert_eq!(v.ranked(), vec![0, 1, 2, 3], "nothing seen: the first K");
-        v.note(&[9, 7, 9, 5, 7, 9, 8, 42]);
-        // 9 three times, 7 twice, then 5 and 8 once each: the lower id (5) first; 42 is outside.
-        assert_eq!(v.ranked(), vec![5, 7, 8, 9]);
-        let mut w = DraftVocab::new(4, 10);
-        w.note(&[6, 6]);
-        assert_eq!(w.ranked(), vec![0, 1, 2, 6], "one seen: it, then the lowest ids");
+    fn the_first_half_then_the_tokens_seen_twice_most_seen_first_then_the_next_ids() {
+        let mut v = DraftVocab::new(6, 20);
+        assert_eq!(v.ranked(), vec![0, 1, 2, 3, 4, 5], "nothing seen: the first K");
+        v.note(&[19, 17, 19, 15, 17, 19, 15, 12, 1, 1, 1, 42]);
+        // 0..3 always; past them 19 (three times), then 15 and 17 (twice: the lower id first). 12 was
+        // seen once, 1 is in already, 42 is outside.
+        assert_eq!(v.ranked(), vec![0, 1, 2, 15, 17, 19]);
+        let mut w = DraftVocab::new(6, 20);
+        w.note(&[16, 16, 12]);
+        assert_eq!(w.ranked(), vec![0, 1, 2, 3, 4, 16], "one seen twice: it, then the next ids");
+        let mut x = DraftVocab::new(1, 20);
+        x.note(&[7, 7]);
+        assert_eq!(x.ranked(), vec![7], "K = 1: no first half");
         let mut by_id = DraftVocab::by_id(4, 10);
         by_id.note(&[9, 9, 8]);
         assert_eq!(by_id.due(), Some(&[0, 1, 2, 3][..]));
@@ -110,13 +123,13 @@ mod tests {
         v.note(&[600; FRESH_MIN - 1]);
         assert_eq!(v.due(), None, "fewer than FRESH_MIN seen since");
         v.note(&[600]);
-        assert_eq!(v.due(), Some(&[500, 600][..]));
+        assert_eq!(v.due(), Some(&[0, 600][..]));
         v.note(&[600; FRESH_MIN]);
         assert_eq!(v.due(), None, "due, but the same list");
         // Past 8 × FRESH_MIN seen, an eighth of them is needed.
         v.note(&[700; 8 * FRESH_MIN]);
         let seen = 3 + 2 * FRESH_MIN + 8 * FRESH_MIN;
-        assert_eq!(v.due(), Some(&[600, 700][..]));
+        assert_eq!(v.due(), Some(&[0, 700][..]));
         v.note(&vec![800; seen / 8]);
         assert_eq!(v.due(), None, "an eighth of those before, not of all seen");
     }

@@ -601,11 +601,12 @@ fn a_resumed_conversation_writes_what_a_fresh_server_writes() {
     assert!(reused_total.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
 }
 
-/// With drafts (the built-in model has an MTP layer) the replies are the plain server's, turn after turn,
-/// and the drafts are counted in /v1/status and /metrics.
+/// With drafts (the built-in model has an MTP layer), over a draft vocabulary made from the requests'
+/// tokens, the replies are the plain server's, turn after turn, and the drafts are counted in /v1/status
+/// and /metrics.
 #[test]
 fn a_speculating_server_writes_what_a_plain_one_writes() {
-    let (spec, plain) = (serve(&["--spec", "3"]), serve(&[]));
+    let (spec, plain) = (serve(&["--spec", "3", "--draft-vocab", "512"]), serve(&[]));
     let ask = |s: &Server, body: &Value| post(&s.addr, "/v1/chat/completions", body).1;
     let turn1 = chat(&[("user", "Tell me a story.")], 24);
     let (a, b) = (ask(&spec, &turn1), ask(&plain, &turn1));

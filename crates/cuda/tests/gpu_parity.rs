@@ -74,6 +74,12 @@ fn matvec_equals_the_cpu() {
 
 #[test]
 #[ignore = "needs a CUDA device"]
+fn draft_heads_equal_the_cpu() {
+    ok("draft_head_parity", parity::draft_head_parity(&gpu(), 1));
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
 fn gdn_equals_the_cpu() {
     ok("gdn_parity", parity::gdn_parity(&gpu(), 1));
 }

@@ -371,6 +371,49 @@ pub fn matvec_parity(gpu: &Gpu, seed: u64) -> Outcome {
     Ok(cases)
 }
 
+/// A draft head over a draft vocabulary (ops/draft.rs) against the CPU decoder's: the rows of a list of
+/// tokens gathered on the card give the products the CPU gives over the rows it copies
+/// (`Matrix::gather_rows`), and the draft's token read through the list is the CPU's argmax over them
+/// mapped the same way. Head types (Q6_K, Q8_0 and the float ones), lists spread over the rows, the
+/// first and last rows among them, and rows the argmax ties on.
+pub fn draft_head_parity(gpu: &Gpu, seed: u64) -> Outcome {
+    use strata_gguf::{quant::random_blocks, GgmlType, TensorBytes};
+    use strata_model::ops::matvec::Matrix;
+    use strata_model::ops::topk::argmax;
+    let e = |e: crate::CudaError| e.to_string();
+    let mut rng = SplitMix64::new(seed);
+    let mut cases = 0;
+    for ty in [GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::F16, GgmlType::BF16, GgmlType::F32] {
+        let (rows, cols) = (3001usize, 256usize);
+        let mut bytes = random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
+        // Row 2999 a copy of row 7, so two rows of a list may tie.
+        let rb = bytes.len() / rows;
+        bytes.copy_within(7 * rb..8 * rb, 2999 * rb);
+        let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) };
+        let head = crate::ops::matvec::MatrixGpu::upload(gpu, &m, &Default::default()).map_err(e)?;
+        for stride in [1u32, 3, 7] {
+            let ids: Vec<u32> = (0..rows as u32).filter(|i| i % stride == 0 || *i == 2999 || *i == 3000).collect();
+            let vocab = crate::ops::draft::DraftHead::gather(gpu, &head, &ids).map_err(e)?;
+            let rows_cpu = m.gather_rows(&ids).ok_or("the CPU's gather")?;
+            let x: Vec<f32> = (0..cols).map(|_| normal(&mut rng)).collect();
+            let mut want = vec![0f32; ids.len()];
+            rows_cpu.matvec_rows(&x, 0, &mut want);
+            let (xb, yb) = (Buf::from_host(gpu, &x).map_err(e)?, Buf::<f32>::zeros(gpu, ids.len()).map_err(e)?);
+            crate::ops::matvec::matvec(gpu, &vocab.rows, &xb, &yb, 1).map_err(e)?;
+            same(&format!("{ty} draft head of every {stride}"), &yb.read(gpu, ids.len()).map_err(e)?, &want)?;
+            let tokens = Buf::<i32>::zeros(gpu, 3).map_err(e)?;
+            let best = crate::ops::argmax::argmax_start(gpu, &yb, ids.len()).map_err(e)?;
+            vocab.put(gpu, &best, &tokens, 2).map_err(e)?;
+            let (got, want) = (tokens.read(gpu, 3).map_err(e)?[2], ids[argmax(&want) as usize]);
+            if got as u32 != want {
+                return Err(format!("{ty} draft head of every {stride}: the card drafts {got}, the CPU {want}"));
+            }
+            cases += 1;
+        }
+    }
+    Ok(cases)
+}
+
 /// Random weights of a GDN layer: Q8_0 and BF16 projections scaled to keep activations near unit size,
 /// gates and conv taps as a model's are.
 fn random_gdn(

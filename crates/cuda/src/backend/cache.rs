@@ -232,13 +232,6 @@ impl CardCache {
         (hits, misses, self.swaps)
     }
 
-    /// The end of a pass (the card idle or running the next; every routing of this one counted): the
-    /// last re-rank's experts made resident once their copies have been issued (waited for only before
-    /// the next re-rank: until then a pass that comes first leaves them to the host, which changes no
-    /// bit), then, every `every` passes, this re-rank's leaving experts handed to the host and its copies
-    /// begun. The policy's choices depend on the routings alone. `blocks`: each block's
-    /// device weights and host weights, None where the block is not on the card (the MTP layer before
-    /// drafting; its slots change with the policy alone).
     /// The routings the card counted itself since the last call (`STRATA_ASK_MISSES_ONLY`; nothing
     /// otherwise), given to the policy: before each re-rank (the slots change only there, so this is the
     /// cache the routings one by one would make), each save, and each report. A read a block, so not
@@ -258,6 +251,13 @@ impl CardCache {
         Ok(())
     }
 
+    /// The end of a pass (the card idle or running the next; every routing of this one counted): the
+    /// last re-rank's experts made resident once their copies have been issued (waited for only before
+    /// the next re-rank: until then a pass that comes first leaves them to the host, which changes no
+    /// bit), then, every `every` passes, this re-rank's leaving experts handed to the host and its copies
+    /// begun. The policy's choices depend on the routings alone. `blocks`: each block's
+    /// device weights and host weights, None where the block is not on the card (the MTP layer before
+    /// drafting; its slots change with the policy alone).
     pub(crate) fn end_pass(&mut self, gpu: &Gpu, blocks: &[Option<(&MoeGpu, &MoeWeights)>]) -> Result<(), CudaError> {
         if !self.landing.is_empty() {
             let ended = || CudaError::Shape("the expert cache's thread ended".into());

@@ -180,6 +180,9 @@ pub fn run(a: RunArgs) -> Result<()> {
             per.join(", "),
             (generated.tokens.len() - 1) as f64 / st.passes as f64
         );
+        if let Some(v) = &cfg.draft_vocab {
+            eprintln!("draft vocabulary: {}", v.lock().unwrap_or_else(|e| e.into_inner()).describe());
+        }
     }
     if generated.stop == Stop::ContextFull {
         eprintln!("stopped: the context is full (--max-context {max_context})");

@@ -93,8 +93,9 @@ fn spec_writes_the_plain_text_and_reports_acceptance() {
     let out = strata(&["perplexity", "--device", "cpu", "--tokens", "1,2,3", "--spec", "2"], &cache);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--spec"));
     // A draft vocabulary changes no text; one larger than the vocabulary is refused.
-    let (trimmed, _) = run(&["--spec", "3", "--draft-vocab", "512"]);
+    let (trimmed, err) = run(&["--spec", "3", "--draft-vocab", "512"]);
     assert_eq!(trimmed, plain);
+    assert!(err.contains("draft vocabulary: drafts among 512 tokens") && err.contains("lists made: "), "{err}");
     let out = strata(&["run", "--device", "cpu", "-p", "x", "--draft-vocab", "99999"], &cache);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--draft-vocab 99999"));
 }

@@ -17,8 +17,9 @@ pub struct DraftVocab {
     /// Tokens seen in all, and since the list was last made.
     seen: usize,
     fresh: usize,
-    /// The list last made (ascending; empty before the first).
+    /// The list last made (ascending; empty before the first), and how many were made.
     ids: Vec<u32>,
+    made: usize,
 }
 
 /// Times a token must be seen to displace an id of the vocabulary's order: a token seen once was as
@@ -34,7 +35,7 @@ impl DraftVocab {
     /// A draft vocabulary of `k` tokens (1 ..= `vocab`) of a vocabulary of `vocab`.
     pub fn new(k: usize, vocab: usize) -> DraftVocab {
         assert!((1..=vocab).contains(&k), "a draft vocabulary of {k} tokens in {vocab}");
-        DraftVocab { k, ranked: true, counts: vec![0; vocab], seen: 0, fresh: 0, ids: Vec::new() }
+        DraftVocab { k, ranked: true, counts: vec![0; vocab], seen: 0, fresh: 0, ids: Vec::new(), made: 0 }
     }
 
     /// The first `k` ids, whatever is seen (`STRATA_DRAFT_BY_ID`: the ranking's A/B).
@@ -67,8 +68,15 @@ impl DraftVocab {
         let ids = self.ranked();
         (ids != self.ids).then(|| {
             self.ids = ids;
+            self.made += 1;
             &self.ids[..]
         })
+    }
+
+    /// What it is, for a run's report: its size and the lists made.
+    pub fn describe(&self) -> String {
+        let how = if self.ranked { "the first half by id, then the most seen" } else { "the first by id" };
+        format!("drafts among {} tokens ({how}); lists made: {}", self.k, self.made)
     }
 
     /// The first K/2 ids; then, past them, the tokens seen [`SEEN_MIN`] times or more, the most seen

@@ -7,7 +7,7 @@ use strata_gguf::{GgufSet, TensorBytes, TensorView};
 
 use crate::config::{Config, LayerKind};
 use crate::error::ModelError;
-use crate::ops::matvec::Matrix;
+use crate::ops::matvec::{Dequantized, Matrix};
 
 /// One hyper-connection read: `hc_*_norm`, `hc_*_down`, `hc_*_up`, `hc_*_inject` (absent for the final read).
 pub struct HcWeights {
@@ -15,6 +15,23 @@ pub struct HcWeights {
     pub down: Matrix,
     pub up: Matrix,
     pub inject: Option<Matrix>,
+    /// `down` and `up` kept dequantized where they are small ([`HcWeights::keep`]): the CPU's products
+    /// then skip dequantizing them each token (the same bits).
+    pub kept: Option<(Dequantized, Dequantized)>,
+}
+
+/// The most f32 bytes of the HC read's two products kept dequantized: the built-in model's are 256 KiB a
+/// read, the full model's 25 MiB (whose BF16 weights are then read at half the bytes instead).
+const HC_KEEP_MAX: usize = 1 << 20;
+
+impl HcWeights {
+    /// `down` and `up` kept dequantized when together they take at most [`HC_KEEP_MAX`] bytes so.
+    pub fn keep(mut self) -> HcWeights {
+        if 4 * (self.down.rows * self.down.cols + self.up.rows * self.up.cols) <= HC_KEEP_MAX {
+            self.kept = Some((Dequantized::new(&self.down), Dequantized::new(&self.up)));
+        }
+        self
+    }
 }
 
 pub struct GdnWeights {
@@ -191,7 +208,9 @@ impl Binder<'_> {
             down: self.matrix(&format!("{prefix}_down"), wide, c.hc_rank)?,
             up: self.matrix(&format!("{prefix}_up"), c.hc_rank, wide)?,
             inject: if inject { Some(self.matrix(&format!("{prefix}_inject"), wide, c.hc)?) } else { None },
-        })
+            kept: None,
+        }
+        .keep())
     }
 
     fn gdn(&self, b: &str, c: &Config) -> Result<GdnWeights, ModelError> {

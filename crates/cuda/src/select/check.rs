@@ -45,7 +45,7 @@ pub fn random_hc_as(ty: GgmlType, n: usize, hc: usize, r: usize, inject: bool, s
         Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) }
     };
     let (down, up) = (m(r, wide), m(wide, r));
-    HcWeights { norm, down, up, inject: inject.then(|| m(hc, wide)) }
+    HcWeights { norm, down, up, inject: inject.then(|| m(hc, wide)), kept: None }.keep()
 }
 
 /// A GPU read's outputs: R after the pending write, mixed, inj.

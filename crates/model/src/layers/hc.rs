@@ -27,14 +27,17 @@ pub fn hc_read_window(rs: &[&[f32]], w: &HcWeights, hc: usize, eps: f32) -> Vec<
     let xn: Vec<Vec<f32>> = rs.par_iter().map(|r| normed(r, w, hc, eps)).collect();
     let xr: Vec<&[f32]> = xn.iter().map(Vec::as_slice).collect();
     // 2. lo = silu((W_down·xn)/hc) (§ hc: dequantize-then-dot for every weight type)
-    let lo: Vec<Vec<f32>> = w
-        .down
-        .matvec_dequantized_window(&xr)
-        .into_iter()
-        .map(|d| d.into_iter().map(|v| silu(v / hcf)).collect())
-        .collect();
+    let (down, up) = match &w.kept {
+        Some((down, up)) => (down.matvec_window(&xr), Some(up)),
+        None => (w.down.matvec_dequantized_window(&xr), None),
+    };
+    let lo: Vec<Vec<f32>> = down.into_iter().map(|d| d.into_iter().map(|v| silu(v / hcf)).collect()).collect();
     // 3. g = W_up·lo
-    let g = w.up.matvec_dequantized_window(&lo.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    let lr: Vec<&[f32]> = lo.iter().map(Vec::as_slice).collect();
+    let g = match up {
+        Some(up) => up.matvec_window(&lr),
+        None => w.up.matvec_dequantized_window(&lr),
+    };
     xn.par_iter().zip(g).map(|(xn, g)| HcRead { mixed: mix(xn, &g, hc), inject: inject(xn, w, hc) }).collect()
 }
 

@@ -196,40 +196,14 @@ impl Matrix {
     /// `outs[t] = W·x[t]` over rows `first..` by dequantize-then-dot, the rows over threads.
     fn dequantized_rows(&self, xs: &[&[f32]], first: usize, outs: &mut [&mut [f32]]) {
         let view = self.row_view();
-        self.par_rows(outs[0].len(), |r0, n| view.dequantized_block(xs, first + r0, n), outs);
+        par_rows(outs[0].len(), self.cols, |r0, n| view.dequantized_block(xs, first + r0, n), outs);
     }
 
     /// `outs[t] = W·x[t]` over rows `first..` for quantized inputs, the rows over threads: each row read
     /// once for the window.
     fn qdot_rows(&self, xs: &[&QInput], first: usize, outs: &mut [&mut [f32]]) {
         let view = self.row_view();
-        self.par_rows(outs[0].len(), |r0, n| view.qdot_block(xs, first + r0, n), outs);
-    }
-
-    /// Rows split into tasks: `task(r0, n)` gives the values of the n rows from row r0 (row-major, one
-    /// value an output), written into `outs` (each as long as the rows). A product too small to pay for the
-    /// pool's hand-off is one task on this thread; a larger one is cut into a few tasks a thread, each of
-    /// at least TASK_MIN multiply-adds.
-    fn par_rows<F>(&self, rows: usize, task: F, outs: &mut [&mut [f32]])
-    where
-        F: Fn(usize, usize) -> Vec<f32> + Sync,
-    {
-        let (k, threads) = (outs.len(), rayon::current_num_threads());
-        let work = rows * self.cols * k;
-        let tasks = if threads == 1 || work < PARALLEL_MIN { 1 } else { (work / TASK_MIN).clamp(1, 4 * threads) };
-        // Whole groups of eight rows a task (the dequantized path's interleaved rows).
-        let per_task = rows.div_ceil(tasks).next_multiple_of(8).max(1);
-        let starts: Vec<usize> = (0..rows).step_by(per_task).collect();
-        let run = |&r0: &usize| task(r0, per_task.min(rows - r0));
-        let vals: Vec<Vec<f32>> =
-            if starts.len() == 1 { starts.iter().map(run).collect() } else { starts.par_iter().map(run).collect() };
-        for (&r0, v) in starts.iter().zip(&vals) {
-            for (i, row) in v.chunks_exact(k).enumerate() {
-                for (o, &val) in outs.iter_mut().zip(row) {
-                    o[r0 + i] = val;
-                }
-            }
-        }
+        par_rows(outs[0].len(), self.cols, |r0, n| view.qdot_block(xs, first + r0, n), outs);
     }
 
     /// `W·x` for each input of a window: the same bits as [`Matrix::matvec`] on each, with the weights
@@ -264,5 +238,157 @@ impl Matrix {
         let mut out = vec![0f32; self.rows];
         self.matvec_rows(x, 0, &mut out);
         out
+    }
+}
+
+/// Rows split into tasks: `task(r0, n)` gives the values of the n rows from row r0 (row-major, one
+/// value an output), written into `outs` (each as long as the rows). A product too small to pay for the
+/// pool's hand-off is one task on this thread; a larger one is cut into a few tasks a thread, each of
+/// at least TASK_MIN multiply-adds.
+fn par_rows<F>(rows: usize, cols: usize, task: F, outs: &mut [&mut [f32]])
+where
+    F: Fn(usize, usize) -> Vec<f32> + Sync,
+{
+    let (k, threads) = (outs.len(), rayon::current_num_threads());
+    let work = rows * cols * k;
+    let tasks = if threads == 1 || work < PARALLEL_MIN { 1 } else { (work / TASK_MIN).clamp(1, 4 * threads) };
+    // Whole groups of eight rows a task (the dequantized path's interleaved rows).
+    let per_task = rows.div_ceil(tasks).next_multiple_of(8).max(1);
+    let starts: Vec<usize> = (0..rows).step_by(per_task).collect();
+    let run = |&r0: &usize| task(r0, per_task.min(rows - r0));
+    let vals: Vec<Vec<f32>> =
+        if starts.len() == 1 { starts.iter().map(run).collect() } else { starts.par_iter().map(run).collect() };
+    for (&r0, v) in starts.iter().zip(&vals) {
+        for (i, row) in v.chunks_exact(k).enumerate() {
+            for (o, &val) in outs.iter_mut().zip(row) {
+                o[r0 + i] = val;
+            }
+        }
+    }
+}
+
+/// A matrix kept dequantized: its rows turned into f32 once, for the small matrices every token reads
+/// whose dequantizing cost more than their dots (the HC read's, on the built-in model: dequantizing and
+/// interleaving were about a fifth of a decode step on one thread). The products are
+/// [`Matrix::matvec_dequantized_window`]'s on the same values by the same dots (§ matvec), so the same
+/// bits.
+pub struct Dequantized {
+    rows: usize,
+    cols: usize,
+    /// Row-major, except that short rows (fewer than [`SHORT`] columns) come in whole groups of eight
+    /// interleaved as `dot_rows8` reads them; the rows after the last whole group row-major.
+    values: Vec<f32>,
+}
+
+/// Rows shorter than this are dotted eight at a time where the CPU has vector units
+/// ([`RowBytes::dequantized_block`]), so a [`Dequantized`] keeps them interleaved.
+const SHORT: usize = 64;
+
+impl Dequantized {
+    pub fn new(m: &Matrix) -> Dequantized {
+        let (rows, cols) = (m.rows, m.cols);
+        let mut values = vec![0f32; rows * cols];
+        for (r, row) in values.chunks_exact_mut(cols).enumerate() {
+            m.row(r, row);
+        }
+        if cols < SHORT {
+            let mut wi = vec![0f32; cols * ROWS8];
+            for group in values.chunks_exact_mut(cols * ROWS8) {
+                interleave_rows8(group, cols, &mut wi);
+                group.copy_from_slice(&wi);
+            }
+        }
+        Dequantized { rows, cols, values }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.values.len() * 4
+    }
+
+    /// [`Matrix::matvec_dequantized_window`] of the matrix this was made from: the same bits.
+    pub fn matvec_window(&self, xs: &[&[f32]]) -> Vec<Vec<f32>> {
+        let mut outs = vec![vec![0f32; self.rows]; xs.len()];
+        if !xs.is_empty() {
+            let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+            par_rows(self.rows, self.cols, |r0, n| self.block(xs, r0, n), &mut o);
+        }
+        outs
+    }
+
+    /// Rows `r0..r0 + n` (r0 a multiple of 8, as `par_rows` cuts them) times each input, row-major: as
+    /// [`RowBytes::dequantized_block`] does it, without the dequantizing.
+    fn block(&self, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
+        let (cols, short) = (self.cols, self.cols < SHORT);
+        let mut o = Vec::with_capacity(n * xs.len());
+        let mut done = 0;
+        if short && vector::current() != vector::Vector::Scalar {
+            while done + ROWS8 <= n {
+                let group = &self.values[(r0 + done) * cols..(r0 + done + ROWS8) * cols];
+                let dots: Vec<[f32; ROWS8]> = xs.iter().map(|x| dot_rows8(group, x)).collect();
+                for k in 0..ROWS8 {
+                    o.extend(dots.iter().map(|d| d[k]));
+                }
+                done += ROWS8;
+            }
+        }
+        let prepared: Vec<Prepared> = if done < n { xs.iter().map(|x| Prepared::new(x)).collect() } else { vec![] };
+        let mut w = vec![0f32; cols];
+        for r in r0 + done..r0 + n {
+            o.extend(prepared.iter().map(|x| dot_prepared(self.row(r, &mut w), x)));
+        }
+        o
+    }
+
+    /// Row r's values: in place where it is row-major, else gathered out of its group into `w`.
+    fn row<'a>(&'a self, r: usize, w: &'a mut [f32]) -> &'a [f32] {
+        let cols = self.cols;
+        if self.cols >= SHORT || r >= self.rows / ROWS8 * ROWS8 {
+            return &self.values[r * cols..(r + 1) * cols];
+        }
+        let group = &self.values[r / ROWS8 * ROWS8 * cols..][..ROWS8 * cols];
+        for (i, v) in w.iter_mut().enumerate() {
+            *v = group[i * ROWS8 + r % ROWS8];
+        }
+        w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_gguf::quant::random_blocks;
+    use strata_gguf::SplitMix64;
+
+    /// A kept matrix gives the bits of the matrix's own dequantize-then-dot products: short rows (grouped
+    /// by eight, and the rows after the last group) and long ones, row counts that do or do not fill a
+    /// group, one input and windows, on one thread or split into tasks.
+    #[test]
+    fn a_kept_dequantized_matrix_gives_the_matrix_own_products() {
+        let mut rng = SplitMix64::new(3);
+        for ty in [GgmlType::Q8_0, GgmlType::BF16, GgmlType::F32, GgmlType::Q4_K] {
+            for (rows, cols) in [(1024usize, 32usize), (37, 32), (5, 32), (32, 1024), (300, 256), (2049, 32)] {
+                if !cols.is_multiple_of(ty.block_size()) {
+                    continue;
+                }
+                let bytes = random_blocks(ty, rows * cols / ty.block_size(), &mut rng);
+                let m = Matrix { ty, rows, cols, bytes: TensorBytes::from_vec(bytes) };
+                let kept = Dequantized::new(&m);
+                assert_eq!(kept.bytes(), rows * cols * 4);
+                // Each row as the matrix dequantizes it (the path without vector units reads them so).
+                let (mut want, mut w) = (vec![0f32; cols], vec![0f32; cols]);
+                for r in 0..rows {
+                    m.row(r, &mut want);
+                    assert!(kept.row(r, &mut w) == &want[..], "{ty} {rows}×{cols}: row {r}");
+                }
+                for t in [1, 3, 8] {
+                    let xs: Vec<Vec<f32>> = (0..t).map(|_| (0..cols).map(|_| rng.uniform() - 0.5).collect()).collect();
+                    let xr: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+                    let (want, got) = (m.matvec_dequantized_window(&xr), kept.matvec_window(&xr));
+                    let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert!(bits(&want) == bits(&got), "{ty} {rows}×{cols}, {t} inputs");
+                }
+            }
+        }
     }
 }

@@ -13,15 +13,14 @@ static MODEL: &[u8] = include_bytes!("../../../models/fortunes.gguf");
 fn cache_dir() -> Result<PathBuf> {
     crate::env::settings().cache.clone().context("no HOME for the model cache: set STRATA_CACHE")
 }
-/// FNV-1a over the bytes: the cached copy's name, so a binary with another model never takes an old one.
-fn fingerprint(bytes: &[u8]) -> u64 {
-    strata_gguf::fnv1a(bytes.iter().copied())
-}
+/// FNV-1a of the file (build.rs computes it when the binary is built): the cached copy's name, so a binary
+/// with another model never takes an old one.
+const FINGERPRINT: &str = env!("STRATA_MODEL_FNV");
 
 /// The path of the built-in model, written there on first use.
 pub fn path() -> Result<PathBuf> {
     let dir = cache_dir()?;
-    let path = dir.join(format!("strata-fortunes-{:016x}.gguf", fingerprint(MODEL)));
+    let path = dir.join(format!("strata-fortunes-{FINGERPRINT}.gguf"));
     if path.metadata().is_ok_and(|m| m.len() == MODEL.len() as u64) {
         return Ok(path);
     }
@@ -36,9 +35,9 @@ pub fn path() -> Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    /// The fingerprint build.rs made is that of the bytes the binary carries.
     #[test]
-    fn the_fingerprint_tells_files_apart() {
-        assert_eq!(super::fingerprint(b""), 0xcbf2_9ce4_8422_2325);
-        assert_ne!(super::fingerprint(b"ab"), super::fingerprint(b"ba"));
+    fn the_fingerprint_is_the_model_bytes() {
+        assert_eq!(super::FINGERPRINT, format!("{:016x}", strata_gguf::fnv1a(super::MODEL.iter().copied())));
     }
 }

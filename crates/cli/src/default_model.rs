@@ -15,7 +15,7 @@ fn cache_dir() -> Result<PathBuf> {
 }
 /// FNV-1a of the file (build.rs computes it when the binary is built): the cached copy's name, so a binary
 /// with another model never takes an old one.
-const FINGERPRINT: &str = env!("STRATA_MODEL_FNV");
+const FINGERPRINT: &str = env!("BUILTIN_MODEL_FNV");
 
 /// The path of the built-in model, written there on first use.
 pub fn path() -> Result<PathBuf> {

@@ -27,6 +27,11 @@ pub struct DraftVocab {
 /// acceptance at K = 1,024; docs/SPECULATION.md).
 const SEEN_MIN: u32 = 2;
 
+/// Tokens seen after which every count is halved, so that a server's list follows what it is asked now
+/// (a run of conversations in another language, say) rather than everything since it started: a list is
+/// then made again at least every [`HALF_LIFE`] / 8 tokens.
+const HALF_LIFE: usize = 1 << 20;
+
 /// Tokens seen between two lists at the least: making one gathers K rows of the head (on a card, from its
 /// own copy of the head; on the host, a copy of them).
 const FRESH_MIN: usize = 64;
@@ -54,6 +59,10 @@ impl DraftVocab {
                 self.seen += 1;
                 self.fresh += 1;
             }
+        }
+        if self.seen >= HALF_LIFE {
+            self.counts.iter_mut().for_each(|c| *c /= 2);
+            self.seen /= 2;
         }
     }
 
@@ -140,5 +149,19 @@ mod tests {
         assert_eq!(v.due(), Some(&[0, 700][..]));
         v.note(&vec![800; seen / 8]);
         assert_eq!(v.due(), None, "an eighth of those before, not of all seen");
+    }
+
+    #[test]
+    fn old_counts_fade() {
+        let mut v = DraftVocab::new(2, 1000);
+        v.note(&vec![500; HALF_LIFE]);
+        assert_eq!(v.due(), Some(&[0, 500][..]));
+        // Fewer of another token since (three quarters as many), seen after the first were halved: it
+        // leads now, where counts that never faded would keep 500.
+        for _ in 0..3 {
+            v.note(&vec![600; HALF_LIFE / 4]);
+        }
+        assert_eq!(v.due(), Some(&[0, 600][..]));
+        assert!(v.seen < HALF_LIFE, "{}", v.seen);
     }
 }

@@ -37,8 +37,10 @@ pub trait Decoder {
 
     // Speculation (docs/SPECULATION.md). A decoder that cannot draft keeps these defaults.
 
-    /// Whether a window of T tokens costs less here than T single steps (so drafts can pay): not on the
-    /// CPU, which runs a window's tokens one after another.
+    /// Whether windows cost little enough here against single steps for drafts to pay, so that `--spec
+    /// auto` drafts: not on the CPU, where a window reads each weight once but keeps its tokens' own work
+    /// (windows of 2 and 4 cost 1.6 and 2.7 steps of the built-in model), and every step while drafting
+    /// writes an MTP cell too.
     fn windows_pay(&self) -> bool {
         false
     }
@@ -99,8 +101,10 @@ pub trait Decoder {
 pub struct CpuDecoder<'a> {
     pub model: &'a Model,
     pub state: State,
-    /// The verify window's tokens, the trunk's R at each and the point after each.
-    window: Vec<(u32, Vec<f32>, Point)>,
+    /// The verify window's tokens with the trunk's R at each, and the point before it (an accept that
+    /// keeps fewer goes back there and runs the kept tokens again).
+    window: Vec<(u32, Vec<f32>)>,
+    before: Option<Point>,
     /// The head of the draft vocabulary and its tokens (None: the whole head).
     draft_head: Option<(Matrix, Vec<u32>)>,
 }
@@ -128,7 +132,7 @@ fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 
 impl<'a> CpuDecoder<'a> {
     pub fn new(model: &'a Model, state: State) -> CpuDecoder<'a> {
-        CpuDecoder { model, state, window: Vec::new(), draft_head: None }
+        CpuDecoder { model, state, window: Vec::new(), before: None, draft_head: None }
     }
 
     /// Runs `tokens` through the trunk, then `head` on their final reads; while drafting (the state holds
@@ -195,7 +199,7 @@ impl<'a> CpuDecoder<'a> {
         Ok(drafts)
     }
 
-    /// [`Decoder::verify`]: the window's tokens one by one, a rewind point after each.
+    /// [`Decoder::verify`]: the window through the trunk at once, the token chosen after each position.
     fn verify_window(&mut self, window: &[u32], picks: &[Option<SampleParams>]) -> Result<Vec<u32>, String> {
         if picks.len() != window.len() {
             return Err("a verify window needs a pick per token".into());
@@ -210,8 +214,9 @@ impl<'a> CpuDecoder<'a> {
         })
     }
 
-    /// Runs the verify window's tokens one by one, `head` on each one's final read, a rewind point after
-    /// each.
+    /// Runs the verify window through the trunk in one pass (each weight read once for it; the bits of
+    /// its tokens one by one), then `head` on each position's final read in turn. The point before the
+    /// window is kept for [`Decoder::accept`].
     fn verify_each<R>(
         &mut self,
         window: &[u32],
@@ -227,27 +232,30 @@ impl<'a> CpuDecoder<'a> {
             m.cache.v.truncate(first - m.from);
         }
         self.cell_before(window[0]);
-        self.window.clear();
-        let mut chosen = Vec::with_capacity(window.len());
-        for &t in window {
-            let (cpu, pos) = (Cpu::new(self.model), self.state.pos);
-            let Ok((fin, r)) = trunk(&cpu, &self.model.config, &mut self.state, &[t], pos);
-            self.state.pos += 1;
-            chosen.push(head(&cpu, &fin));
-            let point = self.state.point();
-            self.window.push((t, r.into_iter().next().unwrap_or_default(), point));
-        }
-        Ok(chosen)
+        self.before = Some(self.state.point());
+        let cpu = Cpu::new(self.model);
+        let Ok((fin, r)) = trunk(&cpu, &self.model.config, &mut self.state, window, first);
+        self.state.pos += window.len();
+        self.window = window.iter().copied().zip(r).collect();
+        Ok(fin.into_iter().map(|f| head(&cpu, &vec![f])).collect())
     }
 
-    /// [`Decoder::accept`].
+    /// [`Decoder::accept`]: where fewer than the window's tokens are kept, back to the point before it
+    /// and the kept tokens through the trunk again (a window of them: the same state as the first pass
+    /// left after them); then the MTP cells of the kept positions from the first pass's R.
     fn accept_window(&mut self, kept: usize) -> Result<(), String> {
         if kept == 0 || kept > self.window.len() {
             return Err(format!("kept {kept} of a window of {}", self.window.len()));
         }
         let window = std::mem::take(&mut self.window);
-        self.state.rewind(&window[kept - 1].2)?;
-        let first = self.state.pos - kept;
+        let before = self.before.take().ok_or("no verify window to accept")?;
+        let first = before.pos;
+        if kept < window.len() {
+            self.state.rewind(&before)?;
+            let tokens: Vec<u32> = window[..kept].iter().map(|w| w.0).collect();
+            let Ok(_) = trunk(&Cpu::new(self.model), &self.model.config, &mut self.state, &tokens, first);
+            self.state.pos += kept;
+        }
         let rows: Vec<Vec<f32>> = window[..kept - 1].iter().map(|w| w.1.clone()).collect();
         let next: Vec<u32> = window[1..kept].iter().map(|w| w.0).collect();
         self.write_cells(&rows, &next, first);

@@ -360,7 +360,7 @@ impl Decoder for CpuDecoder<'_> {
                 .iter()
                 .zip(&fresh.layers)
                 .all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b));
-        self.window.clear();
+        (self.window, self.before) = (Vec::new(), None);
         if !same_kinds || state.kv_mode != fresh.kv_mode || state.ple.z.len() != fresh.ple.z.len() {
             self.state = fresh;
             return Err("the state does not match the model and its KV mode".into());

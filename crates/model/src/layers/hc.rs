@@ -3,6 +3,7 @@
 
 use crate::ops::act::{sigmoid, silu};
 use crate::ops::dot::dot;
+use crate::ops::matvec::{Dequantized, Matrix};
 use crate::ops::norm::rms_scale;
 use crate::weights::HcWeights;
 
@@ -27,18 +28,23 @@ pub fn hc_read_window(rs: &[&[f32]], w: &HcWeights, hc: usize, eps: f32) -> Vec<
     let xn: Vec<Vec<f32>> = rs.par_iter().map(|r| normed(r, w, hc, eps)).collect();
     let xr: Vec<&[f32]> = xn.iter().map(Vec::as_slice).collect();
     // 2. lo = silu((W_down·xn)/hc) (§ hc: dequantize-then-dot for every weight type)
-    let (down, up) = match &w.kept {
-        Some((down, up)) => (down.matvec_window(&xr), Some(up)),
-        None => (w.down.matvec_dequantized_window(&xr), None),
-    };
-    let lo: Vec<Vec<f32>> = down.into_iter().map(|d| d.into_iter().map(|v| silu(v / hcf)).collect()).collect();
+    let kept = w.kept.as_ref();
+    let lo: Vec<Vec<f32>> = products(&w.down, kept.map(|k| &k.0), &xr)
+        .into_iter()
+        .map(|d| d.into_iter().map(|v| silu(v / hcf)).collect())
+        .collect();
     // 3. g = W_up·lo
-    let lr: Vec<&[f32]> = lo.iter().map(Vec::as_slice).collect();
-    let g = match up {
-        Some(up) => up.matvec_window(&lr),
-        None => w.up.matvec_dequantized_window(&lr),
-    };
+    let g = products(&w.up, kept.map(|k| &k.1), &lo.iter().map(Vec::as_slice).collect::<Vec<_>>());
     xn.par_iter().zip(g).map(|(xn, g)| HcRead { mixed: mix(xn, &g, hc), inject: inject(xn, w, hc) }).collect()
+}
+
+/// `m`'s dequantize-then-dot products of each input, from its rows kept dequantized where it has them
+/// (`HcWeights::kept`: the same bits).
+fn products(m: &Matrix, kept: Option<&Dequantized>, xs: &[&[f32]]) -> Vec<Vec<f32>> {
+    match kept {
+        Some(k) => k.matvec_window(xs),
+        None => m.matvec_dequantized_window(xs),
+    }
 }
 
 /// Step 1: each stream scaled by its rms and the norm's weights.

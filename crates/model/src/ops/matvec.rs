@@ -88,34 +88,83 @@ impl RowBytes<'_> {
     /// butterfly. Long rows were interleaved for windows too, until the prepared dots beat it (IQ2_XS, a
     /// window of 4: 6.3 ms against 3.7 on one thread, bench/results/2026-12-06-cpu-host-experts/).
     pub fn dequantized_block(&self, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
-        let vector = vector::current() != vector::Vector::Scalar && self.cols < 64;
-        let cols = self.cols;
-        let mut o = Vec::with_capacity(n * xs.len());
-        let mut w = vec![0f32; cols * ROWS8];
-        let mut done = 0;
-        // Each input made ready once for the rows dotted one at a time (all of them, or the last few).
-        let single = if vector { n % ROWS8 } else { n };
-        let prepared: Vec<Prepared> = if single > 0 { xs.iter().map(|x| Prepared::new(x)).collect() } else { vec![] };
-        if vector {
-            let mut wi = vec![0f32; cols * ROWS8];
-            while done + ROWS8 <= n {
-                for (k, wk) in w.chunks_exact_mut(cols).enumerate() {
-                    self.row(r0 + done + k, wk);
-                }
-                interleave_rows8(&w, cols, &mut wi);
-                let dots: Vec<[f32; ROWS8]> = xs.iter().map(|x| dot_rows8(&wi, x)).collect();
-                for k in 0..ROWS8 {
-                    o.extend(dots.iter().map(|d| d[k]));
-                }
-                done += ROWS8;
-            }
-        }
-        for r in done..n {
-            self.row(r0 + r, &mut w[..cols]);
-            o.extend(prepared.iter().map(|x| dot_prepared(&w[..cols], x)));
-        }
-        o
+        dequantized_dots(Rows::Bytes(*self), xs, r0, n)
     }
+}
+
+/// Where [`dequantized_dots`] takes its rows from: a matrix's bytes (dequantized as they are dotted), or
+/// a [`Dequantized`] (kept so).
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    Bytes(RowBytes<'a>),
+    Kept(&'a Dequantized),
+}
+
+impl Rows<'_> {
+    fn cols(&self) -> usize {
+        match self {
+            Rows::Bytes(b) => b.cols,
+            Rows::Kept(k) => k.cols,
+        }
+    }
+
+    /// Rows `r..r + 8` (r a multiple of 8) interleaved as `dot_rows8` reads them.
+    #[inline]
+    fn group<'s>(&'s self, r: usize, w: &'s mut [f32], wi: &'s mut [f32]) -> &'s [f32] {
+        match self {
+            Rows::Bytes(b) => {
+                for (k, wk) in w.chunks_exact_mut(b.cols).enumerate() {
+                    b.row(r + k, wk);
+                }
+                interleave_rows8(w, b.cols, wi);
+                wi
+            }
+            Rows::Kept(k) => &k.values[r * k.cols..(r + ROWS8) * k.cols],
+        }
+    }
+
+    /// Row r's values (`w`: room for them).
+    #[inline]
+    fn row<'s>(&'s self, r: usize, w: &'s mut [f32]) -> &'s [f32] {
+        match self {
+            Rows::Bytes(b) => {
+                b.row(r, w);
+                w
+            }
+            Rows::Kept(k) => k.row(r, w),
+        }
+    }
+}
+
+/// Rows `r0..r0 + n` times each input by dequantize-then-dot (§ matvec), row-major: with vector units,
+/// short rows (fewer than [`SHORT`] columns) eight at a time side by side (`dot_rows8`), the rest one by
+/// one with each input made ready once (`Prepared`); § dot's bits either way. `r0` is a multiple of 8
+/// (`par_rows` cuts so), which a [`Dequantized`]'s groups need.
+fn dequantized_dots(src: Rows, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
+    let cols = src.cols();
+    let grouped = vector::current() != vector::Vector::Scalar && cols < SHORT;
+    let mut o = Vec::with_capacity(n * xs.len());
+    // Room for a group of rows dequantized and interleaved, or for one row.
+    let room = if grouped && matches!(src, Rows::Bytes(_)) { cols * ROWS8 } else { cols };
+    let (mut w, mut wi) = (vec![0f32; room], vec![0f32; if room > cols { room } else { 0 }]);
+    let mut done = 0;
+    if grouped {
+        while done + ROWS8 <= n {
+            let group = src.group(r0 + done, &mut w, &mut wi);
+            let dots: Vec<[f32; ROWS8]> = xs.iter().map(|x| dot_rows8(group, x)).collect();
+            for k in 0..ROWS8 {
+                o.extend(dots.iter().map(|d| d[k]));
+            }
+            done += ROWS8;
+        }
+    }
+    // Each input made ready once for the rows dotted one at a time (all of them, or the last few).
+    let prepared: Vec<Prepared> = if done < n { xs.iter().map(|x| Prepared::new(x)).collect() } else { vec![] };
+    for r in r0 + done..r0 + n {
+        let row = src.row(r, &mut w[..cols]);
+        o.extend(prepared.iter().map(|x| dot_prepared(row, x)));
+    }
+    o
 }
 
 /// Multiply-adds a parallel task takes at least: enough work to outweigh its hand-off.
@@ -281,7 +330,7 @@ pub struct Dequantized {
 }
 
 /// Rows shorter than this are dotted eight at a time where the CPU has vector units
-/// ([`RowBytes::dequantized_block`]), so a [`Dequantized`] keeps them interleaved.
+/// ([`dequantized_dots`]), so a [`Dequantized`] keeps them interleaved.
 const SHORT: usize = 64;
 
 impl Dequantized {
@@ -311,33 +360,9 @@ impl Dequantized {
         let mut outs = vec![vec![0f32; self.rows]; xs.len()];
         if !xs.is_empty() {
             let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
-            par_rows(self.rows, self.cols, |r0, n| self.block(xs, r0, n), &mut o);
+            par_rows(self.rows, self.cols, |r0, n| dequantized_dots(Rows::Kept(self), xs, r0, n), &mut o);
         }
         outs
-    }
-
-    /// Rows `r0..r0 + n` (r0 a multiple of 8, as `par_rows` cuts them) times each input, row-major: as
-    /// [`RowBytes::dequantized_block`] does it, without the dequantizing.
-    fn block(&self, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
-        let (cols, short) = (self.cols, self.cols < SHORT);
-        let mut o = Vec::with_capacity(n * xs.len());
-        let mut done = 0;
-        if short && vector::current() != vector::Vector::Scalar {
-            while done + ROWS8 <= n {
-                let group = &self.values[(r0 + done) * cols..(r0 + done + ROWS8) * cols];
-                let dots: Vec<[f32; ROWS8]> = xs.iter().map(|x| dot_rows8(group, x)).collect();
-                for k in 0..ROWS8 {
-                    o.extend(dots.iter().map(|d| d[k]));
-                }
-                done += ROWS8;
-            }
-        }
-        let prepared: Vec<Prepared> = if done < n { xs.iter().map(|x| Prepared::new(x)).collect() } else { vec![] };
-        let mut w = vec![0f32; cols];
-        for r in r0 + done..r0 + n {
-            o.extend(prepared.iter().map(|x| dot_prepared(self.row(r, &mut w), x)));
-        }
-        o
     }
 
     /// Row r's values: in place where it is row-major, else gathered out of its group into `w`.

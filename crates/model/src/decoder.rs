@@ -39,7 +39,7 @@ pub trait Decoder {
 
     /// Whether windows cost little enough here against single steps for drafts to pay, so that `--spec
     /// auto` drafts: not on the CPU, where a window reads each weight once but keeps its tokens' own work
-    /// (windows of 2 and 4 cost 1.6 and 2.7 steps of the built-in model), and every step while drafting
+    /// (windows of 2 and 4 cost 1.8 and 3.2 steps of the built-in model), and every step while drafting
     /// writes an MTP cell too.
     fn windows_pay(&self) -> bool {
         false

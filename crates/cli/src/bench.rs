@@ -101,6 +101,13 @@ pub enum BenchCommand {
         /// requests of a placed pass).
         #[arg(long, default_value_t = 100)]
         gap_us: u64,
+        /// Cycle over the first N layers only (1: the same batch each time, its bytes in the caches).
+        #[arg(long)]
+        layers: Option<usize>,
+        /// Read the batches' bytes from a copy in anonymous memory advised for 2 MB pages (fewer page
+        /// walks than the file's 4 KB pages), not from the file's mapping.
+        #[arg(long)]
+        huge: bool,
     },
     /// How well a VRAM cache of experts would hold MODEL's routing (docs/PLACEMENT.md), on the CPU: a
     /// prompt of random tokens, then greedy decoding, every routing given to caches of 5–50 % of the
@@ -148,8 +155,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::HostQdot { rows, cols, window, ms, types } => {
             crate::bench_host::run(rows, cols, window, ms, &types)
         }
-        BenchCommand::HostExperts { model, experts, window, ms, threads, gap_us } => {
-            crate::bench_host::run_experts(&model, experts, window, (ms, gap_us), &threads)
+        BenchCommand::HostExperts { model, experts, window, ms, threads, gap_us, layers, huge } => {
+            crate::bench_host::run_experts(&model, experts, window, (ms, gap_us), &threads, (layers, huge))
         }
         BenchCommand::Routing { model, prompt, tokens, every, swaps } => {
             crate::bench_routing::run(&model, prompt, tokens, every, swaps)

@@ -142,6 +142,7 @@ pub fn run_experts(
     window: usize,
     (ms, gap): (u64, u64),
     threads: &[usize],
+    (layers, huge): (Option<usize>, bool),
 ) -> Result<()> {
     use anyhow::Context;
     use strata_model::layers::experts::{batch_outputs, ExpertRows};
@@ -152,17 +153,28 @@ pub fn run_experts(
     let c = &model.config;
     let k = k.unwrap_or(c.n_expert_used);
     let all = rayon::current_num_threads();
-    if k == 0 || k > c.n_expert || window == 0 || window > 64 || threads.iter().any(|&n| n == 0 || n > 4 * all) {
+    let n_layer = layers.unwrap_or(c.n_layer);
+    if k == 0
+        || k > c.n_expert
+        || window == 0
+        || window > 64
+        || threads.iter().any(|&n| n == 0 || n > 4 * all)
+        || !(1..=c.n_layer).contains(&n_layer)
+    {
         anyhow::bail!(
-            "host_experts: --experts 1..={} (the model's count), --window 1..=64, --threads 1..={}",
+            "host_experts: --experts 1..={} (the model's count), --window 1..=64, --threads 1..={}, --layers 1..={}",
             c.n_expert,
-            4 * all
+            4 * all,
+            c.n_layer
         );
     }
     let counts = if threads.is_empty() { vec![all] } else { threads.to_vec() };
     let rate = read_rate(1 << 30, all);
     println!("host read rate: {:.1} GB/s ({all} threads); vector level {}", rate / 1e9, vector::current().name());
-    println!("{k} experts of each of {} layers in turn; best of ≥ {ms} ms each", c.n_layer);
+    println!(
+        "{k} experts of each of {n_layer} layers in turn, read from {}; best of ≥ {ms} ms each",
+        if huge { "a copy in 2 MB pages" } else { "the file's mapping" }
+    );
     println!(
         "| pool | threads | tokens | MB a batch | µs a batch | µs after {gap} µs idle (median) | floor µs | × floor | GB/s | same bits |"
     );
@@ -172,17 +184,23 @@ pub fn run_experts(
     let windows: &[usize] = if window > 1 { &[1, window] } else { &[1] };
     // Each layer's batch: k distinct experts spread over the ids.
     let batches: Vec<Vec<usize>> =
-        (0..c.n_layer).map(|l| (0..k).map(|i| (l * 7 + i * c.n_expert / k) % c.n_expert).collect()).collect();
+        (0..n_layer).map(|l| (0..k).map(|i| (l * 7 + i * c.n_expert / k) % c.n_expert).collect()).collect();
+    // With --huge, every batch's bytes copied into one anonymous mapping advised for huge pages.
+    let copies = if huge { Some(huge_copies(&model, &batches)?) } else { None };
     for &t in windows {
         let x: Vec<&[f32]> = xs[..t].iter().map(Vec::as_slice).collect();
         let rows = |l: usize| -> Vec<(ExpertRows, Vec<&[f32]>)> {
             let w = &model.weights.layers[l].moe;
-            batches[l].iter().map(|&e| (ExpertRows::of(w, e, c.expert_ff, c.n_embd), x.clone())).collect()
+            let of = |i: usize, e: usize| match &copies {
+                Some(m) => m.rows(l * k + i, ExpertRows::of(w, e, c.expert_ff, c.n_embd)),
+                None => ExpertRows::of(w, e, c.expert_ff, c.n_embd),
+            };
+            batches[l].iter().enumerate().map(|(i, &e)| (of(i, e), x.clone())).collect()
         };
         let bytes: usize =
             rows(0).iter().map(|(e, _)| e.gate.bytes.len() + e.up.bytes.len() + e.down.bytes.len()).sum();
         // The same MoE outputs from the back-end's products and from the miss kernels, every layer.
-        let same = (0..c.n_layer).all(|l| {
+        let same = (0..n_layer).all(|l| {
             let w = &model.weights.layers[l].moe;
             let routes: Vec<(Vec<usize>, Vec<f32>)> =
                 (0..t).map(|_| (batches[l].clone(), vec![1.0 / k as f32; k])).collect();
@@ -202,7 +220,7 @@ pub fn run_experts(
                 let mut layer = 0;
                 let mut batch = || {
                     std::hint::black_box(batch_outputs(&rows(layer), fork));
-                    layer = (layer + 1) % c.n_layer;
+                    layer = (layer + 1) % n_layer;
                 };
                 let (best, after_gap) =
                     pool.install(|| (time(Duration::from_millis(ms), &mut batch), gapped(gap, &mut batch)));
@@ -220,4 +238,61 @@ pub fn run_experts(
         }
     }
     Ok(())
+}
+
+/// The batches' expert bytes copied into one anonymous mapping advised for 2 MB pages (`--huge`): each
+/// expert's gate, up and down at the offsets `at` names, in batch order.
+struct HugeCopies {
+    map: memmap2::MmapMut,
+    at: Vec<[usize; 3]>,
+}
+
+fn huge_copies(model: &strata_model::Model, batches: &[Vec<usize>]) -> Result<HugeCopies> {
+    use strata_model::layers::experts::ExpertRows;
+    let c = &model.config;
+    let experts: Vec<ExpertRows> = batches
+        .iter()
+        .enumerate()
+        .flat_map(|(l, b)| {
+            let w = &model.weights.layers[l].moe;
+            b.iter().map(move |&e| ExpertRows::of(w, e, c.expert_ff, c.n_embd))
+        })
+        .collect();
+    let mut at = Vec::with_capacity(experts.len());
+    let mut len = 0;
+    for e in &experts {
+        let mut three = [0; 3];
+        for (o, b) in three.iter_mut().zip([e.gate.bytes, e.up.bytes, e.down.bytes]) {
+            *o = len;
+            len += b.len().next_multiple_of(64);
+        }
+        at.push(three);
+    }
+    let mut map = memmap2::MmapMut::map_anon(len.max(1))?;
+    #[cfg(target_os = "linux")]
+    map.advise(memmap2::Advice::HugePage)?;
+    for (e, three) in experts.iter().zip(&at) {
+        for (&o, b) in three.iter().zip([e.gate.bytes, e.up.bytes, e.down.bytes]) {
+            map[o..o + b.len()].copy_from_slice(b);
+        }
+    }
+    Ok(HugeCopies { map, at })
+}
+
+impl HugeCopies {
+    /// Expert `i` of the copies (the `i`-th of all batches, in order), shaped as `like`.
+    fn rows<'a>(
+        &'a self,
+        i: usize,
+        like: strata_model::layers::experts::ExpertRows,
+    ) -> strata_model::layers::experts::ExpertRows<'a> {
+        use strata_model::ops::matvec::RowBytes;
+        let part = |o: usize, r: RowBytes| RowBytes { bytes: &self.map[o..o + r.bytes.len()], ty: r.ty, cols: r.cols };
+        let [g, u, d] = self.at[i];
+        strata_model::layers::experts::ExpertRows {
+            gate: part(g, like.gate),
+            up: part(u, like.up),
+            down: part(d, like.down),
+        }
+    }
 }

@@ -25,6 +25,9 @@
 // slots held.. (stream_of[j]: slot held + j's expert, −1 for none) and computed by the card's own kernels
 // like the held ones; the mailbox marks them MB_HELD, so the host counts them but leaves them to the card.
 #define MB_ASSIGN (MB_MAX_T * 64)
+#ifndef MISS_HOST_KEEP
+#define MISS_HOST_KEEP 0
+#endif
 #define MB_MAX_STREAMS 64
 // COUNTED (miss_ask_counted, `STRATA_ASK_MISSES_ONLY`): the card also counts each slot's expert in
 // `counts` (the cache's ranking reads them before its re-ranks, in place of the host's counting), and it
@@ -56,14 +59,31 @@ __device__ __forceinline__ void miss_ask_body(u32* box, int layer, int t, int k,
         }
         // In slot order, so a window's streams are the same at every replay: one thread, over shared
         // memory (at most 8·64 slots and 64 stream slots).
-        int used = 0;
-        for (int i = 0; i < t * k && streams > 0; i++) {
+        int used = 0, cap = streams;
+#if MISS_HOST_KEEP
+        // The host keeps the last MISS_HOST_KEEP per mille of the request's distinct misses that could
+        // stream (`STRATA_DEFINES=MISS_HOST_KEEP=…`, timing only): the bus and the host's threads then
+        // split a layer's misses rather than the bus taking them all while the host waits. Which slot is
+        // computed where changes no bit.
+        {
+            int m = 0;
+            for (int i = 0; i < t * k; i++) {
+                const int e = expert[i];
+                if (slot[i] >= 0 || e < lo || e >= hi) continue;
+                bool again = false;
+                for (int j = 0; j < i && !again; j++) again = expert[j] == e;
+                m += !again;
+            }
+            cap = min(streams, m - m * MISS_HOST_KEEP / 1000);
+        }
+#endif
+        for (int i = 0; i < t * k && cap > 0; i++) {
             const int e = expert[i];
             if (slot[i] >= 0 || e < lo || e >= hi) continue;
             int a = -1;
             for (int j = 0; j < used && a < 0; j++)
                 if (streamed[j] == e) a = j;
-            if (a < 0 && used < streams) {
+            if (a < 0 && used < cap) {
                 streamed[used] = e;
                 a = used++;
             }

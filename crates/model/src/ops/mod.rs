@@ -10,6 +10,8 @@ pub mod logprob;
 pub mod matvec;
 pub mod norm;
 pub mod qdot;
+#[cfg(target_arch = "x86_64")]
+mod qdot_avx512;
 pub mod qdot_window;
 #[cfg(target_arch = "x86_64")]
 mod qdot_x86;

@@ -23,6 +23,9 @@ pub struct QInput {
     /// The codes in the order the x86 kernels unpack Q2_0's pieces in (ops/qdot_x86.rs), made on first
     /// use and kept for every product over this input.
     pub planes: std::sync::OnceLock<Vec<i8>>,
+    /// The codes in the order the AVX-512 Q2_0 kernel unpacks its groups of four blocks in
+    /// (ops/qdot_avx512.rs), made on first use likewise.
+    pub wide: std::sync::OnceLock<Vec<i8>>,
 }
 
 /// Whether products over `ty` follow this contract instead of § matvec's dequantize-then-dot.
@@ -50,7 +53,7 @@ pub fn quantize_input(x: &[f32]) -> QInput {
         d.push(amax / QMAX);
     }
     let sum = q.chunks_exact(QBLOCK).map(|b| b.iter().map(|&c| c as i32).sum()).collect();
-    QInput { d, q, sum, planes: Default::default() }
+    QInput { d, q, sum, planes: Default::default(), wide: Default::default() }
 }
 
 /// A scaled element as its code: rounded half to even, clamped to ±127; NaN becomes 0.

@@ -125,7 +125,17 @@ unsafe fn rows_window_avx2(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn rows_window_vnni(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32]) {
+    if ty == GgmlType::Q2_0 && wide() {
+        return super::qdot_avx512::rows_q2_0(bytes, row_bytes, xs, out);
+    }
     by_type::<Vnni>(ty, bytes, row_bytes, xs, out)
+}
+
+/// Whether Q2_0 at the avx512 level takes the 512-bit kernel (ops/qdot_avx512.rs): unless
+/// `STRATA_Q2_0_WIDE=0` (an A/B for the benches; the same bits either way).
+fn wide() -> bool {
+    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WIDE.get_or_init(|| std::env::var("STRATA_Q2_0_WIDE").map_or(true, |v| v != "0"))
 }
 
 /// The type as a constant of its own kernel, so that no step of a row asks the type again.
@@ -302,7 +312,7 @@ unsafe fn plane_sums<D: Dot>(g: &Group, codes: &[i8], j0: usize, n: usize) -> __
 
 /// The first `n` values added to their lanes (each lane its own addition, as the contract's).
 #[inline(always)]
-unsafe fn add_lanes(lane: &mut [f32], v: __m256, n: usize) {
+pub(super) unsafe fn add_lanes(lane: &mut [f32], v: __m256, n: usize) {
     if n == GROUP {
         let l = _mm256_loadu_ps(lane.as_ptr());
         _mm256_storeu_ps(lane.as_mut_ptr(), _mm256_add_ps(l, v));
@@ -322,13 +332,13 @@ unsafe fn first(n: usize) -> __m256i {
 
 /// The first n values of v (n ≤ 8, all inside v), the rest zero.
 #[inline(always)]
-unsafe fn load_f32(v: &[f32], n: usize) -> __m256 {
+pub(super) unsafe fn load_f32(v: &[f32], n: usize) -> __m256 {
     assert!(n <= v.len().min(GROUP));
     _mm256_maskload_ps(v.as_ptr(), first(n))
 }
 
 #[inline(always)]
-unsafe fn load_i32(v: &[i32], n: usize) -> __m256i {
+pub(super) unsafe fn load_i32(v: &[i32], n: usize) -> __m256i {
     assert!(n <= v.len().min(GROUP));
     _mm256_maskload_epi32(v.as_ptr(), first(n))
 }

@@ -71,6 +71,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_PLE_SPLIT", "0: the PLE gate by one block a token, not a thread a chunk of 8", "on"),
     sw("STRATA_PLE_WARM", "0: the PLE table is not read ahead at load", "on"),
     sw("STRATA_CPU_VECTOR", "the host's § qdot kernels: scalar, avx2 or avx512 (VNNI); a level the CPU lacks is refused", "the best the CPU has"),
+    sw("STRATA_Q2_0_WIDE", "0: Q2_0 at the avx512 level by the 256-bit kernel, not the 512-bit one (ops/qdot_avx512.rs)", "on"),
     // Speed work and tools.
     sw("STRATA_DEFINES", "NAME=VALUE … (spaces or commas): macros defined before every kernel file", "none"),
     sw("STRATA_PROFILE", "1: time each op family; kernels: each kernel (synchronises: slower)", "off"),

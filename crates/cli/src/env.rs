@@ -22,6 +22,7 @@ pub fn settings() -> &'static Settings {
         if let Some(v) = settings.cpu_vector {
             strata_model::ops::vector::set(v);
         }
+        strata_model::ops::vector::set_q2_0_wide(settings.q2_0_wide);
         settings
     })
 }

@@ -172,6 +172,8 @@ pub struct Settings {
     pub ple_warm: bool,
     /// `STRATA_CPU_VECTOR`: the host's vector level (None: the best the CPU has).
     pub cpu_vector: Option<strata_model::ops::vector::Vector>,
+    /// `STRATA_Q2_0_WIDE`: Q2_0 at the avx512 level by the 512-bit kernel (off: the 256-bit one).
+    pub q2_0_wide: bool,
     /// The `#define` lines of `STRATA_DEFINES` (NAME=VALUE … parted by spaces or commas: a kernel's
     /// compile-time variant tried without a rebuild), put before every kernel file.
     pub defines: String,
@@ -248,6 +250,7 @@ impl Settings {
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),
             ple_warm: r.on("STRATA_PLE_WARM"),
+            q2_0_wide: r.on("STRATA_Q2_0_WIDE"),
             cpu_vector: r.text("STRATA_CPU_VECTOR").and_then(|v| match strata_model::ops::vector::Vector::parse(&v) {
                 Ok(v) => Some(v),
                 Err(e) => {

@@ -138,6 +138,11 @@ pub struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
+    /// Each whole group transposed (element e of chunk j at 8e + j).
+    pub(super) fn transposed(&self) -> &[f32] {
+        &self.xt
+    }
+
     pub fn new(x: &'a [f32]) -> Prepared<'a> {
         let mut xt = vec![0f32; x.len() / GROUP * GROUP];
         for (g, t) in x.chunks_exact(GROUP).zip(xt.chunks_exact_mut(GROUP)) {
@@ -163,7 +168,7 @@ pub fn dot_prepared(w: &[f32], p: &Prepared) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn transpose8(r: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
+pub(super) unsafe fn transpose8(r: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
     use std::arch::x86_64::*;
     let t: [__m256; 8] = std::array::from_fn(|i| {
         let (a, b) = (r[2 * (i / 2)], r[2 * (i / 2) + 1]);

@@ -160,6 +160,17 @@ fn dequantized_dots(src: Rows, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
     }
     // Each input made ready once for the rows dotted one at a time (all of them, or the last few).
     let prepared: Vec<Prepared> = if done < n { xs.iter().map(|x| Prepared::new(x)).collect() } else { vec![] };
+    #[cfg(target_arch = "x86_64")]
+    if let Rows::Bytes(b) = src {
+        if vector::current() != vector::Vector::Scalar && super::dot_iq_x86::fused(b.ty) && done < n {
+            let rb = b.row_bytes();
+            let rows = &b.bytes[(r0 + done) * rb..(r0 + n) * rb];
+            // SAFETY: a level above scalar only where the CPU has AVX2, FMA and F16C (ops/vector.rs);
+            // the inputs are the rows' length (`Inputs`).
+            unsafe { super::dot_iq_x86::rows_dots(b.ty, rows, rb, &prepared, &mut o) };
+            return o;
+        }
+    }
     for r in r0 + done..r0 + n {
         let row = src.row(r, &mut w[..cols]);
         o.extend(prepared.iter().map(|x| dot_prepared(row, x)));

@@ -6,6 +6,8 @@ pub mod dequant;
 #[cfg(target_arch = "x86_64")]
 mod dequant_x86;
 pub mod dot;
+#[cfg(target_arch = "x86_64")]
+mod dot_iq_x86;
 pub mod logprob;
 pub mod matvec;
 pub mod norm;

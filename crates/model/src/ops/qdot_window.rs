@@ -23,7 +23,13 @@ pub fn qdot_rows_window(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QIn
             assert!(xs.iter().all(|x| x.q.len() >= cols && x.d.len() * QBLOCK >= cols && x.sum.len() * QBLOCK >= cols));
             assert!(bytes.len().is_multiple_of(row_bytes) && row_bytes.is_multiple_of(ty.type_size()));
             // SAFETY: the level is only ever chosen where the CPU has it (vector::set, Vector::parse).
-            unsafe { super::qdot_x86::rows_window(ty, bytes, row_bytes, xs, out, v == Vector::Avx512) }
+            unsafe {
+                if v == Vector::Avx512 && ty == GgmlType::Q2_0 && super::vector::q2_0_wide() {
+                    super::qdot_avx512::rows_q2_0(bytes, row_bytes, xs, out)
+                } else {
+                    super::qdot_x86::rows_window(ty, bytes, row_bytes, xs, out, v == Vector::Avx512)
+                }
+            }
         }
         _ => {
             for (row, out) in bytes.chunks_exact(row_bytes).zip(out.chunks_exact_mut(xs.len())) {

@@ -125,17 +125,7 @@ unsafe fn rows_window_avx2(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn rows_window_vnni(ty: GgmlType, bytes: &[u8], row_bytes: usize, xs: &[&QInput], out: &mut [f32]) {
-    if ty == GgmlType::Q2_0 && wide() {
-        return super::qdot_avx512::rows_q2_0(bytes, row_bytes, xs, out);
-    }
     by_type::<Vnni>(ty, bytes, row_bytes, xs, out)
-}
-
-/// Whether Q2_0 at the avx512 level takes the 512-bit kernel (ops/qdot_avx512.rs): unless
-/// `STRATA_Q2_0_WIDE=0` (an A/B for the benches; the same bits either way).
-fn wide() -> bool {
-    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WIDE.get_or_init(|| std::env::var("STRATA_Q2_0_WIDE").map_or(true, |v| v != "0"))
 }
 
 /// The type as a constant of its own kernel, so that no step of a row asks the type again.

@@ -4,7 +4,7 @@
 //! element by element); a level changes speed only. Chosen once: the best the CPU has, unless
 //! `STRATA_CPU_VECTOR` names a lower one.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// A level of vector instructions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +90,20 @@ pub fn set(v: Vector) {
     assert!(v.available(), "{} is not available on this CPU", v.name());
     let i = Vector::ALL.iter().position(|&a| a == v).expect("a level") as u8;
     CHOSEN.store(i + 1, Ordering::Relaxed);
+}
+
+/// Cleared: Q2_0 at the avx512 level takes the 256-bit kernel (ops/qdot_x86.rs), not the 512-bit one
+/// (ops/qdot_avx512.rs): `STRATA_Q2_0_WIDE=0`, an A/B for the benches (the same bits either way).
+static Q2_0_WIDE: AtomicBool = AtomicBool::new(true);
+
+/// Whether Q2_0 at the avx512 level takes the 512-bit kernel.
+pub fn q2_0_wide() -> bool {
+    Q2_0_WIDE.load(Ordering::Relaxed)
+}
+
+/// Sets [`q2_0_wide`] (the start-up's reading of `STRATA_Q2_0_WIDE`).
+pub fn set_q2_0_wide(on: bool) {
+    Q2_0_WIDE.store(on, Ordering::Relaxed);
 }
 
 #[cfg(test)]

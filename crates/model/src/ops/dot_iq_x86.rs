@@ -127,13 +127,15 @@ fn f16(b: &[u8]) -> f32 {
 #[inline(always)]
 unsafe fn iq2_xs(t: &Tables, b: &[u8], g: usize, m: &mut [__m256; CHUNK]) {
     let d = f16(b);
+    // The group's eight u16 codes at once, and its four scales (a nibble per 16 elements of each of its
+    // two sub-blocks), each made once.
+    let at = 2 + 16 * g;
+    let q: [u16; 8] = std::array::from_fn(|c| u16::from_le_bytes([b[at + 2 * c], b[at + 2 * c + 1]]));
+    let (s0, s1) = (b[66 + 2 * g], b[67 + 2 * g]);
+    let db = [s0 & 0xf, s0 >> 4, s1 & 0xf, s1 >> 4].map(|n| d * (0.5 + n as f32) * 0.25);
     for (c, m) in m.iter_mut().enumerate() {
-        let (ib, l) = (2 * g + c / 4, c % 4);
-        let at = 2 + 2 * (4 * ib + l);
-        let q = u16::from_le_bytes([b[at], b[at + 1]]) as usize;
-        let s = b[66 + ib];
-        let db = d * (0.5 + (if l < 2 { s & 0xf } else { s >> 4 }) as f32) * 0.25;
-        *m = chunk(db, _mm256_loadu_ps(t.iq2_xs[q & 511].as_ptr()), &t.ksigns[q >> 9]);
+        let q = q[c] as usize;
+        *m = chunk(db[c / 2], _mm256_loadu_ps(t.iq2_xs[q & 511].as_ptr()), &t.ksigns[q >> 9]);
     }
 }
 

@@ -165,8 +165,10 @@ fn dequantized_dots(src: Rows, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
         if vector::current() != vector::Vector::Scalar && super::dot_iq_x86::fused(b.ty) && done < n {
             let rb = b.row_bytes();
             let rows = &b.bytes[(r0 + done) * rb..(r0 + n) * rb];
+            // The kernel reads each input's transposed groups by pointer: none may be short.
+            assert!(prepared.iter().all(|p| p.transposed().len() >= cols));
             // SAFETY: a level above scalar only where the CPU has AVX2, FMA and F16C (ops/vector.rs);
-            // the inputs are the rows' length (`Inputs`).
+            // every input holds the rows' columns (checked above).
             unsafe { super::dot_iq_x86::rows_dots(b.ty, rows, rb, &prepared, &mut o) };
             return o;
         }

@@ -167,6 +167,18 @@ fn the_server_answers_a_pass_layer_by_layer_and_keeps_the_first_refusal() {
     // the pass after its first (fewer where this test's own checks between them took over 2 ms), none for
     // the window's.
     assert!(gaps.0 < layers.len() as u64, "{} gaps for {} one-token requests", gaps.0, layers.len());
+    // The one-token requests' parts are within their whole (seeing one to answering it), and computing
+    // experts took some of it.
+    let p = server.one_token_parts();
+    assert!(
+        p.read + p.computed + p.written <= one.1,
+        "{:?} + {:?} + {:?} within {:?}",
+        p.read,
+        p.computed,
+        p.written,
+        one.1
+    );
+    assert!(p.computed > std::time::Duration::ZERO);
     // A request no pass could write: answered, and kept as the server's error.
     mb.ask(0, &vec![SlotAsk { expert: e, host: true }; k], &[&x]);
     while !mb.answered() {

@@ -150,6 +150,11 @@ impl<'a> CudaForward<'a> {
         self.w.host.as_ref().map(|h| h.server.answered())
     }
 
+    /// Where the one-token requests' time went on the host, in all.
+    pub fn host_parts(&self) -> Option<crate::ops::misses::Parts> {
+        self.w.host.as_ref().map(|h| h.server.one_token_parts())
+    }
+
     /// A fresh conversation of at most `capacity` cells.
     pub fn new_state(&self, kv: KvMode, capacity: usize) -> Result<CudaState, CudaError> {
         CudaState::new(&self.gpu, &self.w, &self.model.config, kv, capacity)

@@ -26,14 +26,20 @@ pub fn lines(fwd: &CudaForward, kv: KvMode, pos: usize, at_prompt_end: Option<Gr
         let all = (hits + misses).max(1) as f64;
         let [one, windows, gaps] = fwd.host_answers().unwrap_or_default();
         let each = |(n, busy): (u64, std::time::Duration)| busy.as_secs_f64() * 1e6 / n.max(1) as f64;
+        let p = fwd.host_parts().unwrap_or_default();
+        let part = |d| each((one.0, d));
         out.push(format!(
             "expert cache: {:.1} % of {} routings held on the card, the host computed the rest ({} requests of \
-             one token, {:.0} µs each, and {} of windows, {:.0} µs each, from seeing one to answering it; {:.0} µs \
-             from answering a one-token request to seeing the next, over {} such pairs); {swaps} experts copied in",
+             one token, {:.0} µs each (reading {:.0}, computing {:.0}, writing {:.0}), and {} of windows, {:.0} µs \
+             each, from seeing one to answering it; {:.0} µs from answering a one-token request to seeing the next, \
+             over {} such pairs); {swaps} experts copied in",
             100.0 * hits as f64 / all,
             hits + misses,
             one.0,
             each(one),
+            part(p.read),
+            part(p.computed),
+            part(p.written),
             windows.0,
             each(windows),
             each(gaps),

@@ -168,25 +168,27 @@ impl<'m> Mailbox<'m> {
     /// outputs (so the card does not wait for ever) and refused.
     pub fn serve_one(&self, layers: &[&MoeWeights], f: usize, patience: Duration) -> Result<usize, MissError> {
         self.wait_asked(patience)?;
-        self.serve_asked(layers, f, None, &Pool, |_| {})
+        self.serve_asked(layers, f, None, &Pool, |_, _| {})
     }
 
-    /// A request that has come answered; `before` sees the outcome before the card is told (so what it
-    /// keeps is there by the time the card goes on).
+    /// A request that has come answered; `before` sees the outcome, and the time its parts took
+    /// ([`Parts`]), before the card is told (so what it keeps is there by the time the card goes on).
     fn serve_asked(
         &self,
         layers: &[&MoeWeights],
         f: usize,
         routed: Option<&Routed>,
         fork: &dyn Fork,
-        before: impl FnOnce(&Result<usize, MissError>),
+        before: impl FnOnce(&Result<usize, MissError>, &Parts),
     ) -> Result<usize, MissError> {
         let w = self.words;
         w[ASKED].store(0, Ordering::Relaxed);
+        let mut parts = Parts::default();
         // Whatever happens in the answer, the card is answered: a panic is refused like a bad request.
-        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(layers, f, routed, fork)))
-            .unwrap_or_else(|_| Err(MissError::Bad("a computation that panicked".into())));
-        before(&answer);
+        let answer =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(layers, f, routed, fork, &mut parts)))
+                .unwrap_or_else(|_| Err(MissError::Bad("a computation that panicked".into())));
+        before(&answer, &parts);
         w[DONE].store(1, Ordering::Release);
         answer
     }
@@ -199,7 +201,9 @@ impl<'m> Mailbox<'m> {
         f: usize,
         routed: Option<&Routed>,
         fork: &dyn Fork,
+        parts: &mut Parts,
     ) -> Result<usize, MissError> {
+        let start = Instant::now();
         let w = self.words;
         let (layer, t) = (w[LAYER].load(Ordering::Relaxed) as usize, w[TOKENS].load(Ordering::Relaxed) as usize);
         let moe = layers.get(layer).ok_or_else(|| MissError::Bad(format!("layer {layer} of {}", layers.len())))?;
@@ -228,15 +232,28 @@ impl<'m> Mailbox<'m> {
             })
             .collect();
         let rows: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
-        for (slot, y) in slot_outputs(moe, &rows, &ids, (self.k, f), fork).into_iter().enumerate() {
+        let read = Instant::now();
+        let outputs = slot_outputs(moe, &rows, &ids, (self.k, f), fork);
+        let computed = Instant::now();
+        for (slot, y) in outputs.into_iter().enumerate() {
             let Some(y) = y else { continue };
             let at = self.out_at() + slot * self.n;
             for (o, v) in w[at..at + self.n].iter().zip(y) {
                 o.store(v.to_bits(), Ordering::Relaxed);
             }
         }
+        *parts = Parts { read: read - start, computed: computed - read, written: computed.elapsed() };
         Ok(layer)
     }
+}
+
+/// Where a request's time went on the host: its slot ids, routing and inputs read from the mailbox; its
+/// experts computed; their outputs written back.
+#[derive(Default, Clone, Copy)]
+pub struct Parts {
+    pub read: Duration,
+    pub computed: Duration,
+    pub written: Duration,
 }
 
 /// A thread answering the card's requests for as long as it lives, from its own handles on the experts'
@@ -252,6 +269,8 @@ pub struct MissServer {
     /// one-token one, and the ns between the two (the card's work between its take and its next ask,
     /// if the host sees each ask at once).
     answered: Arc<[AtomicU64; 6]>,
+    /// The one-token requests' [`Parts`] in all (ns).
+    parts: Arc<[AtomicU64; 3]>,
     /// The thread that runs the loop (woken by [`MissServer::wake`]).
     worker: Option<std::thread::Thread>,
     handle: Option<std::thread::JoinHandle<()>>,
@@ -272,7 +291,8 @@ impl MissServer {
         let stop = Arc::new(AtomicBool::new(false));
         let error = Arc::new(Mutex::new(None));
         let answered = Arc::new([0; 6].map(AtomicU64::new));
-        let (stop2, error2, answered2) = (stop.clone(), error.clone(), answered.clone());
+        let parts = Arc::new([0; 3].map(AtomicU64::new));
+        let (stop2, error2, answered2, parts2) = (stop.clone(), error.clone(), answered.clone(), parts.clone());
         // The products run on a team of threads that spin while requests come (strata_model::team): a
         // pool that sleeps between them would pay its threads' wake-ups twice a request. As many
         // threads as the global pool, this one among them, but never the whole machine: the decoding
@@ -308,9 +328,14 @@ impl MissServer {
                         answered2[4].fetch_add(1, Ordering::Relaxed);
                         answered2[5].fetch_add(gap.as_nanos() as u64, Ordering::Relaxed);
                     }
-                    let _ = mb.serve_asked(&refs, f, routed.as_ref(), &team, |answer| {
+                    let _ = mb.serve_asked(&refs, f, routed.as_ref(), &team, |answer, p| {
                         if let Err(e) = answer {
                             error2.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                        }
+                        if kind == 0 {
+                            for (a, d) in parts2.iter().zip([p.read, p.computed, p.written]) {
+                                a.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+                            }
                         }
                         answered2[kind].fetch_add(1, Ordering::Relaxed);
                         answered2[kind + 1].fetch_add(seen.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -321,7 +346,7 @@ impl MissServer {
             })
             .expect("spawning the host-experts thread");
         let worker = worker.recv().ok();
-        MissServer { stop, error, answered, worker, handle: Some(handle) }
+        MissServer { stop, error, answered, parts, worker, handle: Some(handle) }
     }
 
     /// Wakes the thread for a pass just launched.
@@ -336,6 +361,12 @@ impl MissServer {
     pub fn answered(&self) -> [(u64, Duration); 3] {
         let a = |i: usize| self.answered[i].load(Ordering::Relaxed);
         [0, 2, 4].map(|i| (a(i), Duration::from_nanos(a(i + 1))))
+    }
+
+    /// The one-token requests' [`Parts`] in all.
+    pub fn one_token_parts(&self) -> Parts {
+        let [r, c, w] = [0, 1, 2].map(|i| Duration::from_nanos(self.parts[i].load(Ordering::Relaxed)));
+        Parts { read: r, computed: c, written: w }
     }
 
     /// The first request it could not answer, in words.

@@ -8,11 +8,11 @@ use std::arch::x86_64::*;
 use strata_gguf::quant::{f16_to_f32, IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 
 /// The 8-bit sign pattern of a 7-bit sign index: the 8th sign makes the count of negatives even.
-fn ksigns(i: u8) -> u8 {
+pub(super) fn ksigns(i: u8) -> u8 {
     i | (((i.count_ones() & 1) as u8) << 7)
 }
 
-fn f16(b: &[u8]) -> f32 {
+pub(super) fn f16(b: &[u8]) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
 }
 

@@ -9,9 +9,10 @@
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use strata_gguf::quant::{f16_to_f32, IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+use strata_gguf::quant::{IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use strata_gguf::GgmlType;
 
+use super::dequant_x86::{f16, ksigns};
 use super::dot::{butterfly_used, transpose8, Prepared, CHUNK, LANES};
 
 /// Inputs whose lanes are kept at once (longer windows are taken in parts, each decoding the row again).
@@ -36,7 +37,7 @@ fn tables() -> &'static Tables {
             iq2_xs: IQ2XS_GRID.iter().map(|&g| std::array::from_fn(|j| (g >> (8 * j)) as u8 as f32)).collect(),
             iq3_xxs: IQ3XXS_GRID.iter().map(|&g| std::array::from_fn(|j| (g >> (8 * j)) as u8 as f32)).collect(),
             iq3_s: IQ3S_GRID.iter().map(|&g| std::array::from_fn(|j| (g >> (8 * j)) as u8 as f32)).collect(),
-            ksigns: (0..128u32).map(|i| mask(i | ((i.count_ones() & 1) << 7))).collect(),
+            ksigns: (0..128u8).map(|i| mask(ksigns(i) as u32)).collect(),
             signs: (0..256u32).map(mask).collect(),
         }
     })
@@ -116,10 +117,6 @@ unsafe fn chunk(db: f32, mags: __m256, signs: &[u32; 8]) -> __m256 {
 #[inline(always)]
 unsafe fn halves(lo: &[f32; 4], hi: &[f32; 4]) -> __m256 {
     _mm256_set_m128(_mm_loadu_ps(hi.as_ptr()), _mm_loadu_ps(lo.as_ptr()))
-}
-
-fn f16(b: &[u8]) -> f32 {
-    f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
 }
 
 /// IQ2_XS (74 bytes: d, qs[32] u16 = 9-bit grid index | 7-bit sign index << 9, scales[8] a nibble per

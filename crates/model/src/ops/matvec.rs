@@ -143,6 +143,12 @@ impl Rows<'_> {
 fn dequantized_dots(src: Rows, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
     let cols = src.cols();
     let grouped = vector::current() != vector::Vector::Scalar && cols < SHORT;
+    #[cfg(target_arch = "x86_64")]
+    if let Rows::Bytes(b) = src {
+        if !grouped && vector::current() != vector::Vector::Scalar && super::dot_iq_x86::fused(b.ty) {
+            return fused_dots(b, xs, r0, n);
+        }
+    }
     let mut o = Vec::with_capacity(n * xs.len());
     // Room for a group of rows dequantized and interleaved, or for one row.
     let room = if grouped && matches!(src, Rows::Bytes(_)) { cols * ROWS8 } else { cols };
@@ -160,23 +166,25 @@ fn dequantized_dots(src: Rows, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
     }
     // Each input made ready once for the rows dotted one at a time (all of them, or the last few).
     let prepared: Vec<Prepared> = if done < n { xs.iter().map(|x| Prepared::new(x)).collect() } else { vec![] };
-    #[cfg(target_arch = "x86_64")]
-    if let Rows::Bytes(b) = src {
-        if vector::current() != vector::Vector::Scalar && super::dot_iq_x86::fused(b.ty) && done < n {
-            let rb = b.row_bytes();
-            let rows = &b.bytes[(r0 + done) * rb..(r0 + n) * rb];
-            // The kernel reads each input's transposed groups by pointer: none may be short.
-            assert!(prepared.iter().all(|p| p.transposed().len() >= cols));
-            // SAFETY: a level above scalar only where the CPU has AVX2, FMA and F16C (ops/vector.rs);
-            // every input holds the rows' columns (checked above).
-            unsafe { super::dot_iq_x86::rows_dots(b.ty, rows, rb, &prepared, &mut o) };
-            return o;
-        }
-    }
     for r in r0 + done..r0 + n {
         let row = src.row(r, &mut w[..cols]);
         o.extend(prepared.iter().map(|x| dot_prepared(row, x)));
     }
+    o
+}
+
+/// [`dequantized_dots`] of the lattice types' rows on x86, decoded and dotted in one pass
+/// (`ops/dot_iq_x86.rs`): no row of floats written and read back, the same bits.
+#[cfg(target_arch = "x86_64")]
+fn fused_dots(b: RowBytes, xs: &[&[f32]], r0: usize, n: usize) -> Vec<f32> {
+    let prepared: Vec<Prepared> = xs.iter().map(|x| Prepared::new(x)).collect();
+    // The kernel reads each input's transposed groups by pointer: none may be short.
+    assert!(prepared.iter().all(|p| p.transposed().len() >= b.cols));
+    let rb = b.row_bytes();
+    let mut o = Vec::with_capacity(n * xs.len());
+    // SAFETY: called only at a level above scalar, where the CPU has AVX2, FMA and F16C (ops/vector.rs);
+    // every input holds the rows' columns (checked above).
+    unsafe { super::dot_iq_x86::rows_dots(b.ty, &b.bytes[r0 * rb..(r0 + n) * rb], rb, &prepared, &mut o) };
     o
 }
 

@@ -339,6 +339,18 @@ __device__ __forceinline__ void grid_dep_wait() {
 #endif
 }
 
+// The slot a gather's block takes and its expert's cache slot: slot blockIdx.y, or with a list (a placed
+// prompt window's chunk, ops/moe_window.rs) the list's entry blockIdx.y, its id ids[blockIdx.y] either
+// way. False where the block has nothing to do: a negative slot or id (a chunk's unused entries, or a
+// slot the pass leaves to another). The list and the ids are outputs of kernels before: read after
+// grid_dep_wait.
+__device__ __forceinline__ bool gather_slot(const int* __restrict__ ids, const int* __restrict__ list, int& ts,
+                                            int& id) {
+    ts = list ? list[blockIdx.y] : (int)blockIdx.y;
+    id = ids[blockIdx.y];
+    return ts >= 0 && id >= 0;
+}
+
 // Thread-block clusters (sm_90 and later): this CTA's rank in its cluster, and a barrier of the whole
 // cluster (arrive is a release, wait an acquire, so every write before it, to global or shared memory, is
 // seen by every thread of the cluster after it). qsa.cu's cluster top-k and gdn.cu's split delta rule.

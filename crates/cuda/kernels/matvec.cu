@@ -103,10 +103,12 @@ __device__ void matvec_rows(const unsigned char* __restrict__ wbase, const float
 template <typename W>
 __device__ void matvec_gather_rows(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
                                    float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
-                                   int stride, int offset, int x_tok, int x_slot) {
-    const int row = blockIdx.x, ts = blockIdx.y, t = ts / k, s = ts % k;
+                                   int stride, int offset, int x_tok, int x_slot, const int* __restrict__ list) {
+    int ts, id;
+    if (!gather_slot(ids, list, ts, id)) return;
+    const int row = blockIdx.x, t = ts / k, s = ts % k;
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    const unsigned char* r = wbase + ((size_t)id * stride + offset + row) * row_bytes;
     matvec_row<W>(r, x + (size_t)t * x_tok + (size_t)s * x_slot, 0, y + (size_t)ts * rows + row, 0, cols, 1);
 }
 
@@ -244,12 +246,15 @@ __device__ void matvec_rows_warp(const unsigned char* __restrict__ wbase, const 
 template <typename W>
 __device__ void matvec_gather_rows_warp(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
                                         float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
-                                        int k, int stride, int offset, int x_tok, int x_slot) {
+                                        int k, int stride, int offset, int x_tok, int x_slot,
+                                        const int* __restrict__ list) {
+    int ts, id;
+    if (!gather_slot(ids, list, ts, id)) return;
     const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
-    const int row = blockIdx.x * warps + threadIdx.x / WARP, ts = blockIdx.y, t = ts / k, s = ts % k;
+    const int row = blockIdx.x * warps + threadIdx.x / WARP, t = ts / k, s = ts % k;
     if (row >= rows) return;
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    const unsigned char* r = wbase + ((size_t)id * stride + offset + row) * row_bytes;
     prefetch_span(r, row_bytes, lane);
     const float* xv0 = x + (size_t)t * x_tok + (size_t)s * x_slot;
     warp_row<W>(r, xv0, 0, y + (size_t)ts * rows + row, 0, cols, 1, lane);
@@ -264,11 +269,13 @@ template <typename W>
 __device__ void matvec_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
                                        const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
                                        const int* __restrict__ ids, int k, int stride, int off_g, int off_u,
-                                       int x_tok, int x_slot) {
+                                       int x_tok, int x_slot, const int* __restrict__ list) {
+    int ts, id;
+    if (!gather_slot(ids, list, ts, id)) return;
     const int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
-    const int row = blockIdx.x * warps + threadIdx.x / WARP, ts = blockIdx.y, t = ts / k, s = ts % k;
+    const int row = blockIdx.x * warps + threadIdx.x / WARP, t = ts / k, s = ts % k;
     if (row >= rows) return;
-    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS, e = (size_t)ids[ts] * stride;
+    const size_t row_bytes = (size_t)(cols / W::BS) * W::TS, e = (size_t)id * stride;
     const unsigned char *rg = wg + (e + off_g + row) * row_bytes, *ru = wu + (e + off_u + row) * row_bytes;
     prefetch_span(rg, row_bytes, lane);
     prefetch_span(ru, row_bytes, lane);
@@ -304,12 +311,15 @@ __device__ void matvec_rows_short(const unsigned char* __restrict__ wbase, const
 template <typename W>
 __device__ void matvec_gather_rows_short(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
                                          float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
-                                         int k, int stride, int offset, int x_tok, int x_slot) {
+                                         int k, int stride, int offset, int x_tok, int x_slot,
+                                         const int* __restrict__ list) {
+    int ts, id;
+    if (!gather_slot(ids, list, ts, id)) return;
     const int row = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * SHORT_ROWS;
-    const int ts = blockIdx.y, t = ts / k, s = ts % k;
+    const int t = ts / k, s = ts % k;
     if (row >= rows) return;
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    const unsigned char* r = wbase + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    const unsigned char* r = wbase + ((size_t)id * stride + offset + row) * row_bytes;
     const int nv = min(SHORT_ROWS, rows - row);
     prefetch_span(r, nv * row_bytes, threadIdx.x % WARP);
     warp_rows_1<W, SHORT_ROWS>(r, row_bytes, nv, x + (size_t)t * x_tok + (size_t)s * x_slot,
@@ -513,11 +523,14 @@ __device__ void matvec_rows_staged(const unsigned char* __restrict__ wbase, cons
 template <typename W>
 __device__ void matvec_gather_rows_staged(const unsigned char* __restrict__ wbase, const float* __restrict__ x,
                                           float* __restrict__ y, int rows, int cols, const int* __restrict__ ids,
-                                          int k, int stride, int offset, int x_tok, int x_slot, int rpb) {
+                                          int k, int stride, int offset, int x_tok, int x_slot, int rpb,
+                                          const int* __restrict__ list) {
+    int ts, id;
+    if (!gather_slot(ids, list, ts, id)) return;
     const int row0 = blockIdx.x * rpb, nr = min(rpb, rows - row0);
-    const int ts = blockIdx.y, t = ts / k, s = ts % k;
+    const int t = ts / k, s = ts % k;
     const size_t row_bytes = (size_t)(cols / W::BS) * W::TS;
-    const unsigned char* w0 = wbase + ((size_t)ids[ts] * stride + offset + row0) * row_bytes;
+    const unsigned char* w0 = wbase + ((size_t)id * stride + offset + row0) * row_bytes;
     const float* xs = x + (size_t)t * x_tok + (size_t)s * x_slot;
     matvec_staged<W, true>(w0, row_bytes, xs, 0, y + (size_t)ts * rows + row0, 0, nr, cols, 1, false);
 }
@@ -567,9 +580,9 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
     extern "C" __global__ void NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y,   \
                                              int rows, int cols, const int* ids, int k, int stride,           \
                                              int offset, int x_tok, int x_slot, const unsigned char* w2,      \
-                                             int offset2, float* y2) { grid_dep_wait();                       \
+                                             int offset2, float* y2, const int* list) { grid_dep_wait();      \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
-        matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                    \
+        matvec_gather_rows<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, list);              \
     }                                                                                                         \
     extern "C" __global__ void NAME##_warp(const unsigned char* w, const float* __restrict__ x, float* y,     \
                                            int rows, int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait(); \
@@ -579,9 +592,10 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
     extern "C" __global__ void NAME##_gather_warp(const unsigned char* w, const float* __restrict__ x,        \
                                                   float* y, int rows, int cols, const int* ids, int k,        \
                                                   int stride, int offset, int x_tok, int x_slot,              \
-                                                  const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
+                                                  const unsigned char* w2, int offset2, float* y2,            \
+                                                  const int* list) { grid_dep_wait();                         \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
-        matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);               \
+        matvec_gather_rows_warp<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, list);         \
     }                                                                                                         \
     extern "C" __global__ void NAME##_short_warp(const unsigned char* w, const float* __restrict__ x, float* y, \
                                                  int rows, int cols, int T, const unsigned char* w2, float* y2) { grid_dep_wait(); \
@@ -596,9 +610,10 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
     extern "C" __global__ void NAME##_gather_short_warp(const unsigned char* w, const float* __restrict__ x,  \
                                                         float* y, int rows, int cols, const int* ids, int k,  \
                                                         int stride, int offset, int x_tok, int x_slot,        \
-                                                        const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
+                                                        const unsigned char* w2, int offset2, float* y2,      \
+                                                        const int* list) { grid_dep_wait();                   \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
-        matvec_gather_rows_short<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);              \
+        matvec_gather_rows_short<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, list);        \
     }                                                                                                         \
     extern "C" __global__ void NAME##_staged(const unsigned char* w, const float* __restrict__ x, float* y,   \
                                              int rows, int cols, int T, int rpb, const unsigned char* w2,     \
@@ -622,15 +637,17 @@ __device__ void embed_rows(const unsigned char* __restrict__ wbase, const int* _
                                                     const float* __restrict__ x,                              \
                                                     float* y, int rows, int cols, const int* ids, int k,      \
                                                     int stride, int offset, int x_tok, int x_slot, int rpb,   \
-                                                    const unsigned char* w2, int offset2, float* y2) { grid_dep_wait(); \
+                                                    const unsigned char* w2, int offset2, float* y2,          \
+                                                    const int* list) { grid_dep_wait();                       \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
-        matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb);        \
+        matvec_gather_rows_staged<W>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, rpb, list);  \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu,            \
                                                  const float* __restrict__ x, float* h, int rows, int cols,   \
                                                  const int* ids, int k, int stride, int off_g, int off_u,     \
-                                                 int x_tok, int x_slot) { grid_dep_wait();                    \
-        matvec_gather_glu_rows<W>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);     \
+                                                 int x_tok, int x_slot, const int* list) { grid_dep_wait();   \
+        matvec_gather_glu_rows<W>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot,      \
+                                  list);                                                                      \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,     \
                                                      float* y, int rows, int cols, const int* ids, int k,     \

@@ -238,3 +238,114 @@ extern "C" __global__ void miss_take_counted(const u32* box, int t, int k, int n
                                             const int* __restrict__ skip) {
     miss_take_body<true>(box, t, k, n, eo, skip);
 }
+
+// A placed block's prompt window (ops/moe_window.rs, docs/PLACEMENT.md "Prompt windows"): the window's
+// M = T·k slots, its experts `ids`, planned in one block so that each expert the card does not hold is
+// brought over the bus once for every token that chose it. Out:
+// - `held_ids[ts]`: the slot's cache slot where the card holds its expert, else −1 (the held pass);
+// - chunk c < C of at most S experts and L slots: `chunk_of[c·S + j]` the expert brought into stream slot
+//   held + j (−1 for none), `chunk_list[c·L + i]` its i-th slot (−1 for none) and `chunk_ids[c·L + i]`
+//   that slot's cache slot; an expert's slots lie in one chunk, in slot order, the experts in id order;
+// - `host_slot[ts]`: 1 where the host computes the slot (an expert it cannot stream: outside lo..hi, or
+//   chosen by more than L slots), asked tile by tile (miss_ask_window);
+// - with `counts`, every slot's expert counted (STRATA_ASK_MISSES_ONLY's table, for the cache's ranking).
+// One thread assigns the chunks (in id order, so the plan is the same at every replay); the rest are
+// loops over slots or experts. At most MW_MAX_M slots and MW_MAX_E experts (ops/moe_window.rs checks).
+#define MW_MAX_M 4096
+#define MW_MAX_E 1024
+#define MW_HOST -2
+extern "C" __global__ void miss_window_plan(const int* __restrict__ ids, int M, const int* __restrict__ slot_of, int E,
+                                            int lo, int hi, u32* __restrict__ counts, int S, int L, int C,
+                                            int* __restrict__ held_ids, int* __restrict__ host_slot,
+                                            int* __restrict__ chunk_of, int* __restrict__ chunk_list,
+                                            int* __restrict__ chunk_ids, int held) {
+    grid_dep_wait();
+    __shared__ int expert[MW_MAX_M], cnt[MW_MAX_E], place[MW_MAX_E];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+    for (int i = threadIdx.x; i < C * S; i += blockDim.x) chunk_of[i] = -1;
+    for (int i = threadIdx.x; i < C * L; i += blockDim.x) {
+        chunk_list[i] = -1;
+        chunk_ids[i] = -1;
+    }
+    __syncthreads();
+    for (int ts = threadIdx.x; ts < M; ts += blockDim.x) {
+        const int e = ids[ts], s = slot_of[e];
+        expert[ts] = e;
+        held_ids[ts] = s;
+        host_slot[ts] = 0;
+        if (counts) atomicAdd(counts + e, 1u);
+        if (s < 0) atomicAdd(cnt + e, 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // place[e]: chunk c, first list entry i and stream slot j as c·2^16 + i·2^8 + j (L, S ≤ 64);
+        // MW_HOST for the host's.
+        int c = 0, slots = 0, used = 0;
+        for (int e = 0; e < E; e++) {
+            const int n = cnt[e];
+            if (n == 0) continue;
+            if (e < lo || e >= hi || n > L) {
+                place[e] = MW_HOST;
+                continue;
+            }
+            if (used == S || slots + n > L) {
+                c++;
+                slots = 0;
+                used = 0;
+            }
+            if (c >= C) {  // past the host's bound (it cannot be): left to the host, never lost
+                place[e] = MW_HOST;
+                continue;
+            }
+            place[e] = (c << 16) | (slots << 8) | used;
+            chunk_of[c * S + used] = e;
+            slots += n;
+            used++;
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        if (cnt[e] == 0) continue;
+        const int p = place[e];
+        const int base = p == MW_HOST ? 0 : (p >> 16) * L + ((p >> 8) & 0xff), id = held + (p & 0xff);
+        for (int ts = 0, r = 0; ts < M; ts++) {
+            if (expert[ts] != e) continue;
+            if (p == MW_HOST) {
+                host_slot[ts] = 1;
+            } else {
+                chunk_list[base + r] = ts;
+                chunk_ids[base + r] = id;
+            }
+            r++;
+        }
+    }
+}
+
+// A window's tile (t ≤ 8 tokens) asked of the host for the slots the plan left to it (`host_slot`), the
+// others marked MB_HELD; `skip[0]` says whether none was (then the mailbox is left alone, and
+// miss_take_counted returns at once). The same mailbox words as miss_ask's; the routings were counted by
+// the plan.
+extern "C" __global__ void miss_ask_window(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
+                                           const int* __restrict__ host_slot, const float* __restrict__ x,
+                                           int* __restrict__ skip) {
+    grid_dep_wait();
+    int mine = 0;
+    for (int i = threadIdx.x; i < t * k; i += blockDim.x) mine |= host_slot[i];
+    if (!__syncthreads_or(mine)) {
+        if (threadIdx.x == 0) skip[0] = 1;
+        return;
+    }
+    volatile u32* w = box;
+    if (threadIdx.x == 0) {
+        skip[0] = 0;
+        w[MB_DONE] = 0;
+        w[MB_LAYER] = (u32)layer;
+        w[MB_TOKENS] = (u32)t;
+    }
+    for (int i = threadIdx.x; i < t * k; i += blockDim.x) w[MB_IDS + i] = host_slot[i] ? (u32)ids[i] : ((u32)ids[i] | MB_HELD);
+    const size_t xs = MB_IDS + (size_t)MB_MAX_T * k;
+    for (int i = threadIdx.x; i < t * n; i += blockDim.x) w[xs + i] = __float_as_uint(x[i]);
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) w[MB_ASKED] = 1;
+}

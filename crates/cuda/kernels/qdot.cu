@@ -523,12 +523,11 @@ __device__ void qdot_rows_mma(const unsigned char* __restrict__ w, const float* 
     if (t1 < T) y[(size_t)t1 * rows + row] = out1;
 }
 
-// The input of slot ts = t·k + s (blockIdx.y: token t, slot s), at x + t·x_tok + s·x_slot, quantized
-// into shared memory by the block; with G, x holds the quantized vectors and x_tok says how many slots
-// share one (k where the slots read their token's input, else 1).
+// The input of slot ts = t·k + s (token t, slot s), at x + t·x_tok + s·x_slot, quantized into shared
+// memory by the block; with G, x holds the quantized vectors of the grid's slots (blockIdx.y = ts) and
+// x_tok says how many slots share one (k where the slots read their token's input, else 1).
 template <typename Q, bool G>
-__device__ QIn qd_slot_input(const float* x, int cols, int k, int x_tok, int x_slot) {
-    const int ts = blockIdx.y;
+__device__ QIn qd_slot_input(const float* x, int cols, int k, int x_tok, int x_slot, int ts) {
     if (G) {
         QIn q = qd_inputs<Q, true>(x, QSrc{}, gridDim.y / x_tok, cols);
         const int v = ts / x_tok;  // the slot's vector first: qd_row reads vector 0
@@ -540,18 +539,21 @@ __device__ QIn qd_slot_input(const float* x, int cols, int k, int x_tok, int x_s
     return qd_inputs<Q, false>(x, QSrc{x + (size_t)(ts / k) * x_tok + (size_t)(ts % k) * x_slot, 0, 0, 1}, 1, cols);
 }
 
-// The experts' products: for slot ts = t·k + s (blockIdx.y), the `rows` rows of expert ids[ts] (from row
-// id·stride + offset of the stacked matrix) times the slot's input, to y[ts·rows + row].
+// The experts' products: for slot ts = t·k + s (blockIdx.y, or a list's entry: gather_slot), the `rows`
+// rows of expert id (from row id·stride + offset of the stacked matrix) times the slot's input, to
+// y[ts·rows + row]. A list takes the block's own quantization (G reads the grid's slots' vectors).
 template <typename Q, bool G>
 __device__ void qdot_gather_rows(const unsigned char* __restrict__ w, const float* __restrict__ x,
                                  float* __restrict__ y, int rows, int cols, const int* __restrict__ ids, int k,
-                                 int stride, int offset, int x_tok, int x_slot) {
-    const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+                                 int stride, int offset, int x_tok, int x_slot, const int* __restrict__ list) {
+    int ts, id;
+    if (!gather_slot(ids, list, ts, id)) return;
+    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
-    const unsigned char* r = w + ((size_t)ids[ts] * stride + offset + row) * row_bytes;
+    const unsigned char* r = w + ((size_t)id * stride + offset + row) * row_bytes;
     // The row's lines asked for before the input is quantized, so that their fetch overlaps it.
     if (row < rows) prefetch_l2(r, row_bytes, threadIdx.x % WARP, WARP);
-    const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
+    const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot, ts);
     if (row >= rows) return;
     float v;
     qd_row<Q, 1>(r, q, 0, 1, &v);
@@ -564,15 +566,17 @@ template <typename Q, bool G>
 __device__ void qdot_gather_glu_rows(const unsigned char* __restrict__ wg, const unsigned char* __restrict__ wu,
                                      const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
                                      const int* __restrict__ ids, int k, int stride, int off_g, int off_u, int x_tok,
-                                     int x_slot) {
-    const int ts = blockIdx.y, row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)ids[ts] * stride;
+                                     int x_slot, const int* __restrict__ list) {
+    int ts, id;
+    if (!gather_slot(ids, list, ts, id)) return;
+    const int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS, e = (size_t)id * stride;
     const unsigned char *rg = wg + (e + off_g + row) * row_bytes, *ru = wu + (e + off_u + row) * row_bytes;
     if (row < rows) {  // the rows' lines asked for before the input is quantized
         prefetch_l2(rg, row_bytes, threadIdx.x % WARP, WARP);
         prefetch_l2(ru, row_bytes, threadIdx.x % WARP, WARP);
     }
-    const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot);
+    const QIn q = qd_slot_input<Q, G>(x, cols, k, x_tok, x_slot, ts);
     if (row >= rows) return;
     float g, u;
     qd_row2<Q>(rg, ru, q, 0, &g, &u);
@@ -754,17 +758,18 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_gather(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,      \
                       const int* ids, int k, int stride, int offset, int x_tok, int x_slot,                   \
-                      const unsigned char* w2, int offset2, float* y2) {                                      \
+                      const unsigned char* w2, int offset2, float* y2, const int* list) {                     \
         grid_dep_wait();                                                                                      \
         if (blockIdx.z) { w = w2; offset = offset2; y = y2; }                                                 \
-        qdot_gather_rows<Q, G>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot);                   \
+        qdot_gather_rows<Q, G>(w, x, y, rows, cols, ids, k, stride, offset, x_tok, x_slot, list);             \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP)                                             \
         NAME##_gather_glu(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,       \
                           float* h, int rows, int cols, const int* ids, int k, int stride, int off_g,         \
-                          int off_u, int x_tok, int x_slot) {                                                 \
+                          int off_u, int x_tok, int x_slot, const int* list) {                                \
         grid_dep_wait();                                                                                      \
-        qdot_gather_glu_rows<Q, G>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot);    \
+        qdot_gather_glu_rows<Q, G>(wg, wu, x, h, rows, cols, ids, k, stride, off_g, off_u, x_tok, x_slot,     \
+                                   list);                                                                     \
     }                                                                                                         \
     extern "C" __global__ void NAME##_gather_combine(const unsigned char* w, const float* __restrict__ x,     \
                                                      float* y, int rows, int cols, const int* ids, int k,     \

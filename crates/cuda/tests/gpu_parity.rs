@@ -238,3 +238,75 @@ fn host_experts_reach_the_card_with_their_bits() {
     let cache = cache_d.read(&g, t * k).unwrap();
     assert!((0..t * k).all(|s| cache[s] == all_held[ids[s] as usize]), "the held slots' cache slots");
 }
+
+/// A placed prompt window's plan on the card (`miss_window_plan`) against its twin (ops/moe/window.rs
+/// `assign`): random routings of windows up to 256 tokens, a third of the experts held, uniform and
+/// skewed, some experts outside the bus's reach; every output table, and the counts.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn window_plans_equal_their_twin() {
+    use strata_cuda::ops::moe::{assign, chunk_bound, Place, Plan, Sizes, CHUNK_SLOTS};
+    use strata_cuda::runtime::buf::Buf;
+    let g = gpu();
+    let mut rng = strata_gguf::SplitMix64::new(0x91a9);
+    for round in 0..40 {
+        let (e, k) = (64 + rng.next_u64() as usize % 449, 1 + rng.next_u64() as usize % 10);
+        let t = 9 + rng.next_u64() as usize % (4096 / k - 8).min(248);
+        let m = t * k;
+        let mut slot_of = vec![-1i32; e];
+        let mut held = 0;
+        for x in slot_of.iter_mut() {
+            if rng.next_u64().is_multiple_of(3) {
+                *x = held;
+                held += 1;
+            }
+        }
+        let ids: Vec<i32> = (0..m)
+            .map(|_| {
+                let r = rng.next_u64() as usize;
+                (if round % 2 == 0 { r % e } else { (r % e) * (r % e) / e }) as i32
+            })
+            .collect();
+        let (lo, hi, s) =
+            (rng.next_u64() as usize % 3, e - rng.next_u64() as usize % 3, 1 + rng.next_u64() as usize % 16);
+        let held = held as usize;
+        let chunks = chunk_bound(m, (hi - lo).min(e - held).min(m), s, CHUNK_SLOTS);
+        let z = Sizes { e, held, lo, hi, s, chunks };
+        let plan = Plan::new(&g, m, z).unwrap();
+        let counts = Buf::<u32>::zeros(&g, e).unwrap();
+        let (ids_d, slot_of_d) = (Buf::from_host(&g, &ids).unwrap(), Buf::from_host(&g, &slot_of).unwrap());
+        plan.launch(&g, (&ids_d, &slot_of_d, Some(&counts)), z).unwrap();
+        let read = |b: &Buf<i32>| b.read(&g, b.len()).unwrap();
+        let (held_ids, host_slot) = (read(&plan.held_ids), read(&plan.host_slot));
+        let (chunk_of, chunk_list, chunk_ids) = (read(&plan.chunk_of), read(&plan.chunk_list), read(&plan.chunk_ids));
+        // The twin.
+        let mut per = vec![0usize; e];
+        for &x in &ids {
+            if slot_of[x as usize] < 0 {
+                per[x as usize] += 1;
+            }
+        }
+        let places = assign(&per, (lo, hi), s, CHUNK_SLOTS);
+        let (mut want_of, mut want_list, mut want_ids) =
+            (vec![-1i32; chunks * s], vec![-1i32; chunks * CHUNK_SLOTS], vec![-1i32; chunks * CHUNK_SLOTS]);
+        let mut taken = vec![0usize; e];
+        for (ts, &x) in ids.iter().enumerate() {
+            let x = x as usize;
+            assert_eq!(held_ids[ts], slot_of[x], "round {round}: held_ids[{ts}]");
+            let host = matches!(places[x], Some(Place::Host));
+            assert_eq!(host_slot[ts], host as i32, "round {round}: host_slot[{ts}] (expert {x})");
+            if let Some(Place::Chunk { chunk, first, stream }) = places[x] {
+                want_of[chunk * s + stream] = x as i32;
+                want_list[chunk * CHUNK_SLOTS + first + taken[x]] = ts as i32;
+                want_ids[chunk * CHUNK_SLOTS + first + taken[x]] = (held + stream) as i32;
+                taken[x] += 1;
+            }
+        }
+        assert_eq!(chunk_of, want_of, "round {round}: chunk_of");
+        assert_eq!(chunk_list, want_list, "round {round}: chunk_list");
+        assert_eq!(chunk_ids, want_ids, "round {round}: chunk_ids");
+        let mut want_counts = vec![0u32; e];
+        ids.iter().for_each(|&x| want_counts[x as usize] += 1);
+        assert_eq!(counts.read(&g, e).unwrap(), want_counts, "round {round}: counts");
+    }
+}

@@ -17,7 +17,7 @@ use crate::ops::attn::{attention, rope_rows, AttnStateGpu};
 use crate::ops::draft::DraftHead;
 use crate::ops::gdn::gdn;
 use crate::ops::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
-use crate::ops::matvec::{embed, matvec, matvec_at};
+use crate::ops::matvec::{embed, matvec, matvec_at, tiles};
 use crate::ops::moe::moe;
 use crate::ops::variants::Variants;
 use crate::runtime::buf::{launch, Arg, Buf};
@@ -38,14 +38,6 @@ impl Rows {
     fn tile(&self, gpu: &Gpu, first: usize, k: usize) -> Result<Rows, CudaError> {
         Ok(Rows { buf: self.buf.view(gpu, first * self.width, k * self.width)?, t: k, width: self.width })
     }
-}
-
-/// The kernels take at most MAX_T tokens a launch. A longer window (a prompt's: `STRATA_PROMPT_WINDOW`)
-/// runs each op over its tiles of MAX_T tokens in order, the ops a run of windows of MAX_T would make in
-/// each layer, so the same bits; its layers still run one after another over the whole window, as the
-/// CPU's do (docs/DETAILS.md, "Prompt windows").
-fn tiles(t: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..t).step_by(MAX_T).map(move |first| (first, (t - first).min(MAX_T)))
 }
 
 /// A window's (first position, tokens) and their rope rows.
@@ -588,6 +580,11 @@ impl Backend for CudaForward<'_> {
             // A request the host could not answer (in an earlier pass) stops the next.
             if let Some(e) = self.w.host.as_ref().and_then(|h| h.server.error()) {
                 return Err(CudaError::Shape(format!("host experts: {e}")));
+            }
+            // A placed block's long prompt window brings each expert it does not hold once (ops/moe/window.rs).
+            if crate::ops::moe::window_fits(&self.gpu, w, x.t) {
+                let (buf, _) = crate::ops::moe::moe_window(&self.gpu, w, &x.buf, x.t)?;
+                return Ok(Rows { buf, t: x.t, width: self.model.config.n_embd });
             }
             self.tiled(x, self.model.config.n_embd, |x, _| Ok(moe(&self.gpu, w, &x.buf, x.t)?.0))
         })

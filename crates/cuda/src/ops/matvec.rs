@@ -139,6 +139,14 @@ fn matvec_launch(
     launch(gpu, &f, name, cfg, &args)
 }
 
+/// The kernels take at most MAX_T tokens a launch. A longer window (a prompt's: `STRATA_PROMPT_WINDOW`)
+/// runs each op over its tiles of MAX_T tokens in order, the ops a run of windows of MAX_T would make in
+/// each layer, so the same bits; its layers still run one after another over the whole window, as the
+/// CPU's do (docs/DETAILS.md, "Prompt windows"). Each tile's (first token, tokens).
+pub fn tiles(t: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..t).step_by(MAX_T).map(move |first| (first, (t - first).min(MAX_T)))
+}
+
 /// For each token t < T and slot s < k: `y[(t·k + s)·rows ..] = W[expert ids[t·k + s]]·x[t·x_tok + s·x_slot ..]`,
 /// in the plan's layout for the experts' type.
 #[allow(clippy::too_many_arguments)]
@@ -169,7 +177,25 @@ pub fn matvec_gather_with(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<(), CudaError> {
-    gather_launch(gpu, layout, (w, g, y), None, x, (x_tok, x_slot), ids, (t, k))
+    gather_launch(gpu, layout, (w, g, y), None, x, (x_tok, x_slot), (ids, None), (t * k, k))
+}
+
+/// A gather over the entries of `list` (a placed prompt window's chunk, ops/moe_window.rs): entry i takes
+/// slot `list[i]` (t·k + s: its input and output as [`matvec_gather`]'s) with expert row block `ids[i]`;
+/// a negative slot or id is skipped. Each block quantizes its own input where the type is § qdot's.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_gather_list(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    g: Gather,
+    x: &Buf<f32>,
+    strides: (usize, usize),
+    y: &Buf<f32>,
+    (ids, list): (&Buf<i32>, &Buf<i32>),
+    k: usize,
+) -> Result<(), CudaError> {
+    let layout = w.layouts.gather;
+    gather_launch(gpu, layout, (w, g, y), None, x, strides, (ids, Some(list)), (list.len(), k))
 }
 
 /// Two gathers of the same input and experts, `a` and `b` (matrix, rows, output): one launch when the
@@ -186,11 +212,12 @@ pub fn matvec_gather_two(
     tk: (usize, usize),
 ) -> Result<(), CudaError> {
     let layout = a.0.layouts.gather;
+    let slots = (tk.0 * tk.1, tk.1);
     if a.0.same_shape(b.0) && a.1.stride == b.1.stride && a.1.rows == b.1.rows {
-        gather_launch(gpu, layout, a, Some(b), x, strides, ids, tk)
+        gather_launch(gpu, layout, a, Some(b), x, strides, (ids, None), slots)
     } else {
-        gather_launch(gpu, layout, a, None, x, strides, ids, tk)?;
-        gather_launch(gpu, layout, b, None, x, strides, ids, tk)
+        gather_launch(gpu, layout, a, None, x, strides, (ids, None), slots)?;
+        gather_launch(gpu, layout, b, None, x, strides, (ids, None), slots)
     }
 }
 
@@ -210,6 +237,36 @@ pub fn matvec_gather_glu(
     ids: &Buf<i32>,
     (t, k): (usize, usize),
 ) -> Result<bool, CudaError> {
+    glu_launch(gpu, (wg, gg), (wu, gu), (x, xq), (x_tok, x_slot), h, (ids, None), (t * k, k))
+}
+
+/// [`matvec_gather_glu`] over the entries of `list`, as [`matvec_gather_list`] takes them.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_gather_glu_list(
+    gpu: &Gpu,
+    gate: (&MatrixGpu, Gather),
+    up: (&MatrixGpu, Gather),
+    x: &Buf<f32>,
+    strides: (usize, usize),
+    h: &Buf<f32>,
+    (ids, list): (&Buf<i32>, &Buf<i32>),
+    k: usize,
+) -> Result<bool, CudaError> {
+    glu_launch(gpu, gate, up, (x, None), strides, h, (ids, Some(list)), (list.len(), k))
+}
+
+/// The GLU gather's launch over `slots` blocks (every slot's, or a list's entries).
+#[allow(clippy::too_many_arguments)]
+fn glu_launch(
+    gpu: &Gpu,
+    (wg, gg): (&MatrixGpu, Gather),
+    (wu, gu): (&MatrixGpu, Gather),
+    (x, xq): (&Buf<f32>, Option<&Buf<i32>>),
+    (x_tok, x_slot): (usize, usize),
+    h: &Buf<f32>,
+    (ids, list): (&Buf<i32>, Option<&Buf<i32>>),
+    (slots, k): (usize, usize),
+) -> Result<bool, CudaError> {
     if !(wg.same_shape(wu) && gg.stride == gu.stride && gg.rows == gu.rows) {
         return Ok(false);
     }
@@ -228,9 +285,10 @@ pub fn matvec_gather_glu(
         i(gu.offset),
         i(x_tok),
         i(x_slot),
+        Arg::Ptr(list.map_or(0, |l| l.ptr(gpu))),
     ];
     if crate::ops::qdot::uses(wg.ty) {
-        crate::ops::qdot::gather_glu(gpu, wg, gg, t * k, &args, xq)?;
+        crate::ops::qdot::gather_glu(gpu, wg, gg, slots, &args, xq, list.is_some())?;
         return Ok(true);
     }
     if xq.is_some() {
@@ -239,7 +297,7 @@ pub fn matvec_gather_glu(
     let name = kernel_name(wg.ty, "_gather_glu", Layout::Block);
     let f = gpu.function(&crate::ops::sources::MATVEC_FILE, name)?;
     let cfg = LaunchConfig {
-        grid_dim: ((gg.rows as u32).div_ceil(WARP_ROWS), (t * k) as u32, 1),
+        grid_dim: ((gg.rows as u32).div_ceil(WARP_ROWS), slots as u32, 1),
         block_dim: (32 * WARP_ROWS, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -291,23 +349,23 @@ fn gather_launch(
     second: Option<(&MatrixGpu, Gather, &Buf<f32>)>,
     x: &Buf<f32>,
     (x_tok, x_slot): (usize, usize),
-    ids: &Buf<i32>,
-    (t, k): (usize, usize),
+    (ids, list): (&Buf<i32>, Option<&Buf<i32>>),
+    (slots, k): (usize, usize),
 ) -> Result<(), CudaError> {
     let (w2, g2, y2) = second.unwrap_or((w, g, y));
     let i = |v: usize| Arg::I32(v as i32);
     let mut args = gather_args(gpu, (w, g), x, y, ids, k, (x_tok, x_slot));
-    let tail = [Arg::Ptr(w2.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu))];
+    let tail = [Arg::Ptr(w2.ptr(gpu)), i(g2.offset), Arg::Ptr(y2.ptr(gpu)), Arg::Ptr(list.map_or(0, |l| l.ptr(gpu)))];
     if crate::ops::qdot::uses(w.ty) {
         args.extend(tail);
-        return crate::ops::qdot::gather(gpu, w, g, t * k, second.is_some(), &args);
+        return crate::ops::qdot::gather(gpu, w, g, (slots, list.is_some()), second.is_some(), &args);
     }
     // Each slot's rows are one token's.
     let layout = layout.for_gather().usable(w.row_bytes());
     let (kind, named) = layout.kernel(1, w.cols, true);
     let name = kernel_name(w.ty, kind, named);
     let f = gpu.function(&crate::ops::sources::MATVEC_FILE, name)?;
-    let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), (1, t * k), gpu.sm_count as usize);
+    let (mut cfg, rpb) = layout.config(g.rows, w.cols, w.row_bytes(), (1, slots), gpu.sm_count as usize);
     cfg.grid_dim.2 = if second.is_some() { 2 } else { 1 };
     if layout.staged() {
         args.push(i(rpb));

@@ -477,6 +477,29 @@ impl MissBox {
         launch(gpu, &f, name, cfg, &args)
     }
 
+    /// A placed prompt window's tile of `t` ≤ 8 tokens (ops/moe/window.rs): the host asked for the slots
+    /// the window's plan left to it (`host_slot`, 1 for those), the others marked [`HELD`]; `skip` says
+    /// whether none was, for [`MissBox::take`]. Its experts `ids` (t·k), its inputs x (t rows of n).
+    pub fn ask_window(
+        &self,
+        gpu: &Gpu,
+        (layer, t): (usize, usize),
+        (ids, host_slot, x): (&Buf<i32>, &Buf<i32>, &Buf<f32>),
+        skip: &Buf<i32>,
+    ) -> Result<(), CudaError> {
+        let (k, n) = (self.k, self.n);
+        self.check(
+            t,
+            &[("ids", ids.len(), t * k), ("host slots", host_slot.len(), t * k), ("inputs", x.len(), t * n)],
+        )?;
+        let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_ask_window")?;
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let i = |v: usize| Arg::I32(v as i32);
+        let ptrs = [ids.ptr(gpu), host_slot.ptr(gpu), x.ptr(gpu), skip.ptr(gpu)].map(Arg::Ptr);
+        let args = [&[Arg::Ptr(self.words.device_ptr()), i(layer), i(t), i(k), i(n)][..], &ptrs].concat();
+        launch(gpu, &f, "miss_ask_window", cfg, &args)
+    }
+
     /// Once the host has answered, the slots it computed (those the mailbox does not mark [`HELD`]:
     /// neither held nor streamed) copied into eo (T·k rows of n), over what the card's gathers wrote
     /// there; the card's own rows are left as they are. Runs after those gathers.

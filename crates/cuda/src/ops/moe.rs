@@ -19,6 +19,9 @@ use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
 
+mod window;
+pub use window::{assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, CHUNK_SLOTS};
+
 /// A stacked projection of the experts on the device.
 struct StackedGpu {
     /// Shared by the gate and the up halves of a fused `ffn_gate_up_exps` (uploaded once).
@@ -341,6 +344,14 @@ fn stream_in(gpu: &Gpu, w: &MoeGpu, (st, of): (&StreamFrom, &Buf<i32>), held: us
     let lens = [0, 1, 2].map(|i| Arg::Ptr(len(i) as u64)); // 64-bit lengths in the pointers' slots
     let args = [&[Arg::Ptr(of.ptr(gpu)), Arg::I32(held as i32)][..], &src, &dst, &lens, &[Arg::I32(pairs)]].concat();
     launch(gpu, &f, "miss_stream", cfg, &args)
+}
+
+/// `h = silu(g)·u` over `len` values (moe.cu's `moe_act`, with no second part).
+fn act(gpu: &Gpu, (g, u, h): (&Buf<f32>, &Buf<f32>, &Buf<f32>), len: usize) -> Result<(), CudaError> {
+    let f = gpu.function(&crate::ops::sources::MOE_FILE, "moe_act")?;
+    let ptrs = [g.ptr(gpu), u.ptr(gpu), h.ptr(gpu)].map(Arg::Ptr);
+    let args = [&ptrs[..], &[Arg::I32(len as i32)], &ptrs, &[Arg::I32(0)]].concat();
+    launch(gpu, &f, "moe_act", elementwise(len), &args)
 }
 
 /// `y` from the slots' outputs `eo`, their weights (rank order), the shared expert's output and its gate

@@ -533,9 +533,21 @@ fn gather_input_or(
 
 /// The experts' gathers (matvec.rs `gather_launch`'s arguments: `args` are the kernels' leading ones, then
 /// the second product's matrix, offset and output).
-pub fn gather(gpu: &Gpu, w: &MatrixGpu, g: Gather, slots: usize, second: bool, args: &[Arg]) -> Result<(), CudaError> {
+/// `listed`: the blocks take a list's entries (matvec.rs `matvec_gather_list`), each quantizing its own
+/// input (the `_g` kernels read the vectors of the grid's slots in order).
+pub fn gather(
+    gpu: &Gpu,
+    w: &MatrixGpu,
+    g: Gather,
+    (slots, listed): (usize, bool),
+    second: bool,
+    args: &[Arg],
+) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let q = gather_input(gpu, w.ty, (&mut args, GATHER), slots, w.cols, true)?;
+    let q = match listed {
+        true => None,
+        false => gather_input(gpu, w.ty, (&mut args, GATHER), slots, w.cols, true)?,
+    };
     let name = name_of(w, ["_gather", "_g_gather"][q.is_some() as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, if second { 2 } else { 1 });
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes(q.is_none() as usize, w.cols), w.cols)?;
@@ -551,9 +563,14 @@ pub fn gather_glu(
     slots: usize,
     args: &[Arg],
     xq: Option<&Buf<i32>>,
+    listed: bool,
 ) -> Result<(), CudaError> {
     let mut args = args.to_vec();
-    let (_q, g_kernel) = gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?;
+    let (_q, g_kernel) = match listed {
+        true if xq.is_some() => return Err(CudaError::Shape("a listed gather takes no quantized vectors".into())),
+        true => (None, false),
+        false => gather_input_or(gpu, w.ty, (&mut args, GLU), (slots, w.cols, true), xq)?,
+    };
     let name = name_of(w, ["_gather_glu", "_g_gather_glu"][g_kernel as usize]);
     let grid = ((g.rows as u32).div_ceil(WARPS), slots as u32, 1);
     let (f, cfg) = prepare(gpu, name, grid, 32 * WARPS, inputs_bytes((!g_kernel) as usize, w.cols), w.cols)?;

@@ -63,6 +63,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "128"),
     sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held (where its experts' pages are locked)", "8"),
     sw("STRATA_ASK_MISSES_ONLY", "1: a placed block counts its routings on the card and asks the host only for slots left to it (no round trip where the held and streamed slots cover a request): decode 13 % faster at 12 GiB, the same logits", "off"),
+    sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (with STRATA_ASK_MISSES_ONLY and stream slots; docs/PLACEMENT.md, \"Prompt windows\")", "on"),
     sw("STRATA_DRAFT_BY_ID", "1: a draft vocabulary of K (`--draft-vocab`) is the first K ids, not the K tokens seen most often (an A/B of the ranking)", "off"),
     sw("STRATA_PROMPT_WINDOW", "N: tokens a prompt window takes (1..=256); past the kernels' 8, each op runs over tiles of 8", "8"),
     sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),
@@ -162,6 +163,9 @@ pub struct Settings {
     pub stream_slots_asked: bool,
     /// `STRATA_ASK_MISSES_ONLY`: placed blocks count their routings on the card.
     pub ask_misses_only: bool,
+    /// `STRATA_WINDOW_STREAM`: a placed block's long prompt window brings each expert it does not hold
+    /// over the bus once (ops/moe/window.rs).
+    pub window_stream: bool,
     /// `STRATA_DRAFT_BY_ID`: a draft vocabulary of K is the first K ids.
     pub draft_by_id: bool,
     /// Tokens a prompt window takes (`STRATA_PROMPT_WINDOW`).
@@ -244,6 +248,7 @@ impl Settings {
             stream_slots: r.number("STRATA_STREAM_SLOTS", 0..=64).unwrap_or(DEFAULT_STREAM_SLOTS),
             stream_slots_asked: r.text("STRATA_STREAM_SLOTS").is_some(),
             ask_misses_only: r.flag("STRATA_ASK_MISSES_ONLY").unwrap_or(false),
+            window_stream: r.on("STRATA_WINDOW_STREAM"),
             draft_by_id: r.flag("STRATA_DRAFT_BY_ID").unwrap_or(false),
             prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256).unwrap_or(DEFAULT_PROMPT_WINDOW),
             qkv_once: r.on("STRATA_QKV_ONCE"),

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call (issue 38, docs/PLACEMENT.md "Prompt windows"): a prompt read with the routed experts in
+# host memory, in windows of W tokens, each expert a window's tokens chose and the card does not hold
+# brought over the bus once for the window (STRATA_WINDOW_STREAM, on by default; with
+# STRATA_ASK_MISSES_ONLY=1), against tiles of 8 asking the host (W = 8, and W = 64 with
+# STRATA_WINDOW_STREAM=0). The full-size synthetic model (bench/full_model.sh; ROUTER=zipf for the
+# skewed router) at --gpu-mem ${MEM:-12}, a prompt of DEPTH tokens (default 512) then 8 generated; every
+# run's logits compared byte for byte with W = 8's, and the first with the whole model on the card.
+# Usage: [WINDOWS="64 128 256"] [DEPTH=512] [MEM=12] bench/placed_windows.sh. Log: $OUT/placed_windows.log.
+set -uo pipefail
+exec > >(tee ${OUT:-/tmp}/placed_windows.log) 2>&1
+for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
+chmod +x .dev/strata
+source "$(dirname "$0")/full_model.sh"
+depth=${DEPTH:-512}
+seq 1 $depth > $t/ids.txt
+run() {  # $1: a label, $2: the budget ("" for the whole model), then the settings
+  local label=$1 mem=$2; shift 2
+  env STRATA_ASK_MISSES_ONLY=1 "$@" timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n 8 --ignore-eos \
+    --spec 0 --device cuda ${mem:+--gpu-mem $mem} --max-context $(( depth + 16 )) --dump-logits $t/$label.f32 \
+    > /dev/null 2> $t/run.log
+  local rate=$(sed -n 's/.*prompt: .*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
+  local same=$(cmp -s $t/$label.f32 $t/w8.f32 && echo SAME || echo DIFFER)
+  echo "$label ($*): prompt $rate tok/s; logits against W = 8's: $same"
+  grep -E "expert cache|host experts|^error|panicked|VRAM" $t/run.log | cut -c1-220 | sed 's/^/    /'
+}
+run w8 ${MEM:-12} STRATA_PROMPT_WINDOW=8
+run whole64 "" STRATA_PROMPT_WINDOW=64
+for w in ${WINDOWS:-64 128 256}; do
+  run w$w ${MEM:-12} STRATA_PROMPT_WINDOW=$w
+done
+run tiles64 ${MEM:-12} STRATA_PROMPT_WINDOW=64 STRATA_WINDOW_STREAM=0
+echo "== done $(date +%T)"

@@ -6,7 +6,9 @@
 # STRATA_WINDOW_STREAM=0). The full-size synthetic model (bench/full_model.sh; ROUTER=zipf for the
 # skewed router) at --gpu-mem ${MEM:-12}, a prompt of DEPTH tokens (default 512) then 8 generated; every
 # run's logits compared byte for byte with W = 8's, and the first with the whole model on the card.
-# Usage: [WINDOWS="64 128 256"] [DEPTH=512] [MEM=12] bench/placed_windows.sh. Log: $OUT/placed_windows.log.
+# Usage: [WINDOWS="64 128 256"] [DEPTH=512] [MEM=12] [ROUNDS=1] [WHOLE=1] [EXTRA="tiles64=STRATA_WINDOW_STREAM=0
+# wide=STRATA_DEFINES=MISS_STREAM_WIDE=1"] bench/placed_windows.sh (EXTRA: label=settings, commas between,
+# at W = 64). Log: $OUT/placed_windows.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/placed_windows.log) 2>&1
 for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
@@ -22,12 +24,17 @@ run() {  # $1: a label, $2: the budget ("" for the whole model), then the settin
   local rate=$(sed -n 's/.*prompt: .*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
   local same=$(cmp -s $t/$label.f32 $t/w8.f32 && echo SAME || echo DIFFER)
   echo "$label ($*): prompt $rate tok/s; logits against W = 8's: $same"
-  grep -E "expert cache|host experts|^error|panicked|VRAM" $t/run.log | cut -c1-220 | sed 's/^/    /'
+  grep -E "^prompt:|expert cache|host experts|^error|panicked|VRAM" $t/run.log | cut -c1-220 | sed 's/^/    /'
 }
 run w8 ${MEM:-12} STRATA_PROMPT_WINDOW=8
-run whole64 "" STRATA_PROMPT_WINDOW=64
-for w in ${WINDOWS:-64 128 256}; do
-  run w$w ${MEM:-12} STRATA_PROMPT_WINDOW=$w
+[ -n "${WHOLE:-1}" ] && run whole64 "" STRATA_PROMPT_WINDOW=64
+for r in $(seq 1 ${ROUNDS:-1}); do
+  for w in ${WINDOWS:-64 128 256}; do
+    run w$w-r$r ${MEM:-12} STRATA_PROMPT_WINDOW=$w
+  done
+  for v in ${EXTRA:-}; do  # label=SETTING,SETTING (window 64 unless a setting says)
+    run ${v%%=*}-r$r ${MEM:-12} STRATA_PROMPT_WINDOW=64 $(echo "${v#*=}" | tr ',' ' ')
+  done
+  [ $r -gt 1 ] && run w8-r$r ${MEM:-12} STRATA_PROMPT_WINDOW=8
 done
-run tiles64 ${MEM:-12} STRATA_PROMPT_WINDOW=64 STRATA_WINDOW_STREAM=0
 echo "== done $(date +%T)"

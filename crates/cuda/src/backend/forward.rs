@@ -582,8 +582,9 @@ impl Backend for CudaForward<'_> {
                 return Err(CudaError::Shape(format!("host experts: {e}")));
             }
             // A placed block's long prompt window brings each expert it does not hold once (ops/moe/window.rs).
-            if crate::ops::moe::window_fits(&self.gpu, w, x.t) {
-                let (buf, _) = crate::ops::moe::moe_window(&self.gpu, w, &x.buf, x.t)?;
+            let staging = self.w.host.as_ref().and_then(|h| h.staging.as_ref());
+            if let Some(st) = staging.filter(|st| crate::ops::moe::window_fits(&self.gpu, w, st, x.t)) {
+                let (buf, _) = crate::ops::moe::moe_window(&self.gpu, w, st, &x.buf, x.t)?;
                 return Ok(Rows { buf, t: x.t, width: self.model.config.n_embd });
             }
             self.tiled(x, self.model.config.n_embd, |x, _| Ok(moe(&self.gpu, w, &x.buf, x.t)?.0))

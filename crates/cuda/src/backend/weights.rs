@@ -15,7 +15,7 @@ use crate::ops::hc::HcGpu;
 use crate::ops::layout::Layouts;
 use crate::ops::matvec::MatrixGpu;
 use crate::ops::misses::{MissBox, MissServer};
-use crate::ops::moe::{MoeGpu, Placement, StreamFrom};
+use crate::ops::moe::{MoeGpu, Placement, Staging, StreamFrom, STAGED};
 use crate::ops::variants::Variants;
 use crate::runtime::buf::Buf;
 use crate::runtime::device::Gpu;
@@ -65,6 +65,9 @@ pub(crate) struct HostExperts {
     _pinned: Option<PinnedRanges>,
     /// Each block's stream slots, where its experts are locked and `STRATA_STREAM_SLOTS` asks for them.
     streams: Vec<Option<StreamFrom>>,
+    /// The placed prompt windows' staging area (ops/moe/window.rs), where blocks stream and
+    /// `STRATA_WINDOW_STREAM` is on; made once the blocks are on the card.
+    pub(crate) staging: Option<Staging>,
 }
 
 /// Where routed experts go when they do not all fit the card (docs/PLACEMENT.md).
@@ -158,7 +161,13 @@ impl HostExperts {
             _ => vec![None; blocks.len()],
         };
         let streaming = streams.iter().filter(|s| s.is_some()).count();
-        let per_block = placing.held - if streaming > 0 { slots } else { 0 };
+        // The prompt windows' staging area (STAGED experts of a block's shapes) comes out of the blocks'
+        // shares too.
+        let staged = match streaming > 0 && g.settings.window_stream {
+            true => STAGED.div_ceil(blocks.len()),
+            false => 0,
+        };
+        let per_block = (placing.held - if streaming > 0 { slots } else { 0 }).saturating_sub(staged).max(1);
         if g.settings.stream_slots > 0 && g.settings.stream_slots_asked {
             match (streaming, &_pinned) {
                 (0, Some(_)) => eprintln!("note: STRATA_STREAM_SLOTS: none used (a block's share holds one slot, no expert lies whole in locked pages, or the driver gave no card address for them)"),
@@ -181,7 +190,7 @@ impl HostExperts {
         // itself (`STRATA_ASK_MISSES_ONLY`: the host then sees only the requests it computes for).
         let routed = (!g.settings.ask_misses_only).then(|| cache.routed());
         let server = mailbox.serve(blocks.collect(), c.expert_ff, routed);
-        Ok(HostExperts { cache: Mutex::new(cache), mailbox, server, _pinned, streams })
+        Ok(HostExperts { cache: Mutex::new(cache), mailbox, server, _pinned, streams, staging: None })
     }
 
     /// Block `index`'s placement: the experts its cache holds now (its first N at the start).
@@ -214,7 +223,7 @@ impl WeightsGpu {
         // Pages locked only where stream slots are asked for (the parity runs' way to reach `miss_stream`).
         let pin = g.settings.stream_slots_asked && g.settings.stream_slots > 0;
         let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin, counts: None }));
-        let host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
+        let mut host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {
             let mixer = match (&lw.mixer, c.kinds[l]) {
@@ -239,6 +248,11 @@ impl WeightsGpu {
                     host.as_ref().map(|h| h.placement(l)),
                 )?,
             });
+        }
+        if let (Some(h), Some(first)) = (host.as_mut(), layers.first()) {
+            if g.settings.window_stream && h.streams.iter().any(Option::is_some) {
+                h.staging = Some(Staging::new(g, &first.moe)?);
+            }
         }
         let ple = match &w.ple {
             Some(p) => Some(upload_ple(g, p, &v.layouts)?),

@@ -20,7 +20,7 @@ use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
 
 mod window;
-pub use window::{assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, CHUNK_SLOTS};
+pub use window::{assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, Staging, CHUNK_SLOTS, STAGED};
 
 /// A stacked projection of the experts on the device.
 struct StackedGpu {
@@ -324,9 +324,15 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
     Ok((y, p.ids))
 }
 
-/// The stream slots' experts (named by miss_ask in `of`) copied from the host's locked pages into the
-/// cache's slots past its `held` ones, in the card's layout (misses.cu's `miss_stream`).
-fn stream_in(gpu: &Gpu, w: &MoeGpu, (st, of): (&StreamFrom, &Buf<i32>), held: usize) -> Result<(), CudaError> {
+/// The stream slots' experts (named by miss_ask in `of`, as many as it holds) copied from the host's
+/// locked pages into slots `first..` of the matrices at `dst` (gate, up, down: the cache's, past its held
+/// ones, or a window's staging area), in the card's layout (misses.cu's `miss_stream`).
+fn stream_in(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    (st, of): (&StreamFrom, &Buf<i32>),
+    (dst, first): ([u64; 3], usize),
+) -> Result<(), CudaError> {
     let shared_up = Arc::ptr_eq(&w.gate.m, &w.up.m);
     let projs = [&w.gate, &w.up, &w.down];
     let len = |i: usize| if i == 1 && shared_up { 0 } else { projs[i].stride * projs[i].m.row_bytes() };
@@ -334,15 +340,15 @@ fn stream_in(gpu: &Gpu, w: &MoeGpu, (st, of): (&StreamFrom, &Buf<i32>), held: us
     let longest = (0..3).map(len).max().unwrap_or(0);
     const CHUNK: usize = 36 * 128; // STREAM_CHUNK in misses.cu
     let cfg = LaunchConfig {
-        grid_dim: (longest.div_ceil(CHUNK).clamp(1, 256) as u32, st.slots as u32, 3),
+        grid_dim: (longest.div_ceil(CHUNK).clamp(1, 256) as u32, of.len() as u32, 3),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
     let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_stream")?;
     let src = st.src.map(Arg::Ptr);
-    let dst = projs.map(|p| Arg::Ptr(p.m.ptr(gpu)));
     let lens = [0, 1, 2].map(|i| Arg::Ptr(len(i) as u64)); // 64-bit lengths in the pointers' slots
-    let args = [&[Arg::Ptr(of.ptr(gpu)), Arg::I32(held as i32)][..], &src, &dst, &lens, &[Arg::I32(pairs)]].concat();
+    let args = [&[Arg::Ptr(of.ptr(gpu)), Arg::I32(first as i32)][..], &src, &dst.map(Arg::Ptr), &lens, &[Arg::I32(pairs)]]
+        .concat();
     launch(gpu, &f, "miss_stream", cfg, &args)
 }
 
@@ -424,7 +430,8 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
             let counted = pl.counted.as_ref().map(|(c, skip)| (c, skip));
             pl.mailbox.ask(gpu, (pl.index, t, pl.held), (&ids, &pl.slot_of, x), (&cache_ids, counted), streams)?;
             if let Some((st, of)) = &pl.stream {
-                stream_in(gpu, w, (st, of), pl.held)?;
+                let dst = [&w.gate, &w.up, &w.down].map(|p| p.m.ptr(gpu));
+                stream_in(gpu, w, (st, of), (dst, pl.held))?;
             }
             Some(cache_ids)
         }

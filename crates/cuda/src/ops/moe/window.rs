@@ -5,9 +5,10 @@
 //!
 //! 1. The routing and the shared expert, tile by tile (the dense kernels take 8 tokens).
 //! 2. `miss_window_plan` (kernels/misses.cu) sorts the window's slots: those the cache holds, then chunks
-//!    of at most S experts (the block's stream slots) and L slots, each expert's slots in one chunk.
-//! 3. The held slots' gathers over the whole window, then for each chunk: its experts streamed into the
-//!    stream slots (`miss_stream`), and the gathers over its list of slots.
+//!    of at most S experts and L slots, each expert's slots in one chunk.
+//! 3. The held slots' gathers over the whole window, then for each chunk: its experts streamed into a
+//!    staging area of S experts that every block shares ([`Staging`]: the layers run in turn), and the
+//!    gathers over its list of slots reading them there.
 //! 4. The few experts the bus cannot bring (outside the locked pages, or chosen by more than L slots):
 //!    the host computes them, asked tile by tile through the mailbox.
 //! 5. The combination, as ever: each slot's output is its expert's, by the same kernels, so the window
@@ -16,7 +17,10 @@
 //! A pass is recorded before it runs, so the number of chunks is fixed by a bound, not by the routing:
 //! [`chunk_bound`]; the chunks past the routing's last are empty and cost a launch each.
 
+use std::sync::Arc;
+
 use super::{combine, route, stream_in, MoeGpu};
+use crate::ops::matrix::MatrixGpu;
 use crate::ops::matvec::{matvec, matvec_gather, matvec_gather_glu, matvec_gather_glu_list, matvec_gather_list};
 use crate::ops::matvec::{matvec_two, tiles, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
@@ -25,7 +29,51 @@ use crate::runtime::error::CudaError;
 use cudarc::driver::LaunchConfig;
 
 /// Slots a chunk's list holds: the blocks of each of its gathers (an expert chosen by more is the host's).
-pub const CHUNK_SLOTS: usize = 64;
+pub const CHUNK_SLOTS: usize = 128;
+/// Experts a chunk brings over the bus at a time ([`Staging`]'s size): a launch of `miss_stream` with
+/// more bytes in flight, and fewer chunks, than a block's 8 stream slots would give.
+pub const STAGED: usize = 32;
+
+/// The staging area of the placed prompt windows: room for [`STAGED`] experts of a block's gate, up and
+/// down matrices in their card layout (a fused gate/up tensor one matrix), shared by every block of the
+/// same shapes, since the layers run one after another.
+pub struct Staging {
+    gate: MatrixGpu,
+    up: Option<MatrixGpu>,
+    down: MatrixGpu,
+}
+
+impl Staging {
+    /// Room for [`STAGED`] experts of `w`'s shapes.
+    pub fn new(gpu: &Gpu, w: &MoeGpu) -> Result<Staging, CudaError> {
+        let fused = Arc::ptr_eq(&w.gate.m, &w.up.m);
+        Ok(Staging {
+            gate: w.gate.m.shaped_like(gpu, STAGED * w.gate.stride)?,
+            up: (!fused).then(|| w.up.m.shaped_like(gpu, STAGED * w.up.stride)).transpose()?,
+            down: w.down.m.shaped_like(gpu, STAGED * w.down.stride)?,
+        })
+    }
+
+    /// Whether `w`'s experts fit it: the same types, widths, layouts and expert strides.
+    fn fits(&self, w: &MoeGpu) -> bool {
+        let same = |a: &MatrixGpu, b: &MatrixGpu, stride: usize| {
+            (a.ty, a.cols, a.pairs) == (b.ty, b.cols, b.pairs) && a.layouts == b.layouts && a.rows == STAGED * stride
+        };
+        let fused = Arc::ptr_eq(&w.gate.m, &w.up.m);
+        same(&self.gate, &w.gate.m, w.gate.stride)
+            && same(&self.down, &w.down.m, w.down.stride)
+            && match &self.up {
+                None => fused,
+                Some(up) => !fused && same(up, &w.up.m, w.up.stride),
+            }
+    }
+
+    /// The card addresses `miss_stream` writes (gate, up, down; the up half of a fused tensor travels
+    /// with the gate half).
+    fn dst(&self, gpu: &Gpu) -> [u64; 3] {
+        [self.gate.ptr(gpu), self.up.as_ref().map_or(0, |u| u.ptr(gpu)), self.down.ptr(gpu)]
+    }
+}
 /// The plan kernel's bounds (MW_MAX_M and MW_MAX_E in misses.cu).
 const MAX_SLOTS: usize = 4096;
 const MAX_EXPERTS: usize = 1024;
@@ -72,8 +120,9 @@ pub fn assign(counts: &[usize], (lo, hi): (usize, usize), s: usize, l: usize) ->
 
 /// Whether `w`'s MoE over a window of `t` tokens runs as one placed window here: a placed block with
 /// stream slots that counts its routings on the card (`STRATA_ASK_MISSES_ONLY`), its gate and up products
-/// in one GLU launch, within the plan kernel's bounds, a window past one tile, `STRATA_WINDOW_STREAM` on.
-pub fn fits(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
+/// in one GLU launch, within the plan kernel's bounds, a window past one tile, `STRATA_WINDOW_STREAM` on,
+/// its experts the staging area's shapes.
+pub fn fits(gpu: &Gpu, w: &MoeGpu, staging: &Staging, t: usize) -> bool {
     let (e, k, _, _, _) = w.dims;
     let Some(pl) = &w.placed else { return false };
     let glu = gpu.settings.glu && w.gate.m.same_shape(&w.up.m) && w.gate.stride == w.up.stride;
@@ -84,13 +133,20 @@ pub fn fits(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
         && glu
         && e <= MAX_EXPERTS
         && t * k <= MAX_SLOTS
+        && staging.fits(w)
 }
 
 /// The block's output for the window's inputs `x` (t rows of n) and the chosen experts (t·k ids), as
 /// [`super::moe`] gives them tile by tile. Only where [`fits`].
-pub fn moe_window(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
+pub fn moe_window(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    staging: &Staging,
+    x: &Buf<f32>,
+    t: usize,
+) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
     let (e, k, f, _, n) = w.dims;
-    let pl = w.placed.as_ref().filter(|_| fits(gpu, w, t));
+    let pl = w.placed.as_ref().filter(|_| fits(gpu, w, staging, t));
     let pl = pl.ok_or_else(|| CudaError::Shape(format!("a placed window of {t} tokens this block cannot take")))?;
     let ((st, _), (counts, skip)) = match (&pl.stream, &pl.counted) {
         (Some(s), Some(c)) => (s, c),
@@ -107,9 +163,9 @@ pub fn moe_window(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<
         shared_expert(gpu, w, &xt, tt, (&shared.view(gpu, first * n, tt * n)?, &sgt))?;
     }
     // 2. The plan.
-    let (s, l) = (st.slots, CHUNK_SLOTS);
+    let (s, l) = (STAGED, CHUNK_SLOTS);
     let chunks = chunk_bound(m, (st.hi - st.lo).min(e - pl.held).min(m), s, l);
-    let sizes = Sizes { e, held: pl.held, lo: st.lo, hi: st.hi, s, chunks };
+    let sizes = Sizes { e, held: 0, lo: st.lo, hi: st.hi, s, chunks };
     let plan = Plan::new(gpu, m, sizes)?;
     plan.launch(gpu, (&ids, &pl.slot_of, Some(counts)), sizes)?;
     let Plan { held_ids, host_slot, chunk_of, chunk_list, chunk_ids } = plan;
@@ -118,11 +174,13 @@ pub fn moe_window(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<
     let (gate, up, down) = ((&*w.gate.m, w.gate.gather(f)), (&*w.up.m, w.up.gather(f)), w.down.gather(n));
     matvec_gather_glu(gpu, gate, up, (x, None), (n, 0), &h, &held_ids, (t, k))?;
     matvec_gather(gpu, &w.down.m, down, &h, (k * f, f), &eo, &held_ids, (t, k))?;
+    let staged = (&staging.gate, staging.up.as_ref().unwrap_or(&staging.gate), &staging.down);
+    let (gate_s, up_s) = ((staged.0, w.gate.gather(f)), (staged.1, w.up.gather(f)));
     for c in 0..chunks {
-        stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), pl.held)?;
+        stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), (staging.dst(gpu), 0))?;
         let listed = (&chunk_ids.view(gpu, c * l, l)?, &chunk_list.view(gpu, c * l, l)?);
-        matvec_gather_glu_list(gpu, gate, up, x, (n, 0), &h, listed, k)?;
-        matvec_gather_list(gpu, &w.down.m, down, &h, (k * f, f), &eo, listed, k)?;
+        matvec_gather_glu_list(gpu, gate_s, up_s, x, (n, 0), &h, listed, k)?;
+        matvec_gather_list(gpu, staged.2, down, &h, (k * f, f), &eo, listed, k)?;
     }
     // 4. The host's slots, tile by tile (a tile with none asks nothing).
     for (first, tt) in tiles(t) {

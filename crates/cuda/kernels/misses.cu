@@ -150,7 +150,7 @@ extern "C" __global__ void miss_ask_counted(u32* box, int layer, int t, int k, i
 // kernels compute the slot as they would the same expert held.
 #define STREAM_CHUNK (36 * 128)
 #ifndef MISS_STREAM_WIDE
-#define MISS_STREAM_WIDE 0
+#define MISS_STREAM_WIDE 1
 #endif
 extern "C" __global__ void miss_stream(const int* __restrict__ stream_of, int held, const u32* src_gate,
                                        const u32* src_up, const u32* src_down, u32* __restrict__ dst_gate,
@@ -173,7 +173,8 @@ extern "C" __global__ void miss_stream(const int* __restrict__ stream_of, int he
         const int in = (int)min((long long)(STREAM_CHUNK / 4), words - c0);
 #if MISS_STREAM_WIDE
         // 16-byte loads where the chunk allows them: a warp asks the bus for 512 bytes at a time, not 128
-        // (the same bytes; `STRATA_DEFINES=MISS_STREAM_WIDE=1`, timing only until checked on a card).
+        // (the same bytes; on an H100 a placed prompt read 16 % faster in windows of 64, decode too:
+        // bench/results/2026-12-07-h100-placed-windows/; `STRATA_DEFINES=MISS_STREAM_WIDE=0` for 4-byte loads).
         if (in % 4 == 0 && ((size_t)(from + c0) & 15) == 0) {
             const uint4* f4 = reinterpret_cast<const uint4*>(from + c0);
             uint4* c4 = reinterpret_cast<uint4*>(chunk);

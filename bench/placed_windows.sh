@@ -21,7 +21,7 @@ run() {  # $1: a label, $2: the budget ("" for the whole model), then the settin
   env STRATA_ASK_MISSES_ONLY=1 "$@" timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n 8 --ignore-eos \
     --spec 0 --device cuda ${mem:+--gpu-mem $mem} --max-context $(( depth + 16 )) --dump-logits $t/$label.f32 \
     > /dev/null 2> $t/run.log
-  local rate=$(sed -n 's/.*prompt: .*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
+  local rate=$(sed -n 's/.*prompt: [^(]*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
   local same=$(cmp -s $t/$label.f32 $t/w8.f32 && echo SAME || echo DIFFER)
   echo "$label ($*): prompt $rate tok/s; logits against W = 8's: $same"
   grep -E "^prompt:|expert cache|host experts|^error|panicked|VRAM" $t/run.log | cut -c1-220 | sed 's/^/    /'

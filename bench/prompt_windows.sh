@@ -14,7 +14,7 @@ for r in $(seq 1 ${ROUNDS:-2}); do
   for w in $windows; do
     STRATA_PROMPT_WINDOW=$w $bin run -m $model --prompt-tokens @$t/ids.txt -n 4 --ignore-eos --spec 0 \
       --device cuda --max-context $(( depth + 16 )) --dump-logits $t/logits-$w.f32 > /dev/null 2> $t/run.log
-    rate=$(sed -n 's/.*prompt: .*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
+    rate=$(sed -n 's/.*prompt: [^(]*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
     mem="$(grep -o "scratch [0-9.]* GiB" $t/run.log | head -1), $(grep -o "[0-9]* MiB of arena" $t/run.log | head -1)"
     same=$(cmp -s $t/logits-$w.f32 $t/logits-8.f32 && echo SAME || echo DIFFER)
     echo "round $r, window $w: prompt $rate tok/s; plan: $mem; logits after the prompt against W = 8: $same"

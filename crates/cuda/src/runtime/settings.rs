@@ -63,7 +63,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "128"),
     sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held (where its experts' pages are locked)", "8"),
     sw("STRATA_ASK_MISSES_ONLY", "0: a placed block asks the host at every request and the host counts the routings, not the card counting them and asking only for slots left to the host (13 % slower decode at 12 GiB; no placed prompt windows)", "on"),
-    sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (with STRATA_ASK_MISSES_ONLY and stream slots; docs/PLACEMENT.md, \"Prompt windows\")", "on"),
+    sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (docs/PLACEMENT.md, \"Prompt windows\")", "on"),
     sw("STRATA_DRAFT_BY_ID", "1: a draft vocabulary of K (`--draft-vocab`) is the first K ids, not the K tokens seen most often (an A/B of the ranking)", "off"),
     sw("STRATA_PROMPT_WINDOW", "N: tokens a prompt window takes (1..=256); past the kernels' 8, each op runs over tiles of 8", "8"),
     sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),

@@ -340,7 +340,7 @@ __device__ __forceinline__ void grid_dep_wait() {
 }
 
 // The slot a gather's block takes and its expert's cache slot: slot blockIdx.y, or with a list (a placed
-// prompt window's chunk, ops/moe_window.rs) the list's entry blockIdx.y, its id ids[blockIdx.y] either
+// prompt window's chunk, ops/moe/window.rs) the list's entry blockIdx.y, its id ids[blockIdx.y] either
 // way. False where the block has nothing to do: a negative slot or id (a chunk's unused entries, or a
 // slot the pass leaves to another). The list and the ids are outputs of kernels before: read after
 // grid_dep_wait.

@@ -240,7 +240,7 @@ extern "C" __global__ void miss_take_counted(const u32* box, int t, int k, int n
     miss_take_body<true>(box, t, k, n, eo, skip);
 }
 
-// A placed block's prompt window (ops/moe_window.rs, docs/PLACEMENT.md "Prompt windows"): the window's
+// A placed block's prompt window (ops/moe/window.rs, docs/PLACEMENT.md "Prompt windows"): the window's
 // M = T·k slots, its experts `ids`, planned in one block so that each expert the card does not hold is
 // brought over the bus once for every token that chose it. Out:
 // - `held_ids[ts]`: the slot's cache slot where the card holds its expert, else −1 (the held pass);
@@ -251,7 +251,7 @@ extern "C" __global__ void miss_take_counted(const u32* box, int t, int k, int n
 //   chosen by more than L slots), asked tile by tile (miss_ask_window);
 // - with `counts`, every slot's expert counted (STRATA_ASK_MISSES_ONLY's table, for the cache's ranking).
 // One thread assigns the chunks (in id order, so the plan is the same at every replay); the rest are
-// loops over slots or experts. At most MW_MAX_M slots and MW_MAX_E experts (ops/moe_window.rs checks).
+// loops over slots or experts. At most MW_MAX_M slots and MW_MAX_E experts (ops/moe/window.rs checks).
 #define MW_MAX_M 4096
 #define MW_MAX_E 1024
 #define MW_HOST -2

@@ -180,7 +180,7 @@ pub fn matvec_gather_with(
     gather_launch(gpu, layout, (w, g, y), None, x, (x_tok, x_slot), (ids, None), (t * k, k))
 }
 
-/// A gather over the entries of `list` (a placed prompt window's chunk, ops/moe_window.rs): entry i takes
+/// A gather over the entries of `list` (a placed prompt window's chunk, ops/moe/window.rs): entry i takes
 /// slot `list[i]` (t·k + s: its input and output as [`matvec_gather`]'s) with expert row block `ids[i]`;
 /// a negative slot or id is skipped. Each block quantizes its own input where the type is § qdot's.
 #[allow(clippy::too_many_arguments)]

@@ -20,7 +20,9 @@ use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
 
 mod window;
-pub use window::{assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, Staging, CHUNK_SLOTS, STAGED};
+pub use window::{
+    assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, Staging, CHUNK_SLOTS, STAGED,
+};
 
 /// A stacked projection of the experts on the device.
 struct StackedGpu {
@@ -347,8 +349,9 @@ fn stream_in(
     let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_stream")?;
     let src = st.src.map(Arg::Ptr);
     let lens = [0, 1, 2].map(|i| Arg::Ptr(len(i) as u64)); // 64-bit lengths in the pointers' slots
-    let args = [&[Arg::Ptr(of.ptr(gpu)), Arg::I32(first as i32)][..], &src, &dst.map(Arg::Ptr), &lens, &[Arg::I32(pairs)]]
-        .concat();
+    let args =
+        [&[Arg::Ptr(of.ptr(gpu)), Arg::I32(first as i32)][..], &src, &dst.map(Arg::Ptr), &lens, &[Arg::I32(pairs)]]
+            .concat();
     launch(gpu, &f, "miss_stream", cfg, &args)
 }
 

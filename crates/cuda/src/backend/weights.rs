@@ -130,7 +130,7 @@ fn locked_experts(a: usize, bytes: usize, len: usize) -> Option<(usize, usize, u
 /// Block `w`'s stream slots over the locked pages `pinned`: each projection's card address of expert 0
 /// and the experts whose bytes lie whole in locked pages (a tensor's first and last pages are not locked
 /// where they hold other bytes: runtime/pinned.rs). None where no expert can be read so.
-fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -> Option<StreamFrom> {
+pub(crate) fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -> Option<StreamFrom> {
     let experts = w.router.rows;
     let fused = std::ptr::eq(&w.gate_exps.m.bytes[..], &w.up_exps.m.bytes[..]);
     let (mut src, mut lo, mut hi) = ([0u64; 3], 0, experts);

@@ -573,7 +573,8 @@ fn random_moe(n: usize, e: usize, f: usize, fs: usize, ty: strata_gguf::GgmlType
     }
 }
 
-/// `moe_parity`: the MoE on the GPU for T = 1..8 tokens against the CPU's `moe` token by token (the routed
+/// `moe_parity`: the MoE on the GPU for T = 1..8 tokens (and placed prompt windows of 13, 40 and 300:
+/// `window_cases`) against the CPU's `moe` token by token (the routed
 /// experts and every output value, bit for bit), with the experts in each type the full model uses.
 pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     use strata_gguf::GgmlType;
@@ -645,8 +646,61 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             if let Some(err) = server.error() {
                 return Err(format!("MoE {ty} n {n}: the host's experts: {err}"));
             }
+            cases += window_cases(gpu, &w, (k, f), &mut rng).map_err(|m| format!("MoE {ty} n {n}: {m}"))?;
         }
     }
+    Ok(cases)
+}
+
+/// The block placed with its experts' pages locked for the bus, its prompt windows past a tile bringing
+/// each expert they need once (ops/moe/window.rs), against the CPU token by token: windows of 13, 40 and
+/// 300 tokens (300 puts more than a chunk's slots on some experts: the host's, as are the experts outside
+/// the locked pages). None where the settings turn the windows off.
+fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut SplitMix64) -> Outcome {
+    use crate::ops::moe::{moe_window, window_fits, MoeGpu, Placement, Staging};
+    use strata_model::layers::moe::{moe, route};
+    let e = |e: crate::CudaError| e.to_string();
+    let (n, ne) = (w.router.cols, w.router.rows);
+    let ranges: Vec<(usize, usize)> = [&w.gate_exps, &w.up_exps, &w.down_exps]
+        .iter()
+        .map(|s| (s.m.bytes.as_ptr() as usize, s.m.bytes.len()))
+        .collect();
+    let pinned = crate::runtime::pinned::PinnedRanges::register(&gpu.ctx, &ranges, true).map_err(e)?;
+    let Some(stream) = crate::backend::weights::stream_from(&pinned, w, 1) else {
+        return Err("no expert lies whole in the locked pages".into());
+    };
+    let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
+    let server = mailbox.serve(vec![w.clone()], f, None);
+    let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
+    let place = Placement { held, index: 0, mailbox, stream: Some(stream) };
+    let placed = MoeGpu::upload(gpu, w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
+    let staging = Staging::new(gpu, &placed).map_err(e)?;
+    let mut cases = 0;
+    for t in [13, 40, 300] {
+        if !window_fits(gpu, &placed, &staging, t) {
+            continue;
+        }
+        let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
+        let (y, ids) = moe_window(gpu, &placed, &staging, &Buf::from_host(gpu, &x).map_err(e)?, t).map_err(e)?;
+        let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
+        for j in 0..t {
+            let xj = &x[j * n..(j + 1) * n];
+            let got: Vec<usize> = ids[j * k..(j + 1) * k].iter().map(|&i| i as usize).collect();
+            if got != route(w, xj, k).0 {
+                return Err(format!("window of {t}, token {j}: experts {got:?}"));
+            }
+            same(
+                &format!("window of {t} (experts {}..{} streamed), token {j}", stream.lo, stream.hi),
+                &y[j * n..(j + 1) * n],
+                &moe(w, xj, k, f),
+            )?;
+        }
+        cases += 1;
+    }
+    if let Some(err) = server.error() {
+        return Err(format!("the host's experts in windows: {err}"));
+    }
+    drop(pinned);
     Ok(cases)
 }
 

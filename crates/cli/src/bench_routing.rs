@@ -40,7 +40,14 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
         anyhow::bail!("routing: --prompt and --tokens at least 1, together within the context; --every ≥ 1");
     }
     let experts = c.n_layer * c.n_expert;
-    let plan = memory_plan(&model, KvMode::F16, prompt + tokens, u64::MAX / 2, u64::MAX / 2, (false, 8))?;
+    let plan = memory_plan(
+        &model,
+        KvMode::F16,
+        prompt + tokens,
+        u64::MAX / 2,
+        u64::MAX / 2,
+        (false, strata_cuda::backend::budget::Window::of(8)),
+    )?;
     let slots: Vec<usize> = SHARES.iter().map(|s| (s * experts as f64).round() as usize).collect();
     let sinks = Sinks {
         profile: RoutingProfile::new(c.n_layer, c.n_expert),

@@ -1,7 +1,7 @@
 //! The figures `strata run` prints and benches use, from a model alone (no GPU needed): what the model
 //! takes on the device, and the bytes a decode step reads.
 
-use strata_cuda::backend::budget::{decode_bytes, plan_bytes};
+use strata_cuda::backend::budget::{decode_bytes, plan_bytes, Window};
 use strata_gguf::GgmlType;
 use strata_model::{KvMode, Model, RopeScaling};
 use strata_synth::{Options, Preset};
@@ -18,7 +18,7 @@ fn tiny() -> Model {
 #[test]
 fn plan_and_step_bytes_follow_the_model() {
     let m = tiny();
-    let plan = |kv, cells| plan_bytes(&m, kv, cells, 8);
+    let plan = |kv, cells| plan_bytes(&m, kv, cells, Window::of(8));
     let (weights, caches) = (plan(KvMode::F16, 1000).weights, plan(KvMode::F16, 1000).caches);
     assert_eq!(plan(KvMode::F16, 2000).caches, 2 * caches, "caches grow with the cells");
     assert_eq!(plan(KvMode::F16, 2000).weights, weights, "weights do not");

@@ -219,7 +219,15 @@ fn placement(
     };
     // Where the host's available memory cannot be read, as good as unbounded.
     let host = strata_model::placement::available_memory().unwrap_or(u64::MAX / 2);
-    let plan = memory_plan(model, kv, cells, budget, host, (map, gpu.settings.prompt_window)).context(whose.clone())?;
+    let plan = memory_plan(
+        model,
+        kv,
+        cells,
+        budget,
+        host,
+        (map, strata_cuda::backend::budget::Window::from_settings(&gpu.settings)),
+    )
+    .context(whose.clone())?;
     eprintln!("memory: {plan} ({cells} cells; budget {} on {}, {} free)", Gib(budget), gpu.name, Gib(free));
     if matches!(plan.home, ExpertHome::Mapped { .. }) && !map {
         eprintln!(

@@ -72,6 +72,10 @@ pub trait Backend {
     fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error>;
     /// The MTP layer's dense attention over its own cache, for tokens at positions pos, pos + 1, ….
     fn mtp_attention(&self, x: &Self::Rows, cache: &mut Self::MtpCache, pos: usize) -> Result<Self::Rows, Self::Error>;
+    /// What is made from now on belongs to trunk layer `layer` (None: to the window): a device may take
+    /// layer l's temporaries back from layer l + 2 on, since a layer's outputs are read by the next layer
+    /// and never later. Nothing on the CPU.
+    fn layer_scope(&self, _layer: Option<usize>) {}
 }
 
 /// Each token's logits, and the window's residual streams after the last layer.
@@ -129,6 +133,7 @@ pub fn trunk<B: Backend>(
     let mut r = b.embed(tokens)?;
     let mut pending = None;
     for l in 0..c.n_layer {
+        b.layer_scope(Some(l));
         if c.ple.as_ref().is_some_and(|p| p.layer == l) {
             if let Some((y, inj)) = pending.take() {
                 b.hc_write(&mut r, &y, &inj)?;
@@ -138,6 +143,7 @@ pub fn trunk<B: Backend>(
         let mix = |x: &B::Rows| b.mixer(l, x, st, pos);
         layer_step(b, &mut r, &mut pending, (HcId::Attn(l), HcId::Ffn(l)), MoeId::Layer(l), mix)?;
     }
+    b.layer_scope(None);
     // The final read also makes the last write, so R holds every layer's (the MTP layer's input).
     let (fin, _) = read(b, &mut r, &mut pending, HcId::Head)?;
     Ok((fin, r))

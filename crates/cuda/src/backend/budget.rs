@@ -64,9 +64,30 @@ pub struct DevicePlan {
     pub scratch: u64,
 }
 
-/// `window`: the tokens of a prompt window (`STRATA_PROMPT_WINDOW`; at least a verify window's 8).
-pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize, window: usize) -> DevicePlan {
-    let window = window.max(crate::ops::matvec::MAX_T) as u64;
+/// What a step's scratch is sized for: the tokens of a prompt window (`STRATA_PROMPT_WINDOW`; at least a
+/// verify window's 8), and whether the trunk's layers take their temporaries from two areas in turn
+/// (`STRATA_ARENA_LAYERS`), not each from its own.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub tokens: usize,
+    pub arena_layers: bool,
+}
+
+impl Window {
+    /// A window of `tokens`, each layer's temporaries its own.
+    pub fn of(tokens: usize) -> Window {
+        Window { tokens, arena_layers: false }
+    }
+
+    /// The settings' window.
+    pub fn from_settings(s: &crate::Settings) -> Window {
+        Window { tokens: s.prompt_window, arena_layers: s.arena_layers }
+    }
+}
+
+pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize, window: Window) -> DevicePlan {
+    let layers_kept = if window.arena_layers { 2 } else { model.config.n_layer };
+    let window = window.tokens.max(crate::ops::matvec::MAX_T) as u64;
     let weights: u64 = model
         .gguf
         .tensors()
@@ -93,7 +114,7 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize, window: usize) -> Dev
         + 2 * c.ssm_conv_channels()
         + 4 * c.n_head * c.head_dim
         + 4 * c.n_embd;
-    let arena = (c.n_layer * per_layer + c.vocab) as u64 * 4 * window;
+    let arena = (layers_kept.min(c.n_layer) * per_layer + c.vocab) as u64 * 4 * window;
     let chunks = 2 * crate::runtime::recorder::CHUNK as u64;
     let scratch = 4 * window * per_token as u64 + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
@@ -163,7 +184,7 @@ pub fn memory_plan(
     cells: usize,
     budget: u64,
     host_free: u64,
-    (map, window): (bool, usize),
+    (map, window): (bool, Window),
 ) -> Result<MemoryPlan, PlanError> {
     let c = &model.config;
     let all = plan_bytes(model, kv, cells, window);
@@ -255,6 +276,26 @@ impl std::fmt::Display for MemoryPlan {
 mod tests {
     use super::*;
 
+    /// With the layers' temporaries in two areas taken in turn (`STRATA_ARENA_LAYERS`), a long window's
+    /// scratch keeps two layers' worth of them, not every layer's: what it saves grows with the window.
+    #[test]
+    fn two_areas_of_layers_keep_a_long_windows_scratch_small() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
+        let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
+        let n_layer = model.config.n_layer as u64;
+        assert!(n_layer > 2, "a model of more than two layers");
+        let scratch =
+            |tokens, arena_layers| plan_bytes(&model, KvMode::F16, 4096, Window { tokens, arena_layers }).scratch;
+        // Windows long enough that the arena passes its two chunks' minimum either way.
+        let (a, b) = (4096, 8192);
+        assert!(scratch(a, true) > 2 * crate::runtime::recorder::CHUNK as u64, "{}", scratch(a, true));
+        let (saved_a, saved_b) = (scratch(a, false) - scratch(a, true), scratch(b, false) - scratch(b, true));
+        assert!(saved_a > 0, "a long window keeps fewer layers' temporaries");
+        assert_eq!(saved_b, 2 * saved_a, "the saving a token's: (n_layer − 2) layers' temporaries");
+        // Where the plan is not asked for it, every layer keeps its own (the default).
+        assert_eq!(scratch(256, false), plan_bytes(&model, KvMode::F16, 4096, Window::of(256)).scratch);
+    }
+
     /// A window's floor: one token's is the decode step's; each token more adds its share of experts
     /// not yet chosen, its KV cell and a GDN slot, but never a whole step's weights again.
     #[test]
@@ -299,10 +340,10 @@ mod tests {
         let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
         let c = &model.config;
         let ram = 64u64 << 30;
-        let whole = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, (false, 8)).unwrap();
+        let whole = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, (false, Window::of(8))).unwrap();
         assert_eq!(whole.home, ExpertHome::Device);
         assert_eq!(whole.device_bytes(), {
-            let p = plan_bytes(&model, KvMode::F16, 4096, 8);
+            let p = plan_bytes(&model, KvMode::F16, 4096, Window::of(8));
             p.weights + p.caches + p.scratch
         });
         // The trunk's blocks and the MTP layer's: each placed.
@@ -313,7 +354,7 @@ mod tests {
         let fixed = whole.dense + whole.caches + whole.scratch;
         // A budget for the fixed part and a tenth of the experts.
         let budget = fixed + whole.experts / 10;
-        let tenth = memory_plan(&model, KvMode::F16, 4096, budget, ram, (false, 8)).unwrap();
+        let tenth = memory_plan(&model, KvMode::F16, 4096, budget, ram, (false, Window::of(8))).unwrap();
         let slots = (whole.experts / 10 / whole.slot_bytes) as usize;
         assert_eq!(tenth.home, ExpertHome::Pinned { slots });
         assert!(tenth.device_bytes() <= budget);
@@ -321,11 +362,11 @@ mod tests {
         assert!(text.contains(&format!("{slots} of {} experts", whole.expert_count)), "{text}");
         assert!(text.contains("pinned"), "{text}");
         // RAM too short to pin them, or the map asked for: mapped, the same cache.
-        let short = memory_plan(&model, KvMode::F16, 4096, budget, whole.experts, (false, 8)).unwrap();
+        let short = memory_plan(&model, KvMode::F16, 4096, budget, whole.experts, (false, Window::of(8))).unwrap();
         assert_eq!(short.home, ExpertHome::Mapped { slots });
-        let asked = memory_plan(&model, KvMode::F16, 4096, budget, ram, (true, 8)).unwrap();
+        let asked = memory_plan(&model, KvMode::F16, 4096, budget, ram, (true, Window::of(8))).unwrap();
         assert_eq!(asked.home, ExpertHome::Mapped { slots });
-        let fits = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, (true, 8)).unwrap();
+        let fits = memory_plan(&model, KvMode::F16, 4096, u64::MAX / 2, ram, (true, Window::of(8))).unwrap();
         assert_eq!(fits.home, ExpertHome::Device, "the map asked for, but the whole model fits the card");
         // Experts a block holds: none named when all are on the card, else the cache shared out.
         assert_eq!(whole.per_block(), None);
@@ -335,7 +376,8 @@ mod tests {
         assert_eq!(of(100, 48).per_block(), Some(2));
         assert_eq!(of(100, 49).per_block(), Some(2));
         // Not even the fixed part: refused, in numbers.
-        let err = memory_plan(&model, KvMode::F16, 4096, fixed - 1, ram, (false, 8)).unwrap_err().to_string();
+        let err =
+            memory_plan(&model, KvMode::F16, 4096, fixed - 1, ram, (false, Window::of(8))).unwrap_err().to_string();
         assert!(err.contains("not even") && err.contains("GiB in all"), "{err}");
         assert!(!err.contains('\n'), "one line: {err}");
     }

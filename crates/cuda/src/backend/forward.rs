@@ -440,6 +440,10 @@ impl Backend for CudaForward<'_> {
     type MtpCache = AttnStateGpu;
     type Error = CudaError;
 
+    fn layer_scope(&self, layer: Option<usize>) {
+        self.gpu.layer_scope(layer);
+    }
+
     fn embed(&self, tokens: &[u32]) -> Result<Rows, CudaError> {
         self.timed("embed", || {
             let c = &self.model.config;

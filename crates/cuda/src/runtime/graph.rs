@@ -104,8 +104,29 @@ impl Gpu {
             return Ok(None);
         }
         let mut r = self.recorder();
-        let (c, at) = r.arena.take((&self.ctx, &self.stream), bytes, false)?;
-        Ok(Some(r.arena.ptr(&self.stream, c, at)))
+        let area = match r.scope {
+            Some(i) => &mut r.layers[i],
+            None => &mut r.arena,
+        };
+        let (c, at) = area.take((&self.ctx, &self.stream), bytes, false)?;
+        Ok(Some(area.ptr(&self.stream, c, at)))
+    }
+
+    /// With `STRATA_ARENA_LAYERS`, while a step is recorded: the temporaries made from now on belong to
+    /// the trunk's layer `layer` (None: to the step, until its end). Layer l's come from area l mod 2,
+    /// emptied here for it: what layer l − 2 made there is dead by then (a layer's outputs are read by
+    /// the next layer, never later; the residual streams and the step's inputs and outputs are the
+    /// step's). Reuse in stream order is safe: a kernel writes only after `grid_dep_wait`, and the one
+    /// before it has then finished, so every kernel of layer l − 2 has.
+    pub(crate) fn layer_scope(&self, layer: Option<usize>) {
+        if !self.settings.arena_layers || !self.recording() {
+            return;
+        }
+        let mut r = self.recorder();
+        r.scope = layer.map(|l| l % 2);
+        if let Some(l) = layer {
+            r.layers[l % 2].reset();
+        }
     }
 
     /// `data` placed in the staging area (copied up just before the step's graph runs) while a step is
@@ -269,6 +290,8 @@ impl Gpu {
             r.spare = Some(e);
         }
         r.arena.reset();
+        r.layers.iter_mut().for_each(Chunks::reset);
+        r.scope = None;
         r.staging.reset();
         r.ops.clear();
         r.side_open = false;
@@ -498,7 +521,8 @@ impl Gpu {
     pub fn graph_stats(&self) -> Option<GraphStats> {
         let r = self.recorder();
         let held = |c: &Chunks| c.dev.iter().map(|d| d.len() as u64).sum();
-        let stats = GraphStats { arena_bytes: held(&r.arena), staging_bytes: held(&r.staging), ..r.stats };
+        let arena = held(&r.arena) + r.layers.iter().map(held).sum::<u64>();
+        let stats = GraphStats { arena_bytes: arena, staging_bytes: held(&r.staging), ..r.stats };
         self.graphs_on().then_some(stats)
     }
 }

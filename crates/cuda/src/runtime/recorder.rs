@@ -127,6 +127,11 @@ pub(crate) const KEPT: usize = 64;
 pub struct Recorder {
     pub(crate) ops: Vec<Op>,
     pub(crate) arena: Chunks,
+    /// With `STRATA_ARENA_LAYERS`: the temporaries of the trunk's layers, layer l's from area l mod 2,
+    /// which layer l + 2 takes again (`Gpu::layer_scope`); the rest of a step's from `arena`.
+    pub(crate) layers: [Chunks; 2],
+    /// The area of `layers` the step's allocations come from now (None: `arena`).
+    pub(crate) scope: Option<usize>,
     pub(crate) staging: Chunks,
     /// Recorded after the last copy up: the staging area is not written again before it.
     pub(crate) copied: Option<CudaEvent>,

@@ -115,6 +115,16 @@ fn pin_experts(g: &Gpu, model: &Model, mapped: bool) -> Option<PinnedRanges> {
     }
 }
 
+/// The placed prompt windows' staging areas: two where a chunk's copies overlap the chunk before's
+/// gathers (`STRATA_WINDOW_OVERLAP`).
+fn staging_areas(g: &Gpu) -> usize {
+    if g.settings.window_overlap {
+        2
+    } else {
+        1
+    }
+}
+
 /// The experts lo..hi of a stacked tensor at `a` (`bytes` long, `len` bytes an expert) whose bytes lie
 /// whole in its locked pages (`whole_pages`), with the first locked byte: None where no expert does, or
 /// `len` is not whole words.
@@ -164,7 +174,7 @@ impl HostExperts {
         // The prompt windows' staging area (STAGED experts of a block's shapes) comes out of the blocks'
         // shares too.
         let staged = match streaming > 0 && g.settings.window_stream {
-            true => STAGED.div_ceil(blocks.len()),
+            true => (STAGED * staging_areas(g)).div_ceil(blocks.len()),
             false => 0,
         };
         let per_block = (placing.held - if streaming > 0 { slots } else { 0 }).saturating_sub(staged).max(1);
@@ -251,7 +261,7 @@ impl WeightsGpu {
         }
         if let (Some(h), Some(first)) = (host.as_mut(), layers.first()) {
             if g.settings.window_stream && h.streams.iter().any(Option::is_some) {
-                h.staging = Some(Staging::new(g, &first.moe)?);
+                h.staging = Some(Staging::new(g, &first.moe, staging_areas(g))?);
             }
         }
         let ple = match &w.ple {

@@ -64,6 +64,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held (where its experts' pages are locked)", "8"),
     sw("STRATA_ASK_MISSES_ONLY", "0: a placed block asks the host at every request and the host counts the routings, not the card counting them and asking only for slots left to the host (13 % slower decode at 12 GiB; no placed prompt windows)", "on"),
     sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (docs/PLACEMENT.md, \"Prompt windows\")", "on"),
+    sw("STRATA_WINDOW_OVERLAP", "1: a placed prompt window's chunk of experts is copied over the bus into a second staging area while the chunk before is computed (built, not yet timed on a card)", "off"),
     sw("STRATA_ARENA_LAYERS", "1: a recorded step's temporaries of trunk layer l come from one of two areas that layer l + 2 takes again, not each from its own memory: a window's scratch two layers' worth rather than 48 (built, not yet checked on a card)", "off"),
     sw("STRATA_DRAFT_BY_ID", "1: a draft vocabulary of K (`--draft-vocab`) is the first K ids, not the K tokens seen most often (an A/B of the ranking)", "off"),
     sw("STRATA_PROMPT_WINDOW", "N: tokens a prompt window takes (1..=256); past the kernels' 8, each op runs over tiles of 8", "8"),
@@ -167,6 +168,8 @@ pub struct Settings {
     /// `STRATA_WINDOW_STREAM`: a placed block's long prompt window brings each expert it does not hold
     /// over the bus once (ops/moe/window.rs).
     pub window_stream: bool,
+    /// `STRATA_WINDOW_OVERLAP`: two staging areas for the placed prompt windows (ops/moe/window.rs).
+    pub window_overlap: bool,
     /// `STRATA_ARENA_LAYERS`: the trunk's layers take their temporaries from two areas in turn
     /// (runtime/graph.rs `layer_scope`).
     pub arena_layers: bool,
@@ -253,6 +256,7 @@ impl Settings {
             stream_slots_asked: r.text("STRATA_STREAM_SLOTS").is_some(),
             ask_misses_only: r.on("STRATA_ASK_MISSES_ONLY"),
             window_stream: r.on("STRATA_WINDOW_STREAM"),
+            window_overlap: r.flag("STRATA_WINDOW_OVERLAP").unwrap_or(false),
             arena_layers: r.flag("STRATA_ARENA_LAYERS").unwrap_or(false),
             draft_by_id: r.flag("STRATA_DRAFT_BY_ID").unwrap_or(false),
             prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256).unwrap_or(DEFAULT_PROMPT_WINDOW),

@@ -674,14 +674,17 @@ fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spl
     let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
     let place = Placement { held, index: 0, mailbox, stream: Some(stream) };
     let placed = MoeGpu::upload(gpu, w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
-    let staging = Staging::new(gpu, &placed).map_err(e)?;
+    let stagings = [Staging::new(gpu, &placed, 1).map_err(e)?, Staging::new(gpu, &placed, 2).map_err(e)?];
     let mut cases = 0;
-    for t in [13, 40, 300] {
-        if !window_fits(gpu, &placed, &staging, t) {
+    // One staging area, and two (a chunk's copies beside the chunk before's gathers).
+    for (t, staging) in
+        [(13, &stagings[0]), (40, &stagings[0]), (300, &stagings[0]), (40, &stagings[1]), (300, &stagings[1])]
+    {
+        if !window_fits(gpu, &placed, staging, t) {
             continue;
         }
         let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
-        let (y, ids) = moe_window(gpu, &placed, &staging, &Buf::from_host(gpu, &x).map_err(e)?, t).map_err(e)?;
+        let (y, ids) = moe_window(gpu, &placed, staging, &Buf::from_host(gpu, &x).map_err(e)?, t).map_err(e)?;
         let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
         for j in 0..t {
             let xj = &x[j * n..(j + 1) * n];

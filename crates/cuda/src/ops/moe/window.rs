@@ -36,22 +36,31 @@ pub const STAGED: usize = 32;
 
 /// The staging area of the placed prompt windows: room for [`STAGED`] experts of a block's gate, up and
 /// down matrices in their card layout (a fused gate/up tensor one matrix), shared by every block of the
-/// same shapes, since the layers run one after another.
+/// same shapes, since the layers run one after another. Two such areas with `STRATA_WINDOW_OVERLAP`: a
+/// chunk's experts are then copied into one while the chunk before is computed from the other.
 pub struct Staging {
+    areas: Vec<Area>,
+}
+
+/// One staging area's matrices.
+struct Area {
     gate: MatrixGpu,
     up: Option<MatrixGpu>,
     down: MatrixGpu,
 }
 
 impl Staging {
-    /// Room for [`STAGED`] experts of `w`'s shapes.
-    pub fn new(gpu: &Gpu, w: &MoeGpu) -> Result<Staging, CudaError> {
+    /// Room for [`STAGED`] experts of `w`'s shapes, in `areas` (1 or 2) areas.
+    pub fn new(gpu: &Gpu, w: &MoeGpu, areas: usize) -> Result<Staging, CudaError> {
         let fused = Arc::ptr_eq(&w.gate.m, &w.up.m);
-        Ok(Staging {
-            gate: w.gate.m.shaped_like(gpu, STAGED * w.gate.stride)?,
-            up: (!fused).then(|| w.up.m.shaped_like(gpu, STAGED * w.up.stride)).transpose()?,
-            down: w.down.m.shaped_like(gpu, STAGED * w.down.stride)?,
-        })
+        let area = || {
+            Ok::<_, CudaError>(Area {
+                gate: w.gate.m.shaped_like(gpu, STAGED * w.gate.stride)?,
+                up: (!fused).then(|| w.up.m.shaped_like(gpu, STAGED * w.up.stride)).transpose()?,
+                down: w.down.m.shaped_like(gpu, STAGED * w.down.stride)?,
+            })
+        };
+        Ok(Staging { areas: (0..areas.clamp(1, 2)).map(|_| area()).collect::<Result<_, _>>()? })
     }
 
     /// Whether `w`'s experts fit it: the same types, widths, layouts and expert strides.
@@ -60,20 +69,24 @@ impl Staging {
             (a.ty, a.cols, a.pairs) == (b.ty, b.cols, b.pairs) && a.layouts == b.layouts && a.rows == STAGED * stride
         };
         let fused = Arc::ptr_eq(&w.gate.m, &w.up.m);
-        same(&self.gate, &w.gate.m, w.gate.stride)
-            && same(&self.down, &w.down.m, w.down.stride)
-            && match &self.up {
+        let area = &self.areas[0];
+        same(&area.gate, &w.gate.m, w.gate.stride)
+            && same(&area.down, &w.down.m, w.down.stride)
+            && match &area.up {
                 None => fused,
                 Some(up) => !fused && same(up, &w.up.m, w.up.stride),
             }
     }
+}
 
+impl Area {
     /// The card addresses `miss_stream` writes (gate, up, down; the up half of a fused tensor travels
     /// with the gate half).
     fn dst(&self, gpu: &Gpu) -> [u64; 3] {
         [self.gate.ptr(gpu), self.up.as_ref().map_or(0, |u| u.ptr(gpu)), self.down.ptr(gpu)]
     }
 }
+
 /// The plan kernel's bounds (MW_MAX_M and MW_MAX_E in misses.cu).
 const MAX_SLOTS: usize = 4096;
 const MAX_EXPERTS: usize = 1024;
@@ -174,13 +187,27 @@ pub fn moe_window(
     let (gate, up, down) = ((&*w.gate.m, w.gate.gather(f)), (&*w.up.m, w.up.gather(f)), w.down.gather(n));
     matvec_gather_glu(gpu, gate, up, (x, None), (n, 0), &h, &held_ids, (t, k))?;
     matvec_gather(gpu, &w.down.m, down, &h, (k * f, f), &eo, &held_ids, (t, k))?;
-    let staged = (&staging.gate, staging.up.as_ref().unwrap_or(&staging.gate), &staging.down);
-    let (gate_s, up_s) = ((staged.0, w.gate.gather(f)), (staged.1, w.up.gather(f)));
+    // With two areas, chunk c + 1's copies run on the side lane while chunk c is computed on the main
+    // one (the side lane forks after chunk c − 1's gathers, the last readers of its area).
+    let areas = staging.areas.len();
+    let stream =
+        |c: usize| stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), (staging.areas[c % areas].dst(gpu), 0));
+    if chunks > 0 {
+        stream(0)?;
+    }
     for c in 0..chunks {
-        stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), (staging.dst(gpu), 0))?;
+        match areas {
+            2 if c + 1 < chunks => gpu.side(|| stream(c + 1))?,
+            2 => {}
+            _ if c > 0 => stream(c)?,
+            _ => {}
+        }
+        let a = &staging.areas[c % areas];
+        let (gate_s, up_s) = ((&a.gate, w.gate.gather(f)), (a.up.as_ref().unwrap_or(&a.gate), w.up.gather(f)));
         let listed = (&chunk_ids.view(gpu, c * l, l)?, &chunk_list.view(gpu, c * l, l)?);
         matvec_gather_glu_list(gpu, gate_s, up_s, x, (n, 0), &h, listed, k)?;
-        matvec_gather_list(gpu, staged.2, down, &h, (k * f, f), &eo, listed, k)?;
+        matvec_gather_list(gpu, &a.down, down, &h, (k * f, f), &eo, listed, k)?;
+        gpu.join()?;
     }
     // 4. The host's slots, tile by tile (a tile with none asks nothing).
     for (first, tt) in tiles(t) {

@@ -57,7 +57,8 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
             .map(|&s| Mutex::new(ExpertCache::new(c.n_layer, c.n_expert, s, every, swaps.unwrap_or(s.div_ceil(8)))))
             .collect(),
     };
-    let cpu = Cpu { profile: Some(&sinks), ..Cpu::new(&model) };
+    // The CPU back-end, each trunk MoE also guessed from the layer's mixer input (bench_guess.rs).
+    let cpu = crate::bench_guess::Guessing::new(Cpu { profile: Some(&sinks), ..Cpu::new(&model) }, &model);
     let mut st = model.new_state(KvMode::F16)?;
     let vocab = c.vocab as u32;
     let mut ids: Vec<u32> = (0..prompt as u32).map(|i| i.wrapping_mul(2_654_435_761) % (vocab - 3) + 3).collect();
@@ -73,6 +74,7 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
         end_pass(&sinks);
     }
     let before: Vec<(u64, u64)> = sinks.caches.iter().map(|c| c.lock().unwrap().hits_and_misses()).collect();
+    cpu.reset();
     let t0 = std::time::Instant::now();
     for _ in 0..tokens {
         let next = argmax(&last);
@@ -108,5 +110,17 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
             oracle * 100.0
         );
     }
+    // The next-layer guess (docs/PLACEMENT.md, "To build"): the layer's router on its mixer's input.
+    let shares = cpu.shares();
+    let mean = |f: fn(&(f64, f64)) -> f64| 100.0 * shares.iter().map(f).sum::<f64>() / shares.len().max(1) as f64;
+    println!(
+        "a layer's router on its mixer's input, against its MoE input's choice (decoding): {:.1} % of the chosen experts in its top {k}, {:.1} % in its top {}",
+        mean(|s| s.0),
+        mean(|s| s.1),
+        (2 * c.n_expert_used).min(c.n_expert),
+        k = c.n_expert_used
+    );
+    let by_layer: Vec<String> = shares.iter().map(|s| format!("{:.0}/{:.0}", 100.0 * s.0, 100.0 * s.1)).collect();
+    println!("by layer (top k / top 2k, %): {}", by_layer.join(" "));
     Ok(())
 }

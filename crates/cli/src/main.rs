@@ -1,6 +1,7 @@
 //! `strata`: the qwen4exp inference engine's command-line tool.
 
 mod bench;
+mod bench_guess;
 mod bench_host;
 mod bench_routing;
 mod bench_spec;

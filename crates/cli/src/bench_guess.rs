@@ -14,30 +14,38 @@ use strata_model::Model;
 
 type Rows = Vec<Vec<f32>>;
 
+/// Whether a cache holds a layer's expert (the misses are the others).
+pub type Held<'a> = Box<dyn Fn(usize, usize) -> bool + Sync + 'a>;
+
 /// The CPU back-end with the guesses counted: per layer, chosen experts in the guess's top k, in its top
-/// 2k, and chosen in all.
+/// 2k, and chosen in all; then the same of the chosen experts `held` says a cache does not hold.
 pub struct Guessing<'a> {
     pub cpu: Cpu<'a>,
     model: &'a Model,
+    held: Held<'a>,
     mixer_in: Mutex<Vec<Option<Rows>>>,
-    counts: Mutex<Vec<[u64; 3]>>,
+    counts: Mutex<Vec<[u64; 6]>>,
 }
 
 impl<'a> Guessing<'a> {
-    pub fn new(cpu: Cpu<'a>, model: &'a Model) -> Guessing<'a> {
+    pub fn new(cpu: Cpu<'a>, model: &'a Model, held: Held<'a>) -> Guessing<'a> {
         let layers = model.config.n_layer;
-        Guessing { cpu, model, mixer_in: Mutex::new(vec![None; layers]), counts: Mutex::new(vec![[0; 3]; layers]) }
+        let (mixer_in, counts) = (Mutex::new(vec![None; layers]), Mutex::new(vec![[0; 6]; layers]));
+        Guessing { cpu, model, held, mixer_in, counts }
     }
 
     /// Counting starts again (the prompt's routings left out).
     pub fn reset(&self) {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).iter_mut().for_each(|c| *c = [0; 3]);
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).iter_mut().for_each(|c| *c = [0; 6]);
     }
 
-    /// Per layer: the shares of the chosen experts in the guess's top k and top 2k.
-    pub fn shares(&self) -> Vec<(f64, f64)> {
+    /// Per layer: the shares of the chosen experts in the guess's top k and top 2k (`misses`: of those the
+    /// cache did not hold).
+    pub fn shares(&self, misses: bool) -> Vec<(f64, f64)> {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        counts.iter().map(|c| (c[0] as f64 / c[2].max(1) as f64, c[1] as f64 / c[2].max(1) as f64)).collect()
+        let o = if misses { 3 } else { 0 };
+        let share = |c: &[u64; 6], i: usize| c[o + i] as f64 / c[o + 2].max(1) as f64;
+        counts.iter().map(|c| (share(c, 0), share(c, 1))).collect()
     }
 
     fn keep_mixer_input(&self, id: HcId, x: &Rows) {
@@ -53,11 +61,18 @@ impl<'a> Guessing<'a> {
         let wide = (2 * k).min(self.model.config.n_expert);
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         for (xm, xg) in x.iter().zip(&guess_in) {
-            let chosen = route(w, xm, k).0;
             let guess = route(w, xg, wide).0;
-            counts[l][0] += chosen.iter().filter(|e| guess[..k].contains(e)).count() as u64;
-            counts[l][1] += chosen.iter().filter(|e| guess.contains(e)).count() as u64;
-            counts[l][2] += k as u64;
+            for e in route(w, xm, k).0 {
+                let (narrow, wide) = (guess[..k].contains(&e) as u64, guess.contains(&e) as u64);
+                let missed = !(self.held)(l, e);
+                for (o, on) in [(0, true), (3, missed)] {
+                    if on {
+                        counts[l][o] += narrow;
+                        counts[l][o + 1] += wide;
+                        counts[l][o + 2] += 1;
+                    }
+                }
+            }
         }
     }
 }

@@ -58,7 +58,10 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
             .collect(),
     };
     // The CPU back-end, each trunk MoE also guessed from the layer's mixer input (bench_guess.rs).
-    let cpu = crate::bench_guess::Guessing::new(Cpu { profile: Some(&sinks), ..Cpu::new(&model) }, &model);
+    // The misses counted apart are the 20 % cache's (SHARES[2]).
+    let held: crate::bench_guess::Held =
+        Box::new(|l, e| sinks.caches[2].lock().unwrap_or_else(|p| p.into_inner()).slot(MoeId::Layer(l), e).is_some());
+    let cpu = crate::bench_guess::Guessing::new(Cpu { profile: Some(&sinks), ..Cpu::new(&model) }, &model, held);
     let mut st = model.new_state(KvMode::F16)?;
     let vocab = c.vocab as u32;
     let mut ids: Vec<u32> = (0..prompt as u32).map(|i| i.wrapping_mul(2_654_435_761) % (vocab - 3) + 3).collect();
@@ -111,14 +114,20 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
         );
     }
     // The next-layer guess (docs/PLACEMENT.md, "To build"): the layer's router on its mixer's input.
-    let shares = cpu.shares();
-    let mean = |f: fn(&(f64, f64)) -> f64| 100.0 * shares.iter().map(f).sum::<f64>() / shares.len().max(1) as f64;
+    let shares = cpu.shares(false);
+    let mean =
+        |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| 100.0 * v.iter().map(f).sum::<f64>() / v.len().max(1) as f64;
+    let (k, wide) = (c.n_expert_used, (2 * c.n_expert_used).min(c.n_expert));
     println!(
-        "a layer's router on its mixer's input, against its MoE input's choice (decoding): {:.1} % of the chosen experts in its top {k}, {:.1} % in its top {}",
-        mean(|s| s.0),
-        mean(|s| s.1),
-        (2 * c.n_expert_used).min(c.n_expert),
-        k = c.n_expert_used
+        "a layer's router on its mixer's input, against its MoE input's choice (decoding): {:.1} % of the chosen experts in its top {k}, {:.1} % in its top {wide}",
+        mean(&shares, |s| s.0),
+        mean(&shares, |s| s.1),
+    );
+    let misses = cpu.shares(true);
+    println!(
+        "of those the 20 % cache did not hold: {:.1} % in its top {k}, {:.1} % in its top {wide}",
+        mean(&misses, |s| s.0),
+        mean(&misses, |s| s.1),
     );
     let by_layer: Vec<String> = shares.iter().map(|s| format!("{:.0}/{:.0}", 100.0 * s.0, 100.0 * s.1)).collect();
     println!("by layer (top k / top 2k, %): {}", by_layer.join(" "));

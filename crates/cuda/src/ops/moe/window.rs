@@ -221,8 +221,8 @@ pub fn moe_window(
     Ok((y, ids))
 }
 
-/// A plan's sizes: the block's experts, its held ones, those the bus can bring (lo..hi), its stream slots
-/// and the chunks recorded.
+/// A plan's sizes: the block's experts, the slot a chunk's first expert goes to (`held`: 0 for the
+/// staging area's first), those the bus can bring (lo..hi), experts a chunk and the chunks recorded.
 #[derive(Clone, Copy)]
 pub struct Sizes {
     pub e: usize,

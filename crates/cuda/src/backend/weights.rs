@@ -115,13 +115,14 @@ fn pin_experts(g: &Gpu, model: &Model, mapped: bool) -> Option<PinnedRanges> {
     }
 }
 
-/// The placed prompt windows' staging areas: two where a chunk's copies overlap the chunk before's
-/// gathers (`STRATA_WINDOW_OVERLAP`).
+/// The placed prompt windows' staging areas (ops/moe/window.rs): none where the windows stream nothing
+/// (`STRATA_WINDOW_STREAM=0`, or the host counting the routings: `STRATA_ASK_MISSES_ONLY=0`), two where a
+/// chunk's copies overlap the chunk before's gathers (`STRATA_WINDOW_OVERLAP`), else one.
 fn staging_areas(g: &Gpu) -> usize {
-    if g.settings.window_overlap {
-        2
-    } else {
-        1
+    let s = &g.settings;
+    match s.window_stream && s.ask_misses_only {
+        true => 1 + usize::from(s.window_overlap),
+        false => 0,
     }
 }
 
@@ -173,7 +174,7 @@ impl HostExperts {
         let streaming = streams.iter().filter(|s| s.is_some()).count();
         // The prompt windows' staging area (STAGED experts of a block's shapes) comes out of the blocks'
         // shares too.
-        let staged = match streaming > 0 && g.settings.window_stream {
+        let staged = match streaming > 0 {
             true => (STAGED * staging_areas(g)).div_ceil(blocks.len()),
             false => 0,
         };
@@ -260,7 +261,7 @@ impl WeightsGpu {
             });
         }
         if let (Some(h), Some(first)) = (host.as_mut(), layers.first()) {
-            if g.settings.window_stream && h.streams.iter().any(Option::is_some) {
+            if staging_areas(g) > 0 && h.streams.iter().any(Option::is_some) {
                 h.staging = Some(Staging::new(g, &first.moe, staging_areas(g))?);
             }
         }

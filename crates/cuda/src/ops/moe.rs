@@ -355,6 +355,29 @@ fn stream_in(
     launch(gpu, &f, "miss_stream", cfg, &args)
 }
 
+/// The shared expert of the `t` tokens `x`: its gate and up products into `gs` and `us`; with `out`, its
+/// activation into `hs` and its output into `out` (without, the routed experts' activation launch makes
+/// `hs`, and the down product follows it); its gate logit into `sg` where that is a product of its own
+/// (else the routing makes it).
+fn shared_expert(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    (x, t): (&Buf<f32>, usize),
+    (gs, us, hs): (&Buf<f32>, &Buf<f32>, &Buf<f32>),
+    out: Option<&Buf<f32>>,
+    sg: &Buf<f32>,
+) -> Result<(), CudaError> {
+    matvec_two(gpu, (&w.gate_sh, gs), (&w.up_sh, us), x, t)?;
+    if let Some(out) = out {
+        act(gpu, (gs, us, hs), t * w.dims.3)?;
+        matvec(gpu, &w.down_sh, hs, out, t)?;
+    }
+    if w.sg_kind == 0 {
+        matvec(gpu, &w.sgate, x, sg, t)?;
+    }
+    Ok(())
+}
+
 /// `h = silu(g)·u` over `len` values (moe.cu's `moe_act`, with no second part).
 fn act(gpu: &Gpu, (g, u, h): (&Buf<f32>, &Buf<f32>, &Buf<f32>), len: usize) -> Result<(), CudaError> {
     let f = gpu.function(&crate::ops::sources::MOE_FILE, "moe_act")?;
@@ -409,18 +432,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     let sg = Buf::<f32>::uninit(gpu, t)?;
     let (gs, us, hs, shared) =
         (Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * n)?);
-    gpu.side(|| {
-        matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?;
-        if whole {
-            let args = [&ptrs(&gs, &us, &hs)[..], &[i(t * fs)], &ptrs(&gs, &us, &hs), &[i(0)]].concat();
-            launch(gpu, &act, "moe_act", elementwise(t * fs), &args)?;
-            matvec(gpu, &w.down_sh, &hs, &shared, t)?;
-        }
-        if w.sg_kind == 0 {
-            matvec(gpu, &w.sgate, x, &sg, t)?;
-        }
-        Ok(())
-    })?;
+    gpu.side(|| shared_expert(gpu, w, (x, t), (&gs, &us, &hs), whole.then_some(&shared), &sg))?;
     // Routing.
     let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
     let xq = route(gpu, w, x, t, (&ids, &weights, &sg))?;

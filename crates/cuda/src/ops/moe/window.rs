@@ -19,10 +19,10 @@
 
 use std::sync::Arc;
 
-use super::{combine, route, stream_in, MoeGpu};
+use super::{combine, route, shared_expert, stream_in, MoeGpu};
 use crate::ops::matrix::MatrixGpu;
-use crate::ops::matvec::{matvec, matvec_gather, matvec_gather_glu, matvec_gather_glu_list, matvec_gather_list};
-use crate::ops::matvec::{matvec_two, tiles, MAX_T};
+use crate::ops::matvec::{matvec_gather, matvec_gather_glu, matvec_gather_glu_list, matvec_gather_list};
+use crate::ops::matvec::{tiles, MAX_T};
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
@@ -173,7 +173,9 @@ pub fn moe_window(
         let xt = x.view(gpu, first * n, tt * n)?;
         let sgt = sg.view(gpu, first, tt)?;
         route(gpu, w, &xt, tt, (&ids.view(gpu, first * k, tt * k)?, &weights.view(gpu, first * k, tt * k)?, &sgt))?;
-        shared_expert(gpu, w, &xt, tt, (&shared.view(gpu, first * n, tt * n)?, &sgt))?;
+        let fs = w.dims.3;
+        let (gs, us, hs) = (Buf::uninit(gpu, tt * fs)?, Buf::uninit(gpu, tt * fs)?, Buf::uninit(gpu, tt * fs)?);
+        shared_expert(gpu, w, (&xt, tt), (&gs, &us, &hs), Some(&shared.view(gpu, first * n, tt * n)?), &sgt)?;
     }
     // 2. The plan.
     let (s, l) = (STAGED, CHUNK_SLOTS);
@@ -282,26 +284,6 @@ impl Plan {
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 };
         launch(gpu, &f, "miss_window_plan", cfg, &args)
     }
-}
-
-/// The shared expert of `t` ≤ 8 tokens into `out` (t rows of n), and its gate logit into `sg` where that is
-/// a product of its own (else the routing made it).
-fn shared_expert(
-    gpu: &Gpu,
-    w: &MoeGpu,
-    x: &Buf<f32>,
-    t: usize,
-    (out, sg): (&Buf<f32>, &Buf<f32>),
-) -> Result<(), CudaError> {
-    let fs = w.dims.3;
-    let (gs, us, hs) = (Buf::<f32>::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?, Buf::uninit(gpu, t * fs)?);
-    matvec_two(gpu, (&w.gate_sh, &gs), (&w.up_sh, &us), x, t)?;
-    super::act(gpu, (&gs, &us, &hs), t * fs)?;
-    matvec(gpu, &w.down_sh, &hs, out, t)?;
-    if w.sg_kind == 0 {
-        matvec(gpu, &w.sgate, x, sg, t)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 # skewed router) at --gpu-mem ${MEM:-12}, a prompt of DEPTH tokens (default 512) then 8 generated; every
 # run's logits compared byte for byte with W = 8's, and the first with the whole model on the card.
 # Usage: [WINDOWS="64 128 256"] [DEPTH=512] [MEM=12] [ROUNDS=1] [WHOLE=1] [EXTRA="tiles64=STRATA_WINDOW_STREAM=0
-# wide=STRATA_DEFINES=MISS_STREAM_WIDE=1"] bench/placed_windows.sh (EXTRA: label=settings, commas between,
-# at W = 64). Log: $OUT/placed_windows.log.
+# ov=STRATA_WINDOW_OVERLAP=1"] bench/placed_windows.sh (EXTRA: label=settings, commas between, in the
+# memory plan's window unless a setting names one; "label=" alone: the defaults). Log:
+# $OUT/placed_windows.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/placed_windows.log) 2>&1
 for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
@@ -24,7 +25,7 @@ run() {  # $1: a label, $2: the budget ("" for the whole model), then the settin
   local rate=$(sed -n 's/.*prompt: [^(]*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
   local same=$(cmp -s $t/$label.f32 $t/w8.f32 && echo SAME || echo DIFFER)
   echo "$label ($*): prompt $rate tok/s; logits against W = 8's: $same"
-  grep -E "^prompt:|expert cache|host experts|^error|panicked|VRAM" $t/run.log | cut -c1-220 | sed 's/^/    /'
+  grep -E "^prompt:|expert cache|host experts|^error|panicked|memory:" $t/run.log | cut -c1-320 | sed 's/^/    /'
 }
 run w8 ${MEM:-12} STRATA_PROMPT_WINDOW=8
 [ -n "${WHOLE:-1}" ] && run whole64 "" STRATA_PROMPT_WINDOW=64
@@ -32,8 +33,8 @@ for r in $(seq 1 ${ROUNDS:-1}); do
   for w in ${WINDOWS:-64 128 256}; do
     run w$w-r$r ${MEM:-12} STRATA_PROMPT_WINDOW=$w
   done
-  for v in ${EXTRA:-}; do  # label=SETTING,SETTING (window 64 unless a setting says)
-    run ${v%%=*}-r$r ${MEM:-12} STRATA_PROMPT_WINDOW=64 $(echo "${v#*=}" | tr ',' ' ')
+  for v in ${EXTRA:-}; do  # label=SETTING,SETTING (the plan's window unless a setting says)
+    run ${v%%=*}-r$r ${MEM:-12} $(echo "${v#*=}" | tr ',' ' ')
   done
   [ $r -gt 1 ] && run w8-r$r ${MEM:-12} STRATA_PROMPT_WINDOW=8
 done

@@ -245,7 +245,7 @@ fn placement(
     // The cache starts from the routing counts earlier runs of this model left (docs/PLACEMENT.md).
     let counts =
         gpu.settings.cache.as_ref().map(|dir| strata_model::routing_file::path_for(dir, model.gguf.first().path()));
-    Ok(plan.per_block().map(|held| Placing { held, pin, counts }))
+    Ok(plan.per_block().map(|held| Placing { held, pin, counts, window: plan.window }))
 }
 
 /// The kernels loaded and the variants chosen (select/start.rs, said on a first start), then the model's

@@ -71,17 +71,34 @@ pub struct DevicePlan {
 pub struct Window {
     pub tokens: usize,
     pub arena_layers: bool,
+    /// Whether a placed plan may choose a longer window ([`PLACED_WINDOWS`]): where none was asked for
+    /// and the layers share two areas (so its scratch is a few layers' worth, not the cache's share).
+    pub longer_when_placed: bool,
 }
+
+/// The windows a placed plan tries, longest first, for a prompt read where no window was asked for: a
+/// placed window brings each expert it does not hold over the bus once for all its tokens, so the
+/// longer, the fewer bytes a token (a 512-token prompt at 12 GiB on an H100: 52.6 tok/s in windows of 8,
+/// 90.1 in 64, 132.4 in 256; bench/results/2026-12-07-h100-arena-layers/).
+pub const PLACED_WINDOWS: [usize; 3] = [256, 128, 64];
+
+/// The share of a placed plan's budget a longer window's scratch may take (a sixteenth): beyond it the
+/// cache it costs would slow decode more than the window speeds the prompt.
+const PLACED_SCRATCH_SHARE: u64 = 16;
 
 impl Window {
     /// A window of `tokens`, each layer's temporaries its own.
     pub fn of(tokens: usize) -> Window {
-        Window { tokens, arena_layers: false }
+        Window { tokens, arena_layers: false, longer_when_placed: false }
     }
 
     /// The settings' window.
     pub fn from_settings(s: &crate::Settings) -> Window {
-        Window { tokens: s.prompt_window, arena_layers: s.arena_layers }
+        Window {
+            tokens: s.prompt_window(),
+            arena_layers: s.arena_layers,
+            longer_when_placed: s.prompt_window.is_none() && s.arena_layers,
+        }
     }
 }
 
@@ -99,7 +116,6 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize, window: Window) -> De
     let attn_layers = (0..c.n_layer).filter(|&l| c.is_attn(l)).count() as u64;
     let caches = attn_layers * cells as u64 * (2 * per_cell + 2 * 4 * c.idx_dim as u64);
     let per_token = c.n_head * cells
-        + c.vocab
         + 2 * c.n_expert
         + c.n_expert_used * (3 * c.expert_ff + c.n_embd)
         + 3 * c.shexp_ff
@@ -114,9 +130,11 @@ pub fn plan_bytes(model: &Model, kv: KvMode, cells: usize, window: Window) -> De
         + 2 * c.ssm_conv_channels()
         + 4 * c.n_head * c.head_dim
         + 4 * c.n_embd;
-    let arena = (layers_kept.min(c.n_layer) * per_layer + c.vocab) as u64 * 4 * window;
+    // The logits: a prompt window's head runs on its last token, a verify window's on its 8 at most.
+    let logits = 4 * (crate::ops::matvec::MAX_T * c.vocab) as u64;
+    let arena = (layers_kept.min(c.n_layer) * per_layer) as u64 * 4 * window + logits;
     let chunks = 2 * crate::runtime::recorder::CHUNK as u64;
-    let scratch = 4 * window * per_token as u64 + arena.max(chunks);
+    let scratch = 4 * window * per_token as u64 + logits + arena.max(chunks);
     DevicePlan { weights, caches, scratch }
 }
 
@@ -146,6 +164,9 @@ pub struct MemoryPlan {
     pub blocks: usize,
     pub caches: u64,
     pub scratch: u64,
+    /// The tokens of a prompt window the scratch is sized for (a placed plan's may be longer than asked:
+    /// [`PLACED_WINDOWS`]).
+    pub window: usize,
     pub home: ExpertHome,
 }
 
@@ -158,6 +179,15 @@ pub enum PlanError {
          CPU)"
     )]
     TooSmall { budget: Gib, dense: Gib, caches: Gib, scratch: Gib, need: Gib },
+}
+
+/// A placed plan's prompt window: the longest of [`PLACED_WINDOWS`] whose scratch (`scratch_of`) stays
+/// within [`PLACED_SCRATCH_SHARE`] of the `budget` and fits beside the `fixed` part; None where none does.
+fn placed_window(budget: u64, fixed: u64, scratch_of: impl Fn(usize) -> u64) -> Option<(usize, u64)> {
+    PLACED_WINDOWS
+        .iter()
+        .map(|&tokens| (tokens, scratch_of(tokens)))
+        .find(|&(_, scratch)| scratch <= budget / PLACED_SCRATCH_SHARE && fixed + scratch <= budget)
 }
 
 /// Bytes shown in GiB with two decimals.
@@ -202,14 +232,15 @@ pub fn memory_plan(
     let slot_bytes = per_layer.iter().map(|b| b / c.n_expert.max(1) as u64).max().unwrap_or(0);
     let dense = all.weights - experts;
     let fixed = dense + all.caches + all.scratch;
-    let plan = |home| MemoryPlan {
+    let plan = |home, (tokens, scratch)| MemoryPlan {
         dense,
         experts,
         slot_bytes,
         expert_count: blocks * c.n_expert,
         blocks,
         caches: all.caches,
-        scratch: all.scratch,
+        scratch,
+        window: tokens,
         home,
     };
     if fixed > budget {
@@ -218,14 +249,19 @@ pub fn memory_plan(
         return Err(PlanError::TooSmall { budget, dense, caches, scratch, need });
     }
     if fixed + experts <= budget {
-        return Ok(plan(ExpertHome::Device));
+        return Ok(plan(ExpertHome::Device, (window.tokens, all.scratch)));
     }
+    let scratch_of = |tokens| plan_bytes(model, kv, cells, Window { tokens, ..window }).scratch;
+    let longer = window.longer_when_placed.then(|| placed_window(budget, dense + all.caches, scratch_of)).flatten();
+    let (tokens, scratch) = longer.unwrap_or((window.tokens, all.scratch));
+    let fixed = dense + all.caches + scratch;
     let slots = ((budget - fixed) / slot_bytes.max(1)).min((blocks * c.n_expert) as u64) as usize;
-    Ok(plan(if map || experts + HOST_RESERVE > host_free {
+    let home = if map || experts + HOST_RESERVE > host_free {
         ExpertHome::Mapped { slots }
     } else {
         ExpertHome::Pinned { slots }
-    }))
+    };
+    Ok(plan(home, (tokens, scratch)))
 }
 
 impl MemoryPlan {
@@ -263,7 +299,7 @@ impl std::fmt::Display for MemoryPlan {
                 100.0 * slots as f64 / self.expert_count.max(1) as f64
             )?,
         }
-        write!(f, ", KV and indexer caches {caches}, scratch {scratch}")?;
+        write!(f, ", KV and indexer caches {caches}, scratch {scratch} (prompt windows of {})", self.window)?;
         match self.home {
             ExpertHome::Device => Ok(()),
             ExpertHome::Pinned { .. } => write!(f, "; host RAM: experts {} pinned", Gib(self.experts)),
@@ -285,7 +321,7 @@ mod tests {
         let n_layer = model.config.n_layer as u64;
         assert!(n_layer > 2, "a model of more than two layers");
         let scratch =
-            |tokens, arena_layers| plan_bytes(&model, KvMode::F16, 4096, Window { tokens, arena_layers }).scratch;
+            |tokens, arena_layers| plan_bytes(&model, KvMode::F16, 4096, Window { tokens, arena_layers, longer_when_placed: false }).scratch;
         // Windows long enough that the arena passes its two chunks' minimum either way.
         let (a, b) = (4096, 8192);
         assert!(scratch(a, true) > 2 * crate::runtime::recorder::CHUNK as u64, "{}", scratch(a, true));
@@ -294,6 +330,42 @@ mod tests {
         assert_eq!(saved_b, 2 * saved_a, "the saving a token's: (n_layer − 2) layers' temporaries");
         // Where the plan is not asked for it, every layer keeps its own (the default).
         assert_eq!(scratch(256, false), plan_bytes(&model, KvMode::F16, 4096, Window::of(256)).scratch);
+    }
+
+    /// A placed plan reads prompts in the longest of [`PLACED_WINDOWS`] whose scratch stays within its
+    /// share of the budget; where none does, the window asked for (8 unless named).
+    #[test]
+    fn placed_plans_take_the_longest_window_their_share_holds() {
+        let gib = 1u64 << 30;
+        // Scratch growing with the window: 3 MiB a token.
+        let scratch = |tokens: usize| tokens as u64 * (3 << 20);
+        assert_eq!(placed_window(12 * gib, 5 * gib, scratch), Some((256, scratch(256))));
+        // 256's 768 MiB passes a sixteenth of 10 GiB (640 MiB); 128's 384 does not.
+        assert_eq!(placed_window(10 * gib, 5 * gib, scratch), Some((128, scratch(128))));
+        assert_eq!(placed_window(4 * gib, gib, scratch), Some((64, scratch(64))));
+        assert_eq!(placed_window(2 * gib, gib, scratch), None, "a sixteenth holds not even 64's 192 MiB");
+        // Within the share, but not beside the fixed part.
+        assert_eq!(placed_window(12 * gib, 12 * gib - scratch(200), scratch), Some((128, scratch(128))));
+
+        // In the plan: the built-in model's scratch is its arena's two chunks at least (128 MiB), so a
+        // budget sixteen times that is needed; below it the window stays the asked one.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
+        let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
+        let (ram, cells) = (64u64 << 30, 4096);
+        let free = Window { tokens: 8, arena_layers: true, longer_when_placed: true };
+        let whole = memory_plan(&model, KvMode::F16, cells, u64::MAX / 2, ram, (false, free)).unwrap();
+        assert_eq!((whole.home, whole.window), (ExpertHome::Device, 8));
+        let at16 = plan_bytes(&model, KvMode::F16, cells, Window { tokens: 16, ..free }).scratch;
+        let budget = whole.dense + whole.caches + at16 + whole.experts / 10;
+        let plan = memory_plan(&model, KvMode::F16, cells, budget, ram, (false, free)).unwrap();
+        assert!(matches!(plan.home, ExpertHome::Pinned { .. }), "{plan}");
+        let expected = placed_window(budget, plan.dense + plan.caches, |tokens| {
+            plan_bytes(&model, KvMode::F16, cells, Window { tokens, ..free }).scratch
+        });
+        assert_eq!(plan.window, expected.map_or(8, |(w, _)| w), "{plan}");
+        assert!(plan.to_string().contains(&format!("prompt windows of {}", plan.window)), "{plan}");
+        let asked = Window { tokens: 16, arena_layers: true, longer_when_placed: false };
+        assert_eq!(memory_plan(&model, KvMode::F16, cells, budget, ram, (false, asked)).unwrap().window, 16);
     }
 
     /// A window's floor: one token's is the decode step's; each token more adds its share of experts

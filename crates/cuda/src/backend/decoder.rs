@@ -280,10 +280,11 @@ impl Decoder for CudaDecoder<'_> {
         self.pos
     }
 
-    /// A prompt's windows: `STRATA_PROMPT_WINDOW` tokens (the kernels' widest, 8, by default; a longer
-    /// window runs each op over tiles of 8, forward.rs).
+    /// A prompt's windows: `STRATA_PROMPT_WINDOW` tokens (the kernels' widest, 8, by default; placed, the
+    /// memory plan's choice: backend/budget.rs `PLACED_WINDOWS`). A window past 8 runs each op over tiles
+    /// of 8 (forward.rs).
     fn window(&self) -> usize {
-        self.fwd.gpu.settings.prompt_window
+        self.fwd.prompt_window
     }
 
     fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {

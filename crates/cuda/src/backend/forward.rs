@@ -60,6 +60,8 @@ pub struct CudaForward<'a> {
     /// The next MTP input's token, already on the device (a draft chain's last choice), in place of the
     /// host's: taken by the next [`Backend::mtp_input`].
     draft_ids: Mutex<Option<Buf<i32>>>,
+    /// The tokens of a prompt window: the memory plan's where the experts are placed, else the settings'.
+    pub(crate) prompt_window: usize,
 }
 
 /// A staged input of a step prepared ahead that depends on its tokens: the device address of its bytes.
@@ -88,7 +90,9 @@ impl<'a> CudaForward<'a> {
         placing: Option<Placing>,
     ) -> Result<CudaForward<'a>, CudaError> {
         let c = &model.config;
+        let prompt_window = placing.as_ref().map_or(gpu.settings.prompt_window(), |p| p.window);
         Ok(CudaForward {
+            prompt_window,
             w: WeightsGpu::upload(&gpu, model, &variants, placing)?,
             scratch: Mutex::new(HcScratch::new(&gpu, c.n_embd, c.hc, c.hc_rank)?),
             rope: Mutex::new(None),

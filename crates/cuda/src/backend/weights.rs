@@ -81,6 +81,8 @@ pub struct Placing {
     /// Where the cache's routing counts are kept between runs (`strata_model::routing_file`): read for
     /// the first holding, written as the run goes. None: the cache starts from each block's first experts.
     pub counts: Option<std::path::PathBuf>,
+    /// The tokens of a prompt window the memory plan sized the scratch for (`MemoryPlan::window`).
+    pub window: usize,
 }
 
 /// The routed experts' bytes of every block (the trunk's and the MTP layer's), as the file's mapping
@@ -233,7 +235,7 @@ impl WeightsGpu {
         let dims = attn_dims(c);
         // Pages locked only where stream slots are asked for (the parity runs' way to reach `miss_stream`).
         let pin = g.settings.stream_slots_asked && g.settings.stream_slots > 0;
-        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin, counts: None }));
+        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin, counts: None, window: g.settings.prompt_window() }));
         let mut host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {

@@ -65,9 +65,9 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_ASK_MISSES_ONLY", "0: a placed block asks the host at every request and the host counts the routings, not the card counting them and asking only for slots left to the host (13 % slower decode at 12 GiB; no placed prompt windows)", "on"),
     sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (docs/PLACEMENT.md, \"Prompt windows\")", "on"),
     sw("STRATA_WINDOW_OVERLAP", "1: a placed prompt window's chunk of experts is copied over the bus into a second staging area while the chunk before is computed (built, not yet timed on a card)", "off"),
-    sw("STRATA_ARENA_LAYERS", "1: a recorded step's temporaries of trunk layer l come from one of two areas that layer l + 2 takes again, not each from its own memory: a window's scratch two layers' worth rather than 48 (built, not yet checked on a card)", "off"),
+    sw("STRATA_ARENA_LAYERS", "0: a recorded step's temporaries of each trunk layer from memory of its own, not from one of two areas that layer l + 2 takes again: a window's scratch 48 layers' worth rather than two, and a placed run's prompt windows 8 tokens", "on"),
     sw("STRATA_DRAFT_BY_ID", "1: a draft vocabulary of K (`--draft-vocab`) is the first K ids, not the K tokens seen most often (an A/B of the ranking)", "off"),
-    sw("STRATA_PROMPT_WINDOW", "N: tokens a prompt window takes (1..=256); past the kernels' 8, each op runs over tiles of 8", "8"),
+    sw("STRATA_PROMPT_WINDOW", "N: tokens a prompt window takes (1..=256); past the kernels' 8, each op runs over tiles of 8", "8; placed, the longest of 256, 128, 64 whose scratch stays within a sixteenth of the budget"),
     sw("STRATA_GDN_SPLIT", "1: the GDN rule of a head of 128 columns by one block, not a cluster of 2 (sm_90+); 4: a cluster of 4", "2"),
     sw("STRATA_QKV_ONCE", "0: each of attention's q, k, v products quantizes its input itself", "on"),
     sw("STRATA_KV_FUSE", "0: norm_rope then kv_store, not one launch", "on"),
@@ -175,8 +175,9 @@ pub struct Settings {
     pub arena_layers: bool,
     /// `STRATA_DRAFT_BY_ID`: a draft vocabulary of K is the first K ids.
     pub draft_by_id: bool,
-    /// Tokens a prompt window takes (`STRATA_PROMPT_WINDOW`).
-    pub prompt_window: usize,
+    /// Tokens a prompt window takes (`STRATA_PROMPT_WINDOW`); None: [`DEFAULT_PROMPT_WINDOW`], or where
+    /// the experts are placed, the memory plan's choice (backend/budget.rs `Window`).
+    pub prompt_window: Option<usize>,
     pub qkv_once: bool,
     pub kv_fuse: bool,
     pub ple_split: bool,
@@ -205,6 +206,11 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The prompt window asked for, else [`DEFAULT_PROMPT_WINDOW`] (a placed run's plan may choose longer).
+    pub fn prompt_window(&self) -> usize {
+        self.prompt_window.unwrap_or(DEFAULT_PROMPT_WINDOW)
+    }
+
     /// The settings from `get` (a switch's value, None where unset), and a note for each value that is not
     /// one of the switch's (that switch then keeps its default).
     pub fn read(get: &dyn Fn(&str) -> Option<String>) -> (Settings, Vec<String>) {
@@ -257,9 +263,9 @@ impl Settings {
             ask_misses_only: r.on("STRATA_ASK_MISSES_ONLY"),
             window_stream: r.on("STRATA_WINDOW_STREAM"),
             window_overlap: r.flag("STRATA_WINDOW_OVERLAP").unwrap_or(false),
-            arena_layers: r.flag("STRATA_ARENA_LAYERS").unwrap_or(false),
+            arena_layers: r.on("STRATA_ARENA_LAYERS"),
             draft_by_id: r.flag("STRATA_DRAFT_BY_ID").unwrap_or(false),
-            prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256).unwrap_or(DEFAULT_PROMPT_WINDOW),
+            prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256),
             qkv_once: r.on("STRATA_QKV_ONCE"),
             kv_fuse: r.on("STRATA_KV_FUSE"),
             ple_split: r.on("STRATA_PLE_SPLIT"),

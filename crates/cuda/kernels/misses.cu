@@ -29,6 +29,9 @@
 #define MISS_HOST_KEEP 0
 #endif
 #define MB_MAX_STREAMS 64
+// Guess slots (`STRATA_GUESS_SLOTS`, docs/PLACEMENT.md "Guessed experts"): slots held + streams + j hold
+// expert guess_of[j] (−1 for none), brought over the bus while the layer's mixer ran (miss_guess, then
+// miss_stream); a slot whose expert is there is computed from there like a held one.
 // COUNTED (miss_ask_counted, `STRATA_ASK_MISSES_ONLY`): the card also counts each slot's expert in
 // `counts` (the cache's ranking reads them before its re-ranks, in place of the host's counting), and it
 // asks the host only where a slot is left to it: `skip[0]` says whether it did not, for miss_take. A
@@ -37,16 +40,19 @@ template <bool COUNTED>
 __device__ __forceinline__ void miss_ask_body(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
                                               const int* __restrict__ slot_of, const float* __restrict__ x,
                                               int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
-                                              int* __restrict__ stream_of, u32* __restrict__ counts,
-                                              int* __restrict__ skip) {
+                                              int* __restrict__ stream_of, const int* __restrict__ guess_of,
+                                              int guesses, u32* __restrict__ counts, int* __restrict__ skip) {
     grid_dep_wait();
     // Each slot's expert, its cache slot and its stream slot (−1 for none), read once by all threads.
     __shared__ int expert[MB_ASSIGN], slot[MB_ASSIGN], assign[MB_ASSIGN], streamed[MB_MAX_STREAMS];
     volatile u32* w = box;
     for (int i = threadIdx.x; i < t * k; i += blockDim.x) {
         const int e = ids[i];
+        int s = slot_of[e];
+        for (int j = 0; j < guesses && s < 0; j++)
+            if (guess_of[j] == e) s = held + streams + j;
         expert[i] = e;
-        slot[i] = slot_of[e];
+        slot[i] = s;
         assign[i] = -1;
         if (COUNTED) atomicAdd(counts + e, 1u);
     }
@@ -126,18 +132,37 @@ __device__ __forceinline__ void miss_ask_body(u32* box, int layer, int t, int k,
 extern "C" __global__ void miss_ask(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
                                     const int* __restrict__ slot_of, const float* __restrict__ x,
                                     int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
-                                    int* __restrict__ stream_of) {
-    miss_ask_body<false>(box, layer, t, k, n, ids, slot_of, x, cache_ids, held, streams, lo, hi, stream_of, nullptr,
-                         nullptr);
+                                    int* __restrict__ stream_of, const int* __restrict__ guess_of, int guesses) {
+    miss_ask_body<false>(box, layer, t, k, n, ids, slot_of, x, cache_ids, held, streams, lo, hi, stream_of, guess_of,
+                         guesses, nullptr, nullptr);
 }
 
 extern "C" __global__ void miss_ask_counted(u32* box, int layer, int t, int k, int n, const int* __restrict__ ids,
                                            const int* __restrict__ slot_of, const float* __restrict__ x,
                                            int* __restrict__ cache_ids, int held, int streams, int lo, int hi,
-                                           int* __restrict__ stream_of, u32* __restrict__ counts,
-                                           int* __restrict__ skip) {
-    miss_ask_body<true>(box, layer, t, k, n, ids, slot_of, x, cache_ids, held, streams, lo, hi, stream_of, counts,
-                        skip);
+                                           int* __restrict__ stream_of, const int* __restrict__ guess_of,
+                                           int guesses, u32* __restrict__ counts, int* __restrict__ skip) {
+    miss_ask_body<true>(box, layer, t, k, n, ids, slot_of, x, cache_ids, held, streams, lo, hi, stream_of, guess_of,
+                        guesses, counts, skip);
+}
+
+// The guess (docs/PLACEMENT.md "Guessed experts"): of the M = T·k experts the block's router picked on the
+// mixer's input (`ids`, in slot order), the first `guesses` distinct ones the card does not hold and can
+// read from the host's locked pages (ids lo..hi) named in guess_of (−1 for none), for miss_stream to
+// bring into the guess slots while the mixer runs. One thread, in slot order (the same at every replay).
+extern "C" __global__ void miss_guess(const int* __restrict__ ids, int M, const int* __restrict__ slot_of, int lo,
+                                      int hi, int guesses, int* __restrict__ guess_of) {
+    grid_dep_wait();
+    if (threadIdx.x != 0) return;
+    int used = 0;
+    for (int i = 0; i < M && used < guesses; i++) {
+        const int e = ids[i];
+        if (slot_of[e] >= 0 || e < lo || e >= hi) continue;
+        bool again = false;
+        for (int j = 0; j < used && !again; j++) again = guess_of[j] == e;
+        if (!again) guess_of[used++] = e;
+    }
+    for (int j = used; j < guesses; j++) guess_of[j] = -1;
 }
 
 // The stream slots' experts brought over the bus (blockIdx.y: the stream slot, blockIdx.z: the projection,

@@ -320,8 +320,9 @@ mod tests {
         let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
         let n_layer = model.config.n_layer as u64;
         assert!(n_layer > 2, "a model of more than two layers");
-        let scratch =
-            |tokens, arena_layers| plan_bytes(&model, KvMode::F16, 4096, Window { tokens, arena_layers, longer_when_placed: false }).scratch;
+        let scratch = |tokens, arena_layers| {
+            plan_bytes(&model, KvMode::F16, 4096, Window { tokens, arena_layers, longer_when_placed: false }).scratch
+        };
         // Windows long enough that the arena passes its two chunks' minimum either way.
         let (a, b) = (4096, 8192);
         assert!(scratch(a, true) > 2 * crate::runtime::recorder::CHUNK as u64, "{}", scratch(a, true));

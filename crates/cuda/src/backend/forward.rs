@@ -558,6 +558,8 @@ impl Backend for CudaForward<'_> {
     }
 
     fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, pos: usize) -> Result<Rows, CudaError> {
+        // A placed block's guessed experts brought over the bus while the mixer runs (ops/moe/guess.rs).
+        self.timed("guess", || crate::ops::moe::guess(&self.gpu, &self.w.layers[l].moe, &x.buf, x.t))?;
         self.timed(if self.model.config.is_attn(l) { "attention" } else { "gdn" }, || {
             let g = &*self.gpu;
             let n = self.model.config.n_embd;

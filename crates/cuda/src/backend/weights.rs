@@ -143,7 +143,11 @@ fn locked_experts(a: usize, bytes: usize, len: usize) -> Option<(usize, usize, u
 /// Block `w`'s stream slots over the locked pages `pinned`: each projection's card address of expert 0
 /// and the experts whose bytes lie whole in locked pages (a tensor's first and last pages are not locked
 /// where they hold other bytes: runtime/pinned.rs). None where no expert can be read so.
-pub(crate) fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -> Option<StreamFrom> {
+pub(crate) fn stream_from(
+    pinned: &PinnedRanges,
+    w: &MoeWeights,
+    (slots, guesses): (usize, usize),
+) -> Option<StreamFrom> {
     let experts = w.router.rows;
     let fused = std::ptr::eq(&w.gate_exps.m.bytes[..], &w.up_exps.m.bytes[..]);
     let (mut src, mut lo, mut hi) = ([0u64; 3], 0, experts);
@@ -157,7 +161,7 @@ pub(crate) fn stream_from(pinned: &PinnedRanges, w: &MoeWeights, slots: usize) -
         (lo, hi) = (lo.max(l), hi.min(h));
         src[i] = pinned.device_address(first).ok()?.wrapping_sub((first - a) as u64);
     }
-    (lo < hi).then_some(StreamFrom { slots, src, lo, hi })
+    (lo < hi).then_some(StreamFrom { slots, guesses, src, lo, hi })
 }
 
 impl HostExperts {
@@ -167,10 +171,12 @@ impl HostExperts {
         let w = &model.weights;
         let blocks: Vec<&MoeWeights> =
             w.layers.iter().map(|l| &l.moe).chain(w.mtp.as_ref().map(|m| &m.layer.moe)).collect();
-        // Stream slots come out of each block's share of the budget (at least one slot stays the cache's).
+        // Stream and guess slots come out of each block's share of the budget (at least one slot stays
+        // the cache's).
         let slots = g.settings.stream_slots.min(placing.held.saturating_sub(1));
+        let guesses = g.settings.guess_slots.min(placing.held.saturating_sub(1 + slots));
         let streams: Vec<Option<StreamFrom>> = match &_pinned {
-            Some(p) if slots > 0 => blocks.iter().map(|b| stream_from(p, b, slots)).collect(),
+            Some(p) if slots > 0 => blocks.iter().map(|b| stream_from(p, b, (slots, guesses))).collect(),
             _ => vec![None; blocks.len()],
         };
         let streaming = streams.iter().filter(|s| s.is_some()).count();
@@ -180,7 +186,7 @@ impl HostExperts {
             true => (STAGED * staging_areas(g)).div_ceil(blocks.len()),
             false => 0,
         };
-        let per_block = (placing.held - if streaming > 0 { slots } else { 0 }).saturating_sub(staged).max(1);
+        let per_block = (placing.held - if streaming > 0 { slots + guesses } else { 0 }).saturating_sub(staged).max(1);
         if g.settings.stream_slots > 0 && g.settings.stream_slots_asked {
             match (streaming, &_pinned) {
                 (0, Some(_)) => eprintln!("note: STRATA_STREAM_SLOTS: none used (a block's share holds one slot, no expert lies whole in locked pages, or the driver gave no card address for them)"),
@@ -189,8 +195,9 @@ impl HostExperts {
             }
         }
         if streaming > 0 {
+            let guessing = if guesses > 0 { format!(" and {guesses} guess slots") } else { String::new() };
             eprintln!(
-                "expert cache: {slots} stream slots a block ({streaming} of {} blocks), {per_block} experts held",
+                "expert cache: {slots} stream slots{guessing} a block ({streaming} of {} blocks), {per_block} experts held",
                 blocks.len()
             );
         }
@@ -235,7 +242,12 @@ impl WeightsGpu {
         let dims = attn_dims(c);
         // Pages locked only where stream slots are asked for (the parity runs' way to reach `miss_stream`).
         let pin = g.settings.stream_slots_asked && g.settings.stream_slots > 0;
-        let placing = placing.or(g.settings.host_experts.map(|held| Placing { held, pin, counts: None, window: g.settings.prompt_window() }));
+        let placing = placing.or(g.settings.host_experts.map(|held| Placing {
+            held,
+            pin,
+            counts: None,
+            window: g.settings.prompt_window(),
+        }));
         let mut host = placing.map(|p| HostExperts::new(g, model, p)).transpose()?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for (l, lw) in w.layers.iter().enumerate() {

@@ -397,6 +397,8 @@ pub struct StreamAsk<'a> {
     pub lo: usize,
     pub hi: usize,
     pub of: &'a Buf<i32>,
+    /// The guess slots' experts (after the stream slots; ops/moe/guess.rs), where the block has any.
+    pub guessed: Option<&'a Buf<i32>>,
 }
 
 /// The mailbox on the card's side: mapped words for k slots a token and inputs of n values.
@@ -469,7 +471,9 @@ impl MissBox {
             Some(s) => (s.slots, s.lo, s.hi, s.of.ptr(gpu)),
             None => (0, 0, 0, cache_ids.ptr(gpu)), // no stream slot: the table is never touched
         };
-        let stream_args = [i(held), i(slots), i(lo), i(hi), Arg::Ptr(of)];
+        // No guess slot: the table is never read.
+        let guessed = streams.and_then(|s| s.guessed).map_or((0, 0), |g| (g.ptr(gpu), g.len()));
+        let stream_args = [i(held), i(slots), i(lo), i(hi), Arg::Ptr(of), Arg::Ptr(guessed.0), i(guessed.1)];
         let counted_args = counted.map_or(Vec::new(), |(c, skip)| vec![Arg::Ptr(c.ptr(gpu)), Arg::Ptr(skip.ptr(gpu))]);
         let args =
             [&[Arg::Ptr(self.words.device_ptr()), i(layer), i(t), i(k), i(n)][..], &ptrs, &stream_args, &counted_args]

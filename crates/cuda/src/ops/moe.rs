@@ -19,7 +19,9 @@ use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
 
+mod guess;
 mod window;
+pub use guess::guess;
 pub use window::{
     assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, Staging, CHUNK_SLOTS, STAGED,
 };
@@ -94,10 +96,12 @@ pub struct Placement {
 /// fills with experts it does not hold, brought over the bus from the host's locked pages (miss_stream)
 /// and computed by the card's kernels like the held ones. `src`: each projection's card address of
 /// expert 0's bytes (gate, up, down; it may lie before the locked pages, which hold experts lo..hi only;
-/// 0 for a fused gate/up tensor's up half, copied with the gate half).
+/// 0 for a fused gate/up tensor's up half, copied with the gate half). `guesses`: slots past the stream
+/// slots that the block's guessed experts fill while its mixer runs (ops/moe/guess.rs).
 #[derive(Clone, Copy, Debug)]
 pub struct StreamFrom {
     pub slots: usize,
+    pub guesses: usize,
     pub src: [u64; 3],
     pub lo: usize,
     pub hi: usize,
@@ -121,6 +125,8 @@ struct Placed {
     mailbox: Arc<MissBox>,
     /// The stream slots, and the table of their experts miss_ask writes for miss_stream.
     stream: Option<(StreamFrom, Buf<i32>)>,
+    /// The guess slots' table of experts (miss_guess writes it; −1 for none), where the block has any.
+    guessed: Option<Buf<i32>>,
     /// With `STRATA_ASK_MISSES_ONLY`: the block's routings counted on the card (an entry an expert,
     /// taken by the cache's ranking after each pass) and whether the last request skipped the host.
     counted: Option<(Buf<u32>, Buf<i32>)>,
@@ -172,7 +178,7 @@ impl MoeGpu {
         }
         // Placed: the cache's experts only (at least one: a slot the host computes reads slot 0's rows,
         // and miss_take overwrites what they give).
-        let held = |s: &Stacked, p: &Placement| held_rows(s, &p.held, p.stream.map_or(0, |st| st.slots));
+        let held = |s: &Stacked, p: &Placement| held_rows(s, &p.held, p.stream.map_or(0, |st| st.slots + st.guesses));
         let (gate_s, up_s, down_s) = match &place {
             None => (w.gate_exps.clone(), w.up_exps.clone(), w.down_exps.clone()),
             Some(p) if p.held.is_empty() || p.held.iter().any(|&x| x >= e) => {
@@ -199,12 +205,17 @@ impl MoeGpu {
                     }
                     _ => None,
                 };
+                let guessed = match &stream {
+                    Some((st, _)) if st.guesses > 0 => Some(Buf::from_host(gpu, &vec![-1i32; st.guesses])?),
+                    _ => None,
+                };
                 Some(Placed {
                     index: p.index,
                     held: p.held.len(),
                     slot_of: Buf::from_host(gpu, &slot_of)?,
                     mailbox: p.mailbox,
                     stream,
+                    guessed,
                     counted: match gpu.settings.ask_misses_only {
                         true => Some((Buf::zeros(gpu, e)?, Buf::zeros(gpu, 1)?)),
                         false => None,
@@ -274,6 +285,15 @@ impl MoeGpu {
 }
 
 impl MoeGpu {
+    /// A placed block's guess table (ops/moe/guess.rs): the experts in its guess slots, −1 for none;
+    /// None where it has no guess slots. Between passes.
+    pub fn guessed(&self, gpu: &Gpu) -> Result<Option<Vec<i32>>, CudaError> {
+        match self.placed.as_ref().and_then(|p| p.guessed.as_ref()) {
+            Some(g) => Ok(Some(g.read(gpu, g.len())?)),
+            None => Ok(None),
+        }
+    }
+
     /// The routings a placed block counted on the card since the last call (`STRATA_ASK_MISSES_ONLY`),
     /// an entry an expert, and the counts cleared; None where the host counts them. Between passes.
     pub fn take_counts(&self, gpu: &Gpu) -> Result<Option<Vec<u32>>, CudaError> {
@@ -441,7 +461,15 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
     let cache_ids = match &w.placed {
         Some(pl) => {
             let cache_ids = Buf::<i32>::uninit(gpu, t * k)?;
-            let streams = pl.stream.as_ref().map(|(st, of)| StreamAsk { slots: st.slots, lo: st.lo, hi: st.hi, of });
+            // The experts guessed while the mixer ran are in their slots once the lane ahead is joined.
+            gpu.join_ahead()?;
+            let streams = pl.stream.as_ref().map(|(st, of)| StreamAsk {
+                slots: st.slots,
+                lo: st.lo,
+                hi: st.hi,
+                of,
+                guessed: pl.guessed.as_ref(),
+            });
             let counted = pl.counted.as_ref().map(|(c, skip)| (c, skip));
             pl.mailbox.ask(gpu, (pl.index, t, pl.held), (&ids, &pl.slot_of, x), (&cache_ids, counted), streams)?;
             if let Some((st, of)) = &pl.stream {

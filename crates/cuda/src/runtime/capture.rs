@@ -1,6 +1,6 @@
 //! A step's ops captured into a CUDA graph, instantiated, and updated in place (graph.rs records the ops
-//! and decides when): one lane captured in order and read back as the chain from its root, or a main and
-//! a side lane on two streams, each op's node read from the capture as it is made.
+//! and decides when): one lane captured in order and read back as the chain from its root, or a main lane
+//! and side lanes each on a stream of its own, each op's node read from the capture as it is made.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,12 +10,12 @@ use cudarc::driver::{sys, CudaEvent, CudaStream};
 use crate::runtime::buf::launch_now;
 use crate::runtime::device::Gpu;
 use crate::runtime::error::{Check, CudaError};
-use crate::runtime::op::{issue_copy, Op};
+use crate::runtime::op::{issue_copy, Op, LANES};
 use crate::runtime::recorder::StepGraph;
 
 impl StepGraph {
-    /// `ops` captured from the streams into a graph (the main lane on the device's stream, the side lane
-    /// on its second one), instantiated, with each op's node (null for the marks).
+    /// `ops` captured from the streams into a graph (the main lane on the device's stream, each side lane
+    /// on one of its side streams), instantiated, with each op's node (null for the marks).
     pub(crate) fn capture(gpu: &Gpu, ops: &[Op]) -> Result<StepGraph, CudaError> {
         let s = gpu.stream.cu_stream();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
@@ -23,7 +23,7 @@ impl StepGraph {
         unsafe { sys::cuStreamBeginCapture_v2(s, mode) }.result().check("starting a graph capture")?;
         // One lane: the ops in order, and the graph a chain read back from its root. With a side lane:
         // each op on its lane's stream, its node read from the capture as it is made.
-        let lanes = ops.iter().any(|o| matches!(o, Op::Fork));
+        let lanes = ops.iter().any(|o| matches!(o, Op::Fork(_)));
         let nodes = if lanes { capture_ops(gpu, ops) } else { issue_all(gpu, ops).map(|()| Vec::new()) };
         let mut graph: sys::CUgraph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above, writing the graph handle.
@@ -96,7 +96,7 @@ static PDL_FAILED: AtomicBool = AtomicBool::new(false);
 /// those plain (and the others programmatic).
 static JOIN_PDL_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// A kernel that joins the side lane follows its main-lane kernel by a programmatic edge too (the side
+/// A kernel that joins a side lane follows its main-lane kernel by a programmatic edge too (the side
 /// lane's edge stays plain), so it may start while that kernel runs once the side lane has completed. On
 /// unless `STRATA_PDL_JOIN=0` (133.6 against 131.1 tok/s decoding after 1,024 tokens on the H200,
 /// bench/results/2026-12-01-h200-speed-8/).
@@ -190,10 +190,13 @@ pub(crate) fn issue_all(gpu: &Gpu, ops: &[Op]) -> Result<(), CudaError> {
 
 /// Each op issued into the capture on its lane's stream, and the node it made (null for the marks).
 fn capture_ops(gpu: &Gpu, ops: &[Op]) -> Result<Vec<sys::CUgraphNode>, CudaError> {
-    let (main, side) = (&*gpu.stream, &*gpu.side_stream);
+    let main = &*gpu.stream;
     let flags = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
-    let fork = gpu.ctx.new_event(flags).check("creating an event")?;
-    let join = gpu.ctx.new_event(flags).check("creating an event")?;
+    let mut events = Vec::with_capacity(2 * LANES);
+    for _ in 0..2 * LANES {
+        events.push(gpu.ctx.new_event(flags).check("creating an event")?);
+    }
+    let (forks, joins) = events.split_at(LANES);
     // An event recorded on one stream and waited for on the other: an edge in the captured graph.
     let edge = |e: &CudaEvent, from: &CudaStream, to: &CudaStream| {
         // SAFETY: an event of this context, recorded and waited for on this context's streams.
@@ -202,23 +205,24 @@ fn capture_ops(gpu: &Gpu, ops: &[Op]) -> Result<Vec<sys::CUgraphNode>, CudaError
             sys::cuStreamWaitEvent(to.cu_stream(), e.cu_event(), 0).result().check("waiting for an event")
         }
     };
-    let (mut on_side, mut open) = (false, false);
+    // The lane the ops go on now (None: the main lane), and each side lane's: forked, not yet joined.
+    let (mut on, mut open) = (None::<usize>, [false; LANES]);
     let mut nodes = Vec::with_capacity(ops.len());
     for op in ops {
-        let lane = if on_side { side } else { main };
+        let lane = on.map_or(main, |l| &*gpu.side_streams[l]);
         let node = match op {
-            Op::Fork if !open => {
-                edge(&fork, main, side)?;
-                (on_side, open) = (true, true);
+            Op::Fork(l) if on.is_none() && !open[l.0] => {
+                edge(&forks[l.0], main, &gpu.side_streams[l.0])?;
+                (on, open[l.0]) = (Some(l.0), true);
                 std::ptr::null_mut()
             }
-            Op::Back if on_side => {
-                on_side = false;
+            Op::Back(l) if on == Some(l.0) => {
+                on = None;
                 std::ptr::null_mut()
             }
-            Op::Join if open && !on_side => {
-                edge(&join, side, main)?;
-                open = false;
+            Op::Join(l) if open[l.0] && on.is_none() => {
+                edge(&joins[l.0], &gpu.side_streams[l.0], main)?;
+                open[l.0] = false;
                 std::ptr::null_mut()
             }
             Op::Kernel { name, f, cfg, args } => {
@@ -233,9 +237,9 @@ fn capture_ops(gpu: &Gpu, ops: &[Op]) -> Result<Vec<sys::CUgraphNode>, CudaError
         };
         nodes.push(node);
     }
-    if open {
+    for l in (0..LANES).filter(|&l| open[l]) {
         // A side lane never joined: joined at the end (a capture ends on the stream it began on).
-        edge(&join, side, main)?;
+        edge(&joins[l], &gpu.side_streams[l], main)?;
     }
     Ok(nodes)
 }

@@ -19,8 +19,8 @@ use crate::runtime::settings::{ProfileMode, Settings};
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
-    /// A second stream, for the side lane of a step's graph while it is captured (graph.rs).
-    pub side_stream: Arc<CudaStream>,
+    /// A stream for each side lane of a step's graph while it is captured (graph.rs, op.rs `Lane`).
+    pub side_streams: [Arc<CudaStream>; crate::runtime::op::LANES],
     pub name: String,
     /// Compute capability (major, minor).
     pub arch: (i32, i32),
@@ -139,12 +139,12 @@ impl Gpu {
         // SAFETY: no other stream ever touches this context's buffers.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().check("creating a stream")?;
-        let side_stream = ctx.new_stream().check("creating a stream")?;
+        let side_streams = [ctx.new_stream().check("creating a stream")?, ctx.new_stream().check("creating a stream")?];
         keep_pool_memory(&ctx)?;
         Ok(Arc::new(Gpu {
             ctx,
             stream,
-            side_stream,
+            side_streams,
             name,
             arch,
             driver_version: v,

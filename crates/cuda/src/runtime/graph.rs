@@ -16,24 +16,31 @@ use cudarc::driver::{sys, CudaEvent};
 use crate::runtime::capture::issue_all;
 use crate::runtime::device::Gpu;
 use crate::runtime::error::{Check, CudaError};
-use crate::runtime::op::Op;
+use crate::runtime::op::{Lane, Op, LANES};
 use crate::runtime::recorder::{Chunks, Found, GraphStats, Prepared, Ready, Recorder, StepGraph, KEPT};
 use crate::runtime::settings::{GraphMode, Settings};
 
-/// `STRATA_GRAPH=lanes`: the first decode step recorded ahead, its fork-to-joins by lane (lanes.rs).
+/// `STRATA_GRAPH=lanes`: the first decode step recorded ahead, its side lane's fork-to-joins (lanes.rs;
+/// the lane ahead's ops are left out, as marks of no kernel).
 fn print_lanes_once(ops: &[Op]) {
+    use crate::runtime::lanes::Mark;
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if DONE.swap(true, Ordering::Relaxed) {
         return;
     }
-    let marks: Vec<crate::runtime::lanes::Mark> = ops
+    let mut ahead = false;
+    let marks: Vec<Mark> = ops
         .iter()
         .map(|o| match o {
-            Op::Kernel { name, .. } => crate::runtime::lanes::Mark::Kernel(name),
-            Op::Fork => crate::runtime::lanes::Mark::Fork,
-            Op::Back => crate::runtime::lanes::Mark::Back,
-            Op::Join => crate::runtime::lanes::Mark::Join,
-            Op::Zero { .. } | Op::Copy { .. } => crate::runtime::lanes::Mark::Other,
+            Op::Fork(Lane::AHEAD) | Op::Back(Lane::AHEAD) => {
+                ahead = matches!(o, Op::Fork(_));
+                Mark::Other
+            }
+            Op::Kernel { name, .. } if !ahead => Mark::Kernel(name),
+            Op::Fork(_) => Mark::Fork,
+            Op::Back(_) => Mark::Back,
+            Op::Join(Lane::SIDE) => Mark::Join,
+            _ => Mark::Other,
         })
         .collect();
     eprint!("{}", crate::runtime::lanes::report(&marks));
@@ -55,14 +62,14 @@ fn split_at(s: &Settings) -> usize {
 /// The first index at or after `k` (0 < index < ops.len()) where the ops before it hold no open side
 /// lane: the two parts then each capture as a graph of their own. None when there is none.
 fn balanced_split(ops: &[Op], k: usize) -> Option<usize> {
-    let mut open = false;
+    let mut open = [false; LANES];
     for (i, op) in ops.iter().enumerate() {
-        if i >= k.max(1) && !open {
+        if i >= k.max(1) && !open.contains(&true) {
             return Some(i);
         }
         match op {
-            Op::Fork => open = true,
-            Op::Join => open = false,
+            Op::Fork(l) => open[l.0] = true,
+            Op::Join(l) => open[l.0] = false,
             _ => {}
         }
     }
@@ -148,13 +155,27 @@ impl Gpu {
     /// ones, say), so the order does not matter to the bits. Outside a recorded step `f` just runs, and
     /// so it does with `STRATA_SIDE=0`.
     pub fn side<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
+        self.on_lane(Lane::SIDE, f)
+    }
+
+    /// `f`'s ops on the step's lane ahead (op.rs `Lane::AHEAD`), as [`Gpu::side`] does on the side lane,
+    /// until [`Gpu::join_ahead`]: it may stay open across the side lane's forks and joins.
+    pub fn ahead<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
+        self.on_lane(Lane::AHEAD, f)
+    }
+
+    fn on_lane<R>(&self, lane: Lane, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
         if !self.side_lanes() {
             return f();
         }
-        self.record(Op::Fork)?;
-        self.recorder().side_open = true;
+        if self.recorder().side_open[lane.0] {
+            // One fork at a time a lane: what is open is joined first.
+            self.join_lane(lane)?;
+        }
+        self.record(Op::Fork(lane))?;
+        self.recorder().side_open[lane.0] = true;
         let out = f();
-        self.record(Op::Back)?;
+        self.record(Op::Back(lane))?;
         out
     }
 
@@ -165,10 +186,19 @@ impl Gpu {
 
     /// The main lane waits here for the side lane's ops (nothing where no side lane is open).
     pub fn join(&self) -> Result<(), CudaError> {
+        self.join_lane(Lane::SIDE)
+    }
+
+    /// The main lane waits here for the lane ahead's ops (nothing where it is not open).
+    pub fn join_ahead(&self) -> Result<(), CudaError> {
+        self.join_lane(Lane::AHEAD)
+    }
+
+    fn join_lane(&self, lane: Lane) -> Result<(), CudaError> {
         let mut r = self.recorder();
-        if self.recording() && r.side_open {
-            r.ops.push(Op::Join);
-            r.side_open = false;
+        if self.recording() && r.side_open[lane.0] {
+            r.ops.push(Op::Join(lane));
+            r.side_open[lane.0] = false;
         }
         Ok(())
     }
@@ -294,7 +324,7 @@ impl Gpu {
         r.scope = None;
         r.staging.reset();
         r.ops.clear();
-        r.side_open = false;
+        r.side_open = [false; LANES];
         if let Some(h) = r.host.as_mut() {
             h.begin();
         }
@@ -529,7 +559,7 @@ impl Gpu {
 
 #[cfg(test)]
 mod tests {
-    use super::{balanced_split, Op};
+    use super::{balanced_split, Lane, Op};
 
     fn zero() -> Op {
         Op::Zero { ptr: 0, bytes: 4 }
@@ -538,7 +568,8 @@ mod tests {
     #[test]
     fn a_split_never_falls_inside_a_side_lane() {
         // 0 zero, 1 fork, 2 zero, 3 back, 4 zero, 5 join, 6 zero, 7 zero
-        let ops = vec![zero(), Op::Fork, zero(), Op::Back, zero(), Op::Join, zero(), zero()];
+        let (fork, back, join) = (Op::Fork(Lane::SIDE), Op::Back(Lane::SIDE), Op::Join(Lane::SIDE));
+        let ops = vec![zero(), fork, zero(), back, zero(), join, zero(), zero()];
         assert_eq!(balanced_split(&ops, 0), Some(1));
         assert_eq!(balanced_split(&ops, 1), Some(1));
         for k in 2..=6 {
@@ -547,5 +578,27 @@ mod tests {
         assert_eq!(balanced_split(&ops, 7), Some(7));
         assert_eq!(balanced_split(&ops, 8), None);
         assert_eq!(balanced_split(&ops[..6], 2), None, "closed only at the end: no second part");
+    }
+
+    #[test]
+    fn a_split_waits_for_every_lane() {
+        // The lane ahead forks at 1 and joins at 7, across the side lane's fork (3) and join (5).
+        let (a, s) = (Lane::AHEAD, Lane::SIDE);
+        let ops = vec![
+            zero(),
+            Op::Fork(a),
+            Op::Back(a),
+            Op::Fork(s),
+            Op::Back(s),
+            Op::Join(s),
+            zero(),
+            Op::Join(a),
+            zero(),
+            zero(),
+        ];
+        for k in 2..=8 {
+            assert_eq!(balanced_split(&ops, k), Some(8), "k = {k}");
+        }
+        assert_eq!(balanced_split(&ops, 9), Some(9));
     }
 }

@@ -41,7 +41,7 @@ fn label(op: &Op) -> &str {
         Op::Kernel { name, .. } => name,
         Op::Zero { .. } => "(zeroing)",
         Op::Copy { .. } => "(device copy)",
-        Op::Fork | Op::Back | Op::Join => "(side lane mark)",
+        Op::Fork(_) | Op::Back(_) | Op::Join(_) => "(side lane mark)",
     }
 }
 
@@ -155,7 +155,7 @@ mod tests {
     fn each_op_gets_the_time_since_the_one_before_by_kind() {
         let mut p = HostProfile::default();
         assert!(p.lines(5).is_empty(), "nothing recorded");
-        p.op(&Op::Fork); // outside a recording: no time to give
+        p.op(&Op::Fork(crate::runtime::op::Lane::SIDE)); // outside a recording: no time to give
         assert!(p.tables.is_empty());
         for _ in 0..2 {
             p.kind("verify window");
@@ -171,7 +171,7 @@ mod tests {
         p.graph_time(std::time::Duration::from_micros(100), false);
         p.graph_time(std::time::Duration::from_micros(200), true);
         p.begin(); // no kind said: kept apart
-        p.op(&Op::Fork);
+        p.op(&Op::Fork(crate::runtime::op::Lane::SIDE));
         p.end();
         let t = &p.tables["verify window"];
         let (zero, copy) = (t.by_name["(zeroing)"], t.by_name["(device copy)"]);

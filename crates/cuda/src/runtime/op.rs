@@ -33,10 +33,26 @@ impl Arg {
 /// an allocation to record and a free to drop (every kernel here takes at most 16).
 pub type Args = smallvec::SmallVec<[Arg; 16]>;
 
-/// One stream operation of a step, or a mark of its side lane: `Fork` starts the side lane after
-/// everything recorded so far, the ops up to `Back` go on it, and `Join` makes what follows on the main
-/// lane wait for it (`Gpu::side`, `Gpu::join`). Outside a graph the marks are nothing and every op runs
-/// in the order recorded.
+/// A side lane of a recorded step, each on a stream of its own while captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lane(pub(crate) usize);
+
+/// Side lanes a step may hold open at once.
+pub const LANES: usize = 2;
+
+impl Lane {
+    /// Work beside the ops that follow it (the shared expert beside the routed ones, the QSA selection
+    /// beside attention's products): `Gpu::side`, joined by `Gpu::join`.
+    pub const SIDE: Lane = Lane(0);
+    /// Work begun a stage early, across the side lane's forks and joins: a placed block's guessed experts
+    /// brought over the bus while its mixer runs (`Gpu::ahead`, joined by `Gpu::join_ahead`).
+    pub const AHEAD: Lane = Lane(1);
+}
+
+/// One stream operation of a step, or a mark of a side lane: `Fork` starts the lane after everything
+/// recorded so far, the ops up to `Back` go on it, and `Join` makes what follows on the main lane wait
+/// for it (`Gpu::side`, `Gpu::join`). Outside a graph the marks are nothing and every op runs in the
+/// order recorded.
 // Most of a step's ops are kernels (the rest side-lane marks and a few zeroings): boxing the kernel's
 // arguments would bring back the allocation a launch that inline arguments avoid.
 #[allow(clippy::large_enum_variant)]
@@ -44,9 +60,9 @@ pub enum Op {
     Kernel { name: &'static str, f: CudaFunction, cfg: LaunchConfig, args: Args },
     Zero { ptr: u64, bytes: usize },
     Copy { dst: u64, src: u64, bytes: usize },
-    Fork,
-    Back,
-    Join,
+    Fork(Lane),
+    Back(Lane),
+    Join(Lane),
 }
 
 impl Op {
@@ -58,7 +74,7 @@ impl Op {
             (Op::Copy { dst: a, src: s, bytes: n }, Op::Copy { dst: b, src: t, bytes: m }) => {
                 a == b && s == t && n == m
             }
-            (Op::Fork, Op::Fork) | (Op::Back, Op::Back) | (Op::Join, Op::Join) => true,
+            (Op::Fork(a), Op::Fork(b)) | (Op::Back(a), Op::Back(b)) | (Op::Join(a), Op::Join(b)) => a == b,
             _ => false,
         }
     }
@@ -86,7 +102,7 @@ pub(crate) fn issue_copy(stream: &CudaStream, op: &Op) -> Result<(), CudaError> 
             unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, s) }.result().check("copying on the device")
         }
         Op::Kernel { .. } => Err(CudaError::Shape("a kernel is not a copy".into())),
-        Op::Fork | Op::Back | Op::Join => Ok(()),
+        Op::Fork(_) | Op::Back(_) | Op::Join(_) => Ok(()),
     }
 }
 

@@ -140,8 +140,8 @@ pub struct Recorder {
     pub(crate) spare: Option<CudaEvent>,
     pub(crate) graphs: Vec<StepGraph>,
     pub(crate) stats: GraphStats,
-    /// A side lane forked and not yet joined.
-    pub(crate) side_open: bool,
+    /// Each side lane: forked and not yet joined.
+    pub(crate) side_open: [bool; crate::runtime::op::LANES],
     /// `STRATA_GAPS=1`: timing events before each prepared step's copy up and after its launch.
     pub(crate) marks: Vec<(CudaEvent, CudaEvent)>,
     /// `STRATA_HOST_PROFILE=1`: the host's time recording, op by op.
@@ -155,9 +155,9 @@ impl Recorder {
             Op::Kernel { name, .. } => name.to_string(),
             Op::Zero { ptr, bytes } => format!("zero {ptr:#x} {bytes}"),
             Op::Copy { dst, src, bytes } => format!("copy {dst:#x} <- {src:#x} {bytes}"),
-            Op::Fork => "fork".into(),
-            Op::Back => "back".into(),
-            Op::Join => "join".into(),
+            Op::Fork(l) => format!("fork {}", l.0),
+            Op::Back(l) => format!("back {}", l.0),
+            Op::Join(l) => format!("join {}", l.0),
         };
         let Some(g) = self.graphs.iter().find(|g| g.ops.len() == ops.len()) else {
             return "no kept graph of that length".into();

@@ -647,6 +647,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
                 return Err(format!("MoE {ty} n {n}: the host's experts: {err}"));
             }
             cases += window_cases(gpu, &w, (k, f), &mut rng).map_err(|m| format!("MoE {ty} n {n}: {m}"))?;
+            cases += guess_cases(gpu, &w, (k, f), &mut rng).map_err(|m| format!("MoE {ty} n {n}: {m}"))?;
         }
     }
     Ok(cases)
@@ -661,14 +662,7 @@ fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spl
     use strata_model::layers::moe::{moe, route};
     let e = |e: crate::CudaError| e.to_string();
     let (n, ne) = (w.router.cols, w.router.rows);
-    let ranges: Vec<(usize, usize)> = [&w.gate_exps, &w.up_exps, &w.down_exps]
-        .iter()
-        .map(|s| (s.m.bytes.as_ptr() as usize, s.m.bytes.len()))
-        .collect();
-    let pinned = crate::runtime::pinned::PinnedRanges::register(&gpu.ctx, &ranges, true).map_err(e)?;
-    let Some(stream) = crate::backend::weights::stream_from(&pinned, w, 1) else {
-        return Err("no expert lies whole in the locked pages".into());
-    };
+    let (pinned, stream) = locked(gpu, w, (1, 0))?;
     let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
     let server = mailbox.serve(vec![w.clone()], f, None);
     let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
@@ -702,6 +696,84 @@ fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spl
     }
     if let Some(err) = server.error() {
         return Err(format!("the host's experts in windows: {err}"));
+    }
+    drop(pinned);
+    Ok(cases)
+}
+
+/// Block `w`'s experts' pages locked for the card, and its `slots` stream and `guesses` guess slots over
+/// them.
+fn locked(
+    gpu: &Gpu,
+    w: &MoeWeights,
+    (slots, guesses): (usize, usize),
+) -> Result<(crate::runtime::pinned::PinnedRanges, crate::ops::moe::StreamFrom), String> {
+    let ranges: Vec<(usize, usize)> = [&w.gate_exps, &w.up_exps, &w.down_exps]
+        .iter()
+        .map(|s| (s.m.bytes.as_ptr() as usize, s.m.bytes.len()))
+        .collect();
+    let pinned = crate::runtime::pinned::PinnedRanges::register(&gpu.ctx, &ranges, true).map_err(|e| e.to_string())?;
+    match crate::backend::weights::stream_from(&pinned, w, (slots, guesses)) {
+        Some(stream) => Ok((pinned, stream)),
+        None => Err("no expert lies whole in the locked pages".into()),
+    }
+}
+
+/// The block placed with its experts' pages locked, two stream slots and four guess slots (ops/moe/
+/// guess.rs): the experts guessed on one input of t tokens, then the block run on another, against the CPU
+/// token by token: guessed on the same input (its first guesses hit), on an unrelated one, and not
+/// guessed again (the last guesses' slots still named). The guess table holds the first four experts of
+/// the guess input's routing, in slot order, that the card does not hold and can stream.
+fn guess_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut SplitMix64) -> Outcome {
+    use crate::ops::moe::{guess, moe, MoeGpu, Placement};
+    use strata_model::layers::moe::{moe as cpu_moe, route};
+    let e = |e: crate::CudaError| e.to_string();
+    let (n, ne) = (w.router.cols, w.router.rows);
+    let (pinned, stream) = locked(gpu, w, (2, 4))?;
+    let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
+    let server = mailbox.serve(vec![w.clone()], f, None);
+    let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
+    let place = Placement { held: held.clone(), index: 0, mailbox, stream: Some(stream) };
+    let placed = MoeGpu::upload(gpu, w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
+    let mut cases = 0;
+    for t in [1, 3, 8] {
+        let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
+        let other: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
+        let xb = Buf::from_host(gpu, &x).map_err(e)?;
+        for on in [Some(&x), Some(&other), None] {
+            if let Some(g) = on {
+                guess(gpu, &placed, &Buf::from_host(gpu, g).map_err(e)?, t).map_err(e)?;
+                let mut want: Vec<i32> = Vec::new();
+                for j in 0..t {
+                    for ex in route(w, &g[j * n..(j + 1) * n], k).0 {
+                        let streamable = (stream.lo..stream.hi).contains(&ex) && !held.contains(&ex);
+                        if streamable && !want.contains(&(ex as i32)) && want.len() < 4 {
+                            want.push(ex as i32);
+                        }
+                    }
+                }
+                want.resize(4, -1);
+                let got = placed.guessed(gpu).map_err(e)?;
+                if got.as_ref() != Some(&want) {
+                    return Err(format!("guess of {t}: table {got:?}, expected {want:?}"));
+                }
+            }
+            let (y, ids) = moe(gpu, &placed, &xb, t).map_err(e)?;
+            let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
+            for j in 0..t {
+                let xj = &x[j * n..(j + 1) * n];
+                let got: Vec<usize> = ids[j * k..(j + 1) * k].iter().map(|&i| i as usize).collect();
+                if got != route(w, xj, k).0 {
+                    return Err(format!("guessed, {t} tokens, token {j}: experts {got:?}"));
+                }
+                let how = if on == Some(&x) { "on its input" } else { "elsewhere" };
+                same(&format!("guessed {how}, {t} tokens, token {j}"), &y[j * n..(j + 1) * n], &cpu_moe(w, xj, k, f))?;
+            }
+            cases += 1;
+        }
+    }
+    if let Some(err) = server.error() {
+        return Err(format!("the host's experts beside guesses: {err}"));
     }
     drop(pinned);
     Ok(cases)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One device call (issue 38): placed decode on the full-size synthetic model (bench/full_model.sh; ROUTER=zipf
+# for the skewed router) at --gpu-mem ${MEM:-12}: a prompt of DEPTH tokens (default 512), then GEN (default
+# 64) greedy tokens, under each of RUNS (label=SETTING,SETTING …; "label=" alone: the defaults), ROUNDS
+# times interleaved. Every run's logits compared byte for byte with the first's (placement changes no
+# bit). Usage: RUNS="base= g8=STRATA_GUESS_SLOTS=8" [ROUNDS=2] [DEPTH=512] [GEN=64] [MEM=12]
+# bench/placed_decode.sh. Log: $OUT/placed_decode.log.
+set -uo pipefail
+exec > >(tee ${OUT:-/tmp}/placed_decode.log) 2>&1
+for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
+chmod +x .dev/strata
+source "$(dirname "$0")/full_model.sh"
+depth=${DEPTH:-512}
+seq 1 $depth > $t/ids.txt
+first=""
+for r in $(seq 1 ${ROUNDS:-2}); do
+  for v in ${RUNS:-base=}; do
+    label=${v%%=*}-r$r
+    settings=$(echo "${v#*=}" | tr ',' ' ')
+    echo "-- $label ($settings) $(date +%T)"
+    env $settings timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n ${GEN:-64} --ignore-eos --spec 0 \
+      --device cuda --gpu-mem ${MEM:-12} --max-context $(( depth + ${GEN:-64} + 16 )) --dump-logits $t/$label.f32 \
+      2>&1 >/dev/null | grep -E "tok/s|requests|stream slots|^error|panicked|memory:" | cut -c1-330
+    [ -z "$first" ] && first=$t/$label.f32
+    cmp -s $first $t/$label.f32 && echo "logits: SAME as the first run's" || echo "logits: DIFFER from the first run's"
+  done
+done
+echo "== done $(date +%T)"

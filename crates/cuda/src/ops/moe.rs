@@ -348,12 +348,15 @@ pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, B
 
 /// The stream slots' experts (named by miss_ask in `of`, as many as it holds) copied from the host's
 /// locked pages into slots `first..` of the matrices at `dst` (gate, up, down: the cache's, past its held
-/// ones, or a window's staging area), in the card's layout (misses.cu's `miss_stream`).
+/// ones, or a window's staging area), in the card's layout (misses.cu's `miss_stream`). `width`: the
+/// most blocks a slot's projection takes (each loops over its share of the bytes): as many as its chunks
+/// where nothing runs beside the copies, fewer where they share the card with other work.
 fn stream_in(
     gpu: &Gpu,
     w: &MoeGpu,
     (st, of): (&StreamFrom, &Buf<i32>),
     (dst, first): ([u64; 3], usize),
+    width: usize,
 ) -> Result<(), CudaError> {
     let shared_up = Arc::ptr_eq(&w.gate.m, &w.up.m);
     let projs = [&w.gate, &w.up, &w.down];
@@ -362,7 +365,7 @@ fn stream_in(
     let longest = (0..3).map(len).max().unwrap_or(0);
     const CHUNK: usize = 36 * 128; // STREAM_CHUNK in misses.cu
     let cfg = LaunchConfig {
-        grid_dim: (longest.div_ceil(CHUNK).clamp(1, 256) as u32, of.len() as u32, 3),
+        grid_dim: (longest.div_ceil(CHUNK).clamp(1, width.clamp(1, 256)) as u32, of.len() as u32, 3),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -474,7 +477,7 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
             pl.mailbox.ask(gpu, (pl.index, t, pl.held), (&ids, &pl.slot_of, x), (&cache_ids, counted), streams)?;
             if let Some((st, of)) = &pl.stream {
                 let dst = [&w.gate, &w.up, &w.down].map(|p| p.m.ptr(gpu));
-                stream_in(gpu, w, (st, of), (dst, pl.held))?;
+                stream_in(gpu, w, (st, of), (dst, pl.held), 256)?;
             }
             Some(cache_ids)
         }

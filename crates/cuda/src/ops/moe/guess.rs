@@ -39,6 +39,7 @@ pub fn guess(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(), CudaEr
             [&ptrs[..], &[i(t * k)], &table, &[i(st.lo), i(st.hi), i(guessed.len()), Arg::Ptr(guessed.ptr(gpu))]];
         launch(gpu, &f, "miss_guess", cfg, &args.concat())?;
         let dst = [&w.gate, &w.up, &w.down].map(|p| p.m.ptr(gpu));
-        stream_in(gpu, w, (st, guessed), (dst, pl.held + st.slots))
+        // Few blocks a slot: the copies wait on the bus, and the mixer beside them needs the card's SMs.
+        stream_in(gpu, w, (st, guessed), (dst, pl.held + st.slots), gpu.settings.guess_grid)
     })
 }

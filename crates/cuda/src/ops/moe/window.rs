@@ -193,7 +193,7 @@ pub fn moe_window(
     // one (the side lane forks after chunk c − 1's gathers, the last readers of its area).
     let areas = staging.areas.len();
     let stream =
-        |c: usize| stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), (staging.areas[c % areas].dst(gpu), 0));
+        |c: usize| stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), (staging.areas[c % areas].dst(gpu), 0), 256);
     if chunks > 0 {
         stream(0)?;
     }

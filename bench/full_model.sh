@@ -7,6 +7,9 @@ export STRATA_CACHE=${STRATA_CACHE:-/tmp/strata-cache}
 t=/tmp/strata-full${ROUTER:+-$ROUTER}
 model=$t/full-00001-of-00002.gguf
 mkdir -p $t
+# The binary carried compressed (.dev/strata.xz) unpacked beside it.
+[ -e "$bin" ] || [ ! -e "$bin.xz" ] || xz -dkf "$bin.xz"
+chmod +x "$bin" 2>/dev/null
 if [ ! -x "$bin" ]; then  # a call that carried other binaries only: say so, rather than time nothing
   echo "bench/full_model.sh: no binary at $bin (carry .dev/strata, or set STRATA_BIN)" >&2
   exit 1

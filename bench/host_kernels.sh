@@ -6,8 +6,6 @@
 # Run from the repo root with .dev/strata. Log: $OUT/host_kernels.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/host_kernels.log) 2>&1
-for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
-chmod +x .dev/strata
 source "$(dirname "$0")/full_model.sh"
 lscpu | grep -E "Model name|^CPU\(s\)|Thread|Flags" | cut -c1-160
 for w in 1 0; do

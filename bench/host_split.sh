@@ -8,8 +8,6 @@
 # the repo root with .dev/strata. Log: $OUT/host_split.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/host_split.log) 2>&1
-for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
-chmod +x .dev/strata
 source "$(dirname "$0")/full_model.sh"
 seq 1 512 > $t/ids.txt
 run() {  # $1: a label, then the settings

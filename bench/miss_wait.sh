@@ -9,8 +9,6 @@
 # repo root with .dev/strata. Log: $OUT/miss_wait.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/miss_wait.log) 2>&1
-for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
-chmod +x .dev/strata
 source "$(dirname "$0")/full_model.sh"
 seq 1 512 > $t/ids.txt
 for th in ${THREADS:-16 12 8 4}; do

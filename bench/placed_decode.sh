@@ -7,8 +7,6 @@
 # bench/placed_decode.sh. Log: $OUT/placed_decode.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/placed_decode.log) 2>&1
-for f in .dev/strata.xz; do [ -e .dev/strata ] || xz -dkf "$f"; done
-chmod +x .dev/strata
 source "$(dirname "$0")/full_model.sh"
 depth=${DEPTH:-512}
 seq 1 $depth > $t/ids.txt

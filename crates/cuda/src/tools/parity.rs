@@ -658,16 +658,11 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
 /// 300 tokens (300 puts more than a chunk's slots on some experts: the host's, as are the experts outside
 /// the locked pages). None where the settings turn the windows off.
 fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut SplitMix64) -> Outcome {
-    use crate::ops::moe::{moe_window, window_fits, MoeGpu, Placement, Staging};
+    use crate::ops::moe::{moe_window, window_fits, Staging};
     use strata_model::layers::moe::{moe, route};
     let e = |e: crate::CudaError| e.to_string();
-    let (n, ne) = (w.router.cols, w.router.rows);
-    let (pinned, stream) = locked(gpu, w, (1, 0))?;
-    let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
-    let server = mailbox.serve(vec![w.clone()], f, None);
-    let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
-    let place = Placement { held, index: 0, mailbox, stream: Some(stream) };
-    let placed = MoeGpu::upload(gpu, w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
+    let n = w.router.cols;
+    let Locked { pinned, stream, placed, server, .. } = locked(gpu, w, (k, f), (1, 0))?;
     let stagings = [Staging::new(gpu, &placed, 1).map_err(e)?, Staging::new(gpu, &placed, 2).map_err(e)?];
     let mut cases = 0;
     // One staging area, and two (a chunk's copies beside the chunk before's gathers).
@@ -701,22 +696,37 @@ fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spl
     Ok(cases)
 }
 
-/// Block `w`'s experts' pages locked for the card, and its `slots` stream and `guesses` guess slots over
-/// them.
+/// A block placed with its experts' pages locked for the card (a third of its experts held, the host's
+/// thread answering through a mailbox), with `slots` stream and `guesses` guess slots over them.
+struct Locked {
+    pinned: crate::runtime::pinned::PinnedRanges,
+    stream: crate::ops::moe::StreamFrom,
+    placed: crate::ops::moe::MoeGpu,
+    server: crate::ops::misses::MissServer,
+    held: Vec<usize>,
+}
+
 fn locked(
     gpu: &Gpu,
     w: &MoeWeights,
+    (k, f): (usize, usize),
     (slots, guesses): (usize, usize),
-) -> Result<(crate::runtime::pinned::PinnedRanges, crate::ops::moe::StreamFrom), String> {
+) -> Result<Locked, String> {
+    let e = |e: crate::CudaError| e.to_string();
     let ranges: Vec<(usize, usize)> = [&w.gate_exps, &w.up_exps, &w.down_exps]
         .iter()
         .map(|s| (s.m.bytes.as_ptr() as usize, s.m.bytes.len()))
         .collect();
-    let pinned = crate::runtime::pinned::PinnedRanges::register(&gpu.ctx, &ranges, true).map_err(|e| e.to_string())?;
-    match crate::backend::weights::stream_from(&pinned, w, (slots, guesses)) {
-        Some(stream) => Ok((pinned, stream)),
-        None => Err("no expert lies whole in the locked pages".into()),
-    }
+    let pinned = crate::runtime::pinned::PinnedRanges::register(&gpu.ctx, &ranges, true).map_err(e)?;
+    let Some(stream) = crate::backend::weights::stream_from(&pinned, w, (slots, guesses)) else {
+        return Err("no expert lies whole in the locked pages".into());
+    };
+    let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, w.router.cols).map_err(e)?);
+    let server = mailbox.serve(vec![w.clone()], f, None);
+    let held: Vec<usize> = (0..w.router.rows).filter(|x| x % 3 == 1).collect();
+    let place = crate::ops::moe::Placement { held: held.clone(), index: 0, mailbox, stream: Some(stream) };
+    let placed = crate::ops::moe::MoeGpu::upload(gpu, w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
+    Ok(Locked { pinned, stream, placed, server, held })
 }
 
 /// The block placed with its experts' pages locked, two stream slots and four guess slots (ops/moe/
@@ -725,16 +735,11 @@ fn locked(
 /// guessed again (the last guesses' slots still named). The guess table holds the first four experts of
 /// the guess input's routing, in slot order, that the card does not hold and can stream.
 fn guess_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut SplitMix64) -> Outcome {
-    use crate::ops::moe::{guess, moe, MoeGpu, Placement};
+    use crate::ops::moe::{guess, moe};
     use strata_model::layers::moe::{moe as cpu_moe, route};
     let e = |e: crate::CudaError| e.to_string();
-    let (n, ne) = (w.router.cols, w.router.rows);
-    let (pinned, stream) = locked(gpu, w, (2, 4))?;
-    let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, n).map_err(e)?);
-    let server = mailbox.serve(vec![w.clone()], f, None);
-    let held: Vec<usize> = (0..ne).filter(|x| x % 3 == 1).collect();
-    let place = Placement { held: held.clone(), index: 0, mailbox, stream: Some(stream) };
-    let placed = MoeGpu::upload(gpu, w, (k, f), &plan_variants(gpu), Some(place)).map_err(e)?;
+    let n = w.router.cols;
+    let Locked { pinned, stream, placed, server, held } = locked(gpu, w, (k, f), (2, 4))?;
     let mut cases = 0;
     for t in [1, 3, 8] {
         let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();

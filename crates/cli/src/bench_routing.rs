@@ -113,23 +113,33 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
             oracle * 100.0
         );
     }
-    // The next-layer guess (docs/PLACEMENT.md, "To build"): the layer's router on its mixer's input.
+    // The guesses (docs/PLACEMENT.md, "Guessed experts"): the layer's router on its mixer's input, and a
+    // stage earlier on the previous layer's MoE input (layers 1.. only).
+    use crate::bench_guess::Shares;
     let shares = cpu.shares(false);
-    let mean =
-        |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| 100.0 * v.iter().map(f).sum::<f64>() / v.len().max(1) as f64;
+    let mean = |v: &[Shares], f: fn(&Shares) -> f64| 100.0 * v.iter().map(f).sum::<f64>() / v.len().max(1) as f64;
     let (k, wide) = (c.n_expert_used, (2 * c.n_expert_used).min(c.n_expert));
     println!(
         "a layer's router on its mixer's input, against its MoE input's choice (decoding): {:.1} % of the chosen experts in its top {k}, {:.1} % in its top {wide}",
-        mean(&shares, |s| s.0),
-        mean(&shares, |s| s.1),
+        mean(&shares, |s| s.in_k),
+        mean(&shares, |s| s.in_2k),
     );
     let misses = cpu.shares(true);
     println!(
         "of those the 20 % cache did not hold: {:.1} % in its top {k}, {:.1} % in its top {wide}",
-        mean(&misses, |s| s.0),
-        mean(&misses, |s| s.1),
+        mean(&misses, |s| s.in_k),
+        mean(&misses, |s| s.in_2k),
     );
-    let by_layer: Vec<String> = shares.iter().map(|s| format!("{:.0}/{:.0}", 100.0 * s.0, 100.0 * s.1)).collect();
-    println!("by layer (top k / top 2k, %): {}", by_layer.join(" "));
+    let (later, later_misses) = (&shares[1.min(shares.len())..], &misses[1.min(misses.len())..]);
+    println!(
+        "a stage earlier, on the previous layer's MoE input: {:.1} % in its top {k} ({:.1} % of the misses)",
+        mean(later, |s| s.earlier_in_k),
+        mean(later_misses, |s| s.earlier_in_k),
+    );
+    let by_layer: Vec<String> = shares
+        .iter()
+        .map(|s| format!("{:.0}/{:.0}/{:.0}", 100.0 * s.in_k, 100.0 * s.in_2k, 100.0 * s.earlier_in_k))
+        .collect();
+    println!("by layer (top k / top 2k / a stage earlier's top k, %): {}", by_layer.join(" "));
     Ok(())
 }

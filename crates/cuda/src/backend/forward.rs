@@ -18,7 +18,7 @@ use crate::ops::draft::DraftHead;
 use crate::ops::gdn::gdn;
 use crate::ops::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::ops::matvec::{embed, matvec, matvec_at, tiles};
-use crate::ops::moe::moe;
+use crate::ops::moe::moe_then;
 use crate::ops::variants::Variants;
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
@@ -558,8 +558,11 @@ impl Backend for CudaForward<'_> {
     }
 
     fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, pos: usize) -> Result<Rows, CudaError> {
-        // A placed block's guessed experts brought over the bus while the mixer runs (ops/moe/guess.rs).
-        self.timed("guess", || crate::ops::moe::guess(&self.gpu, &self.w.layers[l].moe, &x.buf, x.t))?;
+        // A placed block's guessed experts brought over the bus while the mixer runs (ops/moe/guess.rs),
+        // unless the block before guessed them (`STRATA_GUESS_EARLY`).
+        if !self.gpu.settings.guess_early {
+            self.timed("guess", || crate::ops::moe::guess(&self.gpu, &self.w.layers[l].moe, &x.buf, x.t))?;
+        }
         self.timed(if self.model.config.is_attn(l) { "attention" } else { "gdn" }, || {
             let g = &*self.gpu;
             let n = self.model.config.n_embd;
@@ -597,7 +600,12 @@ impl Backend for CudaForward<'_> {
                 let (buf, _) = crate::ops::moe::moe_window(&self.gpu, w, st, &x.buf, x.t)?;
                 return Ok(Rows { buf, t: x.t, width: self.model.config.n_embd });
             }
-            self.tiled(x, self.model.config.n_embd, |x, _| Ok(moe(&self.gpu, w, &x.buf, x.t)?.0))
+            // With `STRATA_GUESS_EARLY`, the next trunk block's experts guessed from this block's input.
+            let next = match id {
+                MoeId::Layer(l) if self.gpu.settings.guess_early => self.w.layers.get(l + 1).map(|n| &n.moe),
+                _ => None,
+            };
+            self.tiled(x, self.model.config.n_embd, |x, _| Ok(moe_then(&self.gpu, w, &x.buf, x.t, next)?.0))
         })
     }
 

@@ -313,8 +313,20 @@ fn elementwise(n: usize) -> LaunchConfig {
 
 /// The block's output for the window's inputs `x` (T rows of n); also the chosen experts (T·k ids).
 pub fn moe(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
+    moe_then(gpu, w, x, t, None)
+}
+
+/// [`moe`], and with `next` (`STRATA_GUESS_EARLY`) the next block's experts guessed from this block's
+/// input once its own misses are on their way (ops/moe/guess.rs), a stage before that block's mixer.
+pub fn moe_then(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    x: &Buf<f32>,
+    t: usize,
+    next: Option<&MoeGpu>,
+) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
     let (_, k, f, _, n) = w.dims;
-    let p = moe_hidden(gpu, w, x, t)?;
+    let p = moe_hidden(gpu, w, x, t, next)?;
     let y = Buf::<f32>::uninit(gpu, t * n)?;
     let down = w.down.gather(n);
     let finish_shared = || match &p.shared_h {
@@ -438,7 +450,7 @@ struct Hidden {
 }
 
 /// Everything of the block before the routed experts' down products (see [`Hidden`]).
-fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, CudaError> {
+fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize, next: Option<&MoeGpu>) -> Result<Hidden, CudaError> {
     if !(1..=MAX_T).contains(&t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens (1..=8)")));
     }
@@ -478,6 +490,9 @@ fn moe_hidden(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Hidden, C
             if let Some((st, of)) = &pl.stream {
                 let dst = [&w.gate, &w.up, &w.down].map(|p| p.m.ptr(gpu));
                 stream_in(gpu, w, (st, of), (dst, pl.held), 256)?;
+            }
+            if let Some(next) = next {
+                guess(gpu, next, x, t)?;
             }
             Some(cache_ids)
         }

@@ -358,6 +358,13 @@ pub fn moe_then(
     Ok((y, p.ids))
 }
 
+/// The blocks a projection's copy takes when `experts` experts are copied beside other work: the
+/// `STRATA_SIDE_COPY_BLOCKS` shared over their projections (the copies wait on the bus, not the SMs, and
+/// the work beside them needs the SMs; a copy as wide as its chunks would hold them all).
+fn beside_width(gpu: &Gpu, experts: usize) -> usize {
+    (gpu.settings.side_copy_blocks / (3 * experts.max(1))).max(1)
+}
+
 /// The stream slots' experts (named by miss_ask in `of`, as many as it holds) copied from the host's
 /// locked pages into slots `first..` of the matrices at `dst` (gate, up, down: the cache's, past its held
 /// ones, or a window's staging area), in the card's layout (misses.cu's `miss_stream`). `width`: the

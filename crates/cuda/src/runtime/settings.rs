@@ -63,7 +63,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "128"),
     sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held (where its experts' pages are locked)", "8"),
     sw("STRATA_GUESS_SLOTS", "G: slots a placed block fills with the experts its router picks on the mixer's input, brought over the bus while the mixer runs (docs/PLACEMENT.md, \"Guessed experts\"; needs stream slots)", "0"),
-    sw("STRATA_GUESS_GRID", "B: the most blocks each projection of a guess slot's expert takes while it is brought over the bus beside the mixer (1..=256)", "8"),
+    sw("STRATA_SIDE_COPY_BLOCKS", "B: the most blocks the copies over the bus take while they run beside other work (a placed block's guess slots beside its mixer, a placed window's next chunk beside this chunk's gathers), shared over their experts' projections (3..=4096)", "192"),
     sw("STRATA_GUESS_EARLY", "1: a placed block's guessed experts named a stage earlier, by its router on the block before's MoE input, and brought over the bus from that block's MoE on, not from its own mixer on", "off"),
     sw("STRATA_ASK_MISSES_ONLY", "0: a placed block asks the host at every request and the host counts the routings, not the card counting them and asking only for slots left to the host (13 % slower decode at 12 GiB; no placed prompt windows)", "on"),
     sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (docs/PLACEMENT.md, \"Prompt windows\")", "on"),
@@ -167,8 +167,8 @@ pub struct Settings {
     /// `STRATA_HOST_EXPERTS` locks the pages, only then).
     /// `STRATA_GUESS_SLOTS`: slots a placed block fills with its guessed experts during the mixer.
     pub guess_slots: usize,
-    /// `STRATA_GUESS_GRID`: blocks a guess slot's projection takes while it streams beside the mixer.
-    pub guess_grid: usize,
+    /// `STRATA_SIDE_COPY_BLOCKS`: blocks the copies over the bus take beside other work.
+    pub side_copy_blocks: usize,
     /// `STRATA_GUESS_EARLY`: the guess a stage earlier, from the block before's MoE input.
     pub guess_early: bool,
     pub stream_slots_asked: bool,
@@ -270,7 +270,7 @@ impl Settings {
             stream_slots: r.number("STRATA_STREAM_SLOTS", 0..=64).unwrap_or(DEFAULT_STREAM_SLOTS),
             stream_slots_asked: r.text("STRATA_STREAM_SLOTS").is_some(),
             guess_slots: r.number("STRATA_GUESS_SLOTS", 0..=64).unwrap_or(0),
-            guess_grid: r.number("STRATA_GUESS_GRID", 1..=256).unwrap_or(8),
+            side_copy_blocks: r.number("STRATA_SIDE_COPY_BLOCKS", 3..=4096).unwrap_or(192),
             guess_early: r.flag("STRATA_GUESS_EARLY").unwrap_or(false),
             ask_misses_only: r.on("STRATA_ASK_MISSES_ONLY"),
             window_stream: r.on("STRATA_WINDOW_STREAM"),

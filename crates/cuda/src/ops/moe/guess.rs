@@ -4,14 +4,14 @@
 //! most of the experts the MoE's own input will pick (86–88 % of them, `strata bench routing`). So on the
 //! step's lane ahead, beside the mixer, the router's top k of that input are taken (moe.cu's routing, as
 //! the block routes), the first `guesses` of them the card does not hold are named (`miss_guess`), and
-//! `miss_stream` brings them into the guess slots. The block's `miss_ask` then finds a slot's expert there
-//! and computes it from there like a held one. The real routing still decides which experts each slot
+//! `miss_stream` brings them into the guess slots, in few blocks (`STRATA_SIDE_COPY_BLOCKS`). The block's
+//! `miss_ask` then finds a slot's expert there and computes it from there like a held one. The real routing still decides which experts each slot
 //! takes and the slots' weights, and a guessed expert's rows are the file's bytes, so a guess changes
 //! where a slot's rows are read from, never a bit; a wrong guess costs bus time the step left idle.
 
 use cudarc::driver::LaunchConfig;
 
-use super::{route, stream_in, MoeGpu};
+use super::{beside_width, route, stream_in, MoeGpu};
 use crate::ops::matvec::MAX_T;
 use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
@@ -39,7 +39,6 @@ pub fn guess(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(), CudaEr
             [&ptrs[..], &[i(t * k)], &table, &[i(st.lo), i(st.hi), i(guessed.len()), Arg::Ptr(guessed.ptr(gpu))]];
         launch(gpu, &f, "miss_guess", cfg, &args.concat())?;
         let dst = [&w.gate, &w.up, &w.down].map(|p| p.m.ptr(gpu));
-        // Few blocks a slot: the copies wait on the bus, and the mixer beside them needs the card's SMs.
-        stream_in(gpu, w, (st, guessed), (dst, pl.held + st.slots), gpu.settings.guess_grid)
+        stream_in(gpu, w, (st, guessed), (dst, pl.held + st.slots), beside_width(gpu, guessed.len()))
     })
 }

@@ -191,17 +191,19 @@ pub fn moe_window(
     matvec_gather(gpu, &w.down.m, down, &h, (k * f, f), &eo, &held_ids, (t, k))?;
     // With two areas, chunk c + 1's copies run on the side lane while chunk c is computed on the main
     // one (the side lane forks after chunk c − 1's gathers, the last readers of its area).
+    // Beside the gathers, the copies take few blocks (`STRATA_SIDE_COPY_BLOCKS`); alone, as many as they can.
     let areas = staging.areas.len();
-    let stream =
-        |c: usize| stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), (staging.areas[c % areas].dst(gpu), 0), 256);
+    let stream = |c: usize, width: usize| {
+        stream_in(gpu, w, (st, &chunk_of.view(gpu, c * s, s)?), (staging.areas[c % areas].dst(gpu), 0), width)
+    };
     if chunks > 0 {
-        stream(0)?;
+        stream(0, 256)?;
     }
     for c in 0..chunks {
         match areas {
-            2 if c + 1 < chunks => gpu.side(|| stream(c + 1))?,
+            2 if c + 1 < chunks => gpu.side(|| stream(c + 1, super::beside_width(gpu, s)))?,
             2 => {}
-            _ if c > 0 => stream(c)?,
+            _ if c > 0 => stream(c, 256)?,
             _ => {}
         }
         let a = &staging.areas[c % areas];

@@ -71,8 +71,10 @@ pub struct DevicePlan {
 pub struct Window {
     pub tokens: usize,
     pub arena_layers: bool,
-    /// Whether a placed plan may choose a longer window ([`PLACED_WINDOWS`]): where none was asked for
-    /// and the layers share two areas (so its scratch is a few layers' worth, not the cache's share).
+    /// Whether a placed plan may choose a longer window ([`PLACED_WINDOWS`]): where none was asked for,
+    /// the layers share two areas (so its scratch is a few layers' worth, not the cache's share) and the
+    /// windows bring their experts over the bus (`STRATA_WINDOW_STREAM` with `STRATA_ASK_MISSES_ONLY`;
+    /// and the experts pinned, which the plan decides).
     pub longer_when_placed: bool,
 }
 
@@ -97,7 +99,7 @@ impl Window {
         Window {
             tokens: s.prompt_window(),
             arena_layers: s.arena_layers,
-            longer_when_placed: s.prompt_window.is_none() && s.arena_layers,
+            longer_when_placed: s.prompt_window.is_none() && s.arena_layers && s.window_stream && s.ask_misses_only,
         }
     }
 }
@@ -251,16 +253,15 @@ pub fn memory_plan(
     if fixed + experts <= budget {
         return Ok(plan(ExpertHome::Device, (window.tokens, all.scratch)));
     }
+    // Pinned, a placed window brings its experts over the bus (mapped, it asks the host tile by tile, and
+    // a longer window only costs scratch).
+    let mapped = map || experts + HOST_RESERVE > host_free;
     let scratch_of = |tokens| plan_bytes(model, kv, cells, Window { tokens, ..window }).scratch;
-    let longer = window.longer_when_placed.then(|| placed_window(budget, dense + all.caches, scratch_of)).flatten();
-    let (tokens, scratch) = longer.unwrap_or((window.tokens, all.scratch));
+    let longer = (window.longer_when_placed && !mapped).then(|| placed_window(budget, dense + all.caches, scratch_of));
+    let (tokens, scratch) = longer.flatten().unwrap_or((window.tokens, all.scratch));
     let fixed = dense + all.caches + scratch;
     let slots = ((budget - fixed) / slot_bytes.max(1)).min((blocks * c.n_expert) as u64) as usize;
-    let home = if map || experts + HOST_RESERVE > host_free {
-        ExpertHome::Mapped { slots }
-    } else {
-        ExpertHome::Pinned { slots }
-    };
+    let home = if mapped { ExpertHome::Mapped { slots } } else { ExpertHome::Pinned { slots } };
     Ok(plan(home, (tokens, scratch)))
 }
 
@@ -367,6 +368,9 @@ mod tests {
         assert!(plan.to_string().contains(&format!("prompt windows of {}", plan.window)), "{plan}");
         let asked = Window { tokens: 16, arena_layers: true, longer_when_placed: false };
         assert_eq!(memory_plan(&model, KvMode::F16, cells, budget, ram, (false, asked)).unwrap().window, 16);
+        // Mapped from the file (asked for, or RAM short), the windows cannot stream: the asked one.
+        let mapped = memory_plan(&model, KvMode::F16, cells, budget, ram, (true, free)).unwrap();
+        assert_eq!((matches!(mapped.home, ExpertHome::Mapped { .. }), mapped.window), (true, 8));
     }
 
     /// A window's floor: one token's is the decode step's; each token more adds its share of experts

@@ -11,6 +11,7 @@ source "$(dirname "$0")/full_model.sh"
 depth=${DEPTH:-512}
 seq 1 $depth > $t/ids.txt
 first=""
+rm -f $t/rates.txt
 for r in $(seq 1 ${ROUNDS:-2}); do
   for v in ${RUNS:-base=}; do
     label=${v%%=*}-r$r
@@ -18,9 +19,15 @@ for r in $(seq 1 ${ROUNDS:-2}); do
     echo "-- $label ($settings) $(date +%T)"
     env $settings timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n ${GEN:-64} --ignore-eos --spec 0 \
       --device cuda --gpu-mem ${MEM:-12} --max-context $(( depth + ${GEN:-64} + 16 )) --dump-logits $t/$label.f32 \
-      2>&1 >/dev/null | grep -E "tok/s|requests|stream slots|^error|panicked|memory:" | cut -c1-330
+      2>&1 >/dev/null | grep -E "tok/s|requests|stream slots|^error|panicked|memory:" | cut -c1-330 | tee $t/run.log
+    rate=$(sed -n 's/.*decode: [^(]*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)
+    [ -n "$rate" ] && echo "${v%%=*} $rate" >> $t/rates.txt
     [ -z "$first" ] && first=$t/$label.f32
     cmp -s $first $t/$label.f32 && echo "logits: SAME as the first run's" || echo "logits: DIFFER from the first run's"
   done
+done
+echo "== decode tok/s, the median of each setting's rounds (the first round of the first setting starts cold)"
+for v in ${RUNS:-base=}; do
+  echo "${v%%=*}: $(awk -v l=${v%%=*} '$1 == l { print $2 }' $t/rates.txt | median)"
 done
 echo "== done $(date +%T)"

@@ -183,13 +183,22 @@ pub enum PlanError {
     TooSmall { budget: Gib, dense: Gib, caches: Gib, scratch: Gib, need: Gib },
 }
 
-/// A placed plan's prompt window: the longest of [`PLACED_WINDOWS`] whose scratch (`scratch_of`) stays
-/// within [`PLACED_SCRATCH_SHARE`] of the `budget` and fits beside the `fixed` part; None where none does.
-fn placed_window(budget: u64, fixed: u64, scratch_of: impl Fn(usize) -> u64) -> Option<(usize, u64)> {
-    PLACED_WINDOWS
+/// A placed plan's prompt window and its scratch (`scratch_of`): where `window` allows a longer one and
+/// the experts are pinned (mapped, the windows cannot stream and a longer one only costs scratch), the
+/// longest of [`PLACED_WINDOWS`] whose scratch stays within [`PLACED_SCRATCH_SHARE`] of the `budget` and
+/// fits beside the `fixed` part; else the asked window.
+fn placed_window(
+    window: Window,
+    mapped: bool,
+    (budget, fixed): (u64, u64),
+    scratch_of: impl Fn(usize) -> u64,
+) -> (usize, u64) {
+    let longer = PLACED_WINDOWS
         .iter()
+        .filter(|_| window.longer_when_placed && !mapped)
         .map(|&tokens| (tokens, scratch_of(tokens)))
-        .find(|&(_, scratch)| scratch <= budget / PLACED_SCRATCH_SHARE && fixed + scratch <= budget)
+        .find(|&(_, scratch)| scratch <= budget / PLACED_SCRATCH_SHARE && fixed + scratch <= budget);
+    longer.unwrap_or_else(|| (window.tokens, scratch_of(window.tokens)))
 }
 
 /// Bytes shown in GiB with two decimals.
@@ -257,8 +266,7 @@ pub fn memory_plan(
     // a longer window only costs scratch).
     let mapped = map || experts + HOST_RESERVE > host_free;
     let scratch_of = |tokens| plan_bytes(model, kv, cells, Window { tokens, ..window }).scratch;
-    let longer = (window.longer_when_placed && !mapped).then(|| placed_window(budget, dense + all.caches, scratch_of));
-    let (tokens, scratch) = longer.flatten().unwrap_or((window.tokens, all.scratch));
+    let (tokens, scratch) = placed_window(window, mapped, (budget, dense + all.caches), scratch_of);
     let fixed = dense + all.caches + scratch;
     let slots = ((budget - fixed) / slot_bytes.max(1)).min((blocks * c.n_expert) as u64) as usize;
     let home = if mapped { ExpertHome::Mapped { slots } } else { ExpertHome::Pinned { slots } };
@@ -341,36 +349,38 @@ mod tests {
         let gib = 1u64 << 30;
         // Scratch growing with the window: 3 MiB a token.
         let scratch = |tokens: usize| tokens as u64 * (3 << 20);
-        assert_eq!(placed_window(12 * gib, 5 * gib, scratch), Some((256, scratch(256))));
+        let free = Window { tokens: 8, arena_layers: true, longer_when_placed: true };
+        let pick = |mapped, budget, fixed| placed_window(free, mapped, (budget, fixed), scratch).0;
+        assert_eq!(pick(false, 12 * gib, 5 * gib), 256);
         // 256's 768 MiB passes a sixteenth of 10 GiB (640 MiB); 128's 384 does not.
-        assert_eq!(placed_window(10 * gib, 5 * gib, scratch), Some((128, scratch(128))));
-        assert_eq!(placed_window(4 * gib, gib, scratch), Some((64, scratch(64))));
-        assert_eq!(placed_window(2 * gib, gib, scratch), None, "a sixteenth holds not even 64's 192 MiB");
+        assert_eq!(pick(false, 10 * gib, 5 * gib), 128);
+        assert_eq!(pick(false, 4 * gib, gib), 64);
+        assert_eq!(pick(false, 2 * gib, gib), 8, "a sixteenth holds not even 64's 192 MiB");
         // Within the share, but not beside the fixed part.
-        assert_eq!(placed_window(12 * gib, 12 * gib - scratch(200), scratch), Some((128, scratch(128))));
+        assert_eq!(pick(false, 12 * gib, 12 * gib - scratch(200)), 128);
+        // Mapped, or a window asked for: the asked one, with its own scratch.
+        assert_eq!(pick(true, 12 * gib, 5 * gib), 8);
+        let asked = Window { tokens: 16, longer_when_placed: false, ..free };
+        assert_eq!(placed_window(asked, false, (12 * gib, 5 * gib), scratch), (16, scratch(16)));
+        assert_eq!(placed_window(free, false, (12 * gib, 5 * gib), scratch), (256, scratch(256)));
 
         // In the plan: the built-in model's scratch is its arena's two chunks at least (128 MiB), so a
         // budget sixteen times that is needed; below it the window stays the asked one.
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/fortunes.gguf");
         let model = Model::open(path, strata_model::RopeScaling::None).unwrap();
         let (ram, cells) = (64u64 << 30, 4096);
-        let free = Window { tokens: 8, arena_layers: true, longer_when_placed: true };
         let whole = memory_plan(&model, KvMode::F16, cells, u64::MAX / 2, ram, (false, free)).unwrap();
         assert_eq!((whole.home, whole.window), (ExpertHome::Device, 8));
         let at16 = plan_bytes(&model, KvMode::F16, cells, Window { tokens: 16, ..free }).scratch;
         let budget = whole.dense + whole.caches + at16 + whole.experts / 10;
         let plan = memory_plan(&model, KvMode::F16, cells, budget, ram, (false, free)).unwrap();
         assert!(matches!(plan.home, ExpertHome::Pinned { .. }), "{plan}");
-        let expected = placed_window(budget, plan.dense + plan.caches, |tokens| {
+        let expected = placed_window(free, false, (budget, plan.dense + plan.caches), |tokens| {
             plan_bytes(&model, KvMode::F16, cells, Window { tokens, ..free }).scratch
         });
-        assert_eq!(plan.window, expected.map_or(8, |(w, _)| w), "{plan}");
+        assert_eq!((plan.window, plan.scratch), expected, "{plan}");
         assert!(plan.to_string().contains(&format!("prompt windows of {}", plan.window)), "{plan}");
-        let asked = Window { tokens: 16, arena_layers: true, longer_when_placed: false };
         assert_eq!(memory_plan(&model, KvMode::F16, cells, budget, ram, (false, asked)).unwrap().window, 16);
-        // Mapped from the file (asked for, or RAM short), the windows cannot stream: the asked one.
-        let mapped = memory_plan(&model, KvMode::F16, cells, budget, ram, (true, free)).unwrap();
-        assert_eq!((matches!(mapped.home, ExpertHome::Mapped { .. }), mapped.window), (true, 8));
     }
 
     /// A window's floor: one token's is the decode step's; each token more adds its share of experts

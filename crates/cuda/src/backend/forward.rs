@@ -560,7 +560,8 @@ impl Backend for CudaForward<'_> {
     fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, pos: usize) -> Result<Rows, CudaError> {
         // A placed block's guessed experts brought over the bus while the mixer runs (ops/moe/guess.rs),
         // unless the block before guessed them (`STRATA_GUESS_EARLY`).
-        if !self.gpu.settings.guess_early {
+        let guessing = self.w.host.is_some() && self.gpu.settings.guess_slots > 0;
+        if guessing && !self.gpu.settings.guess_early {
             self.timed("guess", || crate::ops::moe::guess(&self.gpu, &self.w.layers[l].moe, &x.buf, x.t))?;
         }
         self.timed(if self.model.config.is_attn(l) { "attention" } else { "gdn" }, || {

@@ -578,7 +578,6 @@ fn random_moe(n: usize, e: usize, f: usize, fs: usize, ty: strata_gguf::GgmlType
 /// experts and every output value, bit for bit), with the experts in each type the full model uses.
 pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     use strata_gguf::GgmlType;
-    use strata_model::layers::moe::{moe, route};
     let e = |e: crate::CudaError| e.to_string();
     let mut rng = SplitMix64::new(seed);
     let mut cases = 0;
@@ -625,22 +624,9 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             for (t, wg) in (1..=MAX_T).flat_map(|t| [(t, &wg), (t, &placed)]) {
                 let x: Vec<f32> = (0..t * n).map(|_| normal(&mut rng)).collect();
                 let xb = Buf::from_host(gpu, &x).map_err(e)?;
-                let (y, ids) = crate::ops::moe::moe(gpu, wg, &xb, t).map_err(e)?;
-                let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
-                for j in 0..t {
-                    let xj = &x[j * n..(j + 1) * n];
-                    let (want_ids, _) = route(&w, xj, k);
-                    let got: Vec<usize> = ids[j * k..(j + 1) * k].iter().map(|&i| i as usize).collect();
-                    if got != want_ids {
-                        return Err(format!("MoE {ty} n {n}, token {j} of {t}: experts {got:?}, CPU {want_ids:?}"));
-                    }
-                    let how = if std::ptr::eq(wg, &placed) { "placed" } else { "on the card" };
-                    same(
-                        &format!("MoE {ty} n {n} ({how}), token {j} of {t}"),
-                        &y[j * n..(j + 1) * n],
-                        &moe(&w, xj, k, f),
-                    )?;
-                }
+                let out = crate::ops::moe::moe(gpu, wg, &xb, t).map_err(e)?;
+                let how = if std::ptr::eq(wg, &placed) { "placed" } else { "on the card" };
+                each_token_is_the_cpus(gpu, &w, (k, f), &x, out, &format!("MoE {ty} n {n} ({how}), {t} tokens"))?;
                 cases += 1;
             }
             if let Some(err) = server.error() {
@@ -653,13 +639,39 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     Ok(cases)
 }
 
+/// The block's output `y` and chosen experts `ids` for the tokens `x` (read back from the card) against the
+/// CPU's `moe` token by token: the same experts, and every output value bit for bit.
+fn each_token_is_the_cpus(
+    gpu: &Gpu,
+    w: &MoeWeights,
+    (k, f): (usize, usize),
+    x: &[f32],
+    (y, ids): (Buf<f32>, Buf<i32>),
+    what: &str,
+) -> Result<(), String> {
+    use strata_model::layers::moe::{moe, route};
+    let e = |e: crate::CudaError| e.to_string();
+    let n = w.router.cols;
+    let t = x.len() / n;
+    let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
+    for j in 0..t {
+        let xj = &x[j * n..(j + 1) * n];
+        let (want, _) = route(w, xj, k);
+        let got: Vec<usize> = ids[j * k..(j + 1) * k].iter().map(|&i| i as usize).collect();
+        if got != want {
+            return Err(format!("{what}, token {j}: experts {got:?}, CPU {want:?}"));
+        }
+        same(&format!("{what}, token {j}"), &y[j * n..(j + 1) * n], &moe(w, xj, k, f))?;
+    }
+    Ok(())
+}
+
 /// The block placed with its experts' pages locked for the bus, its prompt windows past a tile bringing
 /// each expert they need once (ops/moe/window.rs), against the CPU token by token: windows of 13, 40 and
 /// 300 tokens (300 puts more than a chunk's slots on some experts: the host's, as are the experts outside
 /// the locked pages). None where the settings turn the windows off.
 fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut SplitMix64) -> Outcome {
     use crate::ops::moe::{moe_window, window_fits, Staging};
-    use strata_model::layers::moe::{moe, route};
     let e = |e: crate::CudaError| e.to_string();
     let n = w.router.cols;
     let Locked { pinned, stream, placed, server, .. } = locked(gpu, w, (k, f), (1, 0))?;
@@ -673,20 +685,9 @@ fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spl
             continue;
         }
         let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
-        let (y, ids) = moe_window(gpu, &placed, staging, &Buf::from_host(gpu, &x).map_err(e)?, t).map_err(e)?;
-        let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
-        for j in 0..t {
-            let xj = &x[j * n..(j + 1) * n];
-            let got: Vec<usize> = ids[j * k..(j + 1) * k].iter().map(|&i| i as usize).collect();
-            if got != route(w, xj, k).0 {
-                return Err(format!("window of {t}, token {j}: experts {got:?}"));
-            }
-            same(
-                &format!("window of {t} (experts {}..{} streamed), token {j}", stream.lo, stream.hi),
-                &y[j * n..(j + 1) * n],
-                &moe(w, xj, k, f),
-            )?;
-        }
+        let out = moe_window(gpu, &placed, staging, &Buf::from_host(gpu, &x).map_err(e)?, t).map_err(e)?;
+        let what = format!("window of {t} (experts {}..{} streamed)", stream.lo, stream.hi);
+        each_token_is_the_cpus(gpu, w, (k, f), &x, out, &what)?;
         cases += 1;
     }
     if let Some(err) = server.error() {
@@ -736,7 +737,7 @@ fn locked(
 /// the guess input's routing, in slot order, that the card does not hold and can stream.
 fn guess_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut SplitMix64) -> Outcome {
     use crate::ops::moe::{guess, moe};
-    use strata_model::layers::moe::{moe as cpu_moe, route};
+    use strata_model::layers::moe::route;
     let e = |e: crate::CudaError| e.to_string();
     let n = w.router.cols;
     let Locked { pinned, stream, placed, server, held } = locked(gpu, w, (k, f), (2, 4))?;
@@ -763,17 +764,9 @@ fn guess_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spli
                     return Err(format!("guess of {t}: table {got:?}, expected {want:?}"));
                 }
             }
-            let (y, ids) = moe(gpu, &placed, &xb, t).map_err(e)?;
-            let (y, ids) = (y.read(gpu, t * n).map_err(e)?, ids.read(gpu, t * k).map_err(e)?);
-            for j in 0..t {
-                let xj = &x[j * n..(j + 1) * n];
-                let got: Vec<usize> = ids[j * k..(j + 1) * k].iter().map(|&i| i as usize).collect();
-                if got != route(w, xj, k).0 {
-                    return Err(format!("guessed, {t} tokens, token {j}: experts {got:?}"));
-                }
-                let how = if on == Some(&x) { "on its input" } else { "elsewhere" };
-                same(&format!("guessed {how}, {t} tokens, token {j}"), &y[j * n..(j + 1) * n], &cpu_moe(w, xj, k, f))?;
-            }
+            let out = moe(gpu, &placed, &xb, t).map_err(e)?;
+            let how = if on == Some(&x) { "on its input" } else { "elsewhere" };
+            each_token_is_the_cpus(gpu, w, (k, f), &x, out, &format!("guessed {how}, {t} tokens"))?;
             cases += 1;
         }
     }

@@ -5,9 +5,11 @@
 //! step's lane ahead, beside the mixer, the router's top k of that input are taken (moe.cu's routing, as
 //! the block routes), the first `guesses` of them the card does not hold are named (`miss_guess`), and
 //! `miss_stream` brings them into the guess slots, in few blocks (`STRATA_SIDE_COPY_BLOCKS`). The block's
-//! `miss_ask` then finds a slot's expert there and computes it from there like a held one. The real routing still decides which experts each slot
-//! takes and the slots' weights, and a guessed expert's rows are the file's bytes, so a guess changes
-//! where a slot's rows are read from, never a bit; a wrong guess costs bus time the step left idle.
+//! `miss_ask` then finds a slot's expert there and computes it from there like a held one. The real
+//! routing still decides which experts each slot takes and the slots' weights, and a guessed expert's
+//! rows are the file's bytes, so a guess changes where a slot's rows are read from, never a bit; a wrong
+//! guess costs bus time the step left idle. With `STRATA_GUESS_EARLY` the guess is made a stage earlier,
+//! from the block before's MoE input (ops/moe.rs `moe_then`).
 
 use cudarc::driver::LaunchConfig;
 

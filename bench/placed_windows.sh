@@ -6,7 +6,7 @@
 # STRATA_WINDOW_STREAM=0). The full-size synthetic model (bench/full_model.sh; ROUTER=zipf for the
 # skewed router) at --gpu-mem ${MEM:-12}, a prompt of DEPTH tokens (default 512) then 8 generated; every
 # run's logits compared byte for byte with W = 8's, and the first with the whole model on the card.
-# Usage: [WINDOWS="64 128 256"] [DEPTH=512] [MEM=12] [ROUNDS=1] [WHOLE=1] [EXTRA="tiles64=STRATA_WINDOW_STREAM=0
+# Usage: [WINDOWS="64 128 256" ("" for none)] [DEPTH=512] [MEM=12] [ROUNDS=1] [WHOLE=1 ("" for none)] [EXTRA="tiles64=STRATA_WINDOW_STREAM=0
 # ov=STRATA_WINDOW_OVERLAP=1"] bench/placed_windows.sh (EXTRA: label=settings, commas between, in the
 # memory plan's window unless a setting names one; "label=" alone: the defaults). Log:
 # $OUT/placed_windows.log.
@@ -26,9 +26,9 @@ run() {  # $1: a label, $2: the budget ("" for the whole model), then the settin
   grep -E "^prompt:|expert cache|host experts|^error|panicked|memory:" $t/run.log | cut -c1-320 | sed 's/^/    /'
 }
 run w8 ${MEM:-12} STRATA_PROMPT_WINDOW=8
-[ -n "${WHOLE:-1}" ] && run whole64 "" STRATA_PROMPT_WINDOW=64
+[ -n "${WHOLE-1}" ] && run whole64 "" STRATA_PROMPT_WINDOW=64
 for r in $(seq 1 ${ROUNDS:-1}); do
-  for w in ${WINDOWS:-64 128 256}; do
+  for w in ${WINDOWS-64 128 256}; do
     run w$w-r$r ${MEM:-12} STRATA_PROMPT_WINDOW=$w
   done
   for v in ${EXTRA:-}; do  # label=SETTING,SETTING (the plan's window unless a setting says)

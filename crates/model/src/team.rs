@@ -52,17 +52,72 @@ fn pause(spins: &mut u32) {
     }
 }
 
+/// The tasks a job has, at most, in one claim word (a larger job runs as several).
+const MAX_TASKS: usize = (1 << 20) - 1;
+
+/// A job's tag (the low 24 bits of its epoch), its task count and the next task to hand out, packed in
+/// one word, so that a thread claims a task of the job it saw or none: a thread that comes late to a
+/// job, or after it, finds its tasks all claimed or another tag, and never reads the job.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Claim {
+    tag: u64,
+    tasks: usize,
+    next: usize,
+}
+
+impl Claim {
+    fn pack(self) -> u64 {
+        ((self.tag & 0xff_ffff) << 40) | ((self.tasks as u64) << 20) | self.next as u64
+    }
+
+    fn unpack(w: u64) -> Claim {
+        Claim { tag: w >> 40, tasks: ((w >> 20) & MAX_TASKS as u64) as usize, next: (w & MAX_TASKS as u64) as usize }
+    }
+}
+
+/// Hands out the tasks of one job at a time.
+struct Claims(AtomicU64);
+
+impl Claims {
+    /// The job of epoch `tag` with `tasks` tasks, none handed out yet.
+    fn publish(&self, tag: u64, tasks: usize) {
+        debug_assert!(tasks <= MAX_TASKS);
+        self.0.store(Claim { tag: tag & 0xff_ffff, tasks, next: 0 }.pack(), SeqCst);
+    }
+
+    /// The job now published.
+    fn now(&self) -> Claim {
+        Claim::unpack(self.0.load(SeqCst))
+    }
+
+    /// The next task of job `tag`, or None once they are all handed out or another job is published.
+    fn take(&self, tag: u64) -> Option<usize> {
+        let mut w = self.0.load(SeqCst);
+        loop {
+            let c = Claim::unpack(w);
+            if c.tag != tag & 0xff_ffff || c.next >= c.tasks {
+                return None;
+            }
+            match self.0.compare_exchange_weak(w, w + 1, SeqCst, SeqCst) {
+                Ok(_) => return Some(c.next),
+                Err(now) => w = now,
+            }
+        }
+    }
+}
+
 /// What the calling thread and its workers share.
 struct Shared {
-    /// Bumped once a job; a worker runs each epoch's job once.
+    /// Bumped once a job (the caller's alone).
     epoch: AtomicU64,
-    /// The job of the current epoch: written only while no worker reads it (between a job's end and the
-    /// next epoch), read only between seeing an epoch and counting itself done.
+    /// The tasks of the current job.
+    claims: Claims,
+    /// The job of the current epoch: written only while no task of a job is claimed and unfinished
+    /// (before its epoch is published, and after its last task is done), read only by a thread that
+    /// has claimed a task and not yet counted it done.
     job: UnsafeCell<Option<Job>>,
-    tasks: AtomicUsize,
-    next: AtomicUsize,
-    /// Workers still in the current job.
-    left: AtomicUsize,
+    /// Tasks of the current job finished.
+    done: AtomicUsize,
     panicked: AtomicBool,
     stop: AtomicBool,
     sleepers: AtomicUsize,
@@ -71,59 +126,71 @@ struct Shared {
 }
 
 // SAFETY: `job` is the only field neither Send nor Sync by itself: it points at a `Sync` closure, and
-// the epoch protocol above keeps its writes and reads apart (a write happens before the epoch's bump,
-// reads after seeing it, and the next write only after every worker has counted itself out of the job).
+// the claims above keep its writes and reads apart (a write happens before the job's epoch is
+// published or after its last task is done; a read only between claiming a task and counting it done).
 unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
 impl Shared {
-    /// Tasks of the current job until none is left; a panic is noted, not raised.
-    fn work(&self, job: &(dyn Fn(usize) + Sync)) {
-        let tasks = self.tasks.load(SeqCst);
-        loop {
-            let i = self.next.fetch_add(1, SeqCst);
-            if i >= tasks {
-                return;
-            }
-            if catch_unwind(AssertUnwindSafe(|| job(i))).is_err() {
-                self.panicked.store(true, SeqCst);
-            }
+    fn new() -> Shared {
+        Shared {
+            epoch: AtomicU64::new(0),
+            claims: Claims(AtomicU64::new(Claim { tag: 0, tasks: 0, next: 0 }.pack())),
+            job: UnsafeCell::new(None),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            bell: Condvar::new(),
         }
     }
 
-    /// A worker's life: wait for an epoch (spinning while hot, then asleep), run its job, count out.
+    /// Tasks of job `tag` until none is left to claim (`own`: the caller's closure; a worker reads the
+    /// job's); a panic is noted, not raised.
+    fn work(&self, tag: u64, own: Option<&(dyn Fn(usize) + Sync)>) {
+        while let Some(i) = self.claims.take(tag) {
+            // SAFETY: read after claiming a task of this job, before counting it done (see `job`).
+            let job = own.or_else(|| unsafe { (*self.job.get()).map(|j| &*j) });
+            if let Some(job) = job {
+                if catch_unwind(AssertUnwindSafe(|| job(i))).is_err() {
+                    self.panicked.store(true, SeqCst);
+                }
+            }
+            self.done.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// A worker's life: wait for a job (spinning while hot, then asleep), take its tasks while any are
+    /// left. A job never waits for a worker: one pushed off its core, or asleep, when a job comes finds
+    /// its tasks taken by the others when it runs again (a worker the caller waited for held a job up
+    /// by a scheduler tick, milliseconds, where a request takes hundreds of microseconds).
     fn serve(&self) {
-        // From the team's first epoch, not the one at this thread's start: a job may come before it.
-        let mut seen = 0;
+        let mut seen = self.claims.now().tag;
         let (mut last, mut spins) = (Instant::now(), 0u32);
         loop {
-            let epoch = self.epoch.load(SeqCst);
             if self.stop.load(SeqCst) {
                 return;
             }
-            if epoch == seen {
-                if last.elapsed() >= HOT {
-                    self.sleep(seen);
-                } else {
-                    pause(&mut spins);
-                }
+            let tag = self.claims.now().tag;
+            if tag != seen {
+                self.work(tag, None);
+                (seen, last, spins) = (tag, Instant::now(), 0);
                 continue;
             }
-            (seen, spins) = (epoch, 0);
-            // SAFETY: read after seeing the epoch, before counting out (see `Shared::job`).
-            if let Some(job) = unsafe { *self.job.get() } {
-                self.work(unsafe { &*job });
+            if last.elapsed() >= HOT {
+                self.sleep(seen);
+            } else {
+                pause(&mut spins);
             }
-            self.left.fetch_sub(1, SeqCst);
-            last = Instant::now();
         }
     }
 
-    /// Sleeps until the epoch moves past `seen` (or a millisecond passes, or the team stops).
+    /// Sleeps until a job other than `seen` is published (or a millisecond passes, or the team stops).
     fn sleep(&self, seen: u64) {
         self.sleepers.fetch_add(1, SeqCst);
         let guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        if self.epoch.load(SeqCst) == seen && !self.stop.load(SeqCst) {
+        if self.claims.now().tag == seen && !self.stop.load(SeqCst) {
             let _ = self.bell.wait_timeout(guard, Duration::from_millis(1));
         }
         self.sleepers.fetch_sub(1, SeqCst);
@@ -134,6 +201,25 @@ impl Shared {
             let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
             self.bell.notify_all();
         }
+    }
+
+    /// One job of at most [`MAX_TASKS`] tasks: published, worked on by the caller too, and over once
+    /// every task is done, whichever threads took them.
+    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        // SAFETY: the lifetime is erased only while the job runs: this call returns (or unwinds) only
+        // after every task of it is done, and no thread reads the job outside a task it claimed.
+        let job: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(task) };
+        unsafe { *self.job.get() = Some(job) };
+        self.done.store(0, SeqCst);
+        let tag = self.epoch.fetch_add(1, SeqCst) + 1;
+        self.claims.publish(tag, tasks);
+        self.ring();
+        self.work(tag, Some(task));
+        let mut spins = 0;
+        while self.done.load(SeqCst) < tasks {
+            pause(&mut spins);
+        }
+        unsafe { *self.job.get() = None };
     }
 }
 
@@ -146,18 +232,7 @@ pub struct Team {
 impl Team {
     /// A team of `threads` (at least one: the caller), its workers named `name-i`.
     pub fn new(threads: usize, name: &str) -> Team {
-        let shared = Arc::new(Shared {
-            epoch: AtomicU64::new(0),
-            job: UnsafeCell::new(None),
-            tasks: AtomicUsize::new(0),
-            next: AtomicUsize::new(0),
-            left: AtomicUsize::new(0),
-            panicked: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            sleepers: AtomicUsize::new(0),
-            lock: Mutex::new(()),
-            bell: Condvar::new(),
-        });
+        let shared = Arc::new(Shared::new());
         let workers = (1..threads.max(1))
             .map(|i| {
                 let s = shared.clone();
@@ -174,28 +249,14 @@ impl Team {
 impl Fork for Team {
     fn each(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
         let s = &*self.shared;
-        if tasks == 0 {
-            return;
-        }
-        if self.workers.is_empty() || tasks == 1 {
+        if self.workers.is_empty() || tasks <= 1 {
             (0..tasks).for_each(task);
             return;
         }
-        // SAFETY: the lifetime is erased only while the job runs: this call returns (or unwinds) only
-        // after every worker has counted itself out of it, and no worker reads it after that.
-        let job: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(task) };
-        unsafe { *s.job.get() = Some(job) };
-        s.tasks.store(tasks, SeqCst);
-        s.next.store(0, SeqCst);
-        s.left.store(self.workers.len(), SeqCst);
-        s.epoch.fetch_add(1, SeqCst);
-        s.ring();
-        s.work(task);
-        let mut spins = 0;
-        while s.left.load(SeqCst) > 0 {
-            pause(&mut spins);
+        for first in (0..tasks).step_by(MAX_TASKS) {
+            let n = MAX_TASKS.min(tasks - first);
+            s.run(n, &|i| task(first + i));
         }
-        unsafe { *s.job.get() = None };
         if s.panicked.swap(false, SeqCst) {
             resume_unwind(Box::new("a task of the host's team panicked"));
         }
@@ -256,6 +317,52 @@ mod tests {
             seen[i].store(true, SeqCst)
         });
         assert!(seen.iter().all(|s| s.load(SeqCst)));
+    }
+
+    #[test]
+    fn a_job_never_waits_for_a_worker_that_does_not_come() {
+        // A team whose one "worker" never serves (a thread pushed off its core for the whole job): the
+        // caller takes every task and the job ends.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let absent = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        let team = Arc::new(Team { shared: Arc::new(Shared::new()), workers: vec![absent] });
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let t = team.clone();
+        // Detached: where the job waited, the test fails rather than hangs.
+        std::thread::spawn(move || {
+            let _ = done_tx.send(squares(&*t, 100));
+        });
+        let got = done_rx.recv_timeout(Duration::from_secs(20));
+        assert_eq!(got.ok(), Some((0..100u64).map(|i| i * i).collect::<Vec<_>>()), "the job waited");
+        drop(tx); // the absent worker leaves, so that the team drops
+    }
+
+    #[test]
+    fn a_late_thread_claims_no_task_of_a_job_it_did_not_see() {
+        let c = Claims(AtomicU64::new(0));
+        c.publish(1, 3);
+        assert_eq!((c.take(1), c.take(1)), (Some(0), Some(1)));
+        c.publish(2, 5);
+        assert_eq!(c.take(1), None, "job 1's tasks are gone with it");
+        assert_eq!(
+            (0..6).map(|_| c.take(2)).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4].map(Some).into_iter().chain([None]).collect::<Vec<_>>()
+        );
+        c.publish(3 + (1 << 24), MAX_TASKS);
+        assert_eq!(c.now(), Claim { tag: 3, tasks: MAX_TASKS, next: 0 });
+        assert_eq!(c.take(3), Some(0));
+    }
+
+    #[test]
+    fn a_job_longer_than_a_claim_word_runs_whole() {
+        let team = Team::new(2, "test");
+        let runs = AtomicUsize::new(0);
+        team.each(MAX_TASKS + 5, &|_| {
+            runs.fetch_add(1, SeqCst);
+        });
+        assert_eq!(runs.load(SeqCst), MAX_TASKS + 5);
     }
 
     #[test]

@@ -11,6 +11,10 @@ use std::path::PathBuf;
 /// One switch: its environment name, its values and what they mean, and its default.
 /// Stream slots a placed block takes unless `STRATA_STREAM_SLOTS` says otherwise.
 pub const DEFAULT_STREAM_SLOTS: usize = 8;
+/// Guess slots a placed block takes unless `STRATA_GUESS_SLOTS` says otherwise, guessed a stage early:
+/// at 12 GiB on an H100 decode went from 42.3 to 56.7 tok/s (uniform router, medians of two) and from
+/// 59.2 to 72.5 (Zipf), where 4 and 16 did no better (bench/results/2026-12-07-h100-early-guess/).
+pub const DEFAULT_GUESS_SLOTS: usize = 8;
 /// Tokens a prompt window takes on the GPU unless `STRATA_PROMPT_WINDOW` says otherwise: the kernels'
 /// widest window (`ops::matrix::MAX_T`, which a test there checks it equals).
 pub const DEFAULT_PROMPT_WINDOW: usize = 8;
@@ -62,12 +66,12 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_CACHE_EVERY", "K: passes between two re-ranks of the card's expert cache (backend/cache.rs)", "8"),
     sw("STRATA_CACHE_SWAPS", "S: the most experts a re-rank of the card's expert cache copies in", "128"),
     sw("STRATA_STREAM_SLOTS", "S: experts a placed block brings over the bus a request, not held (where its experts' pages are locked)", "8"),
-    sw("STRATA_GUESS_SLOTS", "G: slots a placed block fills with the experts its router picks on the mixer's input, brought over the bus while the mixer runs (docs/PLACEMENT.md, \"Guessed experts\"; needs stream slots)", "0"),
+    sw("STRATA_GUESS_SLOTS", "G: slots a placed block fills with the experts it guesses it will need, brought over the bus before its router runs (docs/PLACEMENT.md, \"Guessed experts\"; needs stream slots; 0: none)", "8"),
     sw("STRATA_SIDE_COPY_BLOCKS", "B: the most blocks the copies over the bus take while they run beside other work (a placed block's guess slots beside its mixer, a placed window's next chunk beside this chunk's gathers), shared over their experts' projections (3..=4096)", "192"),
-    sw("STRATA_GUESS_EARLY", "1: a placed block's guessed experts named a stage earlier, by its router on the block before's MoE input, and brought over the bus from that block's MoE on, not from its own mixer on", "off"),
+    sw("STRATA_GUESS_EARLY", "0: a placed block's guessed experts named by its router on its mixer's input and brought over the bus while the mixer runs. Otherwise a stage earlier, by its router on the block before's MoE input, brought over from that block's MoE on", "on"),
     sw("STRATA_ASK_MISSES_ONLY", "0: a placed block asks the host at every request and the host counts the routings, not the card counting them and asking only for slots left to the host (13 % slower decode at 12 GiB; no placed prompt windows)", "on"),
     sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (docs/PLACEMENT.md, \"Prompt windows\")", "on"),
-    sw("STRATA_WINDOW_OVERLAP", "1: a placed prompt window's chunk of experts is copied over the bus into a second staging area while the chunk before is computed (built, not yet timed on a card)", "off"),
+    sw("STRATA_WINDOW_OVERLAP", "0: a placed prompt window's chunks of experts copied over the bus and computed in turn, in one staging area. Otherwise two: a chunk copied into one while the chunk before is computed from the other", "on"),
     sw("STRATA_ARENA_LAYERS", "0: a recorded step's temporaries of each trunk layer from memory of its own, not from one of two areas that layer l + 2 takes again: a window's scratch 48 layers' worth rather than two, and a placed run's prompt windows 8 tokens", "on"),
     sw("STRATA_DRAFT_BY_ID", "1: a draft vocabulary of K (`--draft-vocab`) is the first K ids, not the K tokens seen most often (an A/B of the ranking)", "off"),
     sw("STRATA_PROMPT_WINDOW", "N: tokens a prompt window takes (1..=256); past the kernels' 8, each op runs over tiles of 8", "8; placed, the longest of 256, 128, 64 whose scratch stays within a sixteenth of the budget"),
@@ -165,19 +169,23 @@ pub struct Settings {
     pub stream_slots: usize,
     /// Whether `STRATA_STREAM_SLOTS` was given (its notes are said, and the parity runs'
     /// `STRATA_HOST_EXPERTS` locks the pages, only then).
-    /// `STRATA_GUESS_SLOTS`: slots a placed block fills with its guessed experts during the mixer.
+    pub stream_slots_asked: bool,
+    /// `STRATA_GUESS_SLOTS`: slots a placed block fills with its guessed experts (default
+    /// [`DEFAULT_GUESS_SLOTS`]).
     pub guess_slots: usize,
     /// `STRATA_SIDE_COPY_BLOCKS`: blocks the copies over the bus take beside other work.
     pub side_copy_blocks: usize,
-    /// `STRATA_GUESS_EARLY`: the guess a stage earlier, from the block before's MoE input.
+    /// `STRATA_GUESS_EARLY` (on by default): the guess a stage earlier, from the block before's MoE
+    /// input, not from the block's own mixer input.
     pub guess_early: bool,
-    pub stream_slots_asked: bool,
     /// `STRATA_ASK_MISSES_ONLY`: placed blocks count their routings on the card.
     pub ask_misses_only: bool,
     /// `STRATA_WINDOW_STREAM`: a placed block's long prompt window brings each expert it does not hold
     /// over the bus once (ops/moe/window.rs).
     pub window_stream: bool,
-    /// `STRATA_WINDOW_OVERLAP`: two staging areas for the placed prompt windows (ops/moe/window.rs).
+    /// `STRATA_WINDOW_OVERLAP` (on by default): two staging areas for the placed prompt windows
+    /// (ops/moe/window.rs): a 512-token prompt at 12 GiB 124.1 → 135.5 and 97.3 → 114.6 tok/s on an H100
+    /// (bench/results/2026-12-07-h100-early-guess/).
     pub window_overlap: bool,
     /// `STRATA_ARENA_LAYERS`: the trunk's layers take their temporaries from two areas in turn
     /// (runtime/graph.rs `layer_scope`).
@@ -269,12 +277,12 @@ impl Settings {
             cache_swaps: r.number("STRATA_CACHE_SWAPS", 0..=1 << 20).unwrap_or(128),
             stream_slots: r.number("STRATA_STREAM_SLOTS", 0..=64).unwrap_or(DEFAULT_STREAM_SLOTS),
             stream_slots_asked: r.text("STRATA_STREAM_SLOTS").is_some(),
-            guess_slots: r.number("STRATA_GUESS_SLOTS", 0..=64).unwrap_or(0),
+            guess_slots: r.number("STRATA_GUESS_SLOTS", 0..=64).unwrap_or(DEFAULT_GUESS_SLOTS),
             side_copy_blocks: r.number("STRATA_SIDE_COPY_BLOCKS", 3..=4096).unwrap_or(192),
-            guess_early: r.flag("STRATA_GUESS_EARLY").unwrap_or(false),
+            guess_early: r.on("STRATA_GUESS_EARLY"),
             ask_misses_only: r.on("STRATA_ASK_MISSES_ONLY"),
             window_stream: r.on("STRATA_WINDOW_STREAM"),
-            window_overlap: r.flag("STRATA_WINDOW_OVERLAP").unwrap_or(false),
+            window_overlap: r.on("STRATA_WINDOW_OVERLAP"),
             arena_layers: r.on("STRATA_ARENA_LAYERS"),
             draft_by_id: r.flag("STRATA_DRAFT_BY_ID").unwrap_or(false),
             prompt_window: r.number("STRATA_PROMPT_WINDOW", 1..=256),

@@ -19,8 +19,8 @@ for run in "moe_equals_the_cpu" "the_whole_pass_equals_the_cpu_on_every_fixture"
   "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2,STRATA_ASK_MISSES_ONLY=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2,STRATA_DEFINES=MISS_STREAM_WIDE=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
-  "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2,STRATA_GUESS_SLOTS=3 the_whole_pass_equals_the_cpu_on_every_fixture" \
-  "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2,STRATA_GUESS_SLOTS=3,STRATA_GUESS_EARLY=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
+  "STRATA_HOST_EXPERTS=4,STRATA_STREAM_SLOTS=1,STRATA_GUESS_SLOTS=2,STRATA_GUESS_EARLY=0 the_whole_pass_equals_the_cpu_on_every_fixture" \
+  "STRATA_HOST_EXPERTS=4,STRATA_STREAM_SLOTS=1,STRATA_GUESS_SLOTS=2 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "host_experts_reach_the_card_with_their_bits"; do
   set -- $run
   setting=""

@@ -4,7 +4,7 @@
 # 64) greedy tokens, under each of RUNS (label=SETTING,SETTING …; "label=" alone: the defaults), ROUNDS
 # times interleaved. Every run's logits compared byte for byte with the first's (placement changes no
 # bit). Usage: RUNS="base= g8=STRATA_GUESS_SLOTS=8" [ROUNDS=2] [DEPTH=512] [GEN=64] [MEM=12]
-# bench/placed_decode.sh. Log: $OUT/placed_decode.log.
+# bench/placed_decode.sh. A setting BIN=PATH runs that binary for its label. Log: $OUT/placed_decode.log.
 set -uo pipefail
 exec > >(tee ${OUT:-/tmp}/placed_decode.log) 2>&1
 source "$(dirname "$0")/full_model.sh"
@@ -17,7 +17,10 @@ for r in $(seq 1 ${ROUNDS:-2}); do
     label=${v%%=*}-r$r
     settings=$(echo "${v#*=}" | tr ',' ' ')
     echo "-- $label ($settings) $(date +%T)"
-    env $settings timeout 200 $bin run -m $model --prompt-tokens @$t/ids.txt -n ${GEN:-64} --ignore-eos --spec 0 \
+    b=$bin  # a setting BIN=PATH runs another binary (a build before a change, say)
+    for s in $settings; do [ "${s%%=*}" = BIN ] && b=${s#BIN=}; done
+    settings=$(echo "$settings" | tr ' ' '\n' | grep -v '^BIN=' | tr '\n' ' ')
+    env $settings timeout 200 $b run -m $model --prompt-tokens @$t/ids.txt -n ${GEN:-64} --ignore-eos --spec 0 \
       --device cuda --gpu-mem ${MEM:-12} --max-context $(( depth + ${GEN:-64} + 16 )) --dump-logits $t/$label.f32 \
       2>&1 >/dev/null | grep -E "tok/s|requests|stream slots|^error|panicked|memory:" | cut -c1-330 | tee $t/run.log
     rate=$(sed -n 's/.*decode: [^(]*(\([0-9.]*\) tok\/s).*/\1/p' $t/run.log)

@@ -386,6 +386,13 @@ GR_UP75(_f32, float)
 #define UP_D 4
 #define UP_B 3  // tasks a thread loads at once
 #define UP_HC 4  // streams whose epilogue values a thread loads early (the model's hc)
+// HC_UP_STEP (STRATA_DEFINES; 0 by default): the dots' loop over the window's tokens walks a pointer into
+// lo and one into the chunk sums instead of computing both addresses from (row, token, chunk) each time,
+// and runs T times instead of MAXT with a test: the same loads, fmas and stores (sm_90 SASS: the loop of
+// three tasks 811 instructions for its 192 FFMAs by the indices). Not yet timed on a card.
+#ifndef HC_UP_STEP
+#define HC_UP_STEP 0
+#endif
 template <typename WT>
 __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
@@ -436,6 +443,15 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
             if (k >= tasks || d0 + row % UP_D >= n) continue;
             float wv[CHUNK];
             raw[b].get(wv);
+#if HC_UP_STEP  // the token's lo chunk and its sum's cell found by a step each, not by their indices
+            const float* xs = slo + ch * CHUNK;
+            float* ps = part + row * T * nch + ch;
+            for (int t = 0; t < T; ++t, xs += r, ps += nch) {
+                float xv[CHUNK];
+                load8_f32(xs, xv);
+                *ps = chunk_dot(wv, xv);
+            }
+#else
 #pragma unroll
             for (int t = 0; t < MAXT; ++t) {
                 if (t < T) {
@@ -444,6 +460,7 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
                     part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
                 }
             }
+#endif
         }
     }
     // The epilogue's xn values (thread p < UP_D·T takes output d0 + p % UP_D of token p / UP_D, its hc

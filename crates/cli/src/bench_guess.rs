@@ -25,18 +25,21 @@ struct Tally {
     in_k: u64,
     in_2k: u64,
     chosen: u64,
-    /// Chosen experts in the top k of the guess a stage earlier, and chosen where there was one.
+    /// Chosen experts in the top k of the guess a stage earlier, in it or in the mixer-input guess's top
+    /// k (both guesses made), and chosen where there was an earlier guess.
     earlier_in_k: u64,
+    either_in_k: u64,
     earlier_chosen: u64,
 }
 
-/// The guesses' shares of a layer's chosen experts: in the top k, in the top 2k, and in the top k of the
-/// guess a stage earlier.
+/// The guesses' shares of a layer's chosen experts: in the top k, in the top 2k, in the top k of the
+/// guess a stage earlier, and in either guess's top k.
 #[derive(Clone, Copy, Debug)]
 pub struct Shares {
     pub in_k: f64,
     pub in_2k: f64,
     pub earlier_in_k: f64,
+    pub either_in_k: f64,
 }
 
 /// The CPU back-end with the guesses counted: per layer, chosen experts in the guess's top k and top 2k
@@ -72,6 +75,7 @@ impl<'a> Guessing<'a> {
             in_k: share(t.in_k, t.chosen),
             in_2k: share(t.in_2k, t.chosen),
             earlier_in_k: share(t.earlier_in_k, t.earlier_chosen),
+            either_in_k: share(t.either_in_k, t.earlier_chosen),
         };
         counts.iter().map(|c| of(&c[usize::from(misses)])).collect()
     }
@@ -102,6 +106,7 @@ impl<'a> Guessing<'a> {
                         t.chosen += 1;
                         if let Some(g) = &earlier {
                             t.earlier_in_k += g.contains(&e) as u64;
+                            t.either_in_k += (g.contains(&e) || guess[..k].contains(&e)) as u64;
                             t.earlier_chosen += 1;
                         }
                     }

@@ -136,6 +136,11 @@ pub fn run(path: &std::path::Path, prompt: usize, tokens: usize, every: usize, s
         mean(later, |s| s.earlier_in_k),
         mean(later_misses, |s| s.earlier_in_k),
     );
+    println!(
+        "both guesses (a stage earlier, then the mixer's input for what it left): {:.1} % in either's top {k} ({:.1} % of the misses)",
+        mean(later, |s| s.either_in_k),
+        mean(later_misses, |s| s.either_in_k),
+    );
     let by_layer: Vec<String> = shares
         .iter()
         .map(|s| format!("{:.0}/{:.0}/{:.0}", 100.0 * s.in_k, 100.0 * s.in_2k, 100.0 * s.earlier_in_k))

@@ -3,8 +3,8 @@
 # the CPU: the MoE parity tool (each geometry whole and placed), the whole pass on every fixture at the
 # default, with STRATA_HOST_EXPERTS=3 (three experts a block on the card, the host computing the rest;
 # the cache re-ranked every 8 passes) and with the cache re-ranked after every pass (STRATA_CACHE_EVERY=1:
-# swaps copied while the next pass runs), with stream slots, with guess slots (at the mixer and a stage
-# earlier: ops/moe/guess.rs), and the mailbox test. Carry .dev/gpu_parity.xz (bench/gpu_tests.sh says how). Log: $OUT/parity-host-experts.log.
+# swaps copied while the next pass runs), with stream slots, with guess slots (at the mixer, a stage
+# earlier, and both: ops/moe/guess.rs), and the mailbox test. Carry .dev/gpu_parity.xz (bench/gpu_tests.sh says how). Log: $OUT/parity-host-experts.log.
 set -uo pipefail
 for f in .dev/*.xz; do xz -dkf "$f"; done
 chmod +x .dev/gpu_parity
@@ -21,6 +21,7 @@ for run in "moe_equals_the_cpu" "the_whole_pass_equals_the_cpu_on_every_fixture"
   "STRATA_HOST_EXPERTS=3,STRATA_STREAM_SLOTS=2,STRATA_DEFINES=MISS_STREAM_WIDE=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "STRATA_HOST_EXPERTS=4,STRATA_STREAM_SLOTS=1,STRATA_GUESS_SLOTS=2,STRATA_GUESS_EARLY=0 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "STRATA_HOST_EXPERTS=4,STRATA_STREAM_SLOTS=1,STRATA_GUESS_SLOTS=2 the_whole_pass_equals_the_cpu_on_every_fixture" \
+  "STRATA_HOST_EXPERTS=5,STRATA_STREAM_SLOTS=1,STRATA_GUESS_SLOTS=2,STRATA_GUESS_MIXER_SLOTS=1 the_whole_pass_equals_the_cpu_on_every_fixture" \
   "host_experts_reach_the_card_with_their_bits"; do
   set -- $run
   setting=""

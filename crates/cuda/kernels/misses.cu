@@ -148,21 +148,23 @@ extern "C" __global__ void miss_ask_counted(u32* box, int layer, int t, int k, i
 
 // The guess (docs/PLACEMENT.md "Guessed experts"): of the M = T·k experts the block's router picked on the
 // mixer's input (`ids`, in slot order), the first `guesses` distinct ones the card does not hold and can
-// read from the host's locked pages (ids lo..hi) named in guess_of (−1 for none), for miss_stream to
-// bring into the guess slots while the mixer runs. One thread, in slot order (the same at every replay).
+// read from the host's locked pages (ids lo..hi) named in guess_of[first..] (−1 for none), for
+// miss_stream to bring into those guess slots while the mixer runs. One thread, in slot order (the same at every replay).
 extern "C" __global__ void miss_guess(const int* __restrict__ ids, int M, const int* __restrict__ slot_of, int lo,
-                                      int hi, int guesses, int* __restrict__ guess_of) {
+                                      int hi, int first, int guesses, int* __restrict__ guess_of) {
     grid_dep_wait();
     if (threadIdx.x != 0) return;
-    int used = 0;
-    for (int i = 0; i < M && used < guesses; i++) {
+    // Entries before `first` are another guess's (the early one, while this is the mixer's): kept, and an
+    // expert they name is not named again.
+    int used = first;
+    for (int i = 0; i < M && used < first + guesses; i++) {
         const int e = ids[i];
         if (slot_of[e] >= 0 || e < lo || e >= hi) continue;
         bool again = false;
         for (int j = 0; j < used && !again; j++) again = guess_of[j] == e;
         if (!again) guess_of[used++] = e;
     }
-    for (int j = used; j < guesses; j++) guess_of[j] = -1;
+    for (int j = used; j < first + guesses; j++) guess_of[j] = -1;
 }
 
 // The stream slots' experts brought over the bus (blockIdx.y: the stream slot, blockIdx.z: the projection,

@@ -559,10 +559,14 @@ impl Backend for CudaForward<'_> {
 
     fn mixer(&self, l: usize, x: &Rows, st: &mut CudaState, pos: usize) -> Result<Rows, CudaError> {
         // A placed block's guessed experts brought over the bus while the mixer runs (ops/moe/guess.rs),
-        // unless the block before guessed them (`STRATA_GUESS_EARLY`).
-        let guessing = self.w.host.is_some() && self.gpu.settings.guess_slots > 0;
-        if guessing && !self.gpu.settings.guess_early {
-            self.timed("guess", || crate::ops::moe::guess(&self.gpu, &self.w.layers[l].moe, &x.buf, x.t))?;
+        // unless the block before guessed them (`STRATA_GUESS_EARLY`); then a second guess here for the
+        // experts that one left, where the block has slots for it (`STRATA_GUESS_MIXER_SLOTS`).
+        let (moe, s) = (&self.w.layers[l].moe, &self.gpu.settings);
+        if self.w.host.is_some() && s.guess_slots > 0 && !s.guess_early {
+            self.timed("guess", || crate::ops::moe::guess(&self.gpu, moe, &x.buf, x.t))?;
+        }
+        if self.w.host.is_some() && s.guess_early && s.guess_mixer_slots > 0 {
+            self.timed("guess", || crate::ops::moe::guess_second(&self.gpu, moe, &x.buf, x.t))?;
         }
         self.timed(if self.model.config.is_attn(l) { "attention" } else { "gdn" }, || {
             let g = &*self.gpu;

@@ -146,7 +146,7 @@ fn locked_experts(a: usize, bytes: usize, len: usize) -> Option<(usize, usize, u
 pub(crate) fn stream_from(
     pinned: &PinnedRanges,
     w: &MoeWeights,
-    (slots, guesses): (usize, usize),
+    (slots, guesses, second): (usize, usize, usize),
 ) -> Option<StreamFrom> {
     let experts = w.router.rows;
     let fused = std::ptr::eq(&w.gate_exps.m.bytes[..], &w.up_exps.m.bytes[..]);
@@ -161,7 +161,7 @@ pub(crate) fn stream_from(
         (lo, hi) = (lo.max(l), hi.min(h));
         src[i] = pinned.device_address(first).ok()?.wrapping_sub((first - a) as u64);
     }
-    (lo < hi).then_some(StreamFrom { slots, guesses, src, lo, hi })
+    (lo < hi).then_some(StreamFrom { slots, guesses, second: second.min(guesses), src, lo, hi })
 }
 
 impl HostExperts {
@@ -174,9 +174,15 @@ impl HostExperts {
         // Stream and guess slots come out of each block's share of the budget (at least one slot stays
         // the cache's).
         let slots = g.settings.stream_slots.min(placing.held.saturating_sub(1));
-        let guesses = g.settings.guess_slots.min(placing.held.saturating_sub(1 + slots));
+        let first = g.settings.guess_slots.min(placing.held.saturating_sub(1 + slots));
+        // With the early guess, `STRATA_GUESS_MIXER_SLOTS` more for a second guess at the mixer.
+        let second = match g.settings.guess_early {
+            true => g.settings.guess_mixer_slots.min(placing.held.saturating_sub(1 + slots + first)),
+            false => 0,
+        };
+        let guesses = first + second;
         let streams: Vec<Option<StreamFrom>> = match &_pinned {
-            Some(p) if slots > 0 => blocks.iter().map(|b| stream_from(p, b, (slots, guesses))).collect(),
+            Some(p) if slots > 0 => blocks.iter().map(|b| stream_from(p, b, (slots, guesses, second))).collect(),
             _ => vec![None; blocks.len()],
         };
         let streaming = streams.iter().filter(|s| s.is_some()).count();
@@ -195,7 +201,11 @@ impl HostExperts {
             }
         }
         if streaming > 0 {
-            let guessing = if guesses > 0 { format!(" and {guesses} guess slots") } else { String::new() };
+            let guessing = match (guesses, second) {
+                (0, _) => String::new(),
+                (_, 0) => format!(" and {guesses} guess slots"),
+                _ => format!(" and {guesses} guess slots ({second} guessed at the mixer)"),
+            };
             eprintln!(
                 "expert cache: {slots} stream slots{guessing} a block ({streaming} of {} blocks), {per_block} experts held",
                 blocks.len()

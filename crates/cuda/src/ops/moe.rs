@@ -21,7 +21,7 @@ use crate::runtime::error::CudaError;
 
 mod guess;
 mod window;
-pub use guess::guess;
+pub use guess::{guess, guess_second};
 pub use window::{
     assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, Staging, CHUNK_SLOTS, STAGED,
 };
@@ -97,11 +97,13 @@ pub struct Placement {
 /// and computed by the card's kernels like the held ones. `src`: each projection's card address of
 /// expert 0's bytes (gate, up, down; it may lie before the locked pages, which hold experts lo..hi only;
 /// 0 for a fused gate/up tensor's up half, copied with the gate half). `guesses`: slots past the stream
-/// slots that the block's guessed experts fill while its mixer runs (ops/moe/guess.rs).
+/// slots that the block's guessed experts fill before its router runs (ops/moe/guess.rs), the last
+/// `second` of them by a second guess at its mixer ([`guess_second`]).
 #[derive(Clone, Copy, Debug)]
 pub struct StreamFrom {
     pub slots: usize,
     pub guesses: usize,
+    pub second: usize,
     pub src: [u64; 3],
     pub lo: usize,
     pub hi: usize,

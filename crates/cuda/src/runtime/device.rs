@@ -139,7 +139,11 @@ impl Gpu {
         // SAFETY: no other stream ever touches this context's buffers.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().check("creating a stream")?;
-        let side_streams = [ctx.new_stream().check("creating a stream")?, ctx.new_stream().check("creating a stream")?];
+        let side_streams = [
+            ctx.new_stream().check("creating a stream")?,
+            ctx.new_stream().check("creating a stream")?,
+            ctx.new_stream().check("creating a stream")?,
+        ];
         keep_pool_memory(&ctx)?;
         Ok(Arc::new(Gpu {
             ctx,

@@ -32,7 +32,7 @@ fn print_lanes_once(ops: &[Op]) {
     let marks: Vec<Mark> = ops
         .iter()
         .map(|o| match o {
-            Op::Fork(Lane::AHEAD) | Op::Back(Lane::AHEAD) => {
+            Op::Fork(l) | Op::Back(l) if *l != Lane::SIDE => {
                 ahead = matches!(o, Op::Fork(_));
                 Mark::Other
             }
@@ -164,6 +164,12 @@ impl Gpu {
         self.on_lane(Lane::AHEAD, f)
     }
 
+    /// `f`'s ops on the step's second lane ahead (op.rs `Lane::SECOND`), beside what the lane ahead
+    /// still runs; joined with it by [`Gpu::join_ahead`].
+    pub fn ahead_second<R>(&self, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
+        self.on_lane(Lane::SECOND, f)
+    }
+
     fn on_lane<R>(&self, lane: Lane, f: impl FnOnce() -> Result<R, CudaError>) -> Result<R, CudaError> {
         if !self.side_lanes() {
             return f();
@@ -189,9 +195,10 @@ impl Gpu {
         self.join_lane(Lane::SIDE)
     }
 
-    /// The main lane waits here for the lane ahead's ops (nothing where it is not open).
+    /// The main lane waits here for the lanes ahead's ops (nothing where they are not open).
     pub fn join_ahead(&self) -> Result<(), CudaError> {
-        self.join_lane(Lane::AHEAD)
+        self.join_lane(Lane::AHEAD)?;
+        self.join_lane(Lane::SECOND)
     }
 
     fn join_lane(&self, lane: Lane) -> Result<(), CudaError> {

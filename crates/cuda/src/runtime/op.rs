@@ -38,7 +38,7 @@ pub type Args = smallvec::SmallVec<[Arg; 16]>;
 pub struct Lane(pub(crate) usize);
 
 /// Side lanes a step may hold open at once.
-pub const LANES: usize = 2;
+pub const LANES: usize = 3;
 
 impl Lane {
     /// Work beside the ops that follow it (the shared expert beside the routed ones, the QSA selection
@@ -47,6 +47,10 @@ impl Lane {
     /// Work begun a stage early, across the side lane's forks and joins: a placed block's guessed experts
     /// brought over the bus while its mixer runs (`Gpu::ahead`, joined by `Gpu::join_ahead`).
     pub const AHEAD: Lane = Lane(1);
+    /// A second guess beside the first's copies still coming over the bus: a placed block's mixer-input
+    /// guess for the experts the guess a stage earlier left (`Gpu::ahead_second`, joined with the lane
+    /// ahead by `Gpu::join_ahead`).
+    pub const SECOND: Lane = Lane(2);
 }
 
 /// One stream operation of a step, or a mark of a side lane: `Fork` starts the lane after everything

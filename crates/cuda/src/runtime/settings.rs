@@ -69,6 +69,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_GUESS_SLOTS", "G: slots a placed block fills with the experts it guesses it will need, brought over the bus before its router runs (docs/PLACEMENT.md, \"Guessed experts\"; needs stream slots; 0: none)", "8"),
     sw("STRATA_SIDE_COPY_BLOCKS", "B: the most blocks the copies over the bus take while they run beside other work (a placed block's guess slots beside its mixer, a placed window's next chunk beside this chunk's gathers), shared over their experts' projections (3..=4096)", "192"),
     sw("STRATA_GUESS_EARLY", "0: a placed block's guessed experts named by its router on its mixer's input and brought over the bus while the mixer runs. Otherwise a stage earlier, by its router on the block before's MoE input, brought over from that block's MoE on", "on"),
+    sw("STRATA_GUESS_MIXER_SLOTS", "M (0..=64): with the early guess, M more guess slots a placed block fills at its mixer, by its router on the mixer's input, with the experts the early guess and the cache left out, on a lane of their own (0: none)", "0"),
     sw("STRATA_ASK_MISSES_ONLY", "0: a placed block asks the host at every request and the host counts the routings, not the card counting them and asking only for slots left to the host (13 % slower decode at 12 GiB; no placed prompt windows)", "on"),
     sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (docs/PLACEMENT.md, \"Prompt windows\")", "on"),
     sw("STRATA_WINDOW_OVERLAP", "0: a placed prompt window's chunks of experts copied over the bus and computed in turn, in one staging area. Otherwise two: a chunk copied into one while the chunk before is computed from the other", "on"),
@@ -178,6 +179,8 @@ pub struct Settings {
     /// `STRATA_GUESS_EARLY` (on by default): the guess a stage earlier, from the block before's MoE
     /// input, not from the block's own mixer input.
     pub guess_early: bool,
+    /// `STRATA_GUESS_MIXER_SLOTS`: with the early guess, slots of a second guess at the mixer.
+    pub guess_mixer_slots: usize,
     /// `STRATA_ASK_MISSES_ONLY`: placed blocks count their routings on the card.
     pub ask_misses_only: bool,
     /// `STRATA_WINDOW_STREAM`: a placed block's long prompt window brings each expert it does not hold
@@ -280,6 +283,7 @@ impl Settings {
             guess_slots: r.number("STRATA_GUESS_SLOTS", 0..=64).unwrap_or(DEFAULT_GUESS_SLOTS),
             side_copy_blocks: r.number("STRATA_SIDE_COPY_BLOCKS", 3..=4096).unwrap_or(192),
             guess_early: r.on("STRATA_GUESS_EARLY"),
+            guess_mixer_slots: r.number("STRATA_GUESS_MIXER_SLOTS", 0..=64).unwrap_or(0),
             ask_misses_only: r.on("STRATA_ASK_MISSES_ONLY"),
             window_stream: r.on("STRATA_WINDOW_STREAM"),
             window_overlap: r.on("STRATA_WINDOW_OVERLAP"),

@@ -674,7 +674,7 @@ fn window_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spl
     use crate::ops::moe::{moe_window, window_fits, Staging};
     let e = |e: crate::CudaError| e.to_string();
     let n = w.router.cols;
-    let Locked { pinned, stream, placed, server, .. } = locked(gpu, w, (k, f), (1, 0))?;
+    let Locked { pinned, stream, placed, server, .. } = locked(gpu, w, (k, f), (1, 0, 0))?;
     let stagings = [Staging::new(gpu, &placed, 1).map_err(e)?, Staging::new(gpu, &placed, 2).map_err(e)?];
     let mut cases = 0;
     // One staging area, and two (a chunk's copies beside the chunk before's gathers).
@@ -711,7 +711,7 @@ fn locked(
     gpu: &Gpu,
     w: &MoeWeights,
     (k, f): (usize, usize),
-    (slots, guesses): (usize, usize),
+    (slots, guesses, second): (usize, usize, usize),
 ) -> Result<Locked, String> {
     let e = |e: crate::CudaError| e.to_string();
     let ranges: Vec<(usize, usize)> = [&w.gate_exps, &w.up_exps, &w.down_exps]
@@ -719,7 +719,7 @@ fn locked(
         .map(|s| (s.m.bytes.as_ptr() as usize, s.m.bytes.len()))
         .collect();
     let pinned = crate::runtime::pinned::PinnedRanges::register(&gpu.ctx, &ranges, true).map_err(e)?;
-    let Some(stream) = crate::backend::weights::stream_from(&pinned, w, (slots, guesses)) else {
+    let Some(stream) = crate::backend::weights::stream_from(&pinned, w, (slots, guesses, second)) else {
         return Err("no expert lies whole in the locked pages".into());
     };
     let mailbox = std::sync::Arc::new(crate::ops::misses::MissBox::new(gpu, k, w.router.cols).map_err(e)?);
@@ -730,42 +730,55 @@ fn locked(
     Ok(Locked { pinned, stream, placed, server, held })
 }
 
-/// The block placed with its experts' pages locked, two stream slots and four guess slots (ops/moe/
-/// guess.rs): the experts guessed on one input of t tokens, then the block run on another, against the CPU
-/// token by token: guessed on the same input (its first guesses hit), on an unrelated one, and not
-/// guessed again (the last guesses' slots still named). The guess table holds the first four experts of
-/// the guess input's routing, in slot order, that the card does not hold and can stream.
+/// The block placed with its experts' pages locked, two stream slots and six guess slots, the last two a
+/// second guess's (ops/moe/guess.rs): the experts guessed on inputs of t tokens, then the block run on
+/// one of them, against the CPU token by token: both guesses on the block's own input, the first on
+/// an unrelated one and the second on the block's, both elsewhere, and not guessed again (the last
+/// guesses' slots still named). The table holds the first four experts of the first guess's routing, in
+/// slot order, that the card does not hold and can stream, then the first two of the second's that are
+/// not among them.
 fn guess_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut SplitMix64) -> Outcome {
-    use crate::ops::moe::{guess, moe};
+    use crate::ops::moe::{guess, guess_second, moe};
     use strata_model::layers::moe::route;
     let e = |e: crate::CudaError| e.to_string();
     let n = w.router.cols;
-    let Locked { pinned, stream, placed, server, held } = locked(gpu, w, (k, f), (2, 4))?;
+    let Locked { pinned, stream, placed, server, held } = locked(gpu, w, (k, f), (2, 6, 2))?;
+    // The first `m` streamable experts of `x`'s routing (t tokens, slot order) not in `taken`, then −1s.
+    let named = |x: &[f32], t: usize, taken: &[i32], m: usize| -> Vec<i32> {
+        let mut want: Vec<i32> = Vec::new();
+        for j in 0..t {
+            for ex in route(w, &x[j * n..(j + 1) * n], k).0 {
+                let ok = (stream.lo..stream.hi).contains(&ex) && !held.contains(&ex);
+                let ex = ex as i32;
+                if ok && !want.contains(&ex) && !taken.contains(&ex) && want.len() < m {
+                    want.push(ex);
+                }
+            }
+        }
+        want.resize(m, -1);
+        want
+    };
     let mut cases = 0;
     for t in [1, 3, 8] {
         let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
         let other: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
         let xb = Buf::from_host(gpu, &x).map_err(e)?;
-        for on in [Some(&x), Some(&other), None] {
-            if let Some(g) = on {
-                guess(gpu, &placed, &Buf::from_host(gpu, g).map_err(e)?, t).map_err(e)?;
-                let mut want: Vec<i32> = Vec::new();
-                for j in 0..t {
-                    for ex in route(w, &g[j * n..(j + 1) * n], k).0 {
-                        let streamable = (stream.lo..stream.hi).contains(&ex) && !held.contains(&ex);
-                        if streamable && !want.contains(&(ex as i32)) && want.len() < 4 {
-                            want.push(ex as i32);
-                        }
-                    }
-                }
-                want.resize(4, -1);
+        for on in [Some((&x, &x)), Some((&other, &x)), Some((&other, &other)), None] {
+            if let Some((g1, g2)) = on {
+                guess(gpu, &placed, &Buf::from_host(gpu, g1).map_err(e)?, t).map_err(e)?;
+                guess_second(gpu, &placed, &Buf::from_host(gpu, g2).map_err(e)?, t).map_err(e)?;
+                let mut want = named(g1, t, &[], 4);
+                want.extend(named(g2, t, &want.clone(), 2));
                 let got = placed.guessed(gpu).map_err(e)?;
                 if got.as_ref() != Some(&want) {
-                    return Err(format!("guess of {t}: table {got:?}, expected {want:?}"));
+                    return Err(format!("guesses of {t}: table {got:?}, expected {want:?}"));
                 }
             }
             let out = moe(gpu, &placed, &xb, t).map_err(e)?;
-            let how = if on == Some(&x) { "on its input" } else { "elsewhere" };
+            let how = match on {
+                Some((g1, g2)) => format!("first {}, second {}", own(g1, &x), own(g2, &x)),
+                None => "stale".into(),
+            };
             each_token_is_the_cpus(gpu, w, (k, f), &x, out, &format!("guessed {how}, {t} tokens"))?;
             cases += 1;
         }
@@ -775,6 +788,15 @@ fn guess_cases(gpu: &Gpu, w: &MoeWeights, (k, f): (usize, usize), rng: &mut Spli
     }
     drop(pinned);
     Ok(cases)
+}
+
+/// Where a guess was made, said of its input against the block's.
+fn own(g: &[f32], x: &[f32]) -> &'static str {
+    if std::ptr::eq(g, x) {
+        "on its input"
+    } else {
+        "elsewhere"
+    }
 }
 
 /// A config with the attention geometry (the other fields as the tiny preset's; `qsa` reads only these).

@@ -444,3 +444,23 @@ pub fn hc_write(
     ];
     launch(gpu, &f, "gr_write", cfg, &args)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::settings::Settings;
+
+    fn settings(pairs: &[(&str, &str)]) -> Settings {
+        Settings::read(&|k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).0
+    }
+
+    #[test]
+    fn a_forced_variant_outside_the_candidates_is_tried_beside_them() {
+        assert_eq!(HcVariant::tried(&settings(&[])), HcVariant::ALL.to_vec());
+        // A candidate forced is not tried twice.
+        assert_eq!(HcVariant::tried(&settings(&[("STRATA_HC_SPLIT", "1")])), HcVariant::ALL.to_vec());
+        let pair = HcVariant::tried(&settings(&[("STRATA_GR_DOWN_PAIR", "1")]));
+        assert_eq!(pair.len(), HcVariant::ALL.len() + 1);
+        assert_eq!(pair.last().map(|v| v.name()), Some("split+pair".to_string()));
+    }
+}

@@ -150,12 +150,10 @@ extern "C" __global__ void miss_ask_counted(u32* box, int layer, int t, int k, i
 // mixer's input (`ids`, in slot order), the first `guesses` distinct ones the card does not hold and can
 // read from the host's locked pages (ids lo..hi) named in guess_of[first..] (−1 for none), for
 // miss_stream to bring into those guess slots while the mixer runs. One thread, in slot order (the same at every replay).
-extern "C" __global__ void miss_guess(const int* __restrict__ ids, int M, const int* __restrict__ slot_of, int lo,
-                                      int hi, int first, int guesses, int* __restrict__ guess_of) {
+__device__ __forceinline__ void miss_guess_body(const int* __restrict__ ids, int M, const int* __restrict__ slot_of,
+                                                int lo, int hi, int first, int guesses, int* __restrict__ guess_of) {
     grid_dep_wait();
     if (threadIdx.x != 0) return;
-    // Entries before `first` are another guess's (the early one, while this is the mixer's): kept, and an
-    // expert they name is not named again.
     int used = first;
     for (int i = 0; i < M && used < first + guesses; i++) {
         const int e = ids[i];
@@ -165,6 +163,16 @@ extern "C" __global__ void miss_guess(const int* __restrict__ ids, int M, const 
         if (!again) guess_of[used++] = e;
     }
     for (int j = used; j < first + guesses; j++) guess_of[j] = -1;
+}
+extern "C" __global__ void miss_guess(const int* __restrict__ ids, int M, const int* __restrict__ slot_of, int lo,
+                                      int hi, int guesses, int* __restrict__ guess_of) {
+    miss_guess_body(ids, M, slot_of, lo, hi, 0, guesses, guess_of);
+}
+// The second guess (`STRATA_GUESS_MIXER_SLOTS`): entries before `first` are the early guess's, kept, and an
+// expert they name is not named again.
+extern "C" __global__ void miss_guess_after(const int* __restrict__ ids, int M, const int* __restrict__ slot_of,
+                                            int lo, int hi, int first, int guesses, int* __restrict__ guess_of) {
+    miss_guess_body(ids, M, slot_of, lo, hi, first, guesses, guess_of);
 }
 
 // The stream slots' experts brought over the bus (blockIdx.y: the stream slot, blockIdx.z: the projection,

@@ -55,11 +55,13 @@ fn guess_into(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize, (first, count): (us
     let (ids, weights, sg) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?, Buf::uninit(gpu, t)?);
     route(gpu, w, x, t, (&ids, &weights, &sg))?;
     let i = |v: usize| Arg::I32(v as i32);
-    let f = gpu.function(&crate::ops::sources::MISSES_FILE, "miss_guess")?;
+    // The first guess's kernel takes no `first` (it is 0); the second's skips the entries before its own.
+    let (name, from) = if first == 0 { ("miss_guess", None) } else { ("miss_guess_after", Some(i(first))) };
+    let f = gpu.function(&crate::ops::sources::MISSES_FILE, name)?;
     let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
     let (ptrs, table) = ([ids.ptr(gpu)].map(Arg::Ptr), [pl.slot_of.ptr(gpu)].map(Arg::Ptr));
-    let range = [i(st.lo), i(st.hi), i(first), i(count), Arg::Ptr(guessed.ptr(gpu))];
-    launch(gpu, &f, "miss_guess", cfg, &[&ptrs[..], &[i(t * k)], &table, &range].concat())?;
+    let range = [&[i(st.lo), i(st.hi)][..], from.as_slice(), &[i(count), Arg::Ptr(guessed.ptr(gpu))]].concat();
+    launch(gpu, &f, name, cfg, &[&ptrs[..], &[i(t * k)], &table, &range].concat())?;
     let dst = [&w.gate, &w.up, &w.down].map(|p| p.m.ptr(gpu));
     let of = guessed.view(gpu, first, count)?;
     stream_in(gpu, w, (st, &of), (dst, pl.held + st.slots + first), beside_width(gpu, count))

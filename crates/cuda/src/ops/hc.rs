@@ -199,8 +199,9 @@ fn pair_shared(wide: usize, t: usize) -> usize {
     2 * t * (wide / 8 / 2) * 4
 }
 
-/// Whether `gr_down_pair` takes this read: asked for, a card with clusters, K / 8 even, and its shared
-/// memory within the 48 KB a launch has without asking (else the split kernel runs).
+/// Whether `gr_down_pair` takes this read: asked for, a card with clusters, K / 8 even, half of it within
+/// its threads' three chunks each (PAIR_B in hc.cu), and its shared memory within the 48 KB a launch has
+/// without asking (else the split kernel runs).
 fn pair_fits(gpu: &Gpu, v: HcVariant, wide: usize, t: usize) -> bool {
     v.down_pair
         && gpu.arch.0 >= 9

@@ -27,8 +27,10 @@ use crate::runtime::error::CudaError;
 /// block's own routing, `moe_hidden`). Nothing where the block has no guess slots or the window is longer
 /// than a tile. With a second guess (`STRATA_GUESS_MIXER_SLOTS`), the first's slots are those before it.
 pub fn guess(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(), CudaError> {
-    let Some(st) = w.placed.as_ref().and_then(|pl| pl.stream.as_ref().map(|s| s.0)) else { return Ok(()) };
-    gpu.ahead(|| guess_into(gpu, w, x, t, (0, st.guesses - st.second)))
+    match entries(w, t, false) {
+        Some(range) => gpu.ahead(|| guess_into(gpu, w, x, t, range)),
+        None => Ok(()),
+    }
 }
 
 /// The second guess of block `w`, from its mixer's input `x`, after the early one ([`guess`]): the first
@@ -36,11 +38,21 @@ pub fn guess(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(), CudaEr
 /// last `second` guess slots, on a lane of its own beside the early guess's copies (`Gpu::ahead_second`).
 /// Which slot a guessed expert lands in changes no bit: the table names what each slot holds.
 pub fn guess_second(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(), CudaError> {
-    let Some(st) = w.placed.as_ref().and_then(|pl| pl.stream.as_ref().map(|s| s.0)) else { return Ok(()) };
-    if st.second == 0 {
-        return Ok(());
+    match entries(w, t, true) {
+        Some(range) => gpu.ahead_second(|| guess_into(gpu, w, x, t, range)),
+        None => Ok(()),
     }
-    gpu.ahead_second(|| guess_into(gpu, w, x, t, (st.guesses - st.second, st.second)))
+}
+
+/// The guess table's entries (first, count) of block `w`'s first or second guess; None where it has
+/// none (no lane is opened for nothing) or the window is longer than a tile.
+fn entries(w: &MoeGpu, t: usize, second: bool) -> Option<(usize, usize)> {
+    let pl = w.placed.as_ref()?;
+    let (st, _) = pl.stream.as_ref()?;
+    pl.guessed.as_ref()?;
+    let first = st.guesses - st.second;
+    let range = if second { (first, st.second) } else { (0, first) };
+    ((1..=MAX_T).contains(&t) && range.1 > 0).then_some(range)
 }
 
 /// Guess-table entries `first..first + count` (and their slots) from the router's top k of `x`; the
@@ -48,9 +60,6 @@ pub fn guess_second(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(),
 fn guess_into(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize, (first, count): (usize, usize)) -> Result<(), CudaError> {
     let Some(pl) = &w.placed else { return Ok(()) };
     let (Some((st, _)), Some(guessed)) = (&pl.stream, &pl.guessed) else { return Ok(()) };
-    if !(1..=MAX_T).contains(&t) || count == 0 {
-        return Ok(());
-    }
     let (_, k, ..) = w.dims;
     let (ids, weights, sg) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?, Buf::uninit(gpu, t)?);
     route(gpu, w, x, t, (&ids, &weights, &sg))?;

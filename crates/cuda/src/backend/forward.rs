@@ -659,9 +659,9 @@ impl Backend for CudaForward<'_> {
             let cat = Buf::<f32>::uninit(g, rows * 2 * n)?;
             let f = g.function(&crate::ops::sources::MTP_FILE, "mtp_input")?;
             let cfg = cudarc::driver::LaunchConfig {
-                grid_dim: (rows.div_ceil(4) as u32, 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
+                grid_dim: (rows as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: (2 * (n / 8) * 4) as u32, // the chunks' sums of squares
             };
             let ptrs = [e.ptr(g), r.buf.ptr(g), m.enorm.ptr(g), m.hnorm.ptr(g), cat.ptr(g)].map(Arg::Ptr);
             let ints = [n, hc, rows].map(|v| Arg::I32(v as i32));

@@ -168,4 +168,7 @@ impl Backend for Guessing<'_> {
     fn mtp_attention(&self, x: &Rows, cache: &mut Self::MtpCache, pos: usize) -> Result<Rows, Self::Error> {
         self.cpu.mtp_attention(x, cache, pos)
     }
+    fn mtp_append(&self, x: &Rows, cache: &mut Self::MtpCache, pos: usize) -> Result<(), Self::Error> {
+        self.cpu.mtp_append(x, cache, pos)
+    }
 }

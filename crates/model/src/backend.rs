@@ -72,6 +72,9 @@ pub trait Backend {
     fn mtp_input(&self, r: &Self::Rows, next: &[u32]) -> Result<Self::Rows, Self::Error>;
     /// The MTP layer's dense attention over its own cache, for tokens at positions pos, pos + 1, ….
     fn mtp_attention(&self, x: &Self::Rows, cache: &mut Self::MtpCache, pos: usize) -> Result<Self::Rows, Self::Error>;
+    /// [`Backend::mtp_attention`]'s cells alone: the tokens' K and V appended at positions pos, pos + 1, …,
+    /// with no query, scores or output (the cells of positions no draft is asked of).
+    fn mtp_append(&self, x: &Self::Rows, cache: &mut Self::MtpCache, pos: usize) -> Result<(), Self::Error>;
     /// What is made from now on belongs to trunk layer `layer` (None: to the window): a device may take
     /// layer l's temporaries back from layer l + 2 on, since a layer's outputs are read by the next layer
     /// and never later. Nothing on the CPU.
@@ -158,8 +161,8 @@ pub fn mtp_step<B: Backend>(b: &B, cache: &mut B::MtpCache, r: &B::Rows, next: &
 
 /// The MTP cells of the rows of `r` (streams at cell pos + i) with `next[i]` the token at the following
 /// cell: what the layer's cache keeps of [`mtp_step`]. A cell is the attention's K and V of the layer's
-/// first read, so only the input, that read and the attention run (the same ops as the step's start,
-/// so the same cells), not the MoE, the final read or the head.
+/// first read, so only the input, that read and the K and V projections run (the same ops as the step's
+/// start, so the same cells), not the attention itself, the MoE, the final read or the head.
 pub fn mtp_cells<B: Backend>(
     b: &B,
     cache: &mut B::MtpCache,
@@ -169,8 +172,7 @@ pub fn mtp_cells<B: Backend>(
 ) -> Result<(), B::Error> {
     let rp = b.mtp_input(r, next)?;
     let (x, _) = b.hc_read(&rp, HcId::MtpAttn)?;
-    b.mtp_attention(&x, cache, pos)?;
-    Ok(())
+    b.mtp_append(&x, cache, pos)
 }
 
 /// [`mtp_step`] up to the head: each row's final read, and R' (a draft head over part of the vocabulary

@@ -5,7 +5,7 @@
 use crate::backend::{forward_window, mtp_step, Backend, HcId, MoeId};
 use crate::layers::hc::{hc_read_window, hc_write};
 use crate::layers::moe::{moe_routed, route_window, Misses};
-use crate::layers::{gdn::gdn_window, ple::ple, qsa::qsa_dense, qsa::qsa_window};
+use crate::layers::{gdn::gdn_window, ple::ple, qsa::qsa_dense, qsa::qsa_dense_append, qsa::qsa_window};
 use crate::model::{Model, MTP_WINDOW};
 use crate::ops::norm::rms_norm_inplace;
 use crate::ops::topk::argmax;
@@ -163,6 +163,15 @@ impl Backend for Cpu<'_> {
         let (m, c) = (self.model, &self.model.config);
         let Mixer::Attn(q) = &self.mtp().layer.mixer else { unreachable!("the MTP layer is bound as attention") };
         Ok(x.iter().enumerate().map(|(i, x)| qsa_dense(x, q, c, cache, pos + i, &m.rope, MTP_WINDOW)).collect())
+    }
+
+    fn mtp_append(&self, x: &Self::Rows, cache: &mut QsaState, pos: usize) -> Result<(), Self::Error> {
+        let (m, c) = (self.model, &self.model.config);
+        let Mixer::Attn(q) = &self.mtp().layer.mixer else { unreachable!("the MTP layer is bound as attention") };
+        for (i, x) in x.iter().enumerate() {
+            qsa_dense_append(x, q, c, cache, pos + i, &m.rope);
+        }
+        Ok(())
     }
 }
 

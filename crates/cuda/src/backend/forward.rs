@@ -13,7 +13,7 @@ use strata_model::{Model, State};
 
 use crate::backend::state::{CudaState, LayerStateGpu};
 use crate::backend::weights::{MixerGpu, MtpGpu, Placing, WeightsGpu};
-use crate::ops::attn::{attention, rope_rows, AttnStateGpu};
+use crate::ops::attn::{append_cells, attention, rope_rows, AttnStateGpu};
 use crate::ops::draft::DraftHead;
 use crate::ops::gdn::gdn;
 use crate::ops::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
@@ -686,6 +686,19 @@ impl Backend for CudaForward<'_> {
                 let rows = Self::rope_tile(&rope, g, t, (first, x.t))?;
                 attention(g, w, cache, &x.buf, x.t, *cells, (&self.model.rope, &rows))
             })
+        })
+    }
+
+    fn mtp_append(&self, x: &Rows, cache: &mut AttnStateGpu, pos: usize) -> Result<(), CudaError> {
+        self.timed("mtp", || {
+            let MixerGpu::Attn(w, _) = &self.mtp()?.layer.mixer else { unreachable!("uploaded as attention") };
+            let (g, t) = (&*self.gpu, x.t);
+            let rope = self.window_rope(pos, t)?;
+            for (first, k) in tiles(t) {
+                let rows = Self::rope_tile(&rope, g, t, (first, k))?;
+                append_cells(g, w, cache, &x.tile(g, first, k)?.buf, k, &rows)?;
+            }
+            Ok(())
         })
     }
 }

@@ -263,7 +263,7 @@ pub fn attention(
         return Err(CudaError::Shape(format!("a window of {t} tokens at cell {} of {}", st.cells, st.capacity)));
     }
     let d = w.dims;
-    let (pos, dim, i) = (st.cells, d.hkv * d.dh, |v: usize| Arg::I32(v as i32));
+    let (pos, i) = (st.cells, |v: usize| Arg::I32(v as i32));
     let n_cells: Vec<i32> = (1..=t).map(|j| (pos + j) as i32).collect();
     // The indexer's selection on the step graph's side lane (`Gpu::side`): it reads x and the indexer's
     // own keys, and writes only those and its outputs, beside the projections and the KV append, which
@@ -272,50 +272,7 @@ pub fn attention(
         Cells::Qsa(r) => Some(gpu.side(|| select(gpu, w, st, x, t, r, rope, &n_cells, rows))?),
         Cells::Dense(_) => None,
     };
-    // The products' outputs are filled whole: left unset (no memset on the stream).
-    let (qg, kk, vv) = (
-        Buf::<f32>::uninit(gpu, t * d.hq * 2 * d.dh)?,
-        Buf::<f32>::uninit(gpu, t * dim)?,
-        Buf::<f32>::uninit(gpu, t * dim)?,
-    );
-    // By default (STRATA_QKV_ONCE=0: a launch each) x is quantized once for the three products (after
-    // the selection's fork, which reads x as floats), not by a launch before each.
-    let shared = if crate::ops::qdot::can_share_input(gpu, &[w.q.ty, w.k.ty, w.v.ty]) {
-        Some(crate::ops::qdot::quantize_shared(gpu, &w.q, x, t)?)
-    } else {
-        None
-    };
-    let xq = shared.as_ref();
-    matvec_pre(gpu, (x, xq), (&w.q, &qg), None, t)?;
-    matvec_pre(gpu, (x, xq), (&w.k, &kk), Some((&w.v, &vv)), t)?;
-    // The q and k heads normed and roped in one launch (blockIdx.y picks the set); written whole by
-    // norm_rope (a warp per head writes all its dims), so no memset on the stream.
-    let (q, k) = (Buf::<f32>::uninit(gpu, t * d.hq * d.dh)?, Buf::<f32>::uninit(gpu, t * dim)?);
-    let q_rows = [Arg::Ptr(qg.ptr(gpu)), i(d.hq * 2 * d.dh), i(2 * d.dh), Arg::Ptr(q.ptr(gpu))];
-    let k_rows = [Arg::Ptr(kk.ptr(gpu)), i(dim), i(d.dh), Arg::Ptr(k.ptr(gpu))];
-    let args = [
-        &q_rows[..],
-        &[Arg::Ptr(w.q_norm.ptr(gpu)), i(d.hq)],
-        &k_rows,
-        &[Arg::Ptr(w.k_norm.ptr(gpu)), i(d.hkv)],
-        &[Arg::Ptr(rows.ptr(gpu)), i(d.dh), i(d.rot), i(t)],
-    ]
-    .concat();
-    let eps = [Arg::F32(d.eps)];
-    let mut cfg = warps_cfg(t * d.hq.max(d.hkv));
-    // By default (STRATA_KV_FUSE=0: kv_store after) the k and v cells are appended in the same launch
-    // (norm_rope_kv).
-    if kv_fuse(gpu) && (st.k.mode != KvMode::Int8 || d.dh.is_multiple_of(64)) {
-        cfg.grid_dim.1 = 3;
-        let mode = [Arg::I32(st.k.mode_id()), i(pos)];
-        let args = [&args[..], &[Arg::Ptr(vv.ptr(gpu))], &st.k.args(gpu), &st.v.args(gpu), &mode, &eps].concat();
-        launch(gpu, &gpu.function(&crate::ops::sources::ATTN_FILE, "norm_rope_kv")?, "norm_rope_kv", cfg, &args)?;
-    } else {
-        cfg.grid_dim.1 = 2;
-        let args = [&args[..], &eps].concat();
-        launch(gpu, &gpu.function(&crate::ops::sources::ATTN_FILE, "norm_rope")?, "norm_rope", cfg, &args)?;
-        store_kv(gpu, st, (&k, &vv), (dim, t))?;
-    }
+    let (qg, q) = project(gpu, w, st, x, t, rows, true)?;
     gpu.join()?;
     let (ids, ids_stride, count, lo) = match (selected, cells) {
         // With the selection's ids the kernels never read lo (attend_cell), so it is left unset.
@@ -369,6 +326,84 @@ pub fn attention(
     let y = Buf::<f32>::uninit(gpu, t * w.o.rows)?;
     matvec(gpu, &w.o, &out, &y, t)?;
     Ok(y)
+}
+
+/// The window's k and v cells (k normed and roped with `rows`) appended to the caches at cells
+/// `st.cells, …`, the layer's cell count left as it was; with `with_q`, also the q projection (its gates
+/// beside the heads, `qg`) and the q heads normed and roped (`q`), else both empty. The part of
+/// [`attention`] before its scores, on the main lane.
+fn project(
+    gpu: &Gpu,
+    w: &AttnGpu,
+    st: &AttnStateGpu,
+    x: &Buf<f32>,
+    t: usize,
+    rows: &Buf<f32>,
+    with_q: bool,
+) -> Result<(Buf<f32>, Buf<f32>), CudaError> {
+    let d = w.dims;
+    let (pos, dim, i) = (st.cells, d.hkv * d.dh, |v: usize| Arg::I32(v as i32));
+    let hq = if with_q { d.hq } else { 0 };
+    // The products' outputs are filled whole: left unset (no memset on the stream).
+    let (qg, kk, vv) = (
+        Buf::<f32>::uninit(gpu, t * hq * 2 * d.dh)?,
+        Buf::<f32>::uninit(gpu, t * dim)?,
+        Buf::<f32>::uninit(gpu, t * dim)?,
+    );
+    // By default (STRATA_QKV_ONCE=0: a launch each) x is quantized once for the three products (after
+    // the selection's fork, which reads x as floats), not by a launch before each.
+    let shared = if crate::ops::qdot::can_share_input(gpu, &[w.q.ty, w.k.ty, w.v.ty]) {
+        Some(crate::ops::qdot::quantize_shared(gpu, &w.q, x, t)?)
+    } else {
+        None
+    };
+    let xq = shared.as_ref();
+    if with_q {
+        matvec_pre(gpu, (x, xq), (&w.q, &qg), None, t)?;
+    }
+    matvec_pre(gpu, (x, xq), (&w.k, &kk), Some((&w.v, &vv)), t)?;
+    // The q and k heads normed and roped in one launch (blockIdx.y picks the set; no q heads without
+    // with_q); written whole by norm_rope (a warp per head writes all its dims), so no memset on the
+    // stream.
+    let (q, k) = (Buf::<f32>::uninit(gpu, t * hq * d.dh)?, Buf::<f32>::uninit(gpu, t * dim)?);
+    let q_rows = [Arg::Ptr(qg.ptr(gpu)), i(hq * 2 * d.dh), i(2 * d.dh), Arg::Ptr(q.ptr(gpu))];
+    let k_rows = [Arg::Ptr(kk.ptr(gpu)), i(dim), i(d.dh), Arg::Ptr(k.ptr(gpu))];
+    let args = [
+        &q_rows[..],
+        &[Arg::Ptr(w.q_norm.ptr(gpu)), i(hq)],
+        &k_rows,
+        &[Arg::Ptr(w.k_norm.ptr(gpu)), i(d.hkv)],
+        &[Arg::Ptr(rows.ptr(gpu)), i(d.dh), i(d.rot), i(t)],
+    ]
+    .concat();
+    let eps = [Arg::F32(d.eps)];
+    let mut cfg = warps_cfg(t * hq.max(d.hkv));
+    // By default (STRATA_KV_FUSE=0: kv_store after) the k and v cells are appended in the same launch
+    // (norm_rope_kv).
+    if kv_fuse(gpu) && (st.k.mode != KvMode::Int8 || d.dh.is_multiple_of(64)) {
+        cfg.grid_dim.1 = 3;
+        let mode = [Arg::I32(st.k.mode_id()), i(pos)];
+        let args = [&args[..], &[Arg::Ptr(vv.ptr(gpu))], &st.k.args(gpu), &st.v.args(gpu), &mode, &eps].concat();
+        launch(gpu, &gpu.function(&crate::ops::sources::ATTN_FILE, "norm_rope_kv")?, "norm_rope_kv", cfg, &args)?;
+    } else {
+        cfg.grid_dim.1 = 2;
+        let args = [&args[..], &eps].concat();
+        launch(gpu, &gpu.function(&crate::ops::sources::ATTN_FILE, "norm_rope")?, "norm_rope", cfg, &args)?;
+        store_kv(gpu, st, (&k, &vv), (dim, t))?;
+    }
+    Ok((qg, q))
+}
+
+/// [`attention`]'s cells alone: the window's k and v appended at cells `st.cells, …` (roped with `rows`),
+/// with no query, scores or output: the MTP layer's cells of positions whose drafts are not asked for
+/// (`backend::mtp_cells`). The same kernels on the same inputs as `attention`'s, so the same cells.
+pub fn append_cells(gpu: &Gpu, w: &AttnGpu, st: &mut AttnStateGpu, x: &Buf<f32>, t: usize, rows: &Buf<f32>) -> Result<(), CudaError> {
+    if !(1..=MAX_T).contains(&t) || st.cells + t > st.capacity {
+        return Err(CudaError::Shape(format!("a window of {t} tokens at cell {} of {}", st.cells, st.capacity)));
+    }
+    project(gpu, w, st, x, t, rows, false)?;
+    st.cells += t;
+    Ok(())
 }
 
 /// The window's k (normed and roped) and v cells of `dim` values appended to the caches at the layer's next

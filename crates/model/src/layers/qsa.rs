@@ -104,6 +104,12 @@ pub fn qsa_dense(
     w.o.matvec(&attend_heads(&qg, w, c, st, &cells, &row, rope))
 }
 
+/// [`qsa_dense`]'s cell alone: this token's k and v appended, with no query or attention (the same
+/// products on the same input, so the same cell).
+pub fn qsa_dense_append(x: &[f32], w: &AttnWeights, c: &Config, st: &mut QsaState, pos: usize, rope: &Rope) {
+    push_kv(w.k.matvec(x), &w.v.matvec(x), w, c, st, &rope.row(pos as u64), rope);
+}
+
 /// This token's k (normed, roped) and v appended to the cache.
 fn push_kv(
     mut k: Vec<f32>,

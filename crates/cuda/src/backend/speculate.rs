@@ -74,18 +74,23 @@ impl Drafting {
             )));
         }
         if n > 0 {
-            let cat = Buf::<f32>::uninit(g, n * w)?;
-            if self.waiting {
-                cat.copy_from(g, 0, &self.last_r, w)?;
-            }
-            if t > 1 {
-                cat.copy_from(g, lead * w, &r.buf, (t - 1) * w)?;
-            }
-            let rows = Rows { buf: cat, t: n, width: w };
-            mtp_cells(fwd, &mut self.cache, &rows, &tokens[1 - lead..], pos - lead)?;
+            // The rows in place where they lie together (a decode step's: the kept row alone), else copied
+            // side by side.
+            let buf = match (self.waiting, t) {
+                (false, _) => r.buf.view(g, 0, n * w)?,
+                (true, 1) => self.last_r.view(g, 0, w)?,
+                (true, _) => {
+                    let cat = Buf::<f32>::uninit(g, n * w)?;
+                    cat.copy_from(g, 0, &self.last_r, w)?;
+                    cat.copy_from(g, w, &r.buf, (t - 1) * w)?;
+                    cat
+                }
+            };
+            mtp_cells(fwd, &mut self.cache, &Rows { buf, t: n, width: w }, &tokens[1 - lead..], pos - lead)?;
         }
-        if t <= MAX_T {
-            // A verify window's rows (one may be cut to by `accept`); a longer prompt window's are not.
+        if (2..=MAX_T).contains(&t) {
+            // A verify window's rows, one of which `accept` may cut to (a step's one row is `last_r`; a
+            // longer prompt window's are not kept).
             self.rows.copy_from(g, 0, &r.buf, t * w)?;
         }
         self.last_r.copy_from(g, 0, &r.buf.view(g, (t - 1) * w, w)?, w)?;

@@ -316,98 +316,6 @@ __device__ void gr_down_split_body(const WT* __restrict__ w_down, const WT* __re
 GR_DOWN_SPLIT(, bf16_t)
 GR_DOWN_SPLIT(_f32, float)
 
-// ---- The paired down kernel (STRATA_GR_DOWN_PAIR, sm_90 and later): a cluster of two CTAs takes two rows,
-// CTA h the chunks of the second half of K when h = 1, the first when 0, for both rows. So each CTA reads
-// half of the window's xn once for two rows: at T = 8 the split kernel's 324 row blocks each read all of
-// xn (327 KB) through the L2, 106 MB a call, about the L2's rate (Nsight, 2026-12-07); this reads half
-// that, on as many CTAs. Each chunk sum is the same 8 fmas; after the cluster's barrier CTA h adds row
-// 2·pair + h's chunk sums, warp k token k, lane L its chunks L, L + 32, … in order (the first half read
-// from CTA 0's shared memory, the second from CTA 1's), then the butterfly: the split kernel's sums in its
-// order. The host launches it only on sm_90 and later, with K / 8 even, T ≤ 8 and its shared memory under
-// 48 KB.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define PAIR_B 3  // chunks a thread takes in each row (a half of 640 chunks over 256 threads)
-__device__ __forceinline__ float ld_cluster_f32(const float* p, u32 rank) {
-    const u32 a = (u32)__cvta_generic_to_shared(p);
-    u32 remote;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-}
-template <typename WT>
-__device__ void gr_down_pair_body(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,
-                                  const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
-                                  int K, int r, int n_inj, int hc, int T) {
-    extern __shared__ float part[];  // [2 rows][T][half]
-    const int h = (int)cluster_rank(), pair = blockIdx.x / 2, tid = threadIdx.x;
-    const int rows = r + n_inj, nch = K / CHUNK, half = nch / 2, c0 = h * half;
-    const WT* w[2];
-    bool live[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int row = 2 * pair + i;
-        live[i] = row < rows;
-        w[i] = !live[i] ? w_down : row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
-    }
-    // The weights first (no kernel's output), then the wait for xn.
-    RawChunk<WT> raw[2][PAIR_B];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int b = 0; b < PAIR_B; ++b) {
-            const int ch = tid + b * blockDim.x;
-            if (live[i] && ch < half) raw[i][b].load(w[i] + (size_t)(c0 + ch) * CHUNK);
-        }
-    }
-    grid_dep_wait();
-    // A chunk of xn at a time, for both rows (the registers of the two rows' weights leave no room for a
-    // token's three chunks at once at three CTAs a multiprocessor).
-    for (int t = 0; t < T; ++t) {
-        const float* x = xn + (size_t)t * K + (size_t)c0 * CHUNK;
-#pragma unroll
-        for (int b = 0; b < PAIR_B; ++b) {
-            const int ch = tid + b * blockDim.x;
-            if (ch >= half) continue;
-            float xv[CHUNK];
-            load8_f32(x + ch * CHUNK, xv);
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                if (live[i]) {
-                    float wv[CHUNK];
-                    raw[i][b].get(wv);
-                    part[(i * T + t) * half + ch] = chunk_dot(wv, xv);
-                }
-            }
-        }
-    }
-    cluster_sync();  // both halves' chunk sums written, and seen by both CTAs
-    const int row = 2 * pair + h, k = tid / WARP, lane = tid % WARP;
-    if (row < rows && k < T) {
-        float acc = 0.0f;
-        for (int ch = lane; ch < nch; ch += WARP) {
-            const int owner = ch < half ? 0 : 1;
-            acc = __fadd_rn(acc, ld_cluster_f32(part + (h * T + k) * half + (ch - owner * half), (u32)owner));
-        }
-        acc = warp_butterfly(acc);
-        if (lane == 0) {
-            if (row < r) lo[k * r + row] = s_silu(__fdiv_rn(acc, (float)hc));
-            else inj[k * hc + (row - r)] = acc;
-        }
-    }
-    cluster_sync();  // neither CTA leaves while the other still reads its shared memory
-}
-#define GR_DOWN_PAIR(SUFFIX, WT)                                                                  \
-    extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 3)               \
-        gr_down_pair##SUFFIX(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,         \
-                             const float* __restrict__ xn, float* __restrict__ lo,                \
-                             float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {   \
-        gr_down_pair_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);                    \
-    }
-GR_DOWN_PAIR(, bf16_t)
-GR_DOWN_PAIR(_f32, float)
-#endif
-
 // The row-batched up kernel (STRATA_GR_UP75): a warp per output d as gr_up, but lo is staged in shared
 // memory once per block and every weight chunk of the hc rows is loaded before the dots (more loads in
 // flight). Lane L owns chunks L, L + 32, ... of each row, summed in order; the same butterflies and epilogue.
@@ -478,13 +386,6 @@ GR_UP75(_f32, float)
 #define UP_D 4
 #define UP_B 3  // tasks a thread loads at once
 #define UP_HC 4  // streams whose epilogue values a thread loads early (the model's hc)
-// HC_UP_STEP (STRATA_DEFINES; 0 by default): the dots' loop over the window's tokens walks a pointer into
-// lo and one into the chunk sums instead of computing both addresses from (row, token, chunk) each time,
-// and runs T times instead of MAXT with a test: the same loads, fmas and stores (sm_90 SASS: the loop of
-// three tasks 811 instructions for its 192 FFMAs by the indices). Not yet timed on a card.
-#ifndef HC_UP_STEP
-#define HC_UP_STEP 0
-#endif
 template <typename WT>
 __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                        const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc,
@@ -535,15 +436,6 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
             if (k >= tasks || d0 + row % UP_D >= n) continue;
             float wv[CHUNK];
             raw[b].get(wv);
-#if HC_UP_STEP  // the token's lo chunk and its sum's cell found by a step each, not by their indices
-            const float* xs = slo + ch * CHUNK;
-            float* ps = part + row * T * nch + ch;
-            for (int t = 0; t < T; ++t, xs += r, ps += nch) {
-                float xv[CHUNK];
-                load8_f32(xs, xv);
-                *ps = chunk_dot(wv, xv);
-            }
-#else
 #pragma unroll
             for (int t = 0; t < MAXT; ++t) {
                 if (t < T) {
@@ -552,7 +444,6 @@ __device__ void gr_up_split_body(const WT* __restrict__ w_up, const float* __res
                     part[(row * T + t) * nch + ch] = chunk_dot(wv, xv);
                 }
             }
-#endif
         }
     }
     // The epilogue's xn values (thread p < UP_D·T takes output d0 + p % UP_D of token p / UP_D, its hc

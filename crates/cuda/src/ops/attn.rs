@@ -397,7 +397,14 @@ fn project(
 /// [`attention`]'s cells alone: the window's k and v appended at cells `st.cells, …` (roped with `rows`),
 /// with no query, scores or output: the MTP layer's cells of positions whose drafts are not asked for
 /// (`backend::mtp_cells`). The same kernels on the same inputs as `attention`'s, so the same cells.
-pub fn append_cells(gpu: &Gpu, w: &AttnGpu, st: &mut AttnStateGpu, x: &Buf<f32>, t: usize, rows: &Buf<f32>) -> Result<(), CudaError> {
+pub fn append_cells(
+    gpu: &Gpu,
+    w: &AttnGpu,
+    st: &mut AttnStateGpu,
+    x: &Buf<f32>,
+    t: usize,
+    rows: &Buf<f32>,
+) -> Result<(), CudaError> {
     if !(1..=MAX_T).contains(&t) || st.cells + t > st.capacity {
         return Err(CudaError::Shape(format!("a window of {t} tokens at cell {} of {}", st.cells, st.capacity)));
     }

@@ -118,8 +118,6 @@ impl<'a> Pending<'a> {
 ///   and a block per 4 outputs for up, chunk sums in parallel; else a block per token and a warp per row.
 /// - `up75` (`STRATA_GR_UP75`): the row-batched up kernel (all weight loads first, lo in shared memory).
 /// - `down_tg` (`STRATA_GR_DOWN_TG=n`, 0 off): token groups of n for the split down kernel.
-/// - `down_pair` (`STRATA_GR_DOWN_PAIR`, sm_90 and later): the split down kernel's rows by pairs, a
-///   cluster of two CTAs each half of K for both (`gr_down_pair`: half the trips of xn through the L2).
 ///
 /// `STRATA_SM75_PERF=1` turns on the variants measured on sm_75 (up75, token groups of 2); each switch
 /// overrides it.
@@ -131,28 +129,26 @@ pub struct HcVariant {
     pub staged: bool,
     pub up75: bool,
     pub down_tg: u8,
-    pub down_pair: bool,
 }
 
 impl HcVariant {
-    pub const PLAIN: HcVariant = HcVariant { split: false, staged: false, up75: false, down_tg: 0, down_pair: false };
-    pub const SPLIT: HcVariant = HcVariant { split: true, staged: false, up75: false, down_tg: 0, down_pair: false };
+    pub const PLAIN: HcVariant = HcVariant { split: false, staged: false, up75: false, down_tg: 0 };
+    pub const SPLIT: HcVariant = HcVariant { split: true, staged: false, up75: false, down_tg: 0 };
     /// The candidates of the start-up choice (and of the parity tools).
     pub const ALL: [HcVariant; 6] = [
         HcVariant::PLAIN,
         HcVariant::SPLIT,
-        HcVariant { split: true, staged: true, up75: false, down_tg: 0, down_pair: false },
-        HcVariant { split: true, staged: false, up75: true, down_tg: 0, down_pair: false },
-        HcVariant { split: true, staged: false, up75: false, down_tg: 2, down_pair: false },
-        HcVariant { split: false, staged: false, up75: true, down_tg: 0, down_pair: false },
+        HcVariant { split: true, staged: true, up75: false, down_tg: 0 },
+        HcVariant { split: true, staged: false, up75: true, down_tg: 0 },
+        HcVariant { split: true, staged: false, up75: false, down_tg: 2 },
+        HcVariant { split: false, staged: false, up75: true, down_tg: 0 },
     ];
 
     /// The variant the switches force, if any is set (`STRATA_HC_SPLIT`, `STRATA_GR_UP75`,
-    /// `STRATA_GR_DOWN_TG`, `STRATA_GR_DOWN_PAIR`; `STRATA_SM75_PERF=1` means split+up75+tg2 where those
-    /// are unset).
+    /// `STRATA_GR_DOWN_TG`; `STRATA_SM75_PERF=1` means split+up75+tg2 where those are unset).
     pub fn forced(s: &crate::runtime::settings::Settings) -> Option<HcVariant> {
         let sm75 = s.sm75_perf;
-        if !sm75 && s.hc_split.is_none() && s.gr_up75.is_none() && s.gr_down_tg.is_none() && s.gr_down_pair.is_none() {
+        if !sm75 && s.hc_split.is_none() && s.gr_up75.is_none() && s.gr_down_tg.is_none() {
             return None;
         }
         Some(HcVariant {
@@ -160,16 +156,7 @@ impl HcVariant {
             split: s.hc_split.is_none_or(|v| v != 0),
             up75: s.gr_up75.unwrap_or(sm75),
             down_tg: s.gr_down_tg.unwrap_or(if sm75 { 2 } else { 0 }).min(8),
-            down_pair: s.gr_down_pair.unwrap_or(false),
         })
-    }
-
-    /// The variants the parity tools and benches run: every candidate, and the one the switches force
-    /// where it is not among them (a variant built but not yet a candidate, `STRATA_GR_DOWN_PAIR`).
-    pub fn tried(s: &crate::runtime::settings::Settings) -> Vec<HcVariant> {
-        let mut all = HcVariant::ALL.to_vec();
-        all.extend(HcVariant::forced(s).filter(|v| !all.contains(v)));
-        all
     }
 
     pub fn name(self) -> String {
@@ -187,27 +174,8 @@ impl HcVariant {
         if self.down_tg > 0 {
             n.push_str(&format!("+tg{}", self.down_tg));
         }
-        if self.down_pair {
-            n.push_str("+pair");
-        }
         n
     }
-}
-
-/// The paired down kernel's shared memory: two rows' chunk sums of half of K for each token.
-fn pair_shared(wide: usize, t: usize) -> usize {
-    2 * t * (wide / 8 / 2) * 4
-}
-
-/// Whether `gr_down_pair` takes this read: asked for, a card with clusters, K / 8 even, half of it within
-/// its threads' three chunks each (PAIR_B in hc.cu), and its shared memory within the 48 KB a launch has
-/// without asking (else the split kernel runs).
-fn pair_fits(gpu: &Gpu, v: HcVariant, wide: usize, t: usize) -> bool {
-    v.down_pair
-        && gpu.arch.0 >= 9
-        && (wide / 8).is_multiple_of(2)
-        && wide / 8 / 2 <= 3 * SPLIT_THREADS as usize
-        && pair_shared(wide, t) <= 48 << 10
 }
 
 /// The stages of a read, for timing them one by one.
@@ -301,14 +269,6 @@ pub fn hc_read_with(
                         grid_dim: (rows.div_ceil(WARPS), 1, 1),
                         block_dim: (32 * WARPS, 1, 1),
                         shared_mem_bytes: 0,
-                    },
-                ),
-                true if pair_fits(gpu, v, wide, t) => (
-                    "gr_down_pair",
-                    LaunchConfig {
-                        grid_dim: (rows.div_ceil(2) * 2, 1, 1),
-                        block_dim: (SPLIT_THREADS, 1, 1),
-                        shared_mem_bytes: pair_shared(wide, t) as u32,
                     },
                 ),
                 true => {
@@ -444,24 +404,4 @@ pub fn hc_write(
         Arg::I32(t as i32),
     ];
     launch(gpu, &f, "gr_write", cfg, &args)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::runtime::settings::Settings;
-
-    fn settings(pairs: &[(&str, &str)]) -> Settings {
-        Settings::read(&|k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).0
-    }
-
-    #[test]
-    fn a_forced_variant_outside_the_candidates_is_tried_beside_them() {
-        assert_eq!(HcVariant::tried(&settings(&[])), HcVariant::ALL.to_vec());
-        // A candidate forced is not tried twice.
-        assert_eq!(HcVariant::tried(&settings(&[("STRATA_HC_SPLIT", "1")])), HcVariant::ALL.to_vec());
-        let pair = HcVariant::tried(&settings(&[("STRATA_GR_DOWN_PAIR", "1")]));
-        assert_eq!(pair.len(), HcVariant::ALL.len() + 1);
-        assert_eq!(pair.last().map(|v| v.name()), Some("split+pair".to_string()));
-    }
 }

@@ -39,7 +39,7 @@ pub fn fused_gr_bench(gpu: &Gpu, iters: usize, tmin: usize, tmax: usize, sets: u
         let y = Buf::from_host(gpu, &(0..t * n).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
         let inj = Buf::from_host(gpu, &(0..t * hc).map(|_| rng.uniform() - 0.5).collect::<Vec<f32>>())?;
         let out: Buf<f32> = Buf::zeros(gpu, t * hc * n)?;
-        for v in HcVariant::tried(&gpu.settings) {
+        for v in HcVariant::ALL {
             let run = |i: usize, only| {
                 hc_read_with(
                     gpu,

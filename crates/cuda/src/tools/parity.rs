@@ -54,7 +54,7 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
             let w = random_hc_as(ty, n, hc, r, inject, seed ^ (n as u64) ^ (inject as u64));
             let wg = HcGpu::upload(gpu, &w, hc, eps, HcVariant::PLAIN).map_err(|e| e.to_string())?;
             let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
-            for (v, t) in HcVariant::tried(&gpu.settings).into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
+            for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
                 for pending in [false, true] {
                     let x = inputs(n, hc, t, seed.wrapping_add((t * 31 + pending as usize) as u64));
                     let (r_gpu, mixed_gpu, inj_gpu) = gpu_read(gpu, v, &wg, &s, &x, t, pending, false)?;
@@ -88,7 +88,7 @@ pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> O
     let wg = HcGpu::upload(gpu, &w, hc, eps, HcVariant::PLAIN).map_err(|e| e.to_string())?;
     let s = HcScratch::new(gpu, n, hc, r).map_err(|e| e.to_string())?;
     let mut cases = 0;
-    for (v, t) in HcVariant::tried(&gpu.settings).into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
+    for (v, t) in HcVariant::ALL.into_iter().flat_map(|v| (1..=MAX_T).map(move |t| (v, t))) {
         for in_place in [false, true] {
             let x = inputs(n, hc, t, seed.wrapping_add(t as u64));
             let (r_all, m_all, i_all) = gpu_read(gpu, v, &wg, &s, &x, t, true, in_place)?;

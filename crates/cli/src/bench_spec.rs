@@ -1,7 +1,8 @@
 //! `strata bench spec`: verify windows on the GPU against the plain step (docs/SPECULATION.md). After a
 //! prompt of DEPTH tokens: the plain decode step; a verify pass of T = 1..8 tokens, kept whole and cut to
-//! one (the rewind); drafts of N = 1..7 tokens with their whole pass, greedy and sampled, and three
-//! drafts over draft vocabularies; each window's byte floor; the effective decode at per-draft
+//! one (the rewind); drafts of N = 1..7 tokens, alone and as a pass runs them (their window recorded
+//! beside them), with their whole pass, greedy and sampled, and three drafts over draft vocabularies;
+//! each window's byte floor; the effective decode at per-draft
 //! acceptance a = 0.6..0.9 computed from those times, and checked by a run whose acceptance is forced
 //! to a.
 

@@ -166,6 +166,14 @@ impl<'a> CudaDecoder<'a> {
         Ok(())
     }
 
+    /// No draft chain kept ahead (see speculate.rs `ChainAhead`): the call that drops it moves the
+    /// conversation otherwise than the chain assumed.
+    fn drop_chain_ahead(&mut self) {
+        if let Some(d) = &mut self.drafting {
+            d.drop_ahead();
+        }
+    }
+
     /// The MTP layer, its cells' room and the rewind slots, made once.
     fn make_drafting(&mut self) -> Result<(), CudaError> {
         if self.drafting.is_none() {
@@ -186,6 +194,7 @@ impl CudaDecoder<'_> {
     /// now. After a prompt's last window the first decode step is recorded (and its graph captured, the
     /// first time) while the window runs, not after its token is known.
     fn overlapped(&mut self, tokens: &[u32], how: Choice, next: Choice) -> Result<u32, CudaError> {
+        self.drop_chain_ahead();
         let chosen = match self.ahead.take() {
             Some(a) if tokens.len() == 1 && a.pos == self.pos && a.how == how => {
                 let t0 = std::time::Instant::now();
@@ -258,6 +267,7 @@ impl CudaDecoder<'_> {
         let e = |e: CudaError| e.to_string();
         self.ahead = None; // a step recorded ahead runs only as the next decode step
         self.verify_ahead = None;
+        self.drop_chain_ahead();
         if let Some(p) = &self.fwd.gpu.profile {
             p.begin(if tokens.len() == 1 { Call::Step } else { Call::Prompt }).map_err(e)?;
         }
@@ -318,6 +328,7 @@ impl Decoder for CudaDecoder<'_> {
 
     fn set_draft_vocab(&mut self, ids: &[u32]) -> Result<(), String> {
         check_draft_vocab(ids, self.fwd.vocab_rows())?;
+        self.drop_chain_ahead(); // recorded with the head before
         self.draft_head = match ids {
             [] => None,
             _ => Some(self.fwd.draft_vocab(ids).map_err(|e| e.to_string())?),
@@ -338,7 +349,13 @@ impl Decoder for CudaDecoder<'_> {
         }
         let t0 = std::time::Instant::now();
         fwd.gpu.host_kind("draft chains");
-        let ids = fwd.step(|| d.chain(fwd, (x, n, pos), self.draft_head.as_ref())).map_err(e)?;
+        let ids = match d.take_ahead(&fwd.gpu, (n, pos)) {
+            Some((step, ids)) => {
+                fwd.gpu.run_prepared(step).map_err(e)?;
+                ids
+            }
+            None => fwd.step(|| d.chain(fwd, (x, n, pos), self.draft_head.as_ref())).map_err(e)?,
+        };
         let t1 = std::time::Instant::now();
         // The window that checks these drafts, recorded while the chain runs (its error only means the
         // window is recorded when it runs), greedy or sampled: the window's draws are known here.
@@ -360,6 +377,7 @@ impl Decoder for CudaDecoder<'_> {
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
         let ahead = self.verify_ahead.take().filter(|a| a.pos == pos && a.picks == picks);
         self.ahead = None;
+        d.drop_ahead();
         if let Some(p) = &fwd.gpu.profile {
             p.begin(Call::Verify).map_err(e)?;
         }
@@ -377,6 +395,12 @@ impl Decoder for CudaDecoder<'_> {
         };
         d.ran_window(window.len());
         self.pos += window.len();
+        // The next pass's chain, recorded while this window runs, for the window kept whole and as many
+        // drafts again (`STRATA_CHAIN_AHEAD`; its error only means the chain is recorded when asked).
+        let (g, t) = (&fwd.gpu, window.len());
+        if g.settings.chain_ahead && t > 1 && g.graphs_on() && !g.recording() {
+            let _ = d.chain_after_window(fwd, (&ids, t - 1), (t - 1, self.pos), self.draft_head.as_ref());
+        }
         let ids = ids.read(&fwd.gpu, window.len()).map_err(e)?;
         fwd.end_pass().map_err(e)?;
         Ok(ids.iter().map(|&t| t as u32).collect())
@@ -388,6 +412,7 @@ impl Decoder for CudaDecoder<'_> {
         let (fwd, state, pos) = (&self.fwd, &mut self.state, self.pos);
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
         (self.ahead, self.verify_ahead) = (None, None);
+        d.drop_ahead();
         if let Some(p) = &fwd.gpu.profile {
             p.begin(Call::Verify).map_err(e)?;
         }
@@ -411,6 +436,9 @@ impl Decoder for CudaDecoder<'_> {
         let e = |e: CudaError| e.to_string();
         let d = self.drafting.as_mut().filter(|d| d.active).ok_or("drafting has not started")?;
         let t = d.accept(kept, self.pos, &self.fwd.gpu).map_err(e)?;
+        if kept < t {
+            d.drop_ahead(); // recorded for the whole window kept
+        }
         self.state.rewind(&self.fwd.gpu, kept, t).map_err(e)?;
         self.pos = self.pos - t + kept;
         Ok(())

@@ -14,6 +14,7 @@ use crate::ops::draft::DraftHead;
 use crate::ops::matvec::MAX_T;
 use crate::runtime::buf::Buf;
 use crate::runtime::error::CudaError;
+use crate::runtime::recorder::Prepared;
 
 /// The MTP layer's cells and what drafting keeps between passes. Cell i is position `from + i`: made
 /// from the trunk's streams there and the token after it, so the cells are the conversation's, whatever
@@ -32,6 +33,24 @@ pub(crate) struct Drafting {
     waiting: bool,
     /// The length of the verify window just run (0: none since the last accept).
     window: usize,
+    /// The first token and the drafts of a chain recorded ahead (`STRATA_CHAIN_AHEAD`): outside any
+    /// step's arena, so that the window before may leave its last choice here for the chain.
+    ahead_ids: Buf<i32>,
+    /// The next pass's chain, recorded while the window before it ran, for that window kept whole.
+    ahead: Option<ChainAhead>,
+}
+
+/// A draft chain recorded while the verify window before it ran on the card (`STRATA_CHAIN_AHEAD`), for
+/// the outcome that keeps the whole window: its first token is that window's last choice, read on the
+/// device, so nothing of it waits for the host. Recording moved the MTP cells' counts on; they were put
+/// back at once and are set again when it runs. An accept of fewer tokens, or another count of drafts,
+/// drops it (the chain is then recorded when asked, as without it).
+pub(crate) struct ChainAhead {
+    step: Prepared,
+    pos: usize,
+    n: usize,
+    /// The MTP cells' counts after the chain.
+    mtp: (usize, bool),
 }
 
 impl Drafting {
@@ -46,12 +65,15 @@ impl Drafting {
             last_r: Buf::uninit(&fwd.gpu, c.hc * c.n_embd)?,
             waiting: false,
             window: 0,
+            ahead_ids: Buf::uninit(&fwd.gpu, MAX_T)?,
+            ahead: None,
         })
     }
 
     /// Cells kept from position `pos` on (none yet).
     pub(crate) fn start(&mut self, pos: usize) {
         (self.active, self.from, self.cache.cells, self.waiting, self.window) = (true, pos, 0, false, 0);
+        self.ahead = None;
     }
 
     /// Inside the step that ran the trunk over `tokens` at `pos`, leaving the streams `r`: the cells whose
@@ -108,12 +130,69 @@ impl Drafting {
         (x, n, pos): (u32, usize, usize),
         vocab: Option<&DraftHead>,
     ) -> Result<Buf<i32>, CudaError> {
+        let ids = Buf::<i32>::from_host(&fwd.gpu, &[x as i32; MAX_T])?;
+        self.chain_on(fwd, ids, (x, n, pos), vocab)
+    }
+
+    /// [`Drafting::chain`] from the token the window just run chose last (its `chosen[at]`, copied on the
+    /// device into the ids kept outside the steps' arena), for a chain recorded before that token is
+    /// known: after a window kept whole, at `pos` (the position after it).
+    pub(crate) fn chain_after_window(
+        &mut self,
+        fwd: &CudaForward,
+        (chosen, at): (&Buf<i32>, usize),
+        (n, pos): (usize, usize),
+        vocab: Option<&DraftHead>,
+    ) -> Result<(), CudaError> {
+        let g = &*fwd.gpu;
+        self.ahead_ids.copy_from(g, 0, &chosen.view(g, at, 1)?, 1)?;
+        let ids = self.ahead_ids.view(g, 0, MAX_T)?;
+        // The chain's own first token is read on the device; the host's is a placeholder. Recorded from
+        // the counts an accept of the whole window will leave.
+        self.ahead = None;
+        let counts = self.counts();
+        let whole =
+            pos.checked_sub(1 + self.from).ok_or_else(|| CudaError::Shape("a chain before its cells".into()))?;
+        (self.cache.cells, self.waiting) = (whole, true);
+        let out = fwd.prepare(|| self.chain_on(fwd, ids, (0, n, pos), vocab));
+        let after = self.counts();
+        self.set_counts(counts);
+        let (_, step, late) = out?;
+        if !late.is_empty() {
+            return Err(CudaError::Shape("a chain recorded ahead with inputs the host would write".into()));
+        }
+        self.ahead = Some(ChainAhead { step, pos, n, mtp: after });
+        Ok(())
+    }
+
+    /// The chain recorded ahead for `n` drafts at `pos`, where there is one, its counts set as after it
+    /// (the decoder runs its step), and where its drafts will be: None otherwise (any kept is dropped).
+    pub(crate) fn take_ahead(&mut self, gpu: &crate::Gpu, (n, pos): (usize, usize)) -> Option<(Prepared, Buf<i32>)> {
+        // Recorded from the counts an accept of the whole window leaves: those must be the counts now.
+        let whole = (pos.checked_sub(1 + self.from)?, true);
+        let a = self.ahead.take().filter(|a| (a.n, a.pos) == (n, pos) && self.counts() == whole)?;
+        let ids = self.ahead_ids.view(gpu, 0, MAX_T).ok()?;
+        self.set_counts(a.mtp);
+        Some((a.step, ids))
+    }
+
+    /// No chain kept ahead (the conversation moved otherwise than it assumed).
+    pub(crate) fn drop_ahead(&mut self) {
+        self.ahead = None;
+    }
+
+    fn chain_on(
+        &mut self,
+        fwd: &CudaForward,
+        ids: Buf<i32>,
+        (x, n, pos): (u32, usize, usize),
+        vocab: Option<&DraftHead>,
+    ) -> Result<Buf<i32>, CudaError> {
         let g = &*fwd.gpu;
         if !self.waiting {
             return Err(CudaError::Shape("no draft before a token has been through the trunk while drafting".into()));
         }
         let w = self.last_r.len();
-        let ids = Buf::<i32>::from_host(g, &[x as i32; MAX_T])?;
         let mut rows = Rows { buf: self.last_r.view(g, 0, w)?, t: 1, width: w };
         for i in 0..n {
             fwd.next_draft_input(ids.view(g, i, 1)?);
@@ -186,6 +265,7 @@ impl Drafting {
             None => false,
         };
         (self.active, self.from, self.window) = (true, m.from, 0);
+        self.ahead = None;
         Ok(())
     }
 }

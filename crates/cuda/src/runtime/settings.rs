@@ -49,6 +49,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_PDL_JOIN", "0: plain edges into the kernels that join the side lane", "on"),
     sw("STRATA_SIDE", "0: no side lane in a step's graph", "on"),
     sw("STRATA_OVERLAP", "0: each decode step and verify window recorded only once its tokens are known", "on"),
+    sw("STRATA_CHAIN_AHEAD", "1: while drafting, the next pass's draft chain recorded while its verify window runs, for that window kept whole", "off"),
     sw("STRATA_GLU", "0: the experts' gate and up products, then the activation, as separate launches", "on"),
     sw("STRATA_DOWN_COMBINE", "0: the experts' down products and the MoE combination as two launches", "on"),
     sw("STRATA_QDOT_ONCE", "0: every block of a § qdot product quantizes its own inputs", "on"),
@@ -132,6 +133,9 @@ pub struct Settings {
     pub pdl_join: bool,
     pub side: bool,
     pub overlap: bool,
+    /// `STRATA_CHAIN_AHEAD`: the next draft chain recorded while a verify window runs (speculate.rs
+    /// `ChainAhead`).
+    pub chain_ahead: bool,
     pub glu: bool,
     pub down_combine: bool,
     pub qdot_once: bool,
@@ -261,6 +265,7 @@ impl Settings {
             pdl_join: r.on("STRATA_PDL_JOIN"),
             side: r.on("STRATA_SIDE"),
             overlap: r.on("STRATA_OVERLAP"),
+            chain_ahead: r.flag("STRATA_CHAIN_AHEAD").unwrap_or(false),
             glu: r.on("STRATA_GLU"),
             down_combine: r.on("STRATA_DOWN_COMBINE"),
             qdot_once: r.on("STRATA_QDOT_ONCE"),

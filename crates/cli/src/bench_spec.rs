@@ -140,15 +140,24 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64, windo
             sampled / step
         );
     }
-    println!("\n| draft vocabulary K | three drafts alone (ms) | × step | three drafts (ms) | × step |");
-    println!("|---|---|---|---|---|");
+    println!("\n| draft vocabulary K | three drafts alone (ms) | × step | three drafts (ms) | × step | three drafts after a window kept whole (ms) | × step |");
+    println!("|---|---|---|---|---|---|---|");
     for k in [vocab, 65536, 32768, 16384, 8192].into_iter().filter(|&k| k <= vocab) {
         // The whole head, or a draft head of k rows (which k tokens does not change its time).
         let ids: Vec<u32> = if k == vocab { Vec::new() } else { (0..k as u32).collect() };
         dec.set_draft_vocab(&ids).map_err(anyhow::Error::msg)?;
         let (alone, _) = time_passes(&mut *dec, x, 3, reps, None)?;
         let (d3, _) = time_passes(&mut *dec, x, 3, reps, Some(None))?;
-        println!("| {k} | {:.3} | {:.3} | {:.3} | {:.3} |", ms(alone), alone / step, ms(d3), d3 / step);
+        let whole = time_drafts_after_whole(&mut *dec, x, 3, reps)?;
+        println!(
+            "| {k} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            ms(alone),
+            alone / step,
+            ms(d3),
+            d3 / step,
+            ms(whole),
+            whole / step
+        );
     }
     dec.set_draft_vocab(&[]).map_err(anyhow::Error::msg)?;
     effective(&mut *dec, (step, &whole), FORCED_TOKENS, &mut rng, x)?;
@@ -187,6 +196,25 @@ fn time_passes(
         }
     }
     Ok((drafts / reps as f64, passes / reps as f64))
+}
+
+/// Mean seconds of a draft call of `n` tokens right after a verify window of n + 1 kept whole (its drafts
+/// accepted as they are, as a forced run keeps them), over `reps` calls after one unmeasured: where the
+/// next chain is recorded while the window runs (`STRATA_CHAIN_AHEAD`), the call launches it.
+fn time_drafts_after_whole(dec: &mut dyn Decoder, x: u32, n: usize, reps: usize) -> Result<f64> {
+    let (mut x, mut total) = (x, 0.0);
+    for i in 0..=reps {
+        let t0 = Instant::now();
+        let d = dec.draft(x, n, &[]).map_err(anyhow::Error::msg)?;
+        if i > 0 {
+            total += t0.elapsed().as_secs_f64();
+        }
+        let w: Vec<u32> = std::iter::once(x).chain(d).collect();
+        let chosen = dec.verify(&w, &vec![None; n + 1]).map_err(anyhow::Error::msg)?;
+        dec.accept(n + 1).map_err(anyhow::Error::msg)?;
+        x = *chosen.last().ok_or_else(|| anyhow::anyhow!("a verify window chose nothing"))?;
+    }
+    Ok(total / reps as f64)
 }
 
 /// The tokens each forced-acceptance run writes (the engine bench's decode length).

@@ -15,6 +15,10 @@ if [ ! -x "$bin" ]; then  # a call that carried other binaries only: say so, rat
   exit 1
 fi
 if [ ! -f $model ]; then
+  # The device's disk holds one full-size model: another router's, left by an earlier call, goes first.
+  for other in /tmp/strata-full /tmp/strata-full-*; do
+    [ "$other" != "$t" ] && [ -d "$other" ] && rm -rf "$other"
+  done
   s=$(date +%s)
   $bin synth --preset full --ple-rows-per-head 4096 ${ROUTER:+--router $ROUTER} -o $t/full.gguf | tail -2
   echo "full model written in $(( $(date +%s) - s )) s"

@@ -122,9 +122,9 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64, windo
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut whole = [0f64; 8];
     for (n, w) in whole.iter_mut().enumerate().skip(1) {
-        let (d, p) = time_passes(&mut *dec, x, n, reps, Some(None))?;
-        let (alone, _) = time_passes(&mut *dec, x, n, reps, None)?;
-        let (_, sampled) = time_passes(&mut *dec, x, n, reps, Some(Some(SAMPLED)))?;
+        let (d, p) = time_passes(&mut *dec, x, n, reps, Told::Yes(None))?;
+        let (alone, _) = time_passes(&mut *dec, x, n, reps, Told::No)?;
+        let (_, sampled) = time_passes(&mut *dec, x, n, reps, Told::Yes(Some(SAMPLED)))?;
         *w = p;
         println!(
             "| {n} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} |",
@@ -146,8 +146,8 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64, windo
         // The whole head, or a draft head of k rows (which k tokens does not change its time).
         let ids: Vec<u32> = if k == vocab { Vec::new() } else { (0..k as u32).collect() };
         dec.set_draft_vocab(&ids).map_err(anyhow::Error::msg)?;
-        let (alone, _) = time_passes(&mut *dec, x, 3, reps, None)?;
-        let (d3, _) = time_passes(&mut *dec, x, 3, reps, Some(None))?;
+        let (alone, _) = time_passes(&mut *dec, x, 3, reps, Told::No)?;
+        let (d3, _) = time_passes(&mut *dec, x, 3, reps, Told::Yes(None))?;
         let whole = time_drafts_after_whole(&mut *dec, x, 3, reps)?;
         println!(
             "| {k} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
@@ -170,20 +170,26 @@ pub fn run(engine: &EngineArgs, depth: usize, reps: usize, bandwidth: f64, windo
 /// A sampled window's draws: a chat's usual settings (the numbers drawn do not change the time).
 const SAMPLED: SampleParams = SampleParams { temperature: 0.8, top_k: 40, top_p: 0.95, u: 0.5 };
 
+/// Whether the drafts are told their window's picks (so that a device records the window while they
+/// run), and the window's draw at each position (None: greedy).
+#[derive(Clone, Copy)]
+enum Told {
+    No,
+    Yes(Option<SampleParams>),
+}
+
 /// Mean seconds of a draft of `n` tokens after `x` and of the whole pass (the drafts, their window
-/// verified, greedily or drawing with `draw` at each position, and cut to one), over `reps` passes after
-/// one unmeasured. `draw` None: the drafts are not told their window's picks, so no window is prepared
-/// while they run (the window greedy, recorded when it is called).
-fn time_passes(
-    dec: &mut dyn Decoder,
-    x: u32,
-    n: usize,
-    reps: usize,
-    draw: Option<Option<SampleParams>>,
-) -> Result<(f64, f64)> {
+/// verified, greedily or drawing at each position, and cut to one), over `reps` passes after one
+/// unmeasured. Drafts not told their window's picks (`Told::No`) run alone: the window is greedy and
+/// recorded when it is called.
+fn time_passes(dec: &mut dyn Decoder, x: u32, n: usize, reps: usize, told: Told) -> Result<(f64, f64)> {
     let (mut drafts, mut passes) = (0.0, 0.0);
-    let picks = vec![draw.flatten(); n + 1];
-    let told: &[Option<SampleParams>] = if draw.is_some() { &picks } else { &[] };
+    let draw = match told {
+        Told::No => None,
+        Told::Yes(draw) => draw,
+    };
+    let picks = vec![draw; n + 1];
+    let told: &[Option<SampleParams>] = if matches!(told, Told::Yes(_)) { &picks } else { &[] };
     for i in 0..=reps {
         let t0 = Instant::now();
         let d = dec.draft(x, n, told).map_err(anyhow::Error::msg)?;

@@ -280,3 +280,60 @@ extern "C" __global__ void moe_combine(const float* __restrict__ eo, const float
     for (int s = 0; s < k; ++s) v = __fmaf_rn(weights[t * k + s], eo[((size_t)t * k + s) * n + d], v);
     y[i] = __fmaf_rn(s_sigmoid(sgate[t]), shared[i], v);
 }
+
+// A prompt window's slots grouped by expert for the grouped gathers (qdot.cu's `_g_grouped*`, ops/moe/
+// grouped.rs): expert e's slots cut into groups of at most MG_GROUP, the experts' groups in expert order.
+// Group g's expert in gexp[g] (−1 for the groups past the last, up to `bound`), its slots in
+// gslots[MG_GROUP·g ..] (−1 past its last). One block: each expert's count by shared-memory atomics, the
+// groups' offsets by a scan, then each slot takes its place in its expert's groups. Where a slot lands
+// among its expert's (atomics give any order) changes no bit: each (row, slot) sum is made alone.
+#define MG_GROUP 8
+#define MG_MAX_E 1024
+extern "C" __global__ void __launch_bounds__(1024) moe_group_plan(const int* __restrict__ ids, int m, int E,
+                                                                  int bound, int* __restrict__ gexp,
+                                                                  int* __restrict__ gslots) {
+    __shared__ int count[MG_MAX_E], first[MG_MAX_E], lane_sum[WARP];
+    const int tid = threadIdx.x, n = blockDim.x;
+    grid_dep_wait();
+    for (int e = tid; e < E; e += n) count[e] = 0;
+    for (int i = tid; i < MG_GROUP * bound; i += n) gslots[i] = -1;
+    __syncthreads();
+    for (int s = tid; s < m; s += n) {
+        const int e = ids[s];
+        if (e >= 0 && e < E) atomicAdd(&count[e], 1);
+    }
+    __syncthreads();
+    // The groups before each expert: warp 0, each lane a run of consecutive experts, then the lanes'
+    // totals scanned by shuffles.
+    if (tid < WARP) {
+        const int per = (E + WARP - 1) / WARP, lo = tid * per, hi = min(E, lo + per);
+        int own = 0;
+        for (int e = lo; e < hi; ++e) own += (count[e] + MG_GROUP - 1) / MG_GROUP;
+        int incl = own;
+        for (int o = 1; o < WARP; o *= 2) {
+            const int v = __shfl_up_sync(0xffffffffu, incl, o);
+            if (tid >= o) incl += v;
+        }
+        int at = incl - own;
+        for (int e = lo; e < hi; ++e) {
+            first[e] = at;
+            at += (count[e] + MG_GROUP - 1) / MG_GROUP;
+        }
+        if (tid == WARP - 1) lane_sum[0] = incl;
+    }
+    __syncthreads();
+    const int groups = min(lane_sum[0], bound);
+    for (int e = tid; e < E; e += n) {
+        const int g0 = first[e], ng = (count[e] + MG_GROUP - 1) / MG_GROUP;
+        for (int g = g0; g < g0 + ng && g < bound; ++g) gexp[g] = e;
+        count[e] = 0;  // from here each expert's fill
+    }
+    for (int g = groups + tid; g < bound; g += n) gexp[g] = -1;
+    __syncthreads();
+    for (int s = tid; s < m; s += n) {
+        const int e = ids[s];
+        if (e < 0 || e >= E) continue;
+        const int r = atomicAdd(&count[e], 1), g = first[e] + r / MG_GROUP;
+        if (g < bound) gslots[MG_GROUP * g + r % MG_GROUP] = s;
+    }
+}

@@ -523,6 +523,127 @@ __device__ void qdot_rows_mma(const unsigned char* __restrict__ w, const float* 
     if (t1 < T) y[(size_t)t1 * rows + row] = out1;
 }
 
+// An m16n8k16 int8 tile: rows g and g + 8 (a0, a1: words of k = 4c .. 4c + 3) against column g (b),
+// sums of rows g and g + 8, columns 2c and 2c + 1 added into c[0..1] and c[2..3]. Before sm_80, as two
+// m8n8k16 tiles (the rows' halves), the same exact integer sums.
+__device__ __forceinline__ void qd_mma16x8(int (&c)[4], int a0, int a1, int b) {
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+#else
+    qd_mma16(c[0], c[1], a0, b);
+    qd_mma16(c[2], c[3], a1, b);
+#endif
+}
+
+// Warps a block of the grouped gathers: 16 rows each.
+#define QG_WARPS 4
+// Slots a group (moe.cu's MG_GROUP): the tile's 8 columns.
+#define QG_GROUP 8
+
+// The experts' products over a prompt window's slots grouped by expert (`_g_grouped`, `_g_grouped_glu`;
+// ops/moe/grouped.rs): group blockIdx.y is expert gexp[g] with up to 8 slots gslots[8g ..] (−1 past its
+// last; moe.cu's moe_group_plan), so each piece of the expert's rows is unpacked once for all of them. A
+// warp takes 16 rows and the group's slots as int8 tensor-core tiles, one a half piece (qd_mma16x8):
+// lane (g, c) = (lane / 4, lane % 4) gives words c and c + 4 of rows g and g + 8 (Q::word2) and of slot
+// g's codes, and gets back the integer sums of rows g and g + 8 against slots 2c and 2c + 1, exact. Each
+// (row, slot) value is then § qdot's, as qdot_rows_mma makes it: a piece's value by Q::finish, a lane
+// class's pieces (j ≡ L mod 32) in order from +0, the 32 classes in the butterfly's leaf order by
+// qd_tree_push, all in the one warp. So a slot's sums are its gather's (qd_row, qd_row2) whichever slots
+// share its tile. GLU: the gate rows (w, from row off) and the up rows (w2, from off2) and
+// y = silu(gate)·up, the product rounded; else w's rows and y the product. Slot ts reads quantized
+// vector ts / x_tok (x_tok = k where the slots read their token's input, 1 where each has its own) of
+// the nvec at x, and writes y[ts·rows + row]. Rows past the last of a tile read the last and are not
+// written.
+template <typename Q, bool GLU>
+__device__ void qdot_grouped_rows(const unsigned char* __restrict__ w, const unsigned char* __restrict__ w2,
+                                  const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int stride,
+                                  int off, int off2, int x_tok, int nvec, const int* __restrict__ gexp,
+                                  const int* __restrict__ gslots) {
+    constexpr int NP = GLU ? 2 : 1;  // projections
+    const int lane = threadIdx.x % WARP, g = lane / 4, c = lane % 4;
+    const int row0 = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * 16;
+    grid_dep_wait();
+    const int e = gexp[blockIdx.y];
+    if (e < 0 || row0 >= rows) return;
+    const QIn q(reinterpret_cast<int4*>(const_cast<float*>(x)), nvec, cols / QBLOCK);
+    const int* gs = gslots + QG_GROUP * blockIdx.y;
+    const int sb = gs[g], so[2] = {gs[2 * c], gs[2 * c + 1]};  // the slot this lane gives; its sums' slots
+    const int vb = sb >= 0 ? sb / x_tok : -1, vo[2] = {so[0] >= 0 ? so[0] / x_tok : -1, so[1] >= 0 ? so[1] / x_tok : -1};
+    const size_t row_bytes = (size_t)(cols / Q::BS) * Q::TS;
+    const int ra = min(row0 + g, rows - 1), rb = min(row0 + g + 8, rows - 1);
+    const unsigned char* r[NP][2];
+#pragma unroll
+    for (int pr = 0; pr < NP; ++pr) {
+        const unsigned char* base = pr == 0 ? w : w2;
+        const size_t first = (size_t)e * stride + (pr == 0 ? off : off2);
+        r[pr][0] = base + (first + ra) * row_bytes;
+        r[pr][1] = base + (first + rb) * row_bytes;
+    }
+    float lv[NP][4][5], out[NP][4];  // output o: row a (o < 2) or b, slot so[o % 2]
+#pragma unroll 1
+    for (int kk = 0; kk < WARP; ++kk) {
+        float acc[NP][4];
+#pragma unroll
+        for (int pr = 0; pr < NP; ++pr) {
+#pragma unroll
+            for (int o = 0; o < 4; ++o) acc[pr][o] = 0.0f;
+        }
+#pragma unroll 1
+        for (int j = qd_tree_lane(kk); j < q.P; j += WARP) {  // the same for all 32 lanes
+            const size_t at = (size_t)(QBLOCK * j / Q::BS) * Q::TS;
+            const int p = QBLOCK * j % Q::BS / QBLOCK;
+            int b0 = 0, b1 = 0;
+            if (vb >= 0) {
+                const int* codes = q.codes + 8 * (vb * q.P + j);
+                b0 = codes[c];
+                b1 = codes[4 + c];
+            }
+            int2 hs[2] = {make_int2(0, 0), make_int2(0, 0)};
+            float da[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                if (vo[i] >= 0) {
+                    hs[i] = q.sum[vo[i] * q.P + j];
+                    da[i] = q.d[vo[i] * q.P + j];
+                }
+            }
+#pragma unroll
+            for (int pr = 0; pr < NP; ++pr) {
+                const int2 wa = Q::word2(r[pr][0] + at, p, c), wb = Q::word2(r[pr][1] + at, p, c);
+                int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+                qd_mma16x8(lo, wa.x, wb.x, b0);
+                qd_mma16x8(hi, wa.y, wb.y, b1);
+                const QdW Wa = Q::scales(r[pr][0] + at, p), Wb = Q::scales(r[pr][1] + at, p);
+#pragma unroll
+                for (int o = 0; o < 4; ++o) {
+                    const int i = o % 2;
+                    if (vo[i] >= 0)
+                        acc[pr][o] = __fadd_rn(acc[pr][o], Q::finish(o < 2 ? Wa : Wb, lo[o], hi[o], hs[i].x, hs[i].y, da[i]));
+                }
+            }
+        }
+#pragma unroll
+        for (int pr = 0; pr < NP; ++pr) {
+#pragma unroll
+            for (int o = 0; o < 4; ++o) out[pr][o] = qd_tree_push(lv[pr][o], kk, acc[pr][o]);
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+        const int i = o % 2, row = row0 + g + (o < 2 ? 0 : 8);
+        if (so[i] >= 0 && row < rows) {
+            const size_t at = (size_t)so[i] * rows + row;
+            if constexpr (GLU) {
+                y[at] = __fmul_rn(s_silu(out[0][o]), out[1][o]);
+            } else {
+                y[at] = out[0][o];
+            }
+        }
+    }
+}
+
 // The input of slot ts = t·k + s (token t, slot s), at x + t·x_tok + s·x_slot, quantized into shared
 // memory by the block; with G, x holds the quantized vectors of the grid's slots (blockIdx.y = ts) and
 // x_tok says how many slots share one (k where the slots read their token's input, else 1).
@@ -866,6 +987,18 @@ __device__ void qdot_router_rows(const void* __restrict__ wr, int kind, const fl
                      const unsigned char* w2, float* y2) {                                                    \
         if (blockIdx.z) { w = w2; y = y2; }                                                                   \
         qdot_rows_mma<Q>(w, x, y, rows, cols, T);                                                             \
+    }                                                                                                         \
+    /* the experts' products over a prompt window's slots grouped by expert (qdot_grouped_rows) */          \
+    extern "C" __global__ void __launch_bounds__(QG_WARPS * WARP)                                             \
+        NAME##_g_grouped(const unsigned char* w, const float* __restrict__ x, float* y, int rows, int cols,   \
+                         int stride, int off, int x_tok, int nvec, const int* gexp, const int* gslots) {      \
+        qdot_grouped_rows<Q, false>(w, nullptr, x, y, rows, cols, stride, off, 0, x_tok, nvec, gexp, gslots); \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(QG_WARPS * WARP)                                             \
+        NAME##_g_grouped_glu(const unsigned char* wg, const unsigned char* wu, const float* __restrict__ x,    \
+                             float* h, int rows, int cols, int stride, int off_g, int off_u, int x_tok,        \
+                             int nvec, const int* gexp, const int* gslots) {                                  \
+        qdot_grouped_rows<Q, true>(wg, wu, x, h, rows, cols, stride, off_g, off_u, x_tok, nvec, gexp, gslots); \
     }                                                                                                         \
     /* the MoE router's product and the experts' input quantized in one launch (STRATA_ROUTER_QUANTIZE=1) */  \
     extern "C" __global__ void __launch_bounds__(QD_WARPS * WARP, 2) /* ptxas's own pick spilled */           \

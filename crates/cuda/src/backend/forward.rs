@@ -605,6 +605,11 @@ impl Backend for CudaForward<'_> {
                 let (buf, _) = crate::ops::moe::moe_window(&self.gpu, w, st, &x.buf, x.t)?;
                 return Ok(Rows { buf, t: x.t, width: self.model.config.n_embd });
             }
+            // A long prompt window with every expert on the card: the slots grouped by expert (ops/moe/grouped.rs).
+            if crate::ops::moe::grouped_fits(&self.gpu, w, x.t) {
+                let (buf, _) = crate::ops::moe::moe_grouped(&self.gpu, w, &x.buf, x.t)?;
+                return Ok(Rows { buf, t: x.t, width: self.model.config.n_embd });
+            }
             // With `STRATA_GUESS_EARLY`, the next trunk block's experts guessed from this block's input.
             let next = match id {
                 MoeId::Layer(l) if self.gpu.settings.guess_early => self.w.layers.get(l + 1).map(|n| &n.moe),

@@ -19,8 +19,10 @@ use crate::runtime::buf::{launch, Arg, Buf};
 use crate::runtime::device::Gpu;
 use crate::runtime::error::CudaError;
 
+mod grouped;
 mod guess;
 mod window;
+pub use grouped::{fits as grouped_fits, moe_grouped};
 pub use guess::{guess, guess_second};
 pub use window::{
     assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, Staging, CHUNK_SLOTS, STAGED,
@@ -397,6 +399,31 @@ fn stream_in(
         [&[Arg::Ptr(of.ptr(gpu)), Arg::I32(first as i32)][..], &src, &dst.map(Arg::Ptr), &lens, &[Arg::I32(pairs)]]
             .concat();
     launch(gpu, &f, "miss_stream", cfg, &args)
+}
+
+/// A long window's routing and shared expert ([`route_tiles`]): each slot's expert and weight, each token's
+/// shared gate logit and shared expert output.
+struct Routed {
+    ids: Buf<i32>,
+    weights: Buf<f32>,
+    sg: Buf<f32>,
+    shared: Buf<f32>,
+}
+
+/// The routing and the shared expert of a window of `t` tokens, tile by tile (the dense kernels take 8
+/// tokens): the first part of the long windows' MoE (ops/moe/window.rs, ops/moe/grouped.rs).
+fn route_tiles(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<Routed, CudaError> {
+    let (_, k, _, fs, n) = w.dims;
+    let (ids, weights) = (Buf::<i32>::uninit(gpu, t * k)?, Buf::<f32>::uninit(gpu, t * k)?);
+    let (sg, shared) = (Buf::<f32>::uninit(gpu, t)?, Buf::<f32>::uninit(gpu, t * n)?);
+    for (first, tt) in crate::ops::matvec::tiles(t) {
+        let xt = x.view(gpu, first * n, tt * n)?;
+        let sgt = sg.view(gpu, first, tt)?;
+        route(gpu, w, &xt, tt, (&ids.view(gpu, first * k, tt * k)?, &weights.view(gpu, first * k, tt * k)?, &sgt))?;
+        let (gs, us, hs) = (Buf::uninit(gpu, tt * fs)?, Buf::uninit(gpu, tt * fs)?, Buf::uninit(gpu, tt * fs)?);
+        shared_expert(gpu, w, (&xt, tt), (&gs, &us, &hs), Some(&shared.view(gpu, first * n, tt * n)?), &sgt)?;
+    }
+    Ok(Routed { ids, weights, sg, shared })
 }
 
 /// The shared expert of the `t` tokens `x`: its gate and up products into `gs` and `us`; with `out`, its

@@ -604,6 +604,68 @@ pub fn gather_combine(
     launch(gpu, &f, name, cfg, &args)
 }
 
+/// Warps a block of the grouped gathers, 16 rows each (QG_WARPS in qdot.cu).
+const GROUPED_WARPS: u32 = 4;
+
+/// The `n` vectors of `w.cols` values at `x` (one after another) quantized once for products over `w`
+/// ([`grouped`]).
+pub fn quantize_vectors(gpu: &Gpu, w: &MatrixGpu, x: &Buf<f32>, n: usize) -> Result<Buf<i32>, CudaError> {
+    check_len(x, n * w.cols)?;
+    quantize_rows(gpu, w, x.ptr(gpu), n)
+}
+
+fn check_len(x: &Buf<f32>, want: usize) -> Result<(), CudaError> {
+    match x.len() >= want {
+        true => Ok(()),
+        false => Err(CudaError::Shape(format!("{want} input values asked of a buffer of {}", x.len()))),
+    }
+}
+
+/// Whether the grouped gathers can take `w`'s experts here: a § qdot type, inputs quantized once, int8
+/// tensor-core tiles (sm_75+).
+pub fn can_group(gpu: &Gpu, w: &MatrixGpu) -> bool {
+    uses(w.ty) && once(gpu) && gpu.arch >= (7, 5) && w.cols.is_multiple_of(32)
+}
+
+/// The experts' products over a window's slots grouped by expert (qdot.cu's `_g_grouped` and, with a
+/// second matrix, `_g_grouped_glu`): for each of `groups` groups (`plan`: each group's expert and its up
+/// to 8 slots, moe.cu's `moe_group_plan`), the `g.rows` rows of its expert against each slot's vector of
+/// `xq` (`nvec` vectors quantized once; slot ts reads vector ts / x_tok), into `y[ts·rows + row]`; with
+/// `up`, y = silu(w's)·(up's).
+pub fn grouped(
+    gpu: &Gpu,
+    (w, g): (&MatrixGpu, Gather),
+    up: Option<(&MatrixGpu, Gather)>,
+    (xq, nvec, x_tok): (&Buf<i32>, usize, usize),
+    (gexp, gslots, groups): (&Buf<i32>, &Buf<i32>, usize),
+    y: &Buf<f32>,
+) -> Result<(), CudaError> {
+    if !can_group(gpu, w) || up.is_some_and(|(u, ug)| !u.same_shape(w) || ug.stride != g.stride || ug.rows != g.rows) {
+        return Err(CudaError::Shape(format!("no grouped gathers for {} experts of {} columns", w.ty, w.cols)));
+    }
+    if xq.len() < quantized_words(nvec, w.cols) || gexp.len() < groups || gslots.len() < 8 * groups {
+        return Err(CudaError::Shape(format!("grouped gathers: {groups} groups over {nvec} vectors")));
+    }
+    let i = |v: usize| Arg::I32(v as i32);
+    let p = |b: u64| Arg::Ptr(b);
+    let rows_per_block = 16 * GROUPED_WARPS as usize;
+    let grid = (g.rows.div_ceil(rows_per_block) as u32, groups as u32, 1);
+    let (kind, weights) = match up {
+        Some((u, ug)) => {
+            let mats = [p(w.ptr(gpu)), p(u.ptr(gpu)), p(xq.ptr(gpu)), p(y.ptr(gpu))];
+            ("_g_grouped_glu", [&mats[..], &[i(g.rows), i(w.cols), i(g.stride), i(g.offset), i(ug.offset)]].concat())
+        }
+        None => {
+            let mats = [p(w.ptr(gpu)), p(xq.ptr(gpu)), p(y.ptr(gpu))];
+            ("_g_grouped", [&mats[..], &[i(g.rows), i(w.cols), i(g.stride), i(g.offset)]].concat())
+        }
+    };
+    let args = [&weights[..], &[i(x_tok), i(nvec), p(gexp.ptr(gpu)), p(gslots.ptr(gpu))]].concat();
+    let name = name_of(w, kind);
+    let (f, cfg) = prepare(gpu, name, grid, 32 * GROUPED_WARPS, 0, w.cols)?;
+    launch(gpu, &f, name, cfg, &args)
+}
+
 /// Bytes of a slot's part of the staged combination's shared memory (qdot.cu's `part`, in 16-byte words
 /// there): COMBINE_ROWS rows' bytes, and 32 more, for where they start past a 16-byte boundary (up to 15
 /// bytes) and the word qd_words reads past their end.

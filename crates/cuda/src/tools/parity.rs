@@ -573,8 +573,8 @@ fn random_moe(n: usize, e: usize, f: usize, fs: usize, ty: strata_gguf::GgmlType
     }
 }
 
-/// `moe_parity`: the MoE on the GPU for T = 1..8 tokens (and placed prompt windows of 13, 40 and 300:
-/// `window_cases`) against the CPU's `moe` token by token (the routed
+/// `moe_parity`: the MoE on the GPU for T = 1..8 tokens (and prompt windows of 9 to 300 tokens, placed,
+/// `window_cases`, and grouped by expert, `grouped_cases`) against the CPU's `moe` token by token (the routed
 /// experts and every output value, bit for bit), with the experts in each type the full model uses.
 pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
     use strata_gguf::GgmlType;
@@ -634,6 +634,7 @@ pub fn moe_parity(gpu: &Gpu, seed: u64) -> Outcome {
             }
             cases += window_cases(gpu, &w, (k, f), &mut rng).map_err(|m| format!("MoE {ty} n {n}: {m}"))?;
             cases += guess_cases(gpu, &w, (k, f), &mut rng).map_err(|m| format!("MoE {ty} n {n}: {m}"))?;
+            cases += grouped_cases(gpu, &w, &wg, (k, f), &mut rng).map_err(|m| format!("MoE {ty} n {n}: {m}"))?;
         }
     }
     Ok(cases)
@@ -664,6 +665,33 @@ fn each_token_is_the_cpus(
         same(&format!("{what}, token {j}"), &y[j * n..(j + 1) * n], &moe(w, xj, k, f))?;
     }
     Ok(())
+}
+
+/// The block on the card, its prompt windows past a tile run with the slots grouped by expert
+/// (ops/moe/grouped.rs), against the CPU token by token: windows of 9, 40 and 300 tokens (300 puts many
+/// groups on each of a few experts, and one or two on each of 512). None where the settings or the
+/// experts' type turn the grouping off.
+fn grouped_cases(
+    gpu: &Gpu,
+    w: &MoeWeights,
+    wg: &crate::ops::moe::MoeGpu,
+    (k, f): (usize, usize),
+    rng: &mut SplitMix64,
+) -> Outcome {
+    use crate::ops::moe::{grouped_fits, moe_grouped};
+    let e = |e: crate::CudaError| e.to_string();
+    let n = w.router.cols;
+    let mut cases = 0;
+    for t in [9, 40, 300] {
+        if !grouped_fits(gpu, wg, t) {
+            continue;
+        }
+        let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();
+        let out = moe_grouped(gpu, wg, &Buf::from_host(gpu, &x).map_err(e)?, t).map_err(e)?;
+        each_token_is_the_cpus(gpu, w, (k, f), &x, out, &format!("window of {t}, grouped by expert"))?;
+        cases += 1;
+    }
+    Ok(cases)
 }
 
 /// The block placed with its experts' pages locked for the bus, its prompt windows past a tile bringing

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use super::{combine, route, shared_expert, stream_in, MoeGpu};
+use super::{combine, route_tiles, stream_in, MoeGpu, Routed};
 use crate::ops::matrix::MatrixGpu;
 use crate::ops::matvec::{matvec_gather, matvec_gather_glu, matvec_gather_glu_list, matvec_gather_list};
 use crate::ops::matvec::{tiles, MAX_T};
@@ -167,16 +167,7 @@ pub fn moe_window(
     };
     let m = t * k;
     // 1. The routing and the shared expert, tile by tile.
-    let (ids, weights) = (Buf::<i32>::uninit(gpu, m)?, Buf::<f32>::uninit(gpu, m)?);
-    let (sg, shared) = (Buf::<f32>::uninit(gpu, t)?, Buf::<f32>::uninit(gpu, t * n)?);
-    for (first, tt) in tiles(t) {
-        let xt = x.view(gpu, first * n, tt * n)?;
-        let sgt = sg.view(gpu, first, tt)?;
-        route(gpu, w, &xt, tt, (&ids.view(gpu, first * k, tt * k)?, &weights.view(gpu, first * k, tt * k)?, &sgt))?;
-        let fs = w.dims.3;
-        let (gs, us, hs) = (Buf::uninit(gpu, tt * fs)?, Buf::uninit(gpu, tt * fs)?, Buf::uninit(gpu, tt * fs)?);
-        shared_expert(gpu, w, (&xt, tt), (&gs, &us, &hs), Some(&shared.view(gpu, first * n, tt * n)?), &sgt)?;
-    }
+    let Routed { ids, weights, sg, shared } = route_tiles(gpu, w, x, t)?;
     // 2. The plan.
     let (s, l) = (STAGED, CHUNK_SLOTS);
     let chunks = chunk_bound(m, (st.hi - st.lo).min(e - pl.held).min(m), s, l);

@@ -1,0 +1,127 @@
+//! A prompt window's routed experts grouped by expert, where the whole model is on the card: a window
+//! longer than the kernels' tile of 8 tokens gives each expert its slots of the whole window at once, so
+//! each piece of an expert's rows is unpacked once for up to 8 of its slots, whose integer sums one int8
+//! tensor-core tile makes (a window of 256 tokens puts about 5 slots on each of 512 experts; tiles of 8
+//! tokens about 1.1).
+//!
+//! 1. The routing and the shared expert, tile by tile (the dense kernels take 8 tokens).
+//! 2. `moe_group_plan` (kernels/moe.cu) cuts each expert's slots into groups of at most [`GROUP`].
+//! 3. The window's inputs quantized once; the gate and up products with the activation over the groups
+//!    (qdot.cu's `_g_grouped_glu`), the activations quantized once, the down products over the groups
+//!    (`_g_grouped`), each slot's output at its place.
+//! 4. The combination, as ever. Each (row, slot) value is § qdot's sum in its order, made alone, so the
+//!    window gives the bits of its tiles (docs/ARITHMETIC.md § qdot).
+//!
+//! A pass is recorded before it runs, so the number of groups launched is a bound ([`group_bound`]);
+//! the groups past the plan's last find no expert and end at once.
+
+use super::{combine, route_tiles, MoeGpu, Routed};
+use crate::ops::matvec::MAX_T;
+use crate::ops::qdot;
+use crate::runtime::buf::{launch, Arg, Buf};
+use crate::runtime::device::Gpu;
+use crate::runtime::error::CudaError;
+use cudarc::driver::LaunchConfig;
+
+/// Slots a group holds (MG_GROUP in moe.cu, QG_GROUP in qdot.cu: the tile's 8 columns).
+pub const GROUP: usize = 8;
+/// The plan kernel's bound on experts (MG_MAX_E in moe.cu).
+const MAX_EXPERTS: usize = 1024;
+/// Slots a window may have here: far past any window's (256 tokens × 64 experts), a check on the ints.
+const MAX_SLOTS: usize = 1 << 16;
+
+/// The most groups `m` slots over `e` experts make: each chosen expert's ⌈c/8⌉, whose sum is at most
+/// (m + 7·d) / 8 for d ≤ min(e, m) experts chosen.
+pub fn group_bound(m: usize, e: usize) -> usize {
+    (m + (GROUP - 1) * e.min(m)) / GROUP
+}
+
+/// Whether `w`'s MoE over a window of `t` tokens runs grouped here: `STRATA_MOE_GROUPED` on, a window past
+/// one tile, every expert on the card, the gate and up products in one GLU launch, § qdot experts whose
+/// gathers can take tensor-core tiles, within the plan kernel's bounds.
+pub fn fits(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
+    let (e, k, _, _, _) = w.dims;
+    gpu.settings.moe_grouped
+        && gpu.settings.glu
+        && t > MAX_T
+        && w.placed.is_none()
+        && w.gate.m.same_shape(&w.up.m)
+        && w.gate.stride == w.up.stride
+        && qdot::can_group(gpu, &w.gate.m)
+        && qdot::can_group(gpu, &w.down.m)
+        && e <= MAX_EXPERTS
+        && t * k <= MAX_SLOTS
+}
+
+/// The block's output for the window's inputs `x` (t rows of n) and the chosen experts (t·k ids), as
+/// [`super::moe`] gives them tile by tile. Only where [`fits`].
+pub fn moe_grouped(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
+    if !fits(gpu, w, t) {
+        return Err(CudaError::Shape(format!("a window of {t} tokens this block cannot take grouped")));
+    }
+    let (e, k, f, _, n) = w.dims;
+    let m = t * k;
+    // 1. The routing and the shared expert.
+    let Routed { ids, weights, sg, shared } = route_tiles(gpu, w, x, t)?;
+    // 2. The groups.
+    let bound = group_bound(m, e);
+    let (gexp, gslots) = (Buf::<i32>::uninit(gpu, bound)?, Buf::<i32>::uninit(gpu, GROUP * bound)?);
+    plan(gpu, (&ids, m, e), (&gexp, &gslots, bound))?;
+    let groups = (&gexp, &gslots, bound);
+    // 3. The experts' products, each slot's at its place.
+    let xq = qdot::quantize_vectors(gpu, &w.gate.m, x, t)?;
+    let h = Buf::<f32>::uninit(gpu, m * f)?;
+    let (gate, up) = ((&*w.gate.m, w.gate.gather(f)), (&*w.up.m, w.up.gather(f)));
+    qdot::grouped(gpu, gate, Some(up), (&xq, t, k), groups, &h)?;
+    let hq = qdot::quantize_vectors(gpu, &w.down.m, &h, m)?;
+    let eo = Buf::<f32>::uninit(gpu, m * n)?;
+    qdot::grouped(gpu, (&w.down.m, w.down.gather(n)), None, (&hq, m, 1), groups, &eo)?;
+    // 4. The combination.
+    let y = Buf::<f32>::uninit(gpu, t * n)?;
+    combine(gpu, (&eo, &weights, &shared, &sg), (n, k, t), &y)?;
+    Ok((y, ids))
+}
+
+/// `moe_group_plan` over the `m` slots' experts `ids` (of `e`): `bound` groups' experts and slots.
+fn plan(
+    gpu: &Gpu,
+    (ids, m, e): (&Buf<i32>, usize, usize),
+    (gexp, gslots, bound): (&Buf<i32>, &Buf<i32>, usize),
+) -> Result<(), CudaError> {
+    if ids.len() < m || e > MAX_EXPERTS || gexp.len() < bound || gslots.len() < GROUP * bound {
+        return Err(CudaError::Shape(format!("a group plan of {m} slots over {e} experts")));
+    }
+    let i = |v: usize| Arg::I32(v as i32);
+    let p = |b: &Buf<i32>| Arg::Ptr(b.ptr(gpu));
+    let f = gpu.function(&crate::ops::sources::MOE_FILE, "moe_group_plan")?;
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+    launch(gpu, &f, "moe_group_plan", cfg, &[p(ids), i(m), i(e), i(bound), p(gexp), p(gslots)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{group_bound, GROUP};
+    use strata_gguf::SplitMix64;
+
+    /// However the slots fall on the experts, their groups (each chosen expert's ⌈c/8⌉) stay within the
+    /// bound the pass is recorded with, and the bound is reached where every expert takes one slot.
+    #[test]
+    fn groups_of_any_routing_fit_the_bound() {
+        let mut rng = SplitMix64::new(0x6a0);
+        for round in 0..500 {
+            let e = 1 + rng.next_u64() as usize % 1024;
+            let m = 1 + rng.next_u64() as usize % 3000;
+            let mut counts = vec![0usize; e];
+            for _ in 0..m {
+                let r = rng.next_u64() as usize;
+                // Skewed in odd rounds (a few experts take most slots), even otherwise.
+                let x = if round % 2 == 0 { r % e } else { (r % e) * (r % e) / e };
+                counts[x] += 1;
+            }
+            let groups: usize = counts.iter().map(|c| c.div_ceil(GROUP)).sum();
+            assert!(groups <= group_bound(m, e), "round {round}: {groups} groups past {}", group_bound(m, e));
+        }
+        assert_eq!(group_bound(512, 512), 512, "one slot an expert: a group each");
+        assert_eq!(group_bound(2560, 512), (2560 + 7 * 512) / 8);
+    }
+}

@@ -22,7 +22,7 @@ use crate::runtime::error::CudaError;
 mod grouped;
 mod guess;
 mod window;
-pub use grouped::{fits as grouped_fits, moe_grouped};
+pub use grouped::{can as grouped_can, fits as grouped_fits, moe_grouped};
 pub use guess::{guess, guess_second};
 pub use window::{
     assign, chunk_bound, fits as window_fits, moe_window, Place, Plan, Sizes, Staging, CHUNK_SLOTS, STAGED,

@@ -678,12 +678,12 @@ fn grouped_cases(
     (k, f): (usize, usize),
     rng: &mut SplitMix64,
 ) -> Outcome {
-    use crate::ops::moe::{grouped_fits, moe_grouped};
+    use crate::ops::moe::{grouped_can, moe_grouped};
     let e = |e: crate::CudaError| e.to_string();
     let n = w.router.cols;
     let mut cases = 0;
     for t in [9, 40, 300] {
-        if !grouped_fits(gpu, wg, t) {
+        if !grouped_can(gpu, wg, t) {
             continue;
         }
         let x: Vec<f32> = (0..t * n).map(|_| normal(rng)).collect();

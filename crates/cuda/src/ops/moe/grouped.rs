@@ -36,13 +36,17 @@ pub fn group_bound(m: usize, e: usize) -> usize {
     (m + (GROUP - 1) * e.min(m)) / GROUP
 }
 
-/// Whether `w`'s MoE over a window of `t` tokens runs grouped here: `STRATA_MOE_GROUPED` on, a window past
-/// one tile, every expert on the card, the gate and up products in one GLU launch, § qdot experts whose
-/// gathers can take tensor-core tiles, within the plan kernel's bounds.
+/// Whether `w`'s MoE over a window of `t` tokens runs grouped here: `STRATA_MOE_GROUPED=1` and [`can`].
 pub fn fits(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
+    gpu.settings.moe_grouped && can(gpu, w, t)
+}
+
+/// Whether `w`'s MoE over a window of `t` tokens can run grouped: a window past one tile, every expert on
+/// the card, the gate and up products in one GLU launch, § qdot experts whose gathers can take
+/// tensor-core tiles, within the plan kernel's bounds (the parity tool runs it whatever the setting).
+pub fn can(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
     let (e, k, _, _, _) = w.dims;
-    gpu.settings.moe_grouped
-        && gpu.settings.glu
+    gpu.settings.glu
         && t > MAX_T
         && w.placed.is_none()
         && w.gate.m.same_shape(&w.up.m)
@@ -54,9 +58,9 @@ pub fn fits(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
 }
 
 /// The block's output for the window's inputs `x` (t rows of n) and the chosen experts (t·k ids), as
-/// [`super::moe`] gives them tile by tile. Only where [`fits`].
+/// [`super::moe`] gives them tile by tile. Only where [`can`].
 pub fn moe_grouped(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf<f32>, Buf<i32>), CudaError> {
-    if !fits(gpu, w, t) {
+    if !can(gpu, w, t) {
         return Err(CudaError::Shape(format!("a window of {t} tokens this block cannot take grouped")));
     }
     let (e, k, f, _, n) = w.dims;

@@ -339,6 +339,49 @@ __device__ __forceinline__ void grid_dep_wait() {
 #endif
 }
 
+// The butterfly of § dot over 32 lane totals taken one lane at a time (qdot.cu's tensor-core products,
+// hc.cu's long windows), lane brev5(i) as the i-th: the
+// butterfly's lane 0 is a balanced tree whose leaves, left to right, are lanes 0, 16, 8, 24, 4, 20, …
+// (offset 16 pairs lane l with l + 16, offset 8 pairs those sums, …), so adding each leaf into a stack of
+// partial sums as a binary counter carries (`lv`, one a level) gives its bits with five sums held. Returns
+// the sum the leaf completes; after the 32nd leaf (i = 31) that is the butterfly's result. Addition
+// commutes, so which operand of a pair comes first does not matter.
+__device__ __forceinline__ float qd_tree_push(float (&lv)[5], int i, float x) {
+#pragma unroll
+    for (int b = 0; b < 5; ++b) {
+        if (((i >> b) & 1) == 0) {
+            lv[b] = x;
+            return x;
+        }
+        x = __fadd_rn(lv[b], x);
+    }
+    return x;
+}
+
+// qd_tree_push for a leaf whose index is known only at run time (a loop over the leaves kept rolled): the
+// same sums in the same order, each level's step predicated, so that the stack stays in registers where a
+// branch out of the loop would put it in local memory.
+__device__ __forceinline__ float qd_tree_push_at(float (&lv)[5], int i, float x) {
+    bool open = true;
+#pragma unroll
+    for (int b = 0; b < 5; ++b) {
+        if (open) {
+            if ((i >> b) & 1) {
+                x = __fadd_rn(lv[b], x);
+            } else {
+                lv[b] = x;
+                open = false;
+            }
+        }
+    }
+    return x;
+}
+
+// Lane brev5(i): the i-th leaf of that tree.
+__device__ __forceinline__ int qd_tree_lane(int i) {
+    return ((i & 1) << 4) | ((i & 2) << 2) | (i & 4) | ((i & 8) >> 2) | ((i & 16) >> 4);
+}
+
 // The slot a gather's block takes and its expert's cache slot: slot blockIdx.y, or with a list (a placed
 // prompt window's chunk, ops/moe/window.rs) the list's entry blockIdx.y, its id ids[blockIdx.y] either
 // way. False where the block has nothing to do: a negative slot or id (a chunk's unused entries, or a

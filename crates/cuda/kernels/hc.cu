@@ -570,3 +570,133 @@ extern "C" __global__ void gr_down_staged(const bf16_t* __restrict__ w_down, con
         }
     }
 }
+
+// ---- Long windows (STRATA_HC_LONG; a prompt window past 8 tokens, backend/forward.rs): the down and up
+// products of any number of tokens, each weight chunk read once for 32 of them. A warp's lane is a
+// token, and each lane makes its (row, token) sums itself: lane class L's chunks L, L + 32, … summed in
+// order from +0 (each chunk's 8 fmas by chunk_dot), the 32 classes taken in the butterfly's leaf order by
+// qd_tree_push, which gives the warp butterfly's bits (common.cuh). The lanes of a warp read the same
+// weight chunk at once (one load for all) and each its own token's activations. Lanes past the window's
+// last token read the last one's and write nothing.
+
+// gr_down_long: a block of LD_WARPS warps takes LD_ROWS rows (of W_down, then W_inject) and 32 tokens;
+// warp w the classes of leaves LD_LEAVES·w .. + LD_LEAVES − 1 (a whole subtree) of every row, and warp 0
+// then adds the warps' subtrees as the tree's top levels.
+#define LD_ROWS 8
+#define LD_WARPS 8
+#define LD_LEAVES (WARP / LD_WARPS)
+template <typename WT>
+__device__ void gr_down_long_body(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,
+                                  const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
+                                  int K, int r, int n_inj, int hc, int T) {
+    __shared__ float part[LD_WARPS][LD_ROWS][WARP];
+    const int lane = threadIdx.x % WARP, wi = threadIdx.x / WARP, rows = r + n_inj;
+    const int row0 = blockIdx.x * LD_ROWS, t = blockIdx.y * WARP + lane, nch = K / CHUNK;
+    const WT* w[LD_ROWS];
+#pragma unroll
+    for (int i = 0; i < LD_ROWS; ++i) {
+        const int row = min(row0 + i, rows - 1);
+        w[i] = row < r ? w_down + (size_t)row * K : w_inj + (size_t)(row - r) * K;
+    }
+    grid_dep_wait();
+    const float* x = xn + (size_t)min(t, T - 1) * K;
+    float lv[LD_ROWS][5], sub[LD_ROWS];
+#pragma unroll
+    for (int k = 0; k < LD_LEAVES; ++k) {
+        float acc[LD_ROWS];
+#pragma unroll
+        for (int i = 0; i < LD_ROWS; ++i) acc[i] = 0.0f;
+        for (int ch = qd_tree_lane(wi * LD_LEAVES + k); ch < nch; ch += WARP) {
+            float xv[CHUNK];
+            load8_f32(x + ch * CHUNK, xv);
+#pragma unroll
+            for (int i = 0; i < LD_ROWS; ++i) {
+                float wv[CHUNK];
+                load8_w(w[i] + ch * CHUNK, wv);
+                acc[i] = __fadd_rn(acc[i], chunk_dot(wv, xv));
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < LD_ROWS; ++i) sub[i] = qd_tree_push(lv[i], k, acc[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < LD_ROWS; ++i) part[wi][i][lane] = sub[i];
+    __syncthreads();
+    if (wi != 0 || t >= T) return;
+#pragma unroll 1
+    for (int i = 0; i < LD_ROWS; ++i) {
+        const int row = row0 + i;
+        if (row >= rows) break;
+        float top[5], out = 0.0f;
+#pragma unroll
+        for (int v = 0; v < LD_WARPS; ++v) out = qd_tree_push(top, v, part[v][i][lane]);
+        if (row < r) lo[(size_t)t * r + row] = s_silu(__fdiv_rn(out, (float)hc));
+        else inj[(size_t)t * hc + (row - r)] = out;
+    }
+}
+#define GR_DOWN_LONG(SUFFIX, WT)                                                                        \
+    extern "C" __global__ void __launch_bounds__(LD_WARPS * WARP, 2) gr_down_long##SUFFIX(                \
+        const WT* __restrict__ w_down, const WT* __restrict__ w_inj, const float* __restrict__ xn,      \
+        float* __restrict__ lo, float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {     \
+        gr_down_long_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);                          \
+    }
+GR_DOWN_LONG(, bf16_t)
+GR_DOWN_LONG(_f32, float)
+
+// gr_up_long: a block of LU_WARPS warps takes 32 tokens, their lo staged in shared memory (each token's
+// row padded by 4 floats, so that the eight lanes of a 16-byte read's phase fall in distinct banks), and
+// LU_WARPS·LU_D outputs d, LU_D a warp: for each d its hc rows c·n + d, each (row, token) sum by its lane
+// (all 32 classes in leaf order), then gr_up's epilogue: the streams' terms xn·σ(g) summed in order from
+// the first, divided by hc.
+#define LU_WARPS 8
+#define LU_D 2
+template <typename WT>
+__device__ void gr_up_long_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
+                                const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc, int T) {
+    extern __shared__ float4 slo4[];  // [WARP][r + 4] floats
+    float* slo = reinterpret_cast<float*>(slo4);
+    const int lane = threadIdx.x % WARP, wi = threadIdx.x / WARP, stride = r + 4;
+    const int t0 = blockIdx.y * WARP, t = t0 + lane, nch = r / CHUNK, q4 = r / 4;
+    grid_dep_wait();
+    for (int i = threadIdx.x; i < WARP * q4; i += blockDim.x) {
+        const int tt = i / q4, j = i % q4;
+        slo4[(tt * stride) / 4 + j] = reinterpret_cast<const float4*>(lo + (size_t)min(t0 + tt, T - 1) * r)[j];
+    }
+    __syncthreads();
+    const float* my = slo + lane * stride;
+#pragma unroll 1
+    for (int dd = 0; dd < LU_D; ++dd) {
+        const int d = (blockIdx.x * LU_WARPS + wi) * LU_D + dd;
+        if (d >= n) return;  // the same for the whole warp
+        float s = 0.0f;
+#pragma unroll 1
+        for (int c = 0; c < hc; ++c) {
+            const WT* row = w_up + ((size_t)c * n + d) * r;
+            float lv[5], g = 0.0f;
+#pragma unroll 1
+            for (int k = 0; k < WARP; ++k) {
+                float acc = 0.0f;
+                for (int ch = qd_tree_lane(k); ch < nch; ch += WARP) {
+                    float wv[CHUNK], xv[CHUNK];
+                    load8_w(row + ch * CHUNK, wv);
+                    load8_f32(my + ch * CHUNK, xv);
+                    acc = __fadd_rn(acc, chunk_dot(wv, xv));
+                }
+                g = qd_tree_push_at(lv, k, acc);
+            }
+            if (t < T) {
+                const float term = __fmul_rn(xn[(size_t)t * hc * n + (size_t)c * n + d], s_sigmoid(g));
+                s = c == 0 ? term : __fadd_rn(s, term);
+            }
+        }
+        if (t < T) mixed[(size_t)t * n + d] = __fdiv_rn(s, (float)hc);
+    }
+}
+#define GR_UP_LONG(SUFFIX, WT)                                                                          \
+    extern "C" __global__ void __launch_bounds__(LU_WARPS * WARP, 2) gr_up_long##SUFFIX(                  \
+        const WT* __restrict__ w_up, const float* __restrict__ lo, const float* __restrict__ xn,        \
+        float* __restrict__ mixed, int r, int n, int hc, int T) {                                       \
+        gr_up_long_body<WT>(w_up, lo, xn, mixed, r, n, hc, T);                                          \
+    }
+GR_UP_LONG(, bf16_t)
+GR_UP_LONG(_f32, float)

@@ -550,7 +550,7 @@ __device__ __forceinline__ void qd_mma16x8(int (&c)[4], int a0, int a1, int b) {
 // g's codes, and gets back the integer sums of rows g and g + 8 against slots 2c and 2c + 1, exact. Each
 // (row, slot) value is then § qdot's, as qdot_rows_mma makes it: a piece's value by Q::finish, a lane
 // class's pieces (j ≡ L mod 32) in order from +0, the 32 classes in the butterfly's leaf order by
-// qd_tree_push, all in the one warp. So a slot's sums are its gather's (qd_row, qd_row2) whichever slots
+// qd_tree_push_at, all in the one warp. So a slot's sums are its gather's (qd_row, qd_row2) whichever slots
 // share its tile. GLU: the gate rows (w, from row off) and the up rows (w2, from off2) and
 // y = silu(gate)·up, the product rounded; else w's rows and y the product. Slot ts reads quantized
 // vector ts / x_tok (x_tok = k where the slots read their token's input, 1 where each has its own) of
@@ -627,7 +627,7 @@ __device__ void qdot_grouped_rows(const unsigned char* __restrict__ w, const uns
 #pragma unroll
         for (int pr = 0; pr < NP; ++pr) {
 #pragma unroll
-            for (int o = 0; o < 4; ++o) out[pr][o] = qd_tree_push(lv[pr][o], kk, acc[pr][o]);
+            for (int o = 0; o < 4; ++o) out[pr][o] = qd_tree_push_at(lv[pr][o], kk, acc[pr][o]);
         }
     }
 #pragma unroll

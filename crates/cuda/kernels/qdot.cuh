@@ -40,29 +40,6 @@ __device__ __forceinline__ float qd_piece_value(float dw, float da, int s) {
 // input's same words (`Q::finish`). `Q::apply` is `finish` of its own sums (s1 = 0 where a type needs
 // only the whole), so the values are the same bits however the sums were made.
 
-// The butterfly of § dot over 32 lane totals taken one lane at a time, lane brev5(i) as the i-th: the
-// butterfly's lane 0 is a balanced tree whose leaves, left to right, are lanes 0, 16, 8, 24, 4, 20, …
-// (offset 16 pairs lane l with l + 16, offset 8 pairs those sums, …), so adding each leaf into a stack of
-// partial sums as a binary counter carries (`lv`, one a level) gives its bits with five sums held. Returns
-// the sum the leaf completes; after the 32nd leaf (i = 31) that is the butterfly's result. Addition
-// commutes, so which operand of a pair comes first does not matter.
-__device__ __forceinline__ float qd_tree_push(float (&lv)[5], int i, float x) {
-#pragma unroll
-    for (int b = 0; b < 5; ++b) {
-        if (((i >> b) & 1) == 0) {
-            lv[b] = x;
-            return x;
-        }
-        x = __fadd_rn(lv[b], x);
-    }
-    return x;
-}
-
-// Lane brev5(i): the i-th leaf of that tree.
-__device__ __forceinline__ int qd_tree_lane(int i) {
-    return ((i & 1) << 4) | ((i & 2) << 2) | (i & 4) | ((i & 8) >> 2) | ((i & 16) >> 4);
-}
-
 // A piece's weights unpacked from its block once (`Q::load`), then put against each input (`Q::apply`):
 // a window's tokens share one unpacking. The 8 words of integer weights and the type's scales: f0, f1
 // and i0, i1 as each type says. `Q::value` is `apply(load(…), …)`: the same operations either way.

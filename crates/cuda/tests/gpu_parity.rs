@@ -56,6 +56,12 @@ fn hc_window_equals_single_tokens() {
 
 #[test]
 #[ignore = "needs a CUDA device"]
+fn hc_long_window_equals_the_cpu() {
+    ok("gr_long_parity", parity::gr_long_parity(&gpu(), &[(256, 4, 32), (2560, 4, 320)], 3));
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
 fn qsa_scores_equal_the_cpu() {
     ok("qsa_parity", parity::qsa_parity(&gpu(), 1));
 }

@@ -118,7 +118,8 @@ static bool qdot_piece(const unsigned char* blk, int p, const int* a, int lo, in
 // A row's § qdot sum on the host: the input quantized piece by piece (qd_scale, qd_code, the codes laid
 // out by Q::pos, the halves' sums), each piece's value by qdot_piece, lane j mod 32's total in piece
 // order, the butterfly; with SPLIT, the lanes' totals taken in the tree's order by qd_tree_push instead,
-// in runs as the `_g_mma` kernels take them (QD_WARPS = 8 warps, 4 leaves each).
+// in runs as the `_g_mma` kernels take them (QD_WARPS = 8 warps, 4 leaves each), and checked against all
+// 32 leaves in one run by qd_tree_push_at.
 template <typename Q, bool SPLIT = false>
 static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const std::vector<unsigned char>& xb, int cols, FILE* out) {
     const int P = cols / QBLOCK;
@@ -154,6 +155,11 @@ static int qdot_rows(const std::vector<unsigned char>& w, size_t wsize, const st
             }
             float lv[5];
             for (int v = 0; v < 8; ++v) total = qd_tree_push(lv, v, part[v]);
+            // And all 32 leaves in one run by qd_tree_push_at (the grouped gathers', the long HC reads'):
+            // the same bits.
+            float whole = 0.0f, la[5];
+            for (int k = 0; k < WARP; ++k) whole = qd_tree_push_at(la, k, lane[qd_tree_lane(k)]);
+            if (memcmp(&whole, &total, 4) != 0 && !(whole != whole && total != total)) return 5;
             fwrite(&total, 4, 1, out);
             continue;
         }

@@ -16,7 +16,7 @@ use crate::backend::weights::{MixerGpu, MtpGpu, Placing, WeightsGpu};
 use crate::ops::attn::{append_cells, attention, rope_rows, AttnStateGpu};
 use crate::ops::draft::DraftHead;
 use crate::ops::gdn::gdn;
-use crate::ops::hc::{hc_read, hc_write, HcGpu, HcScratch, Pending, MAX_T};
+use crate::ops::hc::{hc_read, hc_read_long, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::ops::matvec::{embed, matvec, matvec_at, tiles};
 use crate::ops::moe::moe_then;
 use crate::ops::variants::Variants;
@@ -225,6 +225,14 @@ impl CudaForward<'_> {
             return self.read_tile(at(0), pending.map(|(y, inj)| Pending::of(&y.buf, &inj.buf)), r.t, id);
         }
         let (n, hc) = (c.n_embd, c.hc);
+        if g.settings.hc_long {
+            // The whole window at once, each weight chunk read once for 32 tokens (hc.cu's long kernels).
+            let w = self.hc(id)?;
+            let s = HcScratch::window(g, (w.n, w.hc, w.r), r.t)?;
+            let pending = pending.map(|(y, inj)| Pending::of(&y.buf, &inj.buf));
+            hc_read_long(g, w, (at(0), at(0)), pending, r.t, &s)?;
+            return Ok((Rows { buf: s.mixed, t: r.t, width: n }, Rows { buf: s.inj, t: r.t, width: hc }));
+        }
         let (mixed, inj) = (Buf::uninit(g, r.t * n)?, Buf::uninit(g, r.t * hc)?); // every tile's copied in
         for (first, k) in tiles(r.t) {
             let tiles = pending.map(|(y, i)| Ok::<_, CudaError>((y.tile(g, first, k)?, i.tile(g, first, k)?)));

@@ -100,6 +100,19 @@ impl HcScratch {
     }
 }
 
+impl HcScratch {
+    /// Work buffers of one read of a long window of `t` tokens ([`hc_read_long`]), left unset: the read
+    /// writes every value it reads back.
+    pub fn window(gpu: &Gpu, (n, hc, r): (usize, usize, usize), t: usize) -> Result<HcScratch, CudaError> {
+        Ok(HcScratch {
+            xn: Buf::uninit(gpu, t * hc * n)?,
+            lo: Buf::uninit(gpu, t * r)?,
+            inj: Buf::uninit(gpu, t * hc)?,
+            mixed: Buf::uninit(gpu, t * n)?,
+        })
+    }
+}
+
 /// The previous half's output and inject scalars, written into R before this read.
 pub struct Pending<'a> {
     pub y: &'a Buf<f32>,
@@ -334,6 +347,61 @@ pub fn hc_read_with(
         launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)?;
     }
     Ok(())
+}
+
+/// Tokens a block of the long-window kernels takes (a warp's lanes; hc.cu's gr_down_long, gr_up_long).
+const LONG_TOKENS: usize = 32;
+/// Rows a block of gr_down_long (LD_ROWS), outputs d a block of gr_up_long (LU_WARPS · LU_D), threads a block.
+const LONG_DOWN_ROWS: usize = 8;
+const LONG_UP_D: usize = 16;
+const LONG_THREADS: u32 = 256;
+
+/// The read of a prompt window of any `t` tokens with each weight chunk read once for 32 of them
+/// (`STRATA_HC_LONG`; hc.cu's long-window kernels): the split norm over every token, then `gr_down_long`
+/// and `gr_up_long`, whose lanes each make a (row, token) sum in § dot's order. `s` holds `t` tokens
+/// ([`HcScratch::window`]); the outputs as [`hc_read`]'s.
+pub fn hc_read_long(
+    gpu: &Gpu,
+    w: &HcGpu,
+    (r_in, r_out): (u64, u64),
+    pending: Option<Pending>,
+    t: usize,
+    s: &HcScratch,
+) -> Result<(), CudaError> {
+    let (n, hc, r) = (w.n, w.hc, w.r);
+    if t == 0 || s.xn.len() < t * hc * n || s.lo.len() < t * r || s.inj.len() < t * hc || s.mixed.len() < t * n {
+        return Err(CudaError::Shape(format!("a long HC read of {t} tokens over buffers for fewer")));
+    }
+    norm(gpu, HcVariant::SPLIT, w, (r_in, r_out), pending.as_ref(), s, t)?;
+    let groups = t.div_ceil(LONG_TOKENS) as u32;
+    let n_inj = if w.inject.is_some() { hc } else { 0 };
+    let i = |v: usize| Arg::I32(v as i32);
+    let p = |b: &Buf<f32>| Arg::Ptr(b.ptr(gpu));
+    let wi = w.inject.as_ref().map_or(0, |b| b.ptr(gpu));
+    let down = [Arg::Ptr(w.down.ptr(gpu)), Arg::Ptr(wi), p(&s.xn), p(&s.lo), p(&s.inj)];
+    let args = [&down[..], &[i(hc * n), i(r), i(n_inj), i(hc), i(t)]].concat();
+    let cfg = LaunchConfig {
+        grid_dim: ((r + n_inj).div_ceil(LONG_DOWN_ROWS) as u32, groups, 1),
+        block_dim: (LONG_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let name = w.kernel("gr_down_long");
+    launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)?;
+    // lo of the block's 32 tokens in shared memory, each token's row padded by 4 floats.
+    let smem = LONG_TOKENS * (r + 4) * 4;
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(LONG_UP_D) as u32, groups, 1),
+        block_dim: (LONG_THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let name = w.kernel("gr_up_long");
+    let f = gpu.function(&crate::ops::sources::HC_FILE, name)?;
+    if smem > 48 << 10 {
+        use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_SMEM;
+        f.set_attribute(MAX_SMEM, smem as i32).check("allowing gr_up_long its shared memory")?;
+    }
+    let up = [Arg::Ptr(w.up.ptr(gpu)), p(&s.lo), p(&s.xn), p(&s.mixed)];
+    launch(gpu, &f, name, cfg, &[&up[..], &[i(r), i(n), i(hc), i(t)]].concat())
 }
 
 /// The read's first kernel: the pending write and the norms.

@@ -73,6 +73,7 @@ pub const SWITCHES: &[Switch] = &[
     sw("STRATA_GUESS_MIXER_SLOTS", "M (0..=64): with the early guess, M more guess slots a placed block fills at its mixer, by its router on the mixer's input, with the experts the early guess and the cache left out, on a lane of their own (0: none)", "0"),
     sw("STRATA_ASK_MISSES_ONLY", "0: a placed block asks the host at every request and the host counts the routings, not the card counting them and asking only for slots left to the host (13 % slower decode at 12 GiB; no placed prompt windows)", "on"),
     sw("STRATA_WINDOW_STREAM", "0: a placed block's prompt window longer than 8 tokens asks the host and streams tile by tile, not bringing each expert it does not hold over the bus once for the whole window (docs/PLACEMENT.md, \"Prompt windows\")", "on"),
+    sw("STRATA_HC_LONG", "1: a prompt window longer than 8 tokens reads the streams with each HC weight read once for 32 tokens (a lane a token making each sum in § dot's order), not tile by tile", "off"),
     sw("STRATA_MOE_GROUPED", "1: a prompt window longer than 8 tokens, every expert on the card, runs its experts' products over the window's slots grouped by expert (each expert's rows unpacked once for up to 8 of its slots, int8 tensor-core sums; sm_75+), not tile by tile", "off"),
     sw("STRATA_WINDOW_OVERLAP", "0: a placed prompt window's chunks of experts copied over the bus and computed in turn, in one staging area. Otherwise two: a chunk copied into one while the chunk before is computed from the other", "on"),
     sw("STRATA_ARENA_LAYERS", "0: a recorded step's temporaries of each trunk layer from memory of its own, not from one of two areas that layer l + 2 takes again: a window's scratch 48 layers' worth rather than two, and a placed run's prompt windows 8 tokens", "on"),
@@ -191,6 +192,9 @@ pub struct Settings {
     /// `STRATA_WINDOW_STREAM`: a placed block's long prompt window brings each expert it does not hold
     /// over the bus once (ops/moe/window.rs).
     pub window_stream: bool,
+    /// `STRATA_HC_LONG` (off until timed on a card): a prompt window past 8 tokens reads the streams by
+    /// hc.cu's long-window kernels (ops/hc.rs `hc_read_long`), not tile by tile.
+    pub hc_long: bool,
     /// `STRATA_MOE_GROUPED` (off until timed on a card): a prompt window past the kernels' 8 tokens runs its routed experts'
     /// products over its slots grouped by expert (ops/moe/grouped.rs), where the whole model is on the card.
     pub moe_grouped: bool,
@@ -295,6 +299,7 @@ impl Settings {
             guess_mixer_slots: r.number("STRATA_GUESS_MIXER_SLOTS", 0..=64).unwrap_or(0),
             ask_misses_only: r.on("STRATA_ASK_MISSES_ONLY"),
             window_stream: r.on("STRATA_WINDOW_STREAM"),
+            hc_long: r.flag("STRATA_HC_LONG").unwrap_or(false),
             moe_grouped: r.flag("STRATA_MOE_GROUPED").unwrap_or(false),
             window_overlap: r.on("STRATA_WINDOW_OVERLAP"),
             arena_layers: r.on("STRATA_ARENA_LAYERS"),

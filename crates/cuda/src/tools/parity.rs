@@ -81,6 +81,49 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
     Ok(cases)
 }
 
+/// `gr_long_parity`: the read of a long prompt window by hc.cu's long-window kernels (ops/hc.rs
+/// `hc_read_long`, `STRATA_HC_LONG`) against the CPU token by token: windows of 9, 40 and 100 tokens (a
+/// partial group of 32 in each), with and without the pending write, BF16 weights with inject rows and
+/// F32 ones without, in place.
+pub fn gr_long_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcome {
+    use crate::ops::hc::{hc_read_long, Pending};
+    use strata_gguf::GgmlType::{BF16, F32};
+    let e = |e: crate::CudaError| e.to_string();
+    let mut cases = 0;
+    for &(n, hc, r) in dims {
+        for ((ty, inject), eps) in [(BF16, true), (F32, false)].into_iter().zip(EPSILONS) {
+            let w = random_hc_as(ty, n, hc, r, inject, seed ^ (n as u64) ^ 0x10e6);
+            let wg = HcGpu::upload(gpu, &w, hc, eps, HcVariant::SPLIT).map_err(e)?;
+            for (t, pending) in [9, 40, 100].into_iter().flat_map(|t| [(t, false), (t, true)]) {
+                let x = inputs(n, hc, t, seed.wrapping_add((t * 7 + pending as usize) as u64));
+                let (rb, y, inj) = (Buf::from_host(gpu, &x.r), Buf::from_host(gpu, &x.y), Buf::from_host(gpu, &x.inj));
+                let (rb, y, inj) = (rb.map_err(e)?, y.map_err(e)?, inj.map_err(e)?);
+                let s = HcScratch::window(gpu, (n, hc, r), t).map_err(e)?;
+                let p = pending.then_some(Pending::of(&y, &inj));
+                hc_read_long(gpu, &wg, (rb.ptr(gpu), rb.ptr(gpu)), p, t, &s).map_err(e)?;
+                let (mut r_cpu, mut mixed_cpu, mut inj_cpu) = (x.r.clone(), Vec::new(), Vec::new());
+                for k in 0..t {
+                    let rk = &mut r_cpu[k * hc * n..(k + 1) * hc * n];
+                    if pending {
+                        cpu_write(rk, &x.y[k * n..(k + 1) * n], &x.inj[k * hc..(k + 1) * hc]);
+                    }
+                    let read = cpu_read(rk, &w, hc, eps);
+                    mixed_cpu.extend(read.mixed);
+                    inj_cpu.extend(read.inject);
+                }
+                let case = format!("long {ty} n {n} r {r} T {t} pending {pending} inject {inject}");
+                same(&format!("{case}: R"), &rb.read(gpu, t * hc * n).map_err(e)?, &r_cpu)?;
+                same(&format!("{case}: mixed"), &s.mixed.read(gpu, t * n).map_err(e)?, &mixed_cpu)?;
+                if inject {
+                    same(&format!("{case}: inj"), &s.inj.read(gpu, t * hc).map_err(e)?, &inj_cpu)?;
+                }
+                cases += 1;
+            }
+        }
+    }
+    Ok(cases)
+}
+
 /// `gr_multi_parity`: a window of T tokens against T single-token calls, in place and out of place.
 pub fn gr_multi_parity(gpu: &Gpu, n: usize, hc: usize, r: usize, seed: u64) -> Outcome {
     let w = random_hc(n, hc, r, true, seed);

@@ -58,16 +58,7 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
                 for pending in [false, true] {
                     let x = inputs(n, hc, t, seed.wrapping_add((t * 31 + pending as usize) as u64));
                     let (r_gpu, mixed_gpu, inj_gpu) = gpu_read(gpu, v, &wg, &s, &x, t, pending, false)?;
-                    let (mut r_cpu, mut mixed_cpu, mut inj_cpu) = (x.r.clone(), Vec::new(), Vec::new());
-                    for k in 0..t {
-                        let rk = &mut r_cpu[k * hc * n..(k + 1) * hc * n];
-                        if pending {
-                            cpu_write(rk, &x.y[k * n..(k + 1) * n], &x.inj[k * hc..(k + 1) * hc]);
-                        }
-                        let read = cpu_read(rk, &w, hc, eps);
-                        mixed_cpu.extend(read.mixed);
-                        inj_cpu.extend(read.inject);
-                    }
+                    let (r_cpu, mixed_cpu, inj_cpu) = cpu_reads(&w, (hc, eps), &x, t, pending);
                     let case =
                         format!("{} {ty} n {n} r {r} T {t} pending {pending} inject {inject} eps {eps:e}", v.name());
                     same(&format!("{case}: R"), &r_gpu, &r_cpu)?;
@@ -79,6 +70,28 @@ pub fn gr_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> Outcom
         }
     }
     Ok(cases)
+}
+
+/// The CPU's reads of `t` tokens' streams `x` (after the pending write where `pending`): R, mixed, inj.
+fn cpu_reads(
+    w: &strata_model::weights::HcWeights,
+    (hc, eps): (usize, f32),
+    x: &Inputs,
+    t: usize,
+    pending: bool,
+) -> ReadOut {
+    let n = x.y.len() / t;
+    let (mut r, mut mixed, mut inj) = (x.r.clone(), Vec::new(), Vec::new());
+    for k in 0..t {
+        let rk = &mut r[k * hc * n..(k + 1) * hc * n];
+        if pending {
+            cpu_write(rk, &x.y[k * n..(k + 1) * n], &x.inj[k * hc..(k + 1) * hc]);
+        }
+        let read = cpu_read(rk, w, hc, eps);
+        mixed.extend(read.mixed);
+        inj.extend(read.inject);
+    }
+    (r, mixed, inj)
 }
 
 /// `gr_long_parity`: the read of a long prompt window by hc.cu's long-window kernels (ops/hc.rs
@@ -101,16 +114,7 @@ pub fn gr_long_parity(gpu: &Gpu, dims: &[(usize, usize, usize)], seed: u64) -> O
                 let s = HcScratch::window(gpu, (n, hc, r), t).map_err(e)?;
                 let p = pending.then_some(Pending::of(&y, &inj));
                 hc_read_long(gpu, &wg, (rb.ptr(gpu), rb.ptr(gpu)), p, t, &s).map_err(e)?;
-                let (mut r_cpu, mut mixed_cpu, mut inj_cpu) = (x.r.clone(), Vec::new(), Vec::new());
-                for k in 0..t {
-                    let rk = &mut r_cpu[k * hc * n..(k + 1) * hc * n];
-                    if pending {
-                        cpu_write(rk, &x.y[k * n..(k + 1) * n], &x.inj[k * hc..(k + 1) * hc]);
-                    }
-                    let read = cpu_read(rk, &w, hc, eps);
-                    mixed_cpu.extend(read.mixed);
-                    inj_cpu.extend(read.inject);
-                }
+                let (r_cpu, mixed_cpu, inj_cpu) = cpu_reads(&w, (hc, eps), &x, t, pending);
                 let case = format!("long {ty} n {n} r {r} T {t} pending {pending} inject {inject}");
                 same(&format!("{case}: R"), &rb.read(gpu, t * hc * n).map_err(e)?, &r_cpu)?;
                 same(&format!("{case}: mixed"), &s.mixed.read(gpu, t * n).map_err(e)?, &mixed_cpu)?;

@@ -115,13 +115,8 @@ mod tests {
         for round in 0..500 {
             let e = 1 + rng.next_u64() as usize % 1024;
             let m = 1 + rng.next_u64() as usize % 3000;
-            let mut counts = vec![0usize; e];
-            for _ in 0..m {
-                let r = rng.next_u64() as usize;
-                // Skewed in odd rounds (a few experts take most slots), even otherwise.
-                let x = if round % 2 == 0 { r % e } else { (r % e) * (r % e) / e };
-                counts[x] += 1;
-            }
+            // Skewed in odd rounds (a few experts take most slots), even otherwise.
+            let counts = super::super::window::random_counts(&mut rng, e, m, round % 2 == 1);
             let groups: usize = counts.iter().map(|c| c.div_ceil(GROUP)).sum();
             assert!(groups <= group_bound(m, e), "round {round}: {groups} groups past {}", group_bound(m, e));
         }

@@ -279,9 +279,21 @@ impl Plan {
     }
 }
 
+/// The slots a random routing of `m` slots puts on each of `e` experts (the plans' tests): even, or
+/// skewed (a few experts take most).
+#[cfg(test)]
+pub(super) fn random_counts(rng: &mut strata_gguf::SplitMix64, e: usize, m: usize, skewed: bool) -> Vec<usize> {
+    let mut counts = vec![0usize; e];
+    for _ in 0..m {
+        let r = rng.next_u64() as usize;
+        counts[if skewed { (r % e) * (r % e) / e } else { r % e }] += 1;
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{assign, chunk_bound, Place};
+    use super::{assign, chunk_bound, random_counts, Place};
     use strata_gguf::SplitMix64;
 
     /// Every routing's chunks stay within the bound the pass is recorded with; each expert the bus can
@@ -295,12 +307,7 @@ mod tests {
             let (lo, hi) = (rng.next_u64() as usize % 3, e - rng.next_u64() as usize % 3);
             // A skewed routing some rounds (a few experts take most slots), even in others.
             let m = 1 + rng.next_u64() as usize % 3000;
-            let mut counts = vec![0usize; e];
-            for _ in 0..m {
-                let r = rng.next_u64() as usize;
-                let x = if round % 2 == 0 { r % e } else { (r % e) * (r % e) / e };
-                counts[x] += 1;
-            }
+            let counts = random_counts(&mut rng, e, m, round % 2 == 1);
             let placed = assign(&counts, (lo, hi), s, l);
             let d = (lo..hi).filter(|&x| counts[x] > 0 && counts[x] <= l).count();
             let bound = chunk_bound(m, d, s, l);

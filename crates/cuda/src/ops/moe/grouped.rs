@@ -12,6 +12,9 @@
 //! 4. The combination, as ever. Each (row, slot) value is § qdot's sum in its order, made alone, so the
 //!    window gives the bits of its tiles (docs/ARITHMETIC.md § qdot).
 //!
+//! A placed block's prompt window (ops/moe/window.rs) takes the same products for the slots its cache
+//! holds, grouped by cache slot.
+//!
 //! A pass is recorded before it runs, so the number of groups launched is a bound ([`group_bound`]);
 //! the groups past the plan's last find no expert and end at once.
 
@@ -42,19 +45,10 @@ pub fn fits(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
 }
 
 /// Whether `w`'s MoE over a window of `t` tokens can run grouped: a window past one tile, every expert on
-/// the card, the gate and up products in one GLU launch, § qdot experts whose gathers can take
-/// tensor-core tiles, within the plan kernel's bounds (the parity tool runs it whatever the setting).
+/// the card, [`can_products`] (the parity tool runs it whatever the setting).
 pub fn can(gpu: &Gpu, w: &MoeGpu, t: usize) -> bool {
     let (e, k, _, _, _) = w.dims;
-    gpu.settings.glu
-        && t > MAX_T
-        && w.placed.is_none()
-        && w.gate.m.same_shape(&w.up.m)
-        && w.gate.stride == w.up.stride
-        && qdot::can_group(gpu, &w.gate.m)
-        && qdot::can_group(gpu, &w.down.m)
-        && e <= MAX_EXPERTS
-        && t * k <= MAX_SLOTS
+    t > MAX_T && w.placed.is_none() && can_products(gpu, w, e) && t * k <= MAX_SLOTS
 }
 
 /// The block's output for the window's inputs `x` (t rows of n) and the chosen experts (t·k ids), as
@@ -67,23 +61,53 @@ pub fn moe_grouped(gpu: &Gpu, w: &MoeGpu, x: &Buf<f32>, t: usize) -> Result<(Buf
     let m = t * k;
     // 1. The routing and the shared expert.
     let Routed { ids, weights, sg, shared } = route_tiles(gpu, w, x, t)?;
-    // 2. The groups.
-    let bound = group_bound(m, e);
-    let (gexp, gslots) = (Buf::<i32>::uninit(gpu, bound)?, Buf::<i32>::uninit(gpu, GROUP * bound)?);
-    plan(gpu, (&ids, m, e), (&gexp, &gslots, bound))?;
-    let groups = (&gexp, &gslots, bound);
-    // 3. The experts' products, each slot's at its place.
-    let xq = qdot::quantize_vectors(gpu, &w.gate.m, x, t)?;
-    let h = Buf::<f32>::uninit(gpu, m * f)?;
-    let (gate, up) = ((&*w.gate.m, w.gate.gather(f)), (&*w.up.m, w.up.gather(f)));
-    qdot::grouped(gpu, gate, Some(up), (&xq, t, k), groups, &h)?;
-    let hq = qdot::quantize_vectors(gpu, &w.down.m, &h, m)?;
-    let eo = Buf::<f32>::uninit(gpu, m * n)?;
-    qdot::grouped(gpu, (&w.down.m, w.down.gather(n)), None, (&hq, m, 1), groups, &eo)?;
+    // 2 and 3. The groups and the experts' products, each slot's at its place.
+    let (h, eo) = (Buf::<f32>::uninit(gpu, m * f)?, Buf::<f32>::uninit(gpu, m * n)?);
+    products(gpu, w, (x, t), (&ids, e), (&h, &eo))?;
     // 4. The combination.
     let y = Buf::<f32>::uninit(gpu, t * n)?;
     combine(gpu, (&eo, &weights, &shared, &sg), (n, k, t), &y)?;
     Ok((y, ids))
+}
+
+/// Whether [`products`] can take `w`'s experts over ids below `experts`: the GLU launch's shapes, § qdot
+/// experts whose gathers can take tensor-core tiles, within the plan kernel's bounds.
+pub fn can_products(gpu: &Gpu, w: &MoeGpu, experts: usize) -> bool {
+    gpu.settings.glu
+        && w.gate.m.same_shape(&w.up.m)
+        && w.gate.stride == w.up.stride
+        && qdot::can_group(gpu, &w.gate.m)
+        && qdot::can_group(gpu, &w.down.m)
+        && experts <= MAX_EXPERTS
+}
+
+/// The experts' products of a window's slots grouped by expert: slot ts's expert is `ids[ts]` (of
+/// `w`'s stacked gate, up and down matrices, below `experts`; −1: none, its rows left alone), its input
+/// token ts / k's of `x` (t tokens); its activation into `h[ts]` (f values) and its output into `eo[ts]`
+/// (n values), as the gathers of a tile make them. Only where [`can_products`].
+pub fn products(
+    gpu: &Gpu,
+    w: &MoeGpu,
+    (x, t): (&Buf<f32>, usize),
+    (ids, experts): (&Buf<i32>, usize),
+    (h, eo): (&Buf<f32>, &Buf<f32>),
+) -> Result<(), CudaError> {
+    let (_, k, f, _, n) = w.dims;
+    let m = t * k;
+    if !can_products(gpu, w, experts) || m > MAX_SLOTS || h.len() < m * f || eo.len() < m * n {
+        return Err(CudaError::Shape(format!("grouped experts' products of {m} slots over {experts} experts")));
+    }
+    let bound = group_bound(m, experts);
+    let (gexp, gslots) = (Buf::<i32>::uninit(gpu, bound)?, Buf::<i32>::uninit(gpu, GROUP * bound)?);
+    plan(gpu, (ids, m, experts), (&gexp, &gslots, bound))?;
+    let groups = (&gexp, &gslots, bound);
+    let xq = qdot::quantize_vectors(gpu, &w.gate.m, x, t)?;
+    let (gate, up) = ((&*w.gate.m, w.gate.gather(f)), (&*w.up.m, w.up.gather(f)));
+    qdot::grouped(gpu, gate, Some(up), (&xq, t, k), groups, h)?;
+    // Every slot's activation quantized (a slot with no expert here quantizes what its row holds, which
+    // no group reads).
+    let hq = qdot::quantize_vectors(gpu, &w.down.m, h, m)?;
+    qdot::grouped(gpu, (&w.down.m, w.down.gather(n)), None, (&hq, m, 1), groups, eo)
 }
 
 /// `moe_group_plan` over the `m` slots' experts `ids` (of `e`): `bound` groups' experts and slots.

@@ -6,7 +6,8 @@
 //! 1. The routing and the shared expert, tile by tile (the dense kernels take 8 tokens).
 //! 2. `miss_window_plan` (kernels/misses.cu) sorts the window's slots: those the cache holds, then chunks
 //!    of at most S experts and L slots, each expert's slots in one chunk.
-//! 3. The held slots' gathers over the whole window, then for each chunk: its experts streamed into a
+//! 3. The held slots' gathers over the whole window (grouped by cache slot with `STRATA_MOE_GROUPED`,
+//!    ops/moe/grouped.rs), then for each chunk: its experts streamed into a
 //!    staging area of S experts that every block shares ([`Staging`]: the layers run in turn), and the
 //!    gathers over its list of slots reading them there.
 //! 4. The few experts the bus cannot bring (outside the locked pages, or chosen by more than L slots):
@@ -178,8 +179,14 @@ pub fn moe_window(
     // 3. The held slots over the whole window, then each chunk's, into h and eo at each slot's place.
     let (h, eo) = (Buf::<f32>::uninit(gpu, m * f)?, Buf::<f32>::uninit(gpu, m * n)?);
     let (gate, up, down) = ((&*w.gate.m, w.gate.gather(f)), (&*w.up.m, w.up.gather(f)), w.down.gather(n));
-    matvec_gather_glu(gpu, gate, up, (x, None), (n, 0), &h, &held_ids, (t, k))?;
-    matvec_gather(gpu, &w.down.m, down, &h, (k * f, f), &eo, &held_ids, (t, k))?;
+    // The held slots grouped by their cache slot with `STRATA_MOE_GROUPED` (ops/moe/grouped.rs).
+    let cache_slots = w.gate.m.rows / w.gate.stride.max(1);
+    if gpu.settings.moe_grouped && super::grouped::can_products(gpu, w, cache_slots) {
+        super::grouped::products(gpu, w, (x, t), (&held_ids, cache_slots), (&h, &eo))?;
+    } else {
+        matvec_gather_glu(gpu, gate, up, (x, None), (n, 0), &h, &held_ids, (t, k))?;
+        matvec_gather(gpu, &w.down.m, down, &h, (k * f, f), &eo, &held_ids, (t, k))?;
+    }
     // With two areas, chunk c + 1's copies run on the side lane while chunk c is computed on the main
     // one (the side lane forks after chunk c − 1's gathers, the last readers of its area).
     // Beside the gathers, the copies take few blocks (`STRATA_SIDE_COPY_BLOCKS`); alone, as many as they can.

@@ -16,7 +16,7 @@ use crate::backend::weights::{MixerGpu, MtpGpu, Placing, WeightsGpu};
 use crate::ops::attn::{append_cells, attention, rope_rows, AttnStateGpu};
 use crate::ops::draft::DraftHead;
 use crate::ops::gdn::gdn;
-use crate::ops::hc::{hc_read, hc_read_long, hc_write, HcGpu, HcScratch, Pending, MAX_T};
+use crate::ops::hc::{can_read_long, hc_read, hc_read_long, hc_write, HcGpu, HcScratch, Pending, MAX_T};
 use crate::ops::matvec::{embed, matvec, matvec_at, tiles};
 use crate::ops::moe::moe_then;
 use crate::ops::variants::Variants;
@@ -217,7 +217,7 @@ fn ple_split(s: &crate::runtime::settings::Settings, n: usize) -> bool {
 
 impl CudaForward<'_> {
     /// The read `id` of the streams `r`, after the pending write if one is given (in place in R), tile by
-    /// tile in a window longer than the kernels take.
+    /// tile in a window longer than the kernels take, or there in one pass with `STRATA_HC_LONG`.
     fn read_streams(&self, r: &Rows, pending: Option<(&Rows, &Rows)>, id: HcId) -> Result<(Rows, Rows), CudaError> {
         let (c, g) = (&self.model.config, &*self.gpu);
         let at = |first: usize| r.buf.ptr(g) + (first * r.width * 4) as u64;
@@ -225,9 +225,9 @@ impl CudaForward<'_> {
             return self.read_tile(at(0), pending.map(|(y, inj)| Pending::of(&y.buf, &inj.buf)), r.t, id);
         }
         let (n, hc) = (c.n_embd, c.hc);
-        if g.settings.hc_long {
+        let w = self.hc(id)?;
+        if g.settings.hc_long && can_read_long(g, w) {
             // The whole window at once, each weight chunk read once for 32 tokens (hc.cu's long kernels).
-            let w = self.hc(id)?;
             let s = HcScratch::window(g, (w.n, w.hc, w.r), r.t)?;
             let pending = pending.map(|(y, inj)| Pending::of(&y.buf, &inj.buf));
             hc_read_long(g, w, (at(0), at(0)), pending, r.t, &s)?;

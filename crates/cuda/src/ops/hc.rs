@@ -356,6 +356,16 @@ const LONG_DOWN_ROWS: usize = 8;
 const LONG_UP_D: usize = 16;
 const LONG_THREADS: u32 = 256;
 
+/// Shared memory `gr_up_long` takes: the 32 tokens' lo, each row padded by 4 floats.
+fn long_up_smem(r: usize) -> usize {
+    LONG_TOKENS * (r + 4) * 4
+}
+
+/// Whether this card can take `w`'s reads by [`hc_read_long`] (`gr_up_long`'s shared memory).
+pub fn can_read_long(gpu: &Gpu, w: &HcGpu) -> bool {
+    long_up_smem(w.r) <= gpu.smem_optin as usize
+}
+
 /// The read of a prompt window of any `t` tokens with each weight chunk read once for 32 of them
 /// (`STRATA_HC_LONG`; hc.cu's long-window kernels): the split norm over every token, then `gr_down_long`
 /// and `gr_up_long`, whose lanes each make a (row, token) sum in § dot's order. `s` holds `t` tokens
@@ -372,6 +382,9 @@ pub fn hc_read_long(
     if t == 0 || s.xn.len() < t * hc * n || s.lo.len() < t * r || s.inj.len() < t * hc || s.mixed.len() < t * n {
         return Err(CudaError::Shape(format!("a long HC read of {t} tokens over buffers for fewer")));
     }
+    if !can_read_long(gpu, w) {
+        return Err(CudaError::Shape(format!("a long HC read of r = {r} needs more shared memory than the card has")));
+    }
     norm(gpu, HcVariant::SPLIT, w, (r_in, r_out), pending.as_ref(), s, t)?;
     let groups = t.div_ceil(LONG_TOKENS) as u32;
     let n_inj = if w.inject.is_some() { hc } else { 0 };
@@ -387,8 +400,7 @@ pub fn hc_read_long(
     };
     let name = w.kernel("gr_down_long");
     launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)?;
-    // lo of the block's 32 tokens in shared memory, each token's row padded by 4 floats.
-    let smem = LONG_TOKENS * (r + 4) * 4;
+    let smem = long_up_smem(r);
     let cfg = LaunchConfig {
         grid_dim: (n.div_ceil(LONG_UP_D) as u32, groups, 1),
         block_dim: (LONG_THREADS, 1, 1),

@@ -643,20 +643,30 @@ __device__ void gr_down_long_body(const WT* __restrict__ w_down, const WT* __res
 GR_DOWN_LONG(, bf16_t)
 GR_DOWN_LONG(_f32, float)
 
-// gr_up_long: a block of LU_WARPS warps takes 32 tokens, their lo staged in shared memory (each token's
-// row padded by 4 floats, so that the eight lanes of a 16-byte read's phase fall in distinct banks), and
-// LU_WARPS·LU_D outputs d, LU_D a warp: for each d its hc rows c·n + d, each (row, token) sum by its lane
-// (all 32 classes in leaf order), then gr_up's epilogue: the streams' terms xn·σ(g) summed in order from
-// the first, divided by hc.
+// gr_up_long: a block of LU_WARPS warps takes 32 tokens and LU_WARPS·LU_D outputs d, LU_D a warp. Into
+// shared memory first: the tokens' lo (each token's row padded by 4 floats, so that the eight lanes of a
+// 16-byte read's phase fall in distinct banks), then the block's hc·LU_WARPS·LU_D weight rows c·n + d as
+// stored (every lane of a warp reads the same chunk: one broadcast, not a trip to the L2 a chunk). Then for
+// each d its hc rows, each (row, token) sum by its lane (all 32 classes in leaf order), and gr_up's
+// epilogue: the streams' terms xn·σ(g) summed in order from the first, divided by hc.
 #define LU_WARPS 8
 #define LU_D 2
 template <typename WT>
 __device__ void gr_up_long_body(const WT* __restrict__ w_up, const float* __restrict__ lo,
                                 const float* __restrict__ xn, float* __restrict__ mixed, int r, int n, int hc, int T) {
-    extern __shared__ float4 slo4[];  // [WARP][r + 4] floats
+    extern __shared__ float4 slo4[];  // [WARP][r + 4] floats, then [hc][LU_WARPS·LU_D][r] weights
+    constexpr int D = LU_WARPS * LU_D;
     float* slo = reinterpret_cast<float*>(slo4);
-    const int lane = threadIdx.x % WARP, wi = threadIdx.x / WARP, stride = r + 4;
+    const int lane = threadIdx.x % WARP, wi = threadIdx.x / WARP, stride = r + 4, d0 = blockIdx.x * D;
     const int t0 = blockIdx.y * WARP, t = t0 + lane, nch = r / CHUNK, q4 = r / 4;
+    WT* sw = reinterpret_cast<WT*>(slo + WARP * stride);
+    // The weights first (no kernel's output: before grid_dep_wait), 16 bytes at a time.
+    const int words = r * (int)sizeof(WT) / 16;
+    uint4* sw4 = reinterpret_cast<uint4*>(sw);
+    for (int i = threadIdx.x; i < hc * D * words; i += blockDim.x) {
+        const int row = i / words, j = i % words, c = row / D, d = d0 + row % D;
+        if (d < n) sw4[i] = reinterpret_cast<const uint4*>(w_up + ((size_t)c * n + d) * r)[j];
+    }
     grid_dep_wait();
     for (int i = threadIdx.x; i < WARP * q4; i += blockDim.x) {
         const int tt = i / q4, j = i % q4;
@@ -666,12 +676,12 @@ __device__ void gr_up_long_body(const WT* __restrict__ w_up, const float* __rest
     const float* my = slo + lane * stride;
 #pragma unroll 1
     for (int dd = 0; dd < LU_D; ++dd) {
-        const int d = (blockIdx.x * LU_WARPS + wi) * LU_D + dd;
+        const int d = d0 + wi * LU_D + dd;
         if (d >= n) return;  // the same for the whole warp
         float s = 0.0f;
 #pragma unroll 1
         for (int c = 0; c < hc; ++c) {
-            const WT* row = w_up + ((size_t)c * n + d) * r;
+            const WT* row = sw + (size_t)(c * D + wi * LU_D + dd) * r;
             float lv[5], g = 0.0f;
 #pragma unroll 1
             for (int k = 0; k < WARP; ++k) {

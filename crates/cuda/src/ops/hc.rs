@@ -356,14 +356,15 @@ const LONG_DOWN_ROWS: usize = 8;
 const LONG_UP_D: usize = 16;
 const LONG_THREADS: u32 = 256;
 
-/// Shared memory `gr_up_long` takes: the 32 tokens' lo, each row padded by 4 floats.
-fn long_up_smem(r: usize) -> usize {
-    LONG_TOKENS * (r + 4) * 4
+/// Shared memory `gr_up_long` takes: the 32 tokens' lo, each row padded by 4 floats, then the block's hc
+/// rows of each of its outputs d (BF16, or F32).
+fn long_up_smem(w: &HcGpu) -> usize {
+    LONG_TOKENS * (w.r + 4) * 4 + w.hc * LONG_UP_D * w.r * if w.f32_weights { 4 } else { 2 }
 }
 
 /// Whether this card can take `w`'s reads by [`hc_read_long`] (`gr_up_long`'s shared memory).
 pub fn can_read_long(gpu: &Gpu, w: &HcGpu) -> bool {
-    long_up_smem(w.r) <= gpu.smem_optin as usize
+    long_up_smem(w) <= gpu.smem_optin as usize
 }
 
 /// The read of a prompt window of any `t` tokens with each weight chunk read once for 32 of them
@@ -400,7 +401,7 @@ pub fn hc_read_long(
     };
     let name = w.kernel("gr_down_long");
     launch(gpu, &gpu.function(&crate::ops::sources::HC_FILE, name)?, name, cfg, &args)?;
-    let smem = long_up_smem(r);
+    let smem = long_up_smem(w);
     let cfg = LaunchConfig {
         grid_dim: (n.div_ceil(LONG_UP_D) as u32, groups, 1),
         block_dim: (LONG_THREADS, 1, 1),

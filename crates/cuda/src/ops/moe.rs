@@ -589,3 +589,15 @@ fn route(
     launch(gpu, &f, name, cfg, &[&outs[..], &[i(e), i(k)], &sg_args].concat())?;
     Ok(xq)
 }
+
+/// The slots a random routing of `m` slots puts on each of `e` experts (the plans' tests): even, or
+/// skewed (a few experts take most).
+#[cfg(test)]
+fn random_counts(rng: &mut strata_gguf::SplitMix64, e: usize, m: usize, skewed: bool) -> Vec<usize> {
+    let mut counts = vec![0usize; e];
+    for _ in 0..m {
+        let r = rng.next_u64() as usize;
+        counts[if skewed { (r % e) * (r % e) / e } else { r % e }] += 1;
+    }
+    counts
+}

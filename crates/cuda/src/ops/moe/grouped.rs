@@ -140,7 +140,7 @@ mod tests {
             let e = 1 + rng.next_u64() as usize % 1024;
             let m = 1 + rng.next_u64() as usize % 3000;
             // Skewed in odd rounds (a few experts take most slots), even otherwise.
-            let counts = super::super::window::random_counts(&mut rng, e, m, round % 2 == 1);
+            let counts = super::super::random_counts(&mut rng, e, m, round % 2 == 1);
             let groups: usize = counts.iter().map(|c| c.div_ceil(GROUP)).sum();
             assert!(groups <= group_bound(m, e), "round {round}: {groups} groups past {}", group_bound(m, e));
         }

@@ -286,21 +286,10 @@ impl Plan {
     }
 }
 
-/// The slots a random routing of `m` slots puts on each of `e` experts (the plans' tests): even, or
-/// skewed (a few experts take most).
-#[cfg(test)]
-pub(super) fn random_counts(rng: &mut strata_gguf::SplitMix64, e: usize, m: usize, skewed: bool) -> Vec<usize> {
-    let mut counts = vec![0usize; e];
-    for _ in 0..m {
-        let r = rng.next_u64() as usize;
-        counts[if skewed { (r % e) * (r % e) / e } else { r % e }] += 1;
-    }
-    counts
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{assign, chunk_bound, random_counts, Place};
+    use super::super::random_counts;
+    use super::{assign, chunk_bound, Place};
     use strata_gguf::SplitMix64;
 
     /// Every routing's chunks stay within the bound the pass is recorded with; each expert the bus can

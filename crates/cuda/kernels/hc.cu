@@ -585,6 +585,14 @@ extern "C" __global__ void gr_down_staged(const bf16_t* __restrict__ w_down, con
 #define LD_ROWS 8
 #define LD_WARPS 8
 #define LD_LEAVES (WARP / LD_WARPS)
+// HC_LONG_PIPE (STRATA_DEFINES; 0 by default): gr_down_long's lanes load the next chunk of their class
+// (its 8 rows' weights and their token's activations) before they sum the current one, so a chunk's trip
+// to the L2 overlaps the one before's fmas; twice the chunks in registers, so one block a multiprocessor.
+// The same sums in the same order.
+#ifndef HC_LONG_PIPE
+#define HC_LONG_PIPE 0
+#endif
+#define LD_BLOCKS (HC_LONG_PIPE ? 1 : 2)
 template <typename WT>
 __device__ void gr_down_long_body(const WT* __restrict__ w_down, const WT* __restrict__ w_inj,
                                   const float* __restrict__ xn, float* __restrict__ lo, float* __restrict__ inj,
@@ -606,6 +614,37 @@ __device__ void gr_down_long_body(const WT* __restrict__ w_down, const WT* __res
         float acc[LD_ROWS];
 #pragma unroll
         for (int i = 0; i < LD_ROWS; ++i) acc[i] = 0.0f;
+#if HC_LONG_PIPE
+        RawChunk<WT> cw[LD_ROWS];
+        float4 cx[2];
+        const auto fetch = [&](int ch, RawChunk<WT>* rw, float4* rx) {
+            rx[0] = reinterpret_cast<const float4*>(x + ch * CHUNK)[0];
+            rx[1] = reinterpret_cast<const float4*>(x + ch * CHUNK)[1];
+#pragma unroll
+            for (int i = 0; i < LD_ROWS; ++i) rw[i].load(w[i] + ch * CHUNK);
+        };
+        int ch = qd_tree_lane(wi * LD_LEAVES + k);
+        if (ch < nch) fetch(ch, cw, cx);
+        for (; ch < nch; ch += WARP) {
+            RawChunk<WT> nw[LD_ROWS];
+            float4 nx[2];
+            const bool more = ch + WARP < nch;
+            if (more) fetch(ch + WARP, nw, nx);
+            const float xv[CHUNK] = {cx[0].x, cx[0].y, cx[0].z, cx[0].w, cx[1].x, cx[1].y, cx[1].z, cx[1].w};
+#pragma unroll
+            for (int i = 0; i < LD_ROWS; ++i) {
+                float wv[CHUNK];
+                cw[i].get(wv);
+                acc[i] = __fadd_rn(acc[i], chunk_dot(wv, xv));
+            }
+            if (more) {
+#pragma unroll
+                for (int i = 0; i < LD_ROWS; ++i) cw[i] = nw[i];
+                cx[0] = nx[0];
+                cx[1] = nx[1];
+            }
+        }
+#else
         for (int ch = qd_tree_lane(wi * LD_LEAVES + k); ch < nch; ch += WARP) {
             float xv[CHUNK];
             load8_f32(x + ch * CHUNK, xv);
@@ -616,6 +655,7 @@ __device__ void gr_down_long_body(const WT* __restrict__ w_down, const WT* __res
                 acc[i] = __fadd_rn(acc[i], chunk_dot(wv, xv));
             }
         }
+#endif
 #pragma unroll
         for (int i = 0; i < LD_ROWS; ++i) sub[i] = qd_tree_push(lv[i], k, acc[i]);
     }
@@ -635,7 +675,7 @@ __device__ void gr_down_long_body(const WT* __restrict__ w_down, const WT* __res
     }
 }
 #define GR_DOWN_LONG(SUFFIX, WT)                                                                        \
-    extern "C" __global__ void __launch_bounds__(LD_WARPS * WARP, 2) gr_down_long##SUFFIX(                \
+    extern "C" __global__ void __launch_bounds__(LD_WARPS * WARP, LD_BLOCKS) gr_down_long##SUFFIX(                \
         const WT* __restrict__ w_down, const WT* __restrict__ w_inj, const float* __restrict__ xn,      \
         float* __restrict__ lo, float* __restrict__ inj, int K, int r, int n_inj, int hc, int T) {     \
         gr_down_long_body<WT>(w_down, w_inj, xn, lo, inj, K, r, n_inj, hc, T);                          \

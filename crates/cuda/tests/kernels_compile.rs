@@ -118,11 +118,12 @@ fn every_kernel_compiles_for_every_architecture_without_spills() {
 
 /// The kernels' compile-time variants other than their defaults (each file's `#ifndef` macros, which
 /// `STRATA_DEFINES` sets at run time): (file, `NAME VALUE`).
-const COMPILE_VARIANTS: [(&str, &str); 9] = [
+const COMPILE_VARIANTS: [(&str, &str); 10] = [
     ("matvec.cu", "MATVEC_PREFETCH 0"),
     ("matvec.cu", "MATVEC_PREFETCH 1"),
     ("hc.cu", "HC_EARLY 0"),
     ("hc.cu", "HC_EARLY 2"),
+    ("hc.cu", "HC_LONG_PIPE 1"),
     ("qdot.cu", "QDOT_ROW_AHEAD 0"),
     ("qdot.cu", "QDOT_WINDOW_SMEM 1"),
     ("qdot.cu", "ROUTER_ONE_PASS 0"),

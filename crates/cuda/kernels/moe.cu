@@ -292,7 +292,7 @@ extern "C" __global__ void moe_combine(const float* __restrict__ eo, const float
 extern "C" __global__ void __launch_bounds__(1024) moe_group_plan(const int* __restrict__ ids, int m, int E,
                                                                   int bound, int* __restrict__ gexp,
                                                                   int* __restrict__ gslots) {
-    __shared__ int count[MG_MAX_E], first[MG_MAX_E], lane_sum[WARP];
+    __shared__ int count[MG_MAX_E], first[MG_MAX_E], total;
     const int tid = threadIdx.x, n = blockDim.x;
     grid_dep_wait();
     for (int e = tid; e < E; e += n) count[e] = 0;
@@ -319,10 +319,10 @@ extern "C" __global__ void __launch_bounds__(1024) moe_group_plan(const int* __r
             first[e] = at;
             at += (count[e] + MG_GROUP - 1) / MG_GROUP;
         }
-        if (tid == WARP - 1) lane_sum[0] = incl;
+        if (tid == WARP - 1) total = incl;
     }
     __syncthreads();
-    const int groups = min(lane_sum[0], bound);
+    const int groups = min(total, bound);
     for (int e = tid; e < E; e += n) {
         const int g0 = first[e], ng = (count[e] + MG_GROUP - 1) / MG_GROUP;
         for (int g = g0; g < g0 + ng && g < bound; ++g) gexp[g] = e;

@@ -98,9 +98,7 @@ impl HcScratch {
             mixed: Buf::zeros(gpu, MAX_T * n)?,
         })
     }
-}
 
-impl HcScratch {
     /// Work buffers of one read of a long window of `t` tokens ([`hc_read_long`]), left unset: the read
     /// writes every value it reads back.
     pub fn window(gpu: &Gpu, (n, hc, r): (usize, usize, usize), t: usize) -> Result<HcScratch, CudaError> {
